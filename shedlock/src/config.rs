@@ -1,0 +1,236 @@
+//! [`LockConfiguration`]: what to lock, for how long, and for which tick.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::{Error, Result};
+
+/// The longest lock name, in bytes (the `name` column is `VARCHAR(64)`).
+pub const MAX_NAME_BYTES: usize = 64;
+
+/// The longest `lock_at_most_for` or `lock_at_least_for` accepted: 1000 years.
+///
+/// Longer values would overflow date arithmetic in some databases (MySQL's `DATETIME` ends in
+/// the year 9999); nothing real needs them.
+pub const MAX_LOCK_DURATION: Duration = Duration::from_secs(1000 * 365 * 24 * 60 * 60);
+
+/// A validated request for a lock: its name, how long it may be held at most, how long it is
+/// kept at least, and optionally the cron tick it claims.
+///
+/// An invalid configuration cannot be built: [`LockConfiguration::new`] checks every field.
+///
+/// ```
+/// use std::time::Duration;
+/// use shedlock::LockConfiguration;
+///
+/// let cfg = LockConfiguration::new("nightly_report", Duration::from_secs(30 * 60), Duration::from_secs(10))?;
+/// assert_eq!(cfg.name(), "nightly_report");
+///
+/// let err = LockConfiguration::new("nightly_report", Duration::ZERO, Duration::ZERO).unwrap_err();
+/// assert!(err.to_string().contains("lock_at_most_for"));
+/// # Ok::<(), shedlock::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockConfiguration {
+    name: String,
+    lock_at_most_for: Duration,
+    lock_at_least_for: Duration,
+    tick: Option<DateTime<Utc>>,
+}
+
+impl LockConfiguration {
+    /// Validates and builds a configuration.
+    ///
+    /// - `name`: 1 to [`MAX_NAME_BYTES`] bytes, no control characters, no leading or trailing
+    ///   whitespace (MySQL compares `'a'` and `'a '` as equal, so such names could collide).
+    /// - `lock_at_most_for`: how long the lock is held if its holder dies without unlocking;
+    ///   greater than zero, at most [`MAX_LOCK_DURATION`].
+    /// - `lock_at_least_for`: the lock is kept at least this long after it was taken, even if
+    ///   the job finishes sooner; at most `lock_at_most_for`.
+    pub fn new(
+        name: impl Into<String>,
+        lock_at_most_for: Duration,
+        lock_at_least_for: Duration,
+    ) -> Result<Self> {
+        let name = validate_name(name.into())?;
+        if lock_at_most_for.is_zero() {
+            return Err(Error::ZeroLockAtMostFor { name });
+        }
+        check_not_too_long(&name, "lock_at_most_for", lock_at_most_for)?;
+        check_not_too_long(&name, "lock_at_least_for", lock_at_least_for)?;
+        if lock_at_least_for > lock_at_most_for {
+            return Err(Error::LockAtLeastForExceedsAtMostFor {
+                name,
+                lock_at_least_for,
+                lock_at_most_for,
+            });
+        }
+        Ok(Self {
+            name,
+            lock_at_most_for,
+            lock_at_least_for,
+            tick: None,
+        })
+    }
+
+    /// Claims one cron tick with this lock: once any instance has acquired the lock for `tick`,
+    /// no instance can acquire it again for the same tick (or an earlier one), however soon the
+    /// first holder unlocks. Manual runs (no tick) are unaffected.
+    ///
+    /// The tick is stored with millisecond precision on SQLite and microsecond precision
+    /// elsewhere; cron ticks are whole seconds.
+    #[must_use]
+    pub fn for_tick(mut self, tick: DateTime<Utc>) -> Self {
+        self.tick = Some(tick);
+        self
+    }
+
+    /// The lock name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// How long the lock is held at most, if never unlocked or extended.
+    pub fn lock_at_most_for(&self) -> Duration {
+        self.lock_at_most_for
+    }
+
+    /// How long the lock is kept at least after it was taken.
+    pub fn lock_at_least_for(&self) -> Duration {
+        self.lock_at_least_for
+    }
+
+    /// The tick this configuration claims, if any.
+    pub fn tick(&self) -> Option<DateTime<Utc>> {
+        self.tick
+    }
+}
+
+/// Checks a lock name against the rules of [`LockConfiguration::new`].
+pub(crate) fn validate_name(name: String) -> Result<String> {
+    if name.is_empty() {
+        return Err(Error::EmptyLockName);
+    }
+    if name.len() > MAX_NAME_BYTES {
+        let len = name.len();
+        return Err(Error::LockNameTooLong { name, len });
+    }
+    if name.chars().any(char::is_control) {
+        return Err(Error::InvalidLockName {
+            name,
+            reason: "contains a control character",
+        });
+    }
+    if name.trim() != name {
+        return Err(Error::InvalidLockName {
+            name,
+            reason: "has leading or trailing whitespace",
+        });
+    }
+    Ok(name)
+}
+
+/// Checks the durations of an extension: the same rules as a configuration's.
+pub(crate) fn validate_durations(name: &str, at_most: Duration, at_least: Duration) -> Result<()> {
+    if at_most.is_zero() {
+        return Err(Error::ZeroLockAtMostFor { name: name.into() });
+    }
+    check_not_too_long(name, "lock_at_most_for", at_most)?;
+    check_not_too_long(name, "lock_at_least_for", at_least)?;
+    if at_least > at_most {
+        return Err(Error::LockAtLeastForExceedsAtMostFor {
+            name: name.into(),
+            lock_at_least_for: at_least,
+            lock_at_most_for: at_most,
+        });
+    }
+    Ok(())
+}
+
+fn check_not_too_long(name: &str, field: &'static str, value: Duration) -> Result<()> {
+    if value > MAX_LOCK_DURATION {
+        return Err(Error::DurationTooLong {
+            name: name.into(),
+            field,
+            value,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn each_invalid_field_has_its_own_error_naming_field_and_value() {
+        assert!(matches!(
+            LockConfiguration::new("", S, S),
+            Err(Error::EmptyLockName)
+        ));
+        let long = "x".repeat(65);
+        let err = LockConfiguration::new(long.clone(), S, S).unwrap_err();
+        assert!(matches!(&err, Error::LockNameTooLong { len: 65, .. }));
+        assert!(err.to_string().contains("65 bytes"), "{err}");
+        assert!(err.to_string().contains(&long), "{err}");
+
+        let err = LockConfiguration::new("job", Duration::ZERO, Duration::ZERO).unwrap_err();
+        assert!(matches!(&err, Error::ZeroLockAtMostFor { .. }));
+        assert!(err.to_string().contains("`lock_at_most_for`"), "{err}");
+
+        let err = LockConfiguration::new("job", S, 2 * S).unwrap_err();
+        assert!(matches!(&err, Error::LockAtLeastForExceedsAtMostFor { .. }));
+        let text = err.to_string();
+        assert!(text.contains("`lock_at_least_for` (2s)"), "{text}");
+        assert!(text.contains("`lock_at_most_for` (1s)"), "{text}");
+
+        let err = LockConfiguration::new("job", MAX_LOCK_DURATION + S, S).unwrap_err();
+        assert!(matches!(
+            &err,
+            Error::DurationTooLong {
+                field: "lock_at_most_for",
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn names_at_the_limit_unicode_and_sql_are_accepted_verbatim() {
+        let at_limit = "n".repeat(MAX_NAME_BYTES);
+        assert_eq!(
+            LockConfiguration::new(at_limit.clone(), S, S)
+                .unwrap()
+                .name(),
+            at_limit
+        );
+        // 16 four-byte characters = 64 bytes; one more is over.
+        let emoji = "🦀".repeat(16);
+        assert!(LockConfiguration::new(emoji.clone(), S, S).is_ok());
+        assert!(LockConfiguration::new(format!("{emoji}a"), S, S).is_err());
+        let sql = "x'; DROP TABLE shedlock; --";
+        assert_eq!(LockConfiguration::new(sql, S, S).unwrap().name(), sql);
+    }
+
+    #[test]
+    fn names_that_could_collide_or_break_storage_are_refused() {
+        for bad in ["job ", " job", "job\n", "a\0b"] {
+            let err = LockConfiguration::new(bad, S, S).unwrap_err();
+            assert!(
+                matches!(err, Error::InvalidLockName { .. }),
+                "{bad:?}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn equal_durations_and_zero_at_least_are_fine() {
+        assert!(LockConfiguration::new("job", S, S).is_ok());
+        assert!(LockConfiguration::new("job", S, Duration::ZERO).is_ok());
+        assert!(LockConfiguration::new("job", Duration::from_millis(1), Duration::ZERO).is_ok());
+        let hundred_years = Duration::from_secs(100 * 365 * 24 * 3600);
+        assert!(LockConfiguration::new("job", hundred_years, Duration::ZERO).is_ok());
+    }
+}

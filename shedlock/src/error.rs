@@ -1,0 +1,209 @@
+//! The one error type of the crate.
+
+use std::fmt;
+use std::time::Duration;
+
+/// `Result` with [`Error`] as the default error type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The database behind a provider, used to name it in errors and logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Backend {
+    /// PostgreSQL.
+    Postgres,
+    /// MySQL 8 or MariaDB 10.11.
+    MySql,
+    /// SQLite.
+    Sqlite,
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Backend::Postgres => "PostgreSQL",
+            Backend::MySql => "MySQL/MariaDB",
+            Backend::Sqlite => "SQLite",
+        })
+    }
+}
+
+/// Everything that can go wrong in shedlock.
+///
+/// "The lock is held elsewhere" is **not** an error: [`LockProvider::lock`] returns `Ok(None)`.
+///
+/// [`LockProvider::lock`]: crate::LockProvider::lock
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The lock name is the empty string.
+    #[error("invalid lock configuration: `name` must not be empty")]
+    EmptyLockName,
+
+    /// The lock name is longer than [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES) bytes.
+    #[error(
+        "invalid lock configuration: `name` is {len} bytes long, the limit is {max} bytes: {name:?}",
+        max = crate::MAX_NAME_BYTES
+    )]
+    LockNameTooLong {
+        /// The name as given.
+        name: String,
+        /// Its length in bytes.
+        len: usize,
+    },
+
+    /// The lock name contains a character the table cannot store faithfully.
+    #[error("invalid lock configuration: `name` {name:?} {reason}")]
+    InvalidLockName {
+        /// The name as given.
+        name: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+
+    /// `lock_at_most_for` is zero: the lock would expire the moment it is taken.
+    #[error(
+        "invalid lock configuration for {name:?}: `lock_at_most_for` must be greater than zero (got 0s)"
+    )]
+    ZeroLockAtMostFor {
+        /// The lock name.
+        name: String,
+    },
+
+    /// `lock_at_least_for` is longer than `lock_at_most_for`.
+    #[error(
+        "invalid lock configuration for {name:?}: `lock_at_least_for` ({}) must not exceed `lock_at_most_for` ({})",
+        humantime::format_duration(*lock_at_least_for),
+        humantime::format_duration(*lock_at_most_for)
+    )]
+    LockAtLeastForExceedsAtMostFor {
+        /// The lock name.
+        name: String,
+        /// The `lock_at_least_for` given.
+        lock_at_least_for: Duration,
+        /// The `lock_at_most_for` given.
+        lock_at_most_for: Duration,
+    },
+
+    /// A duration is longer than [`MAX_LOCK_DURATION`](crate::MAX_LOCK_DURATION).
+    #[error(
+        "invalid lock configuration for {name:?}: `{field}` ({}) is longer than the limit of {}",
+        humantime::format_duration(*value),
+        humantime::format_duration(crate::MAX_LOCK_DURATION)
+    )]
+    DurationTooLong {
+        /// The lock name.
+        name: String,
+        /// Which setting: `lock_at_most_for` or `lock_at_least_for`.
+        field: &'static str,
+        /// The value given.
+        value: Duration,
+    },
+
+    /// The lock table name is not a plain SQL identifier.
+    #[error("invalid table name {name:?}: {reason}")]
+    InvalidTableName {
+        /// The name as given.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// The `locked_by` value cannot be stored.
+    #[error("invalid `locked_by` value {value:?}: {reason}")]
+    InvalidLockedBy {
+        /// The value as given.
+        value: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+
+    /// The keep-alive settings contradict each other.
+    #[error("invalid keep-alive settings: {0}")]
+    InvalidKeepAlive(String),
+
+    /// A database URL could not be parsed.
+    #[error("invalid {backend} database URL: {source}")]
+    InvalidUrl {
+        /// The backend the URL was meant for.
+        backend: Backend,
+        /// What sqlx said about it.
+        #[source]
+        source: sqlx::Error,
+    },
+
+    /// The database could not be reached.
+    #[error("cannot reach the {backend} database at {address}: {source}")]
+    Unreachable {
+        /// Which database.
+        backend: Backend,
+        /// Host and port, or the file path for SQLite.
+        address: String,
+        /// The underlying failure.
+        #[source]
+        source: sqlx::Error,
+    },
+
+    /// The lock table does not exist.
+    #[error(
+        "the lock table `{table}` does not exist in the {backend} database: run `migrate()` on the provider \
+         (or apply migrations/{dir}/ with `sqlx migrate run`)",
+        dir = migration_dir(*backend)
+    )]
+    TableMissing {
+        /// Which database.
+        backend: Backend,
+        /// The table name looked for.
+        table: String,
+    },
+
+    /// The lock table exists but lacks columns this version needs.
+    #[error(
+        "the lock table `{table}` in the {backend} database is missing the column(s) {}: \
+         it was not created by shedlock's migrations (a Java ShedLock table has other columns); \
+         drop or rename it, or choose another table name, then run `migrate()`",
+        columns.join(", ")
+    )]
+    MissingColumns {
+        /// Which database.
+        backend: Backend,
+        /// The table name.
+        table: String,
+        /// The expected columns that are absent.
+        columns: Vec<String>,
+    },
+
+    /// Creating or upgrading the lock table failed.
+    #[error("migrating the lock table `{table}` in the {backend} database failed: {source}")]
+    Migrate {
+        /// Which database.
+        backend: Backend,
+        /// The table name.
+        table: String,
+        /// What sqlx's migrator said.
+        #[source]
+        source: sqlx::migrate::MigrateError,
+    },
+
+    /// The database refused or failed a statement.
+    #[error("{backend} error while trying to {operation} (table `{table}`): {source}")]
+    Database {
+        /// Which database.
+        backend: Backend,
+        /// What shedlock was doing, e.g. `acquire lock "nightly"`.
+        operation: String,
+        /// The table name.
+        table: String,
+        /// The underlying error.
+        #[source]
+        source: sqlx::Error,
+    },
+}
+
+fn migration_dir(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Postgres => "postgres",
+        Backend::MySql => "mysql",
+        Backend::Sqlite => "sqlite",
+    }
+}

@@ -1,0 +1,422 @@
+//! Provider settings shared by every backend: table name, `locked_by`, clock, keep-alive, and
+//! the builder that sets them.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::{Error, Result};
+
+/// The default lock table name.
+pub const DEFAULT_TABLE_NAME: &str = "shedlock";
+
+/// The longest table name accepted, in bytes (leaves room for the `_<table>_migrations` history
+/// table within PostgreSQL's 63-byte identifier limit).
+pub const MAX_TABLE_NAME_BYTES: usize = 48;
+
+/// Environment variables read, in order, for the default `locked_by`.
+pub const LOCKED_BY_ENV: [&str; 2] = ["SHEDLOCK_LOCKED_BY", "POD_NAME"];
+
+const MAX_LOCKED_BY_CHARS: usize = 255;
+
+/// A lock table name, checked to be a plain SQL identifier (optionally `schema.table`).
+///
+/// Only ASCII letters, digits and `_` are allowed, not starting with a digit, so the name can be
+/// put into SQL text without quoting and without any chance of injection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TableName(String);
+
+impl TableName {
+    pub(crate) fn new(name: &str) -> Result<Self> {
+        let refuse = |reason: String| Error::InvalidTableName {
+            name: name.to_owned(),
+            reason,
+        };
+        if name.is_empty() {
+            return Err(refuse("it is empty".into()));
+        }
+        if name.len() > MAX_TABLE_NAME_BYTES {
+            return Err(refuse(format!(
+                "it is {} bytes long, the limit is {MAX_TABLE_NAME_BYTES}",
+                name.len()
+            )));
+        }
+        let parts: Vec<&str> = name.split('.').collect();
+        if parts.len() > 2 {
+            return Err(refuse(
+                "use `table` or `schema.table`, with at most one dot".into(),
+            ));
+        }
+        for part in parts {
+            let mut chars = part.chars();
+            match chars.next() {
+                None => return Err(refuse("a part between dots is empty".into())),
+                Some(c) if c.is_ascii_digit() => {
+                    return Err(refuse(format!("{part:?} starts with a digit")));
+                }
+                _ => {}
+            }
+            if let Some(bad) = part
+                .chars()
+                .find(|c| !(c.is_ascii_alphanumeric() || *c == '_'))
+            {
+                return Err(refuse(format!(
+                    "{bad:?} is not allowed: only ASCII letters, digits and `_` make an SQL identifier"
+                )));
+            }
+        }
+        Ok(Self(name.to_owned()))
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// `(schema, table)`.
+    pub(crate) fn split(&self) -> (Option<&str>, &str) {
+        match self.0.split_once('.') {
+            Some((schema, table)) => (Some(schema), table),
+            None => (None, &self.0),
+        }
+    }
+
+    /// The table where [`migrate`](crate::LockProvider::migrate) records what it applied:
+    /// `_<table>_migrations` beside the lock table, never the application's `_sqlx_migrations`.
+    pub(crate) fn history_table(&self) -> String {
+        match self.split() {
+            (Some(schema), table) => format!("{schema}._{table}_migrations"),
+            (None, table) => format!("_{table}_migrations"),
+        }
+    }
+}
+
+/// Which clock decides when a lock expires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ClockMode {
+    /// The database server's clock (`clock_timestamp()`, `UTC_TIMESTAMP(6)`,
+    /// `unixepoch('subsec')`): instances' own clocks may drift without effect. The default.
+    #[default]
+    Database,
+    /// Each instance's own clock, passed as a parameter. Only safe when every instance's clock
+    /// agrees to well within `lock_at_least_for`; an instance whose clock runs ahead takes locks
+    /// that others still hold. Opt in only when the database clock cannot be used.
+    Application,
+}
+
+/// The application clock used in [`ClockMode::Application`].
+#[derive(Clone)]
+pub struct AppClock(Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>);
+
+impl AppClock {
+    /// The system clock, [`Utc::now`].
+    pub fn system() -> Self {
+        Self(Arc::new(Utc::now))
+    }
+
+    /// The system clock shifted by `offset`: a stand-in for a machine whose clock is wrong, in
+    /// tests and demonstrations.
+    pub fn offset(offset: chrono::Duration) -> Self {
+        Self(Arc::new(move || Utc::now() + offset))
+    }
+
+    /// Any clock.
+    pub fn custom(now: impl Fn() -> DateTime<Utc> + Send + Sync + 'static) -> Self {
+        Self(Arc::new(now))
+    }
+
+    /// The current time by this clock.
+    pub fn now(&self) -> DateTime<Utc> {
+        (self.0)()
+    }
+}
+
+impl fmt::Debug for AppClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("AppClock").field(&self.now()).finish()
+    }
+}
+
+impl Default for AppClock {
+    fn default() -> Self {
+        Self::system()
+    }
+}
+
+/// Keep-alive settings: hold a lock on a short lease and renew it while the job runs, so a
+/// crashed holder releases the lock after `lease` instead of after `lock_at_most_for`.
+///
+/// The renewal itself is done by the scheduler and executor; these are its settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeepAlive {
+    lease: Duration,
+    interval: Duration,
+}
+
+impl KeepAlive {
+    /// A lease of `lease`, renewed every `lease / 3`.
+    pub fn new(lease: Duration) -> Result<Self> {
+        Self::with_interval(lease, lease / 3)
+    }
+
+    /// A lease of `lease`, renewed every `interval` (which must be shorter than the lease).
+    pub fn with_interval(lease: Duration, interval: Duration) -> Result<Self> {
+        if lease.is_zero() || interval.is_zero() {
+            return Err(Error::InvalidKeepAlive(format!(
+                "lease ({}) and interval ({}) must both be greater than zero",
+                humantime::format_duration(lease),
+                humantime::format_duration(interval)
+            )));
+        }
+        if interval >= lease {
+            return Err(Error::InvalidKeepAlive(format!(
+                "interval ({}) must be shorter than the lease ({}), or the lock lapses between renewals",
+                humantime::format_duration(interval),
+                humantime::format_duration(lease)
+            )));
+        }
+        Ok(Self { lease, interval })
+    }
+
+    /// How long each renewal holds the lock.
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// How often the lock is renewed.
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+}
+
+/// The `locked_by` value used when none is set: `$SHEDLOCK_LOCKED_BY` verbatim if set, else
+/// `$POD_NAME:<pid>` if set, else `<host name>:<pid>`; at most 255 characters.
+pub fn default_locked_by() -> String {
+    default_locked_by_from(|key| std::env::var(key).ok())
+}
+
+fn default_locked_by_from(env: impl Fn(&str) -> Option<String>) -> String {
+    let pid = std::process::id();
+    let non_empty = |key: &str| env(key).filter(|v| !v.trim().is_empty());
+    let value = if let Some(v) = non_empty(LOCKED_BY_ENV[0]) {
+        v
+    } else if let Some(pod) = non_empty(LOCKED_BY_ENV[1]) {
+        format!("{pod}:{pid}")
+    } else {
+        format!("{}:{pid}", gethostname::gethostname().to_string_lossy())
+    };
+    value.chars().take(MAX_LOCKED_BY_CHARS).collect()
+}
+
+fn validate_locked_by(value: String) -> Result<String> {
+    let refuse = |reason| {
+        Err(Error::InvalidLockedBy {
+            value: value.clone(),
+            reason,
+        })
+    };
+    if value.trim().is_empty() {
+        return refuse("it is empty");
+    }
+    if value.chars().count() > MAX_LOCKED_BY_CHARS {
+        return refuse("it is longer than 255 characters");
+    }
+    if value.contains('\0') {
+        return refuse("it contains a NUL character");
+    }
+    Ok(value)
+}
+
+/// Settings every provider carries, validated.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) table: TableName,
+    pub(crate) locked_by: String,
+    pub(crate) clock_mode: ClockMode,
+    pub(crate) app_clock: AppClock,
+    pub(crate) keep_alive: Option<KeepAlive>,
+}
+
+impl Settings {
+    /// The application clock's time when it decides expiry ([`ClockMode::Application`]), bound
+    /// in place of the database's clock.
+    pub(crate) fn app_now(&self) -> Option<DateTime<Utc>> {
+        (self.clock_mode == ClockMode::Application).then(|| self.app_clock.now())
+    }
+
+    pub(crate) fn defaults() -> Self {
+        Self {
+            table: TableName(DEFAULT_TABLE_NAME.into()),
+            locked_by: default_locked_by(),
+            clock_mode: ClockMode::Database,
+            app_clock: AppClock::system(),
+            keep_alive: None,
+        }
+    }
+}
+
+/// Builds a lock provider over a pool: `PostgresLockProvider::builder(pool)`,
+/// `MySqlLockProvider::builder(pool)` or `SqliteLockProvider::builder(pool)`, then
+/// `.build()`, which validates every setting.
+///
+/// ```no_run
+/// # #[cfg(feature = "postgres")]
+/// # async fn demo(pool: sqlx::PgPool) -> shedlock::Result<()> {
+/// use shedlock::PostgresLockProvider;
+///
+/// let provider = PostgresLockProvider::builder(pool)
+///     .table_name("scheduler_locks")
+///     .locked_by("reports-worker-1")
+///     .build()?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+#[must_use = "call .build() to get the provider"]
+pub struct ProviderBuilder<Pool> {
+    pub(crate) pool: Pool,
+    table: String,
+    locked_by: Option<String>,
+    clock_mode: ClockMode,
+    app_clock: AppClock,
+    keep_alive: Option<KeepAlive>,
+}
+
+impl<Pool> ProviderBuilder<Pool> {
+    pub(crate) fn new(pool: Pool) -> Self {
+        Self {
+            pool,
+            table: DEFAULT_TABLE_NAME.into(),
+            locked_by: None,
+            clock_mode: ClockMode::Database,
+            app_clock: AppClock::system(),
+            keep_alive: None,
+        }
+    }
+
+    /// The lock table (default `shedlock`): an SQL identifier, optionally `schema.table`.
+    /// Anything else is refused by `build()`.
+    pub fn table_name(mut self, table: impl Into<String>) -> Self {
+        self.table = table.into();
+        self
+    }
+
+    /// Who holds the lock, as shown in the `locked_by` column (default: [`default_locked_by`]).
+    pub fn locked_by(mut self, locked_by: impl Into<String>) -> Self {
+        self.locked_by = Some(locked_by.into());
+        self
+    }
+
+    /// Which clock decides expiry (default [`ClockMode::Database`]).
+    pub fn clock_mode(mut self, mode: ClockMode) -> Self {
+        self.clock_mode = mode;
+        self
+    }
+
+    /// The clock used in [`ClockMode::Application`] (default: the system clock). Ignored in
+    /// database-clock mode.
+    pub fn app_clock(mut self, clock: AppClock) -> Self {
+        self.app_clock = clock;
+        self
+    }
+
+    /// Hold locks on a short lease renewed while the job runs (off by default).
+    pub fn keep_alive(mut self, keep_alive: KeepAlive) -> Self {
+        self.keep_alive = Some(keep_alive);
+        self
+    }
+
+    pub(crate) fn into_parts(self) -> Result<(Pool, Settings)> {
+        let table = TableName::new(&self.table)?;
+        let locked_by = validate_locked_by(self.locked_by.unwrap_or_else(default_locked_by))?;
+        Ok((
+            self.pool,
+            Settings {
+                table,
+                locked_by,
+                clock_mode: self.clock_mode,
+                app_clock: self.app_clock,
+                keep_alive: self.keep_alive,
+            },
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_names_are_plain_identifiers() {
+        for good in ["shedlock", "Sched_Locks2", "_x", "app.shedlock"] {
+            assert!(TableName::new(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "shedlock; drop table x",
+            "shed-lock",
+            "1locks",
+            "a.b.c",
+            "a.",
+            "\"quoted\"",
+            "sched lock",
+            "lock`s",
+            "tablé",
+            &"t".repeat(MAX_TABLE_NAME_BYTES + 1),
+        ] {
+            let err = TableName::new(bad).unwrap_err();
+            assert!(matches!(err, Error::InvalidTableName { .. }), "{bad}");
+            assert!(err.to_string().contains(&format!("{bad:?}")), "{err}");
+        }
+    }
+
+    #[test]
+    fn history_table_sits_beside_the_lock_table() {
+        assert_eq!(
+            TableName::new("shedlock").unwrap().history_table(),
+            "_shedlock_migrations"
+        );
+        assert_eq!(
+            TableName::new("ops.locks").unwrap().history_table(),
+            "ops._locks_migrations"
+        );
+    }
+
+    #[test]
+    fn locked_by_prefers_explicit_env_then_pod_name_then_host() {
+        let pid = std::process::id();
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                vars.iter()
+                    .find(|(key, _)| *key == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        assert_eq!(
+            default_locked_by_from(env(&[
+                ("SHEDLOCK_LOCKED_BY", "worker-7"),
+                ("POD_NAME", "pod-a")
+            ])),
+            "worker-7"
+        );
+        assert_eq!(
+            default_locked_by_from(env(&[("POD_NAME", "pod-a")])),
+            format!("pod-a:{pid}")
+        );
+        let host = default_locked_by_from(env(&[("POD_NAME", "  ")]));
+        assert!(host.ends_with(&format!(":{pid}")), "{host}");
+        assert!(host.len() > format!(":{pid}").len(), "{host}");
+    }
+
+    #[test]
+    fn bad_locked_by_and_keep_alive_are_refused() {
+        assert!(validate_locked_by(" ".into()).is_err());
+        assert!(validate_locked_by("x".repeat(256)).is_err());
+        assert!(validate_locked_by("x".repeat(255)).is_ok());
+        assert!(KeepAlive::new(Duration::ZERO).is_err());
+        assert!(KeepAlive::with_interval(Duration::from_secs(3), Duration::from_secs(3)).is_err());
+        let ka = KeepAlive::new(Duration::from_secs(30)).unwrap();
+        assert_eq!(ka.interval(), Duration::from_secs(10));
+    }
+}

@@ -1,0 +1,304 @@
+//! What the three dialects share: statement text with the table name filled in, the embedded
+//! migration, error classification and the schema check.
+//!
+//! Each dialect keeps its own SQL as named constants in its own file: [`postgres`], [`mysql`],
+//! [`sqlite`].
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use sqlx::AssertSqlSafe;
+use sqlx::migrate::{MigrateError, Migration, MigrationType, Migrator};
+
+use crate::settings::TableName;
+use crate::{Backend, Error};
+
+#[cfg(feature = "mysql")]
+pub(crate) mod mysql;
+#[cfg(feature = "postgres")]
+pub(crate) mod postgres;
+#[cfg(feature = "sqlite")]
+pub(crate) mod sqlite;
+
+/// The columns every lock table must have.
+pub(crate) const COLUMNS: [&str; 6] = [
+    "name",
+    "locked_until",
+    "locked_at",
+    "locked_by",
+    "fencing_token",
+    "last_tick",
+];
+
+/// The opening of every migration file; the embedded `migrate()` swaps in the configured table.
+const CREATE_TABLE_PREFIX: &str = "CREATE TABLE IF NOT EXISTS shedlock (";
+
+/// A statement with `{table}` and `{now}` filled in, cheap to clone into each query.
+pub(crate) fn statement(template: &str, table: &TableName, now: &str) -> Arc<str> {
+    template
+        .replace("{table}", table.as_str())
+        .replace("{now}", now)
+        .into()
+}
+
+/// A query over a prepared statement text.
+pub(crate) fn sql(text: &Arc<str>) -> AssertSqlSafe<Arc<str>> {
+    AssertSqlSafe(Arc::clone(text))
+}
+
+/// The migrator behind `migrate()`: the dialect's migration files with the configured table
+/// name, recorded in `_<table>_migrations` so it never meets the application's
+/// `_sqlx_migrations` history.
+pub(crate) fn migrator(files: &[(i64, &'static str, &'static str)], table: &TableName) -> Migrator {
+    let migrations = files
+        .iter()
+        .map(|(version, description, text)| {
+            debug_assert!(text.contains(CREATE_TABLE_PREFIX) || *version > 1);
+            let text = text.replace(
+                CREATE_TABLE_PREFIX,
+                &format!("CREATE TABLE IF NOT EXISTS {} (", table.as_str()),
+            );
+            Migration::new(
+                *version,
+                Cow::Borrowed(*description),
+                MigrationType::Simple,
+                sqlx::SqlSafeStr::into_sql_str(AssertSqlSafe(text)),
+                false,
+            )
+        })
+        .collect();
+    let mut migrator = Migrator::with_migrations(migrations);
+    migrator.dangerous_set_table_name(table.history_table());
+    migrator
+}
+
+/// The parts of a provider that are the same for every backend: `build()` on its builder, and
+/// [`LockProvider`](crate::LockProvider) forwarding to its `Inner`.
+macro_rules! lock_provider_impl {
+    ($provider:ident, $pool:ty, $backend:expr) => {
+        impl $crate::ProviderBuilder<$pool> {
+            /// Validates the settings and builds the provider.
+            pub fn build(self) -> $crate::Result<$provider> {
+                let (pool, settings) = self.into_parts()?;
+                Ok($provider::from_parts(pool, settings))
+            }
+        }
+
+        impl $crate::LockProvider for $provider {
+            fn lock<'a>(
+                &'a self,
+                config: &'a $crate::LockConfiguration,
+            ) -> futures_util::future::BoxFuture<'a, $crate::Result<Option<$crate::LockGuard>>>
+            {
+                Box::pin(self.inner.acquire(config))
+            }
+
+            fn migrate(&self) -> futures_util::future::BoxFuture<'_, $crate::Result<()>> {
+                Box::pin(self.inner.migrate())
+            }
+
+            fn backend(&self) -> $crate::Backend {
+                $backend
+            }
+
+            fn table_name(&self) -> &str {
+                self.inner.settings.table.as_str()
+            }
+
+            fn locked_by(&self) -> &str {
+                &self.inner.settings.locked_by
+            }
+
+            fn keep_alive(&self) -> Option<$crate::KeepAlive> {
+                self.inner.settings.keep_alive
+            }
+        }
+    };
+}
+pub(crate) use lock_provider_impl;
+
+/// Runs a migrator, again if it lost a race: instances starting together can both find the
+/// version unapplied and both try to record it (sqlx takes no lock on SQLite, and its MySQL lock
+/// does not cover this); the loser's second run finds it recorded, checks its checksum, and
+/// succeeds. The table itself is `CREATE TABLE IF NOT EXISTS`, so running it twice is harmless.
+pub(crate) async fn run_migrator<F, Fut>(run: F) -> Result<(), MigrateError>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<(), MigrateError>>,
+{
+    let mut outcome = run().await;
+    for _ in 0..3 {
+        match &outcome {
+            Err(MigrateError::Execute(sqlx::Error::Database(e)))
+                if e.kind() == sqlx::error::ErrorKind::UniqueViolation =>
+            {
+                outcome = run().await;
+            }
+            _ => break,
+        }
+    }
+    outcome
+}
+
+/// The expected columns absent from `found`.
+pub(crate) fn missing_columns(found: &[String]) -> Vec<String> {
+    COLUMNS
+        .iter()
+        .filter(|c| !found.iter().any(|f| f.eq_ignore_ascii_case(c)))
+        .map(|c| (*c).to_owned())
+        .collect()
+}
+
+/// How a failed statement is reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// The server could not be reached.
+    Unreachable,
+    /// The lock table does not exist.
+    NoTable,
+    /// A column the statement names does not exist.
+    NoColumn,
+    /// Anything else.
+    Other,
+}
+
+/// Sorts a sqlx error into a [`Failure`], asking the dialect about database errors.
+pub(crate) fn classify(
+    error: &sqlx::Error,
+    database: impl Fn(&dyn sqlx::error::DatabaseError) -> Failure,
+) -> Failure {
+    match error {
+        sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::PoolTimedOut => {
+            Failure::Unreachable
+        }
+        sqlx::Error::Database(db) => database(db.as_ref()),
+        _ => Failure::Other,
+    }
+}
+
+/// Context for turning a failed statement into an [`Error`].
+#[derive(Debug)]
+pub(crate) struct ErrorContext<'a> {
+    pub(crate) backend: Backend,
+    pub(crate) table: &'a TableName,
+    pub(crate) address: &'a str,
+}
+
+impl ErrorContext<'_> {
+    /// Builds the error for `failure`. `missing` is the column check's answer for
+    /// [`Failure::NoColumn`].
+    pub(crate) fn error(
+        &self,
+        operation: String,
+        failure: Failure,
+        source: sqlx::Error,
+        missing: Option<Vec<String>>,
+    ) -> Error {
+        let table = self.table.as_str().to_owned();
+        match failure {
+            Failure::Unreachable => Error::Unreachable {
+                backend: self.backend,
+                address: self.address.to_owned(),
+                source,
+            },
+            Failure::NoTable => Error::TableMissing {
+                backend: self.backend,
+                table,
+            },
+            Failure::NoColumn => match missing {
+                Some(columns) if !columns.is_empty() => Error::MissingColumns {
+                    backend: self.backend,
+                    table,
+                    columns,
+                },
+                _ => Error::Database {
+                    backend: self.backend,
+                    operation,
+                    table,
+                    source,
+                },
+            },
+            Failure::Other => Error::Database {
+                backend: self.backend,
+                operation,
+                table,
+                source,
+            },
+        }
+    }
+}
+
+/// The error for a failed connection attempt.
+pub(crate) fn connect_error(
+    backend: Backend,
+    address: String,
+    source: sqlx::Error,
+    database: impl Fn(&dyn sqlx::error::DatabaseError) -> Failure,
+) -> Error {
+    match classify(&source, database) {
+        Failure::Unreachable => Error::Unreachable {
+            backend,
+            address,
+            source,
+        },
+        _ => Error::Database {
+            backend,
+            operation: format!("connect to {address}"),
+            table: String::new(),
+            source,
+        },
+    }
+}
+
+/// Microseconds in a duration, saturating (durations are validated to at most 1000 years).
+pub(crate) fn micros(duration: std::time::Duration) -> i64 {
+    i64::try_from(duration.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// Milliseconds in a duration, rounded up so a sub-millisecond lease is never zero.
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+pub(crate) fn millis_ceil(duration: std::time::Duration) -> i64 {
+    i64::try_from(duration.as_micros().div_ceil(1000)).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_migration_file_starts_with_the_replaceable_prefix() {
+        for text in [
+            include_str!("../../../migrations/postgres/0001_create_shedlock.sql"),
+            include_str!("../../../migrations/mysql/0001_create_shedlock.sql"),
+            include_str!("../../../migrations/sqlite/0001_create_shedlock.sql"),
+        ] {
+            assert_eq!(text.matches(CREATE_TABLE_PREFIX).count(), 1, "{text}");
+            for column in COLUMNS {
+                assert!(text.contains(column), "{column} missing from {text}");
+            }
+        }
+    }
+
+    #[test]
+    fn migrator_uses_the_configured_table_and_its_own_history() {
+        let table = TableName::new("ops_locks").unwrap();
+        let migrator = migrator(
+            &[(1, "create", "CREATE TABLE IF NOT EXISTS shedlock (x INT)")],
+            &table,
+        );
+        assert_eq!(migrator.table_name, "_ops_locks_migrations");
+        let first = migrator.iter().next().unwrap();
+        assert_eq!(
+            first.sql.as_str(),
+            "CREATE TABLE IF NOT EXISTS ops_locks (x INT)"
+        );
+    }
+
+    #[test]
+    fn durations_convert_without_losing_a_lease() {
+        use std::time::Duration;
+        assert_eq!(millis_ceil(Duration::from_micros(1)), 1);
+        assert_eq!(millis_ceil(Duration::from_millis(1500)), 1500);
+        assert_eq!(micros(Duration::from_millis(3)), 3000);
+    }
+}

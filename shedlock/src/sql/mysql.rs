@@ -1,0 +1,359 @@
+//! [`MySqlLockProvider`]: the lock table in MySQL 8 or MariaDB 10.11, one statement per
+//! operation.
+//!
+//! Neither engine has `INSERT … RETURNING` together with `ON DUPLICATE KEY UPDATE` (MySQL has
+//! no `RETURNING` at all), so the acquire statement hands the new fencing token back through
+//! `LAST_INSERT_ID(expr)`, which the server sends in the statement's OK packet: one round trip,
+//! no follow-up `SELECT`. See `docs/adr/0001-statements-and-time.md`.
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use sqlx::MySqlPool;
+use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
+
+use super::{
+    ErrorContext, Failure, classify, connect_error, micros, migrator, missing_columns, sql,
+    statement,
+};
+use crate::provider::Lease;
+use crate::settings::{ProviderBuilder, Settings};
+use crate::{Backend, ClockMode, Error, LockConfiguration, LockGuard, Result};
+
+/// The database's current time in UTC with microseconds. It is fixed for the whole statement,
+/// so every use in one statement sees the same instant. (Columns are `DATETIME(6)` holding UTC,
+/// so the session time zone never matters.)
+pub const NOW: &str = "UTC_TIMESTAMP(6)";
+
+/// Acquire: one `INSERT … ON DUPLICATE KEY UPDATE`.
+///
+/// Binds: name, lock_at_most_for (µs), locked_by, tick (nullable); in application-clock mode
+/// the application's time is bound at each `{now}`.
+///
+/// - A new row gets `locked_at = now` and a token of `now` in microseconds, so a row deleted by
+///   hand comes back with a token above every earlier one. `LAST_INSERT_ID(token)` reports it.
+/// - An existing row is taken over when it expired (`locked_until <= now`, with now read as
+///   `VALUES(locked_at)`) and, for a tick, when this tick is newer than `last_tick`. The first
+///   assignment decides: it bumps the token and reports it through `LAST_INSERT_ID(token + 1)`,
+///   or reports 0 through `LAST_INSERT_ID(0)`. MySQL applies assignments left to right, each
+///   seeing the ones before, so the later assignments test `fencing_token = LAST_INSERT_ID()`
+///   (true only when the first one took the lock) instead of re-reading columns already
+///   changed.
+///
+/// The client reads the OK packet's last-insert-id: 0 = held elsewhere, otherwise the token.
+pub const ACQUIRE: &str = "\
+INSERT INTO {table} (name, locked_until, locked_at, locked_by, fencing_token, last_tick)
+VALUES (?, {now} + INTERVAL ? MICROSECOND, {now}, ?,
+        LAST_INSERT_ID(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {now})), ?)
+ON DUPLICATE KEY UPDATE
+    fencing_token = IF(locked_until <= VALUES(locked_at)
+                       AND (VALUES(last_tick) IS NULL OR last_tick IS NULL OR last_tick < VALUES(last_tick)),
+                       LAST_INSERT_ID(fencing_token + 1),
+                       fencing_token + LAST_INSERT_ID(0)),
+    locked_by = IF(fencing_token = LAST_INSERT_ID(), VALUES(locked_by), locked_by),
+    locked_at = IF(fencing_token = LAST_INSERT_ID(), VALUES(locked_at), locked_at),
+    last_tick = IF(fencing_token = LAST_INSERT_ID(), COALESCE(VALUES(last_tick), last_tick), last_tick),
+    locked_until = IF(fencing_token = LAST_INSERT_ID(), VALUES(locked_until), locked_until)";
+
+/// Unlock: keep the lock until `lock_at_least_for` after it was taken (and after the newest
+/// extension's `lock_at_least_for`), or release it now; only while the token matches.
+///
+/// Binds: [now], lock_at_least_for (µs), slack of the newest lease (µs), name, token.
+pub const UNLOCK: &str = "\
+UPDATE {table}
+SET locked_until = GREATEST({now}, locked_at + INTERVAL ? MICROSECOND, locked_until - INTERVAL ? MICROSECOND)
+WHERE name = ? AND fencing_token = ?";
+
+/// Extend: hold until `now + lock_at_most_for`, only while the token matches and the lock has
+/// not expired. (sqlx sets `CLIENT_FOUND_ROWS`, so a matched row counts as affected.)
+///
+/// Binds: [now], lock_at_most_for (µs), name, token, [now].
+pub const EXTEND: &str = "\
+UPDATE {table}
+SET locked_until = {now} + INTERVAL ? MICROSECOND
+WHERE name = ? AND fencing_token = ? AND locked_until > {now}";
+
+/// The columns the lock table has.
+pub const COLUMNS: &str = "\
+SELECT CAST(column_name AS CHAR) FROM information_schema.columns
+WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?";
+
+/// Serializes `migrate()` across instances: a named lock, waited for up to the given seconds.
+const MIGRATE_LOCK: &str = "SELECT GET_LOCK(?, ?)";
+const MIGRATE_UNLOCK: &str = "SELECT RELEASE_LOCK(?)";
+const MIGRATE_LOCK_WAIT: Duration = Duration::from_secs(60);
+
+const MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "create shedlock table",
+    include_str!("../../../migrations/mysql/0001_create_shedlock.sql"),
+)];
+
+/// A [`LockProvider`](crate::LockProvider) over a MySQL 8 or MariaDB 10.11 pool.
+///
+/// Every statement runs on its own pooled connection in autocommit mode, so it never joins a
+/// transaction of the caller's; expiry is decided by the server's `UTC_TIMESTAMP(6)`.
+///
+/// ```no_run
+/// # async fn demo() -> shedlock::Result<()> {
+/// use shedlock::{LockProvider, MySqlLockProvider};
+///
+/// let provider = MySqlLockProvider::connect("mysql://app@db/app").await?;
+/// provider.migrate().await?;
+/// # Ok(()) }
+/// ```
+///
+/// # Sharp edges
+///
+/// - Pass a pool, not a transaction.
+/// - The table's times are `DATETIME(6)` in UTC. A table made by hand with `TIMESTAMP` (ends in
+///   2038, shifts with the session time zone) or plain `DATETIME` (whole seconds: sub-second
+///   leases round away) breaks expiry; use the shipped migration.
+/// - The acquire statement uses `VALUES(col)` in `ON DUPLICATE KEY UPDATE`, which MySQL 8.0.20+
+///   deprecates (with a warning) but still runs; MariaDB has no replacement for it.
+#[derive(Debug, Clone)]
+pub struct MySqlLockProvider {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    pool: MySqlPool,
+    settings: Settings,
+    address: String,
+    acquire: Arc<str>,
+    unlock: Arc<str>,
+    extend: Arc<str>,
+}
+
+impl MySqlLockProvider {
+    /// A provider with default settings: table `shedlock`, database clock, default `locked_by`.
+    pub fn new(pool: MySqlPool) -> Self {
+        Self::from_parts(pool, Settings::defaults())
+    }
+
+    /// A builder to set the table name, `locked_by`, clock mode or keep-alive.
+    pub fn builder(pool: MySqlPool) -> ProviderBuilder<MySqlPool> {
+        ProviderBuilder::new(pool)
+    }
+
+    /// Connects a new pool to `url` and builds a provider with default settings.
+    ///
+    /// An unparsable URL is [`Error::InvalidUrl`]; a server that cannot be reached is
+    /// [`Error::Unreachable`] naming the address.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let options = MySqlConnectOptions::from_str(url).map_err(|source| Error::InvalidUrl {
+            backend: Backend::MySql,
+            source,
+        })?;
+        let address = address(&options);
+        let pool = MySqlPoolOptions::new()
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options)
+            .await
+            .map_err(|source| connect_error(Backend::MySql, address, source, failure))?;
+        Ok(Self::new(pool))
+    }
+
+    /// The pool this provider uses.
+    pub fn pool(&self) -> &MySqlPool {
+        &self.inner.pool
+    }
+
+    fn from_parts(pool: MySqlPool, settings: Settings) -> Self {
+        let (table, app) = (
+            &settings.table,
+            settings.clock_mode == ClockMode::Application,
+        );
+        let now = if app { "CAST(? AS DATETIME(6))" } else { NOW };
+        let inner = Inner {
+            address: address(&pool.connect_options()),
+            acquire: statement(ACQUIRE, table, now),
+            unlock: statement(UNLOCK, table, now),
+            extend: statement(EXTEND, table, now),
+            pool,
+            settings,
+        };
+        Self {
+            inner: Arc::new(inner),
+        }
+    }
+}
+
+super::lock_provider_impl!(MySqlLockProvider, MySqlPool, Backend::MySql);
+
+impl Inner {
+    async fn acquire(self: &Arc<Self>, config: &LockConfiguration) -> Result<Option<LockGuard>> {
+        let now = self.settings.app_now().map(|t| t.naive_utc());
+        let mut query = sqlx::query(sql(&self.acquire)).bind(config.name());
+        if let Some(now) = now {
+            query = query.bind(now);
+        }
+        query = query.bind(micros(config.lock_at_most_for()));
+        if let Some(now) = now {
+            query = query.bind(now);
+        }
+        query = query.bind(&self.settings.locked_by);
+        if let Some(now) = now {
+            query = query.bind(now);
+        }
+        query = query.bind(config.tick().map(|t| t.naive_utc()));
+        let done = match query.execute(&self.pool).await {
+            Ok(done) => done,
+            Err(e) => {
+                return Err(self
+                    .error(format!("acquire lock {:?}", config.name()), e)
+                    .await);
+            }
+        };
+        let token = i64::try_from(done.last_insert_id()).unwrap_or(0);
+        Ok((token != 0).then(|| LockGuard::new(config, token, Arc::clone(self) as Arc<dyn Lease>)))
+    }
+
+    async fn migrate(&self) -> Result<()> {
+        let table = &self.settings.table;
+        let migrator = migrator(MIGRATIONS, table);
+        // sqlx's own migration lock is `GET_LOCK(name, -1)`, which MariaDB answers with NULL at
+        // once instead of waiting, so instances starting together would interleave. Hold a
+        // named lock of our own on the connection the migrator runs on.
+        let mut conn = match self.pool.acquire().await {
+            Ok(conn) => conn,
+            Err(e) => return Err(self.error("migrate".into(), e).await),
+        };
+        let key = format!("shedlock:{}", table.as_str());
+        let locked: Result<Option<i64>, sqlx::Error> = sqlx::query_scalar(MIGRATE_LOCK)
+            .bind(&key)
+            .bind(MIGRATE_LOCK_WAIT.as_secs())
+            .fetch_one(&mut *conn)
+            .await;
+        match locked {
+            Ok(Some(1)) => {}
+            Ok(_) => {
+                return Err(Error::Database {
+                    backend: Backend::MySql,
+                    operation: "migrate".into(),
+                    table: table.as_str().to_owned(),
+                    source: sqlx::Error::Protocol(format!(
+                        "another instance held the migration lock {key:?} for over {}s",
+                        MIGRATE_LOCK_WAIT.as_secs()
+                    )),
+                });
+            }
+            Err(e) => return Err(self.error("migrate".into(), e).await),
+        }
+        let outcome = migrator.run_direct(None, &mut *conn, false).await;
+        let _ = sqlx::query(MIGRATE_UNLOCK)
+            .bind(&key)
+            .execute(&mut *conn)
+            .await;
+        drop(conn);
+        if let Err(source) = outcome {
+            return Err(match source {
+                sqlx::migrate::MigrateError::Execute(e) => self.error("migrate".into(), e).await,
+                source => Error::Migrate {
+                    backend: Backend::MySql,
+                    table: table.as_str().to_owned(),
+                    source,
+                },
+            });
+        }
+        match self.missing_columns().await {
+            Ok(columns) if columns.is_empty() => Ok(()),
+            Ok(columns) => Err(Error::MissingColumns {
+                backend: Backend::MySql,
+                table: table.as_str().to_owned(),
+                columns,
+            }),
+            Err(e) => Err(self.error("check the lock table's columns".into(), e).await),
+        }
+    }
+
+    async fn missing_columns(&self) -> Result<Vec<String>, sqlx::Error> {
+        let (schema, table) = self.settings.table.split();
+        let found: Vec<String> = sqlx::query_scalar(COLUMNS)
+            .bind(schema)
+            .bind(table)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(missing_columns(&found))
+    }
+
+    /// Turns a failed statement into an error that names the problem.
+    async fn error(&self, operation: String, source: sqlx::Error) -> Error {
+        let failure = classify(&source, failure);
+        let missing = match failure {
+            Failure::NoColumn => self.missing_columns().await.ok(),
+            _ => None,
+        };
+        ErrorContext {
+            backend: Backend::MySql,
+            table: &self.settings.table,
+            address: &self.address,
+        }
+        .error(operation, failure, source, missing)
+    }
+}
+
+impl Lease for Inner {
+    fn extend<'a>(
+        &'a self,
+        name: &'a str,
+        token: i64,
+        at_most: Duration,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let now = self.settings.app_now().map(|t| t.naive_utc());
+            let mut query = sqlx::query(sql(&self.extend));
+            if let Some(now) = now {
+                query = query.bind(now);
+            }
+            query = query.bind(micros(at_most)).bind(name).bind(token);
+            if let Some(now) = now {
+                query = query.bind(now);
+            }
+            match query.execute(&self.pool).await {
+                Ok(done) => Ok(done.rows_affected() == 1),
+                Err(e) => Err(self.error(format!("extend lock {name:?}"), e).await),
+            }
+        })
+    }
+
+    fn unlock<'a>(
+        &'a self,
+        name: &'a str,
+        token: i64,
+        at_least: Duration,
+        slack: Duration,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let mut query = sqlx::query(sql(&self.unlock));
+            if let Some(now) = self.settings.app_now() {
+                query = query.bind(now.naive_utc());
+            }
+            query = query
+                .bind(micros(at_least))
+                .bind(micros(slack))
+                .bind(name)
+                .bind(token);
+            match query.execute(&self.pool).await {
+                Ok(done) => Ok(done.rows_affected() == 1),
+                Err(e) => Err(self.error(format!("unlock lock {name:?}"), e).await),
+            }
+        })
+    }
+}
+
+fn address(options: &MySqlConnectOptions) -> String {
+    format!("{}:{}", options.get_host(), options.get_port())
+}
+
+/// SQLSTATE codes for a missing table or column (the same on MySQL and MariaDB).
+fn failure(error: &dyn sqlx::error::DatabaseError) -> Failure {
+    match error.code().as_deref() {
+        Some("42S02") => Failure::NoTable,
+        Some("42S22") => Failure::NoColumn,
+        _ => Failure::Other,
+    }
+}

@@ -1,0 +1,302 @@
+//! [`PostgresLockProvider`]: the lock table in PostgreSQL, one statement per operation.
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use sqlx::PgPool;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+
+use super::{
+    ErrorContext, Failure, classify, connect_error, migrator, missing_columns, run_migrator, sql,
+    statement,
+};
+use crate::provider::Lease;
+use crate::settings::{ProviderBuilder, Settings};
+use crate::{Backend, ClockMode, Error, LockConfiguration, LockGuard, Result};
+
+/// The database's current time: `clock_timestamp()`, the wall clock at the moment of the call.
+/// (`now()` would be the start of the transaction, which can be far in the past.)
+pub const NOW: &str = "clock_timestamp()";
+
+/// Acquire: one upsert. Inserts the row, or takes it over when it has expired (and, for a tick,
+/// when this tick is newer than the last one claimed), bumping the fencing token. Returns the
+/// new token, or no row when the lock is held.
+///
+/// `$1` name, `$2` lock_at_most_for (interval), `$3` locked_by, `$4` tick (nullable).
+/// `{now}` is evaluated once, in the derived table `n`; in the update it is `EXCLUDED.locked_at`.
+/// A new row's token starts at the current time in microseconds, so a row deleted by hand is
+/// recreated with a token above every earlier one.
+pub const ACQUIRE: &str = "\
+INSERT INTO {table} AS l (name, locked_until, locked_at, locked_by, fencing_token, last_tick)
+SELECT $1, n.now + $2, n.now, $3, (EXTRACT(EPOCH FROM n.now) * 1000000)::BIGINT, $4
+FROM (SELECT {now} AS now) AS n
+ON CONFLICT (name) DO UPDATE
+SET locked_until = EXCLUDED.locked_until,
+    locked_at = EXCLUDED.locked_at,
+    locked_by = EXCLUDED.locked_by,
+    fencing_token = l.fencing_token + 1,
+    last_tick = COALESCE(EXCLUDED.last_tick, l.last_tick)
+WHERE l.locked_until <= EXCLUDED.locked_at
+  AND (EXCLUDED.last_tick IS NULL OR l.last_tick IS NULL OR l.last_tick < EXCLUDED.last_tick)
+RETURNING fencing_token";
+
+/// Unlock: keep the lock until `lock_at_least_for` after it was taken (and after the newest
+/// extension's `lock_at_least_for`), or release it now; only while the token matches.
+///
+/// `$1` name, `$2` token, `$3` lock_at_least_for, `$4` slack of the newest lease.
+pub const UNLOCK: &str = "\
+UPDATE {table} AS l
+SET locked_until = GREATEST(n.now, l.locked_at + $3, l.locked_until - $4)
+FROM (SELECT {now} AS now) AS n
+WHERE l.name = $1 AND l.fencing_token = $2";
+
+/// Extend: hold until `now + lock_at_most_for`, only while the token matches and the lock has
+/// not expired.
+///
+/// `$1` name, `$2` token, `$3` lock_at_most_for.
+pub const EXTEND: &str = "\
+UPDATE {table} AS l
+SET locked_until = n.now + $3
+FROM (SELECT {now} AS now) AS n
+WHERE l.name = $1 AND l.fencing_token = $2 AND l.locked_until > n.now";
+
+/// The columns the lock table has (unquoted names fold to lower case in PostgreSQL).
+pub const COLUMNS: &str = "\
+SELECT column_name::TEXT FROM information_schema.columns
+WHERE table_schema = COALESCE($1, current_schema()) AND table_name = $2";
+
+const MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "create shedlock table",
+    include_str!("../../../migrations/postgres/0001_create_shedlock.sql"),
+)];
+
+/// A [`LockProvider`] over a PostgreSQL pool.
+///
+/// Every statement runs on its own pooled connection in autocommit mode, so it never joins a
+/// transaction of the caller's; expiry is decided by the server's `clock_timestamp()`.
+///
+/// ```no_run
+/// # async fn demo() -> shedlock::Result<()> {
+/// use std::time::Duration;
+/// use shedlock::{LockConfiguration, LockProvider, PostgresLockProvider};
+///
+/// let provider = PostgresLockProvider::connect("postgres://app@db/app").await?;
+/// provider.migrate().await?;
+/// let cfg = LockConfiguration::new("nightly", Duration::from_secs(1800), Duration::from_secs(10))?;
+/// if let Some(guard) = provider.lock(&cfg).await? {
+///     // ... the job, passing guard.fencing_token() to downstream writes ...
+///     guard.unlock().await?;
+/// }
+/// # Ok(()) }
+/// ```
+///
+/// # Sharp edges
+///
+/// - Pass a pool, not a transaction: a lock taken inside a transaction would be invisible to
+///   other instances until commit, and released on rollback.
+/// - `lock_at_most_for` must cover the job's longest run (or use extend / keep-alive): after it
+///   the lock is free and another instance may start.
+/// - With [`ClockMode::Application`], instances' clocks must agree; the default uses the server
+///   clock.
+#[derive(Debug, Clone)]
+pub struct PostgresLockProvider {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    pool: PgPool,
+    settings: Settings,
+    address: String,
+    acquire: Arc<str>,
+    unlock: Arc<str>,
+    extend: Arc<str>,
+}
+
+impl PostgresLockProvider {
+    /// A provider with default settings: table `shedlock`, database clock, default `locked_by`.
+    pub fn new(pool: PgPool) -> Self {
+        Self::from_parts(pool, Settings::defaults())
+    }
+
+    /// A builder to set the table name, `locked_by`, clock mode or keep-alive.
+    pub fn builder(pool: PgPool) -> ProviderBuilder<PgPool> {
+        ProviderBuilder::new(pool)
+    }
+
+    /// Connects a new pool to `url` and builds a provider with default settings.
+    ///
+    /// An unparsable URL is [`Error::InvalidUrl`]; a server that cannot be reached is
+    /// [`Error::Unreachable`] naming the address.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let options = PgConnectOptions::from_str(url).map_err(|source| Error::InvalidUrl {
+            backend: Backend::Postgres,
+            source,
+        })?;
+        let address = address(&options);
+        let pool = PgPoolOptions::new()
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options)
+            .await
+            .map_err(|source| connect_error(Backend::Postgres, address, source, failure))?;
+        Ok(Self::new(pool))
+    }
+
+    /// The pool this provider uses.
+    pub fn pool(&self) -> &PgPool {
+        &self.inner.pool
+    }
+
+    fn from_parts(pool: PgPool, settings: Settings) -> Self {
+        let (table, app) = (
+            &settings.table,
+            settings.clock_mode == ClockMode::Application,
+        );
+        let inner = Inner {
+            address: address(&pool.connect_options()),
+            acquire: statement(ACQUIRE, table, if app { "$5::TIMESTAMPTZ" } else { NOW }),
+            unlock: statement(UNLOCK, table, if app { "$5::TIMESTAMPTZ" } else { NOW }),
+            extend: statement(EXTEND, table, if app { "$4::TIMESTAMPTZ" } else { NOW }),
+            pool,
+            settings,
+        };
+        Self {
+            inner: Arc::new(inner),
+        }
+    }
+}
+
+impl Inner {
+    async fn acquire(self: &Arc<Self>, config: &LockConfiguration) -> Result<Option<LockGuard>> {
+        let mut query = sqlx::query_scalar::<_, i64>(sql(&self.acquire))
+            .bind(config.name())
+            .bind(config.lock_at_most_for())
+            .bind(&self.settings.locked_by)
+            .bind(config.tick());
+        if let Some(now) = self.settings.app_now() {
+            query = query.bind(now);
+        }
+        let token = match query.fetch_optional(&self.pool).await {
+            Ok(token) => token,
+            Err(e) => {
+                return Err(self
+                    .error(format!("acquire lock {:?}", config.name()), e)
+                    .await);
+            }
+        };
+        Ok(token.map(|token| LockGuard::new(config, token, Arc::clone(self) as Arc<dyn Lease>)))
+    }
+
+    async fn migrate(&self) -> Result<()> {
+        let table = &self.settings.table;
+        let migrator = migrator(MIGRATIONS, table);
+        if let Err(source) = run_migrator(|| migrator.run(&self.pool)).await {
+            return Err(match source {
+                sqlx::migrate::MigrateError::Execute(e) => self.error("migrate".into(), e).await,
+                source => Error::Migrate {
+                    backend: Backend::Postgres,
+                    table: table.as_str().to_owned(),
+                    source,
+                },
+            });
+        }
+        match self.missing_columns().await {
+            Ok(columns) if columns.is_empty() => Ok(()),
+            Ok(columns) => Err(Error::MissingColumns {
+                backend: Backend::Postgres,
+                table: table.as_str().to_owned(),
+                columns,
+            }),
+            Err(e) => Err(self.error("check the lock table's columns".into(), e).await),
+        }
+    }
+
+    async fn missing_columns(&self) -> Result<Vec<String>, sqlx::Error> {
+        let (schema, table) = self.settings.table.split();
+        let found: Vec<String> = sqlx::query_scalar(COLUMNS)
+            .bind(schema.map(str::to_lowercase))
+            .bind(table.to_lowercase())
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(missing_columns(&found))
+    }
+
+    /// Turns a failed statement into an error that names the problem.
+    async fn error(&self, operation: String, source: sqlx::Error) -> Error {
+        let failure = classify(&source, failure);
+        let missing = match failure {
+            Failure::NoColumn => self.missing_columns().await.ok(),
+            _ => None,
+        };
+        ErrorContext {
+            backend: Backend::Postgres,
+            table: &self.settings.table,
+            address: &self.address,
+        }
+        .error(operation, failure, source, missing)
+    }
+}
+
+impl Lease for Inner {
+    fn extend<'a>(
+        &'a self,
+        name: &'a str,
+        token: i64,
+        at_most: Duration,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let mut query = sqlx::query(sql(&self.extend))
+                .bind(name)
+                .bind(token)
+                .bind(at_most);
+            if let Some(now) = self.settings.app_now() {
+                query = query.bind(now);
+            }
+            match query.execute(&self.pool).await {
+                Ok(done) => Ok(done.rows_affected() == 1),
+                Err(e) => Err(self.error(format!("extend lock {name:?}"), e).await),
+            }
+        })
+    }
+
+    fn unlock<'a>(
+        &'a self,
+        name: &'a str,
+        token: i64,
+        at_least: Duration,
+        slack: Duration,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let mut query = sqlx::query(sql(&self.unlock))
+                .bind(name)
+                .bind(token)
+                .bind(at_least)
+                .bind(slack);
+            if let Some(now) = self.settings.app_now() {
+                query = query.bind(now);
+            }
+            match query.execute(&self.pool).await {
+                Ok(done) => Ok(done.rows_affected() == 1),
+                Err(e) => Err(self.error(format!("unlock lock {name:?}"), e).await),
+            }
+        })
+    }
+}
+
+super::lock_provider_impl!(PostgresLockProvider, PgPool, Backend::Postgres);
+
+fn address(options: &PgConnectOptions) -> String {
+    format!("{}:{}", options.get_host(), options.get_port())
+}
+
+/// PostgreSQL's SQLSTATE codes for a missing table, schema or column.
+fn failure(error: &dyn sqlx::error::DatabaseError) -> Failure {
+    match error.code().as_deref() {
+        Some("42P01" | "3F000") => Failure::NoTable,
+        Some("42703") => Failure::NoColumn,
+        _ => Failure::Other,
+    }
+}

@@ -1,0 +1,309 @@
+//! [`SqliteLockProvider`]: the lock table in an SQLite file, one statement per operation.
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use sqlx::SqlitePool;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+
+use super::{
+    ErrorContext, Failure, classify, connect_error, migrator, millis_ceil, missing_columns,
+    run_migrator, sql, statement,
+};
+use crate::provider::Lease;
+use crate::settings::{ProviderBuilder, Settings};
+use crate::{Backend, ClockMode, Error, LockConfiguration, LockGuard, Result};
+
+/// The current time in whole milliseconds since the Unix epoch. SQLite fixes `'now'` for the
+/// whole of one statement step, so every use in one statement sees the same instant.
+pub const NOW: &str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
+
+/// Acquire: one upsert (`INSERT … ON CONFLICT DO UPDATE … RETURNING`), as on PostgreSQL.
+///
+/// `?1` name, `?2` lock_at_most_for (ms, rounded up), `?3` locked_by, `?4` tick (ms, nullable).
+/// A new row's token starts at the current time in microseconds, so a row deleted by hand is
+/// recreated with a token above every earlier one.
+pub const ACQUIRE: &str = "\
+INSERT INTO {table} AS l (name, locked_until, locked_at, locked_by, fencing_token, last_tick)
+VALUES (?1, {now} + ?2, {now}, ?3, {now} * 1000, ?4)
+ON CONFLICT (name) DO UPDATE
+SET locked_until = excluded.locked_until,
+    locked_at = excluded.locked_at,
+    locked_by = excluded.locked_by,
+    fencing_token = l.fencing_token + 1,
+    last_tick = COALESCE(excluded.last_tick, l.last_tick)
+WHERE l.locked_until <= excluded.locked_at
+  AND (excluded.last_tick IS NULL OR l.last_tick IS NULL OR l.last_tick < excluded.last_tick)
+RETURNING fencing_token";
+
+/// Unlock: keep the lock until `lock_at_least_for` after it was taken (and after the newest
+/// extension's `lock_at_least_for`), or release it now; only while the token matches.
+///
+/// `?1` name, `?2` token, `?3` lock_at_least_for (ms), `?4` slack of the newest lease (ms).
+pub const UNLOCK: &str = "\
+UPDATE {table}
+SET locked_until = MAX({now}, locked_at + ?3, locked_until - ?4)
+WHERE name = ?1 AND fencing_token = ?2";
+
+/// Extend: hold until `now + lock_at_most_for`, only while the token matches and the lock has
+/// not expired.
+///
+/// `?1` name, `?2` token, `?3` lock_at_most_for (ms).
+pub const EXTEND: &str = "\
+UPDATE {table}
+SET locked_until = {now} + ?3
+WHERE name = ?1 AND fencing_token = ?2 AND locked_until > {now}";
+
+/// The columns the lock table has.
+pub const COLUMNS: &str = "SELECT name FROM pragma_table_info(?1, COALESCE(?2, 'main'))";
+
+const MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "create shedlock table",
+    include_str!("../../../migrations/sqlite/0001_create_shedlock.sql"),
+)];
+
+/// A [`LockProvider`](crate::LockProvider) over an SQLite pool: for services whose instances
+/// all run on one machine and share one database file.
+///
+/// Every statement runs on its own pooled connection in autocommit mode. Open the file in WAL
+/// mode with a busy timeout so several pools (processes) can share it; [`connect`](Self::connect)
+/// does that for you.
+///
+/// ```no_run
+/// # async fn demo() -> shedlock::Result<()> {
+/// use shedlock::{LockProvider, SqliteLockProvider};
+///
+/// let provider = SqliteLockProvider::connect("var/locks.db").await?;
+/// provider.migrate().await?;
+/// # Ok(()) }
+/// ```
+///
+/// # Sharp edges
+///
+/// - Only for processes on one machine: SQLite over a network file system does not lock
+///   reliably.
+/// - Times are whole milliseconds; sub-millisecond durations are rounded up.
+/// - Without a busy timeout, a second writer gets `database is locked` instead of waiting.
+#[derive(Debug, Clone)]
+pub struct SqliteLockProvider {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    pool: SqlitePool,
+    settings: Settings,
+    address: String,
+    acquire: Arc<str>,
+    unlock: Arc<str>,
+    extend: Arc<str>,
+}
+
+impl SqliteLockProvider {
+    /// A provider with default settings: table `shedlock`, database clock, default `locked_by`.
+    pub fn new(pool: SqlitePool) -> Self {
+        Self::from_parts(pool, Settings::defaults())
+    }
+
+    /// A builder to set the table name, `locked_by`, clock mode or keep-alive.
+    pub fn builder(pool: SqlitePool) -> ProviderBuilder<SqlitePool> {
+        ProviderBuilder::new(pool)
+    }
+
+    /// Opens (creating if missing) the database at `path_or_url` — a file path or a
+    /// `sqlite://` URL — with the options a lock table needs: WAL journal, a 10 s busy timeout,
+    /// `synchronous = NORMAL`.
+    pub async fn connect(path_or_url: &str) -> Result<Self> {
+        let options = if path_or_url.starts_with("sqlite:") {
+            SqliteConnectOptions::from_str(path_or_url).map_err(|source| Error::InvalidUrl {
+                backend: Backend::Sqlite,
+                source,
+            })?
+        } else {
+            SqliteConnectOptions::new().filename(path_or_url)
+        };
+        let pool = SqlitePoolOptions::new()
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(Self::recommended_options(options))
+            .await
+            .map_err(|source| {
+                connect_error(Backend::Sqlite, path_or_url.to_owned(), source, failure)
+            })?;
+        Ok(Self::new(pool))
+    }
+
+    /// `options` with what a shared lock file needs: created if missing, WAL journal, a 10 s
+    /// busy timeout, `synchronous = NORMAL`.
+    pub fn recommended_options(options: SqliteConnectOptions) -> SqliteConnectOptions {
+        options
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .busy_timeout(Duration::from_secs(10))
+            .synchronous(SqliteSynchronous::Normal)
+    }
+
+    /// The pool this provider uses.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.inner.pool
+    }
+
+    fn from_parts(pool: SqlitePool, settings: Settings) -> Self {
+        let (table, app) = (
+            &settings.table,
+            settings.clock_mode == ClockMode::Application,
+        );
+        let inner = Inner {
+            address: pool.connect_options().get_filename().display().to_string(),
+            acquire: statement(ACQUIRE, table, if app { "?5" } else { NOW }),
+            unlock: statement(UNLOCK, table, if app { "?5" } else { NOW }),
+            extend: statement(EXTEND, table, if app { "?4" } else { NOW }),
+            pool,
+            settings,
+        };
+        Self {
+            inner: Arc::new(inner),
+        }
+    }
+}
+
+super::lock_provider_impl!(SqliteLockProvider, SqlitePool, Backend::Sqlite);
+
+impl Inner {
+    fn app_now_ms(&self) -> Option<i64> {
+        self.settings.app_now().map(|t| t.timestamp_millis())
+    }
+
+    async fn acquire(self: &Arc<Self>, config: &LockConfiguration) -> Result<Option<LockGuard>> {
+        let mut query = sqlx::query_scalar::<_, i64>(sql(&self.acquire))
+            .bind(config.name())
+            .bind(millis_ceil(config.lock_at_most_for()))
+            .bind(&self.settings.locked_by)
+            .bind(config.tick().map(|t| t.timestamp_millis()));
+        if let Some(now) = self.app_now_ms() {
+            query = query.bind(now);
+        }
+        let token = match query.fetch_optional(&self.pool).await {
+            Ok(token) => token,
+            Err(e) => {
+                return Err(self
+                    .error(format!("acquire lock {:?}", config.name()), e)
+                    .await);
+            }
+        };
+        Ok(token.map(|token| LockGuard::new(config, token, Arc::clone(self) as Arc<dyn Lease>)))
+    }
+
+    async fn migrate(&self) -> Result<()> {
+        let table = &self.settings.table;
+        let migrator = migrator(MIGRATIONS, table);
+        let outcome = run_migrator(|| migrator.run(&self.pool)).await;
+        if let Err(source) = outcome {
+            return Err(match source {
+                sqlx::migrate::MigrateError::Execute(e) => self.error("migrate".into(), e).await,
+                source => Error::Migrate {
+                    backend: Backend::Sqlite,
+                    table: table.as_str().to_owned(),
+                    source,
+                },
+            });
+        }
+        match self.missing_columns().await {
+            Ok(columns) if columns.is_empty() => Ok(()),
+            Ok(columns) => Err(Error::MissingColumns {
+                backend: Backend::Sqlite,
+                table: table.as_str().to_owned(),
+                columns,
+            }),
+            Err(e) => Err(self.error("check the lock table's columns".into(), e).await),
+        }
+    }
+
+    async fn missing_columns(&self) -> Result<Vec<String>, sqlx::Error> {
+        let (schema, table) = self.settings.table.split();
+        let found: Vec<String> = sqlx::query_scalar(COLUMNS)
+            .bind(table)
+            .bind(schema)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(missing_columns(&found))
+    }
+
+    /// Turns a failed statement into an error that names the problem.
+    async fn error(&self, operation: String, source: sqlx::Error) -> Error {
+        let failure = classify(&source, failure);
+        let missing = match failure {
+            Failure::NoColumn => self.missing_columns().await.ok(),
+            _ => None,
+        };
+        ErrorContext {
+            backend: Backend::Sqlite,
+            table: &self.settings.table,
+            address: &self.address,
+        }
+        .error(operation, failure, source, missing)
+    }
+}
+
+impl Lease for Inner {
+    fn extend<'a>(
+        &'a self,
+        name: &'a str,
+        token: i64,
+        at_most: Duration,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let mut query = sqlx::query(sql(&self.extend))
+                .bind(name)
+                .bind(token)
+                .bind(millis_ceil(at_most));
+            if let Some(now) = self.app_now_ms() {
+                query = query.bind(now);
+            }
+            match query.execute(&self.pool).await {
+                Ok(done) => Ok(done.rows_affected() == 1),
+                Err(e) => Err(self.error(format!("extend lock {name:?}"), e).await),
+            }
+        })
+    }
+
+    fn unlock<'a>(
+        &'a self,
+        name: &'a str,
+        token: i64,
+        at_least: Duration,
+        slack: Duration,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let mut query = sqlx::query(sql(&self.unlock))
+                .bind(name)
+                .bind(token)
+                .bind(millis_ceil(at_least))
+                .bind(millis_ceil(slack));
+            if let Some(now) = self.app_now_ms() {
+                query = query.bind(now);
+            }
+            match query.execute(&self.pool).await {
+                Ok(done) => Ok(done.rows_affected() == 1),
+                Err(e) => Err(self.error(format!("unlock lock {name:?}"), e).await),
+            }
+        })
+    }
+}
+
+/// SQLite reports a missing table or column only in the message; a file that cannot be opened
+/// is `SQLITE_CANTOPEN` (14).
+fn failure(error: &dyn sqlx::error::DatabaseError) -> Failure {
+    let message = error.message();
+    if message.starts_with("no such table") {
+        Failure::NoTable
+    } else if message.starts_with("no such column") || message.contains("has no column named") {
+        Failure::NoColumn
+    } else if error.code().as_deref() == Some("14") {
+        Failure::Unreachable
+    } else {
+        Failure::Other
+    }
+}

@@ -1,0 +1,861 @@
+//! The provider suite: every test written once, generic over the backend.
+//!
+//! Times are read from the database clock through [`TestDb::row`]; sleeps are generous so a
+//! busy machine cannot flip an outcome.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone, Utc};
+use shedlock::{
+    AppClock, ClockMode, Error, LockConfiguration, LockProvider, LockingTaskExecutor, TaskResult,
+};
+use tokio::sync::Mutex;
+
+use crate::{Opts, TestDb, unique_name};
+
+const MS: Duration = Duration::from_millis(1);
+const SEC: Duration = Duration::from_secs(1);
+const LONG: Duration = Duration::from_secs(60);
+
+fn cfg(name: &str, at_most: Duration, at_least: Duration) -> LockConfiguration {
+    LockConfiguration::new(name, at_most, at_least).unwrap()
+}
+
+fn tick(secs: i64) -> DateTime<Utc> {
+    Utc.timestamp_opt(1_800_000_000 + secs, 0).unwrap()
+}
+
+pub async fn creates_lock<D: TestDb>(db: &D) {
+    let provider = db.provider();
+    let guard = provider
+        .lock(&cfg("job", LONG, Duration::ZERO))
+        .await
+        .unwrap()
+        .expect("free lock is taken");
+    let row = db.row("job").await.expect("row created");
+    assert_eq!(row.locked_by, provider.locked_by());
+    assert_eq!(row.fencing_token, guard.fencing_token());
+    assert!((55_000..=60_000).contains(&row.remaining_ms), "{row:?}");
+    assert_eq!(row.last_tick_ms, None);
+    assert!(guard.unlock().await.unwrap());
+    let row = db.row("job").await.unwrap();
+    assert!(
+        row.remaining_ms <= 0,
+        "released at once with lock_at_least_for = 0: {row:?}"
+    );
+}
+
+pub async fn no_second_lock_while_held<D: TestDb>(db: &D) {
+    let a = db.provider();
+    let b = db.provider_with(Opts::own_pool().locked_by("b")).await;
+    let held = a
+        .lock(&cfg("job", LONG, Duration::ZERO))
+        .await
+        .unwrap()
+        .unwrap();
+    for _ in 0..3 {
+        assert!(
+            b.lock(&cfg("job", LONG, Duration::ZERO))
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            a.lock(&cfg("job", LONG, Duration::ZERO))
+                .await
+                .unwrap()
+                .is_none(),
+            "not re-entrant"
+        );
+    }
+    let row = db.row("job").await.unwrap();
+    assert_eq!(
+        row.fencing_token,
+        held.fencing_token(),
+        "a refused attempt changes nothing"
+    );
+    assert_ne!(row.locked_by, "b");
+}
+
+pub async fn two_names_are_independent<D: TestDb>(db: &D) {
+    let p = db.provider();
+    let one = p
+        .lock(&cfg("one", LONG, Duration::ZERO))
+        .await
+        .unwrap()
+        .unwrap();
+    let two = p
+        .lock(&cfg("two", LONG, Duration::ZERO))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        p.lock(&cfg("one", LONG, Duration::ZERO))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    one.unlock().await.unwrap();
+    assert!(
+        p.lock(&cfg("two", LONG, Duration::ZERO))
+            .await
+            .unwrap()
+            .is_none(),
+        "unlocking one leaves two held"
+    );
+    two.unlock().await.unwrap();
+}
+
+pub async fn lock_twice_in_a_row<D: TestDb>(db: &D) {
+    let p = db.provider();
+    let first = p
+        .lock(&cfg("job", LONG, Duration::ZERO))
+        .await
+        .unwrap()
+        .unwrap();
+    first.unlock().await.unwrap();
+    let second = p
+        .lock(&cfg("job", LONG, Duration::ZERO))
+        .await
+        .unwrap()
+        .expect("free again after unlock");
+    second.unlock().await.unwrap();
+}
+
+pub async fn expires_after_lock_at_most_for_sub_second<D: TestDb>(db: &D) {
+    let p = db.provider();
+    let b = db.provider_with(Opts::own_pool()).await;
+    let c = cfg("job", 400 * MS, Duration::ZERO);
+    let guard = p.lock(&c).await.unwrap().unwrap();
+    let row = db.row("job").await.unwrap();
+    assert!(
+        (0..=400).contains(&row.remaining_ms),
+        "sub-second lease kept, not rounded: {row:?}"
+    );
+    assert!(b.lock(&c).await.unwrap().is_none());
+    tokio::time::sleep(600 * MS).await;
+    assert!(db.row("job").await.unwrap().remaining_ms < 0);
+    let taken = b.lock(&c).await.unwrap().expect("expired lock is free");
+    assert!(taken.fencing_token() > guard.fencing_token());
+    drop(guard);
+}
+
+pub async fn locks_right_after_unlock_ten_times<D: TestDb>(db: &D) {
+    let p = db.provider();
+    let mut last = 0;
+    for i in 0..10 {
+        let guard = p
+            .lock(&cfg("job", LONG, Duration::ZERO))
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("round {i}"));
+        assert!(guard.fencing_token() > last);
+        last = guard.fencing_token();
+        guard.unlock().await.unwrap();
+    }
+}
+
+pub async fn lock_at_least_for_holds_after_unlock_then_releases<D: TestDb>(db: &D) {
+    let p = db.provider();
+    let other = db.provider_with(Opts::own_pool()).await;
+    let c = cfg("job", LONG, 1500 * MS);
+    p.lock(&c).await.unwrap().unwrap().unlock().await.unwrap();
+    let row = db.row("job").await.unwrap();
+    assert!(
+        (1_000..=1_500).contains(&row.remaining_ms),
+        "kept until locked_at + 1.5s: {row:?}"
+    );
+    assert!(
+        other.lock(&c).await.unwrap().is_none(),
+        "held for lock_at_least_for after unlock"
+    );
+    tokio::time::sleep(Duration::from_millis(row.remaining_ms as u64 + 300)).await;
+    assert!(
+        other.lock(&c).await.unwrap().is_some(),
+        "released after lock_at_least_for"
+    );
+}
+
+pub async fn extends_several_times<D: TestDb>(db: &D) {
+    let p = db.provider();
+    let other = db.provider_with(Opts::own_pool()).await;
+    let c = cfg("job", 800 * MS, Duration::ZERO);
+    let mut guard = p.lock(&c).await.unwrap().unwrap();
+    for _ in 0..4 {
+        tokio::time::sleep(400 * MS).await;
+        assert!(
+            guard.extend(800 * MS, Duration::ZERO).await.unwrap(),
+            "extend while held"
+        );
+        let row = db.row("job").await.unwrap();
+        assert!(
+            (500..=800).contains(&row.remaining_ms),
+            "now + 800ms: {row:?}"
+        );
+    }
+    // 1.6 s after a lock of 800 ms: still held thanks to the extensions.
+    assert!(other.lock(&c).await.unwrap().is_none());
+    assert_eq!(
+        db.row("job").await.unwrap().fencing_token,
+        guard.fencing_token(),
+        "extend keeps the token"
+    );
+    assert!(guard.extend(10 * LONG, 5 * SEC).await.unwrap());
+    assert!(db.row("job").await.unwrap().remaining_ms > 590_000);
+    guard.unlock().await.unwrap();
+}
+
+pub async fn extend_after_expiry_is_refused<D: TestDb>(db: &D) {
+    let p = db.provider();
+    let mut guard = p
+        .lock(&cfg("job", 300 * MS, Duration::ZERO))
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(500 * MS).await;
+    assert!(
+        !guard.extend(LONG, Duration::ZERO).await.unwrap(),
+        "expired: extend says no"
+    );
+    assert!(
+        db.row("job").await.unwrap().remaining_ms < 0,
+        "and changed nothing"
+    );
+    let err = guard
+        .extend(Duration::ZERO, Duration::ZERO)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::ZeroLockAtMostFor { .. }), "{err}");
+}
+
+pub async fn extend_keeps_lock_at_least_for<D: TestDb>(db: &D) {
+    let p = db.provider();
+    let other = db.provider_with(Opts::own_pool()).await;
+    // The original lock_at_least_for survives an extend with a shorter one...
+    let mut guard = p.lock(&cfg("a", LONG, 3 * SEC)).await.unwrap().unwrap();
+    assert!(guard.extend(LONG, Duration::ZERO).await.unwrap());
+    guard.unlock().await.unwrap();
+    let row = db.row("a").await.unwrap();
+    assert!(
+        (2_000..=3_000).contains(&row.remaining_ms),
+        "original 3s kept: {row:?}"
+    );
+    assert!(
+        other
+            .lock(&cfg("a", LONG, Duration::ZERO))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // ...and an extend's own lock_at_least_for counts from the extension.
+    let mut guard = p
+        .lock(&cfg("b", LONG, Duration::ZERO))
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(200 * MS).await;
+    assert!(guard.extend(LONG, 4 * SEC).await.unwrap());
+    guard.unlock().await.unwrap();
+    let row = db.row("b").await.unwrap();
+    assert!(
+        (3_000..=4_000).contains(&row.remaining_ms),
+        "extend's 4s kept: {row:?}"
+    );
+    assert!(
+        other
+            .lock(&cfg("b", LONG, Duration::ZERO))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+pub async fn pre_existing_expired_row_is_acquirable<D: TestDb>(db: &D) {
+    db.insert_expired_row("job", 41).await;
+    let guard = db
+        .provider()
+        .lock(&cfg("job", LONG, Duration::ZERO))
+        .await
+        .unwrap()
+        .expect("expired row taken over");
+    assert_eq!(guard.fencing_token(), 42);
+    let row = db.row("job").await.unwrap();
+    assert_ne!(row.locked_by, "old run");
+    assert!(row.remaining_ms > 50_000);
+}
+
+pub async fn names_at_64_bytes_work_and_over_64_are_refused<D: TestDb>(db: &D) {
+    let p = db.provider();
+    for name in [
+        "n".repeat(64),
+        "🦀".repeat(16),
+        "quote ' \" ` ; -- é".to_string(),
+    ] {
+        assert_eq!(name.len().min(64), name.len());
+        let guard = p
+            .lock(&cfg(&name, LONG, Duration::ZERO))
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{name}"));
+        assert_eq!(
+            db.row(&name).await.unwrap().fencing_token,
+            guard.fencing_token(),
+            "stored verbatim: {name}"
+        );
+        guard.unlock().await.unwrap();
+    }
+    // Case and trailing characters make different locks (binary comparison).
+    let upper = p
+        .lock(&cfg("Job", LONG, Duration::ZERO))
+        .await
+        .unwrap()
+        .unwrap();
+    let lower = p.lock(&cfg("job", LONG, Duration::ZERO)).await.unwrap();
+    assert!(lower.is_some(), "'Job' and 'job' are distinct locks");
+    drop((upper, lower));
+    let err = LockConfiguration::new("n".repeat(65), LONG, Duration::ZERO).unwrap_err();
+    assert!(
+        matches!(err, Error::LockNameTooLong { len: 65, .. }),
+        "{err}"
+    );
+}
+
+pub async fn fencing_token_is_strictly_increasing<D: TestDb>(db: &D) {
+    let a = db.provider();
+    let b = db.provider_with(Opts::own_pool()).await;
+    let mut tokens = Vec::new();
+    for i in 0..20 {
+        let p = if i % 2 == 0 { &a } else { &b };
+        let guard = p
+            .lock(&cfg("job", LONG, Duration::ZERO))
+            .await
+            .unwrap()
+            .unwrap();
+        tokens.push(guard.fencing_token());
+        guard.unlock().await.unwrap();
+    }
+    assert!(tokens.windows(2).all(|w| w[1] > w[0]), "{tokens:?}");
+    // An expiry takeover bumps it too.
+    let _stale = a
+        .lock(&cfg("job", 200 * MS, Duration::ZERO))
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(400 * MS).await;
+    let taken = b
+        .lock(&cfg("job", LONG, Duration::ZERO))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(taken.fencing_token() > *tokens.last().unwrap() + 1);
+}
+
+pub async fn row_deleted_by_hand_is_recreated_with_a_higher_token<D: TestDb>(db: &D) {
+    let p = db.provider();
+    let mut last = 0;
+    for _ in 0..5 {
+        let guard = p
+            .lock(&cfg("job", LONG, Duration::ZERO))
+            .await
+            .unwrap()
+            .unwrap();
+        last = guard.fencing_token();
+        guard.unlock().await.unwrap();
+    }
+    // Deleted while held, as an operator clearing a stuck lock would.
+    let held = p
+        .lock(&cfg("job", LONG, Duration::ZERO))
+        .await
+        .unwrap()
+        .unwrap();
+    db.delete_row("job").await;
+    let again = p
+        .lock(&cfg("job", LONG, Duration::ZERO))
+        .await
+        .unwrap()
+        .expect("row recreated by the next acquire");
+    assert!(again.fencing_token() > held.fencing_token() && held.fencing_token() > last);
+    assert!(
+        !held.unlock().await.unwrap(),
+        "the deleted holder's unlock touches nothing"
+    );
+    assert!(
+        p.lock(&cfg("job", LONG, Duration::ZERO))
+            .await
+            .unwrap()
+            .is_none(),
+        "the new holder still holds"
+    );
+    drop(again);
+}
+
+pub async fn stale_holder_can_neither_unlock_nor_extend_the_new_holder<D: TestDb>(db: &D) {
+    let a = db.provider_with(Opts::own_pool().locked_by("stale")).await;
+    let b = db.provider_with(Opts::own_pool().locked_by("new")).await;
+    let mut stale = a
+        .lock(&cfg("job", 300 * MS, Duration::ZERO))
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(500 * MS).await;
+    let fresh = b
+        .lock(&cfg("job", LONG, Duration::ZERO))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        !stale.extend(LONG, Duration::ZERO).await.unwrap(),
+        "stale extend refused"
+    );
+    assert!(
+        !stale.unlock().await.unwrap(),
+        "stale unlock reports the takeover"
+    );
+    let row = db.row("job").await.unwrap();
+    assert_eq!(
+        (row.locked_by.as_str(), row.fencing_token),
+        ("new", fresh.fencing_token())
+    );
+    assert!(
+        row.remaining_ms > 50_000,
+        "the new holder's lock is untouched: {row:?}"
+    );
+    assert!(
+        a.lock(&cfg("job", LONG, Duration::ZERO))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(fresh.unlock().await.unwrap());
+}
+
+pub async fn tick_is_claimed_once<D: TestDb>(db: &D) {
+    let a = db.provider();
+    let b = db.provider_with(Opts::own_pool()).await;
+    let c = cfg("job", LONG, Duration::ZERO);
+    // A fast job on instance a: claims tick 0 and unlocks at once (lock_at_least_for = 0).
+    a.lock(&c.clone().for_tick(tick(0)))
+        .await
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    let row = db.row("job").await.unwrap();
+    assert!(row.remaining_ms <= 0, "the lock itself is free");
+    assert_eq!(row.last_tick_ms, Some(tick(0).timestamp_millis()));
+    // b, a little late for the same tick, must not run it again; nor may a.
+    assert!(
+        b.lock(&c.clone().for_tick(tick(0)))
+            .await
+            .unwrap()
+            .is_none(),
+        "tick 0 ran already"
+    );
+    assert!(
+        a.lock(&c.clone().for_tick(tick(0)))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // The next tick is free; an older one never is.
+    let next = b
+        .lock(&c.clone().for_tick(tick(1)))
+        .await
+        .unwrap()
+        .expect("tick 1 is new");
+    next.unlock().await.unwrap();
+    assert!(
+        a.lock(&c.clone().for_tick(tick(0)))
+            .await
+            .unwrap()
+            .is_none(),
+        "older tick refused"
+    );
+    // A manual run (no tick) works and leaves the claimed tick in place.
+    a.lock(&c)
+        .await
+        .unwrap()
+        .expect("manual run")
+        .unlock()
+        .await
+        .unwrap();
+    assert_eq!(
+        db.row("job").await.unwrap().last_tick_ms,
+        Some(tick(1).timestamp_millis())
+    );
+    assert!(
+        b.lock(&c.clone().for_tick(tick(1)))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+pub async fn app_clock_offset_changes_nothing_in_database_clock_mode<D: TestDb>(db: &D) {
+    let skewed = |minutes: i64| Opts {
+        own_pool: true,
+        app_clock: Some(AppClock::offset(chrono::Duration::minutes(minutes))),
+        clock_mode: ClockMode::Database,
+        ..Opts::default()
+    };
+    let ahead = db.provider_with(skewed(7)).await;
+    let behind = db.provider_with(skewed(-7)).await;
+    let c = cfg("job", 500 * MS, Duration::ZERO);
+    let guard = behind.lock(&c).await.unwrap().unwrap();
+    assert!(
+        ahead.lock(&c).await.unwrap().is_none(),
+        "a clock 14 minutes ahead changes nothing"
+    );
+    let row = db.row("job").await.unwrap();
+    assert!(
+        (0..=500).contains(&row.remaining_ms),
+        "expiry by the database clock: {row:?}"
+    );
+    tokio::time::sleep(700 * MS).await;
+    assert!(ahead.lock(&c).await.unwrap().is_some());
+    drop(guard);
+}
+
+/// The contrast the docs warn about: in application-clock mode a clock that runs ahead takes a
+/// lock that is still held.
+pub async fn app_clock_mode_trusts_skewed_clocks<D: TestDb>(db: &D) {
+    let app = |minutes: i64| Opts {
+        own_pool: true,
+        app_clock: Some(AppClock::offset(chrono::Duration::minutes(minutes))),
+        clock_mode: ClockMode::Application,
+        ..Opts::default()
+    };
+    let right = db.provider_with(app(0)).await;
+    let ahead = db.provider_with(app(5)).await;
+    let c = cfg("job", LONG, Duration::ZERO);
+    let first = right.lock(&c).await.unwrap().unwrap();
+    assert!(
+        right.lock(&c).await.unwrap().is_none(),
+        "agreeing clocks still exclude"
+    );
+    let second = ahead.lock(&c).await.unwrap();
+    assert!(
+        second.is_some(),
+        "a clock 5 minutes ahead sees a 1-minute lock as expired"
+    );
+    drop((first, second));
+}
+
+pub async fn separate_pools_race_for_one_tick_exactly_one_wins<D: TestDb>(db: &D) {
+    let mut providers = Vec::new();
+    for i in 0..3 {
+        providers.push(
+            db.provider_with(Opts::own_pool().locked_by(&format!("instance-{i}")))
+                .await,
+        );
+    }
+    for t in 0..10 {
+        let c = cfg("tick_job", LONG, Duration::ZERO).for_tick(tick(t));
+        let attempts = providers.iter().map(|p| {
+            let c = c.clone();
+            let p = p.clone();
+            tokio::spawn(async move {
+                match p.lock(&c).await.unwrap() {
+                    Some(guard) => {
+                        guard.unlock().await.unwrap();
+                        1
+                    }
+                    None => 0,
+                }
+            })
+        });
+        let wins: Vec<u32> = futures_util::future::join_all(attempts)
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(wins.iter().sum::<u32>(), 1, "tick {t}: {wins:?}");
+    }
+}
+
+/// 8 tasks over 2 names on two separate pools, each doing read-sleep-write of a shared counter
+/// inside the lock, 25 iterations each: a lost update would show as a short count.
+pub async fn fuzz_read_sleep_write_counts_are_exact<D: TestDb>(db: &D) {
+    const TASKS: usize = 8;
+    const ITERATIONS: usize = 25;
+    let pools = [
+        db.provider_with(Opts::own_pool()).await,
+        db.provider_with(Opts::own_pool()).await,
+    ];
+    let counters = Arc::new([Mutex::new(0usize), Mutex::new(0usize)]);
+    let skipped = Arc::new(AtomicUsize::new(0));
+    let tokens = Arc::new(Mutex::new(vec![Vec::new(), Vec::new()]));
+    let mut tasks = Vec::new();
+    for task in 0..TASKS {
+        let provider = pools[task % 2].clone();
+        let (counters, skipped, tokens) = (
+            Arc::clone(&counters),
+            Arc::clone(&skipped),
+            Arc::clone(&tokens),
+        );
+        let which = task / 4; // tasks 0-3 on name 0, 4-7 on name 1, each name over both pools
+        tasks.push(tokio::spawn(async move {
+            let c = cfg(&format!("fuzz_{which}"), LONG, Duration::ZERO);
+            let mut done = 0;
+            while done < ITERATIONS {
+                let Some(guard) = provider.lock(&c).await.unwrap() else {
+                    skipped.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(1 + (task as u64 % 3))).await;
+                    continue;
+                };
+                // read, sleep, write: not atomic on purpose; only the lock keeps it exact.
+                let read = *counters[which]
+                    .try_lock()
+                    .expect("two holders inside the lock");
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                *counters[which]
+                    .try_lock()
+                    .expect("two holders inside the lock") = read + 1;
+                tokens.lock().await[which].push(guard.fencing_token());
+                guard.unlock().await.unwrap();
+                done += 1;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(*counters[0].lock().await, TASKS / 2 * ITERATIONS);
+    assert_eq!(*counters[1].lock().await, TASKS / 2 * ITERATIONS);
+    for list in tokens.lock().await.iter() {
+        assert!(
+            list.windows(2).all(|w| w[1] > w[0]),
+            "tokens in acquisition order are increasing"
+        );
+    }
+    assert!(skipped.load(Ordering::Relaxed) > 0, "the tasks did contend");
+}
+
+pub async fn missing_table_says_run_migrate<D: TestDb>(db: &D) {
+    let table = unique_name("never_made");
+    let p = db.provider_for_table(&table);
+    let err = p.lock(&cfg("job", LONG, Duration::ZERO)).await.unwrap_err();
+    assert!(matches!(&err, Error::TableMissing { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains(&table) && text.contains("migrate()"),
+        "{text}"
+    );
+}
+
+pub async fn missing_columns_are_named<D: TestDb>(db: &D) {
+    // A Java ShedLock table: same idea, other columns.
+    let table = unique_name("java_shedlock");
+    let ts = match D::BACKEND {
+        shedlock::Backend::Postgres => "TIMESTAMPTZ",
+        shedlock::Backend::MySql => "DATETIME(6)",
+        _ => "INTEGER",
+    };
+    db.exec(&format!(
+        "CREATE TABLE {table} (name VARCHAR(64) NOT NULL PRIMARY KEY, lock_until {ts} NOT NULL, \
+         locked_at {ts} NOT NULL, locked_by VARCHAR(255) NOT NULL)"
+    ))
+    .await;
+    let p = db.provider_for_table(&table);
+    let err = p.lock(&cfg("job", LONG, Duration::ZERO)).await.unwrap_err();
+    match &err {
+        Error::MissingColumns { columns, .. } => {
+            assert_eq!(columns, &["locked_until", "fencing_token", "last_tick"])
+        }
+        other => panic!("expected MissingColumns, got {other:?}"),
+    }
+    assert!(
+        err.to_string()
+            .contains("locked_until, fencing_token, last_tick"),
+        "{err}"
+    );
+    let err = p.migrate().await.unwrap_err();
+    assert!(
+        matches!(err, Error::MissingColumns { .. }),
+        "migrate refuses the foreign table: {err:?}"
+    );
+    db.exec(&format!("DROP TABLE {table}")).await;
+    db.exec(&format!("DROP TABLE IF EXISTS _{table}_migrations"))
+        .await;
+}
+
+pub async fn migrate_is_idempotent_and_concurrent_safe<D: TestDb>(db: &D) {
+    db.provider()
+        .migrate()
+        .await
+        .expect("second migrate is a no-op");
+    let table = unique_name("concurrent");
+    let mut providers = Vec::new();
+    for _ in 0..3 {
+        let p = db.provider_with(Opts::own_pool()).await;
+        providers.push(p);
+    }
+    // Every instance of a fleet calls migrate() at start-up, at the same moment.
+    let runs = providers.iter().map(|p| {
+        let p = shedlock_provider_for(p, &table);
+        async move { p.migrate().await }
+    });
+    for result in futures_util::future::join_all(runs).await {
+        result.expect("concurrent migrate");
+    }
+    let p = db.provider_for_table(&table);
+    assert!(
+        p.lock(&cfg("job", LONG, Duration::ZERO))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    db.exec(&format!("DROP TABLE {table}")).await;
+    db.exec(&format!("DROP TABLE IF EXISTS _{table}_migrations"))
+        .await;
+}
+
+/// The same pool as `p`, another table.
+fn shedlock_provider_for<P: LockProvider + Clone + 'static>(
+    p: &P,
+    table: &str,
+) -> Arc<dyn LockProvider> {
+    use std::any::Any;
+    let any: &dyn Any = p;
+    if let Some(p) = any.downcast_ref::<shedlock::PostgresLockProvider>() {
+        return Arc::new(
+            shedlock::PostgresLockProvider::builder(p.pool().clone())
+                .table_name(table)
+                .build()
+                .unwrap(),
+        );
+    }
+    if let Some(p) = any.downcast_ref::<shedlock::MySqlLockProvider>() {
+        return Arc::new(
+            shedlock::MySqlLockProvider::builder(p.pool().clone())
+                .table_name(table)
+                .build()
+                .unwrap(),
+        );
+    }
+    let p = any
+        .downcast_ref::<shedlock::SqliteLockProvider>()
+        .expect("a known provider");
+    Arc::new(
+        shedlock::SqliteLockProvider::builder(p.pool().clone())
+            .table_name(table)
+            .build()
+            .unwrap(),
+    )
+}
+
+pub async fn bad_table_name_is_refused_before_any_sql<D: TestDb>(db: &D) {
+    for bad in ["shedlock; drop table x", "locks--", "a b", "x.y.z", ""] {
+        let err = shedlock_builder_error::<D>(db, bad).await;
+        assert!(
+            matches!(&err, Error::InvalidTableName { .. }),
+            "{bad}: {err:?}"
+        );
+        assert!(err.to_string().contains("invalid table name"), "{err}");
+    }
+    // Nothing was touched: the real table still works.
+    assert!(
+        db.provider()
+            .lock(&cfg("job", LONG, Duration::ZERO))
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+async fn shedlock_builder_error<D: TestDb>(db: &D, table: &str) -> Error {
+    use std::any::Any;
+    let p = db.provider();
+    let any: &dyn Any = &p;
+    if let Some(p) = any.downcast_ref::<shedlock::PostgresLockProvider>() {
+        return shedlock::PostgresLockProvider::builder(p.pool().clone())
+            .table_name(table)
+            .build()
+            .unwrap_err();
+    }
+    if let Some(p) = any.downcast_ref::<shedlock::MySqlLockProvider>() {
+        return shedlock::MySqlLockProvider::builder(p.pool().clone())
+            .table_name(table)
+            .build()
+            .unwrap_err();
+    }
+    let p = any.downcast_ref::<shedlock::SqliteLockProvider>().unwrap();
+    shedlock::SqliteLockProvider::builder(p.pool().clone())
+        .table_name(table)
+        .build()
+        .unwrap_err()
+}
+
+pub async fn guard_dropped_without_unlock_releases_in_background<D: TestDb>(db: &D) {
+    let p = db.provider();
+    let c = cfg("job", LONG, Duration::ZERO);
+    let task = {
+        let p = p.clone();
+        let c = c.clone();
+        tokio::spawn(async move {
+            let _guard = p.lock(&c).await.unwrap().unwrap();
+            tokio::time::sleep(LONG).await; // a job cancelled mid-run
+        })
+    };
+    tokio::time::sleep(300 * MS).await;
+    assert!(p.lock(&c).await.unwrap().is_none());
+    task.abort();
+    let _ = task.await;
+    let mut freed = false;
+    for _ in 0..50 {
+        tokio::time::sleep(100 * MS).await;
+        if let Some(g) = p.lock(&c).await.unwrap() {
+            g.unlock().await.unwrap();
+            freed = true;
+            break;
+        }
+    }
+    assert!(
+        freed,
+        "the dropped guard released the lock well before lock_at_most_for"
+    );
+}
+
+pub async fn executor_runs_skips_and_releases_after_panic<D: TestDb>(db: &D) {
+    let dyn_provider: Arc<dyn LockProvider> = Arc::new(db.provider());
+    let executor = LockingTaskExecutor::new(dyn_provider);
+    let c = cfg("job", LONG, Duration::ZERO);
+    let result = executor
+        .execute(&c, |ctx| async move { ctx.fencing_token() })
+        .await
+        .unwrap();
+    let TaskResult::Executed(token) = result else {
+        panic!("free lock runs the task")
+    };
+    assert_eq!(db.row("job").await.unwrap().fencing_token, token);
+    // Held elsewhere: skipped, the task never starts.
+    let holder = db.provider().lock(&c).await.unwrap().unwrap();
+    let started = AtomicUsize::new(0);
+    let result = executor
+        .execute(&c, |_| async { started.fetch_add(1, Ordering::SeqCst) })
+        .await
+        .unwrap();
+    assert_eq!(result, TaskResult::Skipped);
+    assert_eq!(started.load(Ordering::SeqCst), 0);
+    holder.unlock().await.unwrap();
+    // The task's own error is a value, not a lock error.
+    let result: TaskResult<Result<(), &str>> = executor
+        .execute(&c, |_| async { Err("boom") })
+        .await
+        .unwrap();
+    assert_eq!(result, TaskResult::Executed(Err("boom")));
+    // A panicking task releases the lock and the panic goes on.
+    let exec = executor.clone();
+    let c2 = c.clone();
+    let panicked =
+        tokio::spawn(async move { exec.execute(&c2, |_| async { panic!("job failed") }).await })
+            .await;
+    assert!(panicked.unwrap_err().is_panic());
+    assert!(
+        db.row("job").await.unwrap().remaining_ms <= 0,
+        "released after the panic"
+    );
+}
