@@ -121,6 +121,10 @@ pub struct LockGuard {
 }
 
 impl LockGuard {
+    #[cfg_attr(
+        not(any(feature = "postgres", feature = "mysql", feature = "sqlite")),
+        allow(dead_code)
+    )]
     pub(crate) fn new(config: &LockConfiguration, token: i64, lease: Arc<dyn Lease>) -> Self {
         Self {
             name: config.name().to_owned(),

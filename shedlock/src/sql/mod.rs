@@ -3,6 +3,11 @@
 //!
 //! Each dialect keeps its own SQL as named constants in its own file: [`postgres`], [`mysql`],
 //! [`sqlite`].
+// With only some backend features on, some shared helpers have no user.
+#![cfg_attr(
+    not(all(feature = "postgres", feature = "mysql", feature = "sqlite")),
+    allow(dead_code, unused_macros, unused_imports)
+)]
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -81,6 +86,24 @@ macro_rules! lock_provider_impl {
             pub fn build(self) -> $crate::Result<$provider> {
                 let (pool, settings) = self.into_parts()?;
                 Ok($provider::from_parts(pool, settings))
+            }
+        }
+
+        impl $provider {
+            /// Tries to take the lock without waiting: `Ok(None)` when it is held elsewhere (or
+            /// the tick was already claimed). The same as [`LockProvider::lock`](crate::LockProvider::lock),
+            /// callable without importing the trait.
+            pub async fn lock(
+                &self,
+                config: &$crate::LockConfiguration,
+            ) -> $crate::Result<Option<$crate::LockGuard>> {
+                self.inner.acquire(config).await
+            }
+
+            /// Creates the lock table if missing and checks its columns; idempotent. The same
+            /// as [`LockProvider::migrate`](crate::LockProvider::migrate).
+            pub async fn migrate(&self) -> $crate::Result<()> {
+                self.inner.migrate().await
             }
         }
 
@@ -292,6 +315,55 @@ mod tests {
             first.sql.as_str(),
             "CREATE TABLE IF NOT EXISTS ops_locks (x INT)"
         );
+    }
+
+    #[test]
+    #[cfg(all(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+    fn statements_are_single_and_read_the_database_clock() {
+        let dialects = [
+            (
+                "postgres",
+                postgres::NOW,
+                [postgres::ACQUIRE, postgres::UNLOCK, postgres::EXTEND],
+            ),
+            (
+                "mysql",
+                mysql::NOW,
+                [mysql::ACQUIRE, mysql::UNLOCK, mysql::EXTEND],
+            ),
+            (
+                "sqlite",
+                sqlite::NOW,
+                [sqlite::ACQUIRE, sqlite::UNLOCK, sqlite::EXTEND],
+            ),
+        ];
+        assert_eq!(
+            postgres::NOW,
+            "clock_timestamp()",
+            "now() is the transaction's start, not the current time"
+        );
+        for (dialect, now, statements) in dialects {
+            for text in statements {
+                let filled = statement(text, &TableName::new("shedlock").unwrap(), now);
+                assert!(
+                    !filled.contains(';'),
+                    "{dialect}: one statement, not several: {filled}"
+                );
+                assert!(
+                    !filled.contains('{'),
+                    "{dialect}: every placeholder filled: {filled}"
+                );
+                assert!(
+                    filled.contains(now),
+                    "{dialect}: expiry by the database clock: {filled}"
+                );
+                let lower = filled.to_lowercase();
+                assert!(
+                    !lower.contains("now()") && !lower.contains("current_timestamp"),
+                    "{dialect}: {filled}"
+                );
+            }
+        }
     }
 
     #[test]

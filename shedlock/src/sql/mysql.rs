@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
+use sqlx::ConnectOptions;
 use sqlx::MySqlPool;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 
@@ -60,7 +61,7 @@ ON DUPLICATE KEY UPDATE
 /// Unlock: keep the lock until `lock_at_least_for` after it was taken (and after the newest
 /// extension's `lock_at_least_for`), or release it now; only while the token matches.
 ///
-/// Binds: [now], lock_at_least_for (µs), slack of the newest lease (µs), name, token.
+/// Binds: \[now\], lock_at_least_for (µs), slack of the newest lease (µs), name, token.
 pub const UNLOCK: &str = "\
 UPDATE {table}
 SET locked_until = GREATEST({now}, locked_at + INTERVAL ? MICROSECOND, locked_until - INTERVAL ? MICROSECOND)
@@ -69,7 +70,7 @@ WHERE name = ? AND fencing_token = ?";
 /// Extend: hold until `now + lock_at_most_for`, only while the token matches and the lock has
 /// not expired. (sqlx sets `CLIENT_FOUND_ROWS`, so a matched row counts as affected.)
 ///
-/// Binds: [now], lock_at_most_for (µs), name, token, [now].
+/// Binds: \[now\], lock_at_most_for (µs), name, token, \[now\].
 pub const EXTEND: &str = "\
 UPDATE {table}
 SET locked_until = {now} + INTERVAL ? MICROSECOND
@@ -149,11 +150,16 @@ impl MySqlLockProvider {
             source,
         })?;
         let address = address(&options);
-        let pool = MySqlPoolOptions::new()
-            .acquire_timeout(Duration::from_secs(10))
-            .connect_with(options)
+        // One direct attempt first: a down server is reported at once with its real cause,
+        // instead of after the pool's retries as "pool timed out".
+        let first = options
+            .connect()
             .await
             .map_err(|source| connect_error(Backend::MySql, address, source, failure))?;
+        let pool = MySqlPoolOptions::new()
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_lazy_with(options);
+        drop(first);
         Ok(Self::new(pool))
     }
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
+use sqlx::ConnectOptions;
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
@@ -73,7 +74,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[(
     include_str!("../../../migrations/postgres/0001_create_shedlock.sql"),
 )];
 
-/// A [`LockProvider`] over a PostgreSQL pool.
+/// A [`LockProvider`](crate::LockProvider) over a PostgreSQL pool.
 ///
 /// Every statement runs on its own pooled connection in autocommit mode, so it never joins a
 /// transaction of the caller's; expiry is decided by the server's `clock_timestamp()`.
@@ -137,11 +138,16 @@ impl PostgresLockProvider {
             source,
         })?;
         let address = address(&options);
-        let pool = PgPoolOptions::new()
-            .acquire_timeout(Duration::from_secs(10))
-            .connect_with(options)
+        // One direct attempt first: a down server is reported at once with its real cause,
+        // instead of after the pool's retries as "pool timed out".
+        let first = options
+            .connect()
             .await
             .map_err(|source| connect_error(Backend::Postgres, address, source, failure))?;
+        let pool = PgPoolOptions::new()
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_lazy_with(options);
+        drop(first);
         Ok(Self::new(pool))
     }
 

@@ -1,0 +1,320 @@
+//! `migrate()` beside an application's own sqlx migrations, in either order, on a fresh database
+//! per case; and the plain SQL folders run the way `sqlx migrate run --source migrations/<db>`
+//! runs them.
+#![allow(missing_docs)]
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use shedlock::{
+    LockConfiguration, LockProvider, MySqlLockProvider, PostgresLockProvider, SqliteLockProvider,
+};
+use shedlock_suite::{MySql, Postgres, TestDb, skipped, unique_name};
+use sqlx::migrate::Migrator;
+use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{AssertSqlSafe, Executor};
+
+#[derive(Clone, Copy, Debug)]
+enum Order {
+    AppFirst,
+    ShedlockFirst,
+}
+
+/// An application's migration folder whose first version is 1, like ours.
+fn app_migrations(dir: &Path, dialect_int: &str) -> PathBuf {
+    let path = dir.join("app_migrations");
+    std::fs::create_dir_all(&path).unwrap();
+    std::fs::write(
+        path.join("0001_app_items.sql"),
+        format!(
+            "CREATE TABLE app_items (id {dialect_int} PRIMARY KEY, title VARCHAR(100) NOT NULL);"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        path.join("0002_app_more.sql"),
+        "ALTER TABLE app_items ADD COLUMN done INT;",
+    )
+    .unwrap();
+    path
+}
+
+fn repo_migrations(db: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("migrations")
+        .join(db)
+}
+
+fn cfg() -> LockConfiguration {
+    LockConfiguration::new("job", Duration::from_secs(60), Duration::ZERO).unwrap()
+}
+
+/// Both histories stay apart: the app's in `_sqlx_migrations`, ours in `_shedlock_migrations`,
+/// and re-running either finds nothing to do.
+async fn both_orders<P: LockProvider>(
+    provider: &P,
+    app: &Migrator,
+    pool_run: impl AsyncFn(&Migrator) -> Result<(), sqlx::migrate::MigrateError>,
+    order: Order,
+) {
+    match order {
+        Order::AppFirst => {
+            pool_run(app).await.expect("app migrations");
+            provider
+                .migrate()
+                .await
+                .expect("shedlock migrate after the app's");
+        }
+        Order::ShedlockFirst => {
+            provider.migrate().await.expect("shedlock migrate first");
+            pool_run(app)
+                .await
+                .expect("app migrations after shedlock's");
+        }
+    }
+    // Restarts: both again, in the other order.
+    provider.migrate().await.expect("shedlock migrate again");
+    pool_run(app).await.expect("app migrations again");
+    provider
+        .migrate()
+        .await
+        .expect("shedlock migrate a third time");
+    let guard = provider.lock(&cfg()).await.unwrap().expect("lock works");
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn postgres_app_and_shedlock_migrations_coexist_in_either_order() {
+    if skipped(Postgres::BACKEND) {
+        return;
+    }
+    let base = PgConnectOptions::from_str(&shedlock_suite::postgres_url()).unwrap();
+    let admin = PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(base.clone())
+        .await
+        .expect("PostgreSQL reachable (see scripts/test)");
+    let dir = tempfile::tempdir().unwrap();
+    let app = Migrator::new(app_migrations(dir.path(), "INT"))
+        .await
+        .unwrap();
+    for order in [Order::AppFirst, Order::ShedlockFirst] {
+        let name = unique_name("shedlock_mig");
+        admin
+            .execute(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .await
+            .unwrap();
+        let pool = PgPoolOptions::new()
+            .max_connections(2)
+            .connect_with(base.clone().database(&name))
+            .await
+            .unwrap();
+        let provider = PostgresLockProvider::new(pool.clone());
+        both_orders(
+            &provider,
+            &app,
+            async |m: &Migrator| m.run(&pool).await,
+            order,
+        )
+        .await;
+        let app_versions: Vec<(i64, String)> =
+            sqlx::query_as("SELECT version, description FROM _sqlx_migrations ORDER BY version")
+                .fetch_all(&pool)
+                .await
+                .unwrap();
+        assert_eq!(
+            app_versions,
+            [(1, "app items".into()), (2, "app more".into())],
+            "{order:?}"
+        );
+        let ours: Vec<i64> = sqlx::query_scalar("SELECT version FROM _shedlock_migrations")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+        assert_eq!(ours, [1], "{order:?}");
+        pool.close().await;
+        admin
+            .execute(AssertSqlSafe(format!("DROP DATABASE {name} WITH (FORCE)")))
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn postgres_plain_sql_folder_runs_like_the_sqlx_cli() {
+    if skipped(Postgres::BACKEND) {
+        return;
+    }
+    let base = PgConnectOptions::from_str(&shedlock_suite::postgres_url()).unwrap();
+    let admin = PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(base.clone())
+        .await
+        .expect("PostgreSQL reachable");
+    let name = unique_name("shedlock_cli");
+    admin
+        .execute(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .await
+        .unwrap();
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .connect_with(base.database(&name))
+        .await
+        .unwrap();
+    // What `sqlx migrate run --source migrations/postgres` does.
+    Migrator::new(repo_migrations("postgres"))
+        .await
+        .unwrap()
+        .run(&pool)
+        .await
+        .unwrap();
+    let provider = PostgresLockProvider::new(pool.clone());
+    assert!(
+        provider.lock(&cfg()).await.unwrap().is_some(),
+        "the default table made by the SQL file works"
+    );
+    provider
+        .migrate()
+        .await
+        .expect("migrate() accepts the table the CLI made");
+    pool.close().await;
+    admin
+        .execute(AssertSqlSafe(format!("DROP DATABASE {name} WITH (FORCE)")))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn mysql_app_and_shedlock_migrations_coexist_in_either_order() {
+    if skipped(MySql::BACKEND) {
+        return;
+    }
+    let base = MySqlConnectOptions::from_str(&shedlock_suite::mysql_url()).unwrap();
+    let admin = MySqlPoolOptions::new()
+        .max_connections(1)
+        .connect_with(base.clone())
+        .await
+        .expect("MySQL/MariaDB reachable (see scripts/test)");
+    let dir = tempfile::tempdir().unwrap();
+    let app = Migrator::new(app_migrations(dir.path(), "INT"))
+        .await
+        .unwrap();
+    for order in [Order::AppFirst, Order::ShedlockFirst] {
+        let name = unique_name("shedlock_mig");
+        admin
+            .execute(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .await
+            .unwrap();
+        let pool = MySqlPoolOptions::new()
+            .max_connections(2)
+            .connect_with(base.clone().database(&name))
+            .await
+            .unwrap();
+        let provider = MySqlLockProvider::new(pool.clone());
+        both_orders(
+            &provider,
+            &app,
+            async |m: &Migrator| m.run(&pool).await,
+            order,
+        )
+        .await;
+        let app_versions: Vec<i64> =
+            sqlx::query_scalar("SELECT version FROM _sqlx_migrations ORDER BY version")
+                .fetch_all(&pool)
+                .await
+                .unwrap();
+        assert_eq!(app_versions, [1, 2], "{order:?}");
+        let ours: Vec<i64> = sqlx::query_scalar("SELECT version FROM _shedlock_migrations")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+        assert_eq!(ours, [1], "{order:?}");
+        pool.close().await;
+        admin
+            .execute(AssertSqlSafe(format!("DROP DATABASE {name}")))
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn mysql_plain_sql_folder_runs_like_the_sqlx_cli() {
+    if skipped(MySql::BACKEND) {
+        return;
+    }
+    let base = MySqlConnectOptions::from_str(&shedlock_suite::mysql_url()).unwrap();
+    let admin = MySqlPoolOptions::new()
+        .max_connections(1)
+        .connect_with(base.clone())
+        .await
+        .expect("MySQL reachable");
+    let name = unique_name("shedlock_cli");
+    admin
+        .execute(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .await
+        .unwrap();
+    let pool = MySqlPoolOptions::new()
+        .max_connections(2)
+        .connect_with(base.database(&name))
+        .await
+        .unwrap();
+    Migrator::new(repo_migrations("mysql"))
+        .await
+        .unwrap()
+        .run(&pool)
+        .await
+        .unwrap();
+    let provider = MySqlLockProvider::new(pool.clone());
+    assert!(provider.lock(&cfg()).await.unwrap().is_some());
+    provider
+        .migrate()
+        .await
+        .expect("migrate() accepts the table the CLI made");
+    pool.close().await;
+    admin
+        .execute(AssertSqlSafe(format!("DROP DATABASE {name}")))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn sqlite_app_and_shedlock_migrations_coexist_in_either_order_and_cli_folder_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = Migrator::new(app_migrations(dir.path(), "INTEGER"))
+        .await
+        .unwrap();
+    for order in [Order::AppFirst, Order::ShedlockFirst] {
+        let pool = shedlock_suite::sqlite_pool(&dir.path().join(format!("{order:?}.db")), 2).await;
+        let provider = SqliteLockProvider::new(pool.clone());
+        both_orders(
+            &provider,
+            &app,
+            async |m: &Migrator| m.run(&pool).await,
+            order,
+        )
+        .await;
+        let app_versions: Vec<i64> =
+            sqlx::query_scalar("SELECT version FROM _sqlx_migrations ORDER BY version")
+                .fetch_all(&pool)
+                .await
+                .unwrap();
+        assert_eq!(app_versions, [1, 2], "{order:?}");
+        let ours: Vec<i64> = sqlx::query_scalar("SELECT version FROM _shedlock_migrations")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+        assert_eq!(ours, [1], "{order:?}");
+    }
+    let pool = shedlock_suite::sqlite_pool(&dir.path().join("cli.db"), 2).await;
+    Migrator::new(repo_migrations("sqlite"))
+        .await
+        .unwrap()
+        .run(&pool)
+        .await
+        .unwrap();
+    let provider = SqliteLockProvider::new(pool);
+    assert!(provider.lock(&cfg()).await.unwrap().is_some());
+    provider.migrate().await.unwrap();
+}
