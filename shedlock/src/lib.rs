@@ -2,8 +2,8 @@
 //! in a database the service already has: PostgreSQL, MySQL/MariaDB, or SQLite when everything
 //! runs on one machine.
 //!
-//! What it is for, and how it differs from Java's ShedLock, is in the
-//! [README](https://example.invalid/shedlock#readme); the guarantees in brief:
+//! What it is for, and how it differs from Java's ShedLock, is in the project's README; the
+//! guarantees in brief:
 //!
 //! 1. **At most one holder** of a lock name at a time, while the job finishes (or extends)
 //!    within `lock_at_most_for`.
@@ -37,6 +37,11 @@
 //! - `postgres`, `mysql`, `sqlite`: one provider each.
 //! - `macros` (default): the attribute macros (arriving with the macro issue).
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// Without a backend feature the crate is configuration only; its internals have no user.
+#![cfg_attr(
+    not(any(feature = "postgres", feature = "mysql", feature = "sqlite")),
+    allow(dead_code)
+)]
 
 mod config;
 mod error;
@@ -53,6 +58,11 @@ pub use settings::{
     AppClock, ClockMode, DEFAULT_TABLE_NAME, KeepAlive, LOCKED_BY_ENV, MAX_TABLE_NAME_BYTES,
     ProviderBuilder, default_locked_by,
 };
+
+// The README's examples compile as doctests.
+#[cfg(all(doctest, feature = "postgres"))]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
 
 #[cfg(feature = "mysql")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
