@@ -15,8 +15,8 @@ use std::sync::Arc;
 use sqlx::AssertSqlSafe;
 use sqlx::migrate::{MigrateError, Migration, MigrationType, Migrator};
 
-use crate::settings::TableName;
-use crate::{Backend, Error};
+use crate::settings::{Settings, TableName};
+use crate::{Backend, Error, Result};
 
 #[cfg(feature = "mysql")]
 pub(crate) mod mysql;
@@ -103,7 +103,7 @@ macro_rules! lock_provider_impl {
             /// Creates the lock table if missing and checks its columns; idempotent. The same
             /// as [`LockProvider::migrate`](crate::LockProvider::migrate).
             pub async fn migrate(&self) -> $crate::Result<()> {
-                self.inner.migrate().await
+                $crate::sql::migrate(&*self.inner).await
             }
         }
 
@@ -117,7 +117,7 @@ macro_rules! lock_provider_impl {
             }
 
             fn migrate(&self) -> futures_util::future::BoxFuture<'_, $crate::Result<()>> {
-                Box::pin(self.inner.migrate())
+                Box::pin($crate::sql::migrate(&*self.inner))
             }
 
             fn backend(&self) -> $crate::Backend {
@@ -144,7 +144,7 @@ pub(crate) use lock_provider_impl;
 /// version unapplied and both try to record it (sqlx takes no lock on SQLite, and its MySQL lock
 /// does not cover this); the loser's second run finds it recorded, checks its checksum, and
 /// succeeds. The table itself is `CREATE TABLE IF NOT EXISTS`, so running it twice is harmless.
-pub(crate) async fn run_migrator<F, Fut>(run: F) -> Result<(), MigrateError>
+pub(crate) async fn retry_lost_race<F, Fut>(run: F) -> Result<(), MigrateError>
 where
     F: Fn() -> Fut,
     Fut: Future<Output = Result<(), MigrateError>>,
@@ -199,55 +199,95 @@ pub(crate) fn classify(
     }
 }
 
-/// Context for turning a failed statement into an [`Error`].
-#[derive(Debug)]
-pub(crate) struct ErrorContext<'a> {
-    pub(crate) backend: Backend,
-    pub(crate) table: &'a TableName,
-    pub(crate) address: &'a str,
+/// What the shared code needs to know of a dialect's provider.
+pub(crate) trait Dialect: Send + Sync {
+    /// Which database.
+    const BACKEND: Backend;
+    /// `(version, description, SQL)` of each migration file.
+    const MIGRATIONS: &'static [(i64, &'static str, &'static str)];
+
+    /// The provider's settings.
+    fn settings(&self) -> &Settings;
+
+    /// Where the database is, for errors.
+    fn address(&self) -> &str;
+
+    /// Sorts a database error (missing table, missing column, other).
+    fn failure(error: &dyn sqlx::error::DatabaseError) -> Failure;
+
+    /// The lock table's column names.
+    fn found_columns(&self) -> impl Future<Output = Result<Vec<String>, sqlx::Error>> + Send;
+
+    /// Runs the migrator, serialised across instances as the database allows.
+    fn run_migrator(
+        &self,
+        migrator: &Migrator,
+    ) -> impl Future<Output = Result<(), MigrateError>> + Send;
 }
 
-impl ErrorContext<'_> {
-    /// Builds the error for `failure`. `missing` is the column check's answer for
-    /// [`Failure::NoColumn`].
-    pub(crate) fn error(
-        &self,
-        operation: String,
-        failure: Failure,
-        source: sqlx::Error,
-        missing: Option<Vec<String>>,
-    ) -> Error {
-        let table = self.table.as_str().to_owned();
-        match failure {
-            Failure::Unreachable => Error::Unreachable {
-                backend: self.backend,
-                address: self.address.to_owned(),
-                source,
-            },
-            Failure::NoTable => Error::TableMissing {
-                backend: self.backend,
+/// Turns a failed statement into an error that names the problem: an unreachable server by its
+/// address, a missing table with "run migrate()", missing columns by name.
+pub(crate) async fn fail<D: Dialect>(dialect: &D, operation: String, source: sqlx::Error) -> Error {
+    let backend = D::BACKEND;
+    let table = dialect.settings().table.as_str().to_owned();
+    match classify(&source, D::failure) {
+        Failure::Unreachable => Error::Unreachable {
+            backend,
+            address: dialect.address().to_owned(),
+            source,
+        },
+        Failure::NoTable => Error::TableMissing { backend, table },
+        Failure::NoColumn => match dialect
+            .found_columns()
+            .await
+            .map(|found| missing_columns(&found))
+        {
+            Ok(columns) if !columns.is_empty() => Error::MissingColumns {
+                backend,
                 table,
+                columns,
             },
-            Failure::NoColumn => match missing {
-                Some(columns) if !columns.is_empty() => Error::MissingColumns {
-                    backend: self.backend,
-                    table,
-                    columns,
-                },
-                _ => Error::Database {
-                    backend: self.backend,
-                    operation,
-                    table,
-                    source,
-                },
-            },
-            Failure::Other => Error::Database {
-                backend: self.backend,
+            _ => Error::Database {
+                backend,
                 operation,
                 table,
                 source,
             },
-        }
+        },
+        Failure::Other => Error::Database {
+            backend,
+            operation,
+            table,
+            source,
+        },
+    }
+}
+
+/// `migrate()` for every backend: run the embedded migrations, then check that the table has
+/// every column (a table of the same name made by something else is refused by name).
+pub(crate) async fn migrate<D: Dialect>(dialect: &D) -> Result<()> {
+    let table = &dialect.settings().table;
+    let migrator = migrator(D::MIGRATIONS, table);
+    if let Err(source) = dialect.run_migrator(&migrator).await {
+        return Err(match source {
+            MigrateError::Execute(e) => fail(dialect, "migrate".into(), e).await,
+            source => Error::Migrate {
+                backend: D::BACKEND,
+                table: table.as_str().to_owned(),
+                source,
+            },
+        });
+    }
+    match dialect.found_columns().await {
+        Ok(found) => match missing_columns(&found) {
+            columns if columns.is_empty() => Ok(()),
+            columns => Err(Error::MissingColumns {
+                backend: D::BACKEND,
+                table: table.as_str().to_owned(),
+                columns,
+            }),
+        },
+        Err(e) => Err(fail(dialect, "check the lock table's columns".into(), e).await),
     }
 }
 

@@ -15,13 +15,11 @@ use sqlx::ConnectOptions;
 use sqlx::MySqlPool;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 
-use super::{
-    ErrorContext, Failure, classify, connect_error, micros, migrator, missing_columns, sql,
-    statement,
-};
+use super::{Dialect, Failure, connect_error, fail, micros, sql, statement};
 use crate::provider::Lease;
 use crate::settings::{ProviderBuilder, Settings};
 use crate::{Backend, ClockMode, Error, LockConfiguration, LockGuard, Result};
+use sqlx::migrate::{MigrateError, Migrator};
 
 /// The database's current time in UTC with microseconds. It is fixed for the whole statement,
 /// so every use in one statement sees the same instant. (Columns are `DATETIME(6)` holding UTC,
@@ -209,96 +207,62 @@ impl Inner {
         let done = match query.execute(&self.pool).await {
             Ok(done) => done,
             Err(e) => {
-                return Err(self
-                    .error(format!("acquire lock {:?}", config.name()), e)
-                    .await);
+                return Err(fail(&**self, format!("acquire lock {:?}", config.name()), e).await);
             }
         };
         let token = i64::try_from(done.last_insert_id()).unwrap_or(0);
         Ok((token != 0).then(|| LockGuard::new(config, token, Arc::clone(self) as Arc<dyn Lease>)))
     }
+}
 
-    async fn migrate(&self) -> Result<()> {
-        let table = &self.settings.table;
-        let migrator = migrator(MIGRATIONS, table);
-        // sqlx's own migration lock is `GET_LOCK(name, -1)`, which MariaDB answers with NULL at
-        // once instead of waiting, so instances starting together would interleave. Hold a
-        // named lock of our own on the connection the migrator runs on.
-        let mut conn = match self.pool.acquire().await {
-            Ok(conn) => conn,
-            Err(e) => return Err(self.error("migrate".into(), e).await),
-        };
-        let key = format!("shedlock:{}", table.as_str());
-        let locked: Result<Option<i64>, sqlx::Error> = sqlx::query_scalar(MIGRATE_LOCK)
+impl Dialect for Inner {
+    const BACKEND: Backend = Backend::MySql;
+    const MIGRATIONS: &'static [(i64, &'static str, &'static str)] = MIGRATIONS;
+
+    fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    fn address(&self) -> &str {
+        &self.address
+    }
+
+    fn failure(error: &dyn sqlx::error::DatabaseError) -> Failure {
+        failure(error)
+    }
+
+    async fn found_columns(&self) -> Result<Vec<String>, sqlx::Error> {
+        let (schema, table) = self.settings.table.split();
+        sqlx::query_scalar(COLUMNS)
+            .bind(schema)
+            .bind(table)
+            .fetch_all(&self.pool)
+            .await
+    }
+
+    /// sqlx's own migration lock is `GET_LOCK(name, -1)`, which MariaDB answers with NULL at
+    /// once instead of waiting, so instances starting together would interleave. This holds a
+    /// named lock of our own on the connection the migrator runs on.
+    async fn run_migrator(&self, migrator: &Migrator) -> Result<(), MigrateError> {
+        let mut conn = self.pool.acquire().await?;
+        let key = format!("shedlock:{}", self.settings.table.as_str());
+        let locked: Option<i64> = sqlx::query_scalar(MIGRATE_LOCK)
             .bind(&key)
             .bind(MIGRATE_LOCK_WAIT.as_secs())
             .fetch_one(&mut *conn)
-            .await;
-        match locked {
-            Ok(Some(1)) => {}
-            Ok(_) => {
-                return Err(Error::Database {
-                    backend: Backend::MySql,
-                    operation: "migrate".into(),
-                    table: table.as_str().to_owned(),
-                    source: sqlx::Error::Protocol(format!(
-                        "another instance held the migration lock {key:?} for over {}s",
-                        MIGRATE_LOCK_WAIT.as_secs()
-                    )),
-                });
-            }
-            Err(e) => return Err(self.error("migrate".into(), e).await),
+            .await?;
+        if locked != Some(1) {
+            return Err(MigrateError::Execute(sqlx::Error::Protocol(format!(
+                "another instance held the migration lock {key:?} for over {}s",
+                MIGRATE_LOCK_WAIT.as_secs()
+            ))));
         }
         let outcome = migrator.run_direct(None, &mut *conn, false).await;
         let _ = sqlx::query(MIGRATE_UNLOCK)
             .bind(&key)
             .execute(&mut *conn)
             .await;
-        drop(conn);
-        if let Err(source) = outcome {
-            return Err(match source {
-                sqlx::migrate::MigrateError::Execute(e) => self.error("migrate".into(), e).await,
-                source => Error::Migrate {
-                    backend: Backend::MySql,
-                    table: table.as_str().to_owned(),
-                    source,
-                },
-            });
-        }
-        match self.missing_columns().await {
-            Ok(columns) if columns.is_empty() => Ok(()),
-            Ok(columns) => Err(Error::MissingColumns {
-                backend: Backend::MySql,
-                table: table.as_str().to_owned(),
-                columns,
-            }),
-            Err(e) => Err(self.error("check the lock table's columns".into(), e).await),
-        }
-    }
-
-    async fn missing_columns(&self) -> Result<Vec<String>, sqlx::Error> {
-        let (schema, table) = self.settings.table.split();
-        let found: Vec<String> = sqlx::query_scalar(COLUMNS)
-            .bind(schema)
-            .bind(table)
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(missing_columns(&found))
-    }
-
-    /// Turns a failed statement into an error that names the problem.
-    async fn error(&self, operation: String, source: sqlx::Error) -> Error {
-        let failure = classify(&source, failure);
-        let missing = match failure {
-            Failure::NoColumn => self.missing_columns().await.ok(),
-            _ => None,
-        };
-        ErrorContext {
-            backend: Backend::MySql,
-            table: &self.settings.table,
-            address: &self.address,
-        }
-        .error(operation, failure, source, missing)
+        outcome
     }
 }
 
@@ -321,7 +285,7 @@ impl Lease for Inner {
             }
             match query.execute(&self.pool).await {
                 Ok(done) => Ok(done.rows_affected() == 1),
-                Err(e) => Err(self.error(format!("extend lock {name:?}"), e).await),
+                Err(e) => Err(fail(self, format!("extend lock {name:?}"), e).await),
             }
         })
     }
@@ -345,7 +309,7 @@ impl Lease for Inner {
                 .bind(token);
             match query.execute(&self.pool).await {
                 Ok(done) => Ok(done.rows_affected() == 1),
-                Err(e) => Err(self.error(format!("unlock lock {name:?}"), e).await),
+                Err(e) => Err(fail(self, format!("unlock lock {name:?}"), e).await),
             }
         })
     }

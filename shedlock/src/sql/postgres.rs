@@ -9,13 +9,11 @@ use sqlx::ConnectOptions;
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
-use super::{
-    ErrorContext, Failure, classify, connect_error, migrator, missing_columns, run_migrator, sql,
-    statement,
-};
+use super::{Dialect, Failure, connect_error, fail, retry_lost_race, sql, statement};
 use crate::provider::Lease;
 use crate::settings::{ProviderBuilder, Settings};
 use crate::{Backend, ClockMode, Error, LockConfiguration, LockGuard, Result};
+use sqlx::migrate::{MigrateError, Migrator};
 
 /// The database's current time: `clock_timestamp()`, the wall clock at the moment of the call.
 /// (`now()` would be the start of the transaction, which can be far in the past.)
@@ -188,61 +186,40 @@ impl Inner {
         let token = match query.fetch_optional(&self.pool).await {
             Ok(token) => token,
             Err(e) => {
-                return Err(self
-                    .error(format!("acquire lock {:?}", config.name()), e)
-                    .await);
+                return Err(fail(&**self, format!("acquire lock {:?}", config.name()), e).await);
             }
         };
         Ok(token.map(|token| LockGuard::new(config, token, Arc::clone(self) as Arc<dyn Lease>)))
     }
+}
 
-    async fn migrate(&self) -> Result<()> {
-        let table = &self.settings.table;
-        let migrator = migrator(MIGRATIONS, table);
-        if let Err(source) = run_migrator(|| migrator.run(&self.pool)).await {
-            return Err(match source {
-                sqlx::migrate::MigrateError::Execute(e) => self.error("migrate".into(), e).await,
-                source => Error::Migrate {
-                    backend: Backend::Postgres,
-                    table: table.as_str().to_owned(),
-                    source,
-                },
-            });
-        }
-        match self.missing_columns().await {
-            Ok(columns) if columns.is_empty() => Ok(()),
-            Ok(columns) => Err(Error::MissingColumns {
-                backend: Backend::Postgres,
-                table: table.as_str().to_owned(),
-                columns,
-            }),
-            Err(e) => Err(self.error("check the lock table's columns".into(), e).await),
-        }
+impl Dialect for Inner {
+    const BACKEND: Backend = Backend::Postgres;
+    const MIGRATIONS: &'static [(i64, &'static str, &'static str)] = MIGRATIONS;
+
+    fn settings(&self) -> &Settings {
+        &self.settings
     }
 
-    async fn missing_columns(&self) -> Result<Vec<String>, sqlx::Error> {
+    fn address(&self) -> &str {
+        &self.address
+    }
+
+    fn failure(error: &dyn sqlx::error::DatabaseError) -> Failure {
+        failure(error)
+    }
+
+    async fn found_columns(&self) -> Result<Vec<String>, sqlx::Error> {
         let (schema, table) = self.settings.table.split();
-        let found: Vec<String> = sqlx::query_scalar(COLUMNS)
+        sqlx::query_scalar(COLUMNS)
             .bind(schema.map(str::to_lowercase))
             .bind(table.to_lowercase())
             .fetch_all(&self.pool)
-            .await?;
-        Ok(missing_columns(&found))
+            .await
     }
 
-    /// Turns a failed statement into an error that names the problem.
-    async fn error(&self, operation: String, source: sqlx::Error) -> Error {
-        let failure = classify(&source, failure);
-        let missing = match failure {
-            Failure::NoColumn => self.missing_columns().await.ok(),
-            _ => None,
-        };
-        ErrorContext {
-            backend: Backend::Postgres,
-            table: &self.settings.table,
-            address: &self.address,
-        }
-        .error(operation, failure, source, missing)
+    async fn run_migrator(&self, migrator: &Migrator) -> Result<(), MigrateError> {
+        retry_lost_race(|| migrator.run(&self.pool)).await
     }
 }
 
@@ -263,7 +240,7 @@ impl Lease for Inner {
             }
             match query.execute(&self.pool).await {
                 Ok(done) => Ok(done.rows_affected() == 1),
-                Err(e) => Err(self.error(format!("extend lock {name:?}"), e).await),
+                Err(e) => Err(fail(self, format!("extend lock {name:?}"), e).await),
             }
         })
     }
@@ -286,7 +263,7 @@ impl Lease for Inner {
             }
             match query.execute(&self.pool).await {
                 Ok(done) => Ok(done.rows_affected() == 1),
-                Err(e) => Err(self.error(format!("unlock lock {name:?}"), e).await),
+                Err(e) => Err(fail(self, format!("unlock lock {name:?}"), e).await),
             }
         })
     }
