@@ -1,5 +1,15 @@
-//! Attribute macros for [`shedlock`](https://docs.rs/shedlock).
-//!
-//! This crate is an empty shell for now: `#[scheduler_lock]` and `#[scheduled]` arrive with the
-//! macro issue. It exists so the workspace layout, the facade's `macros` feature and the exact
-//! version pin are in place from the start.
+//! Attribute macros for [`shedlock`](https://docs.rs/shedlock). (Placeholder: being written.)
+
+use proc_macro::TokenStream;
+
+/// Placeholder.
+#[proc_macro_attribute]
+pub fn scheduler_lock(_args: TokenStream, item: TokenStream) -> TokenStream {
+    item
+}
+
+/// Placeholder.
+#[proc_macro_attribute]
+pub fn scheduled(_args: TokenStream, item: TokenStream) -> TokenStream {
+    item
+}

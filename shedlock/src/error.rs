@@ -185,6 +185,66 @@ pub enum Error {
         source: sqlx::migrate::MigrateError,
     },
 
+    /// A lock-wrapped call found no provider: neither a [`with_provider`](crate::with_provider)
+    /// scope nor a process-wide default.
+    #[error(
+        "no lock provider is configured: call shedlock::set_default_provider(provider) at start-up, \
+         or run the call inside shedlock::with_provider(provider, ...) (the scheduler does this for its jobs)"
+    )]
+    NoProvider,
+
+    /// [`set_default_provider`](crate::set_default_provider) was called a second time.
+    #[error(
+        "a default lock provider is already set; it can be set once per process (use with_provider to override it in a scope)"
+    )]
+    DefaultProviderAlreadySet,
+
+    /// Keep-alive could not hold the lock (someone else took it, or the database could not be
+    /// reached before the lease ran out), and the job was cancelled.
+    #[error(
+        "lock {name:?} (fencing token {fencing_token}) was lost while the job ran; the job was cancelled"
+    )]
+    LockLost {
+        /// The lock name.
+        name: String,
+        /// The token that is no longer current.
+        fencing_token: i64,
+    },
+
+    /// The scheduler shut down while the job ran; the job was stopped and its lock released.
+    #[error("the run of {name:?} was cancelled by the scheduler's shutdown; its lock was released")]
+    Cancelled {
+        /// The lock name.
+        name: String,
+    },
+
+    /// A cron expression could not be parsed.
+    #[error("invalid cron expression {expression:?}: {reason}")]
+    InvalidCron {
+        /// The expression as given.
+        expression: String,
+        /// What the parser said.
+        reason: String,
+    },
+
+    /// A time zone is not an IANA time zone name.
+    #[error(
+        "unknown time zone {name:?}: use an IANA name such as \"Europe/Berlin\", \"Asia/Seoul\" or \"UTC\""
+    )]
+    UnknownTimeZone {
+        /// The name as given.
+        name: String,
+    },
+
+    /// Two jobs with one name were added to a scheduler.
+    #[error(
+        "the scheduler already has a job named {name:?}; give one of them another name with Job::named"
+    )]
+    DuplicateJob {
+        /// The job name.
+        name: String,
+    },
+
     /// The database refused or failed a statement.
     #[error("{backend} error while trying to {operation} (table `{table}`): {source}")]
     Database {

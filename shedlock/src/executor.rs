@@ -1,12 +1,9 @@
 //! [`LockingTaskExecutor`]: run a future only while holding a lock.
 
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use futures_util::FutureExt;
-
-use crate::{LockConfiguration, LockProvider, Result};
+use crate::{LockConfiguration, LockContext, LockProvider, Result};
 
 /// What happened to a task given to [`LockingTaskExecutor::execute`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,26 +27,6 @@ impl<T> TaskResult<T> {
             TaskResult::Executed(value) => Some(value),
             TaskResult::Skipped => None,
         }
-    }
-}
-
-/// What a task running under a lock knows about it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LockContext {
-    name: String,
-    fencing_token: i64,
-}
-
-impl LockContext {
-    /// The lock name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The fencing token of this run: pass it to downstream writes so a stale holder's writes
-    /// can be refused.
-    pub fn fencing_token(&self) -> i64 {
-        self.fencing_token
     }
 }
 
@@ -97,9 +74,12 @@ impl LockingTaskExecutor {
     /// - `Ok(Skipped)`: the lock was held elsewhere; the task was not started.
     /// - `Err(_)`: the lock could not be attempted (database unreachable, table missing, ...).
     ///
-    /// If the task panics, the lock is released and the panic resumes. If the unlock after a
-    /// finished task fails, the value is still returned and the failure is logged; the lock then
-    /// expires at `lock_at_most_for`.
+    /// While the task runs, the lock is kept alive as the provider's
+    /// [`KeepAlive`](crate::KeepAlive) says (by default renewed every third of
+    /// `lock_at_most_for`); if it is lost, the task is cancelled and the call returns
+    /// [`Error::LockLost`](crate::Error::LockLost). If the task panics, the lock is released and
+    /// the panic resumes. If the unlock after a finished task fails, the value is still returned
+    /// and the failure is logged; the lock then expires on its own.
     pub async fn execute<T, F, Fut>(
         &self,
         config: &LockConfiguration,
@@ -109,27 +89,6 @@ impl LockingTaskExecutor {
         F: FnOnce(LockContext) -> Fut,
         Fut: Future<Output = T>,
     {
-        let Some(guard) = self.provider.lock(config).await? else {
-            tracing::debug!(lock = config.name(), tick = ?config.tick(), "lock held elsewhere: skipped");
-            return Ok(TaskResult::Skipped);
-        };
-        let context = LockContext {
-            name: guard.name().to_owned(),
-            fencing_token: guard.fencing_token(),
-        };
-        tracing::debug!(
-            lock = config.name(),
-            token = context.fencing_token,
-            "lock acquired: running task"
-        );
-        let outcome = AssertUnwindSafe(task(context)).catch_unwind().await;
-        let token = guard.fencing_token();
-        if let Err(error) = guard.unlock().await {
-            tracing::warn!(lock = config.name(), token, %error, "unlock after the task failed; the lock expires at lock_at_most_for");
-        }
-        match outcome {
-            Ok(value) => Ok(TaskResult::Executed(value)),
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
+        crate::run::hold(self.provider.as_ref(), config, task).await
     }
 }

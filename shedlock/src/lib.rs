@@ -44,19 +44,81 @@
 )]
 
 mod config;
+mod context;
 mod error;
 mod executor;
 mod provider;
+mod run;
+mod schedule;
+mod scheduler;
 mod settings;
 mod sql;
 
 pub use config::{LockConfiguration, MAX_LOCK_DURATION, MAX_NAME_BYTES};
+pub use context::{
+    LockContext, current_provider, current_tick, set_default_provider, with_provider, with_tick,
+};
 pub use error::{Backend, Error, Result};
-pub use executor::{LockContext, LockingTaskExecutor, TaskResult};
+pub use executor::{LockingTaskExecutor, TaskResult};
+pub use run::run_locked;
+pub use schedule::Schedule;
+pub use scheduler::{Job, JobOutput, JobStats, Scheduler, SchedulerBuilder, ShutdownReport};
+
+#[cfg(feature = "macros")]
+#[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
+#[doc(inline)]
+pub use shedlock_macros::{scheduled, scheduler_lock};
+
+/// What the macros' generated code calls. Not part of the public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use std::time::Duration;
+
+    use std::future::Future;
+
+    use crate::{Job, JobOutput, LockConfiguration, Result, Schedule, TaskResult};
+
+    /// The body of a `#[scheduler_lock]` function: validates the rendered name, then
+    /// [`run_locked`](crate::run_locked).
+    pub async fn run_locked<T>(
+        name: String,
+        lock_at_most_for: Duration,
+        lock_at_least_for: Duration,
+        body: impl Future<Output = T>,
+    ) -> Result<TaskResult<T>> {
+        let config = LockConfiguration::new(name, lock_at_most_for, lock_at_least_for)?;
+        crate::run_locked(config, body).await
+    }
+
+    /// Fixes a future's output type, so `?` and `return` in a moved body infer against the
+    /// function's declared return type.
+    pub fn body<T, F: Future<Output = T>>(future: F) -> F {
+        future
+    }
+
+    /// The `job()` of a `#[scheduled]` function. The cron expression and time zone were
+    /// checked at compile time with the same parser settings.
+    pub fn job<F, Fut, T>(
+        name: &'static str,
+        cron: &'static str,
+        time_zone: &'static str,
+        run: F,
+    ) -> Job
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<TaskResult<T>>> + Send + 'static,
+        T: JobOutput,
+    {
+        let schedule = Schedule::parse(cron, time_zone).unwrap_or_else(|e| {
+            unreachable!("#[scheduled] checked {cron:?} in {time_zone:?} at compile time: {e}")
+        });
+        Job::new(name, schedule, run)
+    }
+}
 pub use provider::{LockGuard, LockProvider};
 pub use settings::{
     AppClock, ClockMode, DEFAULT_TABLE_NAME, KeepAlive, LOCKED_BY_ENV, MAX_TABLE_NAME_BYTES,
-    ProviderBuilder, default_locked_by,
+    OnLockLost, ProviderBuilder, default_locked_by,
 };
 
 // The README's examples compile as doctests.

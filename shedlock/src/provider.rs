@@ -42,8 +42,9 @@ pub trait LockProvider: Send + Sync + fmt::Debug {
     /// The `locked_by` value written by this provider.
     fn locked_by(&self) -> &str;
 
-    /// The keep-alive settings, if keep-alive is on.
-    fn keep_alive(&self) -> Option<KeepAlive>;
+    /// The keep-alive settings used when this provider's locks are held by
+    /// [`run_locked`](crate::run_locked), the executor and the scheduler.
+    fn keep_alive(&self) -> KeepAlive;
 }
 
 macro_rules! forward_lock_provider {
@@ -64,7 +65,7 @@ macro_rules! forward_lock_provider {
             fn locked_by(&self) -> &str {
                 (**self).locked_by()
             }
-            fn keep_alive(&self) -> Option<KeepAlive> {
+            fn keep_alive(&self) -> KeepAlive {
                 (**self).keep_alive()
             }
         }

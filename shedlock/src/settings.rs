@@ -145,49 +145,119 @@ impl Default for AppClock {
     }
 }
 
-/// Keep-alive settings: hold a lock on a short lease and renew it while the job runs, so a
-/// crashed holder releases the lock after `lease` instead of after `lock_at_most_for`.
+/// What happens to a job whose lock could not be kept alive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum OnLockLost {
+    /// Stop the job: its future is dropped and the call returns [`Error::LockLost`]. The default.
+    #[default]
+    Cancel,
+    /// Let the job run on; it learns of the loss through
+    /// [`LockContext::is_lost`](crate::LockContext::is_lost).
+    Notify,
+}
+
+/// Keep-alive: while a job runs under a lock, the lock is extended every `interval` to
+/// `now + lease`, so a long job keeps its lock and a crashed holder releases it after one lease.
 ///
-/// The renewal itself is done by the scheduler and executor; these are its settings.
+/// On by default, with `lease = lock_at_most_for` and `interval = lease / 3`. When an extension
+/// is refused (someone else holds the lock now) or the lease runs out without a successful
+/// extension (the database is unreachable), the lock is lost: the job is told through
+/// [`LockContext`](crate::LockContext) and, by default, cancelled.
+///
+/// With keep-alive on, `lock_at_most_for` bounds each lease, not the whole run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeepAlive {
-    lease: Duration,
-    interval: Duration,
+    enabled: bool,
+    lease: Option<Duration>,
+    interval: Option<Duration>,
+    on_lost: OnLockLost,
+}
+
+impl Default for KeepAlive {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            lease: None,
+            interval: None,
+            on_lost: OnLockLost::Cancel,
+        }
+    }
 }
 
 impl KeepAlive {
-    /// A lease of `lease`, renewed every `lease / 3`.
-    pub fn new(lease: Duration) -> Result<Self> {
-        Self::with_interval(lease, lease / 3)
+    /// No keep-alive: the lock expires at `lock_at_most_for` however long the job runs.
+    pub fn disabled() -> Self {
+        Self {
+            enabled: false,
+            ..Self::default()
+        }
     }
 
-    /// A lease of `lease`, renewed every `interval` (which must be shorter than the lease).
-    pub fn with_interval(lease: Duration, interval: Duration) -> Result<Self> {
-        if lease.is_zero() || interval.is_zero() {
-            return Err(Error::InvalidKeepAlive(format!(
-                "lease ({}) and interval ({}) must both be greater than zero",
-                humantime::format_duration(lease),
-                humantime::format_duration(interval)
-            )));
+    /// Hold locks on a lease of `lease` (shorter than `lock_at_most_for`), renewed every
+    /// `lease / 3`: a holder that dies releases its lock after at most `lease`.
+    pub fn lease(lease: Duration) -> Result<Self> {
+        if lease.is_zero() {
+            return Err(Error::InvalidKeepAlive(
+                "the lease must be greater than zero".into(),
+            ));
         }
-        if interval >= lease {
+        Ok(Self {
+            lease: Some(lease),
+            ..Self::default()
+        })
+    }
+
+    /// Renew every `interval` instead of every third of the lease. It must be shorter than the
+    /// lease, which [`KeepAlive::check`] verifies for each lock.
+    pub fn interval(mut self, interval: Duration) -> Result<Self> {
+        if interval.is_zero() {
+            return Err(Error::InvalidKeepAlive(
+                "the interval must be greater than zero".into(),
+            ));
+        }
+        if let Some(lease) = self.lease.filter(|lease| interval >= *lease) {
             return Err(Error::InvalidKeepAlive(format!(
                 "interval ({}) must be shorter than the lease ({}), or the lock lapses between renewals",
                 humantime::format_duration(interval),
                 humantime::format_duration(lease)
             )));
         }
-        Ok(Self { lease, interval })
+        self.interval = Some(interval);
+        Ok(self)
     }
 
-    /// How long each renewal holds the lock.
-    pub fn lease(&self) -> Duration {
-        self.lease
+    /// What to do with a job whose lock was lost (default: cancel it).
+    pub fn on_lost(mut self, on_lost: OnLockLost) -> Self {
+        self.on_lost = on_lost;
+        self
     }
 
-    /// How often the lock is renewed.
-    pub fn interval(&self) -> Duration {
+    /// Whether keep-alive is on.
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// What happens when the lock is lost.
+    pub fn on_lock_lost(&self) -> OnLockLost {
+        self.on_lost
+    }
+
+    /// The lease for a lock held at most `lock_at_most_for` and at least `lock_at_least_for`:
+    /// the configured lease, kept between the two.
+    pub fn lease_for(&self, lock_at_most_for: Duration, lock_at_least_for: Duration) -> Duration {
+        self.lease.unwrap_or(lock_at_most_for).clamp(
+            lock_at_least_for.max(Duration::from_millis(1)),
+            lock_at_most_for,
+        )
+    }
+
+    /// How often a lock on `lease` is renewed.
+    pub fn interval_for(&self, lease: Duration) -> Duration {
         self.interval
+            .filter(|interval| *interval < lease)
+            .unwrap_or(lease / 3)
+            .max(Duration::from_millis(1))
     }
 }
 
@@ -236,7 +306,7 @@ pub(crate) struct Settings {
     pub(crate) locked_by: String,
     pub(crate) clock_mode: ClockMode,
     pub(crate) app_clock: AppClock,
-    pub(crate) keep_alive: Option<KeepAlive>,
+    pub(crate) keep_alive: KeepAlive,
 }
 
 impl Settings {
@@ -252,7 +322,7 @@ impl Settings {
             locked_by: default_locked_by(),
             clock_mode: ClockMode::Database,
             app_clock: AppClock::system(),
-            keep_alive: None,
+            keep_alive: KeepAlive::default(),
         }
     }
 }
@@ -280,7 +350,7 @@ pub struct ProviderBuilder<Pool> {
     locked_by: Option<String>,
     clock_mode: ClockMode,
     app_clock: AppClock,
-    keep_alive: Option<KeepAlive>,
+    keep_alive: KeepAlive,
 }
 
 impl<Pool> ProviderBuilder<Pool> {
@@ -291,7 +361,7 @@ impl<Pool> ProviderBuilder<Pool> {
             locked_by: None,
             clock_mode: ClockMode::Database,
             app_clock: AppClock::system(),
-            keep_alive: None,
+            keep_alive: KeepAlive::default(),
         }
     }
 
@@ -321,9 +391,9 @@ impl<Pool> ProviderBuilder<Pool> {
         self
     }
 
-    /// Hold locks on a short lease renewed while the job runs (off by default).
+    /// Keep-alive settings (default: on, lease `lock_at_most_for`, renewed every third).
     pub fn keep_alive(mut self, keep_alive: KeepAlive) -> Self {
-        self.keep_alive = Some(keep_alive);
+        self.keep_alive = keep_alive;
         self
     }
 
@@ -414,9 +484,26 @@ mod tests {
         assert!(validate_locked_by(" ".into()).is_err());
         assert!(validate_locked_by("x".repeat(256)).is_err());
         assert!(validate_locked_by("x".repeat(255)).is_ok());
-        assert!(KeepAlive::new(Duration::ZERO).is_err());
-        assert!(KeepAlive::with_interval(Duration::from_secs(3), Duration::from_secs(3)).is_err());
-        let ka = KeepAlive::new(Duration::from_secs(30)).unwrap();
-        assert_eq!(ka.interval(), Duration::from_secs(10));
+        assert!(KeepAlive::lease(Duration::ZERO).is_err());
+        let three = Duration::from_secs(3);
+        assert!(KeepAlive::lease(three).unwrap().interval(three).is_err());
+        assert!(KeepAlive::default().interval(Duration::ZERO).is_err());
+        let ka = KeepAlive::lease(Duration::from_secs(30)).unwrap();
+        let hour = Duration::from_secs(3600);
+        assert_eq!(ka.lease_for(hour, Duration::ZERO), Duration::from_secs(30));
+        assert_eq!(
+            ka.interval_for(Duration::from_secs(30)),
+            Duration::from_secs(10)
+        );
+        // The default lease is lock_at_most_for; a lease is never shorter than lock_at_least_for.
+        assert_eq!(KeepAlive::default().lease_for(hour, Duration::ZERO), hour);
+        assert_eq!(
+            ka.lease_for(hour, Duration::from_secs(40)),
+            Duration::from_secs(40)
+        );
+        assert_eq!(
+            ka.lease_for(Duration::from_secs(20), Duration::ZERO),
+            Duration::from_secs(20)
+        );
     }
 }

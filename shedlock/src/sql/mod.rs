@@ -132,7 +132,7 @@ macro_rules! lock_provider_impl {
                 &self.inner.settings.locked_by
             }
 
-            fn keep_alive(&self) -> Option<$crate::KeepAlive> {
+            fn keep_alive(&self) -> $crate::KeepAlive {
                 self.inner.settings.keep_alive
             }
         }

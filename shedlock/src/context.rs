@@ -1,0 +1,154 @@
+//! Where a lock-wrapped function finds its provider, its tick and its lock: a process-wide
+//! default provider plus a scoped override (the way `tracing` treats subscribers), and
+//! task-locals set by [`run_locked`](crate::run_locked) and the scheduler.
+
+use std::future::Future;
+use std::sync::{Arc, OnceLock};
+
+use chrono::{DateTime, Utc};
+use tokio::sync::watch;
+
+use crate::{Error, LockProvider, Result};
+
+static DEFAULT_PROVIDER: OnceLock<Arc<dyn LockProvider>> = OnceLock::new();
+
+tokio::task_local! {
+    static PROVIDER: Arc<dyn LockProvider>;
+    static TICK: DateTime<Utc>;
+    static CANCEL: watch::Receiver<bool>;
+    static CURRENT: LockContext;
+}
+
+/// Sets the provider that `#[scheduler_lock]` functions and [`run_locked`](crate::run_locked)
+/// use when no [`with_provider`] scope is active. Call it once at start-up; a second call is
+/// [`Error::DefaultProviderAlreadySet`] and leaves the first in place.
+pub fn set_default_provider(provider: impl LockProvider + 'static) -> Result<()> {
+    let provider: Arc<dyn LockProvider> = Arc::new(provider);
+    DEFAULT_PROVIDER
+        .set(provider)
+        .map_err(|_| Error::DefaultProviderAlreadySet)
+}
+
+/// Runs `future` with `provider` as the lock provider of every lock-wrapped call inside it,
+/// overriding the process-wide default. The scope covers `future` itself, not tasks it spawns
+/// (wrap those in their own `with_provider`). The scheduler runs each job in such a scope.
+pub async fn with_provider<F: Future>(
+    provider: impl LockProvider + 'static,
+    future: F,
+) -> F::Output {
+    let provider: Arc<dyn LockProvider> = Arc::new(provider);
+    PROVIDER.scope(provider, future).await
+}
+
+/// The provider a lock-wrapped call uses now: the innermost [`with_provider`] scope, else the
+/// process-wide default, else [`Error::NoProvider`].
+pub fn current_provider() -> Result<Arc<dyn LockProvider>> {
+    if let Ok(provider) = PROVIDER.try_with(Arc::clone) {
+        return Ok(provider);
+    }
+    DEFAULT_PROVIDER.get().cloned().ok_or(Error::NoProvider)
+}
+
+/// Runs `future` as the run of cron tick `tick`: every lock-wrapped call inside claims the lock
+/// for that tick ([`LockConfiguration::for_tick`](crate::LockConfiguration::for_tick)), so the
+/// tick runs once across instances. The scheduler does this for every run; use it to bring the
+/// same guarantee to another scheduler (see the tokio-cron-scheduler example).
+pub async fn with_tick<F: Future>(tick: DateTime<Utc>, future: F) -> F::Output {
+    TICK.scope(tick, future).await
+}
+
+/// The tick of the scheduled run this task is in, if any.
+pub fn current_tick() -> Option<DateTime<Utc>> {
+    TICK.try_with(|tick| *tick).ok()
+}
+
+/// Runs `future` so that lock-wrapped calls inside it stop (and release their locks) once
+/// `cancel` turns true. Used by the scheduler's shutdown.
+pub(crate) async fn with_cancel<F: Future>(cancel: watch::Receiver<bool>, future: F) -> F::Output {
+    CANCEL.scope(cancel, future).await
+}
+
+/// Resolves when the surrounding scope asks running jobs to stop; never, outside one.
+pub(crate) async fn cancelled() {
+    let Ok(mut cancel) = CANCEL.try_with(Clone::clone) else {
+        return std::future::pending().await;
+    };
+    if cancel.wait_for(|stop| *stop).await.is_err() {
+        // The scheduler is gone without asking: nothing will cancel us any more.
+        std::future::pending::<()>().await;
+    }
+}
+
+/// The lock a running task holds: its name, its fencing token, the tick it claimed, and whether
+/// it has been lost.
+///
+/// Inside a `#[scheduler_lock]` function or a [`run_locked`](crate::run_locked) body,
+/// [`LockContext::current`] returns it; [`LockingTaskExecutor`](crate::LockingTaskExecutor)
+/// also passes it to the task.
+#[derive(Debug, Clone)]
+pub struct LockContext {
+    inner: Arc<ContextInner>,
+}
+
+#[derive(Debug)]
+struct ContextInner {
+    name: String,
+    fencing_token: i64,
+    tick: Option<DateTime<Utc>>,
+    lost: watch::Sender<bool>,
+}
+
+impl LockContext {
+    pub(crate) fn new(name: String, fencing_token: i64, tick: Option<DateTime<Utc>>) -> Self {
+        Self {
+            inner: Arc::new(ContextInner {
+                name,
+                fencing_token,
+                tick,
+                lost: watch::Sender::new(false),
+            }),
+        }
+    }
+
+    /// The lock of the innermost lock-wrapped call this task is in.
+    pub fn current() -> Option<Self> {
+        CURRENT.try_with(Clone::clone).ok()
+    }
+
+    pub(crate) async fn scope<F: Future>(&self, future: F) -> F::Output {
+        CURRENT.scope(self.clone(), future).await
+    }
+
+    /// The lock name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The fencing token of this run: strictly greater than every earlier token of this lock
+    /// name. Pass it to downstream writes so a stale holder's writes can be refused.
+    pub fn fencing_token(&self) -> i64 {
+        self.inner.fencing_token
+    }
+
+    /// The cron tick this run claimed, if it was started for one.
+    pub fn tick(&self) -> Option<DateTime<Utc>> {
+        self.inner.tick
+    }
+
+    /// Whether keep-alive has given the lock up: it was taken over, or could not be renewed
+    /// before its lease ran out. From then on another instance may be running the same job.
+    pub fn is_lost(&self) -> bool {
+        *self.inner.lost.borrow()
+    }
+
+    /// Resolves once the lock is lost (see [`is_lost`](Self::is_lost)); use it in a
+    /// `select!` to stop early under [`OnLockLost::Notify`](crate::OnLockLost::Notify).
+    pub async fn lost(&self) {
+        let mut lost = self.inner.lost.subscribe();
+        let _ = lost.wait_for(|lost| *lost).await;
+    }
+
+    pub(crate) fn mark_lost(&self) {
+        self.inner.lost.send_replace(true);
+    }
+}

@@ -1,0 +1,209 @@
+//! [`Schedule`]: a cron expression in an IANA time zone, and the ticks it fires at.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use croner::Cron;
+use croner::parser::{CronParser, Seconds};
+
+use crate::{Error, Result};
+
+/// A cron expression evaluated in an IANA time zone.
+///
+/// Expressions have 5 fields (minute precision) or 6 (a leading seconds field), optionally a
+/// 7th for the year; names (`MON`, `JAN`), ranges, steps, lists, `L`, `W` and `#` work as in
+/// [croner](https://docs.rs/croner). Day-of-month and day-of-week combine with OR, as in
+/// Vixie cron.
+///
+/// Ticks are absolute instants computed from the expression, never from when a process
+/// started, so every instance computes the same ticks. Across daylight-saving changes (croner's
+/// rules, from the Open Cron Pattern Specification):
+///
+/// - a fixed time inside the spring-forward gap (02:30 in Europe/Berlin on the last Sunday of
+///   March) fires once, at the first valid time after the gap (03:00);
+/// - a fixed time inside the fall-back overlap fires once, at its first occurrence;
+/// - interval and wildcard fields fire by the wall clock, skipping the gap and repeating in the
+///   overlap.
+///
+/// ```
+/// use shedlock::Schedule;
+///
+/// let every_15_min = Schedule::parse("0 */15 * * * *", "Asia/Seoul")?;
+/// let from = "2026-01-01T00:07:00Z".parse()?;
+/// assert_eq!(every_15_min.next_after(from).unwrap().to_rfc3339(), "2026-01-01T00:15:00+00:00");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct Schedule {
+    cron: Cron,
+    expression: String,
+    time_zone: Tz,
+}
+
+/// The cron parser shared by the runtime and (as the same settings) by `#[scheduled]`'s
+/// compile-time check: seconds optional, everything else croner's defaults.
+fn parser() -> CronParser {
+    CronParser::builder().seconds(Seconds::Optional).build()
+}
+
+impl Schedule {
+    /// Parses `expression` and `time_zone` (an IANA name such as `Europe/Berlin`, or `UTC`).
+    pub fn parse(expression: &str, time_zone: &str) -> Result<Self> {
+        let time_zone = Tz::from_str(time_zone).map_err(|_| Error::UnknownTimeZone {
+            name: time_zone.to_owned(),
+        })?;
+        let cron = parser().parse(expression).map_err(|e| Error::InvalidCron {
+            expression: expression.to_owned(),
+            reason: e.to_string(),
+        })?;
+        Ok(Self {
+            cron,
+            expression: expression.to_owned(),
+            time_zone,
+        })
+    }
+
+    /// The first tick strictly after `instant`; `None` if the expression never fires again.
+    pub fn next_after(&self, instant: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.cron
+            .find_next_occurrence(&instant.with_timezone(&self.time_zone), false)
+            .ok()
+            .map(|tick| tick.with_timezone(&Utc))
+    }
+
+    /// The latest tick at or before `instant`: the tick a run started at `instant` belongs to.
+    pub fn latest_at_or_before(&self, instant: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.cron
+            .find_previous_occurrence(&instant.with_timezone(&self.time_zone), true)
+            .ok()
+            .map(|tick| tick.with_timezone(&Utc))
+    }
+
+    /// Every tick in `(from, to]`, in order, at most `limit` of them.
+    pub fn ticks_between(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        limit: usize,
+    ) -> Vec<DateTime<Utc>> {
+        let mut ticks = Vec::new();
+        let mut cursor = from;
+        while ticks.len() < limit {
+            match self.next_after(cursor) {
+                Some(tick) if tick <= to => {
+                    ticks.push(tick);
+                    cursor = tick;
+                }
+                _ => break,
+            }
+        }
+        ticks
+    }
+
+    /// The expression as given.
+    pub fn expression(&self) -> &str {
+        &self.expression
+    }
+
+    /// The time zone the expression is read in.
+    pub fn time_zone(&self) -> Tz {
+        self.time_zone
+    }
+}
+
+impl fmt::Debug for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Schedule")
+            .field("expression", &self.expression)
+            .field("time_zone", &self.time_zone.name())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn utc(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn bad_input_names_the_problem() {
+        let err = Schedule::parse("61 * * * *", "UTC").unwrap_err();
+        assert!(matches!(err, Error::InvalidCron { .. }), "{err}");
+        assert!(err.to_string().contains("\"61 * * * *\""), "{err}");
+        let err = Schedule::parse("* * * * *", "Mars/Olympus").unwrap_err();
+        assert!(
+            err.to_string().contains("Mars/Olympus") && err.to_string().contains("IANA"),
+            "{err}"
+        );
+        assert!(Schedule::parse("", "UTC").is_err());
+    }
+
+    #[test]
+    fn berlin_0230_fires_once_on_spring_forward_and_once_on_fall_back_day() {
+        let s = Schedule::parse("0 30 2 * * *", "Europe/Berlin").unwrap();
+        // 2026-03-29: clocks jump 02:00 -> 03:00 CEST; 02:30 does not exist.
+        let spring = s.ticks_between(utc("2026-03-28T23:00:00Z"), utc("2026-03-29T22:00:00Z"), 10);
+        assert_eq!(
+            spring,
+            [utc("2026-03-29T01:00:00Z")],
+            "once, at 03:00 CEST, the first valid time after the gap"
+        );
+        // 2026-10-25: clocks fall 03:00 -> 02:00 CET; 02:30 happens twice.
+        let fall = s.ticks_between(utc("2026-10-24T22:00:00Z"), utc("2026-10-25T22:59:00Z"), 10);
+        assert_eq!(
+            fall,
+            [utc("2026-10-25T00:30:00Z")],
+            "once, at the first 02:30 (CEST)"
+        );
+        // The days around are ordinary.
+        let before = s.ticks_between(utc("2026-03-27T22:00:00Z"), utc("2026-03-28T22:00:00Z"), 10);
+        assert_eq!(before, [utc("2026-03-28T01:30:00Z")]);
+        let after = s.ticks_between(utc("2026-10-25T23:00:00Z"), utc("2026-10-26T23:00:00Z"), 10);
+        assert_eq!(after, [utc("2026-10-26T01:30:00Z")]);
+    }
+
+    #[test]
+    fn five_field_expressions_have_minute_precision_and_seconds_are_optional() {
+        let minute = Schedule::parse("*/15 * * * *", "UTC").unwrap();
+        assert_eq!(
+            minute.next_after(utc("2026-01-01T00:00:00Z")),
+            Some(utc("2026-01-01T00:15:00Z"))
+        );
+        let second = Schedule::parse("*/10 * * * * *", "UTC").unwrap();
+        assert_eq!(
+            second.next_after(utc("2026-01-01T00:00:00Z")),
+            Some(utc("2026-01-01T00:00:10Z"))
+        );
+        assert_eq!(
+            second.latest_at_or_before(utc("2026-01-01T00:00:17.5Z")),
+            Some(utc("2026-01-01T00:00:10Z"))
+        );
+        assert_eq!(
+            second.latest_at_or_before(utc("2026-01-01T00:00:20Z")),
+            Some(utc("2026-01-01T00:00:20Z"))
+        );
+    }
+
+    #[test]
+    fn ticks_are_absolute_and_the_same_from_any_start() {
+        let s = Schedule::parse("0 0 9 * * MON-FRI", "Asia/Seoul").unwrap();
+        let a = s.ticks_between(utc("2026-06-01T00:00:00Z"), utc("2026-06-08T00:00:00Z"), 10);
+        let b = s.ticks_between(
+            utc("2026-06-01T00:00:01.123Z"),
+            utc("2026-06-08T00:00:00Z"),
+            10,
+        );
+        assert_eq!(a, b);
+        assert_eq!(a.len(), 5);
+        assert!(
+            a.iter()
+                .all(|t| t.format("%H:%M:%S").to_string() == "00:00:00"),
+            "09:00 KST = 00:00 UTC: {a:?}"
+        );
+    }
+}

@@ -1,0 +1,550 @@
+//! [`Scheduler`]: fires each job at its cron ticks and runs it under its lock, once per tick
+//! across instances. The tick loop is [`tick_loop`].
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures_util::future::BoxFuture;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::context::{with_cancel, with_provider, with_tick};
+use crate::{Error, LockProvider, Result, Schedule, TaskResult};
+
+/// What a scheduled function may return, so the scheduler can tell a failed run from a good
+/// one: `()` or any `Result<T, E>` whose error is `Display`.
+#[diagnostic::on_unimplemented(
+    message = "a scheduled job must return `()` or `Result<T, E>` with `E: Display`, not `{Self}`",
+    label = "the scheduler cannot tell whether this value means success or failure"
+)]
+pub trait JobOutput: Send + 'static {
+    /// Why the run failed, if it did.
+    fn failure(&self) -> Option<String>;
+}
+
+impl JobOutput for () {
+    fn failure(&self) -> Option<String> {
+        None
+    }
+}
+
+impl<T: Send + 'static, E: fmt::Display + Send + 'static> JobOutput for std::result::Result<T, E> {
+    fn failure(&self) -> Option<String> {
+        self.as_ref().err().map(ToString::to_string)
+    }
+}
+
+/// How one run ended, as the scheduler counts it.
+enum RunEnd {
+    Executed(Option<String>),
+    Skipped,
+    Failed(Error),
+}
+
+type RunFn = dyn Fn() -> BoxFuture<'static, RunEnd> + Send + Sync;
+
+/// A job for the [`Scheduler`]: a name, a [`Schedule`], and a function that takes its own lock
+/// (a `#[scheduler_lock]` function, or a closure around [`run_locked`](crate::run_locked)).
+///
+/// `#[scheduled]` makes one for you: `my_job::job(args…)`.
+#[derive(Clone)]
+pub struct Job {
+    name: String,
+    schedule: Schedule,
+    run: Arc<RunFn>,
+}
+
+impl Job {
+    /// A job named `name` firing on `schedule`. Each tick calls `run` inside the scheduler's
+    /// provider scope and tick scope, so a lock-wrapped call inside claims the tick.
+    pub fn new<F, Fut, T>(name: impl Into<String>, schedule: Schedule, run: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<TaskResult<T>>> + Send + 'static,
+        T: JobOutput,
+    {
+        let run = move || -> BoxFuture<'static, RunEnd> {
+            let fut = run();
+            Box::pin(async move {
+                match fut.await {
+                    Ok(TaskResult::Executed(output)) => RunEnd::Executed(output.failure()),
+                    Ok(TaskResult::Skipped) => RunEnd::Skipped,
+                    Err(error) => RunEnd::Failed(error),
+                }
+            })
+        };
+        Self {
+            name: name.into(),
+            schedule,
+            run: Arc::new(run),
+        }
+    }
+
+    /// The same job under another name (job names are unique within a scheduler).
+    #[must_use]
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The job's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The job's schedule.
+    pub fn schedule(&self) -> &Schedule {
+        &self.schedule
+    }
+}
+
+impl fmt::Debug for Job {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Job")
+            .field("name", &self.name)
+            .field("schedule", &self.schedule)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Counters of one job in one scheduler (this instance only).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JobStats {
+    /// Ticks this instance fired.
+    pub fired: u64,
+    /// Runs that completed with success.
+    pub executed: u64,
+    /// Runs that completed with the job's own error.
+    pub failed: u64,
+    /// Ticks skipped because another instance held the lock or had claimed the tick.
+    pub skipped_held: u64,
+    /// Ticks skipped because this instance was still running the previous one.
+    pub skipped_overlap: u64,
+    /// Ticks whose lock could not be attempted (database unreachable, table missing, ...).
+    pub lock_errors: u64,
+    /// Runs cancelled because keep-alive lost their lock.
+    pub lock_lost: u64,
+    /// Runs cancelled by shutdown.
+    pub cancelled: u64,
+    /// Missed ticks run at start-up because they were within the misfire grace.
+    pub misfires_run: u64,
+    /// Missed ticks not run because they were older than the misfire grace.
+    pub misfires_skipped: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    fired: AtomicU64,
+    executed: AtomicU64,
+    failed: AtomicU64,
+    skipped_held: AtomicU64,
+    skipped_overlap: AtomicU64,
+    lock_errors: AtomicU64,
+    lock_lost: AtomicU64,
+    cancelled: AtomicU64,
+    misfires_run: AtomicU64,
+    misfires_skipped: AtomicU64,
+}
+
+impl Counters {
+    fn snapshot(&self) -> JobStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        JobStats {
+            fired: get(&self.fired),
+            executed: get(&self.executed),
+            failed: get(&self.failed),
+            skipped_held: get(&self.skipped_held),
+            skipped_overlap: get(&self.skipped_overlap),
+            lock_errors: get(&self.lock_errors),
+            lock_lost: get(&self.lock_lost),
+            cancelled: get(&self.cancelled),
+            misfires_run: get(&self.misfires_run),
+            misfires_skipped: get(&self.misfires_skipped),
+        }
+    }
+}
+
+fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+/// One registered job and its running state.
+struct Entry {
+    job: Job,
+    counters: Arc<Counters>,
+    running: Arc<AtomicBool>,
+    next_tick: Arc<Mutex<Option<DateTime<Utc>>>>,
+    /// Dropping it stops the job's tick loop.
+    stop: Option<watch::Sender<bool>>,
+}
+
+struct Inner {
+    provider: Arc<dyn LockProvider>,
+    misfire_grace: Duration,
+    shutdown_timeout: Duration,
+    jobs: Mutex<HashMap<String, Entry>>,
+    started: AtomicBool,
+    /// Turns true when shutdown begins: tick loops stop firing.
+    stop_firing: watch::Sender<bool>,
+    /// Turns true when the shutdown timeout has passed: running jobs are cancelled.
+    cancel_runs: watch::Sender<bool>,
+    runs: Mutex<JoinSet<()>>,
+    loops: Mutex<JoinSet<()>>,
+}
+
+/// Fires jobs at their cron ticks; each run claims its tick through the lock, so across any
+/// number of instances each tick runs once.
+///
+/// ```no_run
+/// # #[cfg(feature = "sqlite")]
+/// # async fn demo() -> shedlock::Result<()> {
+/// use std::time::Duration;
+/// use shedlock::{Job, LockConfiguration, Schedule, Scheduler, SqliteLockProvider, run_locked};
+///
+/// let provider = SqliteLockProvider::connect("locks.db").await?;
+/// provider.migrate().await?;
+/// let scheduler = Scheduler::new(provider);
+/// scheduler.add(Job::new("cleanup", Schedule::parse("0 */5 * * * *", "UTC")?, || async {
+///     let cfg = LockConfiguration::new("cleanup", Duration::from_secs(240), Duration::ZERO)?;
+///     run_locked(cfg, async { /* the work */ }).await
+/// }))?;
+/// scheduler.start();
+/// # let stop_requested = std::future::ready(());
+/// stop_requested.await; // e.g. tokio::signal::ctrl_c()
+/// scheduler.shutdown().await;
+/// # Ok(()) }
+/// ```
+///
+/// # What it does on each tick
+///
+/// - It never overlaps a job with itself in one process: a tick that comes while the previous
+///   run still goes is skipped and counted ([`JobStats::skipped_overlap`]).
+/// - Runs happen inside [`with_provider`](crate::with_provider) (this scheduler's provider) and
+///   [`with_tick`](crate::with_tick), so the job's lock claims the tick.
+/// - At start (and when a job is added) the latest past tick is run if it is younger than the
+///   misfire grace (default 5 minutes) and no instance ran it; older ones are logged and skipped.
+/// - [`shutdown`](Self::shutdown) stops firing, waits up to the shutdown timeout (default 30 s)
+///   for running jobs, then cancels the rest; every lock is released honouring
+///   `lock_at_least_for`.
+#[derive(Clone)]
+pub struct Scheduler {
+    inner: Arc<Inner>,
+}
+
+/// Settings for a [`Scheduler`].
+#[derive(Debug)]
+#[must_use = "call .build()"]
+pub struct SchedulerBuilder {
+    provider: Arc<dyn LockProvider>,
+    misfire_grace: Duration,
+    shutdown_timeout: Duration,
+}
+
+impl SchedulerBuilder {
+    /// How old a missed tick may be and still run at start-up (default 5 minutes; zero turns
+    /// catch-up off).
+    pub fn misfire_grace(mut self, grace: Duration) -> Self {
+        self.misfire_grace = grace;
+        self
+    }
+
+    /// How long shutdown waits for running jobs before cancelling them (default 30 s).
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// The scheduler (not yet started).
+    pub fn build(self) -> Scheduler {
+        Scheduler {
+            inner: Arc::new(Inner {
+                provider: self.provider,
+                misfire_grace: self.misfire_grace,
+                shutdown_timeout: self.shutdown_timeout,
+                jobs: Mutex::new(HashMap::new()),
+                started: AtomicBool::new(false),
+                stop_firing: watch::Sender::new(false),
+                cancel_runs: watch::Sender::new(false),
+                runs: Mutex::new(JoinSet::new()),
+                loops: Mutex::new(JoinSet::new()),
+            }),
+        }
+    }
+}
+
+/// How shutdown went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// Runs that finished on their own within the shutdown timeout.
+    pub finished: usize,
+    /// Runs cancelled after the timeout (their locks were released).
+    pub cancelled: usize,
+}
+
+impl Scheduler {
+    /// A scheduler over `provider` with default settings.
+    pub fn new(provider: impl LockProvider + 'static) -> Self {
+        Self::builder(provider).build()
+    }
+
+    /// A builder for the misfire grace and the shutdown timeout.
+    pub fn builder(provider: impl LockProvider + 'static) -> SchedulerBuilder {
+        SchedulerBuilder {
+            provider: Arc::new(provider),
+            misfire_grace: Duration::from_secs(300),
+            shutdown_timeout: Duration::from_secs(30),
+        }
+    }
+
+    /// Adds a job; it starts firing at once if the scheduler is running. Names are unique:
+    /// a second job with a taken name is [`Error::DuplicateJob`].
+    pub fn add(&self, job: Job) -> Result<()> {
+        let mut jobs = self.inner.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        if jobs.contains_key(job.name()) {
+            return Err(Error::DuplicateJob {
+                name: job.name().to_owned(),
+            });
+        }
+        let name = job.name().to_owned();
+        let mut entry = Entry {
+            job,
+            counters: Arc::default(),
+            running: Arc::default(),
+            next_tick: Arc::default(),
+            stop: None,
+        };
+        if self.inner.started.load(Ordering::SeqCst) && !*self.inner.stop_firing.borrow() {
+            self.spawn_loop(&mut entry);
+        }
+        jobs.insert(name, entry);
+        Ok(())
+    }
+
+    /// Removes a job: it fires no more; a run in progress finishes. Returns whether it existed.
+    pub fn remove(&self, name: &str) -> bool {
+        let removed = self
+            .inner
+            .jobs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+        if let Some(stop) = removed.as_ref().and_then(|entry| entry.stop.as_ref()) {
+            stop.send_replace(true);
+        }
+        removed.is_some()
+    }
+
+    /// The names of the registered jobs.
+    pub fn job_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .inner
+            .jobs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// This instance's counters for a job.
+    pub fn stats(&self, name: &str) -> Option<JobStats> {
+        let jobs = self.inner.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        jobs.get(name).map(|entry| entry.counters.snapshot())
+    }
+
+    /// The next tick a job will fire at, once the scheduler runs.
+    pub fn next_tick(&self, name: &str) -> Option<DateTime<Utc>> {
+        let jobs = self.inner.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = jobs.get(name)?;
+        let planned = *entry.next_tick.lock().unwrap_or_else(|e| e.into_inner());
+        planned.or_else(|| entry.job.schedule.next_after(Utc::now()))
+    }
+
+    /// Starts firing every job (in tasks on the current Tokio runtime). Calling it again does
+    /// nothing.
+    pub fn start(&self) {
+        if self.inner.started.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let mut jobs = self.inner.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        for entry in jobs.values_mut() {
+            self.spawn_loop(entry);
+        }
+        tracing::info!(jobs = jobs.len(), "scheduler started");
+    }
+
+    fn spawn_loop(&self, entry: &mut Entry) {
+        let (stop, stopped) = watch::channel(false);
+        entry.stop = Some(stop);
+        let job = Arc::new(LoopJob {
+            job: entry.job.clone(),
+            counters: Arc::clone(&entry.counters),
+            running: Arc::clone(&entry.running),
+            next_tick: Arc::clone(&entry.next_tick),
+        });
+        let inner = Arc::clone(&self.inner);
+        self.inner
+            .loops
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .spawn(tick_loop(inner, job, stopped));
+    }
+
+    /// Stops firing, waits up to the shutdown timeout for running jobs, cancels those still
+    /// running (which releases their locks, honouring `lock_at_least_for`), and returns when
+    /// every run has ended.
+    pub async fn shutdown(&self) -> ShutdownReport {
+        self.inner.stop_firing.send_replace(true);
+        let mut loops =
+            std::mem::take(&mut *self.inner.loops.lock().unwrap_or_else(|e| e.into_inner()));
+        while loops.join_next().await.is_some() {}
+        let mut runs =
+            std::mem::take(&mut *self.inner.runs.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut report = ShutdownReport {
+            finished: 0,
+            cancelled: 0,
+        };
+        let deadline = tokio::time::Instant::now() + self.inner.shutdown_timeout;
+        while !runs.is_empty() {
+            match tokio::time::timeout_at(deadline, runs.join_next()).await {
+                Ok(_) => report.finished += 1,
+                Err(_) => break,
+            }
+        }
+        if !runs.is_empty() {
+            tracing::warn!(
+                running = runs.len(),
+                "shutdown timeout passed: cancelling running jobs"
+            );
+            self.inner.cancel_runs.send_replace(true);
+            while runs.join_next().await.is_some() {
+                report.cancelled += 1;
+            }
+        }
+        tracing::info!(
+            finished = report.finished,
+            cancelled = report.cancelled,
+            "scheduler stopped"
+        );
+        report
+    }
+}
+
+impl fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scheduler")
+            .field("provider", &self.inner.provider)
+            .field("jobs", &self.job_names())
+            .field("misfire_grace", &self.inner.misfire_grace)
+            .field("shutdown_timeout", &self.inner.shutdown_timeout)
+            .finish()
+    }
+}
+
+/// What a tick loop needs of its job.
+struct LoopJob {
+    job: Job,
+    counters: Arc<Counters>,
+    running: Arc<AtomicBool>,
+    next_tick: Arc<Mutex<Option<DateTime<Utc>>>>,
+}
+
+/// The tick loop of one job: catch up a missed tick, then sleep until each tick and fire it.
+async fn tick_loop(inner: Arc<Inner>, job: Arc<LoopJob>, mut stopped: watch::Receiver<bool>) {
+    let name = job.job.name().to_owned();
+    let schedule = job.job.schedule().clone();
+    let mut stop_firing = inner.stop_firing.subscribe();
+    let now = Utc::now();
+    catch_up(&inner, &job, now);
+    let mut after = now;
+    loop {
+        let Some(tick) = schedule.next_after(after) else {
+            tracing::info!(job = %name, "the schedule fires no more");
+            return;
+        };
+        *job.next_tick.lock().unwrap_or_else(|e| e.into_inner()) = Some(tick);
+        // Sleep on the monotonic clock, re-checking the wall clock on waking (it may have been
+        // adjusted while we slept).
+        loop {
+            let wait = (tick - Utc::now()).to_std().unwrap_or_default();
+            if wait.is_zero() {
+                break;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                _ = stopped.wait_for(|stop| *stop) => return,
+                _ = stop_firing.wait_for(|stop| *stop) => return,
+            }
+        }
+        fire(&inner, &job, tick);
+        // If we are late by more than a tick (a suspended VM, a blocked runtime), the ticks in
+        // between are not fired: the next one is computed from now.
+        after = tick.max(Utc::now());
+    }
+}
+
+/// Runs the latest past tick if it is within the misfire grace (the lock decides whether some
+/// instance already ran it), and logs it either way.
+fn catch_up(inner: &Arc<Inner>, job: &Arc<LoopJob>, now: DateTime<Utc>) {
+    let Some(tick) = job.job.schedule().latest_at_or_before(now) else {
+        return;
+    };
+    let age = (now - tick).to_std().unwrap_or_default();
+    if inner.misfire_grace.is_zero() || age > inner.misfire_grace {
+        bump(&job.counters.misfires_skipped);
+        tracing::info!(job = job.job.name(), %tick, age = %humantime::format_duration(age),
+            grace = %humantime::format_duration(inner.misfire_grace),
+            "latest tick is older than the misfire grace: not run (if it was missed, it stays missed)");
+        return;
+    }
+    tracing::info!(job = job.job.name(), %tick, age = %humantime::format_duration(age),
+        "latest tick is within the misfire grace: running it unless an instance already did");
+    bump(&job.counters.misfires_run);
+    fire(inner, job, tick);
+}
+
+/// Starts the run of `tick` unless the previous run of this job is still going.
+fn fire(inner: &Arc<Inner>, job: &Arc<LoopJob>, tick: DateTime<Utc>) {
+    bump(&job.counters.fired);
+    if job.running.swap(true, Ordering::SeqCst) {
+        bump(&job.counters.skipped_overlap);
+        tracing::warn!(job = job.job.name(), %tick, "previous run still going: tick skipped");
+        return;
+    }
+    let run = (job.job.run)();
+    let provider = Arc::clone(&inner.provider);
+    let cancel = inner.cancel_runs.subscribe();
+    let job = Arc::clone(job);
+    let future = async move {
+        let end = with_cancel(cancel, with_provider(provider, with_tick(tick, run))).await;
+        let name = job.job.name();
+        let counters = &job.counters;
+        match end {
+            RunEnd::Executed(None) => bump(&counters.executed),
+            RunEnd::Executed(Some(failure)) => {
+                bump(&counters.failed);
+                tracing::warn!(job = name, %tick, %failure, "job failed");
+            }
+            RunEnd::Skipped => bump(&counters.skipped_held),
+            RunEnd::Failed(Error::LockLost { .. }) => bump(&counters.lock_lost),
+            RunEnd::Failed(Error::Cancelled { .. }) => bump(&counters.cancelled),
+            RunEnd::Failed(error) => {
+                bump(&counters.lock_errors);
+                tracing::error!(job = name, %tick, %error, "could not run the job");
+            }
+        }
+        job.running.store(false, Ordering::SeqCst);
+    };
+    let mut runs = inner.runs.lock().unwrap_or_else(|e| e.into_inner());
+    while runs.try_join_next().is_some() {} // reap finished runs so the set stays small
+    runs.spawn(future);
+}
