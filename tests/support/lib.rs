@@ -8,13 +8,14 @@
 //! reporting the backend by name, when not in strict mode).
 #![allow(missing_docs, unreachable_pub, async_fn_in_trait)]
 
+pub mod scheduler_suite;
 pub mod suite;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use shedlock::{
-    AppClock, Backend, ClockMode, LockProvider, MySqlLockProvider, PostgresLockProvider,
+    AppClock, Backend, ClockMode, KeepAlive, LockProvider, MySqlLockProvider, PostgresLockProvider,
     ProviderBuilder, SqliteLockProvider,
 };
 use sqlx::mysql::MySqlPoolOptions;
@@ -103,6 +104,7 @@ pub struct Opts {
     pub locked_by: Option<String>,
     /// Use a pool of its own (a separate "instance").
     pub own_pool: bool,
+    pub keep_alive: Option<KeepAlive>,
 }
 
 impl Opts {
@@ -118,6 +120,11 @@ impl Opts {
         self
     }
 
+    pub fn keep_alive(mut self, keep_alive: KeepAlive) -> Self {
+        self.keep_alive = Some(keep_alive);
+        self
+    }
+
     fn apply<P>(self, builder: ProviderBuilder<P>) -> ProviderBuilder<P> {
         let mut builder = builder.clock_mode(self.clock_mode);
         if let Some(clock) = self.app_clock {
@@ -125,6 +132,9 @@ impl Opts {
         }
         if let Some(who) = self.locked_by {
             builder = builder.locked_by(who);
+        }
+        if let Some(keep_alive) = self.keep_alive {
+            builder = builder.keep_alive(keep_alive);
         }
         builder
     }
@@ -143,15 +153,25 @@ pub trait TestDb: Sized + Send + Sync + 'static {
     /// A provider on the shared pool with default settings.
     fn provider(&self) -> Self::Provider;
     /// A provider with options (own pool, clock).
-    async fn provider_with(&self, opts: Opts) -> Self::Provider;
+    fn provider_with(&self, opts: Opts) -> impl Future<Output = Self::Provider> + Send;
     /// A provider for another table on the same database, not migrated.
     fn provider_for_table(&self, table: &str) -> Self::Provider;
-    async fn row(&self, name: &str) -> Option<Row>;
+    fn row(&self, name: &str) -> impl Future<Output = Option<Row>> + Send;
     async fn delete_row(&self, name: &str);
     /// Inserts a row that expired a minute ago, as an older run or another tool might leave.
     async fn insert_expired_row(&self, name: &str, token: i64);
     /// Runs one statement (DDL in tests).
-    async fn exec(&self, sql: &str);
+    fn exec(&self, sql: &str) -> impl Future<Output = ()> + Send;
+    /// Records one run in this test's runs table (created on first use): the tick in ms, who
+    /// ran it, its fencing token.
+    fn record_run(
+        &self,
+        tick_ms: i64,
+        instance: &str,
+        token: i64,
+    ) -> impl Future<Output = ()> + Send;
+    /// Every recorded run, ordered by token.
+    fn runs(&self) -> impl Future<Output = Vec<(i64, String, i64)>> + Send;
     /// Drops the table.
     async fn teardown(self);
 }
@@ -274,6 +294,33 @@ impl TestDb for Postgres {
             .execute(AssertSqlSafe(sql.to_owned()))
             .await
             .unwrap();
+    }
+
+    async fn record_run(&self, tick_ms: i64, instance: &str, token: i64) {
+        let table = format!("{}_runs", self.table);
+        self.exec(&format!(
+            "CREATE TABLE IF NOT EXISTS {table} (tick BIGINT NOT NULL, instance VARCHAR(64) NOT NULL, token BIGINT NOT NULL)"
+        ))
+        .await;
+        sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO {table} (tick, instance, token) VALUES ($1, $2, $3)"
+        )))
+        .bind(tick_ms)
+        .bind(instance)
+        .bind(token)
+        .execute(&self.pool)
+        .await
+        .unwrap();
+    }
+
+    async fn runs(&self) -> Vec<(i64, String, i64)> {
+        sqlx::query_as(AssertSqlSafe(format!(
+            "SELECT tick, instance, token FROM {}_runs ORDER BY token",
+            self.table
+        )))
+        .fetch_all(&self.pool)
+        .await
+        .unwrap_or_default()
     }
 
     async fn teardown(self) {
@@ -406,6 +453,33 @@ impl TestDb for MySql {
             .execute(AssertSqlSafe(sql.to_owned()))
             .await
             .unwrap();
+    }
+
+    async fn record_run(&self, tick_ms: i64, instance: &str, token: i64) {
+        let table = format!("{}_runs", self.table);
+        self.exec(&format!(
+            "CREATE TABLE IF NOT EXISTS {table} (tick BIGINT NOT NULL, instance VARCHAR(64) NOT NULL, token BIGINT NOT NULL)"
+        ))
+        .await;
+        sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO {table} (tick, instance, token) VALUES (?, ?, ?)"
+        )))
+        .bind(tick_ms)
+        .bind(instance)
+        .bind(token)
+        .execute(&self.pool)
+        .await
+        .unwrap();
+    }
+
+    async fn runs(&self) -> Vec<(i64, String, i64)> {
+        sqlx::query_as(AssertSqlSafe(format!(
+            "SELECT tick, instance, token FROM {}_runs ORDER BY token",
+            self.table
+        )))
+        .fetch_all(&self.pool)
+        .await
+        .unwrap_or_default()
     }
 
     async fn teardown(self) {
@@ -543,6 +617,33 @@ impl TestDb for Sqlite {
             .unwrap();
     }
 
+    async fn record_run(&self, tick_ms: i64, instance: &str, token: i64) {
+        let table = format!("{}_runs", self.table);
+        self.exec(&format!(
+            "CREATE TABLE IF NOT EXISTS {table} (tick BIGINT NOT NULL, instance VARCHAR(64) NOT NULL, token BIGINT NOT NULL)"
+        ))
+        .await;
+        sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO {table} (tick, instance, token) VALUES (?1, ?2, ?3)"
+        )))
+        .bind(tick_ms)
+        .bind(instance)
+        .bind(token)
+        .execute(&self.pool)
+        .await
+        .unwrap();
+    }
+
+    async fn runs(&self) -> Vec<(i64, String, i64)> {
+        sqlx::query_as(AssertSqlSafe(format!(
+            "SELECT tick, instance, token FROM {}_runs ORDER BY token",
+            self.table
+        )))
+        .fetch_all(&self.pool)
+        .await
+        .unwrap_or_default()
+    }
+
     async fn teardown(self) {
         self.pool.close().await;
     }
@@ -553,6 +654,33 @@ impl Sqlite {
     pub fn path(&self) -> &std::path::Path {
         &self.path
     }
+}
+
+/// Runs each scheduler test against one backend: `scheduler_suite!(Postgres);`
+#[macro_export]
+macro_rules! scheduler_suite {
+    ($db:ty) => {
+        $crate::scheduler_suite!(@tests $db;
+            three_instances_run_every_tick_exactly_once,
+            keep_alive_holds_a_long_job_on_a_short_lease,
+            lost_lock_cancels_the_job,
+            lost_lock_notifies_the_job_in_notify_mode,
+            shutdown_cancels_a_long_run_and_releases_its_lock
+        );
+    };
+    (@tests $db:ty; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let Some(db) = <$db as $crate::TestDb>::setup().await else { return };
+                let db = ::std::sync::Arc::new(db);
+                $crate::scheduler_suite::$name(::std::sync::Arc::clone(&db)).await;
+                if let Ok(db) = ::std::sync::Arc::try_unwrap(db) {
+                    <$db as $crate::TestDb>::teardown(db).await;
+                }
+            }
+        )*
+    };
 }
 
 /// Runs each named suite test against one backend: `provider_suite!(Postgres);`

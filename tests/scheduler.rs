@@ -1,0 +1,185 @@
+//! The scheduler against every backend, and its single-process behaviour on SQLite.
+#![allow(missing_docs)]
+
+mod postgres {
+    shedlock_suite::scheduler_suite!(shedlock_suite::Postgres);
+}
+
+mod mysql {
+    shedlock_suite::scheduler_suite!(shedlock_suite::MySql);
+}
+
+mod sqlite {
+    shedlock_suite::scheduler_suite!(shedlock_suite::Sqlite);
+}
+
+mod single_process {
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use chrono::Utc;
+    use shedlock::{Job, LockConfiguration, LockContext, Schedule, Scheduler, run_locked};
+    use shedlock_suite::{Sqlite, TestDb};
+
+    /// A job that records (tick, start, end) of each run.
+    fn timed_job(
+        name: &'static str,
+        cron: &str,
+        work: Duration,
+        log: &Arc<Mutex<Vec<(i64, Instant, Instant)>>>,
+    ) -> Job {
+        let log = Arc::clone(log);
+        Job::new(name, Schedule::parse(cron, "UTC").unwrap(), move || {
+            let log = Arc::clone(&log);
+            async move {
+                let cfg = LockConfiguration::new(name, Duration::from_secs(60), Duration::ZERO)?;
+                run_locked(cfg, async move {
+                    let start = Instant::now();
+                    let tick = LockContext::current().unwrap().tick().unwrap().timestamp();
+                    tokio::time::sleep(work).await;
+                    log.lock().unwrap().push((tick, start, Instant::now()));
+                })
+                .await
+            }
+        })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_job_never_overlaps_itself_and_the_skipped_ticks_are_counted() {
+        let db = Sqlite::setup().await.unwrap();
+        let log = Arc::default();
+        let scheduler = Scheduler::builder(db.provider())
+            .misfire_grace(Duration::ZERO)
+            .build();
+        scheduler
+            .add(timed_job(
+                "slow_every_second",
+                "* * * * * *",
+                Duration::from_millis(2500),
+                &log,
+            ))
+            .unwrap();
+        scheduler.start();
+        tokio::time::sleep(Duration::from_millis(6500)).await;
+        scheduler.shutdown().await;
+        let runs = log.lock().unwrap().clone();
+        let stats = scheduler.stats("slow_every_second").unwrap();
+        assert!(runs.len() >= 2, "{runs:?}");
+        assert!(
+            runs.windows(2).all(|w| w[1].1 >= w[0].2),
+            "no run started before the previous ended"
+        );
+        assert!(stats.skipped_overlap >= 2, "{stats:?}");
+        assert_eq!(
+            stats.fired,
+            stats.executed + stats.skipped_overlap + stats.cancelled,
+            "{stats:?}"
+        );
+        db.teardown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_missed_tick_within_the_grace_runs_once_at_start_up() {
+        let db = Sqlite::setup().await.unwrap();
+        let log = Arc::default();
+        // Every minute: the latest tick is at most a minute old, inside a 2-minute grace.
+        let first = Scheduler::builder(db.provider())
+            .misfire_grace(Duration::from_secs(120))
+            .build();
+        first
+            .add(timed_job("minutely", "0 * * * * *", Duration::ZERO, &log))
+            .unwrap();
+        let expected_tick = Schedule::parse("0 * * * * *", "UTC")
+            .unwrap()
+            .latest_at_or_before(Utc::now())
+            .unwrap();
+        first.start();
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        // A second instance starting later catches up the same tick: already claimed.
+        let second = Scheduler::builder(db.provider())
+            .misfire_grace(Duration::from_secs(120))
+            .build();
+        second
+            .add(timed_job("minutely", "0 * * * * *", Duration::ZERO, &log))
+            .unwrap();
+        second.start();
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        first.shutdown().await;
+        second.shutdown().await;
+        let runs = log.lock().unwrap().clone();
+        let caught_up: Vec<_> = runs
+            .iter()
+            .filter(|(tick, _, _)| *tick == expected_tick.timestamp())
+            .collect();
+        assert_eq!(
+            caught_up.len(),
+            1,
+            "the missed tick ran exactly once: {runs:?}"
+        );
+        let (a, b) = (
+            first.stats("minutely").unwrap(),
+            second.stats("minutely").unwrap(),
+        );
+        assert_eq!(
+            (a.misfires_run, b.misfires_run),
+            (1, 1),
+            "both tried: {a:?} {b:?}"
+        );
+        assert_eq!(
+            a.skipped_held + b.skipped_held,
+            1,
+            "one found it claimed: {a:?} {b:?}"
+        );
+        db.teardown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_missed_tick_older_than_the_grace_is_skipped_and_counted() {
+        let db = Sqlite::setup().await.unwrap();
+        let log = Arc::default();
+        let scheduler = Scheduler::builder(db.provider())
+            .misfire_grace(Duration::from_secs(300))
+            .build();
+        // Yearly on 1 January: the latest tick is months old.
+        scheduler
+            .add(timed_job("yearly", "0 0 0 1 1 *", Duration::ZERO, &log))
+            .unwrap();
+        scheduler.start();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        scheduler.shutdown().await;
+        let stats = scheduler.stats("yearly").unwrap();
+        assert_eq!(
+            (stats.misfires_skipped, stats.misfires_run, stats.fired),
+            (1, 0, 0),
+            "{stats:?}"
+        );
+        assert!(log.lock().unwrap().is_empty());
+        assert!(scheduler.next_tick("yearly").unwrap() > Utc::now());
+        db.teardown().await;
+    }
+
+    #[tokio::test]
+    async fn duplicate_job_names_are_refused_and_jobs_can_be_removed() {
+        let db = Sqlite::setup().await.unwrap();
+        let log = Arc::default();
+        let scheduler = Scheduler::new(db.provider());
+        scheduler
+            .add(timed_job("a", "* * * * * *", Duration::ZERO, &log))
+            .unwrap();
+        let err = scheduler
+            .add(timed_job("a", "* * * * * *", Duration::ZERO, &log))
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("already has a job named \"a\""),
+            "{err}"
+        );
+        scheduler
+            .add(timed_job("a", "* * * * * *", Duration::ZERO, &log).named("b"))
+            .unwrap();
+        assert_eq!(scheduler.job_names(), ["a", "b"]);
+        assert!(scheduler.remove("a"));
+        assert!(!scheduler.remove("a"));
+        assert_eq!(scheduler.job_names(), ["b"]);
+        db.teardown().await;
+    }
+}
