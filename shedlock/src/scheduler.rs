@@ -520,11 +520,13 @@ fn fire(inner: &Arc<Inner>, job: &Arc<LoopJob>, tick: DateTime<Utc>) {
         tracing::warn!(job = job.job.name(), %tick, "previous run still going: tick skipped");
         return;
     }
-    let run = (job.job.run)();
     let provider = Arc::clone(&inner.provider);
     let cancel = inner.cancel_runs.subscribe();
     let job = Arc::clone(job);
     let future = async move {
+        // The job's closure is called inside the scopes, so even its synchronous part sees
+        // the tick and the provider.
+        let run = async { (job.job.run)().await };
         let end = with_cancel(cancel, with_provider(provider, with_tick(tick, run))).await;
         let name = job.job.name();
         let counters = &job.counters;
