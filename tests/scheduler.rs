@@ -21,13 +21,10 @@ mod single_process {
     use shedlock::{Job, LockConfiguration, LockContext, Schedule, Scheduler, run_locked};
     use shedlock_suite::{Sqlite, TestDb};
 
+    type RunLog = Arc<Mutex<Vec<(i64, Instant, Instant)>>>;
+
     /// A job that records (tick, start, end) of each run.
-    fn timed_job(
-        name: &'static str,
-        cron: &str,
-        work: Duration,
-        log: &Arc<Mutex<Vec<(i64, Instant, Instant)>>>,
-    ) -> Job {
+    fn timed_job(name: &'static str, cron: &str, work: Duration, log: &RunLog) -> Job {
         let log = Arc::clone(log);
         Job::new(name, Schedule::parse(cron, "UTC").unwrap(), move || {
             let log = Arc::clone(&log);

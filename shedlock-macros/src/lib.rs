@@ -1,15 +1,209 @@
-//! Attribute macros for [`shedlock`](https://docs.rs/shedlock). (Placeholder: being written.)
+//! Attribute macros for [`shedlock`](https://docs.rs/shedlock): [`macro@scheduler_lock`] runs
+//! every call of an `async fn` under a named database lock, and [`macro@scheduled`] turns such
+//! a function into a cron job for `shedlock::Scheduler`.
+//!
+//! Use them through `shedlock` (its default `macros` feature re-exports both), never directly:
+//! the generated code names `::shedlock`.
+//!
+//! Everything that can be checked at compile time is: the durations, the literal part of the
+//! lock name and every `{param}` in it, the cron expression (with the runtime's own parser
+//! settings) and the time zone. Each mistake is a compile error pointing at the offending
+//! literal, and the function still compiles next to it so the rest of the crate type-checks.
+
+// Layout (tokio-macros, tracing-attributes): `lib.rs` hands `proc_macro2` streams to `attr.rs`
+// (parsing and validation) and then to `expand.rs` (code generation); `duration.rs` parses
+// durations.
+mod attr;
+mod duration;
+mod expand;
 
 use proc_macro::TokenStream;
 
-/// Placeholder.
+/// Runs every call of an `async fn` under a named lock, so that only one instance at a time
+/// runs it; a call that finds the lock held elsewhere is skipped.
+///
+/// ```ignore
+/// use shedlock::{scheduler_lock, TaskResult};
+///
+/// #[scheduler_lock(name = "repo_sync_{repository_id}", lock_at_most_for = "30m", lock_at_least_for = "10s")]
+/// async fn sync_repository(repository_id: u64) -> Result<usize, String> {
+///     let changed = fetch_changes(repository_id).await?;
+///     Ok(changed.len())
+/// }
+///
+/// match sync_repository(42).await? {
+///     TaskResult::Executed(Ok(n)) => println!("synced {n} files"),
+///     TaskResult::Executed(Err(e)) => eprintln!("sync failed: {e}"),
+///     TaskResult::Skipped => println!("another instance holds repo_sync_42"),
+/// }
+/// ```
+///
+/// # Arguments
+///
+/// | key | | |
+/// |---|---|---|
+/// | `name` | required | The lock's name: 1 to 64 bytes, no control characters, no leading or trailing whitespace. `{param}` inserts a parameter's `Display` value (see below). |
+/// | `lock_at_most_for` | required | How long the lock stays held if the instance running the function dies (or hangs). Longer than zero; longer than the function ever runs. |
+/// | `lock_at_least_for` | optional, default zero | How long the lock stays held at least, even when the function finishes sooner, so a fast function does not run again on another instance whose clock is a little behind. At most `lock_at_most_for`. |
+///
+/// Every value is a string literal.
+///
+/// # Durations
+///
+/// Either form, up to 1000 years (365000 days):
+///
+/// - [humantime](https://docs.rs/humantime): `"30m"`, `"1h 30m"`, `"500ms"`, `"2days"`,
+///   `"1w"`;
+/// - ISO-8601, as Java's `Duration.parse` (and Spring's ShedLock) writes it: `"PT30M"`,
+///   `"PT1H30M"`, `"PT0.5S"`, `"P1DT2H"` (and `"P1W"`); case-insensitive; only seconds take a
+///   fraction, up to nanoseconds.
+///
+/// Years and months have no fixed length, so neither form takes them (`"P1M"`, `"1y"` and
+/// humantime's `"M"` are compile errors); write days instead. In the ISO form, `M` after the
+/// `T` is minutes: `"PT1M"`.
+///
+/// # Lock names with parameters
+///
+/// `{param}` names one of the function's parameters (a plain identifier pattern; not `self`)
+/// and is replaced, on each call, by its [`Display`](std::fmt::Display) value, so
+/// `sync_repository(42)` and `sync_repository(7)` take different locks and run concurrently.
+/// `{{` and `}}` are literal braces. The fixed text is checked at compile time; the rendered
+/// name is checked again on each call, and a call whose name breaks the rules (say, longer than
+/// 64 bytes) returns an error without running the body.
+///
+/// # What it generates
+///
+/// The function keeps its name, attributes, visibility, generics, `where` clause, parameters
+/// and receiver (methods work), but now returns
+/// `shedlock::Result<shedlock::TaskResult<T>>`, where `T` is the declared return type (or
+/// `()`):
+///
+/// - `Ok(TaskResult::Executed(value))`: the lock was taken and the body ran to completion;
+/// - `Ok(TaskResult::Skipped)`: the lock is held elsewhere (or, in a scheduled run, this tick
+///   already ran); the body did not start;
+/// - `Err(_)`: no provider is configured, the lock could not be attempted, the lock was lost
+///   while the body ran, or the rendered name is invalid.
+///
+/// ```ignore
+/// // This function...
+/// #[scheduler_lock(name = "repo_sync_{id}", lock_at_most_for = "30m")]
+/// pub async fn sync(id: u64) -> Result<usize, String> { /* body */ }
+///
+/// // ...becomes (in essence):
+/// pub async fn sync(id: u64) -> shedlock::Result<shedlock::TaskResult<Result<usize, String>>> {
+///     let name = format!("repo_sync_{}", id);
+///     shedlock::run_locked(
+///         LockConfiguration::new(name, Duration::from_secs(1800), Duration::ZERO)?,
+///         async move { /* body */ },
+///     )
+///     .await
+/// }
+/// ```
+///
+/// The body runs as an `async move` block whose output is the declared return type, so `?` and
+/// `return` inside it work as before.
+///
+/// Every call takes the lock, whether the scheduler makes it or you do. The provider is the one
+/// of the current scope: `shedlock::with_provider`, else `shedlock::set_default_provider`;
+/// inside a scheduled run the lock also claims the run's cron tick, so the tick runs once
+/// across instances.
+///
+/// # Errors at compile time
+///
+/// Each is spanned on the offending literal or token: an unparsable, zero or over-long
+/// duration; `lock_at_least_for` longer than `lock_at_most_for`; an empty name, or fixed text
+/// over 64 bytes; a `{placeholder}` that is not a parameter, or an unclosed `{`; a function
+/// that is not `async`; an unknown, repeated or missing key; a value that is not a string
+/// literal.
 #[proc_macro_attribute]
-pub fn scheduler_lock(_args: TokenStream, item: TokenStream) -> TokenStream {
-    item
+pub fn scheduler_lock(args: TokenStream, item: TokenStream) -> TokenStream {
+    let item = proc_macro2::TokenStream::from(item);
+    match attr::LockedFn::parse(args.into(), item.clone()) {
+        Ok(locked) => expand::scheduler_lock(locked),
+        Err(error) => expand::token_stream_with_error(item, error),
+    }
+    .into()
 }
 
-/// Placeholder.
+/// Makes a `#[scheduler_lock]` function a cron job: `my_job::job(args…)` returns the
+/// `shedlock::Job` to register with a `shedlock::Scheduler`.
+///
+/// Write it **above** `#[scheduler_lock]`, on a free (non-method) `async fn`:
+///
+/// ```ignore
+/// use shedlock::{scheduled, scheduler_lock, Scheduler};
+///
+/// #[scheduled(cron = "0 */15 * * * *", time_zone = "Europe/Berlin")]
+/// #[scheduler_lock(name = "repo_sync_{repository_id}", lock_at_most_for = "30m")]
+/// async fn repo_sync(repository_id: u64) -> Result<usize, String> {
+///     /* ... */
+/// #   Ok(0)
+/// }
+///
+/// let scheduler = Scheduler::new(provider);
+/// scheduler.add(repo_sync::job(42).named("repo_sync_42"))?;
+/// scheduler.add(repo_sync::job(7).named("repo_sync_7"))?;
+/// scheduler.start();
+/// ```
+///
+/// # Arguments
+///
+/// | key | | |
+/// |---|---|---|
+/// | `cron` | required | A cron expression: 5 fields (minute, hour, day of month, month, day of week) or 6 with a leading seconds field; names (`MON`, `JAN`), ranges, steps, lists, `L`, `W` and `#` work as in [croner](https://docs.rs/croner). Checked at compile time with the same parser settings as `shedlock::Schedule::parse`. |
+/// | `time_zone` | optional, default `"UTC"` | The IANA time zone the expression is read in, such as `"Europe/Berlin"`. Checked at compile time against the time zone database of `chrono-tz`. |
+///
+/// # What it generates
+///
+/// The function itself, unchanged (its `#[scheduler_lock]` expands next, so it stays callable
+/// by hand, under its lock), plus an uninhabited `enum` of the same name and visibility whose
+/// associated function `job` takes the function's parameters and returns a `shedlock::Job`
+/// named after the function:
+///
+/// ```ignore
+/// #[scheduled(cron = "0 */15 * * * *")]
+/// #[scheduler_lock(name = "repo_sync_{repository_id}", lock_at_most_for = "30m")]
+/// pub async fn repo_sync(repository_id: u64) -> Result<usize, String> { /* ... */ }
+///
+/// // ...adds (in essence):
+/// pub enum repo_sync {}
+/// impl repo_sync {
+///     pub fn job(repository_id: u64) -> shedlock::Job {
+///         Job::new("repo_sync", Schedule::parse("0 */15 * * * *", "UTC")?, move || {
+///             let repository_id = repository_id.clone();
+///             async move { repo_sync(repository_id).await }
+///         })
+///     }
+/// }
+/// ```
+///
+/// An enum rather than a module, so that `repo_sync::job` works wherever the function is
+/// declared, inside a function body (or a doctest) too: a module there could not name the
+/// function. The enum lives in the type namespace and the function in the value namespace, so
+/// `use jobs::repo_sync;` imports both.
+///
+/// The arguments given to `job` are cloned for each run, so each parameter's type must be
+/// `Clone + Send + Sync + 'static`; the function's output must be `()` or a `Result<T, E>`
+/// with `E: Display`, so the scheduler can tell a failed run from a good one. Generic
+/// functions work when every type parameter appears in the parameters.
+///
+/// # Errors at compile time
+///
+/// Each is spanned on the offending literal or token: an invalid cron expression (with
+/// croner's reason); an unknown time zone (with the closest IANA name); an unknown, repeated
+/// or missing key; a value that is not a string literal; a function that is not `async`, that
+/// has a `self` receiver, or whose parameters are not plain `name: Type`; and a function
+/// without `#[scheduler_lock]` below `#[scheduled]`, since a scheduled job without a lock would
+/// run on every instance.
+///
+/// `#[scheduled]` cannot see whether it is inside an `impl` block; on an associated function
+/// without `self` the generated `enum` is a syntax error there. Schedule a free function.
 #[proc_macro_attribute]
-pub fn scheduled(_args: TokenStream, item: TokenStream) -> TokenStream {
-    item
+pub fn scheduled(args: TokenStream, item: TokenStream) -> TokenStream {
+    let item = proc_macro2::TokenStream::from(item);
+    match attr::ScheduledFn::parse(args.into(), item.clone()) {
+        Ok(scheduled) => expand::scheduled(scheduled),
+        Err(error) => expand::token_stream_with_error(item, error),
+    }
+    .into()
 }

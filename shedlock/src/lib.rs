@@ -32,10 +32,26 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Scheduled, locked functions
+//!
+//! `#[scheduler_lock(name, lock_at_most_for, lock_at_least_for)]` makes every call of an
+//! `async fn` run under a lock and return `Result<TaskResult<T>>`; `#[scheduled(cron,
+//! time_zone)]` above it adds `the_fn::job(args…)`, a [`Job`] for the [`Scheduler`], which
+//! fires each tick and claims it through the lock, so each tick runs once across instances.
+//!
+//! # Where a locked call finds its provider
+//!
+//! Like `tracing` and its subscriber: the innermost [`with_provider`] scope, else the
+//! process-wide [`set_default_provider`], else [`Error::NoProvider`] (never a panic). The
+//! scheduler runs each job inside a scope of its own provider and of the run's tick
+//! ([`with_tick`]), so a scheduled run claims its tick while a call by hand ("sync now") takes
+//! the same lock without one. Task-local scopes do not follow `tokio::spawn`: wrap a spawned
+//! future in its own `with_provider` if it makes locked calls.
+//!
 //! # Features
 //!
 //! - `postgres`, `mysql`, `sqlite`: one provider each.
-//! - `macros` (default): the attribute macros (arriving with the macro issue).
+//! - `macros` (default): `#[scheduler_lock]` and `#[scheduled]`.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // Without a backend feature the crate is configuration only; its internals have no user.
 #![cfg_attr(

@@ -209,7 +209,8 @@ impl KeepAlive {
     }
 
     /// Renew every `interval` instead of every third of the lease. It must be shorter than the
-    /// lease, which [`KeepAlive::check`] verifies for each lock.
+    /// lease; where it is not (a lease taken from a short `lock_at_most_for`), a third of the
+    /// lease is used instead.
     pub fn interval(mut self, interval: Duration) -> Result<Self> {
         if interval.is_zero() {
             return Err(Error::InvalidKeepAlive(

@@ -1,5 +1,5 @@
 //! The scheduler and keep-alive tests, written once and run per backend by
-//! [`scheduler_suite!`](crate::scheduler_suite).
+//! [`scheduler_suite!`](macro@crate::scheduler_suite).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,0 +1,398 @@
+//! Code generation from a validated [`LockedFn`] or [`ScheduledFn`]. The generated code names
+//! only `::shedlock::__private::*`, `::shedlock::{Result, TaskResult, Job}` in signatures, and
+//! `::std`/`::core`.
+
+use std::time::Duration;
+
+use proc_macro2::{Literal, Span, TokenStream, TokenTree};
+use quote::{ToTokens, quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{GenericParam, ItemFn, LitStr, ReturnType};
+
+use crate::attr::{LockName, LockedFn, NamePiece, ScheduledFn};
+
+/// `tokens` followed by `error` as `compile_error!`: the user's item survives next to the
+/// error, so an IDE keeps working and follow-on errors stay few (tokio-macros' pattern).
+pub(crate) fn token_stream_with_error(mut tokens: TokenStream, error: syn::Error) -> TokenStream {
+    tokens.extend(error.into_compile_error());
+    tokens
+}
+
+/// ```text
+/// #(#attrs)* #vis async fn #ident #generics (#inputs)
+///     -> ::shedlock::Result<::shedlock::TaskResult<#ret>> #where_clause
+/// {
+///     let __shedlock_name: ::std::string::String = ::std::format!("repo_sync_{}", repository_id);
+///     ::shedlock::__private::run_locked(
+///         __shedlock_name,
+///         ::shedlock::__private::Duration::new(#most_secs, #most_nanos),
+///         ::shedlock::__private::Duration::new(#least_secs, #least_nanos),
+///         ::shedlock::__private::body::<#ret, _>(async move {
+///             if let ::core::option::Option::Some(__shedlock_ret) = ::core::option::Option::None::<#ret> {
+///                 #[allow(unreachable_code)]
+///                 return __shedlock_ret;
+///             }
+///             let __shedlock_ret: #ret = #block;
+///             #[allow(unreachable_code)]
+///             __shedlock_ret
+///         }),
+///     )
+///     .await
+/// }
+/// ```
+///
+/// With an `impl Trait` output, the body is a plain `async move #block` and `body::<_, _>`.
+pub(crate) fn scheduler_lock(locked: LockedFn) -> TokenStream {
+    let LockedFn {
+        func,
+        name,
+        lock_at_most_for,
+        lock_at_least_for,
+    } = locked;
+    let ItemFn {
+        attrs,
+        vis,
+        mut sig,
+        block,
+    } = func;
+
+    // The declared return type keeps the user's tokens and spans.
+    let ret = match &sig.output {
+        ReturnType::Default => quote!(()),
+        ReturnType::Type(_, ty) => ty.to_token_stream(),
+    };
+    let ret_var = syn::Ident::new("__shedlock_ret", Span::mixed_site());
+    let (body_ty, body) = if mentions_impl(ret.clone()) {
+        // `impl Trait` can be neither a turbofish argument nor a `let` type: the opaque type
+        // is inferred from the body.
+        (quote!(_), quote!(async move #block))
+    } else {
+        // The first `return` fixes the block's output to the declared type, so a `return` or
+        // `?` in the body and its tail expression are checked against it, with errors on the
+        // user's code (async-trait's inference hint).
+        // Spanned on the return type: "return type inferred to be `T` here" points at it.
+        let ret_span = match &sig.output {
+            ReturnType::Type(_, ty) => ty.span(),
+            ReturnType::Default => Span::call_site(),
+        };
+        let hint_var = syn::Ident::new("__shedlock_ret", Span::mixed_site().located_at(ret_span));
+        let hint = quote_spanned! {ret_span=>
+            if let ::core::option::Option::Some(#hint_var) = ::core::option::Option::None::<#ret> {
+                #[allow(unreachable_code)]
+                return #hint_var;
+            }
+        };
+        let body = quote! {
+            async move {
+                #hint
+                let #ret_var: #ret = #block;
+                #[allow(unreachable_code)]
+                #ret_var
+            }
+        };
+        (ret.clone(), body)
+    };
+    let arrow = match &sig.output {
+        ReturnType::Type(arrow, _) => *arrow,
+        ReturnType::Default => syn::Token![->](Span::call_site()),
+    };
+    sig.output = ReturnType::Type(
+        arrow,
+        Box::new(syn::Type::Verbatim(
+            quote!(::shedlock::Result<::shedlock::TaskResult<#ret>>),
+        )),
+    );
+
+    // syn keeps a body's inner attributes (`#![allow(...)]`) with the outer ones; they go back
+    // inside the body.
+    let (inner, outer): (Vec<_>, Vec<_>) = attrs
+        .into_iter()
+        .partition(|a| matches!(a.style, syn::AttrStyle::Inner(_)));
+    let name_var = syn::Ident::new("__shedlock_name", Span::mixed_site());
+    let name_expr = name_expr(&name);
+    let at_most = duration_expr(lock_at_most_for);
+    let at_least = duration_expr(lock_at_least_for);
+    quote! {
+        #(#outer)*
+        #vis #sig {
+            #(#inner)*
+            let #name_var: ::std::string::String = #name_expr;
+            ::shedlock::__private::run_locked(
+                #name_var,
+                #at_most,
+                #at_least,
+                ::shedlock::__private::body::<#body_ty, _>(#body),
+            )
+            .await
+        }
+    }
+}
+
+/// `String::from("literal")`, or `format!("text_{}", param)` with literal braces re-escaped.
+fn name_expr(name: &LockName) -> TokenStream {
+    let span = name.span;
+    let mut format = String::new();
+    let mut args = Vec::new();
+    for piece in &name.pieces {
+        match piece {
+            NamePiece::Text(text) => format.push_str(&text.replace('{', "{{").replace('}', "}}")),
+            NamePiece::Param(param) => {
+                format.push_str("{}");
+                args.push(param);
+            }
+        }
+    }
+    if args.is_empty() {
+        let text: String = name
+            .pieces
+            .iter()
+            .map(|p| match p {
+                NamePiece::Text(t) => t.as_str(),
+                NamePiece::Param(_) => "",
+            })
+            .collect();
+        let text = LitStr::new(&text, span);
+        quote_spanned!(span=> ::std::string::String::from(#text))
+    } else {
+        let format = LitStr::new(&format, span);
+        quote_spanned!(span=> ::std::format!(#format, #(#args),*))
+    }
+}
+
+/// `::shedlock::__private::Duration::new(secs, nanos)`: exact for every duration up to the
+/// 1000-year limit (nanoseconds in a `u64` would stop at 584 years).
+fn duration_expr(duration: Duration) -> TokenStream {
+    let secs = Literal::u64_suffixed(duration.as_secs());
+    let nanos = Literal::u32_suffixed(duration.subsec_nanos());
+    quote!(::shedlock::__private::Duration::new(#secs, #nanos))
+}
+
+/// Whether a type's tokens contain `impl` (an `impl Trait` anywhere inside).
+fn mentions_impl(tokens: TokenStream) -> bool {
+    tokens.into_iter().any(|token| match token {
+        TokenTree::Ident(ident) => ident == "impl",
+        TokenTree::Group(group) => mentions_impl(group.stream()),
+        _ => false,
+    })
+}
+
+/// The function unchanged (its `#[scheduler_lock]` expands next), plus a type namespace item
+/// of the same name whose `job` builds the `shedlock::Job`:
+///
+/// ```text
+/// #func
+///
+/// /// The scheduled job of [`fn@#ident`]: `#cron` in `#tz`. …
+/// #[allow(non_camel_case_types, dead_code, missing_debug_implementations, unreachable_pub)]
+/// #vis enum #ident {}
+///
+/// impl #ident {
+///     /// …
+///     #[allow(dead_code, unreachable_pub)]
+///     #vis fn job #impl_generics (#(#param: #Type),*) -> ::shedlock::Job #where_clause {
+///         ::shedlock::__private::job(::core::stringify!(#ident), #cron, #tz, move || {
+///             #( let #param = ::core::clone::Clone::clone(&#param); )*
+///             async move { #ident::<#type_and_const_params>(#(#param),*).await }
+///         })
+///     }
+/// }
+/// ```
+///
+/// An uninhabited enum rather than a module: a `mod` declared inside a function body cannot
+/// name the items of that body (`super::` skips the block), while an `impl` there sees them,
+/// so `my_job::job(…)` works wherever the function is declared, doctests included. The enum
+/// only occupies the type namespace, beside the function in the value namespace, and both
+/// are imported together by `use path::my_job;`. `job` has the function's visibility, which
+/// means the same thing on an inherent method of a type declared beside it.
+pub(crate) fn scheduled(scheduled: ScheduledFn) -> TokenStream {
+    let ScheduledFn {
+        func,
+        cron,
+        time_zone,
+        params,
+    } = scheduled;
+    let ident = &func.sig.ident;
+    let vis = &func.vis;
+    let (impl_generics, _, where_clause) = func.sig.generics.split_for_impl();
+    let type_args: Vec<TokenStream> = func
+        .sig
+        .generics
+        .params
+        .iter()
+        .filter_map(|param| match param {
+            GenericParam::Type(t) => Some(t.ident.to_token_stream()),
+            GenericParam::Const(c) => Some(c.ident.to_token_stream()),
+            GenericParam::Lifetime(_) => None,
+        })
+        .collect();
+    let turbofish = if type_args.is_empty() {
+        quote!()
+    } else {
+        quote!(::<#(#type_args),*>)
+    };
+    let names: Vec<_> = params.iter().map(|(name, _)| name).collect();
+    let types: Vec<_> = params.iter().map(|(_, ty)| ty).collect();
+    // A parameter type that is not `Clone` is reported on that type.
+    let clones = params.iter().map(
+        |(name, ty)| quote_spanned!(ty.span()=> let #name = ::core::clone::Clone::clone(&#name);),
+    );
+
+    // The call carries the output type's span, so an output that is not a `JobOutput` is
+    // reported on the function's return type.
+    let output_span = match &func.sig.output {
+        ReturnType::Type(_, ty) => ty.span(),
+        ReturnType::Default => Span::call_site(),
+    };
+    let cron_text = cron.value();
+    let tz_text = time_zone.value();
+    let type_doc = format!(
+        " The scheduled job of [`fn@{ident}`]: `{cron_text}` in `{tz_text}`.\n\n \
+         `{ident}::job(…)` returns the `shedlock::Job` to register with a `shedlock::Scheduler`; \
+         the function itself stays callable (under its lock) by hand."
+    );
+    let job_doc = format!(
+        " The `shedlock::Job` that calls [`fn@{ident}`] at each tick of `{cron_text}` in \
+         `{tz_text}`, with these arguments (cloned for each run)."
+    );
+    let cron = LitStr::new(&cron_text, cron.span());
+    let time_zone = LitStr::new(&tz_text, time_zone.span());
+    let run = quote! {
+        move || {
+            #(#clones)*
+            async move { #ident #turbofish (#(#names),*).await }
+        }
+    };
+    let job = quote_spanned! {output_span=>
+        ::shedlock::__private::job(::core::stringify!(#ident), #cron, #time_zone, #run)
+    };
+    quote! {
+        #func
+
+        #[doc = #type_doc]
+        #[allow(non_camel_case_types, dead_code, missing_debug_implementations, unreachable_pub)]
+        #vis enum #ident {}
+
+        impl #ident {
+            #[doc = #job_doc]
+            #[allow(dead_code, unreachable_pub)]
+            #vis fn job #impl_generics (#(#names: #types),*) -> ::shedlock::Job #where_clause {
+                #job
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expand_lock(args: TokenStream, item: TokenStream) -> String {
+        let locked = LockedFn::parse(args, item).unwrap_or_else(|e| panic!("{e}"));
+        scheduler_lock(locked).to_string()
+    }
+
+    #[test]
+    fn literal_name_is_a_string_from() {
+        let out = expand_lock(
+            quote!(name = "a{{b}}", lock_at_most_for = "PT0.5S"),
+            quote!(
+                async fn job() {}
+            ),
+        );
+        assert!(out.contains(r#"String :: from ("a{b}")"#), "{out}");
+        assert!(
+            out.contains("Duration :: new (0u64 , 500000000u32)"),
+            "{out}"
+        );
+        assert!(out.contains("Duration :: new (0u64 , 0u32)"), "{out}");
+        assert!(out.contains("TaskResult < () >"), "{out}");
+        assert!(out.contains("body :: < () , _ >"), "{out}");
+    }
+
+    #[test]
+    fn template_name_is_a_format() {
+        let out = expand_lock(
+            quote!(name = "{{x}}_{id}", lock_at_most_for = "1h"),
+            quote!(
+                pub async fn job(id: u64) -> Result<(), String> {
+                    Ok(())
+                }
+            ),
+        );
+        assert!(out.contains(r#"format ! ("{{x}}_{}" , id)"#), "{out}");
+        assert!(out.contains("Duration :: new (3600u64 , 0u32)"), "{out}");
+        assert!(
+            out.contains("TaskResult < Result < () , String > >"),
+            "{out}"
+        );
+        assert!(out.starts_with("pub async fn job (id : u64)"), "{out}");
+    }
+
+    #[test]
+    fn inner_attributes_stay_inside_the_body() {
+        let out = expand_lock(
+            quote!(name = "a", lock_at_most_for = "1h"),
+            quote!(
+                #[inline]
+                async fn job() {
+                    #![allow(unused)]
+                }
+            ),
+        );
+        assert!(out.starts_with("# [inline] async fn job ()"), "{out}");
+        assert!(
+            out.contains("{ # ! [allow (unused)] let __shedlock_name"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn impl_trait_output_is_inferred() {
+        let out = expand_lock(
+            quote!(name = "a", lock_at_most_for = "1h"),
+            quote!(
+                async fn job() -> impl std::fmt::Display {
+                    1
+                }
+            ),
+        );
+        assert!(out.contains("body :: < _ , _ >"), "{out}");
+    }
+
+    #[test]
+    fn the_1000_year_limit_is_exact() {
+        let out = expand_lock(
+            quote!(name = "a", lock_at_most_for = "P365000D"),
+            quote!(
+                async fn job() {}
+            ),
+        );
+        assert!(
+            out.contains("Duration :: new (31536000000u64 , 0u32)"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn scheduled_adds_a_job_constructor() {
+        let scheduled_fn = ScheduledFn::parse(
+            quote!(cron = "0 */5 * * * *", time_zone = "Europe/Berlin"),
+            quote!(
+                #[scheduler_lock(name = "a", lock_at_most_for = "1m")]
+                pub(crate) async fn sync<T: Clone, const N: usize>(id: u64, t: T) {}
+            ),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let out = scheduled(scheduled_fn).to_string();
+        assert!(out.contains("pub (crate) enum sync { }"), "{out}");
+        assert!(
+            out.contains("pub (crate) fn job < T : Clone , const N : usize > (id : u64 , t : T)"),
+            "{out}"
+        );
+        assert!(out.contains("sync :: < T , N > (id , t) . await"), "{out}");
+        assert!(
+            out.contains(r#""0 */5 * * * *" , "Europe/Berlin""#),
+            "{out}"
+        );
+    }
+}

@@ -1,0 +1,6 @@
+use shedlock::scheduler_lock;
+
+#[scheduler_lock(name = "job")]
+async fn job() {}
+
+fn main() {}

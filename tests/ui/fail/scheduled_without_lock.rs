@@ -1,0 +1,6 @@
+use shedlock::scheduled;
+
+#[scheduled(cron = "0 0 * * *")]
+async fn job() {}
+
+fn main() {}

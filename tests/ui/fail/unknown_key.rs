@@ -1,0 +1,6 @@
+use shedlock::scheduler_lock;
+
+#[scheduler_lock(name = "job", lock_at_most_for = "30m", lock_for = "10s")]
+async fn job() {}
+
+fn main() {}
