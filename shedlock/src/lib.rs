@@ -159,18 +159,18 @@ pub mod statements {
     #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
     /// MySQL / MariaDB.
     pub mod mysql {
-        pub use crate::sql::mysql::{ACQUIRE, COLUMNS, EXTEND, NOW, UNLOCK};
+        pub use crate::sql::mysql::{ACQUIRE, COLUMNS, EXTEND, HELD, NOW, UNLOCK};
     }
     #[cfg(feature = "postgres")]
     #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
     /// PostgreSQL.
     pub mod postgres {
-        pub use crate::sql::postgres::{ACQUIRE, COLUMNS, EXTEND, NOW, UNLOCK};
+        pub use crate::sql::postgres::{ACQUIRE, COLUMNS, EXTEND, HELD, NOW, UNLOCK};
     }
     #[cfg(feature = "sqlite")]
     #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
     /// SQLite.
     pub mod sqlite {
-        pub use crate::sql::sqlite::{ACQUIRE, COLUMNS, EXTEND, NOW, UNLOCK};
+        pub use crate::sql::sqlite::{ACQUIRE, COLUMNS, EXTEND, HELD, NOW, UNLOCK};
     }
 }

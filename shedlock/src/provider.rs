@@ -28,6 +28,15 @@ pub trait LockProvider: Send + Sync + fmt::Debug {
         config: &'a LockConfiguration,
     ) -> BoxFuture<'a, Result<Option<LockGuard>>>;
 
+    /// Whether `fencing_token` still holds the lock `name`: the row carries that token and has
+    /// not expired (by the provider's clock).
+    ///
+    /// A holder that may have stalled (a long GC pause, a lost connection) can ask before a
+    /// write it cannot undo. The check and the write are two steps, so a downstream store that
+    /// refuses writes with a token lower than the highest it has seen is the stronger guard;
+    /// `docs/reliability.md` shows both.
+    fn is_held<'a>(&'a self, name: &'a str, fencing_token: i64) -> BoxFuture<'a, Result<bool>>;
+
     /// Creates the lock table if it does not exist, recording what it applied in its own
     /// history table (`_<table>_migrations`), never in the application's `_sqlx_migrations`.
     /// Idempotent; safe to call from every instance at start-up.
@@ -52,6 +61,9 @@ macro_rules! forward_lock_provider {
         impl<P: LockProvider + ?Sized> LockProvider for $ty {
             fn lock<'a>(&'a self, config: &'a LockConfiguration) -> BoxFuture<'a, Result<Option<LockGuard>>> {
                 (**self).lock(config)
+            }
+            fn is_held<'a>(&'a self, name: &'a str, fencing_token: i64) -> BoxFuture<'a, Result<bool>> {
+                (**self).is_held(name, fencing_token)
             }
             fn migrate(&self) -> BoxFuture<'_, Result<()>> {
                 (**self).migrate()

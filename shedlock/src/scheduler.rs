@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::context::{with_cancel, with_provider, with_tick};
-use crate::{Error, LockProvider, Result, Schedule, TaskResult};
+use crate::{AppClock, Error, LockProvider, Result, Schedule, TaskResult};
 
 /// What a scheduled function may return, so the scheduler can tell a failed run from a good
 /// one: `()` or any `Result<T, E>` whose error is `Display`.
@@ -186,6 +186,7 @@ struct Entry {
 
 struct Inner {
     provider: Arc<dyn LockProvider>,
+    clock: AppClock,
     misfire_grace: Duration,
     shutdown_timeout: Duration,
     jobs: Mutex<HashMap<String, Entry>>,
@@ -242,6 +243,7 @@ pub struct Scheduler {
 #[must_use = "call .build()"]
 pub struct SchedulerBuilder {
     provider: Arc<dyn LockProvider>,
+    clock: AppClock,
     misfire_grace: Duration,
     shutdown_timeout: Duration,
 }
@@ -260,11 +262,20 @@ impl SchedulerBuilder {
         self
     }
 
+    /// The clock that decides when ticks are due (default: the system clock). Only for
+    /// tests and demonstrations of a machine whose clock is wrong: in database-clock mode the
+    /// lock still decides expiry by the database's clock.
+    pub fn clock(mut self, clock: AppClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
     /// The scheduler (not yet started).
     pub fn build(self) -> Scheduler {
         Scheduler {
             inner: Arc::new(Inner {
                 provider: self.provider,
+                clock: self.clock,
                 misfire_grace: self.misfire_grace,
                 shutdown_timeout: self.shutdown_timeout,
                 jobs: Mutex::new(HashMap::new()),
@@ -298,6 +309,7 @@ impl Scheduler {
     pub fn builder(provider: impl LockProvider + 'static) -> SchedulerBuilder {
         SchedulerBuilder {
             provider: Arc::new(provider),
+            clock: AppClock::system(),
             misfire_grace: Duration::from_secs(300),
             shutdown_timeout: Duration::from_secs(30),
         }
@@ -366,7 +378,7 @@ impl Scheduler {
         let jobs = self.inner.jobs.lock().unwrap_or_else(|e| e.into_inner());
         let entry = jobs.get(name)?;
         let planned = *entry.next_tick.lock().unwrap_or_else(|e| e.into_inner());
-        planned.or_else(|| entry.job.schedule.next_after(Utc::now()))
+        planned.or_else(|| entry.job.schedule.next_after(self.inner.clock.now()))
     }
 
     /// Starts firing every job (in tasks on the current Tokio runtime). Calling it again does
@@ -463,7 +475,7 @@ async fn tick_loop(inner: Arc<Inner>, job: Arc<LoopJob>, mut stopped: watch::Rec
     let name = job.job.name().to_owned();
     let schedule = job.job.schedule().clone();
     let mut stop_firing = inner.stop_firing.subscribe();
-    let now = Utc::now();
+    let now = inner.clock.now();
     catch_up(&inner, &job, now);
     let mut after = now;
     loop {
@@ -475,7 +487,7 @@ async fn tick_loop(inner: Arc<Inner>, job: Arc<LoopJob>, mut stopped: watch::Rec
         // Sleep on the monotonic clock, re-checking the wall clock on waking (it may have been
         // adjusted while we slept).
         loop {
-            let wait = (tick - Utc::now()).to_std().unwrap_or_default();
+            let wait = (tick - inner.clock.now()).to_std().unwrap_or_default();
             if wait.is_zero() {
                 break;
             }
@@ -488,7 +500,7 @@ async fn tick_loop(inner: Arc<Inner>, job: Arc<LoopJob>, mut stopped: watch::Rec
         fire(&inner, &job, tick);
         // If we are late by more than a tick (a suspended VM, a blocked runtime), the ticks in
         // between are not fired: the next one is computed from now.
-        after = tick.max(Utc::now());
+        after = tick.max(inner.clock.now());
     }
 }
 

@@ -405,6 +405,15 @@ pub async fn stale_holder_can_neither_unlock_nor_extend_the_new_holder<D: TestDb
         .await
         .unwrap()
         .unwrap();
+    // The helper a stale holder asks before a write it cannot undo.
+    assert!(
+        !a.is_held("job", stale.fencing_token()).await.unwrap(),
+        "the stale token holds no more"
+    );
+    assert!(
+        b.is_held("job", fresh.fencing_token()).await.unwrap(),
+        "the new one does"
+    );
     assert!(
         !stale.extend(LONG, Duration::ZERO).await.unwrap(),
         "stale extend refused"
@@ -428,7 +437,12 @@ pub async fn stale_holder_can_neither_unlock_nor_extend_the_new_holder<D: TestDb
             .unwrap()
             .is_none()
     );
+    let token = fresh.fencing_token();
     assert!(fresh.unlock().await.unwrap());
+    assert!(
+        !b.is_held("job", token).await.unwrap(),
+        "released: held no more"
+    );
 }
 
 pub async fn tick_is_claimed_once<D: TestDb>(db: &D) {

@@ -100,6 +100,12 @@ macro_rules! lock_provider_impl {
                 self.inner.acquire(config).await
             }
 
+            /// Whether `fencing_token` still holds the lock `name`; the same as
+            /// [`LockProvider::is_held`](crate::LockProvider::is_held).
+            pub async fn is_held(&self, name: &str, fencing_token: i64) -> $crate::Result<bool> {
+                self.inner.is_held(name, fencing_token).await
+            }
+
             /// Creates the lock table if missing and checks its columns; idempotent. The same
             /// as [`LockProvider::migrate`](crate::LockProvider::migrate).
             pub async fn migrate(&self) -> $crate::Result<()> {
@@ -114,6 +120,14 @@ macro_rules! lock_provider_impl {
             ) -> futures_util::future::BoxFuture<'a, $crate::Result<Option<$crate::LockGuard>>>
             {
                 Box::pin(self.inner.acquire(config))
+            }
+
+            fn is_held<'a>(
+                &'a self,
+                name: &'a str,
+                fencing_token: i64,
+            ) -> futures_util::future::BoxFuture<'a, $crate::Result<bool>> {
+                Box::pin(self.inner.is_held(name, fencing_token))
             }
 
             fn migrate(&self) -> futures_util::future::BoxFuture<'_, $crate::Result<()>> {

@@ -74,6 +74,12 @@ UPDATE {table}
 SET locked_until = {now} + INTERVAL ? MICROSECOND
 WHERE name = ? AND fencing_token = ? AND locked_until > {now}";
 
+/// Is this token still the holder? The row carries it and the lock has not expired.
+///
+/// Binds: name, token, \[now\].
+pub const HELD: &str = "\
+SELECT COUNT(*) FROM {table} WHERE name = ? AND fencing_token = ? AND locked_until > {now}";
+
 /// The columns the lock table has.
 pub const COLUMNS: &str = "\
 SELECT CAST(column_name AS CHAR) FROM information_schema.columns
@@ -125,6 +131,7 @@ struct Inner {
     acquire: Arc<str>,
     unlock: Arc<str>,
     extend: Arc<str>,
+    held: Arc<str>,
 }
 
 impl MySqlLockProvider {
@@ -177,6 +184,7 @@ impl MySqlLockProvider {
             acquire: statement(ACQUIRE, table, now),
             unlock: statement(UNLOCK, table, now),
             extend: statement(EXTEND, table, now),
+            held: statement(HELD, table, now),
             pool,
             settings,
         };
@@ -212,6 +220,17 @@ impl Inner {
         };
         let token = i64::try_from(done.last_insert_id()).unwrap_or(0);
         Ok((token != 0).then(|| LockGuard::new(config, token, Arc::clone(self) as Arc<dyn Lease>)))
+    }
+
+    async fn is_held(&self, name: &str, token: i64) -> Result<bool> {
+        let mut query = sqlx::query_scalar::<_, i64>(sql(&self.held)).bind(name).bind(token);
+        if let Some(now) = self.settings.app_now() {
+            query = query.bind(now.naive_utc());
+        }
+        match query.fetch_one(&self.pool).await {
+            Ok(count) => Ok(count > 0),
+            Err(e) => Err(fail(self, format!("check lock {name:?}"), e).await),
+        }
     }
 }
 

@@ -61,6 +61,13 @@ SET locked_until = n.now + $3
 FROM (SELECT {now} AS now) AS n
 WHERE l.name = $1 AND l.fencing_token = $2 AND l.locked_until > n.now";
 
+/// Is this token still the holder? The row carries it and the lock has not expired.
+///
+/// `$1` name, `$2` token.
+pub const HELD: &str = "\
+SELECT COUNT(*) FROM {table} AS l, (SELECT {now} AS now) AS n
+WHERE l.name = $1 AND l.fencing_token = $2 AND l.locked_until > n.now";
+
 /// The columns the lock table has (unquoted names fold to lower case in PostgreSQL).
 pub const COLUMNS: &str = "\
 SELECT column_name::TEXT FROM information_schema.columns
@@ -113,6 +120,7 @@ struct Inner {
     acquire: Arc<str>,
     unlock: Arc<str>,
     extend: Arc<str>,
+    held: Arc<str>,
 }
 
 impl PostgresLockProvider {
@@ -164,6 +172,7 @@ impl PostgresLockProvider {
             acquire: statement(ACQUIRE, table, if app { "$5::TIMESTAMPTZ" } else { NOW }),
             unlock: statement(UNLOCK, table, if app { "$5::TIMESTAMPTZ" } else { NOW }),
             extend: statement(EXTEND, table, if app { "$4::TIMESTAMPTZ" } else { NOW }),
+            held: statement(HELD, table, if app { "$3::TIMESTAMPTZ" } else { NOW }),
             pool,
             settings,
         };
@@ -190,6 +199,17 @@ impl Inner {
             }
         };
         Ok(token.map(|token| LockGuard::new(config, token, Arc::clone(self) as Arc<dyn Lease>)))
+    }
+
+    async fn is_held(&self, name: &str, token: i64) -> Result<bool> {
+        let mut query = sqlx::query_scalar::<_, i64>(sql(&self.held)).bind(name).bind(token);
+        if let Some(now) = self.settings.app_now() {
+            query = query.bind(now);
+        }
+        match query.fetch_one(&self.pool).await {
+            Ok(count) => Ok(count > 0),
+            Err(e) => Err(fail(self, format!("check lock {name:?}"), e).await),
+        }
     }
 }
 

@@ -54,6 +54,12 @@ UPDATE {table}
 SET locked_until = {now} + ?3
 WHERE name = ?1 AND fencing_token = ?2 AND locked_until > {now}";
 
+/// Is this token still the holder? The row carries it and the lock has not expired.
+///
+/// `?1` name, `?2` token.
+pub const HELD: &str = "\
+SELECT COUNT(*) FROM {table} WHERE name = ?1 AND fencing_token = ?2 AND locked_until > {now}";
+
 /// The columns the lock table has.
 pub const COLUMNS: &str = "SELECT name FROM pragma_table_info(?1, COALESCE(?2, 'main'))";
 
@@ -98,6 +104,7 @@ struct Inner {
     acquire: Arc<str>,
     unlock: Arc<str>,
     extend: Arc<str>,
+    held: Arc<str>,
 }
 
 impl SqliteLockProvider {
@@ -158,6 +165,7 @@ impl SqliteLockProvider {
             acquire: statement(ACQUIRE, table, if app { "?5" } else { NOW }),
             unlock: statement(UNLOCK, table, if app { "?5" } else { NOW }),
             extend: statement(EXTEND, table, if app { "?4" } else { NOW }),
+            held: statement(HELD, table, if app { "?3" } else { NOW }),
             pool,
             settings,
         };
@@ -190,6 +198,17 @@ impl Inner {
             }
         };
         Ok(token.map(|token| LockGuard::new(config, token, Arc::clone(self) as Arc<dyn Lease>)))
+    }
+
+    async fn is_held(&self, name: &str, token: i64) -> Result<bool> {
+        let mut query = sqlx::query_scalar::<_, i64>(sql(&self.held)).bind(name).bind(token);
+        if let Some(now) = self.app_now_ms() {
+            query = query.bind(now);
+        }
+        match query.fetch_one(&self.pool).await {
+            Ok(count) => Ok(count > 0),
+            Err(e) => Err(fail(self, format!("check lock {name:?}"), e).await),
+        }
     }
 }
 
