@@ -87,9 +87,8 @@ pub enum Error {
 
     /// A duration is longer than [`MAX_LOCK_DURATION`](crate::MAX_LOCK_DURATION).
     #[error(
-        "invalid lock configuration for {name:?}: `{field}` ({}) is longer than the limit of {}",
-        humantime::format_duration(*value),
-        humantime::format_duration(crate::MAX_LOCK_DURATION)
+        "invalid lock configuration for {name:?}: `{field}` ({}) is longer than the limit of 1000 years (365000 days)",
+        humantime::format_duration(*value)
     )]
     DurationTooLong {
         /// The lock name.

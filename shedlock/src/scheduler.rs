@@ -381,9 +381,15 @@ impl Scheduler {
         planned.or_else(|| entry.job.schedule.next_after(self.inner.clock.now()))
     }
 
-    /// Starts firing every job (in tasks on the current Tokio runtime). Calling it again does
-    /// nothing.
+    /// Starts firing every job (in tasks on the current Tokio runtime). Calling it again, or
+    /// after [`shutdown`](Self::shutdown), does nothing.
     pub fn start(&self) {
+        if *self.inner.stop_firing.borrow() {
+            tracing::warn!(
+                "start() after shutdown(): a stopped scheduler stays stopped; build a new one"
+            );
+            return;
+        }
         if self.inner.started.swap(true, Ordering::SeqCst) {
             return;
         }
@@ -510,7 +516,7 @@ fn catch_up(inner: &Arc<Inner>, job: &Arc<LoopJob>, now: DateTime<Utc>) {
     let Some(tick) = job.job.schedule().latest_at_or_before(now) else {
         return;
     };
-    let age = (now - tick).to_std().unwrap_or_default();
+    let age = Duration::from_millis((now - tick).to_std().unwrap_or_default().as_millis() as u64);
     if inner.misfire_grace.is_zero() || age > inner.misfire_grace {
         bump(&job.counters.misfires_skipped);
         tracing::info!(job = job.job.name(), %tick, age = %humantime::format_duration(age),

@@ -8,6 +8,7 @@
 //! reporting the backend by name, when not in strict mode).
 #![allow(missing_docs, unreachable_pub, async_fn_in_trait)]
 
+pub mod fleet;
 pub mod scheduler_suite;
 pub mod suite;
 
@@ -327,8 +328,8 @@ impl TestDb for Postgres {
         let _ = self
             .pool
             .execute(AssertSqlSafe(format!(
-                "DROP TABLE IF EXISTS {}, _{}_migrations",
-                self.table, self.table
+                "DROP TABLE IF EXISTS {t}, _{t}_migrations, {t}_runs",
+                t = self.table
             )))
             .await;
         self.pool.close().await;
@@ -486,8 +487,8 @@ impl TestDb for MySql {
         let _ = self
             .pool
             .execute(AssertSqlSafe(format!(
-                "DROP TABLE IF EXISTS {}, _{}_migrations",
-                self.table, self.table
+                "DROP TABLE IF EXISTS {t}, _{t}_migrations, {t}_runs",
+                t = self.table
             )))
             .await;
         self.pool.close().await;

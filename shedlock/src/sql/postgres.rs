@@ -202,7 +202,9 @@ impl Inner {
     }
 
     async fn is_held(&self, name: &str, token: i64) -> Result<bool> {
-        let mut query = sqlx::query_scalar::<_, i64>(sql(&self.held)).bind(name).bind(token);
+        let mut query = sqlx::query_scalar::<_, i64>(sql(&self.held))
+            .bind(name)
+            .bind(token);
         if let Some(now) = self.settings.app_now() {
             query = query.bind(now);
         }

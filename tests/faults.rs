@@ -1,0 +1,646 @@
+//! Faults, with many OS processes (`shedlock-harness`) against one database: steady state,
+//! crashes, a database outage, clock skew, a lost connection, rolling restarts. Each scenario
+//! counts what happened from the results table the processes write; `docs/reliability.md`
+//! states the promise each one checks. `SHEDLOCK_SOAK=1` runs the long variants.
+#![allow(missing_docs)]
+
+use std::time::Duration;
+
+use shedlock::Backend;
+use shedlock_suite::fleet::{self, Exited, Instance, Target, check, db_now_ms, soak, spawn};
+use shedlock_suite::{postgres_url, skipped, unique_name};
+use sqlx::{AssertSqlSafe, Executor};
+
+const HARNESS: &str = env!("CARGO_BIN_EXE_shedlock-harness");
+
+/// A fresh target per test: a unique table (and for SQLite a fresh file).
+struct Place {
+    target: Target,
+    logs: tempfile::TempDir,
+}
+
+async fn new_place(backend: Backend) -> Option<Place> {
+    if skipped(backend) {
+        return None;
+    }
+    let logs = tempfile::tempdir().unwrap();
+    let url = match backend {
+        Backend::Postgres => postgres_url(),
+        Backend::MySql => shedlock_suite::mysql_url(),
+        _ => logs.path().join("locks.db").display().to_string(),
+    };
+    let target = Target {
+        backend,
+        url,
+        table: unique_name("faults"),
+        harness: HARNESS,
+    };
+    Some(Place { target, logs })
+}
+
+impl Place {
+    async fn spawn(&self, name: &str, extra: &[&str]) -> Instance {
+        spawn(&self.target, name, extra, self.logs.path()).await
+    }
+
+    async fn cleanup(&self) {
+        let t = &self.target.table;
+        let drop = format!("DROP TABLE IF EXISTS {t}, _{t}_migrations, {t}_results, {t}_fenced");
+        match self.target.backend {
+            Backend::Postgres => {
+                let pool = sqlx::PgPool::connect(&self.target.url).await.unwrap();
+                let _ = pool.execute(AssertSqlSafe(drop)).await;
+            }
+            Backend::MySql => {
+                let pool = sqlx::MySqlPool::connect(&self.target.url).await.unwrap();
+                let _ = pool.execute(AssertSqlSafe(drop)).await;
+            }
+            _ => {}
+        }
+    }
+
+    /// Lock rows still held now (after every process stopped, there should be none).
+    async fn held_rows(&self) -> i64 {
+        let t = &self.target.table;
+        match self.target.backend {
+            Backend::Postgres => {
+                let pool = sqlx::PgPool::connect(&self.target.url).await.unwrap();
+                sqlx::query_scalar(AssertSqlSafe(format!(
+                    "SELECT COUNT(*) FROM {t} WHERE locked_until > clock_timestamp()"
+                )))
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+            }
+            Backend::MySql => {
+                let pool = sqlx::MySqlPool::connect(&self.target.url).await.unwrap();
+                sqlx::query_scalar(AssertSqlSafe(format!(
+                    "SELECT COUNT(*) FROM {t} WHERE locked_until > UTC_TIMESTAMP(6)"
+                )))
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+            }
+            _ => {
+                let pool =
+                    shedlock_suite::sqlite_pool(std::path::Path::new(&self.target.url), 1).await;
+                sqlx::query_scalar(AssertSqlSafe(format!(
+                    "SELECT COUNT(*) FROM {t} WHERE locked_until > CAST(unixepoch('subsec') * 1000 AS INTEGER)"
+                )))
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+            }
+        }
+    }
+}
+
+async fn stop_all(instances: Vec<Instance>) -> Vec<Exited> {
+    for i in &instances {
+        i.signal("TERM");
+    }
+    let mut exited = Vec::new();
+    for i in instances {
+        exited.push(i.wait().await);
+    }
+    exited
+}
+
+fn assert_clean_exits(exited: &[Exited]) {
+    for e in exited {
+        assert_eq!(
+            e.code,
+            Some(0),
+            "{} exited {:?}; log:\n{}",
+            e.name,
+            e.code,
+            e.log
+        );
+        assert!(
+            !e.log.contains("panicked"),
+            "{} panicked:\n{}",
+            e.name,
+            e.log
+        );
+    }
+}
+
+/// Waits until `pred` holds for the recorded runs, or `within` passes.
+async fn wait_for_runs(
+    target: &Target,
+    within: Duration,
+    pred: impl Fn(&[fleet::Run]) -> bool,
+) -> Vec<fleet::Run> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let runs = target.runs().await;
+        if pred(&runs) || tokio::time::Instant::now() > deadline {
+            return runs;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. Steady state: K = 4 processes, 3 jobs every second.
+
+async fn steady_state(backend: Backend) {
+    let Some(place) = new_place(backend).await else {
+        return;
+    };
+    let secs = if soak() { 20 } else { 8 };
+    let mut fleet = Vec::new();
+    for i in 0..4 {
+        fleet.push(place.spawn(&format!("p{i}"), &["--jobs", "3"]).await);
+    }
+    let from = db_now_ms(&place.target).await;
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    let to = db_now_ms(&place.target).await;
+    let exited = stop_all(fleet).await;
+    assert_clean_exits(&exited);
+    let runs = place.target.runs().await;
+    let report = check(&runs, None);
+    report.assert_exactly_once_no_overlap();
+    for job in ["job_0", "job_1", "job_2"] {
+        let missing = report.missing(job, from + 1000, to - 1000);
+        assert!(missing.is_empty(), "{job} missed ticks {missing:?}");
+    }
+    let executed: u64 = exited.iter().map(|e| e.stat("executed")).sum();
+    let skipped: u64 = exited.iter().map(|e| e.stat("skipped_held")).sum();
+    assert_eq!(executed as usize, runs.len(), "every execution recorded");
+    assert_eq!(
+        place.held_rows().await,
+        0,
+        "every lock released at shutdown"
+    );
+    eprintln!(
+        "steady {backend}: 4 processes, {} runs over {secs} s, {skipped} attempts skipped as held, per process {:?}",
+        runs.len(),
+        exited
+            .iter()
+            .map(|e| e.stat("executed"))
+            .collect::<Vec<_>>()
+    );
+    place.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steady_state_postgres() {
+    steady_state(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steady_state_mysql() {
+    steady_state(Backend::MySql).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steady_state_sqlite() {
+    steady_state(Backend::Sqlite).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. Crash: kill -9 the holder mid-run.
+
+/// Returns how long after the kill another process took the job over, in ms.
+async fn crash_takeover(backend: Backend, keep_alive: &str, at_most: &str) -> Option<(i64, i64)> {
+    let place = new_place(backend).await?;
+    let args = [
+        "--jobs",
+        "0",
+        "--long-work",
+        "60s",
+        "--at-most",
+        at_most,
+        "--keep-alive",
+        keep_alive,
+        "--shutdown-timeout",
+        "1s",
+    ];
+    let mut fleet = Vec::new();
+    for i in 0..3 {
+        fleet.push(place.spawn(&format!("p{i}"), &args).await);
+    }
+    let runs = wait_for_runs(&place.target, Duration::from_secs(5), |r| !r.is_empty()).await;
+    let first = runs.first().expect("a first run").clone();
+    let holder = fleet.iter().position(|i| i.name == first.instance).unwrap();
+    let victim = fleet.remove(holder);
+    victim.signal("KILL");
+    let killed_at = db_now_ms(&place.target).await;
+    let victim = victim.wait().await;
+    assert_eq!(victim.code, None, "killed by a signal");
+    let runs = wait_for_runs(&place.target, Duration::from_secs(20), |r| r.len() >= 2).await;
+    assert!(runs.len() >= 2, "someone took over: {runs:?}");
+    let takeover = &runs[1];
+    assert_ne!(takeover.instance, first.instance);
+    let exited = stop_all(fleet).await;
+    assert_clean_exits(&exited);
+    let report = check(&place.target.runs().await, Some(killed_at));
+    report.assert_exactly_once_no_overlap();
+    place.cleanup().await;
+    Some((
+        takeover.started_ms - killed_at,
+        takeover.started_ms - first.started_ms,
+    ))
+}
+
+async fn crash(backend: Backend) {
+    // Without keep-alive: the lock is free only lock_at_most_for (4 s) after it was taken.
+    let Some((after_kill, after_start)) = crash_takeover(backend, "off", "4s").await else {
+        return;
+    };
+    assert!(
+        after_start >= 3_900,
+        "not before lock_at_most_for: taken over {after_start} ms after the first start"
+    );
+    assert!(
+        after_start <= 4_000 + 2_000,
+        "at the first tick after lock_at_most_for: {after_start} ms"
+    );
+    // With keep-alive on a 1 s lease and lock_at_most_for = 60 s: free after the lease.
+    let (ka_after_kill, _) = crash_takeover(backend, "1s", "60s").await.unwrap();
+    assert!(
+        ka_after_kill <= 1_000 + 1_000 + 700,
+        "within a lease and a tick of the kill: {ka_after_kill} ms"
+    );
+    eprintln!(
+        "crash {backend}: takeover {after_kill} ms after kill -9 without keep-alive (lock_at_most_for 4 s), \
+         {ka_after_kill} ms with a 1 s keep-alive lease (lock_at_most_for 60 s)"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_postgres() {
+    crash(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_sqlite() {
+    crash(Backend::Sqlite).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Database outage: the database refuses every connection for 10 s (30 s in soak).
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn database_outage_postgres() {
+    if skipped(Backend::Postgres) {
+        return;
+    }
+    // A database of our own, so the outage touches nobody else.
+    let admin = sqlx::PgPool::connect(&postgres_url()).await.unwrap();
+    let database = unique_name("shedlock_outage");
+    admin
+        .execute(AssertSqlSafe(format!("CREATE DATABASE {database}")))
+        .await
+        .unwrap();
+    let url = {
+        let base = postgres_url();
+        let (head, _) = base.rsplit_once('/').unwrap();
+        format!("{head}/{database}")
+    };
+    let logs = tempfile::tempdir().unwrap();
+    let target = Target {
+        backend: Backend::Postgres,
+        url,
+        table: "locks".into(),
+        harness: HARNESS,
+    };
+    let args = [
+        "--jobs",
+        "2",
+        "--long-work",
+        "120s",
+        "--keep-alive",
+        "2s",
+        "--at-most",
+        "60s",
+        "--shutdown-timeout",
+        "1s",
+    ];
+    let mut fleet = Vec::new();
+    for i in 0..3 {
+        fleet.push(spawn(&target, &format!("p{i}"), &args, logs.path()).await);
+    }
+    wait_for_runs(&target, Duration::from_secs(5), |r| {
+        r.iter().any(|r| r.job == "long")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let outage = if soak() { 30 } else { 10 };
+    let down_at = db_now_ms(&target).await;
+    admin
+        .execute(AssertSqlSafe(format!(
+            "ALTER DATABASE {database} ALLOW_CONNECTIONS false"
+        )))
+        .await
+        .unwrap();
+    admin
+        .execute(AssertSqlSafe(format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}' AND pid <> pg_backend_pid()"
+        )))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(outage)).await;
+    admin
+        .execute(AssertSqlSafe(format!(
+            "ALTER DATABASE {database} ALLOW_CONNECTIONS true"
+        )))
+        .await
+        .unwrap();
+    let up_at = db_now_ms(&target).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let exited = stop_all(fleet).await;
+    assert_clean_exits(&exited);
+
+    let runs = target.runs().await;
+    let report = check(&runs, None);
+    report.assert_exactly_once_no_overlap();
+    // Nothing ran while the database was down (no lock could be taken).
+    let during: Vec<_> = runs
+        .iter()
+        .filter(|r| r.started_ms > down_at + 500 && r.started_ms < up_at)
+        .collect();
+    assert!(during.is_empty(), "runs during the outage: {during:?}");
+    // Jobs resume at the first ticks after recovery.
+    for job in ["job_0", "job_1"] {
+        let resumed = report.ticks[job].iter().find(|t| **t >= up_at).copied();
+        assert!(
+            resumed.is_some_and(|t| t <= up_at + 2_500),
+            "{job} resumed at {resumed:?}, recovery at {up_at}"
+        );
+    }
+    // The long job's holder could not renew past its 2 s lease: cancelled.
+    let lost: u64 = exited.iter().map(|e| e.stat("lock_lost")).sum();
+    assert!(
+        lost >= 1,
+        "the long job was cancelled when its lease ran out: {exited:?}"
+    );
+    // Errors logged about once per tick and job, not in a tight loop.
+    let errors: usize = exited
+        .iter()
+        .map(|e| e.log.matches("could not run the job").count())
+        .sum();
+    let bound = 3 * 3 * (outage as usize + 3);
+    assert!(
+        errors <= bound,
+        "{errors} error lines for {outage} s of outage (bound {bound})"
+    );
+    let lock_errors: u64 = exited.iter().map(|e| e.stat("lock_errors")).sum();
+    eprintln!(
+        "outage: {outage} s down, {lock_errors} tick attempts failed and were logged ({errors} lines), \
+         {lost} long run(s) cancelled as lost, resumed within 2.5 s"
+    );
+    drop(admin);
+    let admin = sqlx::PgPool::connect(&postgres_url()).await.unwrap();
+    admin
+        .execute(AssertSqlSafe(format!(
+            "DROP DATABASE {database} WITH (FORCE)"
+        )))
+        .await
+        .unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. Clock skew: processes whose clocks are off by -5, 0, +5 minutes.
+
+async fn clock_skew(backend: Backend) {
+    let Some(place) = new_place(backend).await else {
+        return;
+    };
+    // Scheduled runs, database clock: still exactly once per tick.
+    let mut fleet = Vec::new();
+    for (i, offset) in ["-300", "0", "300"].iter().enumerate() {
+        fleet.push(
+            place
+                .spawn(
+                    &format!("p{i}"),
+                    &["--jobs", "2", "--clock-offset-secs", offset],
+                )
+                .await,
+        );
+    }
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let exited = stop_all(fleet).await;
+    assert_clean_exits(&exited);
+    let runs = place.target.runs().await;
+    let report = check(&runs, None);
+    report.assert_exactly_once_no_overlap();
+    // The process whose clock is furthest ahead claims the newest ticks; from its first run on
+    // it runs every tick, and the ticks the slower clocks fire later are refused as older than
+    // the last claimed one. The price is one gap when a clock that far ahead joins.
+    let mut gap_ticks = 0;
+    for job in ["job_0", "job_1"] {
+        let of_job: Vec<_> = runs.iter().filter(|r| r.job == job).collect();
+        let joined = of_job
+            .iter()
+            .find(|r| r.instance == "p2")
+            .expect("the clock ahead ran")
+            .tick_ms
+            .unwrap();
+        let after: Vec<_> = of_job
+            .iter()
+            .filter(|r| r.tick_ms.unwrap() >= joined)
+            .collect();
+        assert!(
+            after.iter().all(|r| r.instance == "p2"),
+            "{job}: only the clock ahead runs once it has joined"
+        );
+        let last = after.last().unwrap().tick_ms.unwrap();
+        let missing = report.missing(job, joined, last);
+        assert!(
+            missing.is_empty(),
+            "{job} skipped ticks {missing:?} after the clock ahead joined"
+        );
+        assert!(after.len() >= 4, "{job}: {} runs", after.len());
+        let before = of_job
+            .iter()
+            .filter_map(|r| r.tick_ms)
+            .filter(|t| *t < joined)
+            .max()
+            .unwrap_or(joined - 1000);
+        gap_ticks += (joined - before) / 1000 - 1;
+    }
+    place.cleanup().await;
+
+    // Runs by hand (no tick), 2.5 s each, two processes 5 minutes apart: overlap count per
+    // clock mode.
+    let overlaps = |mode: &'static str| async move {
+        let place = new_place(backend).await.unwrap();
+        let args = |offset| {
+            vec![
+                "--manual",
+                "--jobs",
+                "1",
+                "--work",
+                "2500ms",
+                "--at-most",
+                "60s",
+                "--clock-mode",
+                mode,
+                "--clock-offset-secs",
+                offset,
+            ]
+        };
+        let a = place.spawn("on_time", &args("0")).await;
+        let b = place.spawn("ahead", &args("300")).await;
+        tokio::time::sleep(Duration::from_secs(7)).await;
+        let exited = stop_all(vec![a, b]).await;
+        assert_clean_exits(&exited);
+        let runs = place.target.runs().await;
+        let report = check(&runs, None);
+        place.cleanup().await;
+        (report.overlaps.len(), runs.len())
+    };
+    let (db_overlaps, db_runs) = overlaps("database").await;
+    let (app_overlaps, app_runs) = overlaps("application").await;
+    assert_eq!(db_overlaps, 0, "database clock: never two holders");
+    assert!(
+        app_overlaps >= 1,
+        "application clock with a 5-minute skew: the clock ahead takes held locks"
+    );
+    eprintln!(
+        "skew {backend}: scheduled, clocks -5/0/+5 min: 0 duplicates, {gap_ticks} ticks skipped once when the +5 min clock joined; by hand: database clock {db_overlaps} overlaps in {db_runs} runs, \
+         application clock {app_overlaps} overlaps in {app_runs} runs"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clock_skew_postgres() {
+    clock_skew(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clock_skew_sqlite() {
+    clock_skew(Backend::Sqlite).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. Lost connection while holding: the holder's lock connection is cut; its lease lapses;
+// another process takes over; the stale holder's late write is refused by the fence.
+
+async fn lost_connection(backend: Backend) {
+    let Some(place) = new_place(backend).await else {
+        return;
+    };
+    let common = [
+        "--jobs",
+        "0",
+        "--long-work",
+        "5s",
+        "--at-most",
+        "60s",
+        "--keep-alive",
+        "1500ms",
+        "--notify-on-lost",
+        "--fenced-write",
+    ];
+    let mut args_a = common.to_vec();
+    args_a.push("--proxy");
+    let a = place.spawn("stale", &args_a).await;
+    let first = wait_for_runs(&place.target, Duration::from_secs(5), |r| !r.is_empty()).await;
+    assert_eq!(first[0].instance, "stale");
+    let b = place.spawn("fresh", &common).await;
+    a.signal("USR1"); // the holder loses its route to the database
+    let cut_at = db_now_ms(&place.target).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    a.signal("USR2"); // and gets it back, too late
+    let runs = wait_for_runs(&place.target, Duration::from_secs(10), |r| {
+        r.iter()
+            .any(|r| r.instance == "stale" && r.outcome != "running")
+    })
+    .await;
+    let exited = stop_all(vec![a, b]).await;
+    assert_clean_exits(&exited);
+    let runs = if runs.iter().any(|r| r.instance == "fresh") {
+        runs
+    } else {
+        place.target.runs().await
+    };
+    let stale = runs.iter().find(|r| r.instance == "stale").unwrap();
+    let fresh = runs
+        .iter()
+        .find(|r| r.instance == "fresh")
+        .expect("the other process took over");
+    assert!(fresh.token > stale.token);
+    assert!(fresh.started_ms >= cut_at, "taken over only after the cut");
+    assert!(
+        fresh.started_ms - cut_at <= 1_500 + 1_000 + 700,
+        "within a lease and a tick: {} ms",
+        fresh.started_ms - cut_at
+    );
+    assert_eq!(
+        stale.outcome, "fenced_rejected",
+        "the stale holder's write after the takeover was refused"
+    );
+    let report = check(&runs, None);
+    assert!(report.duplicated.is_empty(), "{:?}", report.duplicated);
+    eprintln!(
+        "lost connection {backend}: taken over {} ms after the cut, stale write {}",
+        fresh.started_ms - cut_at,
+        stale.outcome
+    );
+    place.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_connection_postgres() {
+    lost_connection(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_connection_mysql() {
+    lost_connection(Backend::MySql).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. Rolling restart: replace K = 3 processes one by one, a new one up before an old one
+// gets SIGTERM.
+
+async fn rolling_restart(backend: Backend) {
+    let Some(place) = new_place(backend).await else {
+        return;
+    };
+    let mut fleet = Vec::new();
+    for i in 0..3 {
+        fleet.push(place.spawn(&format!("old{i}"), &["--jobs", "2"]).await);
+    }
+    let from = db_now_ms(&place.target).await;
+    let mut exited = Vec::new();
+    for i in 0..3 {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        fleet.push(place.spawn(&format!("new{i}"), &["--jobs", "2"]).await);
+        let old = fleet.remove(0);
+        old.signal("TERM");
+        exited.push(old.wait().await);
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let to = db_now_ms(&place.target).await;
+    exited.extend(stop_all(fleet).await);
+    assert_clean_exits(&exited);
+    let report = check(&place.target.runs().await, None);
+    report.assert_exactly_once_no_overlap();
+    for job in ["job_0", "job_1"] {
+        let missing = report.missing(job, from + 1000, to - 1000);
+        assert!(
+            missing.is_empty(),
+            "{job} lost ticks {missing:?} during the restarts"
+        );
+    }
+    assert_eq!(place.held_rows().await, 0, "shutdown released every lock");
+    eprintln!(
+        "rolling restart {backend}: 3 replacements, {} ticks of job_0, none lost or doubled",
+        report.ticks["job_0"].len()
+    );
+    place.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_restart_postgres() {
+    rolling_restart(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_restart_sqlite() {
+    rolling_restart(Backend::Sqlite).await;
+}

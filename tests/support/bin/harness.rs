@@ -1,0 +1,512 @@
+//! `shedlock-harness`: one scheduler instance in one OS process, for the multi-process fault
+//! tests (`tests/faults.rs`). Every run writes a row to `<table>_results`: job, tick, instance,
+//! fencing token, started and finished (database clock, ms), outcome.
+//!
+//! Signals: SIGTERM shuts down gracefully (exit 0); SIGUSR1 cuts the lock connection (the
+//! provider talks to the database through an in-process proxy with `--proxy`), SIGUSR2
+//! restores it. Prints `STATS <job> <fired> <executed> <failed> <skipped_held>
+//! <skipped_overlap> <lock_errors> <lock_lost> <cancelled>` per job on exit.
+#![allow(missing_docs)]
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use shedlock::{
+    AppClock, ClockMode, Job, KeepAlive, LockConfiguration, LockContext, LockProvider,
+    MySqlLockProvider, OnLockLost, PostgresLockProvider, Schedule, Scheduler, SqliteLockProvider,
+    TaskResult, run_locked, with_provider,
+};
+use sqlx::{AssertSqlSafe, MySqlPool, PgPool, SqlitePool};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum BackendArg {
+    Postgres,
+    Mysql,
+    Sqlite,
+}
+
+#[derive(Debug, Parser)]
+#[command(about = "One shedlock scheduler instance per process, for fault tests")]
+struct Args {
+    #[arg(long, value_enum)]
+    backend: BackendArg,
+    /// Database URL (SQLite: a file path).
+    #[arg(long)]
+    url: String,
+    /// Lock table; results go to `<table>_results`, fenced writes to `<table>_fenced`.
+    #[arg(long)]
+    table: String,
+    #[arg(long)]
+    instance: String,
+    /// Jobs named job_0, job_1, ...
+    #[arg(long, default_value_t = 3)]
+    jobs: usize,
+    #[arg(long, default_value = "* * * * * *")]
+    cron: String,
+    /// How long each run works.
+    #[arg(long, default_value = "5ms", value_parser = humantime::parse_duration)]
+    work: Duration,
+    /// Also run a job named `long` that works this long.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    long_work: Option<Duration>,
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    at_most: Duration,
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    at_least: Duration,
+    /// `off`, `on` (lease = lock_at_most_for) or a lease such as `1500ms`.
+    #[arg(long, default_value = "on")]
+    keep_alive: String,
+    /// Let a job whose lock was lost run on (and attempt its fenced write) instead of cancelling it.
+    #[arg(long)]
+    notify_on_lost: bool,
+    #[arg(long, value_enum, default_value = "database")]
+    clock_mode: ClockArg,
+    /// Shift this process's clock (scheduler and app clock) by this many seconds.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    clock_offset_secs: i64,
+    /// Instead of the scheduler, run each job by hand (no tick) every second.
+    #[arg(long)]
+    manual: bool,
+    /// After the work, write the token to `<table>_fenced` only if it is higher than the stored one.
+    #[arg(long)]
+    fenced_write: bool,
+    /// Route the lock provider's connections through an in-process proxy (SIGUSR1 cuts it).
+    #[arg(long)]
+    proxy: bool,
+    /// Stop after this long (default: run until SIGTERM).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    run_for: Option<Duration>,
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    misfire_grace: Duration,
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    shutdown_timeout: Duration,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum ClockArg {
+    Database,
+    Application,
+}
+
+/// The results store: a pool of its own, never through the proxy.
+#[derive(Clone)]
+enum Results {
+    Pg(PgPool),
+    My(MySqlPool),
+    Lite(SqlitePool),
+}
+
+impl Results {
+    fn now_ms(&self) -> &'static str {
+        match self {
+            Results::Pg(_) => "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT",
+            Results::My(_) => {
+                "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)"
+            }
+            Results::Lite(_) => "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
+        }
+    }
+
+    async fn exec(&self, sql: String, binds: Vec<Bind>) -> Result<u64, sqlx::Error> {
+        // Placeholders are written `?` and turned into `$n` for PostgreSQL.
+        macro_rules! run {
+            ($pool:expr, $sql:expr) => {{
+                let mut q = sqlx::query(AssertSqlSafe($sql));
+                for b in binds {
+                    q = match b {
+                        Bind::I(v) => q.bind(v),
+                        Bind::S(v) => q.bind(v),
+                    };
+                }
+                q.execute($pool).await.map(|r| r.rows_affected())
+            }};
+        }
+        match self {
+            Results::Pg(pool) => {
+                let mut n = 0;
+                let sql = sql
+                    .chars()
+                    .map(|c| {
+                        if c == '?' {
+                            n += 1;
+                            format!("${n}")
+                        } else {
+                            c.to_string()
+                        }
+                    })
+                    .collect::<String>();
+                run!(pool, sql)
+            }
+            Results::My(pool) => run!(pool, sql),
+            Results::Lite(pool) => run!(pool, sql),
+        }
+    }
+}
+
+enum Bind {
+    I(i64),
+    S(String),
+}
+
+#[tokio::main]
+async fn main() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let args = Args::parse();
+    if let Err(error) = run(args).await {
+        eprintln!("shedlock-harness: {error}");
+        std::process::exit(2);
+    }
+}
+
+async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let clock = AppClock::offset(chrono::Duration::seconds(args.clock_offset_secs));
+    let keep_alive = match args.keep_alive.as_str() {
+        "off" => KeepAlive::disabled(),
+        "on" => KeepAlive::default(),
+        lease => KeepAlive::lease(humantime::parse_duration(lease)?)?,
+    };
+    let keep_alive = keep_alive.on_lost(if args.notify_on_lost {
+        OnLockLost::Notify
+    } else {
+        OnLockLost::Cancel
+    });
+    let clock_mode = match args.clock_mode {
+        ClockArg::Database => ClockMode::Database,
+        ClockArg::Application => ClockMode::Application,
+    };
+    let cut = Arc::new(AtomicBool::new(false));
+    let lock_url = if args.proxy {
+        proxied(&args.url, Arc::clone(&cut)).await?
+    } else {
+        args.url.clone()
+    };
+
+    let (provider, results): (Arc<dyn LockProvider>, Results) = match args.backend {
+        BackendArg::Postgres => {
+            let pool = pg_pool(&lock_url).await?;
+            let provider = PostgresLockProvider::builder(pool)
+                .table_name(&args.table)
+                .locked_by(&args.instance)
+                .keep_alive(keep_alive)
+                .clock_mode(clock_mode)
+                .app_clock(clock.clone())
+                .build()?;
+            provider.migrate().await?;
+            (Arc::new(provider), Results::Pg(pg_pool(&args.url).await?))
+        }
+        BackendArg::Mysql => {
+            let pool = my_pool(&lock_url).await?;
+            let provider = MySqlLockProvider::builder(pool)
+                .table_name(&args.table)
+                .locked_by(&args.instance)
+                .keep_alive(keep_alive)
+                .clock_mode(clock_mode)
+                .app_clock(clock.clone())
+                .build()?;
+            provider.migrate().await?;
+            (Arc::new(provider), Results::My(my_pool(&args.url).await?))
+        }
+        BackendArg::Sqlite => {
+            let pool = lite_pool(&args.url).await?;
+            let provider = SqliteLockProvider::builder(pool.clone())
+                .table_name(&args.table)
+                .locked_by(&args.instance)
+                .keep_alive(keep_alive)
+                .clock_mode(clock_mode)
+                .app_clock(clock.clone())
+                .build()?;
+            provider.migrate().await?;
+            (Arc::new(provider), Results::Lite(pool))
+        }
+    };
+    let t = &args.table;
+    for ddl in [
+        format!(
+            "CREATE TABLE IF NOT EXISTS {t}_results (job VARCHAR(64) NOT NULL, tick_ms BIGINT NULL, instance VARCHAR(64) NOT NULL, \
+             token BIGINT NOT NULL, started_ms BIGINT NOT NULL, finished_ms BIGINT NULL, outcome VARCHAR(32) NOT NULL)"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {t}_fenced (job VARCHAR(64) NOT NULL PRIMARY KEY, token BIGINT NOT NULL)"
+        ),
+    ] {
+        results.exec(ddl, vec![]).await?;
+    }
+
+    let mut jobs: Vec<(String, Duration)> = (0..args.jobs)
+        .map(|i| (format!("job_{i}"), args.work))
+        .collect();
+    if let Some(long) = args.long_work {
+        jobs.push(("long".into(), long));
+    }
+    let work = RunSpec {
+        results: results.clone(),
+        table: args.table.clone(),
+        instance: args.instance.clone(),
+        work: args.work,
+        long_work: args.long_work.unwrap_or_default(),
+        fenced: args.fenced_write,
+        provider: Arc::clone(&provider),
+    };
+    let scheduler = Scheduler::builder(Arc::clone(&provider))
+        .clock(clock.clone())
+        .misfire_grace(args.misfire_grace)
+        .shutdown_timeout(args.shutdown_timeout)
+        .build();
+    let schedule = Schedule::parse(&args.cron, "UTC")?;
+    let mut manual = Vec::new();
+    for (job, _) in &jobs {
+        let cfg = LockConfiguration::new(job.as_str(), args.at_most, args.at_least)?;
+        if args.manual {
+            let (spec, cfg, provider) = (work.clone(), cfg.clone(), Arc::clone(&provider));
+            manual.push(tokio::spawn(async move {
+                loop {
+                    let _ = with_provider(Arc::clone(&provider), spec.run(cfg.clone())).await;
+                    tokio::time::sleep(Duration::from_millis(1000)).await;
+                }
+            }));
+        } else {
+            let spec = work.clone();
+            scheduler.add(Job::new(job.as_str(), schedule.clone(), move || {
+                let (spec, cfg) = (spec.clone(), cfg.clone());
+                async move { spec.run(cfg).await }
+            }))?;
+        }
+    }
+    scheduler.start();
+    eprintln!("shedlock-harness: {} ready", args.instance);
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut usr1 = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())?;
+    let mut usr2 = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined2())?;
+    let until = async {
+        match args.run_for {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(until);
+    loop {
+        tokio::select! {
+            _ = term.recv() => break,
+            () = &mut until => break,
+            _ = usr1.recv() => { cut.store(true, Ordering::SeqCst); eprintln!("shedlock-harness: lock connection cut"); }
+            _ = usr2.recv() => { cut.store(false, Ordering::SeqCst); eprintln!("shedlock-harness: lock connection restored"); }
+        }
+    }
+    for task in manual {
+        task.abort();
+    }
+    let report = scheduler.shutdown().await;
+    eprintln!("shedlock-harness: {} stopped ({report:?})", args.instance);
+    for (job, _) in &jobs {
+        if let Some(s) = scheduler.stats(job) {
+            println!(
+                "STATS {job} {} {} {} {} {} {} {} {}",
+                s.fired,
+                s.executed,
+                s.failed,
+                s.skipped_held,
+                s.skipped_overlap,
+                s.lock_errors,
+                s.lock_lost,
+                s.cancelled
+            );
+        }
+    }
+    Ok(())
+}
+
+/// What each run does: record its start, work, optionally write fenced, record its end.
+#[derive(Clone)]
+struct RunSpec {
+    results: Results,
+    table: String,
+    instance: String,
+    work: Duration,
+    long_work: Duration,
+    fenced: bool,
+    provider: Arc<dyn LockProvider>,
+}
+
+impl RunSpec {
+    async fn run(
+        &self,
+        cfg: LockConfiguration,
+    ) -> shedlock::Result<TaskResult<Result<(), String>>> {
+        let job = cfg.name().to_owned();
+        let outcome = run_locked(cfg, self.body(job.clone())).await;
+        if let Err(shedlock::Error::LockLost { fencing_token, .. }) = &outcome {
+            let now = self.results.now_ms();
+            let sql = format!(
+                "UPDATE {}_results SET finished_ms = {now}, outcome = 'cancelled_lost' WHERE job = ? AND token = ?",
+                self.table
+            );
+            let _ = self
+                .results
+                .exec(sql, vec![Bind::S(job), Bind::I(*fencing_token)])
+                .await;
+        }
+        outcome
+    }
+
+    async fn body(&self, job: String) -> Result<(), String> {
+        let lock = LockContext::current().ok_or("no lock context")?;
+        let token = lock.fencing_token();
+        let tick = lock.tick().map(|t| t.timestamp_millis());
+        let now = self.results.now_ms();
+        let t = &self.table;
+        let start = format!(
+            "INSERT INTO {t}_results (job, tick_ms, instance, token, started_ms, outcome) VALUES (?, ?, ?, ?, {now}, 'running')"
+        );
+        let tick_bind = tick.map_or(Bind::I(-1), Bind::I);
+        self.results
+            .exec(
+                start,
+                vec![
+                    Bind::S(job.clone()),
+                    tick_bind,
+                    Bind::S(self.instance.clone()),
+                    Bind::I(token),
+                ],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let fence = |token: i64, job: String| {
+            let results = self.results.clone();
+            let (insert, update) = (
+                format!("INSERT INTO {t}_fenced (job, token) VALUES (?, 0)"),
+                format!("UPDATE {t}_fenced SET token = ? WHERE job = ? AND token < ?"),
+            );
+            async move {
+                let _ = results.exec(insert, vec![Bind::S(job.clone())]).await;
+                results
+                    .exec(update, vec![Bind::I(token), Bind::S(job), Bind::I(token)])
+                    .await
+            }
+        };
+        if self.fenced {
+            let _ = fence(token, job.clone()).await;
+        }
+        tokio::time::sleep(if job == "long" {
+            self.long_work
+        } else {
+            self.work
+        })
+        .await;
+        let mut outcome = "completed";
+        if self.fenced {
+            // The two guards a stale holder meets: "is my token still current?", and a write
+            // the store refuses unless the token is higher than the last one it saw.
+            let held = self.provider.is_held(&job, token).await.unwrap_or(false);
+            outcome = match (held, fence(token, job.clone()).await) {
+                (true, Ok(_)) => "completed",
+                (false, Ok(0)) => "fenced_rejected",
+                (false, Ok(_)) => "stale_but_written",
+                (true, Err(_)) => "held_but_refused",
+                (false, Err(_)) => "fenced_error",
+            };
+        }
+        let end = format!(
+            "UPDATE {t}_results SET finished_ms = {now}, outcome = ? WHERE job = ? AND token = ?"
+        );
+        self.results
+            .exec(
+                end,
+                vec![Bind::S(outcome.into()), Bind::S(job), Bind::I(token)],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+}
+
+async fn pg_pool(url: &str) -> Result<PgPool, sqlx::Error> {
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(4)
+        .acquire_timeout(Duration::from_secs(3))
+        .connect_lazy_with(sqlx::postgres::PgConnectOptions::from_str(url)?)
+        .pipe(Ok)
+}
+
+async fn my_pool(url: &str) -> Result<MySqlPool, sqlx::Error> {
+    sqlx::mysql::MySqlPoolOptions::new()
+        .max_connections(4)
+        .acquire_timeout(Duration::from_secs(3))
+        .connect_lazy_with(sqlx::mysql::MySqlConnectOptions::from_str(url)?)
+        .pipe(Ok)
+}
+
+async fn lite_pool(path: &str) -> Result<SqlitePool, sqlx::Error> {
+    let options = SqliteLockProvider::recommended_options(
+        sqlx::sqlite::SqliteConnectOptions::new().filename(path),
+    );
+    sqlx::sqlite::SqlitePoolOptions::new()
+        .max_connections(4)
+        .connect_with(options)
+        .await
+}
+
+trait Pipe: Sized {
+    fn pipe<T>(self, f: impl FnOnce(Self) -> T) -> T {
+        f(self)
+    }
+}
+impl<T> Pipe for T {}
+
+/// Starts a loopback proxy to the URL's host and returns the URL pointing at it. While `cut`
+/// is set, it drops every connection and refuses new ones: the database is unreachable for
+/// this process only.
+async fn proxied(url: &str, cut: Arc<AtomicBool>) -> Result<String, Box<dyn std::error::Error>> {
+    let rest = url
+        .split_once("://")
+        .map(|(_, r)| r)
+        .ok_or("URL without scheme")?;
+    let authority = rest.split('/').next().unwrap_or_default();
+    let host_port = authority.rsplit('@').next().unwrap_or_default().to_owned();
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let port = listener.local_addr()?.port();
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            if cut.load(Ordering::SeqCst) {
+                let _ = client.shutdown().await;
+                continue;
+            }
+            let Ok(server) = TcpStream::connect(&host_port).await else {
+                continue;
+            };
+            let cut = Arc::clone(&cut);
+            tokio::spawn(async move {
+                let (mut cr, mut cw) = client.into_split();
+                let (mut sr, mut sw) = server.into_split();
+                let up = tokio::io::copy(&mut cr, &mut sw);
+                let down = tokio::io::copy(&mut sr, &mut cw);
+                let watch = async {
+                    while !cut.load(Ordering::SeqCst) {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                };
+                tokio::select! {
+                    _ = up => {}
+                    _ = down => {}
+                    () = watch => {}
+                }
+            });
+        }
+    });
+    let new_authority = match authority.rsplit_once('@') {
+        Some((user, _)) => format!("{user}@127.0.0.1:{port}"),
+        None => format!("127.0.0.1:{port}"),
+    };
+    Ok(url.replacen(authority, &new_authority, 1))
+}

@@ -1,0 +1,338 @@
+//! Many `shedlock-harness` processes against one database, and the checks on what they
+//! recorded: every tick of every job ran once, no two runs of one job overlap in time, tokens
+//! grow in start order.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::str::FromStr;
+use std::time::Duration;
+
+use shedlock::Backend;
+use sqlx::AssertSqlSafe;
+use tokio::process::{Child, Command};
+
+/// Where the harness processes meet.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub backend: Backend,
+    /// Database URL, or the SQLite file path.
+    pub url: String,
+    /// Lock table (results in `<table>_results`).
+    pub table: String,
+    /// The `shedlock-harness` binary: `env!("CARGO_BIN_EXE_shedlock-harness")` in a test.
+    pub harness: &'static str,
+}
+
+impl Target {
+    fn backend_arg(&self) -> &'static str {
+        match self.backend {
+            Backend::Postgres => "postgres",
+            Backend::MySql => "mysql",
+            _ => "sqlite",
+        }
+    }
+
+    /// Every recorded run.
+    pub async fn runs(&self) -> Vec<Run> {
+        let sql = format!(
+            "SELECT job, tick_ms, instance, token, started_ms, finished_ms, outcome FROM {}_results ORDER BY started_ms, token",
+            self.table
+        );
+        type Row = (String, Option<i64>, String, i64, i64, Option<i64>, String);
+        let rows: Vec<Row> = match self.backend {
+            Backend::Postgres => {
+                let pool = sqlx::PgPool::connect(&self.url).await.unwrap();
+                sqlx::query_as(AssertSqlSafe(sql))
+                    .fetch_all(&pool)
+                    .await
+                    .unwrap_or_default()
+            }
+            Backend::MySql => {
+                let pool = sqlx::MySqlPool::connect(&self.url).await.unwrap();
+                sqlx::query_as(AssertSqlSafe(sql))
+                    .fetch_all(&pool)
+                    .await
+                    .unwrap_or_default()
+            }
+            _ => {
+                let options =
+                    sqlx::sqlite::SqliteConnectOptions::from_str(&format!("sqlite://{}", self.url))
+                        .unwrap();
+                let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+                sqlx::query_as(AssertSqlSafe(sql))
+                    .fetch_all(&pool)
+                    .await
+                    .unwrap_or_default()
+            }
+        };
+        rows.into_iter()
+            .map(
+                |(job, tick_ms, instance, token, started_ms, finished_ms, outcome)| Run {
+                    job,
+                    tick_ms: tick_ms.filter(|t| *t >= 0),
+                    instance,
+                    token,
+                    started_ms,
+                    finished_ms,
+                    outcome,
+                },
+            )
+            .collect()
+    }
+}
+
+/// One run as the harness recorded it (times by the database clock, ms since the epoch).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    pub job: String,
+    pub tick_ms: Option<i64>,
+    pub instance: String,
+    pub token: i64,
+    pub started_ms: i64,
+    pub finished_ms: Option<i64>,
+    pub outcome: String,
+}
+
+/// What the checks found.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Ticks run per job.
+    pub ticks: BTreeMap<String, Vec<i64>>,
+    /// `(job, tick)` that ran more than once.
+    pub duplicated: Vec<(String, i64)>,
+    /// Pairs of runs of one job whose times overlap: `(job, earlier token, later token)`.
+    pub overlaps: Vec<(String, i64, i64)>,
+    /// Pairs of runs of one job where the later start has the lower token.
+    pub token_order: Vec<(String, i64, i64)>,
+}
+
+impl Report {
+    /// Ticks of `job` (every whole second in `[from_ms, to_ms]`) that never ran.
+    pub fn missing(&self, job: &str, from_ms: i64, to_ms: i64) -> Vec<i64> {
+        let ran = self.ticks.get(job).cloned().unwrap_or_default();
+        let first = from_ms.div_euclid(1000) * 1000 + if from_ms % 1000 == 0 { 0 } else { 1000 };
+        (first..=to_ms)
+            .step_by(1000)
+            .filter(|t| !ran.contains(t))
+            .collect()
+    }
+
+    /// The three properties that must always hold.
+    pub fn assert_exactly_once_no_overlap(&self) {
+        assert!(
+            self.duplicated.is_empty(),
+            "ticks ran twice: {:?}",
+            self.duplicated
+        );
+        assert!(
+            self.overlaps.is_empty(),
+            "runs overlapped: {:?}",
+            self.overlaps
+        );
+        assert!(
+            self.token_order.is_empty(),
+            "tokens out of start order: {:?}",
+            self.token_order
+        );
+    }
+}
+
+/// Checks runs. A run with no finish (its process was killed) counts as ending at
+/// `killed_at_ms` when given, and is left out of the overlap check otherwise.
+pub fn check(runs: &[Run], killed_at_ms: Option<i64>) -> Report {
+    let mut report = Report::default();
+    let mut by_job: BTreeMap<&str, Vec<&Run>> = BTreeMap::new();
+    for run in runs {
+        by_job.entry(&run.job).or_default().push(run);
+    }
+    for (job, mut list) in by_job {
+        list.sort_by_key(|r| (r.started_ms, r.token));
+        let mut ticks: Vec<i64> = list.iter().filter_map(|r| r.tick_ms).collect();
+        ticks.sort_unstable();
+        for pair in ticks.windows(2) {
+            if pair[0] == pair[1] && !report.duplicated.contains(&(job.to_owned(), pair[0])) {
+                report.duplicated.push((job.to_owned(), pair[0]));
+            }
+        }
+        ticks.dedup();
+        report.ticks.insert(job.to_owned(), ticks);
+        for pair in list.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            if a.finished_ms
+                .or(killed_at_ms)
+                .is_some_and(|end| b.started_ms < end)
+            {
+                report.overlaps.push((job.to_owned(), a.token, b.token));
+            }
+            if b.token <= a.token {
+                report.token_order.push((job.to_owned(), a.token, b.token));
+            }
+        }
+    }
+    report
+}
+
+/// A running harness process.
+#[derive(Debug)]
+pub struct Instance {
+    pub name: String,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Instance {
+    pub fn pid(&self) -> i32 {
+        self.child.id().map(|p| p as i32).unwrap_or(-1)
+    }
+
+    /// Sends a signal by name (`KILL`, `TERM`, `USR1`, `USR2`).
+    pub fn signal(&self, signal: &str) {
+        let status = std::process::Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .status();
+        assert!(
+            status.map(|s| s.success()).unwrap_or(false),
+            "kill -{signal} {}",
+            self.pid()
+        );
+    }
+
+    /// Waits for the process to exit: its exit code (None when killed by a signal), its
+    /// `STATS` lines, its log.
+    pub async fn wait(mut self) -> Exited {
+        let status = tokio::time::timeout(Duration::from_secs(60), self.child.wait())
+            .await
+            .expect("harness exits within 60 s")
+            .unwrap();
+        let mut stdout = String::new();
+        if let Some(mut out) = self.child.stdout.take() {
+            use tokio::io::AsyncReadExt;
+            out.read_to_string(&mut stdout).await.unwrap();
+        }
+        Exited {
+            name: self.name,
+            code: status.code(),
+            stats: stdout
+                .lines()
+                .filter(|l| l.starts_with("STATS "))
+                .map(str::to_owned)
+                .collect(),
+            log: std::fs::read_to_string(&self.log).unwrap_or_default(),
+        }
+    }
+}
+
+/// A finished harness process.
+#[derive(Debug)]
+pub struct Exited {
+    pub name: String,
+    pub code: Option<i32>,
+    pub stats: Vec<String>,
+    pub log: String,
+}
+
+impl Exited {
+    /// A counter summed over the process's jobs: `fired`, `executed`, `failed`,
+    /// `skipped_held`, `skipped_overlap`, `lock_errors`, `lock_lost`, `cancelled`.
+    pub fn stat(&self, field: &str) -> u64 {
+        let index = [
+            "fired",
+            "executed",
+            "failed",
+            "skipped_held",
+            "skipped_overlap",
+            "lock_errors",
+            "lock_lost",
+            "cancelled",
+        ]
+        .iter()
+        .position(|f| *f == field)
+        .expect("a known counter")
+            + 2;
+        self.stats
+            .iter()
+            .map(|l| {
+                l.split(' ')
+                    .nth(index)
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0)
+            })
+            .sum()
+    }
+}
+
+/// Starts one harness process for `target` with extra arguments, and waits until it is
+/// ready (its scheduler started).
+pub async fn spawn(
+    target: &Target,
+    name: &str,
+    extra: &[&str],
+    logs: &std::path::Path,
+) -> Instance {
+    let log = logs.join(format!("{name}.log"));
+    let stderr = std::fs::File::create(&log).unwrap();
+    let child = Command::new(target.harness)
+        .args([
+            "--backend",
+            target.backend_arg(),
+            "--url",
+            &target.url,
+            "--table",
+            &target.table,
+            "--instance",
+            name,
+        ])
+        .args(extra)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the harness binary starts");
+    let instance = Instance {
+        name: name.to_owned(),
+        child,
+        log,
+    };
+    for _ in 0..300 {
+        if std::fs::read_to_string(&instance.log)
+            .unwrap_or_default()
+            .contains(" ready")
+        {
+            return instance;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!(
+        "{name} did not get ready: {}",
+        std::fs::read_to_string(&instance.log).unwrap_or_default()
+    );
+}
+
+/// The database clock now, in ms (for windows of expected ticks).
+pub async fn db_now_ms(target: &Target) -> i64 {
+    match target.backend {
+        Backend::Postgres => {
+            let pool = sqlx::PgPool::connect(&target.url).await.unwrap();
+            sqlx::query_scalar("SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT")
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+        Backend::MySql => {
+            let pool = sqlx::MySqlPool::connect(&target.url).await.unwrap();
+            sqlx::query_scalar("SELECT CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS SIGNED)")
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+        _ => chrono::Utc::now().timestamp_millis(),
+    }
+}
+
+/// Whether the long (soak) variants were asked for: `SHEDLOCK_SOAK=1`.
+pub fn soak() -> bool {
+    std::env::var("SHEDLOCK_SOAK").is_ok_and(|v| v == "1")
+}
