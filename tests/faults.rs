@@ -260,7 +260,7 @@ async fn crash(backend: Backend) {
     // With keep-alive on a 1 s lease and lock_at_most_for = 60 s: free after the lease.
     let (ka_after_kill, _) = crash_takeover(backend, "1s", "60s").await.unwrap();
     assert!(
-        ka_after_kill <= 1_000 + 1_000 + 700,
+        ka_after_kill <= 1_000 + 1_000 + 1_500,
         "within a lease and a tick of the kill: {ka_after_kill} ms"
     );
     eprintln!(
@@ -565,7 +565,7 @@ async fn lost_connection(backend: Backend) {
     assert!(fresh.token > stale.token);
     assert!(fresh.started_ms >= cut_at, "taken over only after the cut");
     assert!(
-        fresh.started_ms - cut_at <= 1_500 + 1_000 + 700,
+        fresh.started_ms - cut_at <= 1_500 + 1_000 + 1_500,
         "within a lease and a tick: {} ms",
         fresh.started_ms - cut_at
     );
