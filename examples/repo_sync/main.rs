@@ -1,0 +1,526 @@
+//! repo_sync: keeps code repositories indexed in a vector store, each on its own cron schedule,
+//! on exactly one of however many instances run it, with a run history.
+//!
+//! ```text
+//! cargo run --example repo_sync                          # first run: register this repository, sync it, summarize
+//! cargo run --example repo_sync -- search "fencing token"
+//! cargo run --example repo_sync -- run                   # the scheduler (start several: each tick runs once)
+//! cargo run --example repo_sync -- add ../other-repo --cron "0 */15 * * * *" --time-zone Asia/Seoul
+//! cargo run --example repo_sync -- status | sync-now <repo> | pause <repo> | resume <repo> | remove <repo>
+//! ```
+//!
+//! Everything lives in one database: an SQLite file under `target/` by default, or PostgreSQL
+//! with `--database-url postgres://…`. The lock of repository N is `repo_sync_N`, claimed per tick.
+
+mod chunk;
+mod db;
+mod embed;
+mod extract;
+mod git;
+mod refresh;
+mod sync;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use shedlock::{
+    Job, LockProvider, PostgresLockProvider, Schedule, Scheduler, SqliteLockProvider, TaskResult,
+    current_tick, with_provider,
+};
+
+use crate::chunk::ChunkConfig;
+use crate::db::{Db, Dialect, SqlVectorStore, now_ms};
+use crate::embed::{Embedder, HttpEmbedder, LexicalHashEmbedder};
+use crate::sync::{Ctx, Outcome, Summary, Trigger};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "repo_sync",
+    about = "Sync git repositories into a vector store, once per tick across instances"
+)]
+struct Cli {
+    /// Database for schedules, history, chunks and locks (default: an SQLite file under target/).
+    #[arg(long, global = true)]
+    database_url: Option<String>,
+    /// An OpenAI-compatible embeddings server (`http://host:port`); default: the built-in
+    /// lexical-hash embedder (deterministic, no network, not a neural model).
+    #[arg(long, global = true)]
+    embedder_url: Option<String>,
+    #[arg(long, global = true, default_value = "text-embedding-3-small")]
+    embedder_model: String,
+    #[arg(long, global = true, default_value_t = 7000)]
+    chunk_size: usize,
+    #[arg(long, global = true, default_value_t = 1500)]
+    chunk_overlap: usize,
+    /// Files larger than this are skipped.
+    #[arg(long, global = true, default_value_t = crate::extract::DEFAULT_MAX_FILE_BYTES)]
+    max_file_bytes: u64,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the scheduler: every active repository on its cron, schedules re-read periodically.
+    Run {
+        /// How often to re-read the schedules.
+        #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+        reload_every: Duration,
+        /// Stop after this long (default: until Ctrl-C).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        run_for: Option<Duration>,
+    },
+    /// Register a repository (a local git path).
+    Add {
+        path: String,
+        #[arg(long, default_value = "0 */15 * * * *")]
+        cron: String,
+        #[arg(long, default_value = "UTC")]
+        time_zone: String,
+        /// Display name (default: the directory name).
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Unregister a repository and delete its chunks.
+    Remove { repo: String },
+    /// Stop scheduled syncs of a repository.
+    Pause { repo: String },
+    /// Resume scheduled syncs of a repository.
+    Resume { repo: String },
+    /// Sync a repository now, under the same lock as the scheduled runs (resets its breaker).
+    SyncNow {
+        repo: String,
+        /// Re-index every file, not only those changed since the last sync.
+        #[arg(long)]
+        full: bool,
+    },
+    /// Search the indexed code.
+    Search {
+        query: String,
+        #[arg(short, default_value_t = 5)]
+        k: usize,
+    },
+    /// Schedules, next ticks, last runs, current locks.
+    Status,
+}
+
+#[tokio::main]
+async fn main() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    let cli = Cli::parse();
+    if let Err(error) = run(cli).await {
+        eprintln!("repo_sync: {error}");
+        std::process::exit(1);
+    }
+}
+
+type AnyError = Box<dyn std::error::Error + Send + Sync>;
+
+async fn run(cli: Cli) -> Result<(), AnyError> {
+    let url = match &cli.database_url {
+        Some(url) => url.clone(),
+        None => {
+            let path = std::env::current_exe()?.with_file_name("repo_sync.db");
+            format!("sqlite://{}?mode=rwc", path.display())
+        }
+    };
+    let db = Db::open(&url)
+        .await
+        .map_err(|e| format!("cannot open the database {url}: {e}"))?;
+    let provider: Arc<dyn LockProvider> = match db.dialect() {
+        Dialect::Postgres => Arc::new(PostgresLockProvider::connect(&url).await?),
+        Dialect::Sqlite => {
+            let path = url
+                .trim_start_matches("sqlite://")
+                .split('?')
+                .next()
+                .unwrap_or_default();
+            Arc::new(SqliteLockProvider::connect(path).await?)
+        }
+    };
+    provider.migrate().await?;
+    let embedder: Arc<dyn Embedder> = match &cli.embedder_url {
+        Some(base) => Arc::new(
+            HttpEmbedder::new(base, &cli.embedder_model)?
+                .api_key(std::env::var("EMBEDDER_API_KEY").ok()),
+        ),
+        None => Arc::new(LexicalHashEmbedder::default()),
+    };
+    let ctx = Ctx {
+        store: Arc::new(SqlVectorStore::new(db.clone())),
+        db: db.clone(),
+        embedder,
+        chunking: ChunkConfig::new(cli.chunk_size, cli.chunk_overlap)?,
+        max_file_bytes: cli.max_file_bytes,
+        policy: Default::default(),
+        locked_by: provider.locked_by().to_owned(),
+        progress: true,
+    };
+
+    match cli.command {
+        None => first_run(&ctx, provider).await,
+        Some(Command::Run {
+            reload_every,
+            run_for,
+        }) => scheduler(ctx, provider, reload_every, run_for).await,
+        Some(Command::Add {
+            path,
+            cron,
+            time_zone,
+            name,
+        }) => {
+            Schedule::parse(&cron, &time_zone)?;
+            let repo = crate::git::Repo::open(std::path::Path::new(&path))?;
+            let source = std::fs::canonicalize(repo.path())?.display().to_string();
+            let name = name.unwrap_or_else(|| display_name(&source));
+            let session = db.add_session(&name, &source, &cron, &time_zone).await?;
+            println!(
+                "registered #{} {} ({}) on \"{}\" in {}",
+                session.id, session.display_name, session.source, session.cron, session.time_zone
+            );
+            Ok(())
+        }
+        Some(Command::Remove { repo }) => {
+            let s = find(&db, &repo).await?;
+            db.remove_session(s.id).await?;
+            println!("removed #{} {} and its chunks", s.id, s.display_name);
+            Ok(())
+        }
+        Some(Command::Pause { repo }) => {
+            let s = find(&db, &repo).await?;
+            db.set_active(s.id, false).await?;
+            println!("paused #{} {}", s.id, s.display_name);
+            Ok(())
+        }
+        Some(Command::Resume { repo }) => {
+            let s = find(&db, &repo).await?;
+            db.set_active(s.id, true).await?;
+            println!("resumed #{} {}", s.id, s.display_name);
+            Ok(())
+        }
+        Some(Command::SyncNow { repo, full }) => {
+            let s = find(&db, &repo).await?;
+            if full {
+                db.set_synced_commit(s.id, None).await?;
+            }
+            sync_now(&ctx, provider, s.id, &s.display_name)
+                .await
+                .map(drop)
+        }
+        Some(Command::Search { query, k }) => search(&ctx, &query, k).await,
+        Some(Command::Status) => status(&ctx).await,
+    }
+}
+
+fn display_name(source: &str) -> String {
+    std::path::Path::new(source)
+        .file_name()
+        .map_or_else(|| source.to_owned(), |n| n.to_string_lossy().into_owned())
+}
+
+async fn find(db: &Db, key: &str) -> Result<db::Session, AnyError> {
+    db.find_session(key)
+        .await?
+        .ok_or_else(|| format!("no registered repository matches {key:?}: see `status`").into())
+}
+
+/// With no command: register the repository we are in (if nothing is registered), sync every
+/// active repository once, summarize.
+async fn first_run(ctx: &Ctx, provider: Arc<dyn LockProvider>) -> Result<(), AnyError> {
+    if ctx.db.sessions().await?.is_empty() {
+        let here = std::process::Command::new("git")
+            .args(["rev-parse", "--show-toplevel"])
+            .output()?;
+        if !here.status.success() {
+            return Err("not inside a git repository: register one with `add <path>`".into());
+        }
+        let source = String::from_utf8_lossy(&here.stdout).trim().to_owned();
+        let session = ctx
+            .db
+            .add_session(&display_name(&source), &source, "0 */15 * * * *", "UTC")
+            .await?;
+        println!(
+            "registered #{} {} ({}), every 15 minutes",
+            session.id, session.display_name, session.source
+        );
+    }
+    for s in ctx.db.sessions().await?.into_iter().filter(|s| s.is_active) {
+        sync_now(ctx, Arc::clone(&provider), s.id, &s.display_name).await?;
+    }
+    println!("\nsearch it:  cargo run --example repo_sync -- search \"fencing token\"");
+    println!(
+        "keep it synced on schedule (start several, each tick runs once):  cargo run --example repo_sync -- run"
+    );
+    Ok(())
+}
+
+/// A sync by hand, through the same lock as the scheduled runs.
+async fn sync_now(
+    ctx: &Ctx,
+    provider: Arc<dyn LockProvider>,
+    id: i64,
+    name: &str,
+) -> Result<Option<Summary>, AnyError> {
+    println!("syncing #{id} {name} ...");
+    match with_provider(Arc::clone(&provider), sync::run(ctx, id, Trigger::Manual)).await? {
+        TaskResult::Executed(Ok(Outcome::Synced(s))) => {
+            print_summary(&s);
+            Ok(Some(s))
+        }
+        TaskResult::Executed(Ok(Outcome::NotSynced(reason))) => {
+            println!("  not synced: {reason}");
+            Ok(None)
+        }
+        TaskResult::Executed(Err(error)) => {
+            Err(format!("sync of #{id} {name} failed: {error}").into())
+        }
+        TaskResult::Skipped => {
+            let holder = ctx
+                .db
+                .locks()
+                .await?
+                .into_iter()
+                .find(|(n, ..)| *n == format!("repo_sync_{id}"));
+            match holder {
+                Some((_, by, until, token)) => println!(
+                    "  held by {by} (fencing token {token}) until {}: not synced now",
+                    chrono::DateTime::from_timestamp_millis(until)
+                        .map_or_else(String::new, |t| t.to_rfc3339())
+                ),
+                None => println!("  held elsewhere: not synced now"),
+            }
+            Ok(None)
+        }
+    }
+}
+
+fn print_summary(s: &Summary) {
+    let kind = if s.full { "full" } else { "incremental" };
+    println!(
+        "  {kind} sync at {}: {} files indexed, {} skipped (binary/large), {} deleted, {} chunks written in {:.1} s",
+        &s.commit[..s.commit.len().min(12)],
+        s.files,
+        s.skipped_files,
+        s.deleted_paths,
+        s.chunks_written,
+        s.elapsed_ms as f64 / 1000.0
+    );
+}
+
+async fn search(ctx: &Ctx, query: &str, k: usize) -> Result<(), AnyError> {
+    let embedding = ctx
+        .embedder
+        .embed(&[query.to_owned()])
+        .await?
+        .pop()
+        .unwrap_or_default();
+    let hits = ctx.store.search(&embedding, k).await?;
+    if hits.is_empty() {
+        println!("nothing indexed yet: run `cargo run --example repo_sync` first");
+    }
+    let names: HashMap<i64, String> = ctx
+        .db
+        .sessions()
+        .await?
+        .into_iter()
+        .map(|s| (s.id, s.display_name))
+        .collect();
+    for (i, hit) in hits.iter().enumerate() {
+        let repo = names.get(&hit.repository_id).cloned().unwrap_or_default();
+        println!(
+            "{:>2}. {:.3}  {repo}/{}:{}-{}",
+            i + 1,
+            hit.score,
+            hit.path,
+            hit.start_line,
+            hit.end_line
+        );
+        let first = hit
+            .text
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or_default()
+            .trim();
+        println!("      {}", first.chars().take(100).collect::<String>());
+    }
+    let mut viewed: Vec<i64> = hits.iter().map(|h| h.repository_id).collect();
+    viewed.sort_unstable();
+    viewed.dedup();
+    ctx.db.mark_viewed(&viewed).await?;
+    Ok(())
+}
+
+async fn status(ctx: &Ctx) -> Result<(), AnyError> {
+    let now = now_ms();
+    let fmt = |ms: Option<i64>| {
+        ms.and_then(chrono::DateTime::from_timestamp_millis)
+            .map_or("-".into(), |t| t.format("%F %T UTC").to_string())
+    };
+    for s in ctx.db.sessions().await? {
+        let schedule = Schedule::parse(&s.cron, &s.time_zone)?;
+        let next = schedule
+            .next_after(chrono::Utc::now())
+            .map(|t| t.timestamp_millis());
+        let interval = interval_ms(&schedule, chrono::Utc::now());
+        let decision = refresh::decide(&s, next.unwrap_or(now), interval, &ctx.policy);
+        println!(
+            "#{} {}  {}  \"{}\" {}  {}",
+            s.id,
+            s.display_name,
+            if s.is_active { "active" } else { "paused" },
+            s.cron,
+            s.time_zone,
+            s.source
+        );
+        println!(
+            "    next tick {}  ({})  last sync {} at {}  failures {}  last viewed {}",
+            fmt(next),
+            decision.reason(),
+            fmt(s.last_sync_at),
+            s.last_synced_commit
+                .as_deref()
+                .map_or("-", |c| &c[..c.len().min(12)]),
+            s.consecutive_failures,
+            fmt(s.last_viewed_at)
+        );
+        for log in ctx.db.logs(Some(s.id), 5).await? {
+            println!(
+                "    {}  {:<9} tick {}  {} files, {} chunks, {} ms  {}{}",
+                fmt(Some(log.started_at)),
+                log.status,
+                fmt(log.tick),
+                log.files_processed,
+                log.chunks_written,
+                log.duration_ms.unwrap_or_default(),
+                log.locked_by.unwrap_or_default(),
+                log.error_message
+                    .map(|e| format!("  ({e})"))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    println!("locks:");
+    for (name, by, until, token) in ctx.db.locks().await? {
+        let state = if until > now {
+            format!("held by {by} for {} ms more", until - now)
+        } else {
+            format!("free (last {by})")
+        };
+        println!("    {name}  {state}  fencing token {token}");
+    }
+    Ok(())
+}
+
+/// The gap between the tick after `at` and the one after that.
+fn interval_ms(schedule: &Schedule, at: chrono::DateTime<chrono::Utc>) -> i64 {
+    let next = schedule.next_after(at);
+    let after = next.and_then(|n| schedule.next_after(n));
+    match (next, after) {
+        (Some(a), Some(b)) => (b - a).num_milliseconds().max(1),
+        _ => 60_000,
+    }
+}
+
+/// The scheduler: one job per active repository, re-read every `reload_every`.
+async fn scheduler(
+    ctx: Ctx,
+    provider: Arc<dyn LockProvider>,
+    reload_every: Duration,
+    run_for: Option<Duration>,
+) -> Result<(), AnyError> {
+    let scheduler = Scheduler::builder(Arc::clone(&provider))
+        .misfire_grace(Duration::from_secs(120))
+        .build();
+    let mut registered: HashMap<i64, (String, String)> = HashMap::new();
+    let ctx = Arc::new(ctx);
+    scheduler.start();
+    println!(
+        "repo_sync scheduler running as {} (Ctrl-C to stop)",
+        provider.locked_by()
+    );
+    let stop = async {
+        match run_for {
+            Some(d) => tokio::time::sleep(d).await,
+            None => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    };
+    tokio::pin!(stop);
+    loop {
+        reload(&ctx, &scheduler, &mut registered).await?;
+        tokio::select! {
+            () = &mut stop => break,
+            () = tokio::time::sleep(reload_every) => {}
+        }
+    }
+    let report = scheduler.shutdown().await;
+    println!(
+        "stopped ({} running syncs finished, {} cancelled)",
+        report.finished, report.cancelled
+    );
+    Ok(())
+}
+
+/// Brings the scheduler's jobs in line with the active schedules: adds new ones, re-adds
+/// changed ones, removes paused or removed ones.
+async fn reload(
+    ctx: &Arc<Ctx>,
+    scheduler: &Scheduler,
+    registered: &mut HashMap<i64, (String, String)>,
+) -> Result<(), AnyError> {
+    let sessions = ctx.db.sessions().await?;
+    let wanted: HashMap<i64, (String, String)> = sessions
+        .iter()
+        .filter(|s| s.is_active)
+        .map(|s| (s.id, (s.cron.clone(), s.time_zone.clone())))
+        .collect();
+    for (id, schedule) in registered.clone() {
+        if wanted.get(&id) != Some(&schedule) {
+            scheduler.remove(&format!("repo_sync_{id}"));
+            registered.remove(&id);
+            println!("unscheduled #{id}");
+        }
+    }
+    for (id, (cron, tz)) in wanted {
+        if registered.contains_key(&id) {
+            continue;
+        }
+        let schedule = match Schedule::parse(&cron, &tz) {
+            Ok(schedule) => schedule,
+            Err(error) => {
+                eprintln!("repo_sync: #{id} has a bad schedule, not scheduled: {error}");
+                continue;
+            }
+        };
+        let (job_ctx, job_schedule) = (Arc::clone(ctx), schedule.clone());
+        scheduler.add(Job::new(format!("repo_sync_{id}"), schedule, move || {
+            let (ctx, schedule) = (Arc::clone(&job_ctx), job_schedule.clone());
+            let tick = current_tick().unwrap_or_else(chrono::Utc::now);
+            let trigger = Trigger::Tick {
+                tick_ms: tick.timestamp_millis(),
+                interval_ms: interval_ms(&schedule, tick),
+            };
+            async move {
+                let outcome = sync::run(&ctx, id, trigger).await;
+                if let Ok(TaskResult::Executed(Ok(Outcome::Synced(s)))) = &outcome {
+                    println!(
+                        "#{id} tick {tick}: {} files, {} chunks",
+                        s.files, s.chunks_written
+                    );
+                }
+                outcome
+            }
+        }))?;
+        registered.insert(id, (cron.clone(), tz.clone()));
+        println!("scheduled #{id} on \"{cron}\" in {tz}");
+    }
+    Ok(())
+}
