@@ -22,6 +22,7 @@ mod sync;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
+use std::time::Duration;
 
 use shedlock::{SqliteLockProvider, TaskResult, with_provider, with_tick};
 
@@ -571,4 +572,90 @@ async fn the_same_works_on_postgres() {
         )))
         .await
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedules_are_reread_while_running_and_sync_now_says_who_holds_the_lock() {
+    let bin = example_binary();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("live.db");
+    let url = format!("sqlite://{}?mode=rwc", path.display());
+    let repo = TempRepo::new();
+    repo.write("a.rs", &lines("a", 5));
+    repo.commit("a");
+    let cli = |args: &[&str]| {
+        let out = Command::new(&bin)
+            .arg("--database-url")
+            .arg(&url)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // A scheduler with nothing to do yet.
+    cli(&["status"]);
+    let runner = tokio::process::Command::new(&bin)
+        .args([
+            "--database-url",
+            &url,
+            "run",
+            "--run-for",
+            "8s",
+            "--reload-every",
+            "500ms",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    cli(&[
+        "add",
+        &repo.path().display().to_string(),
+        "--cron",
+        "* * * * * *",
+        "--name",
+        "live",
+    ]);
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    cli(&["pause", "live"]);
+    let paused_at = db::now_ms();
+    let out = runner.wait_with_output().await.unwrap();
+    assert!(out.status.success());
+    let db = Db::open(&url).await.unwrap();
+    let logs = db.logs(None, 100).await.unwrap();
+    assert!(
+        logs.iter().any(|l| l.tick.is_some()),
+        "added while running: scheduled without a restart ({logs:?})"
+    );
+    let late: Vec<_> = logs
+        .iter()
+        .filter(|l| l.started_at > paused_at + 1500)
+        .collect();
+    assert!(
+        late.is_empty(),
+        "paused while running: no run after the next reload ({late:?})"
+    );
+
+    // Another holder has the lock: sync-now says who, and until when.
+    let provider = SqliteLockProvider::builder(shedlock_suite::sqlite_pool(&path, 1).await)
+        .locked_by("nightly-pod-7")
+        .build()
+        .unwrap();
+    let cfg =
+        shedlock::LockConfiguration::new("repo_sync_1", Duration::from_secs(60), Duration::ZERO)
+            .unwrap();
+    let guard = provider.lock(&cfg).await.unwrap().expect("free");
+    let said = cli(&["sync-now", "live"]);
+    assert!(
+        said.contains("held by nightly-pod-7") && said.contains("until"),
+        "{said}"
+    );
+    guard.unlock().await.unwrap();
+    let said = cli(&["sync-now", "live"]);
+    assert!(said.contains("sync at"), "{said}");
 }
