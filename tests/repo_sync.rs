@@ -14,8 +14,12 @@ mod embed;
 mod extract;
 #[path = "../examples/repo_sync/git.rs"]
 mod git;
+#[path = "../examples/repo_sync/gitlab.rs"]
+mod gitlab;
 #[path = "../examples/repo_sync/refresh.rs"]
 mod refresh;
+#[path = "../examples/repo_sync/source.rs"]
+mod source;
 #[path = "../examples/repo_sync/sync.rs"]
 mod sync;
 
@@ -116,6 +120,7 @@ async fn app() -> App {
         policy: Default::default(),
         locked_by: "test".into(),
         progress: false,
+        gitlab_token: None,
     };
     App {
         ctx,
@@ -387,15 +392,29 @@ async fn history_records_completed_failed_and_skipped_runs() {
     assert_eq!(bad_logs.len(), 6);
 }
 
+/// The example's binary, built now so a stale one is never tested (`cargo test --test
+/// repo_sync` alone does not build examples).
 fn example_binary() -> PathBuf {
-    // target/debug/deps/repo_sync-<hash> -> target/debug/examples/repo_sync
-    let exe = std::env::current_exe().unwrap();
-    exe.parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples")
-        .join("repo_sync")
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let status = Command::new(cargo)
+                .args(["build", "--quiet", "--example", "repo_sync"])
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .status()
+                .unwrap();
+            assert!(status.success(), "cargo build --example repo_sync");
+            // target/debug/deps/repo_sync-<hash> -> target/debug/examples/repo_sync
+            let exe = std::env::current_exe().unwrap();
+            exe.parent()
+                .unwrap()
+                .parent()
+                .unwrap()
+                .join("examples")
+                .join("repo_sync")
+        })
+        .clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,7 +17,9 @@ mod db;
 mod embed;
 mod extract;
 mod git;
+mod gitlab;
 mod refresh;
+mod source;
 mod sync;
 
 use std::collections::HashMap;
@@ -72,7 +74,7 @@ enum Command {
         #[arg(long, value_parser = humantime::parse_duration)]
         run_for: Option<Duration>,
     },
-    /// Register a repository (a local git path).
+    /// Register a repository: a local git path, or a GitLab project URL (token in `GITLAB_TOKEN`).
     Add {
         path: String,
         #[arg(long, default_value = "0 */15 * * * *")]
@@ -162,6 +164,7 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
         policy: Default::default(),
         locked_by: provider.locked_by().to_owned(),
         progress: true,
+        gitlab_token: std::env::var("GITLAB_TOKEN").ok().filter(|t| !t.is_empty()),
     };
 
     match cli.command {
@@ -177,9 +180,18 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
             name,
         }) => {
             Schedule::parse(&cron, &time_zone)?;
-            let repo = crate::git::Repo::open(std::path::Path::new(&path))?;
-            let source = std::fs::canonicalize(repo.path())?.display().to_string();
-            let name = name.unwrap_or_else(|| display_name(&source));
+            // A local git repository, or a GitLab project URL (checked by reading its head).
+            let (source, default_name) = if source::is_remote(&path) {
+                let project = crate::gitlab::GitLabProject::parse(&path, ctx.gitlab_token.clone())?;
+                project.head().await?;
+                (project.url().to_owned(), project.name().to_owned())
+            } else {
+                let repo = crate::git::Repo::open(std::path::Path::new(&path))?;
+                let source = std::fs::canonicalize(repo.path())?.display().to_string();
+                let name = display_name(&source);
+                (source, name)
+            };
+            let name = name.unwrap_or(default_name);
             let session = db.add_session(&name, &source, &cron, &time_zone).await?;
             println!(
                 "registered #{} {} ({}) on \"{}\" in {}",

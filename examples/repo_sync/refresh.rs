@@ -8,9 +8,10 @@
 //! ```
 //!
 //! and after 30 idle days it is not refreshed at all until viewed again (or synced by hand).
-//! A repository never viewed counts from when it was registered. A tick syncs when at least
-//! `effective interval − cron interval / 2` has passed since the last sync (the half interval
-//! absorbs the few milliseconds between a tick and the sync it started).
+//! A repository never viewed counts from when it was registered. While the multiplier is 1,
+//! every tick syncs. Above it, a tick syncs when at least `effective interval − cron interval / 2`
+//! has passed since the last sync (the half interval absorbs the time between a tick and the
+//! sync it started).
 //!
 //! **Circuit breaker.** After 5 consecutive failures the scheduled refresh stops for that
 //! repository; `sync-now` runs anyway and a success closes the breaker.
@@ -107,6 +108,10 @@ pub(crate) fn decide(
         };
     }
     let multiplier = multiplier(idle_ms, policy);
+    if multiplier == 1 {
+        // Fresh: the cron alone decides (a late catch-up run must not make the next tick look early).
+        return Decision::Sync;
+    }
     match session.last_sync_at {
         Some(last) if tick_ms < last + interval_ms * multiplier - interval_ms / 2 => {
             Decision::NotDue {

@@ -13,8 +13,9 @@ use crate::chunk::{ChunkConfig, chunk};
 use crate::db::{Db, Point, Session, StoreError, VectorStore, point_id};
 use crate::embed::Embedder;
 use crate::extract::{Extracted, extract};
-use crate::git::{Blob, Repo};
+use crate::git::Blob;
 use crate::refresh::{Decision, Policy, decide};
+use crate::source::Source;
 
 /// How long a sync may hold its repository's lock (keep-alive renews it while a long sync
 /// runs), and how long it keeps it at least: zero, because each scheduled run claims its tick,
@@ -34,6 +35,8 @@ pub(crate) struct Ctx {
     pub(crate) policy: Policy,
     pub(crate) locked_by: String,
     pub(crate) progress: bool,
+    /// Sent as `PRIVATE-TOKEN` to GitLab sources (from `GITLAB_TOKEN`).
+    pub(crate) gitlab_token: Option<String>,
 }
 
 /// What a sync did.
@@ -55,7 +58,7 @@ pub(crate) struct Summary {
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum SyncError {
     #[error(transparent)]
-    Git(#[from] crate::git::GitError),
+    Source(#[from] crate::source::SourceError),
     #[error("embedding failed: {0}")]
     Embed(#[from] crate::embed::EmbedError),
     #[error(transparent)]
@@ -159,14 +162,8 @@ pub(crate) async fn sync_repository(
     token: i64,
 ) -> Result<Summary, SyncError> {
     let started = Instant::now();
-    let source = std::path::PathBuf::from(&session.source);
-    // git runs as child processes: off the async threads, so other jobs' ticks stay on time.
-    let repo = blocking(move || Repo::open(&source)).await?;
-    let head = blocking({
-        let repo = repo.clone();
-        move || repo.head()
-    })
-    .await?;
+    let source = Source::open(&session.source, ctx.gitlab_token.clone()).await?;
+    let head = source.head().await?;
     let mut summary = Summary {
         commit: head.clone(),
         ..Summary::default()
@@ -177,23 +174,21 @@ pub(crate) async fn sync_repository(
         summary.elapsed_ms = started.elapsed().as_millis();
         return Ok(summary); // nothing changed since the last sync: nothing to write
     }
-    // Incremental when the last synced commit is known to this repository; else everything
-    // (a first sync, or history rewritten by a force-push).
-    let last = session.last_synced_commit.clone();
-    let changes = blocking({
-        let (repo, head) = (repo.clone(), head.clone());
-        move || last.map(|from| repo.changes(&from, &head))
-    })
-    .await;
-    let (upserted, deleted) = match changes {
-        Some(Ok(changes)) => (changes.upserted, changes.deleted),
-        _ => {
+    // Incremental when the last synced commit is known to the source; else everything (a
+    // first sync, or a history rewritten by a force-push).
+    let incremental = match session.last_synced_commit.as_deref() {
+        Some(from) => match source.changes(from, &head).await {
+            Ok(changes) => Some(changes),
+            Err(e) if e.needs_full_listing() => None,
+            Err(e) => return Err(e.into()),
+        },
+        None => None,
+    };
+    let (upserted, deleted) = match incremental {
+        Some(changes) => (changes.upserted, changes.deleted),
+        None => {
             summary.full = true;
-            let files = blocking({
-                let (repo, head) = (repo.clone(), head.clone());
-                move || repo.list_files(&head)
-            })
-            .await?;
+            let files = source.list_files(&head).await?;
             let known: Vec<String> = ctx
                 .store
                 .points(session.id)
@@ -214,24 +209,12 @@ pub(crate) async fn sync_repository(
 
     let total = upserted.len();
     let mut last_report = Instant::now();
-    let mut reader = blocking({
-        let (repo, head) = (repo.clone(), head.clone());
-        move || repo.blob_reader(&head)
-    })
-    .await?;
+    let mut reader = source.reader(&head).await?;
     // Batches of files: memory stays flat, progress can be shown, and the fence is re-checked
     // before each write.
     for (batch_no, batch) in upserted.chunks(64).enumerate() {
         let max = ctx.max_file_bytes;
-        let paths = batch.to_vec();
-        let (returned, read) = blocking(move || {
-            let read: Vec<(String, Result<Blob, crate::git::GitError>)> = paths
-                .into_iter()
-                .map(|path| (path.clone(), reader.read(&path, max)))
-                .collect();
-            (reader, read)
-        })
-        .await;
+        let (returned, read) = reader.read_many(batch.to_vec(), max).await;
         reader = returned;
         let mut texts = Vec::new();
         let mut pending: Vec<(String, usize, usize, usize)> = Vec::new(); // path, index, start, end
@@ -293,14 +276,6 @@ pub(crate) async fn sync_repository(
     }
     summary.elapsed_ms = started.elapsed().as_millis();
     Ok(summary)
-}
-
-/// Runs blocking work (git) on Tokio's blocking pool.
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
-    match tokio::task::spawn_blocking(work).await {
-        Ok(value) => value,
-        Err(e) => std::panic::resume_unwind(e.into_panic()),
-    }
 }
 
 fn dedup(mut v: Vec<String>) -> Vec<String> {
