@@ -392,27 +392,46 @@ async fn history_records_completed_failed_and_skipped_runs() {
     assert_eq!(bad_logs.len(), 6);
 }
 
-/// The example's binary, built now so a stale one is never tested (`cargo test --test
-/// repo_sync` alone does not build examples).
+/// The example's binary. `cargo test` builds it with the other targets; `cargo test --test
+/// repo_sync` alone does not, so a binary older than the example's sources is rebuilt first
+/// (with the flags `scripts/test` uses, so nothing else is rebuilt).
 fn example_binary() -> PathBuf {
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BUILT
         .get_or_init(|| {
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let status = Command::new(cargo)
-                .args(["build", "--quiet", "--example", "repo_sync"])
-                .current_dir(env!("CARGO_MANIFEST_DIR"))
-                .status()
-                .unwrap();
-            assert!(status.success(), "cargo build --example repo_sync");
             // target/debug/deps/repo_sync-<hash> -> target/debug/examples/repo_sync
             let exe = std::env::current_exe().unwrap();
-            exe.parent()
+            let bin = exe
+                .parent()
                 .unwrap()
                 .parent()
                 .unwrap()
                 .join("examples")
-                .join("repo_sync")
+                .join("repo_sync");
+            let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+            let sources = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/repo_sync");
+            let newest = std::fs::read_dir(&sources)
+                .unwrap()
+                .flatten()
+                .filter_map(|e| modified(&e.path()))
+                .max();
+            if modified(&bin).is_none() || modified(&bin) < newest {
+                let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+                let status = Command::new(cargo)
+                    .args([
+                        "build",
+                        "--quiet",
+                        "--workspace",
+                        "--all-features",
+                        "--example",
+                        "repo_sync",
+                    ])
+                    .current_dir(env!("CARGO_MANIFEST_DIR"))
+                    .status()
+                    .unwrap();
+                assert!(status.success(), "cargo build --example repo_sync");
+            }
+            bin
         })
         .clone()
 }
