@@ -1,0 +1,497 @@
+//! Lock cycle (acquire, then release) throughput and latency, per backend, on 1 and 8
+//! connections; beside it, in the same run, pgbench running the identical statements. Also the
+//! statements per operation as the PostgreSQL server logs them, and acquire latency as the lock
+//! table grows.
+//!
+//! ```text
+//! cargo bench --bench lock_cycle                    # 10 s per measurement
+//! cargo bench --bench lock_cycle -- 3               # seconds per measurement
+//! ```
+//! Figures go to BENCHMARKS.md; nothing here asserts a time.
+#![allow(missing_docs)]
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use shedlock::{
+    Backend, LockConfiguration, LockProvider, MySqlLockProvider, PostgresLockProvider,
+    SqliteLockProvider, statements,
+};
+use shedlock_suite::{mysql_url, postgres_url, skipped, unique_name};
+use sqlx::{AssertSqlSafe, Executor};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PoolKind {
+    /// sqlx's defaults: a ping before handing out an idle connection, and one when it returns.
+    Default,
+    /// `test_before_acquire(false)`: only the ping when a connection returns to the pool.
+    NoTestBeforeAcquire,
+}
+
+struct Stats {
+    cycles: usize,
+    seconds: f64,
+    p50_us: f64,
+    p99_us: f64,
+}
+
+impl Stats {
+    fn from(mut latencies: Vec<Duration>, seconds: f64) -> Self {
+        latencies.sort();
+        let pct = |p: f64| {
+            latencies
+                .get(((latencies.len() as f64 * p).ceil() as usize).saturating_sub(1))
+                .map_or(f64::NAN, |d| d.as_secs_f64() * 1e6)
+        };
+        Stats {
+            cycles: latencies.len(),
+            seconds,
+            p50_us: pct(0.5),
+            p99_us: pct(0.99),
+        }
+    }
+
+    fn per_second(&self) -> f64 {
+        self.cycles as f64 / self.seconds
+    }
+}
+
+async fn provider(
+    backend: Backend,
+    table: &str,
+    connections: u32,
+    kind: PoolKind,
+    path: &std::path::Path,
+) -> Arc<dyn LockProvider> {
+    let test = kind == PoolKind::Default;
+    match backend {
+        Backend::Postgres => {
+            let pool = sqlx::postgres::PgPoolOptions::new()
+                .max_connections(connections)
+                .min_connections(connections)
+                .test_before_acquire(test)
+                .connect(&postgres_url())
+                .await
+                .unwrap();
+            Arc::new(
+                PostgresLockProvider::builder(pool)
+                    .table_name(table)
+                    .build()
+                    .unwrap(),
+            )
+        }
+        Backend::MySql => {
+            let pool = sqlx::mysql::MySqlPoolOptions::new()
+                .max_connections(connections)
+                .min_connections(connections)
+                .test_before_acquire(test)
+                .connect(&mysql_url())
+                .await
+                .unwrap();
+            Arc::new(
+                MySqlLockProvider::builder(pool)
+                    .table_name(table)
+                    .build()
+                    .unwrap(),
+            )
+        }
+        _ => {
+            let options = SqliteLockProvider::recommended_options(
+                sqlx::sqlite::SqliteConnectOptions::new().filename(path),
+            );
+            let pool = sqlx::sqlite::SqlitePoolOptions::new()
+                .max_connections(connections)
+                .min_connections(connections)
+                .test_before_acquire(test)
+                .connect_with(options)
+                .await
+                .unwrap();
+            Arc::new(
+                SqliteLockProvider::builder(pool)
+                    .table_name(table)
+                    .build()
+                    .unwrap(),
+            )
+        }
+    }
+}
+
+/// `connections` workers, each cycling its own lock name (no contention), for `seconds`.
+async fn cycles(provider: Arc<dyn LockProvider>, connections: usize, seconds: u64) -> Stats {
+    provider.migrate().await.unwrap();
+    // Warm up: prepare the statements on every connection.
+    for w in 0..connections {
+        let cfg = LockConfiguration::new(format!("w{w}"), Duration::from_secs(30), Duration::ZERO)
+            .unwrap();
+        provider
+            .lock(&cfg)
+            .await
+            .unwrap()
+            .unwrap()
+            .unlock()
+            .await
+            .unwrap();
+    }
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(seconds);
+    let mut workers = Vec::new();
+    for w in 0..connections {
+        let provider = Arc::clone(&provider);
+        workers.push(tokio::spawn(async move {
+            let cfg =
+                LockConfiguration::new(format!("w{w}"), Duration::from_secs(30), Duration::ZERO)
+                    .unwrap();
+            let mut latencies = Vec::with_capacity(100_000);
+            while Instant::now() < deadline {
+                let t = Instant::now();
+                let guard = provider
+                    .lock(&cfg)
+                    .await
+                    .unwrap()
+                    .expect("own name, never held");
+                guard.unlock().await.unwrap();
+                latencies.push(t.elapsed());
+            }
+            latencies
+        }));
+    }
+    let mut all = Vec::new();
+    for w in workers {
+        all.extend(w.await.unwrap());
+    }
+    Stats::from(all, started.elapsed().as_secs_f64())
+}
+
+/// The pgbench script: our ACQUIRE and UNLOCK constants with the parameters written as
+/// pgbench variables, so the server runs the same statements.
+fn pgbench_script(table: &str) -> String {
+    let fill = |sql: &str, params: &[&str]| {
+        let mut s = sql
+            .replace("{table}", table)
+            .replace("{now}", statements::postgres::NOW);
+        for (i, p) in params.iter().enumerate().rev() {
+            s = s.replace(&format!("${}", i + 1), p);
+        }
+        s.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    let name = "('w' || :client_id)";
+    let acquire = fill(
+        statements::postgres::ACQUIRE,
+        &[
+            name,
+            "interval '30 seconds'",
+            "'pgbench'",
+            "NULL::timestamptz",
+        ],
+    );
+    let unlock = fill(
+        statements::postgres::UNLOCK,
+        &[
+            name,
+            ":fencing_token",
+            "interval '0 seconds'",
+            "interval '30 seconds'",
+        ],
+    );
+    format!("{acquire} \\gset\n{unlock};\n")
+}
+
+/// Runs pgbench with `clients` for `seconds`; returns its transactions per second and the
+/// per-transaction latencies from its log.
+fn pgbench(table: &str, clients: usize, seconds: u64, dir: &std::path::Path) -> Option<Stats> {
+    let script = dir.join(format!("cycle_{clients}.sql"));
+    std::fs::write(&script, pgbench_script(table)).unwrap();
+    let prefix = dir.join(format!("pgb{clients}"));
+    let url = postgres_url();
+    let out = std::process::Command::new("pgbench")
+        .args(["-n", "-M", "prepared", "-f"])
+        .arg(&script)
+        .args([
+            "-c",
+            &clients.to_string(),
+            "-j",
+            &clients.min(2).to_string(),
+            "-T",
+            &seconds.to_string(),
+            "-l",
+            "--log-prefix",
+        ])
+        .arg(&prefix)
+        .arg(&url)
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        eprintln!("pgbench failed: {}", String::from_utf8_lossy(&out.stderr));
+        return None;
+    }
+    let mut latencies = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(&format!("pgb{clients}.")) {
+            for line in std::fs::read_to_string(entry.path()).unwrap().lines() {
+                // client_id transaction_no time script_no time_epoch time_us
+                if let Some(us) = line.split(' ').nth(2).and_then(|v| v.parse::<u64>().ok()) {
+                    latencies.push(Duration::from_micros(us));
+                }
+            }
+        }
+    }
+    Some(Stats::from(latencies, seconds as f64))
+}
+
+/// Statements per acquire and per unlock, as the PostgreSQL server logs them: a role of its own
+/// with `log_statement = 'all'`, 100 cycles, the lines of that role counted.
+async fn server_side_statements(table: &str) -> Option<(f64, f64)> {
+    let log = "/var/log/postgresql/postgresql-15-main.log";
+    let start = std::fs::metadata(log).ok()?.len();
+    let admin = sqlx::PgPool::connect(&postgres_url()).await.ok()?;
+    let role = unique_name("shedlock_rt");
+    for sql in [
+        format!("CREATE ROLE {role} LOGIN"),
+        format!("GRANT ALL ON {table} TO {role}"),
+        format!("ALTER ROLE {role} SET log_statement = 'all'"),
+    ] {
+        admin.execute(AssertSqlSafe(sql)).await.ok()?;
+    }
+    let mut opts: sqlx::postgres::PgConnectOptions = postgres_url().parse().ok()?;
+    opts = opts.username(&role);
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(opts)
+        .await
+        .ok()?;
+    let provider = PostgresLockProvider::builder(pool.clone())
+        .table_name(table)
+        .build()
+        .ok()?;
+    let cfg = LockConfiguration::new("rt", Duration::from_secs(30), Duration::ZERO).unwrap();
+    let n = 100;
+    let mut acquires = 0;
+    for _ in 0..n {
+        let guard = provider.lock(&cfg).await.ok()??;
+        acquires += 1;
+        guard.unlock().await.ok()?;
+    }
+    pool.close().await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let text = std::fs::read(log).ok()?;
+    let text = String::from_utf8_lossy(&text[start as usize..]).into_owned();
+    let mine: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(&format!("{role}@")) && l.contains("LOG:  execute"))
+        .collect();
+    let inserts = mine.iter().filter(|l| l.contains("INSERT INTO")).count();
+    let updates = mine.iter().filter(|l| l.contains("UPDATE ")).count();
+    let others = mine.len() - inserts - updates;
+    for sql in [
+        format!("REVOKE ALL ON {table} FROM {role}"),
+        format!("DROP ROLE {role}"),
+    ] {
+        let _ = admin.execute(AssertSqlSafe(sql)).await;
+    }
+    if others > 0 {
+        eprintln!("  (the role also ran {others} other statements)");
+    }
+    Some((
+        inserts as f64 / acquires as f64,
+        updates as f64 / acquires as f64,
+    ))
+}
+
+/// Acquire + release latency with `rows` other locks already in the table.
+async fn with_rows(backend: Backend, rows: usize, path: &std::path::Path) -> Option<Stats> {
+    let table = unique_name("bench_rows");
+    let p = provider(backend, &table, 1, PoolKind::NoTestBeforeAcquire, path).await;
+    p.migrate().await.ok()?;
+    let fill = match backend {
+        Backend::Postgres => format!(
+            "INSERT INTO {table} (name, locked_until, locked_at, locked_by, fencing_token)
+             SELECT 'row_' || g, now(), now(), 'filler', g FROM generate_series(1, {rows}) g"
+        ),
+        Backend::MySql => format!(
+            "INSERT INTO {table} (name, locked_until, locked_at, locked_by, fencing_token)
+             WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < {rows})
+             SELECT CONCAT('row_', n), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), 'filler', n FROM g"
+        ),
+        _ => format!(
+            "WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < {rows})
+             INSERT INTO {table} (name, locked_until, locked_at, locked_by, fencing_token)
+             SELECT 'row_' || n, 0, 0, 'filler', n FROM g"
+        ),
+    };
+    exec(backend, &fill, path).await?;
+    let cfg = LockConfiguration::new("probe", Duration::from_secs(30), Duration::ZERO).unwrap();
+    p.lock(&cfg).await.ok()??.unlock().await.ok()?;
+    let mut latencies = Vec::new();
+    let started = Instant::now();
+    for _ in 0..2000 {
+        let t = Instant::now();
+        p.lock(&cfg).await.ok()??.unlock().await.ok()?;
+        latencies.push(t.elapsed());
+    }
+    let stats = Stats::from(latencies, started.elapsed().as_secs_f64());
+    let _ = exec(backend, &format!("DROP TABLE {table}"), path).await;
+    let _ = exec(backend, &format!("DROP TABLE _{table}_migrations"), path).await;
+    Some(stats)
+}
+
+async fn exec(backend: Backend, sql: &str, path: &std::path::Path) -> Option<()> {
+    let sql = AssertSqlSafe(sql.to_owned());
+    match backend {
+        Backend::Postgres => sqlx::PgPool::connect(&postgres_url())
+            .await
+            .ok()?
+            .execute(sql)
+            .await
+            .ok()
+            .map(drop),
+        Backend::MySql => {
+            // One connection: the recursion limits are session settings (MySQL's, then MariaDB's).
+            let pool = sqlx::MySqlPool::connect(&mysql_url()).await.ok()?;
+            let mut conn = pool.acquire().await.ok()?;
+            conn.execute("SET SESSION cte_max_recursion_depth = 1000000")
+                .await
+                .ok();
+            conn.execute("SET SESSION max_recursive_iterations = 1000000")
+                .await
+                .ok();
+            conn.execute(sql).await.ok().map(drop)
+        }
+        _ => {
+            let options = SqliteLockProvider::recommended_options(
+                sqlx::sqlite::SqliteConnectOptions::new().filename(path),
+            );
+            sqlx::SqlitePool::connect_with(options)
+                .await
+                .ok()?
+                .execute(sql)
+                .await
+                .ok()
+                .map(drop)
+        }
+    }
+}
+
+async fn drop_table(backend: Backend, table: &str, path: &std::path::Path) {
+    let _ = exec(backend, &format!("DROP TABLE IF EXISTS {table}"), path).await;
+    let _ = exec(
+        backend,
+        &format!("DROP TABLE IF EXISTS _{table}_migrations"),
+        path,
+    )
+    .await;
+}
+
+fn row(label: &str, s: &Stats, reference: Option<&Stats>) {
+    let ratio = reference.map_or(String::new(), |r| {
+        format!("{:.2}", s.per_second() / r.per_second())
+    });
+    println!(
+        "| {label} | {:.0} | {:.0} | {:.0} | {ratio} |",
+        s.per_second(),
+        s.p50_us,
+        s.p99_us
+    );
+    std::io::stdout().flush().ok();
+}
+
+#[tokio::main]
+async fn main() {
+    let seconds: u64 = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(10);
+    let dir = tempfile::tempdir().unwrap();
+    println!(
+        "lock cycle = acquire + release, each worker its own lock name, {seconds} s per row\n"
+    );
+    println!("| what | cycles/s | p50 µs | p99 µs | ratio to pgbench |");
+    println!("|---|---|---|---|---|");
+    for backend in [Backend::Postgres, Backend::MySql, Backend::Sqlite] {
+        if skipped(backend) {
+            println!("| {backend}: skipped (unreachable) | | | | |");
+            continue;
+        }
+        for connections in [1usize, 8] {
+            let table = unique_name("bench_cycle");
+            let reference = if backend == Backend::Postgres {
+                let p = provider(
+                    backend,
+                    &table,
+                    1,
+                    PoolKind::NoTestBeforeAcquire,
+                    &dir.path().join("x.db"),
+                )
+                .await;
+                p.migrate().await.unwrap();
+                let stats = pgbench(&table, connections, seconds, dir.path());
+                if let Some(s) = &stats {
+                    row(
+                        &format!("pgbench -M prepared, same statements, {connections} client(s)"),
+                        s,
+                        None,
+                    );
+                }
+                stats
+            } else {
+                None
+            };
+            for kind in [PoolKind::NoTestBeforeAcquire, PoolKind::Default] {
+                let path = dir.path().join(format!("{}.db", unique_name("lite")));
+                let p = provider(backend, &table, connections as u32, kind, &path).await;
+                let stats = cycles(p, connections, seconds).await;
+                let label = match kind {
+                    PoolKind::Default => "default pool",
+                    PoolKind::NoTestBeforeAcquire => "pool with test_before_acquire(false)",
+                };
+                row(
+                    &format!("shedlock {backend}, {connections} connection(s), {label}"),
+                    &stats,
+                    reference.as_ref(),
+                );
+            }
+            drop_table(backend, &table, &dir.path().join("x.db")).await;
+        }
+    }
+
+    if !skipped(Backend::Postgres) {
+        let table = unique_name("bench_rt");
+        let p = provider(
+            Backend::Postgres,
+            &table,
+            1,
+            PoolKind::NoTestBeforeAcquire,
+            dir.path(),
+        )
+        .await;
+        p.migrate().await.unwrap();
+        if let Some((acquire, unlock)) = server_side_statements(&table).await {
+            println!(
+                "\nPostgreSQL server log, 100 cycles on one connection: {acquire:.2} statements per acquire (INSERT), {unlock:.2} per release (UPDATE)"
+            );
+        } else {
+            println!(
+                "\nPostgreSQL server log not readable here: statements per operation not counted"
+            );
+        }
+        drop_table(Backend::Postgres, &table, dir.path()).await;
+    }
+
+    println!(
+        "\nacquire + release latency on one connection (2000 cycles) with other rows in the lock table:\n"
+    );
+    println!("| backend | rows | p50 µs | p99 µs |");
+    println!("|---|---|---|---|");
+    for backend in [Backend::Postgres, Backend::MySql, Backend::Sqlite] {
+        if skipped(backend) {
+            continue;
+        }
+        for rows in [10usize, 1_000, 100_000] {
+            let path = dir.path().join(format!("{}.db", unique_name("rows")));
+            if let Some(s) = with_rows(backend, rows, &path).await {
+                println!("| {backend} | {rows} | {:.0} | {:.0} |", s.p50_us, s.p99_us);
+            }
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! shedlock's PostgreSQL lock beside the `distributed-lock` crate's PostgreSQL advisory lock:
+//! acquire + release cycles on the same server, the same number of connections, in one run.
+//!
+//! `cargo run --release --manifest-path benches/peers/Cargo.toml -- [seconds]`
+//! (`SHEDLOCK_POSTGRES_URL`, default `postgres://postgres@127.0.0.1:5432/test`)
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use distributed_lock_core::{DistributedLock, LockHandle, LockProvider as _};
+use shedlock::{LockConfiguration, LockProvider, PostgresLockProvider};
+
+fn url() -> String {
+    std::env::var("SHEDLOCK_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+fn report(label: &str, mut latencies: Vec<Duration>, seconds: f64) -> f64 {
+    latencies.sort();
+    let pct = |p: f64| latencies.get(((latencies.len() as f64 * p).ceil() as usize).saturating_sub(1)).map_or(f64::NAN, |d| d.as_secs_f64() * 1e6);
+    let rate = latencies.len() as f64 / seconds;
+    println!("| {label} | {rate:.0} | {:.0} | {:.0} |", pct(0.5), pct(0.99));
+    rate
+}
+
+async fn shedlock_cycles(connections: usize, seconds: u64) -> f64 {
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(connections as u32)
+        .min_connections(connections as u32)
+        .test_before_acquire(false)
+        .connect(&url())
+        .await
+        .unwrap();
+    let table = format!("peers_{}", std::process::id());
+    let provider = Arc::new(PostgresLockProvider::builder(pool).table_name(&table).build().unwrap());
+    provider.migrate().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    for w in 0..connections {
+        let provider = Arc::clone(&provider);
+        workers.push(tokio::spawn(async move {
+            let cfg = LockConfiguration::new(format!("w{w}"), Duration::from_secs(30), Duration::ZERO).unwrap();
+            let mut latencies = Vec::new();
+            while Instant::now() < deadline {
+                let t = Instant::now();
+                provider.lock(&cfg).await.unwrap().unwrap().unlock().await.unwrap();
+                latencies.push(t.elapsed());
+            }
+            latencies
+        }));
+    }
+    let mut all = Vec::new();
+    for w in workers {
+        all.extend(w.await.unwrap());
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP TABLE {table}, _{table}_migrations")))
+        .execute(provider.pool())
+        .await;
+    report(&format!("shedlock (table row, fencing token), {connections} connection(s)"), all, seconds)
+}
+
+async fn advisory_cycles(connections: usize, seconds: u64) -> f64 {
+    let provider = Arc::new(
+        distributed_lock_postgres::PostgresLockProvider::builder()
+            .connection_string(url())
+            .build()
+            .await
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    for w in 0..connections {
+        let provider = Arc::clone(&provider);
+        workers.push(tokio::spawn(async move {
+            let lock = provider.create_lock(&format!("peers_w{w}_{}", std::process::id()));
+            let mut latencies = Vec::new();
+            while Instant::now() < deadline {
+                let t = Instant::now();
+                let handle = lock.try_acquire().await.unwrap().expect("own name, never held");
+                handle.release().await.unwrap();
+                latencies.push(t.elapsed());
+            }
+            latencies
+        }));
+    }
+    let mut all = Vec::new();
+    for w in workers {
+        all.extend(w.await.unwrap());
+    }
+    report(
+        &format!("distributed-lock-postgres 0.2 (pg_try_advisory_lock), {connections} connection(s)"),
+        all,
+        started.elapsed().as_secs_f64(),
+    )
+}
+
+#[tokio::main]
+async fn main() {
+    let seconds: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(10);
+    println!("acquire + release cycles, each worker its own lock name, {seconds} s per row\n");
+    println!("| what | cycles/s | p50 µs | p99 µs |");
+    println!("|---|---|---|---|");
+    for connections in [1, 8] {
+        let ours = shedlock_cycles(connections, seconds).await;
+        let theirs = advisory_cycles(connections, seconds).await;
+        println!("| ratio shedlock / advisory lock, {connections} connection(s) | {:.2} | | |", ours / theirs);
+    }
+}
