@@ -27,6 +27,8 @@ enum PoolKind {
     Default,
     /// `test_before_acquire(false)`: only the ping when a connection returns to the pool.
     NoTestBeforeAcquire,
+    /// `hold_connections(n)` on a pool of n + 1 with `test_before_acquire(false)`: no ping at all.
+    Held,
 }
 
 struct Stats {
@@ -65,6 +67,12 @@ async fn provider(
     path: &std::path::Path,
 ) -> Arc<dyn LockProvider> {
     let test = kind == PoolKind::Default;
+    let held = if kind == PoolKind::Held {
+        connections as usize
+    } else {
+        0
+    };
+    let connections = connections + u32::from(held > 0);
     match backend {
         Backend::Postgres => {
             let pool = sqlx::postgres::PgPoolOptions::new()
@@ -437,11 +445,16 @@ async fn main() {
             } else {
                 None
             };
-            for kind in [PoolKind::NoTestBeforeAcquire, PoolKind::Default] {
+            for kind in [
+                PoolKind::Held,
+                PoolKind::NoTestBeforeAcquire,
+                PoolKind::Default,
+            ] {
                 let path = dir.path().join(format!("{}.db", unique_name("lite")));
                 let p = provider(backend, &table, connections as u32, kind, &path).await;
                 let stats = cycles(p, connections, seconds).await;
                 let label = match kind {
+                    PoolKind::Held => "hold_connections(n)",
                     PoolKind::Default => "default pool",
                     PoolKind::NoTestBeforeAcquire => "pool with test_before_acquire(false)",
                 };

@@ -98,7 +98,11 @@ async fn count<T>(turns: &Turns, op: impl Future<Output = T>) -> (T, (usize, usi
 }
 
 /// Warms the prepared statements up, then counts each operation.
-async fn assert_one_round_trip_each<P: LockProvider>(provider: &P, turns: &Turns) {
+async fn assert_one_round_trip_each<P: LockProvider>(
+    provider: &P,
+    turns: &Turns,
+    max_pings: usize,
+) {
     let cfg =
         LockConfiguration::new(unique_name("rt"), Duration::from_secs(60), Duration::ZERO).unwrap();
     provider.migrate().await.unwrap();
@@ -131,13 +135,25 @@ async fn assert_one_round_trip_each<P: LockProvider>(provider: &P, turns: &Turns
         "statement round trips for (acquire, acquire while held, extend, unlock)"
     );
     assert!(
-        [pings.0, pings.1, pings.2, pings.3].iter().all(|p| *p <= 1),
-        "at most sqlx's one release ping per operation: {pings:?}"
+        [pings.0, pings.1, pings.2, pings.3]
+            .iter()
+            .all(|p| *p <= max_pings),
+        "at most {max_pings} release ping(s) per operation: {pings:?}"
     );
 }
 
 #[tokio::test]
 async fn postgres_one_round_trip_per_operation() {
+    postgres_round_trips(0).await;
+}
+
+/// With held connections sqlx's release ping is gone too.
+#[tokio::test]
+async fn postgres_one_round_trip_and_no_ping_with_held_connections() {
+    postgres_round_trips(1).await;
+}
+
+async fn postgres_round_trips(held: usize) {
     if skipped(Postgres::BACKEND) {
         return;
     }
@@ -153,9 +169,11 @@ async fn postgres_one_round_trip_per_operation() {
     let table = unique_name("shedlock_rt");
     let provider = PostgresLockProvider::builder(pool.clone())
         .table_name(&table)
+        .hold_connections(held)
         .build()
         .unwrap();
-    assert_one_round_trip_each(&provider, &turns).await;
+    assert_one_round_trip_each(&provider, &turns, hold_pings(held)).await;
+    drop(provider); // gives its held connection back to the pool
     sqlx::query(sqlx::AssertSqlSafe(format!(
         "DROP TABLE {table}, _{table}_migrations"
     )))
@@ -166,6 +184,16 @@ async fn postgres_one_round_trip_per_operation() {
 
 #[tokio::test]
 async fn mysql_one_round_trip_per_operation() {
+    mysql_round_trips(0).await;
+}
+
+/// With held connections sqlx's release ping is gone too.
+#[tokio::test]
+async fn mysql_one_round_trip_and_no_ping_with_held_connections() {
+    mysql_round_trips(1).await;
+}
+
+async fn mysql_round_trips(held: usize) {
     if skipped(MySql::BACKEND) {
         return;
     }
@@ -180,13 +208,20 @@ async fn mysql_one_round_trip_per_operation() {
     let table = unique_name("shedlock_rt");
     let provider = MySqlLockProvider::builder(pool.clone())
         .table_name(&table)
+        .hold_connections(held)
         .build()
         .unwrap();
-    assert_one_round_trip_each(&provider, &turns).await;
+    assert_one_round_trip_each(&provider, &turns, hold_pings(held)).await;
+    drop(provider); // gives its held connection back to the pool
     sqlx::query(sqlx::AssertSqlSafe(format!(
         "DROP TABLE {table}, _{table}_migrations"
     )))
     .execute(&pool)
     .await
     .unwrap();
+}
+
+/// Pings allowed per operation: sqlx's release ping, unless connections are held.
+fn hold_pings(held: usize) -> usize {
+    if held > 0 { 0 } else { 1 }
 }

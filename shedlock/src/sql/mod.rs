@@ -77,6 +77,64 @@ pub(crate) fn migrator(files: &[(i64, &'static str, &'static str)], table: &Tabl
     migrator
 }
 
+/// Connections a provider keeps checked out between statements ([`hold_connections`]).
+///
+/// sqlx pings every connection it takes back into its pool, a round trip after each statement.
+/// A held connection skips that. With a capacity of 0 (the default) every statement takes a
+/// connection from the pool and gives it back, exactly as executing on the pool does. A
+/// statement that failed never returns its connection here: the pool checks it.
+///
+/// [`hold_connections`]: crate::ProviderBuilder::hold_connections
+#[derive(Debug)]
+pub(crate) struct Stash<DB: sqlx::Database> {
+    held: std::sync::Mutex<Vec<sqlx::pool::PoolConnection<DB>>>,
+    capacity: usize,
+}
+
+impl<DB: sqlx::Database> Stash<DB> {
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self {
+            held: std::sync::Mutex::new(Vec::new()),
+            capacity,
+        }
+    }
+
+    pub(crate) async fn take(
+        &self,
+        pool: &sqlx::Pool<DB>,
+    ) -> Result<sqlx::pool::PoolConnection<DB>, sqlx::Error> {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        match held {
+            Some(conn) => Ok(conn),
+            None => pool.acquire().await,
+        }
+    }
+
+    pub(crate) fn give(&self, conn: sqlx::pool::PoolConnection<DB>, succeeded: bool) {
+        if succeeded && self.capacity > 0 {
+            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            if held.len() < self.capacity {
+                held.push(conn);
+            }
+        }
+    }
+}
+
+/// Runs `$query.$method(conn)` on a connection from the provider's stash.
+macro_rules! on_conn {
+    ($inner:expr, $query:expr, $method:ident) => {
+        match $inner.stash.take(&$inner.pool).await {
+            Ok(mut conn) => {
+                let out = $query.$method(&mut *conn).await;
+                $inner.stash.give(conn, out.is_ok());
+                out
+            }
+            Err(e) => Err(e),
+        }
+    };
+}
+pub(crate) use on_conn;
+
 /// The parts of a provider that are the same for every backend: `build()` on its builder, and
 /// [`LockProvider`](crate::LockProvider) forwarding to its `Inner`.
 macro_rules! lock_provider_impl {

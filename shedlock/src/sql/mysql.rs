@@ -132,6 +132,7 @@ struct Inner {
     unlock: Arc<str>,
     extend: Arc<str>,
     held: Arc<str>,
+    stash: super::Stash<sqlx::MySql>,
 }
 
 impl MySqlLockProvider {
@@ -185,6 +186,7 @@ impl MySqlLockProvider {
             unlock: statement(UNLOCK, table, now),
             extend: statement(EXTEND, table, now),
             held: statement(HELD, table, now),
+            stash: super::Stash::new(settings.hold_connections),
             pool,
             settings,
         };
@@ -212,7 +214,7 @@ impl Inner {
             query = query.bind(now);
         }
         query = query.bind(config.tick().map(|t| t.naive_utc()));
-        let done = match query.execute(&self.pool).await {
+        let done = match super::on_conn!(self, query, execute) {
             Ok(done) => done,
             Err(e) => {
                 return Err(fail(&**self, format!("acquire lock {:?}", config.name()), e).await);
@@ -229,7 +231,7 @@ impl Inner {
         if let Some(now) = self.settings.app_now() {
             query = query.bind(now.naive_utc());
         }
-        match query.fetch_one(&self.pool).await {
+        match super::on_conn!(self, query, fetch_one) {
             Ok(count) => Ok(count > 0),
             Err(e) => Err(fail(self, format!("check lock {name:?}"), e).await),
         }
@@ -304,7 +306,7 @@ impl Lease for Inner {
             if let Some(now) = now {
                 query = query.bind(now);
             }
-            match query.execute(&self.pool).await {
+            match super::on_conn!(self, query, execute) {
                 Ok(done) => Ok(done.rows_affected() == 1),
                 Err(e) => Err(fail(self, format!("extend lock {name:?}"), e).await),
             }
@@ -328,7 +330,7 @@ impl Lease for Inner {
                 .bind(micros(slack))
                 .bind(name)
                 .bind(token);
-            match query.execute(&self.pool).await {
+            match super::on_conn!(self, query, execute) {
                 Ok(done) => Ok(done.rows_affected() == 1),
                 Err(e) => Err(fail(self, format!("unlock lock {name:?}"), e).await),
             }

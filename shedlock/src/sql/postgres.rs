@@ -121,6 +121,7 @@ struct Inner {
     unlock: Arc<str>,
     extend: Arc<str>,
     held: Arc<str>,
+    stash: super::Stash<sqlx::Postgres>,
 }
 
 impl PostgresLockProvider {
@@ -173,6 +174,7 @@ impl PostgresLockProvider {
             unlock: statement(UNLOCK, table, if app { "$5::TIMESTAMPTZ" } else { NOW }),
             extend: statement(EXTEND, table, if app { "$4::TIMESTAMPTZ" } else { NOW }),
             held: statement(HELD, table, if app { "$3::TIMESTAMPTZ" } else { NOW }),
+            stash: super::Stash::new(settings.hold_connections),
             pool,
             settings,
         };
@@ -192,7 +194,7 @@ impl Inner {
         if let Some(now) = self.settings.app_now() {
             query = query.bind(now);
         }
-        let token = match query.fetch_optional(&self.pool).await {
+        let token = match super::on_conn!(self, query, fetch_optional) {
             Ok(token) => token,
             Err(e) => {
                 return Err(fail(&**self, format!("acquire lock {:?}", config.name()), e).await);
@@ -208,7 +210,7 @@ impl Inner {
         if let Some(now) = self.settings.app_now() {
             query = query.bind(now);
         }
-        match query.fetch_one(&self.pool).await {
+        match super::on_conn!(self, query, fetch_one) {
             Ok(count) => Ok(count > 0),
             Err(e) => Err(fail(self, format!("check lock {name:?}"), e).await),
         }
@@ -260,7 +262,7 @@ impl Lease for Inner {
             if let Some(now) = self.settings.app_now() {
                 query = query.bind(now);
             }
-            match query.execute(&self.pool).await {
+            match super::on_conn!(self, query, execute) {
                 Ok(done) => Ok(done.rows_affected() == 1),
                 Err(e) => Err(fail(self, format!("extend lock {name:?}"), e).await),
             }
@@ -283,7 +285,7 @@ impl Lease for Inner {
             if let Some(now) = self.settings.app_now() {
                 query = query.bind(now);
             }
-            match query.execute(&self.pool).await {
+            match super::on_conn!(self, query, execute) {
                 Ok(done) => Ok(done.rows_affected() == 1),
                 Err(e) => Err(fail(self, format!("unlock lock {name:?}"), e).await),
             }

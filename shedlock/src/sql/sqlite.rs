@@ -105,6 +105,7 @@ struct Inner {
     unlock: Arc<str>,
     extend: Arc<str>,
     held: Arc<str>,
+    stash: super::Stash<sqlx::Sqlite>,
 }
 
 impl SqliteLockProvider {
@@ -166,6 +167,7 @@ impl SqliteLockProvider {
             unlock: statement(UNLOCK, table, if app { "?5" } else { NOW }),
             extend: statement(EXTEND, table, if app { "?4" } else { NOW }),
             held: statement(HELD, table, if app { "?3" } else { NOW }),
+            stash: super::Stash::new(settings.hold_connections),
             pool,
             settings,
         };
@@ -191,7 +193,7 @@ impl Inner {
         if let Some(now) = self.app_now_ms() {
             query = query.bind(now);
         }
-        let token = match query.fetch_optional(&self.pool).await {
+        let token = match super::on_conn!(self, query, fetch_optional) {
             Ok(token) => token,
             Err(e) => {
                 return Err(fail(&**self, format!("acquire lock {:?}", config.name()), e).await);
@@ -207,7 +209,7 @@ impl Inner {
         if let Some(now) = self.app_now_ms() {
             query = query.bind(now);
         }
-        match query.fetch_one(&self.pool).await {
+        match super::on_conn!(self, query, fetch_one) {
             Ok(count) => Ok(count > 0),
             Err(e) => Err(fail(self, format!("check lock {name:?}"), e).await),
         }
@@ -259,7 +261,7 @@ impl Lease for Inner {
             if let Some(now) = self.app_now_ms() {
                 query = query.bind(now);
             }
-            match query.execute(&self.pool).await {
+            match super::on_conn!(self, query, execute) {
                 Ok(done) => Ok(done.rows_affected() == 1),
                 Err(e) => Err(fail(self, format!("extend lock {name:?}"), e).await),
             }
@@ -282,7 +284,7 @@ impl Lease for Inner {
             if let Some(now) = self.app_now_ms() {
                 query = query.bind(now);
             }
-            match query.execute(&self.pool).await {
+            match super::on_conn!(self, query, execute) {
                 Ok(done) => Ok(done.rows_affected() == 1),
                 Err(e) => Err(fail(self, format!("unlock lock {name:?}"), e).await),
             }
