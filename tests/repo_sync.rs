@@ -16,6 +16,8 @@ mod extract;
 mod git;
 #[path = "../examples/repo_sync/gitlab.rs"]
 mod gitlab;
+#[path = "../examples/repo_sync/http.rs"]
+mod http;
 #[path = "../examples/repo_sync/refresh.rs"]
 mod refresh;
 #[path = "../examples/repo_sync/source.rs"]

@@ -87,12 +87,19 @@ impl Db {
         };
         let pool = AnyPoolOptions::new()
             .max_connections(4)
+            // On every connection, not once: SQLite's busy timeout is a per-connection setting,
+            // and without it a second writer fails with "database is locked" instead of waiting.
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if dialect == Dialect::Sqlite {
+                        sqlx::Executor::execute(conn, "PRAGMA busy_timeout = 10000").await?;
+                    }
+                    Ok(())
+                })
+            })
             .connect(url)
             .await?;
         let db = Self { pool, dialect };
-        if dialect == Dialect::Sqlite {
-            db.exec("PRAGMA busy_timeout = 10000", vec![]).await?;
-        }
         for ddl in db.schema() {
             db.exec(&ddl, vec![]).await?;
         }

@@ -13,6 +13,7 @@
 // Some items (builder options, accessors) are for callers that may not use them yet.
 #![allow(dead_code)]
 
+use crate::http::{error_chain, truncate};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
@@ -304,8 +305,6 @@ pub(crate) const DEFAULT_MAX_RETRIES: u32 = 3;
 const BASE_BACKOFF: Duration = Duration::from_millis(200);
 /// No backoff, computed or from `Retry-After`, is longer than this.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
-/// How much of an error body goes into an error message.
-const MAX_MESSAGE_CHARS: usize = 500;
 
 /// An OpenAI-compatible embeddings endpoint: `POST {base_url}/v1/embeddings` with
 /// `{"model": ..., "input": [...]}`, reading `data[i].embedding` placed by `data[i].index`.
@@ -639,21 +638,6 @@ enum Attempt {
     Fatal(EmbedError),
 }
 
-/// An error and its causes, `outer: inner: innermost` (reqwest's own message omits the cause).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !s.contains(&text) {
-            s.push_str(": ");
-            s.push_str(&text);
-        }
-        source = cause.source();
-    }
-    s
-}
-
 /// The message of an error response: `error.message`, `error` or `message`/`detail` from a JSON
 /// body, else the body itself, shortened.
 fn server_message(body: &[u8]) -> String {
@@ -673,13 +657,6 @@ fn server_message(body: &[u8]) -> String {
         "(empty body)".into()
     } else {
         truncate(text.trim())
-    }
-}
-
-fn truncate(text: &str) -> String {
-    match text.char_indices().nth(MAX_MESSAGE_CHARS) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
     }
 }
 

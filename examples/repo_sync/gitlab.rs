@@ -28,6 +28,7 @@
 // Some items (the timeout setter, accessors) are for callers that may not use them yet.
 #![allow(dead_code)]
 
+use crate::http::{error_chain, truncate};
 use std::fmt;
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -49,8 +50,6 @@ const MAX_RETRY_AFTER: Duration = Duration::from_secs(5);
 const PER_PAGE: u32 = 100;
 /// How much of an error response is read for its message.
 const MAX_ERROR_BODY: u64 = 64 * 1024;
-/// How much of a server message goes into an error message.
-const MAX_MESSAGE_CHARS: usize = 500;
 /// Redirects followed per request (within the same host).
 const MAX_REDIRECTS: usize = 5;
 
@@ -863,21 +862,6 @@ fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-/// An error and its causes, `outer: inner: innermost` (reqwest's own message omits the cause).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !s.contains(&text) {
-            s.push_str(": ");
-            s.push_str(&text);
-        }
-        source = cause.source();
-    }
-    s
-}
-
 /// The message of an error response: GitLab's `message` (a string, or an object of field
 /// errors), `error_description` or `error` from a JSON body, else the body itself, shortened.
 fn server_message(body: &[u8]) -> String {
@@ -899,13 +883,6 @@ fn server_message(body: &[u8]) -> String {
         "(empty body)".into()
     } else {
         truncate(text.trim())
-    }
-}
-
-fn truncate(text: &str) -> String {
-    match text.char_indices().nth(MAX_MESSAGE_CHARS) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
     }
 }
 

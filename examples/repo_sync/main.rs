@@ -18,6 +18,7 @@ mod embed;
 mod extract;
 mod git;
 mod gitlab;
+mod http;
 mod refresh;
 mod source;
 mod sync;
