@@ -223,6 +223,7 @@ fn next_tick(ahead: Duration) -> DateTime<Utc> {
 async fn drop_table(backend: Backend, table: &str, path: &std::path::Path) {
     for sql in [
         format!("DROP TABLE IF EXISTS {table}"),
+        format!("DROP TABLE IF EXISTS {table}_runs"),
         format!("DROP TABLE IF EXISTS _{table}_migrations"),
     ] {
         let sql = AssertSqlSafe(sql);

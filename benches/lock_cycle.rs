@@ -340,6 +340,7 @@ async fn with_rows(backend: Backend, rows: usize, path: &std::path::Path) -> Opt
     }
     let stats = Stats::from(latencies, started.elapsed().as_secs_f64());
     let _ = exec(backend, &format!("DROP TABLE {table}"), path).await;
+    let _ = exec(backend, &format!("DROP TABLE {table}_runs"), path).await;
     let _ = exec(backend, &format!("DROP TABLE _{table}_migrations"), path).await;
     Some(stats)
 }
@@ -383,6 +384,7 @@ async fn exec(backend: Backend, sql: &str, path: &std::path::Path) -> Option<()>
 
 async fn drop_table(backend: Backend, table: &str, path: &std::path::Path) {
     let _ = exec(backend, &format!("DROP TABLE IF EXISTS {table}"), path).await;
+    let _ = exec(backend, &format!("DROP TABLE IF EXISTS {table}_runs"), path).await;
     let _ = exec(
         backend,
         &format!("DROP TABLE IF EXISTS _{table}_migrations"),

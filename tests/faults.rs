@@ -45,7 +45,8 @@ impl Place {
 
     async fn cleanup(&self) {
         let t = &self.target.table;
-        let drop = format!("DROP TABLE IF EXISTS {t}, _{t}_migrations, {t}_results, {t}_fenced");
+        let drop =
+            format!("DROP TABLE IF EXISTS {t}, _{t}_migrations, {t}_runs, {t}_results, {t}_fenced");
         match self.target.backend {
             Backend::Postgres => {
                 let pool = sqlx::PgPool::connect(&self.target.url).await.unwrap();

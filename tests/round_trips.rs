@@ -175,7 +175,7 @@ async fn postgres_round_trips(held: usize) {
     assert_one_round_trip_each(&provider, &turns, hold_pings(held)).await;
     drop(provider); // gives its held connection back to the pool
     sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP TABLE {table}, _{table}_migrations"
+        "DROP TABLE {table}, {table}_runs, _{table}_migrations"
     )))
     .execute(&pool)
     .await
@@ -214,7 +214,7 @@ async fn mysql_round_trips(held: usize) {
     assert_one_round_trip_each(&provider, &turns, hold_pings(held)).await;
     drop(provider); // gives its held connection back to the pool
     sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP TABLE {table}, _{table}_migrations"
+        "DROP TABLE {table}, {table}_runs, _{table}_migrations"
     )))
     .execute(&pool)
     .await

@@ -59,10 +59,15 @@
     allow(dead_code)
 )]
 
+#[cfg(feature = "cli")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cli")))]
+pub mod cli;
 mod config;
 mod context;
 mod error;
 mod executor;
+mod history;
+mod observe;
 mod provider;
 mod run;
 mod schedule;
@@ -76,6 +81,8 @@ pub use context::{
 };
 pub use error::{Backend, Error, Result};
 pub use executor::{LockingTaskExecutor, TaskResult};
+pub use history::{LockState, NewRun, RunOutcome, RunQuery, RunRecord, UnknownOutcome};
+pub use observe::{RunFinished, RunHistory, RunInfo, SchedulerListener, names as metric_names};
 pub use run::run_locked;
 pub use schedule::Schedule;
 pub use scheduler::{Job, JobOutput, JobStats, Scheduler, SchedulerBuilder, ShutdownReport};
@@ -159,18 +166,27 @@ pub mod statements {
     #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
     /// MySQL / MariaDB.
     pub mod mysql {
-        pub use crate::sql::mysql::{ACQUIRE, COLUMNS, EXTEND, HELD, NOW, UNLOCK};
+        pub use crate::sql::mysql::{
+            ACQUIRE, COLUMNS, EXTEND, HELD, LOCKS, NOW, RELEASE, RUN_FINISH, RUN_INSERT, RUN_PRUNE,
+            RUNS, UNLOCK,
+        };
     }
     #[cfg(feature = "postgres")]
     #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
     /// PostgreSQL.
     pub mod postgres {
-        pub use crate::sql::postgres::{ACQUIRE, COLUMNS, EXTEND, HELD, NOW, UNLOCK};
+        pub use crate::sql::postgres::{
+            ACQUIRE, COLUMNS, EXTEND, HELD, LOCKS, NOW, RELEASE, RUN_FINISH, RUN_INSERT, RUN_PRUNE,
+            RUNS, UNLOCK,
+        };
     }
     #[cfg(feature = "sqlite")]
     #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
     /// SQLite.
     pub mod sqlite {
-        pub use crate::sql::sqlite::{ACQUIRE, COLUMNS, EXTEND, HELD, NOW, UNLOCK};
+        pub use crate::sql::sqlite::{
+            ACQUIRE, COLUMNS, EXTEND, HELD, LOCKS, NOW, RELEASE, RUN_FINISH, RUN_INSERT, RUN_PRUNE,
+            RUNS, UNLOCK,
+        };
     }
 }

@@ -7,7 +7,10 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 
 use crate::config::validate_durations;
-use crate::{Backend, KeepAlive, LockConfiguration, Result};
+use crate::{
+    Backend, KeepAlive, LockConfiguration, LockState, NewRun, Result, RunOutcome, RunQuery,
+    RunRecord,
+};
 
 /// Takes locks in a shared table.
 ///
@@ -54,6 +57,74 @@ pub trait LockProvider: Send + Sync + fmt::Debug {
     /// The keep-alive settings used when this provider's locks are held by
     /// [`run_locked`](crate::run_locked), the executor and the scheduler.
     fn keep_alive(&self) -> KeepAlive;
+
+    /// Every row of the lock table, ordered by name, each with the database time it was read
+    /// at (so [`LockState::is_held`] and [`LockState::remaining`] use the database's clock).
+    ///
+    /// The providers of this crate implement it; the default says it is unsupported.
+    fn locks(&self) -> BoxFuture<'_, Result<Vec<LockState>>> {
+        Box::pin(async { Err(unsupported(self, "list locks")) })
+    }
+
+    /// The row of lock `name`, if it exists.
+    fn lock_state<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<LockState>>> {
+        let _ = name;
+        Box::pin(async { Err(unsupported(self, "read a lock")) })
+    }
+
+    /// Emergency release by an operator: ends lock `name` now, only while it still carries
+    /// `fencing_token` and has not expired. Returns whether it did.
+    ///
+    /// Nothing else changes: the token stays (the next holder gets a higher one) and so does
+    /// `last_tick`, so a tick already claimed is not run again. A job still running under the
+    /// released lock keeps running until its next keep-alive renewal is refused.
+    fn force_release<'a>(
+        &'a self,
+        name: &'a str,
+        fencing_token: i64,
+    ) -> BoxFuture<'a, Result<bool>> {
+        let _ = (name, fencing_token);
+        Box::pin(async { Err(unsupported(self, "release a lock")) })
+    }
+
+    /// Adds a row to the history table (`<table>_runs`) and returns its id. The start time is
+    /// the database's now; an outcome other than [`RunOutcome::Running`] also sets the finish
+    /// time to it.
+    fn record_run<'a>(&'a self, run: &'a NewRun) -> BoxFuture<'a, Result<i64>> {
+        let _ = run;
+        Box::pin(async { Err(unsupported(self, "record a run")) })
+    }
+
+    /// Finishes the history row `id` (from [`record_run`](Self::record_run)): its finish time
+    /// becomes the database's now.
+    fn finish_run<'a>(
+        &'a self,
+        id: i64,
+        outcome: RunOutcome,
+        error: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<()>> {
+        let _ = (id, outcome, error);
+        Box::pin(async { Err(unsupported(self, "finish a run")) })
+    }
+
+    /// Deletes history rows that started more than `older_than` ago; returns how many.
+    fn prune_runs(&self, older_than: Duration) -> BoxFuture<'_, Result<u64>> {
+        let _ = older_than;
+        Box::pin(async { Err(unsupported(self, "prune the run history")) })
+    }
+
+    /// History rows, newest first.
+    fn runs<'a>(&'a self, query: &'a RunQuery) -> BoxFuture<'a, Result<Vec<RunRecord>>> {
+        let _ = query;
+        Box::pin(async { Err(unsupported(self, "read the run history")) })
+    }
+}
+
+fn unsupported<P: LockProvider + ?Sized>(provider: &P, operation: &str) -> crate::Error {
+    crate::Error::Unsupported {
+        backend: provider.backend(),
+        operation: operation.to_owned(),
+    }
 }
 
 macro_rules! forward_lock_provider {
@@ -79,6 +150,27 @@ macro_rules! forward_lock_provider {
             }
             fn keep_alive(&self) -> KeepAlive {
                 (**self).keep_alive()
+            }
+            fn locks(&self) -> BoxFuture<'_, Result<Vec<LockState>>> {
+                (**self).locks()
+            }
+            fn lock_state<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<LockState>>> {
+                (**self).lock_state(name)
+            }
+            fn force_release<'a>(&'a self, name: &'a str, fencing_token: i64) -> BoxFuture<'a, Result<bool>> {
+                (**self).force_release(name, fencing_token)
+            }
+            fn record_run<'a>(&'a self, run: &'a NewRun) -> BoxFuture<'a, Result<i64>> {
+                (**self).record_run(run)
+            }
+            fn finish_run<'a>(&'a self, id: i64, outcome: RunOutcome, error: Option<&'a str>) -> BoxFuture<'a, Result<()>> {
+                (**self).finish_run(id, outcome, error)
+            }
+            fn prune_runs(&self, older_than: Duration) -> BoxFuture<'_, Result<u64>> {
+                (**self).prune_runs(older_than)
+            }
+            fn runs<'a>(&'a self, query: &'a RunQuery) -> BoxFuture<'a, Result<Vec<RunRecord>>> {
+                (**self).runs(query)
             }
         }
     )*};

@@ -9,7 +9,9 @@ use futures_util::FutureExt;
 use tokio::time::Instant;
 
 use crate::context::{LockContext, cancelled, current_provider, current_tick};
+use crate::observe::Probe;
 use crate::{Error, LockConfiguration, LockGuard, LockProvider, OnLockLost, Result, TaskResult};
+use tracing::Instrument;
 
 /// Runs `body` under the lock `config` describes, with the provider of the current scope (see
 /// [`with_provider`](crate::with_provider) and
@@ -60,8 +62,41 @@ enum Ending<T> {
 
 /// Acquires `config` on `provider`, runs `task` with the lock's context (also reachable through
 /// [`LockContext::current`]), keeps the lock alive as the provider's [`KeepAlive`] says, and
-/// releases it.
+/// releases it. All of it happens in a `shedlock.lock` span with the lock name, the tick, the
+/// fencing token and the outcome; inside a scheduled run it reports to the run's probe.
 pub(crate) async fn hold<T, F, Fut>(
+    provider: &dyn LockProvider,
+    config: &LockConfiguration,
+    task: F,
+) -> Result<TaskResult<T>>
+where
+    F: FnOnce(LockContext) -> Fut,
+    Fut: Future<Output = T>,
+{
+    let span = tracing::info_span!(
+        "shedlock.lock",
+        lock = config.name(),
+        tick = config.tick().map(tracing::field::display),
+        token = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+    );
+    let out = hold_in_span(provider, config, task)
+        .instrument(span.clone())
+        .await;
+    span.record(
+        "outcome",
+        match &out {
+            Ok(TaskResult::Executed(_)) => "executed",
+            Ok(TaskResult::Skipped) => "skipped-held",
+            Err(Error::LockLost { .. }) => "cancelled-lost-lock",
+            Err(Error::Cancelled { .. }) => "cancelled-shutdown",
+            Err(_) => "error",
+        },
+    );
+    out
+}
+
+async fn hold_in_span<T, F, Fut>(
     provider: &dyn LockProvider,
     config: &LockConfiguration,
     task: F,
@@ -86,11 +121,16 @@ where
     } else {
         config.clone()
     };
+    let probe = Probe::attempt(config.name());
     let acquired_at = Instant::now();
     let Some(mut guard) = provider.lock(&acquire).await? else {
         tracing::debug!(lock = config.name(), tick = ?config.tick(), "held elsewhere or tick already claimed: skipped");
         return Ok(TaskResult::Skipped);
     };
+    tracing::Span::current().record("token", guard.fencing_token());
+    if let Some(probe) = &probe {
+        probe.acquired(guard.fencing_token());
+    }
     let context = LockContext::new(
         config.name().to_owned(),
         guard.fencing_token(),
@@ -119,6 +159,9 @@ where
     let ending = match ending {
         Ending::Lost => {
             context.mark_lost();
+            if let Some(probe) = &probe {
+                probe.lost();
+            }
             tracing::warn!(
                 lock = config.name(),
                 token = guard.fencing_token(),

@@ -14,7 +14,12 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::context::{with_cancel, with_provider, with_tick};
-use crate::{AppClock, Error, LockProvider, Result, Schedule, TaskResult};
+use crate::observe::{Observer, Probe, RunInfo};
+use crate::{
+    AppClock, Error, LockProvider, Result, RunHistory, RunOutcome, Schedule, SchedulerListener,
+    TaskResult,
+};
+use tracing::Instrument;
 
 /// What a scheduled function may return, so the scheduler can tell a failed run from a good
 /// one: `()` or any `Result<T, E>` whose error is `Display`.
@@ -186,6 +191,7 @@ struct Entry {
 
 struct Inner {
     provider: Arc<dyn LockProvider>,
+    observer: Arc<Observer>,
     clock: AppClock,
     misfire_grace: Duration,
     shutdown_timeout: Duration,
@@ -197,6 +203,8 @@ struct Inner {
     cancel_runs: watch::Sender<bool>,
     runs: Mutex<JoinSet<()>>,
     loops: Mutex<JoinSet<()>>,
+    /// History rows of overlap skips, written after the fact.
+    chores: Mutex<JoinSet<()>>,
 }
 
 /// Fires jobs at their cron ticks; each run claims its tick through the lock, so across any
@@ -246,6 +254,14 @@ pub struct SchedulerBuilder {
     clock: AppClock,
     misfire_grace: Duration,
     shutdown_timeout: Duration,
+    history: Option<RunHistory>,
+    listeners: Vec<Arc<dyn SchedulerListener>>,
+}
+
+impl fmt::Debug for dyn SchedulerListener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SchedulerListener")
+    }
 }
 
 impl SchedulerBuilder {
@@ -270,10 +286,29 @@ impl SchedulerBuilder {
         self
     }
 
+    /// Writes the run history into `<table>_runs` (see [`RunHistory`]); off by default.
+    /// The table is created by the provider's `migrate()`.
+    pub fn history(mut self, history: RunHistory) -> Self {
+        self.history = Some(history);
+        self
+    }
+
+    /// Adds a [`SchedulerListener`]; every listener hears every job's ticks, in the order
+    /// added.
+    pub fn listener(mut self, listener: impl SchedulerListener) -> Self {
+        self.listeners.push(Arc::new(listener));
+        self
+    }
+
     /// The scheduler (not yet started).
     pub fn build(self) -> Scheduler {
         Scheduler {
             inner: Arc::new(Inner {
+                observer: Arc::new(Observer {
+                    provider: Arc::clone(&self.provider),
+                    history: self.history,
+                    listeners: self.listeners,
+                }),
                 provider: self.provider,
                 clock: self.clock,
                 misfire_grace: self.misfire_grace,
@@ -284,6 +319,7 @@ impl SchedulerBuilder {
                 cancel_runs: watch::Sender::new(false),
                 runs: Mutex::new(JoinSet::new()),
                 loops: Mutex::new(JoinSet::new()),
+                chores: Mutex::new(JoinSet::new()),
             }),
         }
     }
@@ -305,13 +341,15 @@ impl Scheduler {
         Self::builder(provider).build()
     }
 
-    /// A builder for the misfire grace and the shutdown timeout.
+    /// A builder for the misfire grace, the shutdown timeout, the run history and listeners.
     pub fn builder(provider: impl LockProvider + 'static) -> SchedulerBuilder {
         SchedulerBuilder {
             provider: Arc::new(provider),
             clock: AppClock::system(),
             misfire_grace: Duration::from_secs(300),
             shutdown_timeout: Duration::from_secs(30),
+            history: None,
+            listeners: Vec::new(),
         }
     }
 
@@ -397,6 +435,13 @@ impl Scheduler {
         for entry in jobs.values_mut() {
             self.spawn_loop(entry);
         }
+        if let Some(history) = self.inner.observer.history {
+            self.inner
+                .loops
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .spawn(prune_loop(Arc::clone(&self.inner), history));
+        }
         tracing::info!(jobs = jobs.len(), "scheduler started");
     }
 
@@ -408,6 +453,7 @@ impl Scheduler {
             counters: Arc::clone(&entry.counters),
             running: Arc::clone(&entry.running),
             next_tick: Arc::clone(&entry.next_tick),
+            last_lock: Mutex::new(None),
         });
         let inner = Arc::clone(&self.inner);
         self.inner
@@ -448,6 +494,12 @@ impl Scheduler {
                 report.cancelled += 1;
             }
         }
+        let mut chores =
+            std::mem::take(&mut *self.inner.chores.lock().unwrap_or_else(|e| e.into_inner()));
+        let _ = tokio::time::timeout(Duration::from_secs(10), async {
+            while chores.join_next().await.is_some() {}
+        })
+        .await;
         tracing::info!(
             finished = report.finished,
             cancelled = report.cancelled,
@@ -474,6 +526,21 @@ struct LoopJob {
     counters: Arc<Counters>,
     running: Arc<AtomicBool>,
     next_tick: Arc<Mutex<Option<DateTime<Utc>>>>,
+    /// The lock the job's last run took, named in the history row of an overlap skip.
+    last_lock: Mutex<Option<String>>,
+}
+
+/// Deletes history rows past the retention at start and then every `prune_every`, until
+/// shutdown.
+async fn prune_loop(inner: Arc<Inner>, history: RunHistory) {
+    let mut stop_firing = inner.stop_firing.subscribe();
+    loop {
+        inner.observer.prune().await;
+        tokio::select! {
+            () = tokio::time::sleep(history.prune_interval()) => {}
+            _ = stop_firing.wait_for(|stop| *stop) => return,
+        }
+    }
 }
 
 /// The tick loop of one job: catch up a missed tick, then sleep until each tick and fire it.
@@ -533,37 +600,94 @@ fn catch_up(inner: &Arc<Inner>, job: &Arc<LoopJob>, now: DateTime<Utc>) {
 /// Starts the run of `tick` unless the previous run of this job is still going.
 fn fire(inner: &Arc<Inner>, job: &Arc<LoopJob>, tick: DateTime<Utc>) {
     bump(&job.counters.fired);
+    let info = RunInfo {
+        job: job.job.name().to_owned(),
+        tick,
+        fired_at: inner.clock.now(),
+        lock: None,
+        fencing_token: None,
+    };
+    inner.observer.fired(&info);
+    let span = tracing::info_span!(
+        "shedlock.run",
+        job = job.job.name(),
+        tick = %tick,
+        outcome = tracing::field::Empty,
+    );
     if job.running.swap(true, Ordering::SeqCst) {
         bump(&job.counters.skipped_overlap);
-        tracing::warn!(job = job.job.name(), %tick, "previous run still going: tick skipped");
+        span.record("outcome", RunOutcome::SkippedOverlap.as_str());
+        span.in_scope(|| tracing::warn!("previous run still going: tick skipped"));
+        let info = RunInfo {
+            lock: job
+                .last_lock
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+            ..info
+        };
+        let observer = Arc::clone(&inner.observer);
+        let mut chores = inner.chores.lock().unwrap_or_else(|e| e.into_inner());
+        while chores.try_join_next().is_some() {}
+        chores.spawn(async move {
+            observer
+                .not_acquired(&info, RunOutcome::SkippedOverlap, None)
+                .await;
+        });
         return;
     }
     let provider = Arc::clone(&inner.provider);
     let cancel = inner.cancel_runs.subscribe();
+    let probe = Probe::new(Arc::clone(&inner.observer), info);
     let job = Arc::clone(job);
     let future = async move {
         // The job's closure is called inside the scopes, so even its synchronous part sees
         // the tick and the provider.
         let run = async { (job.job.run)().await };
-        let end = with_cancel(cancel, with_provider(provider, with_tick(tick, run))).await;
+        let end = probe
+            .scope(with_cancel(
+                cancel,
+                with_provider(provider, with_tick(tick, run)),
+            ))
+            .await;
         let name = job.job.name();
         let counters = &job.counters;
-        match end {
-            RunEnd::Executed(None) => bump(&counters.executed),
+        let (outcome, error) = match end {
+            RunEnd::Executed(None) => {
+                bump(&counters.executed);
+                (RunOutcome::Executed, None)
+            }
             RunEnd::Executed(Some(failure)) => {
                 bump(&counters.failed);
                 tracing::warn!(job = name, %tick, %failure, "job failed");
+                (RunOutcome::Failed, Some(failure))
             }
-            RunEnd::Skipped => bump(&counters.skipped_held),
-            RunEnd::Failed(Error::LockLost { .. }) => bump(&counters.lock_lost),
-            RunEnd::Failed(Error::Cancelled { .. }) => bump(&counters.cancelled),
+            RunEnd::Skipped => {
+                bump(&counters.skipped_held);
+                (RunOutcome::SkippedHeld, None)
+            }
+            RunEnd::Failed(error @ Error::LockLost { .. }) => {
+                bump(&counters.lock_lost);
+                (RunOutcome::CancelledLostLock, Some(error.to_string()))
+            }
+            RunEnd::Failed(error @ Error::Cancelled { .. }) => {
+                bump(&counters.cancelled);
+                (RunOutcome::CancelledShutdown, Some(error.to_string()))
+            }
             RunEnd::Failed(error) => {
                 bump(&counters.lock_errors);
                 tracing::error!(job = name, %tick, %error, "could not run the job");
+                (RunOutcome::Error, Some(error.to_string()))
             }
+        };
+        tracing::Span::current().record("outcome", outcome.as_str());
+        if let Some(lock) = probe.lock_name() {
+            *job.last_lock.lock().unwrap_or_else(|e| e.into_inner()) = Some(lock);
         }
         job.running.store(false, Ordering::SeqCst);
-    };
+        probe.finish(outcome, error).await;
+    }
+    .instrument(span);
     let mut runs = inner.runs.lock().unwrap_or_else(|e| e.into_inner());
     while runs.try_join_next().is_some() {} // reap finished runs so the set stays small
     runs.spawn(future);

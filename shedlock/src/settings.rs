@@ -82,6 +82,11 @@ impl TableName {
         }
     }
 
+    /// The run history table beside the lock table: `<table>_runs`.
+    pub(crate) fn runs_table(&self) -> String {
+        format!("{}_runs", self.0)
+    }
+
     /// The table where [`migrate`](crate::LockProvider::migrate) records what it applied:
     /// `_<table>_migrations` beside the lock table, never the application's `_sqlx_migrations`.
     pub(crate) fn history_table(&self) -> String {

@@ -298,7 +298,7 @@ impl TestDb for Postgres {
     }
 
     async fn record_run(&self, tick_ms: i64, instance: &str, token: i64) {
-        let table = format!("{}_runs", self.table);
+        let table = format!("{}_ran", self.table);
         self.exec(&format!(
             "CREATE TABLE IF NOT EXISTS {table} (tick BIGINT NOT NULL, instance VARCHAR(64) NOT NULL, token BIGINT NOT NULL)"
         ))
@@ -316,7 +316,7 @@ impl TestDb for Postgres {
 
     async fn runs(&self) -> Vec<(i64, String, i64)> {
         sqlx::query_as(AssertSqlSafe(format!(
-            "SELECT tick, instance, token FROM {}_runs ORDER BY token",
+            "SELECT tick, instance, token FROM {}_ran ORDER BY token",
             self.table
         )))
         .fetch_all(&self.pool)
@@ -328,7 +328,7 @@ impl TestDb for Postgres {
         let _ = self
             .pool
             .execute(AssertSqlSafe(format!(
-                "DROP TABLE IF EXISTS {t}, _{t}_migrations, {t}_runs",
+                "DROP TABLE IF EXISTS {t}, _{t}_migrations, {t}_runs, {t}_ran",
                 t = self.table
             )))
             .await;
@@ -457,7 +457,7 @@ impl TestDb for MySql {
     }
 
     async fn record_run(&self, tick_ms: i64, instance: &str, token: i64) {
-        let table = format!("{}_runs", self.table);
+        let table = format!("{}_ran", self.table);
         self.exec(&format!(
             "CREATE TABLE IF NOT EXISTS {table} (tick BIGINT NOT NULL, instance VARCHAR(64) NOT NULL, token BIGINT NOT NULL)"
         ))
@@ -475,7 +475,7 @@ impl TestDb for MySql {
 
     async fn runs(&self) -> Vec<(i64, String, i64)> {
         sqlx::query_as(AssertSqlSafe(format!(
-            "SELECT tick, instance, token FROM {}_runs ORDER BY token",
+            "SELECT tick, instance, token FROM {}_ran ORDER BY token",
             self.table
         )))
         .fetch_all(&self.pool)
@@ -487,7 +487,7 @@ impl TestDb for MySql {
         let _ = self
             .pool
             .execute(AssertSqlSafe(format!(
-                "DROP TABLE IF EXISTS {t}, _{t}_migrations, {t}_runs",
+                "DROP TABLE IF EXISTS {t}, _{t}_migrations, {t}_runs, {t}_ran",
                 t = self.table
             )))
             .await;
@@ -619,7 +619,7 @@ impl TestDb for Sqlite {
     }
 
     async fn record_run(&self, tick_ms: i64, instance: &str, token: i64) {
-        let table = format!("{}_runs", self.table);
+        let table = format!("{}_ran", self.table);
         self.exec(&format!(
             "CREATE TABLE IF NOT EXISTS {table} (tick BIGINT NOT NULL, instance VARCHAR(64) NOT NULL, token BIGINT NOT NULL)"
         ))
@@ -637,7 +637,7 @@ impl TestDb for Sqlite {
 
     async fn runs(&self) -> Vec<(i64, String, i64)> {
         sqlx::query_as(AssertSqlSafe(format!(
-            "SELECT tick, instance, token FROM {}_runs ORDER BY token",
+            "SELECT tick, instance, token FROM {}_ran ORDER BY token",
             self.table
         )))
         .fetch_all(&self.pool)
@@ -714,7 +714,10 @@ macro_rules! provider_suite {
             migrate_is_idempotent_and_concurrent_safe,
             bad_table_name_is_refused_before_any_sql,
             guard_dropped_without_unlock_releases_in_background,
-            executor_runs_skips_and_releases_after_panic
+            executor_runs_skips_and_releases_after_panic,
+            lock_states_read_by_the_database_clock,
+            operator_release_ends_the_lock_and_keeps_token_and_tick,
+            run_history_round_trips_filters_and_prunes
         );
     };
     (@tests $db:ty; $($name:ident),* $(,)?) => {

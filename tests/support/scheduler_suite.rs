@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use shedlock::{
-    Error, Job, KeepAlive, LockConfiguration, LockContext, LockProvider, OnLockLost, Schedule,
-    Scheduler, TaskResult, run_locked, with_provider,
+    Error, Job, KeepAlive, LockConfiguration, LockContext, LockProvider, OnLockLost, RunHistory,
+    RunOutcome, RunQuery, Schedule, Scheduler, TaskResult, run_locked, with_provider,
 };
 
 use crate::{Opts, TestDb};
@@ -51,7 +51,7 @@ fn recording_job<D: TestDb>(db: &Arc<D>, instance: &str) -> Job {
 }
 
 /// Three schedulers on three pools, one job every second with `lock_at_least_for = 0`, at least
-/// ten ticks: exactly one row per tick, none missing.
+/// ten ticks: exactly one row per tick, none missing; the run history says the same.
 pub async fn three_instances_run_every_tick_exactly_once<D: TestDb>(db: Arc<D>) {
     let mut schedulers = Vec::new();
     for i in 0..3 {
@@ -59,6 +59,7 @@ pub async fn three_instances_run_every_tick_exactly_once<D: TestDb>(db: Arc<D>) 
         let provider = db.provider_with(Opts::own_pool().locked_by(&who)).await;
         let scheduler = Scheduler::builder(provider)
             .misfire_grace(Duration::ZERO)
+            .history(RunHistory::keep_for(Duration::from_secs(86_400)))
             .build();
         scheduler.add(recording_job(&db, &who)).unwrap();
         schedulers.push(scheduler);
@@ -124,6 +125,56 @@ pub async fn three_instances_run_every_tick_exactly_once<D: TestDb>(db: Arc<D>) 
         "{} ticks, {} runs, per instance {by_instance:?}, {skipped} skipped as claimed elsewhere",
         unique.len(),
         runs.len()
+    );
+
+    // The history: one row per fired tick per instance, the executed ones exactly the runs.
+    let history = db
+        .provider()
+        .runs(&RunQuery::latest(10_000).name("every_second"))
+        .await
+        .unwrap();
+    assert_eq!(
+        history.len() as u64,
+        fired,
+        "one row per fired tick: {history:?}"
+    );
+    let mut executed_rows: Vec<(i64, String, i64)> = history
+        .iter()
+        .filter(|r| r.outcome == RunOutcome::Executed)
+        .map(|r| {
+            assert_eq!(r.job, "every_second");
+            assert!(r.finished_at.is_some() && r.error.is_none(), "{r:?}");
+            (
+                r.tick
+                    .expect("scheduled rows carry their tick")
+                    .timestamp_millis(),
+                r.locked_by.clone(),
+                r.fencing_token.expect("an executed run took its lock"),
+            )
+        })
+        .collect();
+    executed_rows.sort_by_key(|(_, _, token)| *token);
+    assert_eq!(
+        executed_rows, runs,
+        "history's executed rows are exactly what ran"
+    );
+    let skipped_rows = history
+        .iter()
+        .filter(|r| r.outcome == RunOutcome::SkippedHeld)
+        .inspect(|r| assert_eq!(r.fencing_token, None, "{r:?}"))
+        .count();
+    assert_eq!(skipped_rows as u64, skipped);
+    let mut per_instance_tick: Vec<(i64, &str)> = history
+        .iter()
+        .map(|r| (r.tick.unwrap().timestamp_millis(), r.locked_by.as_str()))
+        .collect();
+    per_instance_tick.sort_unstable();
+    let before = per_instance_tick.len();
+    per_instance_tick.dedup();
+    assert_eq!(
+        before,
+        per_instance_tick.len(),
+        "an instance wrote two rows for one tick"
     );
 }
 

@@ -873,3 +873,226 @@ pub async fn executor_runs_skips_and_releases_after_panic<D: TestDb>(db: &D) {
         "released after the panic"
     );
 }
+
+pub async fn lock_states_read_by_the_database_clock<D: TestDb>(db: &D) {
+    let provider = db.provider();
+    assert_eq!(
+        provider.locks().await.unwrap(),
+        vec![],
+        "a new table has no locks"
+    );
+    let held = provider
+        .lock(&cfg("b_held", LONG, Duration::ZERO))
+        .await
+        .unwrap()
+        .unwrap();
+    let free = provider
+        .lock(&cfg("a_free", LONG, Duration::ZERO).for_tick(tick(7)))
+        .await
+        .unwrap()
+        .unwrap();
+    let free_token = free.fencing_token();
+    assert!(free.unlock().await.unwrap());
+    let locks = provider.locks().await.unwrap();
+    let names: Vec<&str> = locks.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["a_free", "b_held"], "ordered by name");
+    let (a, b) = (&locks[0], &locks[1]);
+    assert!(!a.is_held(), "{a:?}");
+    assert_eq!(a.remaining(), Duration::ZERO);
+    assert_eq!(a.fencing_token, free_token);
+    assert_eq!(a.last_tick, Some(tick(7)));
+    assert!(b.is_held(), "{b:?}");
+    assert_eq!(b.fencing_token, held.fencing_token());
+    assert_eq!(b.locked_by, provider.locked_by());
+    assert_eq!(b.last_tick, None);
+    assert!(
+        (LONG - 5 * SEC..=LONG).contains(&b.remaining()),
+        "{:?}",
+        b.remaining()
+    );
+    assert!(b.locked_at <= b.read_at && b.read_at < b.locked_until);
+    let one = provider
+        .lock_state("b_held")
+        .await
+        .unwrap()
+        .expect("exists");
+    assert_eq!(
+        (
+            &one.name,
+            one.fencing_token,
+            &one.locked_by,
+            one.locked_until
+        ),
+        (&b.name, b.fencing_token, &b.locked_by, b.locked_until)
+    );
+    assert_eq!(provider.lock_state("nope").await.unwrap(), None);
+    drop(held);
+}
+
+pub async fn operator_release_ends_the_lock_and_keeps_token_and_tick<D: TestDb>(db: &D) {
+    let provider = db.provider();
+    let other = db.provider_with(Opts::own_pool().locked_by("other")).await;
+    let guard = provider
+        .lock(&cfg("stuck", LONG, Duration::ZERO).for_tick(tick(1)))
+        .await
+        .unwrap()
+        .unwrap();
+    let token = guard.fencing_token();
+    assert!(
+        !provider.force_release("stuck", token - 1).await.unwrap(),
+        "a token other than the one shown releases nothing"
+    );
+    assert!(
+        provider
+            .lock_state("stuck")
+            .await
+            .unwrap()
+            .unwrap()
+            .is_held()
+    );
+    assert!(provider.force_release("stuck", token).await.unwrap());
+    let state = provider.lock_state("stuck").await.unwrap().unwrap();
+    assert!(!state.is_held(), "{state:?}");
+    assert_eq!(state.fencing_token, token, "no token bumped");
+    assert_eq!(
+        state.last_tick,
+        Some(tick(1)),
+        "the claimed tick stays claimed"
+    );
+    assert!(
+        !provider.force_release("stuck", token).await.unwrap(),
+        "releasing a free lock does nothing"
+    );
+    assert!(
+        other
+            .lock(&cfg("stuck", LONG, Duration::ZERO).for_tick(tick(1)))
+            .await
+            .unwrap()
+            .is_none(),
+        "the released tick does not run again"
+    );
+    let next = other
+        .lock(&cfg("stuck", LONG, Duration::ZERO))
+        .await
+        .unwrap()
+        .expect("free after the release");
+    assert!(next.fencing_token() > token);
+    assert!(
+        !guard.unlock().await.unwrap(),
+        "the old holder cannot touch the new lock"
+    );
+    assert!(
+        provider
+            .lock_state("stuck")
+            .await
+            .unwrap()
+            .unwrap()
+            .is_held()
+    );
+    assert!(!provider.force_release("missing", 1).await.unwrap());
+}
+
+pub async fn run_history_round_trips_filters_and_prunes<D: TestDb>(db: &D) {
+    use shedlock::{NewRun, RunOutcome, RunQuery};
+    let provider = db.provider();
+    let old = provider
+        .record_run(&NewRun::new(
+            "sync",
+            "sync_1",
+            Some(tick(0)),
+            RunOutcome::SkippedHeld,
+        ))
+        .await
+        .unwrap();
+    tokio::time::sleep(1500 * MS).await;
+    let running = provider
+        .record_run(
+            &NewRun::new("sync", "sync_1", Some(tick(60)), RunOutcome::Running)
+                .fencing_token(Some(41)),
+        )
+        .await
+        .unwrap();
+    let failed = provider
+        .record_run(
+            &NewRun::new("other", "other", None, RunOutcome::Failed)
+                .fencing_token(Some(7))
+                .error(Some("upstream said 503 ✗".into())),
+        )
+        .await
+        .unwrap();
+    assert!(old < running && running < failed, "ids increase");
+    let rows = provider.runs(&RunQuery::latest(10)).await.unwrap();
+    let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+    assert_eq!(ids, [failed, running, old], "newest first");
+    let r = &rows[1];
+    assert_eq!(
+        (
+            r.job.as_str(),
+            r.name.as_str(),
+            r.tick,
+            r.outcome,
+            r.fencing_token
+        ),
+        (
+            "sync",
+            "sync_1",
+            Some(tick(60)),
+            RunOutcome::Running,
+            Some(41)
+        )
+    );
+    assert_eq!(r.finished_at, None);
+    assert_eq!(r.duration(), None);
+    assert_eq!(r.locked_by, provider.locked_by());
+    assert_eq!(rows[0].error.as_deref(), Some("upstream said 503 ✗"));
+    assert_eq!(
+        rows[0].duration(),
+        Some(Duration::ZERO),
+        "finished as written"
+    );
+    assert_eq!(rows[0].tick, None);
+
+    tokio::time::sleep(300 * MS).await;
+    provider
+        .finish_run(running, RunOutcome::Executed, None)
+        .await
+        .unwrap();
+    let r = provider
+        .runs(
+            &RunQuery::latest(1)
+                .name("sync_1")
+                .outcome(RunOutcome::Executed),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(r[0].id, running);
+    let took = r[0].duration().expect("finished");
+    assert!((200 * MS..30 * SEC).contains(&took), "{took:?}");
+
+    let by_job = provider
+        .runs(&RunQuery::latest(10).name("sync"))
+        .await
+        .unwrap();
+    assert_eq!(by_job.len(), 2, "the job name matches too: {by_job:?}");
+    let limited = provider.runs(&RunQuery::latest(1)).await.unwrap();
+    assert_eq!(limited.len(), 1);
+
+    let deleted = provider.prune_runs(SEC).await.unwrap();
+    assert_eq!(deleted, 1, "only the row older than a second");
+    let ids: Vec<i64> = provider
+        .runs(&RunQuery::latest(10))
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(ids, [failed, running]);
+
+    let missing = db.provider_for_table(&unique_name("no_history"));
+    let err = missing.runs(&RunQuery::latest(1)).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::TableMissing { table, .. } if table.ends_with("_runs")),
+        "{err:?}"
+    );
+}

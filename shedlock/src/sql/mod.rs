@@ -38,12 +38,47 @@ pub(crate) const COLUMNS: [&str; 6] = [
 /// The opening of every migration file; the embedded `migrate()` swaps in the configured table.
 const CREATE_TABLE_PREFIX: &str = "CREATE TABLE IF NOT EXISTS shedlock (";
 
-/// A statement with `{table}` and `{now}` filled in, cheap to clone into each query.
+/// The opening of every run history migration's `CREATE TABLE`, and the start of its index
+/// names; the embedded `migrate()` swaps in `<table>_runs`.
+const RUNS_TABLE: &str = "shedlock_runs";
+
+/// How many history rows one prune statement deletes at most (it repeats until fewer).
+pub(crate) const PRUNE_BATCH: u64 = 10_000;
+
+/// A statement with `{table}`, `{runs}` and `{now}` filled in, cheap to clone into each query.
 pub(crate) fn statement(template: &str, table: &TableName, now: &str) -> Arc<str> {
     template
         .replace("{table}", table.as_str())
+        .replace("{runs}", &table.runs_table())
         .replace("{now}", now)
         .into()
+}
+
+/// A migration file's text for the configured table: `shedlock` becomes the table,
+/// `shedlock_runs` its history table. Index names stay unqualified where PostgreSQL wants them
+/// so (an index lives in its table's schema) and qualified where SQLite does (`schema.index ON
+/// table`).
+fn for_table(text: &str, table: &TableName, backend: Backend) -> String {
+    let (schema, bare) = table.split();
+    let runs = table.runs_table();
+    let bare_runs = format!("{bare}_runs");
+    let (index, on) = match (backend, schema) {
+        (Backend::Sqlite, Some(schema)) => (format!("{schema}.{bare}_runs"), bare_runs.as_str()),
+        _ => (bare_runs.clone(), runs.as_str()),
+    };
+    text.replace(
+        CREATE_TABLE_PREFIX,
+        &format!("CREATE TABLE IF NOT EXISTS {} (", table.as_str()),
+    )
+    .replace(
+        &format!("CREATE TABLE IF NOT EXISTS {RUNS_TABLE} ("),
+        &format!("CREATE TABLE IF NOT EXISTS {runs} ("),
+    )
+    .replace(
+        &format!("EXISTS {RUNS_TABLE}_by_"),
+        &format!("EXISTS {index}_by_"),
+    )
+    .replace(&format!("ON {RUNS_TABLE} ("), &format!("ON {on} ("))
 }
 
 /// A query over a prepared statement text.
@@ -54,15 +89,16 @@ pub(crate) fn sql(text: &Arc<str>) -> AssertSqlSafe<Arc<str>> {
 /// The migrator behind `migrate()`: the dialect's migration files with the configured table
 /// name, recorded in `_<table>_migrations` so it never meets the application's
 /// `_sqlx_migrations` history.
-pub(crate) fn migrator(files: &[(i64, &'static str, &'static str)], table: &TableName) -> Migrator {
+pub(crate) fn migrator(
+    files: &[(i64, &'static str, &'static str)],
+    table: &TableName,
+    backend: Backend,
+) -> Migrator {
     let migrations = files
         .iter()
         .map(|(version, description, text)| {
             debug_assert!(text.contains(CREATE_TABLE_PREFIX) || *version > 1);
-            let text = text.replace(
-                CREATE_TABLE_PREFIX,
-                &format!("CREATE TABLE IF NOT EXISTS {} (", table.as_str()),
-            );
+            let text = for_table(text, table, backend);
             Migration::new(
                 *version,
                 Cow::Borrowed(*description),
@@ -207,6 +243,58 @@ macro_rules! lock_provider_impl {
             fn keep_alive(&self) -> $crate::KeepAlive {
                 self.inner.settings.keep_alive
             }
+
+            fn locks(
+                &self,
+            ) -> futures_util::future::BoxFuture<'_, $crate::Result<Vec<$crate::LockState>>> {
+                Box::pin(self.inner.locks(None))
+            }
+
+            fn lock_state<'a>(
+                &'a self,
+                name: &'a str,
+            ) -> futures_util::future::BoxFuture<'a, $crate::Result<Option<$crate::LockState>>>
+            {
+                Box::pin(async move { Ok(self.inner.locks(Some(name)).await?.pop()) })
+            }
+
+            fn force_release<'a>(
+                &'a self,
+                name: &'a str,
+                fencing_token: i64,
+            ) -> futures_util::future::BoxFuture<'a, $crate::Result<bool>> {
+                Box::pin(self.inner.force_release(name, fencing_token))
+            }
+
+            fn record_run<'a>(
+                &'a self,
+                run: &'a $crate::NewRun,
+            ) -> futures_util::future::BoxFuture<'a, $crate::Result<i64>> {
+                Box::pin(self.inner.record_run(run))
+            }
+
+            fn finish_run<'a>(
+                &'a self,
+                id: i64,
+                outcome: $crate::RunOutcome,
+                error: Option<&'a str>,
+            ) -> futures_util::future::BoxFuture<'a, $crate::Result<()>> {
+                Box::pin(self.inner.finish_run(id, outcome, error))
+            }
+
+            fn prune_runs(
+                &self,
+                older_than: std::time::Duration,
+            ) -> futures_util::future::BoxFuture<'_, $crate::Result<u64>> {
+                Box::pin(self.inner.prune_runs(older_than))
+            }
+
+            fn runs<'a>(
+                &'a self,
+                query: &'a $crate::RunQuery,
+            ) -> futures_util::future::BoxFuture<'a, $crate::Result<Vec<$crate::RunRecord>>> {
+                Box::pin(self.inner.runs(query))
+            }
         }
     };
 }
@@ -335,11 +423,29 @@ pub(crate) async fn fail<D: Dialect>(dialect: &D, operation: String, source: sql
     }
 }
 
+/// [`fail`] for a statement on the run history table: a missing table is named as the history
+/// table, which `migrate()` creates.
+pub(crate) async fn fail_runs<D: Dialect>(
+    dialect: &D,
+    operation: String,
+    source: sqlx::Error,
+) -> Error {
+    match fail(dialect, operation, source).await {
+        Error::TableMissing { backend, .. } | Error::MissingColumns { backend, .. } => {
+            Error::TableMissing {
+                backend,
+                table: dialect.settings().table.runs_table(),
+            }
+        }
+        other => other,
+    }
+}
+
 /// `migrate()` for every backend: run the embedded migrations, then check that the table has
 /// every column (a table of the same name made by something else is refused by name).
 pub(crate) async fn migrate<D: Dialect>(dialect: &D) -> Result<()> {
     let table = &dialect.settings().table;
-    let migrator = migrator(D::MIGRATIONS, table);
+    let migrator = migrator(D::MIGRATIONS, table, D::BACKEND);
     if let Err(source) = dialect.run_migrator(&migrator).await {
         return Err(match source {
             MigrateError::Execute(e) => fail(dialect, "migrate".into(), e).await,
@@ -415,11 +521,49 @@ mod tests {
     }
 
     #[test]
+    fn run_history_migrations_follow_the_configured_table() {
+        let files = [
+            (
+                Backend::Postgres,
+                include_str!("../../../migrations/postgres/0002_create_shedlock_runs.sql"),
+            ),
+            (
+                Backend::MySql,
+                include_str!("../../../migrations/mysql/0002_create_shedlock_runs.sql"),
+            ),
+            (
+                Backend::Sqlite,
+                include_str!("../../../migrations/sqlite/0002_create_shedlock_runs.sql"),
+            ),
+        ];
+        for (backend, text) in files {
+            let plain = for_table(text, &TableName::new("ops_locks").unwrap(), backend);
+            assert!(!plain.contains("shedlock"), "{backend}: {plain}");
+            assert!(plain.contains("CREATE TABLE IF NOT EXISTS ops_locks_runs ("));
+            let qualified = for_table(text, &TableName::new("ops.locks").unwrap(), backend);
+            assert!(!qualified.contains("shedlock"), "{backend}: {qualified}");
+            assert!(qualified.contains("CREATE TABLE IF NOT EXISTS ops.locks_runs ("));
+            match backend {
+                Backend::Postgres => assert!(
+                    qualified.contains("EXISTS locks_runs_by_name ON ops.locks_runs ("),
+                    "{qualified}"
+                ),
+                Backend::Sqlite => assert!(
+                    qualified.contains("EXISTS ops.locks_runs_by_name ON locks_runs ("),
+                    "{qualified}"
+                ),
+                Backend::MySql => assert!(qualified.contains("INDEX by_name"), "{qualified}"),
+            }
+        }
+    }
+
+    #[test]
     fn migrator_uses_the_configured_table_and_its_own_history() {
         let table = TableName::new("ops_locks").unwrap();
         let migrator = migrator(
             &[(1, "create", "CREATE TABLE IF NOT EXISTS shedlock (x INT)")],
             &table,
+            Backend::Postgres,
         );
         assert_eq!(migrator.table_name, "_ops_locks_migrations");
         let first = migrator.iter().next().unwrap();

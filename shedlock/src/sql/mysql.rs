@@ -15,11 +15,16 @@ use sqlx::ConnectOptions;
 use sqlx::MySqlPool;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 
-use super::{Dialect, Failure, connect_error, fail, micros, sql, statement};
+use super::{Dialect, Failure, connect_error, fail, fail_runs, micros, sql, statement};
+use crate::history::parse_outcome;
 use crate::provider::Lease;
 use crate::settings::{ProviderBuilder, Settings};
 use crate::{Backend, ClockMode, Error, LockConfiguration, LockGuard, Result};
+use crate::{LockState, NewRun, RunOutcome, RunQuery, RunRecord};
+use chrono::{DateTime, NaiveDateTime, Utc};
+use sqlx::Row;
 use sqlx::migrate::{MigrateError, Migrator};
+use sqlx::mysql::MySqlRow;
 
 /// The database's current time in UTC with microseconds. It is fixed for the whole statement,
 /// so every use in one statement sees the same instant. (Columns are `DATETIME(6)` holding UTC,
@@ -90,11 +95,59 @@ const MIGRATE_LOCK: &str = "SELECT GET_LOCK(?, ?)";
 const MIGRATE_UNLOCK: &str = "SELECT RELEASE_LOCK(?)";
 const MIGRATE_LOCK_WAIT: Duration = Duration::from_secs(60);
 
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "create shedlock table",
-    include_str!("../../../migrations/mysql/0001_create_shedlock.sql"),
-)];
+/// Every lock, or one: each row with the database time it was read at.
+///
+/// Binds: name (nullable: all), name.
+pub const LOCKS: &str = "\
+SELECT name, locked_until, locked_at, locked_by, fencing_token, last_tick, {now}
+FROM {table}
+WHERE ? IS NULL OR name = ?
+ORDER BY name";
+
+/// An operator's release: ends the lock now, only while it carries the token the operator was
+/// shown and has not expired. Token and `last_tick` stay.
+///
+/// Binds: name, token.
+pub const RELEASE: &str = "\
+UPDATE {table} SET locked_until = {now}
+WHERE name = ? AND fencing_token = ? AND locked_until > {now}";
+
+/// A history row; a finished outcome gets `finished_at = started_at`. The id comes back as the
+/// last insert id.
+///
+/// Binds: job, name, tick, still running, outcome, locked_by, token, error.
+pub const RUN_INSERT: &str = "\
+INSERT INTO {runs} (job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error)
+VALUES (?, ?, ?, {now}, IF(?, NULL, {now}), ?, ?, ?, ?)";
+
+/// Finishes a history row. Binds: outcome, error, id.
+pub const RUN_FINISH: &str = "\
+UPDATE {runs} SET finished_at = {now}, outcome = ?, error = ? WHERE id = ?";
+
+/// Deletes up to 10,000 history rows older than the retention (µs); run until it deletes fewer.
+pub const RUN_PRUNE: &str = "\
+DELETE FROM {runs} WHERE started_at < {now} - INTERVAL ? MICROSECOND ORDER BY id LIMIT 10000";
+
+/// History rows, newest first. Binds: name or job (nullable) ×3, outcome (nullable) ×2, limit.
+pub const RUNS: &str = "\
+SELECT id, job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error
+FROM {runs}
+WHERE (? IS NULL OR name = ? OR job = ?) AND (? IS NULL OR outcome = ?)
+ORDER BY id DESC
+LIMIT ?";
+
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "create shedlock table",
+        include_str!("../../../migrations/mysql/0001_create_shedlock.sql"),
+    ),
+    (
+        2,
+        "create shedlock_runs table",
+        include_str!("../../../migrations/mysql/0002_create_shedlock_runs.sql"),
+    ),
+];
 
 /// A [`LockProvider`](crate::LockProvider) over a MySQL 8 or MariaDB 10.11 pool.
 ///
@@ -236,6 +289,133 @@ impl Inner {
             Err(e) => Err(fail(self, format!("check lock {name:?}"), e).await),
         }
     }
+}
+
+/// The statements an operator and the run history use (always by the database clock).
+impl Inner {
+    fn text(&self, template: &str) -> Arc<str> {
+        statement(template, &self.settings.table, NOW)
+    }
+
+    async fn locks(&self, name: Option<&str>) -> Result<Vec<LockState>> {
+        let rows = sqlx::query(sql(&self.text(LOCKS)))
+            .bind(name)
+            .bind(name)
+            .fetch_all(&self.pool)
+            .await;
+        let decode = |row: MySqlRow| -> Result<LockState, sqlx::Error> {
+            Ok(LockState {
+                name: row.try_get(0)?,
+                locked_until: utc(row.try_get(1)?),
+                locked_at: utc(row.try_get(2)?),
+                locked_by: row.try_get(3)?,
+                fencing_token: row.try_get(4)?,
+                last_tick: row.try_get::<Option<NaiveDateTime>, _>(5)?.map(utc),
+                read_at: utc(row.try_get(6)?),
+            })
+        };
+        match rows.and_then(|rows| rows.into_iter().map(decode).collect()) {
+            Ok(locks) => Ok(locks),
+            Err(e) => Err(fail(self, "list locks".into(), e).await),
+        }
+    }
+
+    async fn force_release(&self, name: &str, token: i64) -> Result<bool> {
+        let done = sqlx::query(sql(&self.text(RELEASE)))
+            .bind(name)
+            .bind(token)
+            .execute(&self.pool)
+            .await;
+        match done {
+            Ok(done) => Ok(done.rows_affected() == 1),
+            Err(e) => Err(fail(self, format!("release lock {name:?}"), e).await),
+        }
+    }
+
+    async fn record_run(&self, run: &NewRun) -> Result<i64> {
+        let done = sqlx::query(sql(&self.text(RUN_INSERT)))
+            .bind(&run.job)
+            .bind(&run.name)
+            .bind(run.tick.map(|t| t.naive_utc()))
+            .bind(run.outcome == RunOutcome::Running)
+            .bind(run.outcome.as_str())
+            .bind(&self.settings.locked_by)
+            .bind(run.fencing_token)
+            .bind(run.error.as_deref())
+            .execute(&self.pool)
+            .await;
+        match done {
+            Ok(done) => Ok(i64::try_from(done.last_insert_id()).unwrap_or(i64::MAX)),
+            Err(e) => Err(fail_runs(self, "record a run".into(), e).await),
+        }
+    }
+
+    async fn finish_run(&self, id: i64, outcome: RunOutcome, error: Option<&str>) -> Result<()> {
+        let done = sqlx::query(sql(&self.text(RUN_FINISH)))
+            .bind(outcome.as_str())
+            .bind(error)
+            .bind(id)
+            .execute(&self.pool)
+            .await;
+        match done {
+            Ok(_) => Ok(()),
+            Err(e) => Err(fail_runs(self, "finish a run".into(), e).await),
+        }
+    }
+
+    async fn prune_runs(&self, older_than: Duration) -> Result<u64> {
+        let text = self.text(RUN_PRUNE);
+        let mut deleted = 0;
+        loop {
+            let done = sqlx::query(sql(&text))
+                .bind(micros(older_than))
+                .execute(&self.pool)
+                .await;
+            match done {
+                Ok(done) if done.rows_affected() < super::PRUNE_BATCH => {
+                    return Ok(deleted + done.rows_affected());
+                }
+                Ok(done) => deleted += done.rows_affected(),
+                Err(e) => return Err(fail_runs(self, "prune the run history".into(), e).await),
+            }
+        }
+    }
+
+    async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>> {
+        let (name, outcome) = (query.name.as_deref(), query.outcome.map(RunOutcome::as_str));
+        let rows = sqlx::query(sql(&self.text(RUNS)))
+            .bind(name)
+            .bind(name)
+            .bind(name)
+            .bind(outcome)
+            .bind(outcome)
+            .bind(i64::from(query.limit))
+            .fetch_all(&self.pool)
+            .await;
+        let decode = |row: MySqlRow| -> Result<RunRecord, sqlx::Error> {
+            Ok(RunRecord {
+                id: row.try_get(0)?,
+                job: row.try_get(1)?,
+                name: row.try_get(2)?,
+                tick: row.try_get::<Option<NaiveDateTime>, _>(3)?.map(utc),
+                started_at: utc(row.try_get(4)?),
+                finished_at: row.try_get::<Option<NaiveDateTime>, _>(5)?.map(utc),
+                outcome: parse_outcome(row.try_get(6)?)?,
+                locked_by: row.try_get(7)?,
+                fencing_token: row.try_get(8)?,
+                error: row.try_get(9)?,
+            })
+        };
+        match rows.and_then(|rows| rows.into_iter().map(decode).collect()) {
+            Ok(runs) => Ok(runs),
+            Err(e) => Err(fail_runs(self, "read the run history".into(), e).await),
+        }
+    }
+}
+
+/// A `DATETIME(6)` holding UTC.
+fn utc(time: NaiveDateTime) -> DateTime<Utc> {
+    time.and_utc()
 }
 
 impl Dialect for Inner {

@@ -8,11 +8,18 @@ use futures_util::future::BoxFuture;
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
-use super::{Dialect, Failure, connect_error, fail, millis_ceil, retry_lost_race, sql, statement};
+use super::{
+    Dialect, Failure, connect_error, fail, fail_runs, millis_ceil, retry_lost_race, sql, statement,
+};
+use crate::history::parse_outcome;
 use crate::provider::Lease;
 use crate::settings::{ProviderBuilder, Settings};
 use crate::{Backend, ClockMode, Error, LockConfiguration, LockGuard, Result};
+use crate::{LockState, NewRun, RunOutcome, RunQuery, RunRecord};
+use chrono::{DateTime, Utc};
+use sqlx::Row;
 use sqlx::migrate::{MigrateError, Migrator};
+use sqlx::sqlite::SqliteRow;
 
 /// The current time in whole milliseconds since the Unix epoch. SQLite fixes `'now'` for the
 /// whole of one statement step, so every use in one statement sees the same instant.
@@ -63,11 +70,63 @@ SELECT COUNT(*) FROM {table} WHERE name = ?1 AND fencing_token = ?2 AND locked_u
 /// The columns the lock table has.
 pub const COLUMNS: &str = "SELECT name FROM pragma_table_info(?1, COALESCE(?2, 'main'))";
 
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "create shedlock table",
-    include_str!("../../../migrations/sqlite/0001_create_shedlock.sql"),
-)];
+/// Every lock, or one: each row with the database time it was read at.
+///
+/// `?1` name (nullable: all).
+pub const LOCKS: &str = "\
+SELECT name, locked_until, locked_at, locked_by, fencing_token, last_tick, {now}
+FROM {table}
+WHERE ?1 IS NULL OR name = ?1
+ORDER BY name";
+
+/// An operator's release: ends the lock now, only while it carries the token the operator was
+/// shown and has not expired. Token and `last_tick` stay.
+///
+/// `?1` name, `?2` token.
+pub const RELEASE: &str = "\
+UPDATE {table} SET locked_until = {now}
+WHERE name = ?1 AND fencing_token = ?2 AND locked_until > {now}";
+
+/// A history row; a finished outcome gets `finished_at = started_at`.
+///
+/// `?1` job, `?2` name, `?3` tick (ms), `?4` still running, `?5` outcome, `?6` locked_by,
+/// `?7` token, `?8` error.
+pub const RUN_INSERT: &str = "\
+INSERT INTO {runs} (job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error)
+VALUES (?1, ?2, ?3, {now}, CASE WHEN ?4 THEN NULL ELSE {now} END, ?5, ?6, ?7, ?8)
+RETURNING id";
+
+/// Finishes a history row. `?1` id, `?2` outcome, `?3` error.
+pub const RUN_FINISH: &str = "\
+UPDATE {runs} SET finished_at = {now}, outcome = ?2, error = ?3 WHERE id = ?1";
+
+/// Deletes up to 10,000 history rows older than the retention (`?1`, ms); run until it deletes
+/// fewer.
+pub const RUN_PRUNE: &str = "\
+DELETE FROM {runs} WHERE id IN (
+    SELECT id FROM {runs} WHERE started_at < {now} - ?1 LIMIT 10000)";
+
+/// History rows, newest first. `?1` lock or job name (nullable), `?2` outcome (nullable),
+/// `?3` limit.
+pub const RUNS: &str = "\
+SELECT id, job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error
+FROM {runs}
+WHERE (?1 IS NULL OR name = ?1 OR job = ?1) AND (?2 IS NULL OR outcome = ?2)
+ORDER BY id DESC
+LIMIT ?3";
+
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "create shedlock table",
+        include_str!("../../../migrations/sqlite/0001_create_shedlock.sql"),
+    ),
+    (
+        2,
+        "create shedlock_runs table",
+        include_str!("../../../migrations/sqlite/0002_create_shedlock_runs.sql"),
+    ),
+];
 
 /// A [`LockProvider`](crate::LockProvider) over an SQLite pool: for services whose instances
 /// all run on one machine and share one database file.
@@ -214,6 +273,130 @@ impl Inner {
             Err(e) => Err(fail(self, format!("check lock {name:?}"), e).await),
         }
     }
+}
+
+/// The statements an operator and the run history use (always by the database clock).
+impl Inner {
+    fn text(&self, template: &str) -> Arc<str> {
+        statement(template, &self.settings.table, NOW)
+    }
+
+    async fn locks(&self, name: Option<&str>) -> Result<Vec<LockState>> {
+        let rows = sqlx::query(sql(&self.text(LOCKS)))
+            .bind(name)
+            .fetch_all(&self.pool)
+            .await;
+        let decode = |row: SqliteRow| -> Result<LockState, sqlx::Error> {
+            Ok(LockState {
+                name: row.try_get(0)?,
+                locked_until: utc(row.try_get(1)?)?,
+                locked_at: utc(row.try_get(2)?)?,
+                locked_by: row.try_get(3)?,
+                fencing_token: row.try_get(4)?,
+                last_tick: row.try_get::<Option<i64>, _>(5)?.map(utc).transpose()?,
+                read_at: utc(row.try_get(6)?)?,
+            })
+        };
+        match rows.and_then(|rows| rows.into_iter().map(decode).collect()) {
+            Ok(locks) => Ok(locks),
+            Err(e) => Err(fail(self, "list locks".into(), e).await),
+        }
+    }
+
+    async fn force_release(&self, name: &str, token: i64) -> Result<bool> {
+        let done = sqlx::query(sql(&self.text(RELEASE)))
+            .bind(name)
+            .bind(token)
+            .execute(&self.pool)
+            .await;
+        match done {
+            Ok(done) => Ok(done.rows_affected() == 1),
+            Err(e) => Err(fail(self, format!("release lock {name:?}"), e).await),
+        }
+    }
+
+    async fn record_run(&self, run: &NewRun) -> Result<i64> {
+        let id = sqlx::query_scalar(sql(&self.text(RUN_INSERT)))
+            .bind(&run.job)
+            .bind(&run.name)
+            .bind(run.tick.map(|t| t.timestamp_millis()))
+            .bind(run.outcome == RunOutcome::Running)
+            .bind(run.outcome.as_str())
+            .bind(&self.settings.locked_by)
+            .bind(run.fencing_token)
+            .bind(run.error.as_deref())
+            .fetch_one(&self.pool)
+            .await;
+        match id {
+            Ok(id) => Ok(id),
+            Err(e) => Err(fail_runs(self, "record a run".into(), e).await),
+        }
+    }
+
+    async fn finish_run(&self, id: i64, outcome: RunOutcome, error: Option<&str>) -> Result<()> {
+        let done = sqlx::query(sql(&self.text(RUN_FINISH)))
+            .bind(id)
+            .bind(outcome.as_str())
+            .bind(error)
+            .execute(&self.pool)
+            .await;
+        match done {
+            Ok(_) => Ok(()),
+            Err(e) => Err(fail_runs(self, "finish a run".into(), e).await),
+        }
+    }
+
+    async fn prune_runs(&self, older_than: Duration) -> Result<u64> {
+        let text = self.text(RUN_PRUNE);
+        let mut deleted = 0;
+        loop {
+            let done = sqlx::query(sql(&text))
+                .bind(millis_ceil(older_than))
+                .execute(&self.pool)
+                .await;
+            match done {
+                Ok(done) if done.rows_affected() < super::PRUNE_BATCH => {
+                    return Ok(deleted + done.rows_affected());
+                }
+                Ok(done) => deleted += done.rows_affected(),
+                Err(e) => return Err(fail_runs(self, "prune the run history".into(), e).await),
+            }
+        }
+    }
+
+    async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>> {
+        let rows = sqlx::query(sql(&self.text(RUNS)))
+            .bind(query.name.as_deref())
+            .bind(query.outcome.map(RunOutcome::as_str))
+            .bind(i64::from(query.limit))
+            .fetch_all(&self.pool)
+            .await;
+        let decode = |row: SqliteRow| -> Result<RunRecord, sqlx::Error> {
+            Ok(RunRecord {
+                id: row.try_get(0)?,
+                job: row.try_get(1)?,
+                name: row.try_get(2)?,
+                tick: row.try_get::<Option<i64>, _>(3)?.map(utc).transpose()?,
+                started_at: utc(row.try_get(4)?)?,
+                finished_at: row.try_get::<Option<i64>, _>(5)?.map(utc).transpose()?,
+                outcome: parse_outcome(row.try_get(6)?)?,
+                locked_by: row.try_get(7)?,
+                fencing_token: row.try_get(8)?,
+                error: row.try_get(9)?,
+            })
+        };
+        match rows.and_then(|rows| rows.into_iter().map(decode).collect()) {
+            Ok(runs) => Ok(runs),
+            Err(e) => Err(fail_runs(self, "read the run history".into(), e).await),
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch, as the table stores times.
+fn utc(millis: i64) -> Result<DateTime<Utc>, sqlx::Error> {
+    DateTime::from_timestamp_millis(millis).ok_or_else(|| {
+        sqlx::Error::Decode(format!("{millis} ms since the epoch is out of range").into())
+    })
 }
 
 impl Dialect for Inner {

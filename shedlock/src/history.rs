@@ -1,0 +1,306 @@
+//! What an operator reads: the state of every lock ([`LockState`]) and the run history
+//! ([`RunRecord`], written by the scheduler into `<table>_runs` when
+//! [`SchedulerBuilder::history`](crate::SchedulerBuilder::history) turns it on).
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+/// One row of the lock table, read together with the database's current time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockState {
+    /// The lock name.
+    pub name: String,
+    /// Until when the lock is held (by the database clock).
+    pub locked_until: DateTime<Utc>,
+    /// When the current or last holder took it.
+    pub locked_at: DateTime<Utc>,
+    /// Who took it last (`host:pid`, the pod name, or what the provider was built with).
+    pub locked_by: String,
+    /// The fencing token of the last acquisition.
+    pub fencing_token: i64,
+    /// The newest cron tick claimed through this lock, if any.
+    pub last_tick: Option<DateTime<Utc>>,
+    /// The database's time when the row was read.
+    pub read_at: DateTime<Utc>,
+}
+
+impl LockState {
+    /// Whether the lock is held now: `locked_until` is later than the time it was read.
+    ///
+    /// A lock that is held may be kept only by `lock_at_least_for` after its job finished: the
+    /// table cannot tell a running job from a finished one inside that window.
+    pub fn is_held(&self) -> bool {
+        self.locked_until > self.read_at
+    }
+
+    /// How long the lock stays held, from when it was read; zero when it is free.
+    pub fn remaining(&self) -> Duration {
+        (self.locked_until - self.read_at)
+            .to_std()
+            .unwrap_or_default()
+    }
+}
+
+/// How a run of a scheduled job ended, as written to the history table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RunOutcome {
+    /// Started and not finished yet; a row left in this state by an instance that died stays
+    /// so (its lock expires at `lock_at_most_for`).
+    Running,
+    /// The job ran and succeeded.
+    Executed,
+    /// The job ran and returned an error (the `error` column says which).
+    Failed,
+    /// Another instance held the lock or had already claimed this tick; the job did not run here.
+    SkippedHeld,
+    /// This instance was still running the job's previous tick; the job did not run.
+    SkippedOverlap,
+    /// Keep-alive lost the lock and the run was cancelled.
+    CancelledLostLock,
+    /// Shutdown cancelled the run after its timeout.
+    CancelledShutdown,
+    /// The lock could not be attempted (the database could not answer).
+    Error,
+}
+
+impl RunOutcome {
+    /// Every outcome, in the order above.
+    pub const ALL: [RunOutcome; 8] = [
+        RunOutcome::Running,
+        RunOutcome::Executed,
+        RunOutcome::Failed,
+        RunOutcome::SkippedHeld,
+        RunOutcome::SkippedOverlap,
+        RunOutcome::CancelledLostLock,
+        RunOutcome::CancelledShutdown,
+        RunOutcome::Error,
+    ];
+
+    /// The text stored in the `outcome` column (and used as the `reason` or `outcome` label of
+    /// metrics): `executed`, `skipped-held`, `cancelled-lost-lock`, ...
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOutcome::Running => "running",
+            RunOutcome::Executed => "executed",
+            RunOutcome::Failed => "failed",
+            RunOutcome::SkippedHeld => "skipped-held",
+            RunOutcome::SkippedOverlap => "skipped-overlap",
+            RunOutcome::CancelledLostLock => "cancelled-lost-lock",
+            RunOutcome::CancelledShutdown => "cancelled-shutdown",
+            RunOutcome::Error => "error",
+        }
+    }
+
+    /// Whether the job's body ran (to an end or until cancelled).
+    pub fn ran(self) -> bool {
+        matches!(
+            self,
+            RunOutcome::Running
+                | RunOutcome::Executed
+                | RunOutcome::Failed
+                | RunOutcome::CancelledLostLock
+                | RunOutcome::CancelledShutdown
+        )
+    }
+}
+
+impl fmt::Display for RunOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A text that is not one of [`RunOutcome::as_str`]'s values.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown run outcome {0:?}: expected one of running, executed, failed, skipped-held, skipped-overlap, cancelled-lost-lock, cancelled-shutdown, error"
+)]
+pub struct UnknownOutcome(pub String);
+
+impl FromStr for RunOutcome {
+    type Err = UnknownOutcome;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        RunOutcome::ALL
+            .into_iter()
+            .find(|outcome| outcome.as_str() == text)
+            .ok_or_else(|| UnknownOutcome(text.to_owned()))
+    }
+}
+
+/// A row to add to the history table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NewRun {
+    /// The scheduler's job name.
+    pub job: String,
+    /// The lock name (the job name when no lock was attempted).
+    pub name: String,
+    /// The cron tick.
+    pub tick: Option<DateTime<Utc>>,
+    /// How it ended, or [`RunOutcome::Running`] for a run that is starting (finish it with
+    /// [`LockProvider::finish_run`](crate::LockProvider::finish_run)).
+    pub outcome: RunOutcome,
+    /// The fencing token of the run's lock.
+    pub fencing_token: Option<i64>,
+    /// Why it failed, for `failed`, `error` and the cancellations.
+    pub error: Option<String>,
+}
+
+impl NewRun {
+    /// A row for `job`'s lock `name` at `tick`; `locked_by` is the provider's.
+    pub fn new(
+        job: impl Into<String>,
+        name: impl Into<String>,
+        tick: Option<DateTime<Utc>>,
+        outcome: RunOutcome,
+    ) -> Self {
+        Self {
+            job: job.into(),
+            name: name.into(),
+            tick,
+            outcome,
+            fencing_token: None,
+            error: None,
+        }
+    }
+
+    /// With the run's fencing token.
+    #[must_use]
+    pub fn fencing_token(mut self, token: Option<i64>) -> Self {
+        self.fencing_token = token;
+        self
+    }
+
+    /// With an error text.
+    #[must_use]
+    pub fn error(mut self, error: Option<String>) -> Self {
+        self.error = error;
+        self
+    }
+}
+
+/// One row of the history table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunRecord {
+    /// The row's id (increasing).
+    pub id: i64,
+    /// The scheduler's job name.
+    pub job: String,
+    /// The lock name.
+    pub name: String,
+    /// The cron tick the run was for.
+    pub tick: Option<DateTime<Utc>>,
+    /// When the run started (or the tick was skipped), by the database clock.
+    pub started_at: DateTime<Utc>,
+    /// When it ended; `None` while running, or if the instance died during the run.
+    pub finished_at: Option<DateTime<Utc>>,
+    /// How it ended.
+    pub outcome: RunOutcome,
+    /// Which instance wrote the row.
+    pub locked_by: String,
+    /// The fencing token of the run's lock, when it took one.
+    pub fencing_token: Option<i64>,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
+impl RunRecord {
+    /// How long the run took, once finished.
+    pub fn duration(&self) -> Option<Duration> {
+        self.finished_at
+            .and_then(|finished| (finished - self.started_at).to_std().ok())
+    }
+}
+
+/// Which history rows to read: newest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunQuery {
+    /// Only rows whose lock name or job name is this.
+    pub name: Option<String>,
+    /// Only rows with this outcome.
+    pub outcome: Option<RunOutcome>,
+    /// At most this many rows.
+    pub limit: u32,
+}
+
+impl Default for RunQuery {
+    fn default() -> Self {
+        Self {
+            name: None,
+            outcome: None,
+            limit: 50,
+        }
+    }
+}
+
+impl RunQuery {
+    /// The newest `limit` rows of every lock.
+    pub fn latest(limit: u32) -> Self {
+        Self {
+            limit,
+            ..Self::default()
+        }
+    }
+
+    /// Only rows of this lock or job name.
+    #[must_use]
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Only rows with this outcome.
+    #[must_use]
+    pub fn outcome(mut self, outcome: RunOutcome) -> Self {
+        self.outcome = Some(outcome);
+        self
+    }
+}
+
+/// Decodes an outcome read from the table; a value written by something else is reported by
+/// the provider as a database error naming it.
+pub(crate) fn parse_outcome(text: &str) -> Result<RunOutcome, sqlx::Error> {
+    text.parse()
+        .map_err(|e: UnknownOutcome| sqlx::Error::Decode(Box::new(e)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_round_trip_through_their_text() {
+        for outcome in RunOutcome::ALL {
+            assert_eq!(outcome.as_str().parse::<RunOutcome>(), Ok(outcome));
+        }
+        let err = "done".parse::<RunOutcome>().unwrap_err();
+        assert!(err.to_string().contains("\"done\""), "{err}");
+    }
+
+    #[test]
+    fn a_lock_read_after_its_expiry_is_free() {
+        let read_at = Utc::now();
+        let mut state = LockState {
+            name: "n".into(),
+            locked_until: read_at + chrono::Duration::seconds(5),
+            locked_at: read_at,
+            locked_by: "a".into(),
+            fencing_token: 1,
+            last_tick: None,
+            read_at,
+        };
+        assert!(state.is_held());
+        assert_eq!(state.remaining(), Duration::from_secs(5));
+        state.locked_until = read_at;
+        assert!(!state.is_held());
+        assert_eq!(state.remaining(), Duration::ZERO);
+    }
+}

@@ -1,0 +1,444 @@
+//! What the scheduler tells the outside about each tick: [`SchedulerListener`] hooks, `metrics`
+//! counters and histograms, `tracing` fields, and rows in the run history ([`RunHistory`]).
+//!
+//! The scheduler puts a [`Probe`] in scope around each run; the lock-holding code
+//! ([`hold`](crate::run)) reports the attempt, the acquisition and a lost lock to it as they
+//! happen, and the scheduler reports how the run ended.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::{LockProvider, NewRun, RunOutcome};
+
+/// Names of the metrics the scheduler records through the [`metrics`] facade. Every one has a
+/// `job` label (the scheduler's job name); install any `metrics` recorder (for example
+/// `metrics-exporter-prometheus`) to collect them.
+pub mod names {
+    /// Counter: lock attempts (one per fired tick that was not an overlap).
+    pub const ATTEMPTS: &str = "shedlock_attempts_total";
+    /// Counter: locks taken.
+    pub const ACQUIRED: &str = "shedlock_acquired_total";
+    /// Counter: ticks not run here, by `reason`: `held` (another instance held the lock or had
+    /// claimed the tick) or `overlap` (this instance was still running the previous tick).
+    pub const SKIPPED: &str = "shedlock_skipped_total";
+    /// Counter: ticks whose lock could not be attempted (database unreachable, table missing).
+    pub const ERRORS: &str = "shedlock_errors_total";
+    /// Counter: runs whose lock keep-alive lost.
+    pub const LOCK_LOST: &str = "shedlock_lock_lost_total";
+    /// Counter: finished runs, by `outcome` (`executed`, `failed`, `cancelled-lost-lock`,
+    /// `cancelled-shutdown`).
+    pub const RUNS: &str = "shedlock_runs_total";
+    /// Histogram: how long runs took from lock taken to body ended, in seconds, by `outcome`.
+    pub const JOB_DURATION: &str = "shedlock_job_duration_seconds";
+    /// Histogram: how late each tick fired (the scheduler's clock at firing minus the tick),
+    /// in seconds.
+    pub const FIRE_LATENESS: &str = "shedlock_fire_lateness_seconds";
+    /// Gauge: Unix time (seconds) of this instance's last run that executed successfully. Alert
+    /// when the newest across instances is older than the job's period.
+    pub const LAST_SUCCESS: &str = "shedlock_last_success_timestamp_seconds";
+    /// Counter: history rows that could not be written.
+    pub const HISTORY_ERRORS: &str = "shedlock_history_errors_total";
+}
+
+/// One fired tick of one job, as listeners see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunInfo {
+    /// The scheduler's job name.
+    pub job: String,
+    /// The cron tick.
+    pub tick: DateTime<Utc>,
+    /// When the scheduler fired it (by the scheduler's clock).
+    pub fired_at: DateTime<Utc>,
+    /// The lock name, once the job attempted its lock.
+    pub lock: Option<String>,
+    /// The fencing token, once the lock was taken.
+    pub fencing_token: Option<i64>,
+}
+
+impl RunInfo {
+    /// How late the tick fired.
+    pub fn lateness(&self) -> Duration {
+        (self.fired_at - self.tick).to_std().unwrap_or_default()
+    }
+}
+
+/// How a run that started ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunFinished {
+    /// [`Executed`](RunOutcome::Executed), [`Failed`](RunOutcome::Failed),
+    /// [`CancelledLostLock`](RunOutcome::CancelledLostLock) or
+    /// [`CancelledShutdown`](RunOutcome::CancelledShutdown).
+    pub outcome: RunOutcome,
+    /// From the lock taken to the body's end.
+    pub duration: Duration,
+    /// The job's error, or why it was cancelled.
+    pub error: Option<String>,
+}
+
+/// Hooks the scheduler calls for each fired tick, for users who want their own metrics, logs or
+/// alerts. Every method has an empty default; implement the ones you need.
+///
+/// For each tick a job fires, exactly one of these sequences happens:
+/// - `on_not_acquired(SkippedOverlap)`: the previous run of the job was still going;
+/// - `on_attempt`, then `on_not_acquired(SkippedHeld)` or `on_not_acquired(Error)`;
+/// - `on_attempt`, `on_acquired`, `on_started`, then `on_finished`.
+///
+/// The hooks run on the scheduler's tasks, synchronously: keep them short and never block (send
+/// to a channel for anything slow). A panic in a hook is not caught.
+pub trait SchedulerListener: Send + Sync + 'static {
+    /// The job is trying its lock.
+    fn on_attempt(&self, run: &RunInfo) {
+        let _ = run;
+    }
+
+    /// The lock was taken; `run.fencing_token` is set.
+    fn on_acquired(&self, run: &RunInfo) {
+        let _ = run;
+    }
+
+    /// The tick is not run here: `outcome` is [`RunOutcome::SkippedHeld`],
+    /// [`RunOutcome::SkippedOverlap`] or [`RunOutcome::Error`] (with `error`).
+    fn on_not_acquired(&self, run: &RunInfo, outcome: RunOutcome, error: Option<&str>) {
+        let _ = (run, outcome, error);
+    }
+
+    /// The job's body is starting.
+    fn on_started(&self, run: &RunInfo) {
+        let _ = run;
+    }
+
+    /// The job's body ended.
+    fn on_finished(&self, run: &RunInfo, finished: &RunFinished) {
+        let _ = (run, finished);
+    }
+}
+
+/// The run history a scheduler writes into `<table>_runs` (created by `migrate()`), one row per
+/// run or skipped tick of this instance, and how long rows are kept.
+///
+/// ```no_run
+/// # #[cfg(feature = "sqlite")]
+/// # async fn demo() -> shedlock::Result<()> {
+/// use std::time::Duration;
+/// use shedlock::{RunHistory, Scheduler, SqliteLockProvider};
+///
+/// let provider = SqliteLockProvider::connect("locks.db").await?;
+/// provider.migrate().await?;
+/// let scheduler = Scheduler::builder(provider)
+///     .history(RunHistory::keep_for(Duration::from_secs(14 * 86_400)))
+///     .build();
+/// # Ok(()) }
+/// ```
+///
+/// # Rows
+///
+/// A run that takes its lock gets a `running` row at once (written in the background, so the
+/// body does not wait for it), finished with its outcome when it ends: a row left `running` with
+/// no finish time belongs to an instance that died mid-run. A skipped tick gets one finished row
+/// (`skipped-held`, `skipped-overlap`) unless [`skips`](Self::skips) is off; with N
+/// instances every tick then writes one run row and N − 1 skip rows.
+///
+/// # Retention
+///
+/// Rows that started longer ago than the retention are deleted when the scheduler starts and
+/// then every [`prune_every`](Self::prune_every) (default hourly), in batches of 10,000, so the
+/// table stays bounded at about retention × rows per second. Every instance prunes; the deletes
+/// are idempotent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunHistory {
+    retention: Duration,
+    skips: bool,
+    prune_every: Duration,
+}
+
+impl RunHistory {
+    /// Keeps rows for `retention` (30 days is a common choice).
+    pub fn keep_for(retention: Duration) -> Self {
+        Self {
+            retention,
+            skips: true,
+            prune_every: Duration::from_secs(3600),
+        }
+    }
+
+    /// Whether skipped ticks get rows (default true).
+    #[must_use]
+    pub fn skips(mut self, record: bool) -> Self {
+        self.skips = record;
+        self
+    }
+
+    /// How often old rows are deleted (default one hour; at least one second).
+    #[must_use]
+    pub fn prune_every(mut self, interval: Duration) -> Self {
+        self.prune_every = interval.max(Duration::from_secs(1));
+        self
+    }
+
+    /// How long rows are kept.
+    pub fn retention(&self) -> Duration {
+        self.retention
+    }
+
+    /// How often old rows are deleted.
+    pub fn prune_interval(&self) -> Duration {
+        self.prune_every
+    }
+}
+
+/// Everything a scheduler reports to: its listeners, its history, and the metrics facade.
+pub(crate) struct Observer {
+    pub(crate) provider: Arc<dyn LockProvider>,
+    pub(crate) history: Option<RunHistory>,
+    pub(crate) listeners: Vec<Arc<dyn SchedulerListener>>,
+}
+
+impl fmt::Debug for Observer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Observer")
+            .field("history", &self.history)
+            .field("listeners", &self.listeners.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Observer {
+    /// Records how late a tick fired; called once per fired tick.
+    pub(crate) fn fired(&self, run: &RunInfo) {
+        metrics::histogram!(names::FIRE_LATENESS, "job" => run.job.clone())
+            .record(run.lateness().as_secs_f64());
+    }
+
+    /// A tick not run here. Writes its history row (awaited) when skips are recorded.
+    pub(crate) async fn not_acquired(
+        &self,
+        run: &RunInfo,
+        outcome: RunOutcome,
+        error: Option<String>,
+    ) {
+        let job = run.job.clone();
+        match outcome {
+            RunOutcome::SkippedHeld => {
+                metrics::counter!(names::SKIPPED, "job" => job, "reason" => "held").increment(1);
+            }
+            RunOutcome::SkippedOverlap => {
+                metrics::counter!(names::SKIPPED, "job" => job, "reason" => "overlap").increment(1);
+            }
+            _ => metrics::counter!(names::ERRORS, "job" => job).increment(1),
+        }
+        for listener in &self.listeners {
+            listener.on_not_acquired(run, outcome, error.as_deref());
+        }
+        let Some(history) = self.history else { return };
+        if outcome != RunOutcome::Error && !history.skips {
+            return;
+        }
+        let row = NewRun::new(&run.job, lock_or_job(run), Some(run.tick), outcome).error(error);
+        if let Err(e) = self.provider.record_run(&row).await {
+            history_failed(run, &e);
+        }
+    }
+
+    /// Deletes history rows past the retention.
+    pub(crate) async fn prune(&self) {
+        let Some(history) = self.history else { return };
+        match self.provider.prune_runs(history.retention).await {
+            Ok(0) => {}
+            Ok(deleted) => tracing::debug!(deleted, "old run history deleted"),
+            Err(error) => {
+                tracing::warn!(%error, "could not prune the run history");
+                metrics::counter!(names::HISTORY_ERRORS, "job" => "").increment(1);
+            }
+        }
+    }
+}
+
+fn lock_or_job(run: &RunInfo) -> &str {
+    run.lock.as_deref().unwrap_or(&run.job)
+}
+
+fn history_failed(run: &RunInfo, error: &crate::Error) {
+    tracing::warn!(job = %run.job, tick = %run.tick, %error, "could not write the run history");
+    metrics::counter!(names::HISTORY_ERRORS, "job" => run.job.clone()).increment(1);
+}
+
+tokio::task_local! {
+    static PROBE: Arc<Probe>;
+}
+
+/// One run's reporter, in scope around the run (see the module docs).
+pub(crate) struct Probe {
+    observer: Arc<Observer>,
+    state: Mutex<ProbeState>,
+    /// Set by the first lock attempt; later (nested) locks in the same run are not reported.
+    claimed: AtomicBool,
+}
+
+struct ProbeState {
+    info: RunInfo,
+    acquired_at: Option<Instant>,
+    lost: bool,
+    /// The background insert of the `running` history row.
+    row: Option<JoinHandle<Option<i64>>>,
+}
+
+impl Probe {
+    pub(crate) fn new(observer: Arc<Observer>, info: RunInfo) -> Arc<Self> {
+        Arc::new(Self {
+            observer,
+            state: Mutex::new(ProbeState {
+                info,
+                acquired_at: None,
+                lost: false,
+                row: None,
+            }),
+            claimed: AtomicBool::new(false),
+        })
+    }
+
+    /// Runs `future` with this probe in scope.
+    pub(crate) async fn scope<F: Future>(self: &Arc<Self>, future: F) -> F::Output {
+        PROBE.scope(Arc::clone(self), future).await
+    }
+
+    /// The probe of the run this task is in, for the first lock attempt only.
+    pub(crate) fn attempt(lock: &str) -> Option<Arc<Probe>> {
+        let probe = PROBE.try_with(Arc::clone).ok()?;
+        if probe.claimed.swap(true, Ordering::SeqCst) {
+            return None;
+        }
+        let info = {
+            let mut state = probe.lock_state();
+            state.info.lock = Some(lock.to_owned());
+            state.info.clone()
+        };
+        metrics::counter!(names::ATTEMPTS, "job" => info.job.clone()).increment(1);
+        for listener in &probe.observer.listeners {
+            listener.on_attempt(&info);
+        }
+        Some(probe)
+    }
+
+    /// The lock was taken and the body is about to start. Starts writing the `running` row.
+    pub(crate) fn acquired(&self, fencing_token: i64) {
+        let info = {
+            let mut state = self.lock_state();
+            state.info.fencing_token = Some(fencing_token);
+            state.acquired_at = Some(Instant::now());
+            if self.observer.history.is_some() {
+                let observer = Arc::clone(&self.observer);
+                let info = state.info.clone();
+                state.row = Some(tokio::spawn(async move {
+                    let row = NewRun::new(
+                        &info.job,
+                        lock_or_job(&info),
+                        Some(info.tick),
+                        RunOutcome::Running,
+                    )
+                    .fencing_token(Some(fencing_token));
+                    match observer.provider.record_run(&row).await {
+                        Ok(id) => Some(id),
+                        Err(e) => {
+                            history_failed(&info, &e);
+                            None
+                        }
+                    }
+                }));
+            }
+            state.info.clone()
+        };
+        metrics::counter!(names::ACQUIRED, "job" => info.job.clone()).increment(1);
+        for listener in &self.observer.listeners {
+            listener.on_acquired(&info);
+        }
+        for listener in &self.observer.listeners {
+            listener.on_started(&info);
+        }
+    }
+
+    /// Keep-alive lost the lock.
+    pub(crate) fn lost(&self) {
+        let job = {
+            let mut state = self.lock_state();
+            state.lost = true;
+            state.info.job.clone()
+        };
+        metrics::counter!(names::LOCK_LOST, "job" => job).increment(1);
+    }
+
+    /// The lock name the run attempted, if any.
+    pub(crate) fn lock_name(&self) -> Option<String> {
+        self.lock_state().info.lock.clone()
+    }
+
+    /// How the run ended: reports it and finishes (or writes) its history row. `outcome` is the
+    /// run's final outcome; for a run that never took its lock it is a skip or an error.
+    pub(crate) async fn finish(&self, outcome: RunOutcome, error: Option<String>) {
+        let (info, acquired_at, row) = {
+            let mut state = self.lock_state();
+            (state.info.clone(), state.acquired_at, state.row.take())
+        };
+        let Some(acquired_at) = acquired_at else {
+            self.observer.not_acquired(&info, outcome, error).await;
+            return;
+        };
+        let finished = RunFinished {
+            outcome,
+            duration: acquired_at.elapsed(),
+            error,
+        };
+        let job = info.job.clone();
+        metrics::counter!(names::RUNS, "job" => job.clone(), "outcome" => outcome.as_str())
+            .increment(1);
+        metrics::histogram!(names::JOB_DURATION, "job" => job.clone(), "outcome" => outcome.as_str())
+            .record(finished.duration.as_secs_f64());
+        if outcome == RunOutcome::Executed {
+            metrics::gauge!(names::LAST_SUCCESS, "job" => job).set(unix_seconds(Utc::now()));
+        }
+        for listener in &self.observer.listeners {
+            listener.on_finished(&info, &finished);
+        }
+        if self.observer.history.is_none() {
+            return;
+        }
+        let id = match row {
+            Some(insert) => insert.await.ok().flatten(),
+            None => None,
+        };
+        let written = match id {
+            Some(id) => {
+                self.observer
+                    .provider
+                    .finish_run(id, outcome, finished.error.as_deref())
+                    .await
+            }
+            // The `running` row could not be written: write the whole run now.
+            None => {
+                let row = NewRun::new(&info.job, lock_or_job(&info), Some(info.tick), outcome)
+                    .fencing_token(info.fencing_token)
+                    .error(finished.error.clone());
+                self.observer.provider.record_run(&row).await.map(drop)
+            }
+        };
+        if let Err(e) = written {
+            history_failed(&info, &e);
+        }
+    }
+
+    fn lock_state(&self) -> std::sync::MutexGuard<'_, ProbeState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[allow(clippy::cast_precision_loss)] // seconds since 1970 fit a f64's 53 bits for ages
+fn unix_seconds(time: DateTime<Utc>) -> f64 {
+    time.timestamp_millis() as f64 / 1000.0
+}
