@@ -30,7 +30,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock::{SqliteLockProvider, TaskResult, with_provider, with_tick};
+use shedlock::{LockProvider, SqliteLockProvider, TaskResult, with_provider, with_tick};
 
 use crate::chunk::ChunkConfig;
 use crate::db::{Db, SqlVectorStore, StoreError, point_id};
@@ -517,10 +517,194 @@ async fn three_copies_of_run_sync_each_repository_once_per_tick() {
     let by: std::collections::BTreeSet<_> =
         logs.iter().filter_map(|l| l.locked_by.clone()).collect();
     assert!(logs.iter().all(|l| l.status == "completed"), "{logs:?}");
+
+    // The scheduler's own history (`shedlock_runs`) names the same executions: for each
+    // repository and tick, one `executed` row by the copy that synced it.
+    let provider = shedlock::SqliteLockProvider::connect(&url).await.unwrap();
+    let history = provider
+        .runs(&shedlock::RunQuery::latest(10_000))
+        .await
+        .unwrap();
+    let mut executed = std::collections::BTreeMap::<(i64, i64), Vec<String>>::new();
+    for row in history
+        .iter()
+        .filter(|r| r.outcome == shedlock::RunOutcome::Executed)
+    {
+        let id: i64 = row.job.trim_start_matches("repo_sync_").parse().unwrap();
+        executed
+            .entry((id, row.tick.unwrap().timestamp_millis()))
+            .or_default()
+            .push(row.locked_by.clone());
+    }
+    let from_logs: std::collections::BTreeMap<(i64, i64), Vec<String>> = logs
+        .iter()
+        .filter(|l| l.tick.is_some())
+        .map(|l| {
+            (
+                (l.schedule_id, l.tick.unwrap()),
+                vec![l.locked_by.clone().unwrap()],
+            )
+        })
+        .collect();
+    assert_eq!(executed, from_logs, "history rows match what ran");
+    assert!(
+        history
+            .iter()
+            .all(|r| r.outcome != shedlock::RunOutcome::Running),
+        "every run finished before its copy exited: {history:?}"
+    );
     eprintln!(
         "{} ticks across 2 repositories, each run once, by {by:?}",
         per_tick.len()
     );
+}
+
+/// `run --metrics-addr` serves the scheduler's counters for Prometheus while it runs; the
+/// figures agree with the run history written by the same process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_endpoint_serves_the_scheduler_counters() {
+    let bin = example_binary();
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("metrics.db").display()
+    );
+    let repo = TempRepo::new();
+    repo.write("a.rs", &lines("a", 10));
+    repo.commit("a");
+    let out = Command::new(&bin)
+        .args([
+            "--database-url",
+            &url,
+            "add",
+            &repo.path().display().to_string(),
+            "--cron",
+            "* * * * * *",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let child = tokio::process::Command::new(&bin)
+        .args([
+            "--database-url",
+            &url,
+            "run",
+            "--run-for",
+            "7s",
+            "--reload-every",
+            "1s",
+            "--metrics-addr",
+            &addr,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Scrape once the job has run a few ticks.
+    let client = reqwest::Client::new();
+    let mut page = String::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(6);
+    while std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if let Ok(resp) = client.get(format!("http://{addr}/metrics")).send().await {
+            assert!(resp.status().is_success(), "{}", resp.status());
+            page = resp.text().await.unwrap();
+            if value(
+                &page,
+                "shedlock_runs_total",
+                &[("job", "repo_sync_1"), ("outcome", "executed")],
+            ) >= 3.0
+            {
+                break;
+            }
+        }
+    }
+    let out = child.wait_with_output().await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("http://{addr}/metrics")),
+        "{stdout}"
+    );
+    let job = [("job", "repo_sync_1")];
+    let executed = value(
+        &page,
+        "shedlock_runs_total",
+        &[("job", "repo_sync_1"), ("outcome", "executed")],
+    );
+    assert!(executed >= 3.0, "three runs counted while running:\n{page}");
+    let attempts = value(&page, "shedlock_attempts_total", &job);
+    let acquired = value(&page, "shedlock_acquired_total", &job);
+    assert!(attempts >= acquired && acquired >= executed, "{page}");
+    assert!(value(&page, "shedlock_fire_lateness_seconds_count", &job) >= attempts);
+    assert!(
+        value(
+            &page,
+            "shedlock_job_duration_seconds_count",
+            &[("job", "repo_sync_1"), ("outcome", "executed")]
+        ) >= executed
+    );
+    assert!(value(&page, "shedlock_last_success_timestamp_seconds", &job) > 1.7e9);
+    assert_eq!(value(&page, "shedlock_errors_total", &job), 0.0);
+    // The history written by the same process has at least as many executed rows as were
+    // counted at the scrape, and no more than the runs the process made in total.
+    let provider = shedlock::SqliteLockProvider::connect(&url).await.unwrap();
+    let rows = provider
+        .runs(
+            &shedlock::RunQuery::latest(100)
+                .name("repo_sync_1")
+                .outcome(shedlock::RunOutcome::Executed),
+        )
+        .await
+        .unwrap();
+    assert!(
+        rows.len() as f64 >= executed,
+        "{} rows, {executed} counted",
+        rows.len()
+    );
+}
+
+/// The value of one sample in Prometheus text format: `name{labels} value`, with exactly
+/// these labels (in any order); 0 when absent.
+fn value(page: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let mut want: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+    want.sort();
+    for line in page.lines().filter(|l| !l.starts_with('#')) {
+        let Some((series, number)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let (metric, found) = match series.split_once('{') {
+            Some((metric, rest)) => (metric, rest.trim_end_matches('}')),
+            None => (series, ""),
+        };
+        if metric != name {
+            continue;
+        }
+        let mut found: Vec<String> = found
+            .split(',')
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect();
+        found.sort();
+        if found == want {
+            return number.parse().unwrap();
+        }
+    }
+    0.0
 }
 
 #[tokio::test]

@@ -29,8 +29,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use shedlock::{
-    Job, LockProvider, PostgresLockProvider, Schedule, Scheduler, SqliteLockProvider, TaskResult,
-    current_tick, with_provider,
+    Job, LockProvider, PostgresLockProvider, RunHistory, Schedule, Scheduler, SqliteLockProvider,
+    TaskResult, current_tick, with_provider,
 };
 
 use crate::chunk::ChunkConfig;
@@ -74,6 +74,13 @@ enum Command {
         /// Stop after this long (default: until Ctrl-C).
         #[arg(long, value_parser = humantime::parse_duration)]
         run_for: Option<Duration>,
+        /// Serve the scheduler's metrics for Prometheus at `http://ADDR/metrics`
+        /// (e.g. `127.0.0.1:9464`).
+        #[arg(long)]
+        metrics_addr: Option<std::net::SocketAddr>,
+        /// How long the scheduler's run history (`shedlock_runs`) is kept.
+        #[arg(long, default_value = "30days", value_parser = humantime::parse_duration)]
+        keep_history: Duration,
     },
     /// Register a repository: a local git path, or a GitLab project URL (token in `GITLAB_TOKEN`).
     Add {
@@ -173,7 +180,15 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
         Some(Command::Run {
             reload_every,
             run_for,
-        }) => scheduler(ctx, provider, reload_every, run_for).await,
+            metrics_addr,
+            keep_history,
+        }) => {
+            if let Some(addr) = metrics_addr {
+                serve_metrics(addr)?;
+            }
+            let history = RunHistory::keep_for(keep_history);
+            scheduler(ctx, provider, history, reload_every, run_for).await
+        }
         Some(Command::Add {
             path,
             cron,
@@ -441,15 +456,30 @@ fn interval_ms(schedule: &Schedule, at: chrono::DateTime<chrono::Utc>) -> i64 {
     }
 }
 
-/// The scheduler: one job per active repository, re-read every `reload_every`.
+/// Installs the Prometheus exporter: every metric the scheduler records through the `metrics`
+/// facade (`shedlock_attempts_total`, `shedlock_job_duration_seconds`, ...) is served as text
+/// at `http://addr/metrics`.
+fn serve_metrics(addr: std::net::SocketAddr) -> Result<(), AnyError> {
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .with_http_listener(addr)
+        .install()
+        .map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
+    println!("metrics for Prometheus at http://{addr}/metrics");
+    Ok(())
+}
+
+/// The scheduler: one job per active repository, re-read every `reload_every`; its run
+/// history goes to `shedlock_runs` (read it with `shedlock history`).
 async fn scheduler(
     ctx: Ctx,
     provider: Arc<dyn LockProvider>,
+    history: RunHistory,
     reload_every: Duration,
     run_for: Option<Duration>,
 ) -> Result<(), AnyError> {
     let scheduler = Scheduler::builder(Arc::clone(&provider))
         .misfire_grace(Duration::from_secs(120))
+        .history(history)
         .build();
     let mut registered: HashMap<i64, (String, String)> = HashMap::new();
     let ctx = Arc::new(ctx);
