@@ -441,6 +441,35 @@ pub(crate) async fn fail_runs<D: Dialect>(
     }
 }
 
+/// The outcome of a statement on the run history table, its error made by [`fail_runs`].
+pub(crate) async fn on_runs<D: Dialect, T>(
+    dialect: &D,
+    operation: &str,
+    outcome: Result<T, sqlx::Error>,
+) -> Result<T> {
+    match outcome {
+        Ok(value) => Ok(value),
+        Err(e) => Err(fail_runs(dialect, operation.to_owned(), e).await),
+    }
+}
+
+/// Runs one prune statement (`batch`, returning the rows it deleted) until it deletes fewer than
+/// [`PRUNE_BATCH`]; returns the total.
+pub(crate) async fn prune_in_batches<D: Dialect, F, Fut>(dialect: &D, batch: F) -> Result<u64>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<u64, sqlx::Error>>,
+{
+    let mut deleted = 0;
+    loop {
+        let done = on_runs(dialect, "prune the run history", batch().await).await?;
+        deleted += done;
+        if done < PRUNE_BATCH {
+            return Ok(deleted);
+        }
+    }
+}
+
 /// `migrate()` for every backend: run the embedded migrations, then check that the table has
 /// every column (a table of the same name made by something else is refused by name).
 pub(crate) async fn migrate<D: Dialect>(dialect: &D) -> Result<()> {

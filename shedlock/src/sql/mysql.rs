@@ -15,7 +15,7 @@ use sqlx::ConnectOptions;
 use sqlx::MySqlPool;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 
-use super::{Dialect, Failure, connect_error, fail, fail_runs, micros, sql, statement};
+use super::{Dialect, Failure, connect_error, fail, micros, sql, statement};
 use crate::history::parse_outcome;
 use crate::provider::Lease;
 use crate::settings::{ProviderBuilder, Settings};
@@ -344,10 +344,8 @@ impl Inner {
             .bind(run.error.as_deref())
             .execute(&self.pool)
             .await;
-        match done {
-            Ok(done) => Ok(i64::try_from(done.last_insert_id()).unwrap_or(i64::MAX)),
-            Err(e) => Err(fail_runs(self, "record a run".into(), e).await),
-        }
+        let done = super::on_runs(self, "record a run", done).await?;
+        Ok(i64::try_from(done.last_insert_id()).unwrap_or(i64::MAX))
     }
 
     async fn finish_run(&self, id: i64, outcome: RunOutcome, error: Option<&str>) -> Result<()> {
@@ -357,28 +355,19 @@ impl Inner {
             .bind(id)
             .execute(&self.pool)
             .await;
-        match done {
-            Ok(_) => Ok(()),
-            Err(e) => Err(fail_runs(self, "finish a run".into(), e).await),
-        }
+        super::on_runs(self, "finish a run", done).await.map(drop)
     }
 
     async fn prune_runs(&self, older_than: Duration) -> Result<u64> {
         let text = self.text(RUN_PRUNE);
-        let mut deleted = 0;
-        loop {
+        super::prune_in_batches(self, || async {
             let done = sqlx::query(sql(&text))
                 .bind(micros(older_than))
                 .execute(&self.pool)
-                .await;
-            match done {
-                Ok(done) if done.rows_affected() < super::PRUNE_BATCH => {
-                    return Ok(deleted + done.rows_affected());
-                }
-                Ok(done) => deleted += done.rows_affected(),
-                Err(e) => return Err(fail_runs(self, "prune the run history".into(), e).await),
-            }
-        }
+                .await?;
+            Ok(done.rows_affected())
+        })
+        .await
     }
 
     async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>> {
@@ -406,10 +395,8 @@ impl Inner {
                 error: row.try_get(9)?,
             })
         };
-        match rows.and_then(|rows| rows.into_iter().map(decode).collect()) {
-            Ok(runs) => Ok(runs),
-            Err(e) => Err(fail_runs(self, "read the run history".into(), e).await),
-        }
+        let runs = rows.and_then(|rows| rows.into_iter().map(decode).collect());
+        super::on_runs(self, "read the run history", runs).await
     }
 }
 
