@@ -11,7 +11,7 @@ use shedlock::{
     LockConfiguration, LockProvider, MySqlLockProvider, PostgresLockProvider, SqliteLockProvider,
 };
 use shedlock_suite::{MySql, Postgres, TestDb, skipped, unique_name};
-use sqlx::migrate::Migrator;
+use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Executor};
@@ -20,6 +20,31 @@ use sqlx::{AssertSqlSafe, Executor};
 enum Order {
     AppFirst,
     ShedlockFirst,
+    /// A database migrated by a release that had only version 1 (the lock table), holding a
+    /// lock, then upgraded.
+    UpgradeFromVersion1,
+}
+
+const ORDERS: [Order; 3] = [
+    Order::AppFirst,
+    Order::ShedlockFirst,
+    Order::UpgradeFromVersion1,
+];
+
+/// What the first release's `migrate()` applied: version 1 alone, recorded in
+/// `_shedlock_migrations` with the same checksum.
+fn version_1_only(db: &str) -> Migrator {
+    let text =
+        std::fs::read_to_string(repo_migrations(db).join("0001_create_shedlock.sql")).unwrap();
+    let mut migrator = Migrator::with_migrations(vec![Migration::new(
+        1,
+        "create shedlock table".into(),
+        MigrationType::Simple,
+        sqlx::SqlSafeStr::into_sql_str(AssertSqlSafe(text)),
+        false,
+    )]);
+    migrator.dangerous_set_table_name("_shedlock_migrations");
+    migrator
 }
 
 /// An application's migration folder whose first version is 1, like ours.
@@ -58,8 +83,37 @@ async fn both_orders<P: LockProvider>(
     app: &Migrator,
     pool_run: impl AsyncFn(&Migrator) -> Result<(), sqlx::migrate::MigrateError>,
     order: Order,
+    db: &str,
 ) {
     match order {
+        Order::UpgradeFromVersion1 => {
+            pool_run(&version_1_only(db))
+                .await
+                .expect("the first release's migration");
+            let held =
+                LockConfiguration::new("kept", Duration::from_secs(3600), Duration::ZERO).unwrap();
+            let guard = provider.lock(&held).await.unwrap().expect("a lock held");
+            pool_run(app).await.expect("app migrations");
+            provider.migrate().await.expect("upgrade to version 2");
+            let kept = provider
+                .lock_state("kept")
+                .await
+                .unwrap()
+                .expect("row kept");
+            assert!(kept.is_held(), "the upgrade leaves a held lock held");
+            assert_eq!(kept.fencing_token, guard.fencing_token());
+            let id = provider
+                .record_run(&shedlock::NewRun::new(
+                    "kept",
+                    "kept",
+                    None,
+                    shedlock::RunOutcome::Executed,
+                ))
+                .await
+                .expect("the history table exists after the upgrade");
+            assert!(id > 0);
+            guard.unlock().await.unwrap();
+        }
         Order::AppFirst => {
             pool_run(app).await.expect("app migrations");
             provider
@@ -100,7 +154,7 @@ async fn postgres_app_and_shedlock_migrations_coexist_in_either_order() {
     let app = Migrator::new(app_migrations(dir.path(), "INT"))
         .await
         .unwrap();
-    for order in [Order::AppFirst, Order::ShedlockFirst] {
+    for order in ORDERS {
         let name = unique_name("shedlock_mig");
         admin
             .execute(AssertSqlSafe(format!("CREATE DATABASE {name}")))
@@ -117,6 +171,7 @@ async fn postgres_app_and_shedlock_migrations_coexist_in_either_order() {
             &app,
             async |m: &Migrator| m.run(&pool).await,
             order,
+            "postgres",
         )
         .await;
         let app_versions: Vec<(i64, String)> =
@@ -133,7 +188,7 @@ async fn postgres_app_and_shedlock_migrations_coexist_in_either_order() {
             .fetch_all(&pool)
             .await
             .unwrap();
-        assert_eq!(ours, [1], "{order:?}");
+        assert_eq!(ours, [1, 2], "{order:?}");
         pool.close().await;
         admin
             .execute(AssertSqlSafe(format!("DROP DATABASE {name} WITH (FORCE)")))
@@ -201,7 +256,7 @@ async fn mysql_app_and_shedlock_migrations_coexist_in_either_order() {
     let app = Migrator::new(app_migrations(dir.path(), "INT"))
         .await
         .unwrap();
-    for order in [Order::AppFirst, Order::ShedlockFirst] {
+    for order in ORDERS {
         let name = unique_name("shedlock_mig");
         admin
             .execute(AssertSqlSafe(format!("CREATE DATABASE {name}")))
@@ -218,6 +273,7 @@ async fn mysql_app_and_shedlock_migrations_coexist_in_either_order() {
             &app,
             async |m: &Migrator| m.run(&pool).await,
             order,
+            "mysql",
         )
         .await;
         let app_versions: Vec<i64> =
@@ -230,7 +286,7 @@ async fn mysql_app_and_shedlock_migrations_coexist_in_either_order() {
             .fetch_all(&pool)
             .await
             .unwrap();
-        assert_eq!(ours, [1], "{order:?}");
+        assert_eq!(ours, [1, 2], "{order:?}");
         pool.close().await;
         admin
             .execute(AssertSqlSafe(format!("DROP DATABASE {name}")))
@@ -285,7 +341,7 @@ async fn sqlite_app_and_shedlock_migrations_coexist_in_either_order_and_cli_fold
     let app = Migrator::new(app_migrations(dir.path(), "INTEGER"))
         .await
         .unwrap();
-    for order in [Order::AppFirst, Order::ShedlockFirst] {
+    for order in ORDERS {
         let pool = shedlock_suite::sqlite_pool(&dir.path().join(format!("{order:?}.db")), 2).await;
         let provider = SqliteLockProvider::new(pool.clone());
         both_orders(
@@ -293,6 +349,7 @@ async fn sqlite_app_and_shedlock_migrations_coexist_in_either_order_and_cli_fold
             &app,
             async |m: &Migrator| m.run(&pool).await,
             order,
+            "sqlite",
         )
         .await;
         let app_versions: Vec<i64> =
@@ -305,7 +362,7 @@ async fn sqlite_app_and_shedlock_migrations_coexist_in_either_order_and_cli_fold
             .fetch_all(&pool)
             .await
             .unwrap();
-        assert_eq!(ours, [1], "{order:?}");
+        assert_eq!(ours, [1, 2], "{order:?}");
     }
     let pool = shedlock_suite::sqlite_pool(&dir.path().join("cli.db"), 2).await;
     Migrator::new(repo_migrations("sqlite"))
