@@ -234,6 +234,18 @@ where
     )
 }
 
+/// A scheduler with an hour of history and a [`Recorder`] for `instance`.
+fn recorded(provider: impl LockProvider + 'static, instance: &str, heard: &Heard) -> Scheduler {
+    Scheduler::builder(provider)
+        .misfire_grace(Duration::ZERO)
+        .history(RunHistory::keep_for(Duration::from_secs(3600)))
+        .listener(Recorder {
+            instance: instance.into(),
+            heard: Arc::clone(heard),
+        })
+        .build()
+}
+
 // --- the tests ------------------------------------------------------------------------------
 
 /// Two instances, three jobs (fast, slow enough to overlap itself, failing): every fired tick
@@ -252,14 +264,7 @@ async fn listeners_history_metrics_and_spans_agree_on_every_tick() {
     let mut schedulers = Vec::new();
     for instance in ["a", "b"] {
         let provider = db.provider_with(Opts::own_pool().locked_by(instance)).await;
-        let scheduler = Scheduler::builder(provider)
-            .misfire_grace(Duration::ZERO)
-            .history(RunHistory::keep_for(Duration::from_secs(3600)))
-            .listener(Recorder {
-                instance: instance.into(),
-                heard: Arc::clone(&heard),
-            })
-            .build();
+        let scheduler = recorded(provider, instance, &heard);
         scheduler.add(job(&fast, || async { Ok(()) })).unwrap();
         scheduler
             .add(job(&slow, || async {
@@ -435,14 +440,7 @@ async fn lost_lock_and_missing_table_are_reported() {
             Opts::own_pool().keep_alive(KeepAlive::lease(Duration::from_millis(900)).unwrap()),
         )
         .await;
-    let scheduler = Scheduler::builder(provider.clone())
-        .misfire_grace(Duration::ZERO)
-        .history(RunHistory::keep_for(Duration::from_secs(3600)))
-        .listener(Recorder {
-            instance: "a".into(),
-            heard: Arc::clone(&heard),
-        })
-        .build();
+    let scheduler = recorded(provider.clone(), "a", &heard);
     let name = lost_job.clone();
     scheduler
         .add(Job::new(
@@ -516,14 +514,7 @@ async fn lost_lock_and_missing_table_are_reported() {
     let broken_job = unique_name("no_table");
     let heard: Heard = Arc::default();
     let broken = db.provider_for_table(&unique_name("missing"));
-    let scheduler = Scheduler::builder(broken)
-        .misfire_grace(Duration::ZERO)
-        .history(RunHistory::keep_for(Duration::from_secs(3600)))
-        .listener(Recorder {
-            instance: "a".into(),
-            heard: Arc::clone(&heard),
-        })
-        .build();
+    let scheduler = recorded(broken, "a", &heard);
     scheduler
         .add(job(&broken_job, || async { Ok(()) }))
         .unwrap();

@@ -438,6 +438,26 @@ fn example_binary() -> PathBuf {
         .clone()
 }
 
+/// `repo_sync --database-url URL add REPO --cron CRON`, which must succeed.
+fn add_repo(bin: &Path, url: &str, repo: &TempRepo, cron: &str) {
+    let out = Command::new(bin)
+        .args([
+            "--database-url",
+            url,
+            "add",
+            &repo.path().display().to_string(),
+            "--cron",
+            cron,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_copies_of_run_sync_each_repository_once_per_tick() {
     let bin = example_binary();
@@ -453,22 +473,7 @@ async fn three_copies_of_run_sync_each_repository_once_per_tick() {
     two.write("two.rs", &lines("two", 20));
     two.commit("two");
     for repo in [&one, &two] {
-        let out = Command::new(&bin)
-            .args([
-                "--database-url",
-                &url,
-                "add",
-                &repo.path().display().to_string(),
-                "--cron",
-                "*/2 * * * * *",
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        add_repo(&bin, &url, repo, "*/2 * * * * *");
     }
     let mut children = Vec::new();
     for i in 0..3 {
@@ -572,22 +577,7 @@ async fn metrics_endpoint_serves_the_scheduler_counters() {
     let repo = TempRepo::new();
     repo.write("a.rs", &lines("a", 10));
     repo.commit("a");
-    let out = Command::new(&bin)
-        .args([
-            "--database-url",
-            &url,
-            "add",
-            &repo.path().display().to_string(),
-            "--cron",
-            "* * * * * *",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    add_repo(&bin, &url, &repo, "* * * * * *");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

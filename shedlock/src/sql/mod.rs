@@ -441,6 +441,18 @@ pub(crate) async fn fail_runs<D: Dialect>(
     }
 }
 
+/// The outcome of a statement on the lock table, its error made by [`fail`].
+pub(crate) async fn on_locks<D: Dialect, T>(
+    dialect: &D,
+    operation: String,
+    outcome: Result<T, sqlx::Error>,
+) -> Result<T> {
+    match outcome {
+        Ok(value) => Ok(value),
+        Err(e) => Err(fail(dialect, operation, e).await),
+    }
+}
+
 /// The outcome of a statement on the run history table, its error made by [`fail_runs`].
 pub(crate) async fn on_runs<D: Dialect, T>(
     dialect: &D,

@@ -299,10 +299,8 @@ impl Inner {
                 read_at: row.try_get(6)?,
             })
         };
-        match rows.and_then(|rows| rows.into_iter().map(decode).collect()) {
-            Ok(locks) => Ok(locks),
-            Err(e) => Err(fail(self, "list locks".into(), e).await),
-        }
+        let locks = rows.and_then(|rows| rows.into_iter().map(decode).collect());
+        super::on_locks(self, "list locks".into(), locks).await
     }
 
     async fn force_release(&self, name: &str, token: i64) -> Result<bool> {
@@ -311,10 +309,8 @@ impl Inner {
             .bind(token)
             .execute(&self.pool)
             .await;
-        match done {
-            Ok(done) => Ok(done.rows_affected() == 1),
-            Err(e) => Err(fail(self, format!("release lock {name:?}"), e).await),
-        }
+        let done = super::on_locks(self, format!("release lock {name:?}"), done).await?;
+        Ok(done.rows_affected() == 1)
     }
 
     async fn record_run(&self, run: &NewRun) -> Result<i64> {
