@@ -405,7 +405,23 @@ impl Dialect for Inner {
     }
 
     async fn run_migrator(&self, migrator: &Migrator) -> Result<(), MigrateError> {
-        retry_lost_race(|| migrator.run(&self.pool)).await
+        // The migrator's transaction starts as a reader; a write by another connection in the
+        // meantime (a lock taken or released) makes its first write fail with SQLITE_BUSY
+        // (5, or 517 for a stale WAL snapshot) at once, whatever the busy timeout. Such a
+        // transaction wrote nothing, so it is run again.
+        let mut outcome = retry_lost_race(|| migrator.run(&self.pool)).await;
+        for attempt in 1..=5 {
+            match &outcome {
+                Err(MigrateError::Execute(sqlx::Error::Database(e)))
+                    if matches!(e.code().as_deref(), Some("5" | "517")) =>
+                {
+                    tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
+                    outcome = retry_lost_race(|| migrator.run(&self.pool)).await;
+                }
+                _ => break,
+            }
+        }
+        outcome
     }
 }
 
