@@ -118,7 +118,7 @@ fn assert_clean_exits(exited: &[Exited]) {
             e.log
         );
         assert!(
-            !e.log.contains("panicked"),
+            !e.log.contains("panicked at"),
             "{} panicked:\n{}",
             e.name,
             e.log

@@ -82,6 +82,7 @@ async fn both_orders<P: LockProvider>(
     provider: &P,
     app: &Migrator,
     pool_run: impl AsyncFn(&Migrator) -> Result<(), sqlx::migrate::MigrateError>,
+    sql_run: impl AsyncFn(&str),
     order: Order,
     db: &str,
 ) {
@@ -90,18 +91,50 @@ async fn both_orders<P: LockProvider>(
             pool_run(&version_1_only(db))
                 .await
                 .expect("the first release's migration");
-            let held =
-                LockConfiguration::new("kept", Duration::from_secs(3600), Duration::ZERO).unwrap();
-            let guard = provider.lock(&held).await.unwrap().expect("a lock held");
+            // A lock the first release took: its row, with that release's kind of token (the
+            // database time in microseconds).
+            let (token, until) = match db {
+                "postgres" => (
+                    "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT",
+                    "clock_timestamp() + INTERVAL '1 hour'",
+                ),
+                "mysql" => (
+                    "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))",
+                    "UTC_TIMESTAMP(6) + INTERVAL 1 HOUR",
+                ),
+                _ => (
+                    "CAST(unixepoch('subsec') * 1000000 AS INTEGER)",
+                    "CAST(unixepoch('subsec') * 1000 AS INTEGER) + 3600000",
+                ),
+            };
+            let now = until.split(" + ").next().unwrap();
+            sql_run(&format!(
+                "INSERT INTO shedlock (name, locked_until, locked_at, locked_by, fencing_token) \
+                 VALUES ('kept', {until}, {now}, 'first release', {token})"
+            ))
+            .await;
             pool_run(app).await.expect("app migrations");
-            provider.migrate().await.expect("upgrade to version 2");
+            provider
+                .migrate()
+                .await
+                .expect("upgrade to the newest version");
             let kept = provider
                 .lock_state("kept")
                 .await
                 .unwrap()
                 .expect("row kept");
             assert!(kept.is_held(), "the upgrade leaves a held lock held");
-            assert_eq!(kept.fencing_token, guard.fencing_token());
+            assert_eq!(kept.locked_by, "first release");
+            let held =
+                LockConfiguration::new("kept", Duration::from_secs(3600), Duration::ZERO).unwrap();
+            assert!(provider.lock(&held).await.unwrap().is_none(), "still held");
+            let other =
+                LockConfiguration::new("other", Duration::from_secs(3600), Duration::ZERO).unwrap();
+            let guard = provider.lock(&other).await.unwrap().expect("a new lock");
+            assert!(
+                guard.fencing_token() > kept.fencing_token,
+                "tokens after the upgrade start above the first release's"
+            );
             let id = provider
                 .record_run(&shedlock::NewRun::new(
                     "kept",
@@ -170,6 +203,9 @@ async fn postgres_app_and_shedlock_migrations_coexist_in_either_order() {
             &provider,
             &app,
             async |m: &Migrator| m.run(&pool).await,
+            async |sql: &str| {
+                pool.execute(AssertSqlSafe(sql.to_owned())).await.unwrap();
+            },
             order,
             "postgres",
         )
@@ -188,7 +224,7 @@ async fn postgres_app_and_shedlock_migrations_coexist_in_either_order() {
             .fetch_all(&pool)
             .await
             .unwrap();
-        assert_eq!(ours, [1, 2], "{order:?}");
+        assert_eq!(ours, [1, 2, 3], "{order:?}");
         pool.close().await;
         admin
             .execute(AssertSqlSafe(format!("DROP DATABASE {name} WITH (FORCE)")))
@@ -272,6 +308,9 @@ async fn mysql_app_and_shedlock_migrations_coexist_in_either_order() {
             &provider,
             &app,
             async |m: &Migrator| m.run(&pool).await,
+            async |sql: &str| {
+                pool.execute(AssertSqlSafe(sql.to_owned())).await.unwrap();
+            },
             order,
             "mysql",
         )
@@ -348,6 +387,9 @@ async fn sqlite_app_and_shedlock_migrations_coexist_in_either_order_and_cli_fold
             &provider,
             &app,
             async |m: &Migrator| m.run(&pool).await,
+            async |sql: &str| {
+                pool.execute(AssertSqlSafe(sql.to_owned())).await.unwrap();
+            },
             order,
             "sqlite",
         )
@@ -362,7 +404,7 @@ async fn sqlite_app_and_shedlock_migrations_coexist_in_either_order_and_cli_fold
             .fetch_all(&pool)
             .await
             .unwrap();
-        assert_eq!(ours, [1, 2], "{order:?}");
+        assert_eq!(ours, [1, 2, 3], "{order:?}");
     }
     let pool = shedlock_suite::sqlite_pool(&dir.path().join("cli.db"), 2).await;
     Migrator::new(repo_migrations("sqlite"))

@@ -47,7 +47,7 @@ async fn two_pools_on_one_file_in_wal_mode_stay_exclusive() {
         tasks.push(tokio::spawn(async move {
             let mut won = Vec::new();
             for t in 0..TICKS {
-                let tick = Utc.timestamp_opt(1_900_000_000 + t, 0).unwrap();
+                let tick = Utc.timestamp_opt(1_600_000_000 + t, 0).unwrap();
                 let cfg =
                     LockConfiguration::new("tick_job", Duration::from_secs(60), Duration::ZERO)
                         .unwrap()

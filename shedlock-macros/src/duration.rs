@@ -48,8 +48,11 @@ impl fmt::Display for Error {
 
 const NANOS_PER_SEC: u128 = 1_000_000_000;
 
-/// Parses a lock duration. Zero is accepted here (the caller decides whether it may be zero);
-/// anything longer than [`MAX`] is [`Error::TooLong`].
+/// Parses a lock duration and rounds it **up** to whole milliseconds, the rule the runtime
+/// applies too (`shedlock::DURATION_RESOLUTION`: every backend stores milliseconds, and a lease
+/// is never shorter than asked), so that `"1500us"` and `"2ms"` compare as equal here exactly
+/// as they do in `LockConfiguration::new`. Zero is accepted here (the caller decides whether it
+/// may be zero); anything longer than [`MAX`] once rounded is [`Error::TooLong`].
 pub(crate) fn parse(text: &str) -> Result<Duration, Error> {
     let trimmed = text.trim();
     if trimmed.is_empty() {
@@ -64,10 +67,19 @@ pub(crate) fn parse(text: &str) -> Result<Duration, Error> {
     } else {
         parse_humantime(trimmed)?
     };
+    let duration = round_up_to_millis(duration).ok_or(Error::TooLong)?;
     if duration > MAX {
         return Err(Error::TooLong);
     }
     Ok(duration)
+}
+
+/// `duration` rounded up to a whole number of milliseconds; `None` past `Duration::MAX`.
+fn round_up_to_millis(duration: Duration) -> Option<Duration> {
+    match duration.subsec_nanos() % 1_000_000 {
+        0 => Some(duration),
+        sub_milli => duration.checked_add(Duration::from_nanos(u64::from(1_000_000 - sub_milli))),
+    }
 }
 
 fn negative() -> Error {
@@ -222,7 +234,8 @@ mod tests {
     fn iso_fractional_seconds() {
         assert_eq!(parse("PT0.5S"), Ok(Duration::from_millis(500)));
         assert_eq!(parse("PT0,25S"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse("PT1.000000001S"), Ok(Duration::new(1, 1)));
+        assert_eq!(parse("PT1.000000001S"), Ok(Duration::from_millis(1001)));
+        assert_eq!(parse("PT0.0005S"), Ok(Duration::from_millis(1)));
         assert_eq!(parse("PT1M0.1S"), Ok(Duration::from_millis(60_100)));
         assert!(matches!(parse("PT0.0000000001S"), Err(Error::Invalid(_))));
         assert!(matches!(parse("PT1.S"), Err(Error::Invalid(_))));
@@ -242,6 +255,15 @@ mod tests {
         assert_eq!(parse("PT1M"), Ok(secs(60)));
         let message = Error::NoFixedLength("months").to_string();
         assert!(message.contains("no fixed length"), "{message}");
+    }
+
+    #[test]
+    fn sub_millisecond_durations_round_up_to_whole_milliseconds() {
+        assert_eq!(parse("1ns"), Ok(Duration::from_millis(1)));
+        assert_eq!(parse("1500us"), Ok(Duration::from_millis(2)));
+        assert_eq!(parse("2ms"), Ok(Duration::from_millis(2)));
+        assert_eq!(parse("33ms 333us 333ns"), Ok(Duration::from_millis(34)));
+        assert_eq!(parse("1s 1ns"), Ok(Duration::from_millis(1001)));
     }
 
     #[test]

@@ -15,6 +15,29 @@ pub const MAX_NAME_BYTES: usize = 64;
 /// the year 9999); nothing real needs them.
 pub const MAX_LOCK_DURATION: Duration = Duration::from_secs(1000 * 365 * 24 * 60 * 60);
 
+/// The unit every lock duration is kept in: one millisecond, the finest every backend stores
+/// (SQLite keeps times in milliseconds).
+///
+/// **The rule:** `lock_at_most_for`, `lock_at_least_for`, an [`extend`](crate::LockGuard::extend),
+/// a keep-alive lease and a history retention are rounded **up** to a whole number of
+/// milliseconds before anything else looks at them, so a lease is never shorter than asked and
+/// every backend honours the same value: `Duration::from_millis(100) / 3` (33.333… ms) becomes
+/// 34 ms, one nanosecond becomes 1 ms. Zero stays zero (and is refused where a lease must be
+/// longer than zero). The macros apply the same rule at compile time.
+pub const DURATION_RESOLUTION: Duration = Duration::from_millis(1);
+
+/// `duration` rounded up to whole milliseconds ([`DURATION_RESOLUTION`]), saturating at
+/// `Duration::MAX`'s last whole millisecond.
+pub(crate) fn round_up_to_millis(duration: Duration) -> Duration {
+    let sub_milli = duration.subsec_nanos() % 1_000_000;
+    if sub_milli == 0 {
+        return duration;
+    }
+    duration
+        .checked_add(Duration::from_nanos(u64::from(1_000_000 - sub_milli)))
+        .unwrap_or(duration - Duration::from_nanos(u64::from(sub_milli)))
+}
+
 /// A validated request for a lock: its name, how long it may be held at most, how long it is
 /// kept at least, and optionally the cron tick it claims.
 ///
@@ -48,24 +71,19 @@ impl LockConfiguration {
     ///   greater than zero, at most [`MAX_LOCK_DURATION`].
     /// - `lock_at_least_for`: the lock is kept at least this long after it was taken, even if
     ///   the job finishes sooner; at most `lock_at_most_for`.
+    ///
+    /// Both durations are rounded up to whole milliseconds first ([`DURATION_RESOLUTION`]);
+    /// [`lock_at_most_for`](Self::lock_at_most_for) and
+    /// [`lock_at_least_for`](Self::lock_at_least_for) return the rounded values, which are
+    /// what every backend stores.
     pub fn new(
         name: impl Into<String>,
         lock_at_most_for: Duration,
         lock_at_least_for: Duration,
     ) -> Result<Self> {
         let name = validate_name(name.into())?;
-        if lock_at_most_for.is_zero() {
-            return Err(Error::ZeroLockAtMostFor { name });
-        }
-        check_not_too_long(&name, "lock_at_most_for", lock_at_most_for)?;
-        check_not_too_long(&name, "lock_at_least_for", lock_at_least_for)?;
-        if lock_at_least_for > lock_at_most_for {
-            return Err(Error::LockAtLeastForExceedsAtMostFor {
-                name,
-                lock_at_least_for,
-                lock_at_most_for,
-            });
-        }
+        let (lock_at_most_for, lock_at_least_for) =
+            validate_durations(&name, lock_at_most_for, lock_at_least_for)?;
         Ok(Self {
             name,
             lock_at_most_for,
@@ -131,25 +149,31 @@ pub(crate) fn validate_name(name: String) -> Result<String> {
     Ok(name)
 }
 
-/// Checks the durations of an extension: the same rules as a configuration's.
-pub(crate) fn validate_durations(name: &str, at_most: Duration, at_least: Duration) -> Result<()> {
+/// Checks a `lock_at_most_for` and `lock_at_least_for` pair (a configuration's or an
+/// extension's) and returns them rounded up to whole milliseconds.
+pub(crate) fn validate_durations(
+    name: &str,
+    at_most: Duration,
+    at_least: Duration,
+) -> Result<(Duration, Duration)> {
     if at_most.is_zero() {
         return Err(Error::ZeroLockAtMostFor { name: name.into() });
     }
     check_not_too_long(name, "lock_at_most_for", at_most)?;
     check_not_too_long(name, "lock_at_least_for", at_least)?;
-    if at_least > at_most {
+    let (rounded_most, rounded_least) = (round_up_to_millis(at_most), round_up_to_millis(at_least));
+    if rounded_least > rounded_most {
         return Err(Error::LockAtLeastForExceedsAtMostFor {
             name: name.into(),
             lock_at_least_for: at_least,
             lock_at_most_for: at_most,
         });
     }
-    Ok(())
+    Ok((rounded_most, rounded_least))
 }
 
 fn check_not_too_long(name: &str, field: &'static str, value: Duration) -> Result<()> {
-    if value > MAX_LOCK_DURATION {
+    if round_up_to_millis(value) > MAX_LOCK_DURATION {
         return Err(Error::DurationTooLong {
             name: name.into(),
             field,
@@ -223,6 +247,45 @@ mod tests {
                 "{bad:?}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn durations_are_rounded_up_to_whole_milliseconds() {
+        let third = Duration::from_millis(100) / 3;
+        let cfg = LockConfiguration::new("job", third, third).unwrap();
+        assert_eq!(cfg.lock_at_most_for(), Duration::from_millis(34));
+        assert_eq!(cfg.lock_at_least_for(), Duration::from_millis(34));
+        let tiny = LockConfiguration::new("job", Duration::from_nanos(1), Duration::ZERO).unwrap();
+        assert_eq!(tiny.lock_at_most_for(), Duration::from_millis(1));
+        assert_eq!(tiny.lock_at_least_for(), Duration::ZERO);
+        // Compared after rounding: 1.5 ms and 2 ms are both 2 ms.
+        let cfg = LockConfiguration::new(
+            "job",
+            Duration::from_micros(1500),
+            2 * Duration::from_millis(1),
+        )
+        .unwrap();
+        assert_eq!(cfg.lock_at_most_for(), cfg.lock_at_least_for());
+        assert!(
+            LockConfiguration::new("job", Duration::from_millis(2), Duration::from_micros(2001))
+                .is_err()
+        );
+        assert_eq!(
+            round_up_to_millis(Duration::MAX).subsec_nanos() % 1_000_000,
+            0
+        );
+        assert!(matches!(
+            LockConfiguration::new("job", Duration::MAX, Duration::MAX),
+            Err(Error::DurationTooLong { .. })
+        ));
+        assert!(
+            LockConfiguration::new("job", MAX_LOCK_DURATION, MAX_LOCK_DURATION).is_ok(),
+            "the limit itself is a whole millisecond"
+        );
+        assert!(matches!(
+            LockConfiguration::new("job", MAX_LOCK_DURATION + Duration::from_nanos(1), S),
+            Err(Error::DurationTooLong { .. })
+        ));
     }
 
     #[test]

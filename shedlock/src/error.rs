@@ -131,6 +131,10 @@ pub enum Error {
     #[error("invalid keep-alive settings: {0}")]
     InvalidKeepAlive(String),
 
+    /// The tick tolerance is out of range.
+    #[error("invalid tick tolerance: {0}")]
+    InvalidTickTolerance(String),
+
     /// A database URL could not be parsed.
     #[error("invalid {backend} database URL: {source}")]
     InvalidUrl {
@@ -252,6 +256,50 @@ pub enum Error {
     DuplicateJob {
         /// The job name.
         name: String,
+    },
+
+    /// A statement got no answer in time.
+    #[error("the database did not answer within {} while trying to {operation}", humantime::format_duration(*after))]
+    Timeout {
+        /// What shedlock was doing, e.g. `unlock lock "nightly"`.
+        operation: String,
+        /// How long it waited.
+        after: Duration,
+    },
+
+    /// The database refused to claim a tick that lies further ahead of its own clock than the
+    /// provider's tick tolerance: the clock that computed the tick runs ahead of the database's.
+    /// Nothing was written; the tick stays claimable when it is due.
+    #[error(
+        "the database refused tick {tick} of lock {name:?}: it is more than {} ahead of the database clock{}; \
+         the clock that computed it runs ahead (clock skew)",
+        humantime::format_duration(*tolerance),
+        ahead_by.map(|d| format!(" (by {})", humantime::format_duration(d))).unwrap_or_default()
+    )]
+    TickInFuture {
+        /// The lock name.
+        name: String,
+        /// The tick that was refused.
+        tick: chrono::DateTime<chrono::Utc>,
+        /// The provider's tick tolerance.
+        tolerance: Duration,
+        /// How far the tick was ahead of the database clock, where the database told.
+        ahead_by: Option<Duration>,
+    },
+
+    /// The lock table exists with every column, but in a shape that would break a guarantee
+    /// (for example an extra `AUTO_INCREMENT` column on MySQL, which would replace the fencing
+    /// token the acquire reports). The message says what to change.
+    #[error(
+        "the lock table `{table}` in the {backend} database cannot be used as it is: {problem}"
+    )]
+    IncompatibleTable {
+        /// Which database.
+        backend: Backend,
+        /// The table name.
+        table: String,
+        /// What is wrong and how to fix it.
+        problem: String,
     },
 
     /// The database refused or failed a statement.

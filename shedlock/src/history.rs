@@ -64,13 +64,19 @@ pub enum RunOutcome {
     CancelledLostLock,
     /// Shutdown cancelled the run after its timeout.
     CancelledShutdown,
+    /// The job panicked. The scheduler caught the panic at the run's boundary, released the
+    /// lock and goes on with the next tick; the `error` column has the panic's message.
+    Panicked,
+    /// The database refused the tick as further ahead of its clock than the provider's tick
+    /// tolerance: this instance's clock runs ahead. The `error` column has the measured offset.
+    SkippedClockSkew,
     /// The lock could not be attempted (the database could not answer).
     Error,
 }
 
 impl RunOutcome {
     /// Every outcome, in the order above.
-    pub const ALL: [RunOutcome; 8] = [
+    pub const ALL: [RunOutcome; 10] = [
         RunOutcome::Running,
         RunOutcome::Executed,
         RunOutcome::Failed,
@@ -78,6 +84,8 @@ impl RunOutcome {
         RunOutcome::SkippedOverlap,
         RunOutcome::CancelledLostLock,
         RunOutcome::CancelledShutdown,
+        RunOutcome::Panicked,
+        RunOutcome::SkippedClockSkew,
         RunOutcome::Error,
     ];
 
@@ -92,6 +100,8 @@ impl RunOutcome {
             RunOutcome::SkippedOverlap => "skipped-overlap",
             RunOutcome::CancelledLostLock => "cancelled-lost-lock",
             RunOutcome::CancelledShutdown => "cancelled-shutdown",
+            RunOutcome::Panicked => "panicked",
+            RunOutcome::SkippedClockSkew => "skipped-clock-skew",
             RunOutcome::Error => "error",
         }
     }
@@ -105,6 +115,7 @@ impl RunOutcome {
                 | RunOutcome::Failed
                 | RunOutcome::CancelledLostLock
                 | RunOutcome::CancelledShutdown
+                | RunOutcome::Panicked
         )
     }
 }
@@ -118,7 +129,7 @@ impl fmt::Display for RunOutcome {
 /// A text that is not one of [`RunOutcome::as_str`]'s values.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown run outcome {0:?}: expected one of running, executed, failed, skipped-held, skipped-overlap, cancelled-lost-lock, cancelled-shutdown, error"
+    "unknown run outcome {0:?}: expected one of running, executed, failed, skipped-held, skipped-overlap, cancelled-lost-lock, cancelled-shutdown, panicked, skipped-clock-skew, error"
 )]
 pub struct UnknownOutcome(pub String);
 

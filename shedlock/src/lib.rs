@@ -62,6 +62,7 @@
 #[cfg(feature = "cli")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cli")))]
 pub mod cli;
+mod clock_sync;
 mod config;
 mod context;
 mod error;
@@ -75,7 +76,7 @@ mod scheduler;
 mod settings;
 mod sql;
 
-pub use config::{LockConfiguration, MAX_LOCK_DURATION, MAX_NAME_BYTES};
+pub use config::{DURATION_RESOLUTION, LockConfiguration, MAX_LOCK_DURATION, MAX_NAME_BYTES};
 pub use context::{
     LockContext, current_provider, current_tick, set_default_provider, with_provider, with_tick,
 };
@@ -140,8 +141,8 @@ pub mod __private {
 }
 pub use provider::{LockGuard, LockProvider};
 pub use settings::{
-    AppClock, ClockMode, DEFAULT_TABLE_NAME, KeepAlive, LOCKED_BY_ENV, MAX_TABLE_NAME_BYTES,
-    OnLockLost, ProviderBuilder, default_locked_by,
+    AppClock, ClockMode, DEFAULT_TABLE_NAME, DEFAULT_TICK_TOLERANCE, KeepAlive, LOCKED_BY_ENV,
+    MAX_TABLE_NAME_BYTES, OnLockLost, ProviderBuilder, default_locked_by,
 };
 
 // The README's examples compile as doctests.

@@ -25,14 +25,15 @@ pub mod names {
     /// Counter: locks taken.
     pub const ACQUIRED: &str = "shedlock_acquired_total";
     /// Counter: ticks not run here, by `reason`: `held` (another instance held the lock or had
-    /// claimed the tick) or `overlap` (this instance was still running the previous tick).
+    /// claimed the tick), `overlap` (this instance was still running the previous tick) or
+    /// `clock-skew` (the database refused the tick as too far ahead of its clock).
     pub const SKIPPED: &str = "shedlock_skipped_total";
     /// Counter: ticks whose lock could not be attempted (database unreachable, table missing).
     pub const ERRORS: &str = "shedlock_errors_total";
     /// Counter: runs whose lock keep-alive lost.
     pub const LOCK_LOST: &str = "shedlock_lock_lost_total";
     /// Counter: finished runs, by `outcome` (`executed`, `failed`, `cancelled-lost-lock`,
-    /// `cancelled-shutdown`).
+    /// `cancelled-shutdown`, `panicked`).
     pub const RUNS: &str = "shedlock_runs_total";
     /// Histogram: how long runs took from lock taken to body ended, in seconds, by `outcome`.
     pub const JOB_DURATION: &str = "shedlock_job_duration_seconds";
@@ -44,6 +45,17 @@ pub mod names {
     pub const LAST_SUCCESS: &str = "shedlock_last_success_timestamp_seconds";
     /// Counter: history rows that could not be written.
     pub const HISTORY_ERRORS: &str = "shedlock_history_errors_total";
+    /// Counter: unlock statements that failed or got no answer within 30 s, by `lock` (the lock
+    /// name). Each is retried in the background until the lease would have run out.
+    pub const UNLOCK_FAILED: &str = "shedlock_unlock_failures_total";
+    /// Counter: background unlock retries that ended, by `lock` and `outcome`: `released` (a
+    /// retry released the lock) or `expired` (gave up: the lease ran out first, so the lock is
+    /// free anyway).
+    pub const UNLOCK_RETRIED: &str = "shedlock_unlock_retries_total";
+    /// Gauge: the database clock minus this instance's clock, in seconds, as the scheduler last
+    /// measured it (at start and every [`clock_check_every`](crate::SchedulerBuilder::clock_check_every)).
+    /// The scheduler fires ticks by the database's time, so a skewed instance still fires on time.
+    pub const CLOCK_OFFSET: &str = "shedlock_clock_offset_seconds";
 }
 
 /// One fired tick of one job, as listeners see it.
@@ -74,8 +86,9 @@ impl RunInfo {
 #[non_exhaustive]
 pub struct RunFinished {
     /// [`Executed`](RunOutcome::Executed), [`Failed`](RunOutcome::Failed),
-    /// [`CancelledLostLock`](RunOutcome::CancelledLostLock) or
-    /// [`CancelledShutdown`](RunOutcome::CancelledShutdown).
+    /// [`CancelledLostLock`](RunOutcome::CancelledLostLock),
+    /// [`CancelledShutdown`](RunOutcome::CancelledShutdown) or
+    /// [`Panicked`](RunOutcome::Panicked).
     pub outcome: RunOutcome,
     /// From the lock taken to the body's end.
     pub duration: Duration,
@@ -105,7 +118,8 @@ pub trait SchedulerListener: Send + Sync + 'static {
     }
 
     /// The tick is not run here: `outcome` is [`RunOutcome::SkippedHeld`],
-    /// [`RunOutcome::SkippedOverlap`] or [`RunOutcome::Error`] (with `error`).
+    /// [`RunOutcome::SkippedOverlap`], [`RunOutcome::SkippedClockSkew`] (with `error`) or
+    /// [`RunOutcome::Error`] (with `error`).
     fn on_not_acquired(&self, run: &RunInfo, outcome: RunOutcome, error: Option<&str>) {
         let _ = (run, outcome, error);
     }
@@ -232,13 +246,21 @@ impl Observer {
             RunOutcome::SkippedOverlap => {
                 metrics::counter!(names::SKIPPED, "job" => job, "reason" => "overlap").increment(1);
             }
+            RunOutcome::SkippedClockSkew => {
+                metrics::counter!(names::SKIPPED, "job" => job, "reason" => "clock-skew")
+                    .increment(1);
+            }
             _ => metrics::counter!(names::ERRORS, "job" => job).increment(1),
         }
         for listener in &self.listeners {
             listener.on_not_acquired(run, outcome, error.as_deref());
         }
         let Some(history) = self.history else { return };
-        if outcome != RunOutcome::Error && !history.skips {
+        let skip = matches!(
+            outcome,
+            RunOutcome::SkippedHeld | RunOutcome::SkippedOverlap
+        );
+        if skip && !history.skips {
             return;
         }
         let row = NewRun::new(&run.job, lock_or_job(run), Some(run.tick), outcome).error(error);

@@ -4,7 +4,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
+use tokio::time::Instant;
 
 use crate::config::validate_durations;
 use crate::{
@@ -57,6 +59,16 @@ pub trait LockProvider: Send + Sync + fmt::Debug {
     /// The keep-alive settings used when this provider's locks are held by
     /// [`run_locked`](crate::run_locked), the executor and the scheduler.
     fn keep_alive(&self) -> KeepAlive;
+
+    /// The current time by the clock that decides expiry: the database's (`clock_timestamp()`,
+    /// `UTC_TIMESTAMP(6)`, SQLite's `unixepoch('subsec')`), or the application's clock in
+    /// [`ClockMode::Application`](crate::ClockMode::Application). The scheduler measures its
+    /// offset to it and fires ticks by it.
+    ///
+    /// The default (for a provider from outside this crate) is this machine's clock.
+    fn now(&self) -> BoxFuture<'_, Result<DateTime<Utc>>> {
+        Box::pin(async { Ok(Utc::now()) })
+    }
 
     /// Every row of the lock table, ordered by name, each with the database time it was read
     /// at (so [`LockState::is_held`] and [`LockState::remaining`] use the database's clock).
@@ -151,6 +163,9 @@ macro_rules! forward_lock_provider {
             fn keep_alive(&self) -> KeepAlive {
                 (**self).keep_alive()
             }
+            fn now(&self) -> BoxFuture<'_, Result<DateTime<Utc>>> {
+                (**self).now()
+            }
             fn locks(&self) -> BoxFuture<'_, Result<Vec<LockState>>> {
                 (**self).locks()
             }
@@ -208,6 +223,12 @@ pub(crate) trait Lease: Send + Sync + fmt::Debug {
 /// releases the lock in a background task if a Tokio runtime is running, and otherwise leaves it
 /// to expire at `lock_at_most_for`. Either way `lock_at_least_for` is honoured.
 ///
+/// An unlock that fails (the database briefly unreachable) or gets no answer within 30 s is
+/// retried in the background, with backoff, until the lease would have run out anyway: a lock
+/// whose holder finished is not kept for the rest of its `lock_at_most_for` because of one lost
+/// statement. Each failure counts in [`metric_names::UNLOCK_FAILED`](crate::metric_names::UNLOCK_FAILED),
+/// each background retry's end in [`metric_names::UNLOCK_RETRIED`](crate::metric_names::UNLOCK_RETRIED).
+///
 /// # Fencing
 ///
 /// [`fencing_token`](Self::fencing_token) is strictly greater than every earlier token of the
@@ -222,21 +243,38 @@ pub struct LockGuard {
     /// `lock_at_most_for - lock_at_least_for` of the newest lease (acquire or extend), so
     /// `locked_until - slack` is that lease's "held at least until".
     slack: Duration,
-    lease: Option<Arc<dyn Lease>>,
+    /// Until when the lock is surely held, by this process's monotonic clock: when the newest
+    /// acquire or extend was sent, plus its lease. Never later than the database's
+    /// `locked_until`, which counts from when the database granted it.
+    held_until: Instant,
+    lease: Arc<dyn Lease>,
+    /// Set by `unlock`, so `drop` does not release again.
+    released: bool,
 }
+
+/// How long an unlock may take before it counts as failed (and is retried in the background).
+const UNLOCK_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl LockGuard {
     #[cfg_attr(
         not(any(feature = "postgres", feature = "mysql", feature = "sqlite")),
         allow(dead_code)
     )]
-    pub(crate) fn new(config: &LockConfiguration, token: i64, lease: Arc<dyn Lease>) -> Self {
+    /// A guard for `token`, whose acquire was sent at `sent_at`.
+    pub(crate) fn new(
+        config: &LockConfiguration,
+        token: i64,
+        lease: Arc<dyn Lease>,
+        sent_at: Instant,
+    ) -> Self {
         Self {
             name: config.name().to_owned(),
             token,
             at_least: config.lock_at_least_for(),
             slack: config.lock_at_most_for() - config.lock_at_least_for(),
-            lease: Some(lease),
+            held_until: later(sent_at, config.lock_at_most_for()),
+            lease,
+            released: false,
         }
     }
 
@@ -253,7 +291,8 @@ impl LockGuard {
 
     /// Extends the lock: it is now held until `now + lock_at_most_for` and, once unlocked, kept
     /// at least until `now + lock_at_least_for` (and never shorter than the original
-    /// `lock_at_least_for`).
+    /// `lock_at_least_for`). Both are rounded up to whole milliseconds, as in
+    /// [`LockConfiguration::new`].
     ///
     /// Returns `Ok(false)` when the lock is no longer held by this guard: it expired, or someone
     /// else took it. The job should stop.
@@ -262,16 +301,12 @@ impl LockGuard {
         lock_at_most_for: Duration,
         lock_at_least_for: Duration,
     ) -> Result<bool> {
-        validate_durations(&self.name, lock_at_most_for, lock_at_least_for)?;
-        let lease = self
-            .lease
-            .as_ref()
-            .expect("a guard's lease is only taken by unlock or drop");
-        let held = lease
-            .extend(&self.name, self.token, lock_at_most_for)
-            .await?;
+        let (at_most, at_least) =
+            validate_durations(&self.name, lock_at_most_for, lock_at_least_for)?;
+        let sent_at = Instant::now();
+        let held = self.lease.extend(&self.name, self.token, at_most).await?;
         if held {
-            self.slack = lock_at_most_for - lock_at_least_for;
+            self.renewed(sent_at, at_most, at_least);
         } else {
             tracing::warn!(lock = %self.name, token = self.token, "extend refused: the lock is no longer held by this guard");
         }
@@ -282,44 +317,160 @@ impl LockGuard {
     /// `lock_at_least_for` holds even for a job that finished sooner.
     ///
     /// Returns whether the row still carried this guard's token. `false` means the lock had
-    /// expired and been taken by another holder, whose lock this call left untouched.
+    /// expired and been taken by another holder, whose lock this call left untouched. An `Err`
+    /// (the database did not answer within 30 s, or refused) leaves the release to a background
+    /// task that retries until the lease would have run out (see [Releasing](Self#releasing)).
     pub async fn unlock(mut self) -> Result<bool> {
-        let lease = self
-            .lease
-            .take()
-            .expect("a guard's lease is only taken by unlock or drop");
-        let still_ours = lease
-            .unlock(&self.name, self.token, self.at_least, self.slack)
-            .await?;
-        if !still_ours {
-            tracing::warn!(lock = %self.name, token = self.token, "unlock found the lock taken over by another holder; left it alone");
+        let release = self.release();
+        match release.attempt().await {
+            Ok(still_ours) => {
+                if !still_ours {
+                    tracing::warn!(lock = %release.name, token = release.token, "unlock found the lock taken over by another holder; left it alone");
+                }
+                Ok(still_ours)
+            }
+            Err(error) => {
+                tracing::warn!(lock = %release.name, token = release.token, %error, "unlock failed; retrying in the background until the lease runs out");
+                release.retry_in_background();
+                Err(error)
+            }
         }
-        Ok(still_ours)
+    }
+
+    /// What keep-alive needs to renew this lock without borrowing the guard.
+    pub(crate) fn renewer(&self) -> Renewer {
+        Renewer {
+            lease: Arc::clone(&self.lease),
+            name: self.name.clone(),
+            token: self.token,
+        }
+    }
+
+    /// Records a successful extension sent at `sent_at` (by [`extend`](Self::extend) or by
+    /// keep-alive through a [`Renewer`]).
+    pub(crate) fn renewed(&mut self, sent_at: Instant, at_most: Duration, at_least: Duration) {
+        self.slack = at_most - at_least;
+        self.held_until = later(sent_at, at_most);
+    }
+
+    /// Marks the guard released and hands what the unlock needs to a [`Release`].
+    fn release(&mut self) -> Release {
+        self.released = true;
+        Release {
+            lease: Arc::clone(&self.lease),
+            name: std::mem::take(&mut self.name),
+            token: self.token,
+            at_least: self.at_least,
+            slack: self.slack,
+            held_until: self.held_until,
+        }
+    }
+}
+
+/// `instant + duration`, or far in the future where that does not fit.
+fn later(instant: Instant, duration: Duration) -> Instant {
+    instant
+        .checked_add(duration)
+        .unwrap_or_else(|| instant + Duration::from_secs(100 * 365 * 86_400))
+}
+
+/// Renews one held lock: the statement of [`LockGuard::extend`], for keep-alive.
+pub(crate) struct Renewer {
+    lease: Arc<dyn Lease>,
+    name: String,
+    token: i64,
+}
+
+impl Renewer {
+    /// `locked_until = now + at_most` while the token still holds; whether it did.
+    pub(crate) async fn extend(&self, at_most: Duration) -> Result<bool> {
+        self.lease.extend(&self.name, self.token, at_most).await
+    }
+}
+
+/// Everything an unlock needs once its guard is gone.
+struct Release {
+    lease: Arc<dyn Lease>,
+    name: String,
+    token: i64,
+    at_least: Duration,
+    slack: Duration,
+    held_until: Instant,
+}
+
+impl Release {
+    /// One unlock statement, bounded by [`UNLOCK_TIMEOUT`]; a failure is counted.
+    async fn attempt(&self) -> Result<bool> {
+        let unlock = self
+            .lease
+            .unlock(&self.name, self.token, self.at_least, self.slack);
+        let outcome = match tokio::time::timeout(UNLOCK_TIMEOUT, unlock).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(crate::Error::Timeout {
+                operation: format!("unlock lock {:?}", self.name),
+                after: UNLOCK_TIMEOUT,
+            }),
+        };
+        if outcome.is_err() {
+            metrics::counter!(crate::metric_names::UNLOCK_FAILED, "lock" => self.name.clone())
+                .increment(1);
+        }
+        outcome
+    }
+
+    /// Retries the unlock in a background task, with backoff from 100 ms to 5 s, until it
+    /// succeeds or the lease has run out (the lock is then free anyway). Without a Tokio
+    /// runtime the lock expires on its own.
+    fn retry_in_background(self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(lock = %self.name, token = self.token, "no Tokio runtime to release the lock in: it expires at its lease");
+            return;
+        };
+        runtime.spawn(async move {
+            let mut backoff = Duration::from_millis(100);
+            loop {
+                if Instant::now() + backoff >= self.held_until {
+                    tracing::warn!(lock = %self.name, token = self.token, "gave up releasing the lock: its lease has run out, so it is free anyway");
+                    metrics::counter!(crate::metric_names::UNLOCK_RETRIED, "lock" => self.name.clone(), "outcome" => "expired")
+                        .increment(1);
+                    return;
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+                match self.attempt().await {
+                    Ok(_) => {
+                        tracing::info!(lock = %self.name, token = self.token, "lock released by a background retry");
+                        metrics::counter!(crate::metric_names::UNLOCK_RETRIED, "lock" => self.name.clone(), "outcome" => "released")
+                            .increment(1);
+                        return;
+                    }
+                    Err(error) => {
+                        tracing::debug!(lock = %self.name, token = self.token, %error, "background unlock failed; retrying");
+                    }
+                }
+            }
+        });
     }
 }
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        let Some(lease) = self.lease.take() else {
+        if self.released {
             return;
-        };
-        let (name, token, at_least, slack) = (
-            std::mem::take(&mut self.name),
-            self.token,
-            self.at_least,
-            self.slack,
-        );
+        }
+        let release = self.release();
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
-                tracing::debug!(lock = %name, token, "guard dropped without unlock: releasing in the background");
+                tracing::debug!(lock = %release.name, token = release.token, "guard dropped without unlock: releasing in the background");
                 runtime.spawn(async move {
-                    if let Err(error) = lease.unlock(&name, token, at_least, slack).await {
-                        tracing::warn!(lock = %name, token, %error, "background unlock failed; the lock expires at lock_at_most_for");
+                    if let Err(error) = release.attempt().await {
+                        tracing::warn!(lock = %release.name, token = release.token, %error, "background unlock failed; retrying until the lease runs out");
+                        release.retry_in_background();
                     }
                 });
             }
             Err(_) => {
-                tracing::warn!(lock = %name, token, "guard dropped outside a Tokio runtime: the lock expires at lock_at_most_for");
+                tracing::warn!(lock = %release.name, token = release.token, "guard dropped outside a Tokio runtime: the lock expires at lock_at_most_for");
             }
         }
     }

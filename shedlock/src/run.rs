@@ -1,15 +1,19 @@
 //! Running a future under a lock: acquire, keep alive, react to a lost lock or a shutdown,
 //! release. The executor, the macros and the scheduler all come through [`hold`].
 
-use std::future::Future;
+use std::future::{Future, poll_fn};
 use std::panic::AssertUnwindSafe;
+use std::pin::pin;
+use std::task::Poll;
 use std::time::Duration;
 
 use futures_util::FutureExt;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::context::{LockContext, cancelled, current_provider, current_tick};
 use crate::observe::Probe;
+use crate::provider::Renewer;
 use crate::{Error, LockConfiguration, LockGuard, LockProvider, OnLockLost, Result, TaskResult};
 use tracing::Instrument;
 
@@ -56,7 +60,10 @@ pub async fn run_locked<T>(
 /// How a held run ended.
 enum Ending<T> {
     Done(std::thread::Result<T>),
+    /// Keep-alive lost the lock; the body is cancelled.
     Lost,
+    /// Keep-alive lost the lock in notify mode; the body runs on.
+    LostNotified,
     Cancelled,
 }
 
@@ -122,7 +129,7 @@ where
         config.clone()
     };
     let probe = Probe::attempt(config.name());
-    let acquired_at = Instant::now();
+    let sent_at = Instant::now();
     let Some(mut guard) = provider.lock(&acquire).await? else {
         tracing::debug!(lock = config.name(), tick = ?config.tick(), "held elsewhere or tick already claimed: skipped");
         return Ok(TaskResult::Skipped);
@@ -139,16 +146,73 @@ where
     tracing::debug!(lock = config.name(), token = guard.fencing_token(), tick = ?config.tick(), "lock acquired");
 
     let body = AssertUnwindSafe(context.scope(task(context.clone()))).catch_unwind();
-    tokio::pin!(body);
+    let mut body = pin!(body);
     let ending = if keep_alive.is_enabled() {
-        let interval = keep_alive.interval_for(lease);
-        let keeper = keep_alive_loop(&mut guard, lease, interval, acquired_at);
-        tokio::select! {
+        let cancel_on_lost = keep_alive.on_lock_lost() != OnLockLost::Notify;
+        let clock = LeaseClock::new(sent_at, lease);
+        let (stop, stopped) = watch::channel(false);
+        let keeper = keep_alive_loop(
+            guard.renewer(),
+            lease,
+            keep_alive.interval_for(lease),
+            &clock,
+            &context,
+            stopped,
+        );
+        let mut keeper = pin!(keeper);
+        // The body is polled only while the lease holds by this process's monotonic clock: after
+        // a pause (a stopped process, a frozen VM, a blocked runtime) that outlasted the lease, it
+        // is not polled again until a renewal proves the lock still ours, and is cancelled (or
+        // told, in notify mode) when none does.
+        let gated = poll_fn(|cx| {
+            if context.is_lost() {
+                if cancel_on_lost {
+                    return Poll::Ready(None);
+                }
+            } else if clock.expired() {
+                return Poll::Pending; // the keeper, in this task too, renews or gives up
+            }
+            body.as_mut().poll(cx).map(Some)
+        });
+        let mut keeper_done = false;
+        let ending = tokio::select! {
             biased;
-            out = &mut body => Ending::Done(out),
-            () = keeper => Ending::Lost,
+            out = gated => match out {
+                Some(out) => Ending::Done(out),
+                None => Ending::Lost,
+            },
+            () = context.lost(), if cancel_on_lost => Ending::Lost,
+            () = &mut keeper => {
+                keeper_done = true;
+                Ending::Lost
+            }
             () = cancelled() => Ending::Cancelled,
+        };
+        let ending = match ending {
+            Ending::Lost if !cancel_on_lost => Ending::LostNotified,
+            other => other,
+        };
+        if matches!(ending, Ending::Lost | Ending::LostNotified) {
+            report_lost(&context, probe.as_deref(), &guard);
         }
+        let ending = match ending {
+            // Notify mode: the job runs on, told through its context.
+            Ending::LostNotified => Ending::Done(body.await),
+            other => other,
+        };
+        // Stop renewing; a renewal already sent is awaited, so it cannot land after the unlock
+        // and hold the lock for another lease.
+        stop.send_replace(true);
+        if !keeper_done && tokio::time::timeout(IN_FLIGHT_LIMIT, keeper).await.is_err() {
+            tracing::warn!(
+                lock = config.name(),
+                "a lock renewal got no answer within 30 s; unlocking anyway"
+            );
+        }
+        if let Some(renewed_at) = clock.renewed_at() {
+            guard.renewed(renewed_at, lease, Duration::ZERO);
+        }
+        ending
     } else {
         tokio::select! {
             biased;
@@ -156,29 +220,11 @@ where
             () = cancelled() => Ending::Cancelled,
         }
     };
-    let ending = match ending {
-        Ending::Lost => {
-            context.mark_lost();
-            if let Some(probe) = &probe {
-                probe.lost();
-            }
-            tracing::warn!(
-                lock = config.name(),
-                token = guard.fencing_token(),
-                "lock lost: keep-alive could not renew it"
-            );
-            match keep_alive.on_lock_lost() {
-                OnLockLost::Notify => Ending::Done(body.await),
-                _ => Ending::Lost,
-            }
-        }
-        other => other,
-    };
     release(guard, config.name()).await;
     match ending {
         Ending::Done(Ok(value)) => Ok(TaskResult::Executed(value)),
         Ending::Done(Err(panic)) => std::panic::resume_unwind(panic),
-        Ending::Lost => Err(Error::LockLost {
+        Ending::Lost | Ending::LostNotified => Err(Error::LockLost {
             name: config.name().to_owned(),
             fencing_token: context.fencing_token(),
         }),
@@ -194,49 +240,137 @@ where
     }
 }
 
-/// Renews the lock every `interval` to `now + lease`. Returns when the lock is lost: an
-/// extension was refused, or the lease ran out before one succeeded.
+/// How long, after its run ended, a renewal already on its way is waited for before the unlock.
+const IN_FLIGHT_LIMIT: Duration = Duration::from_secs(30);
+
+fn report_lost(context: &LockContext, probe: Option<&Probe>, guard: &LockGuard) {
+    context.mark_lost();
+    if let Some(probe) = probe {
+        probe.lost();
+    }
+    tracing::warn!(
+        lock = guard.name(),
+        token = guard.fencing_token(),
+        "lock lost: keep-alive could not renew it before its lease ran out"
+    );
+}
+
+/// The lease as this process sees it, on its monotonic clock: it holds until `deadline`, the
+/// send time of the newest acquire or renewal that succeeded plus the lease. That is never
+/// later than the database's `locked_until`, which counts from when the database granted it.
+#[derive(Debug)]
+struct LeaseClock {
+    lease: Duration,
+    state: std::sync::Mutex<LeaseState>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct LeaseState {
+    deadline: Instant,
+    renewed_at: Option<Instant>,
+}
+
+impl LeaseClock {
+    fn new(sent_at: Instant, lease: Duration) -> Self {
+        Self {
+            lease,
+            state: std::sync::Mutex::new(LeaseState {
+                deadline: sent_at + lease,
+                renewed_at: None,
+            }),
+        }
+    }
+
+    fn get(&self) -> LeaseState {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn deadline(&self) -> Instant {
+        self.get().deadline
+    }
+
+    fn expired(&self) -> bool {
+        Instant::now() >= self.deadline()
+    }
+
+    fn renewed_at(&self) -> Option<Instant> {
+        self.get().renewed_at
+    }
+
+    /// A renewal sent at `sent_at` succeeded.
+    fn renewed(&self, sent_at: Instant) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.deadline = sent_at + self.lease;
+        state.renewed_at = Some(sent_at);
+    }
+}
+
+/// Renews the lock every `interval` to `now + lease` until `stop` turns true. When the lease
+/// runs out (by `clock`) without a renewal that succeeded, or a renewal is refused, it marks the
+/// lock lost in `context` and returns. A renewal in flight is always awaited (up to the lease's
+/// end plus one interval) before returning, so that it cannot land after the unlock.
 async fn keep_alive_loop(
-    guard: &mut LockGuard,
+    renewer: Renewer,
     lease: Duration,
     interval: Duration,
-    acquired_at: Instant,
+    clock: &LeaseClock,
+    context: &LockContext,
+    mut stop: watch::Receiver<bool>,
 ) {
-    // Counted from before the acquire was sent, so the local deadline is never later than the
-    // database's.
-    let mut deadline = acquired_at + lease;
+    // The first renewal comes one interval after the acquire was sent: at once if the acquire
+    // itself took that long (it waited behind a row lock, say).
+    let mut last_attempt = clock.deadline() - lease;
     loop {
-        tokio::time::sleep_until((Instant::now() + interval).min(deadline)).await;
-        let attempt = Instant::now();
-        if attempt >= deadline {
-            return;
+        let next = (last_attempt + interval).min(clock.deadline());
+        tokio::select! {
+            biased;
+            _ = stop.wait_for(|stop| *stop) => return,
+            () = tokio::time::sleep_until(next) => {}
         }
-        match tokio::time::timeout_at(deadline, guard.extend(lease, Duration::ZERO)).await {
-            Ok(Ok(true)) => {
-                deadline = attempt + lease;
-                tracing::trace!(lock = guard.name(), "lock renewed");
+        let attempt = Instant::now();
+        last_attempt = attempt;
+        let renewal = renewer.extend(lease);
+        let mut renewal = pin!(renewal);
+        // Past the lease's end the body is paused (see `hold`); the renewal gets one more
+        // interval to prove the lock still ours before the run counts as lost.
+        let give_up = clock.deadline().max(attempt) + interval;
+        let outcome = tokio::select! {
+            biased;
+            outcome = &mut renewal => Some(outcome),
+            () = tokio::time::sleep_until(give_up) => None,
+        };
+        match outcome {
+            Some(Ok(true)) => {
+                clock.renewed(attempt);
+                tracing::trace!(lock = context.name(), "lock renewed");
             }
-            Ok(Ok(false)) => return,
-            Ok(Err(error)) => {
-                tracing::warn!(lock = guard.name(), %error, "keep-alive could not renew the lock; retrying until the lease runs out");
+            Some(Ok(false)) => {
+                context.mark_lost();
+                return;
             }
-            Err(_elapsed) => return,
+            Some(Err(error)) if Instant::now() < clock.deadline() => {
+                tracing::warn!(lock = context.name(), %error, "keep-alive could not renew the lock; retrying until the lease runs out");
+            }
+            Some(Err(error)) => {
+                tracing::warn!(lock = context.name(), %error, "keep-alive could not renew the lock before its lease ran out");
+                context.mark_lost();
+                return;
+            }
+            None => {
+                context.mark_lost();
+                // Still on its way: await it, so that it cannot land after the unlock.
+                let _ = tokio::time::timeout(IN_FLIGHT_LIMIT, renewal).await;
+                return;
+            }
         }
     }
 }
 
-/// Unlocks, logging a failure: the lock then expires on its own.
+/// Unlocks, logging a failure: the guard retries a failed unlock in the background until the
+/// lease runs out.
 async fn release(guard: LockGuard, name: &str) {
     let token = guard.fencing_token();
-    match tokio::time::timeout(Duration::from_secs(30), guard.unlock()).await {
-        Ok(Ok(_)) => {}
-        Ok(Err(error)) => {
-            tracing::warn!(lock = name, token, %error, "unlock failed; the lock expires at lock_at_most_for");
-        }
-        Err(_) => tracing::warn!(
-            lock = name,
-            token,
-            "unlock timed out; the lock expires at lock_at_most_for"
-        ),
+    if let Err(error) = guard.unlock().await {
+        tracing::warn!(lock = name, token, %error, "unlock failed; retrying in the background until the lease runs out");
     }
 }

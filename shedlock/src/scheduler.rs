@@ -4,15 +4,18 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::clock_sync::{DbClock, clock_loop};
 use crate::context::{with_cancel, with_provider, with_tick};
 use crate::observe::{Observer, Probe, RunInfo};
 use crate::{
@@ -49,6 +52,8 @@ enum RunEnd {
     Executed(Option<String>),
     Skipped,
     Failed(Error),
+    /// The job panicked; the message.
+    Panicked(String),
 }
 
 type RunFn = dyn Fn() -> BoxFuture<'static, RunEnd> + Send + Sync;
@@ -141,6 +146,11 @@ pub struct JobStats {
     pub misfires_run: u64,
     /// Missed ticks not run because they were older than the misfire grace.
     pub misfires_skipped: u64,
+    /// Runs whose job panicked (caught; the lock was released and the next tick runs).
+    pub panicked: u64,
+    /// Ticks the database refused as too far ahead of its clock (this instance's clock runs
+    /// ahead of the database's by more than the tick tolerance).
+    pub clock_skew: u64,
 }
 
 #[derive(Debug, Default)]
@@ -155,6 +165,8 @@ struct Counters {
     cancelled: AtomicU64,
     misfires_run: AtomicU64,
     misfires_skipped: AtomicU64,
+    panicked: AtomicU64,
+    clock_skew: AtomicU64,
 }
 
 impl Counters {
@@ -171,6 +183,8 @@ impl Counters {
             cancelled: get(&self.cancelled),
             misfires_run: get(&self.misfires_run),
             misfires_skipped: get(&self.misfires_skipped),
+            panicked: get(&self.panicked),
+            clock_skew: get(&self.clock_skew),
         }
     }
 }
@@ -192,7 +206,9 @@ struct Entry {
 struct Inner {
     provider: Arc<dyn LockProvider>,
     observer: Arc<Observer>,
-    clock: AppClock,
+    /// This instance's clock and its measured offset to the database's: ticks fire by it.
+    clock: DbClock,
+    clock_check_every: Duration,
     misfire_grace: Duration,
     shutdown_timeout: Duration,
     jobs: Mutex<HashMap<String, Entry>>,
@@ -252,6 +268,7 @@ pub struct Scheduler {
 pub struct SchedulerBuilder {
     provider: Arc<dyn LockProvider>,
     clock: AppClock,
+    clock_check_every: Duration,
     misfire_grace: Duration,
     shutdown_timeout: Duration,
     history: Option<RunHistory>,
@@ -278,11 +295,21 @@ impl SchedulerBuilder {
         self
     }
 
-    /// The clock that decides when ticks are due (default: the system clock). Only for
-    /// tests and demonstrations of a machine whose clock is wrong: in database-clock mode the
-    /// lock still decides expiry by the database's clock.
+    /// This instance's clock (default: the system clock). Only for tests and demonstrations of
+    /// a machine whose clock is wrong: the scheduler measures this clock's offset to the
+    /// provider's (the database's) and fires ticks by the database's time, and the lock decides
+    /// expiry by the database's clock.
     pub fn clock(mut self, clock: AppClock) -> Self {
         self.clock = clock;
+        self
+    }
+
+    /// How often the offset between this instance's clock and the database's is measured
+    /// (default 1 minute; at least 1 second). It is also measured when the scheduler starts;
+    /// each measurement is logged when it changed, and exposed as the
+    /// [`metric_names::CLOCK_OFFSET`](crate::metric_names::CLOCK_OFFSET) gauge.
+    pub fn clock_check_every(mut self, every: Duration) -> Self {
+        self.clock_check_every = every.max(Duration::from_secs(1));
         self
     }
 
@@ -310,7 +337,8 @@ impl SchedulerBuilder {
                     listeners: self.listeners,
                 }),
                 provider: self.provider,
-                clock: self.clock,
+                clock: DbClock::new(self.clock),
+                clock_check_every: self.clock_check_every,
                 misfire_grace: self.misfire_grace,
                 shutdown_timeout: self.shutdown_timeout,
                 jobs: Mutex::new(HashMap::new()),
@@ -346,6 +374,7 @@ impl Scheduler {
         SchedulerBuilder {
             provider: Arc::new(provider),
             clock: AppClock::system(),
+            clock_check_every: Duration::from_secs(60),
             misfire_grace: Duration::from_secs(300),
             shutdown_timeout: Duration::from_secs(30),
             history: None,
@@ -419,6 +448,13 @@ impl Scheduler {
         planned.or_else(|| entry.job.schedule.next_after(self.inner.clock.now()))
     }
 
+    /// The database's clock minus this instance's, as last measured (at start and every
+    /// [`clock_check_every`](SchedulerBuilder::clock_check_every)); `None` before the first
+    /// measurement. Ticks fire when this instance's clock plus the offset reaches them.
+    pub fn clock_offset(&self) -> Option<chrono::TimeDelta> {
+        self.inner.clock.offset()
+    }
+
     /// Starts firing every job (in tasks on the current Tokio runtime). Calling it again, or
     /// after [`shutdown`](Self::shutdown), does nothing.
     pub fn start(&self) {
@@ -432,6 +468,23 @@ impl Scheduler {
             return;
         }
         let mut jobs = self.inner.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        {
+            let inner = Arc::clone(&self.inner);
+            self.inner
+                .loops
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .spawn(async move {
+                    let stop = inner.stop_firing.subscribe();
+                    clock_loop(
+                        &inner.clock,
+                        inner.provider.as_ref(),
+                        inner.clock_check_every,
+                        stop,
+                    )
+                    .await;
+                });
+        }
         for entry in jobs.values_mut() {
             self.spawn_loop(entry);
         }
@@ -548,6 +601,14 @@ async fn tick_loop(inner: Arc<Inner>, job: Arc<LoopJob>, mut stopped: watch::Rec
     let name = job.job.name().to_owned();
     let schedule = job.job.schedule().clone();
     let mut stop_firing = inner.stop_firing.subscribe();
+    let mut clock_changed = inner.clock.subscribe();
+    // Ticks are due by the database's clock: wait (briefly) for the first measurement of the
+    // offset to it.
+    tokio::select! {
+        () = inner.clock.first_measurement() => {}
+        _ = stopped.wait_for(|stop| *stop) => return,
+        _ = stop_firing.wait_for(|stop| *stop) => return,
+    }
     let now = inner.clock.now();
     catch_up(&inner, &job, now);
     let mut after = now;
@@ -557,8 +618,9 @@ async fn tick_loop(inner: Arc<Inner>, job: Arc<LoopJob>, mut stopped: watch::Rec
             return;
         };
         *job.next_tick.lock().unwrap_or_else(|e| e.into_inner()) = Some(tick);
-        // Sleep on the monotonic clock, re-checking the wall clock on waking (it may have been
-        // adjusted while we slept).
+        // Sleep on the monotonic clock until the database's clock (as estimated) reaches the
+        // tick, re-checking on waking (the wall clock may have been adjusted while we slept)
+        // and when a new offset was measured.
         loop {
             let wait = (tick - inner.clock.now()).to_std().unwrap_or_default();
             if wait.is_zero() {
@@ -566,6 +628,7 @@ async fn tick_loop(inner: Arc<Inner>, job: Arc<LoopJob>, mut stopped: watch::Rec
             }
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
+                _ = clock_changed.changed() => {}
                 _ = stopped.wait_for(|stop| *stop) => return,
                 _ = stop_firing.wait_for(|stop| *stop) => return,
             }
@@ -575,6 +638,24 @@ async fn tick_loop(inner: Arc<Inner>, job: Arc<LoopJob>, mut stopped: watch::Rec
         // between are not fired: the next one is computed from now.
         after = tick.max(inner.clock.now());
     }
+}
+
+/// Clears a job's running flag when dropped.
+struct Running(Arc<AtomicBool>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+/// The message of a caught panic: its `&str` or `String` payload, or a placeholder.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic with a payload that is not a string".to_owned())
 }
 
 /// Runs the latest past tick if it is within the misfire grace (the lock decides whether some
@@ -640,16 +721,22 @@ fn fire(inner: &Arc<Inner>, job: &Arc<LoopJob>, tick: DateTime<Utc>) {
     let cancel = inner.cancel_runs.subscribe();
     let probe = Probe::new(Arc::clone(&inner.observer), info);
     let job = Arc::clone(job);
+    let run_inner = Arc::clone(inner);
     let future = async move {
+        // Whatever happens below, the job is no longer running afterwards: a panic must not
+        // leave it marked running (every later tick would count as an overlap).
+        let _running = Running(Arc::clone(&job.running));
         // The job's closure is called inside the scopes, so even its synchronous part sees
-        // the tick and the provider.
+        // the tick and the provider. A panic in it or in its future is caught here, at the
+        // run's boundary: the lock was already released by `hold`, and the next tick runs.
         let run = async { (job.job.run)().await };
-        let end = probe
-            .scope(with_cancel(
-                cancel,
-                with_provider(provider, with_tick(tick, run)),
-            ))
-            .await;
+        let end = AssertUnwindSafe(probe.scope(with_cancel(
+            cancel,
+            with_provider(provider, with_tick(tick, run)),
+        )))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| RunEnd::Panicked(panic_message(panic.as_ref())));
         let name = job.job.name();
         let counters = &job.counters;
         let (outcome, error) = match end {
@@ -666,6 +753,11 @@ fn fire(inner: &Arc<Inner>, job: &Arc<LoopJob>, tick: DateTime<Utc>) {
                 bump(&counters.skipped_held);
                 (RunOutcome::SkippedHeld, None)
             }
+            RunEnd::Panicked(message) => {
+                bump(&counters.panicked);
+                tracing::error!(job = name, %tick, panic = %message, "job panicked; its lock was released and the next tick runs");
+                (RunOutcome::Panicked, Some(format!("panicked: {message}")))
+            }
             RunEnd::Failed(error @ Error::LockLost { .. }) => {
                 bump(&counters.lock_lost);
                 (RunOutcome::CancelledLostLock, Some(error.to_string()))
@@ -673,6 +765,12 @@ fn fire(inner: &Arc<Inner>, job: &Arc<LoopJob>, tick: DateTime<Utc>) {
             RunEnd::Failed(error @ Error::Cancelled { .. }) => {
                 bump(&counters.cancelled);
                 (RunOutcome::CancelledShutdown, Some(error.to_string()))
+            }
+            RunEnd::Failed(error @ Error::TickInFuture { .. }) => {
+                bump(&counters.clock_skew);
+                let report = format!("{error}; {}", run_inner.clock.describe());
+                tracing::error!(job = name, %tick, "clock skew: {report}");
+                (RunOutcome::SkippedClockSkew, Some(report))
             }
             RunEnd::Failed(error) => {
                 bump(&counters.lock_errors);
@@ -684,7 +782,7 @@ fn fire(inner: &Arc<Inner>, job: &Arc<LoopJob>, tick: DateTime<Utc>) {
         if let Some(lock) = probe.lock_name() {
             *job.last_lock.lock().unwrap_or_else(|e| e.into_inner()) = Some(lock);
         }
-        job.running.store(false, Ordering::SeqCst);
+        drop(_running);
         probe.finish(outcome, error).await;
     }
     .instrument(span);

@@ -7,10 +7,21 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::{Error, Result};
+use crate::config::round_up_to_millis;
+use crate::{Backend, Error, Result};
 
 /// The default lock table name.
 pub const DEFAULT_TABLE_NAME: &str = "shedlock";
+
+/// How far ahead of the database clock a claimed tick may be by default: 1 second.
+///
+/// The scheduler fires each tick when the database's clock reaches it (it measures its offset to
+/// that clock), so its ticks arrive a few milliseconds late, never early. A tick further ahead
+/// than the tolerance comes from a clock that runs ahead; the acquire refuses it
+/// ([`Error::TickInFuture`]) instead of claiming it, so one fast clock cannot claim future ticks
+/// and block every other instance until then. Set another with
+/// [`ProviderBuilder::tick_tolerance`].
+pub const DEFAULT_TICK_TOLERANCE: Duration = Duration::from_secs(1);
 
 /// The longest table name accepted, in bytes (leaves room for the `_<table>_migrations` history
 /// table within PostgreSQL's 63-byte identifier limit).
@@ -87,6 +98,26 @@ impl TableName {
         format!("{}_runs", self.0)
     }
 
+    /// The lock table, or an object named after it (`suffix`, e.g. `_runs`), quoted as an
+    /// identifier for `backend`, schema included: `"ops"."locks_runs"`. Quoting lets reserved
+    /// words (`user`, `order`) be table names. PostgreSQL folds unquoted names to lower case, so
+    /// the quoted name is lower-cased there: `Sched_Locks` still names the table that
+    /// `CREATE TABLE Sched_Locks` made.
+    pub(crate) fn quoted(&self, backend: Backend, suffix: &str) -> String {
+        let (schema, bare) = self.split();
+        let name = format!("{bare}{suffix}");
+        match schema {
+            Some(schema) => format!("{}.{}", quote(schema, backend), quote(&name, backend)),
+            None => quote(&name, backend),
+        }
+    }
+
+    /// An object named after the table, quoted, without the schema (inside SQLite triggers and
+    /// `ON` clauses, where names may not be qualified).
+    pub(crate) fn quoted_bare(&self, backend: Backend, suffix: &str) -> String {
+        quote(&format!("{}{suffix}", self.split().1), backend)
+    }
+
     /// The table where [`migrate`](crate::LockProvider::migrate) records what it applied:
     /// `_<table>_migrations` beside the lock table, never the application's `_sqlx_migrations`.
     pub(crate) fn history_table(&self) -> String {
@@ -94,6 +125,16 @@ impl TableName {
             (Some(schema), table) => format!("{schema}._{table}_migrations"),
             (None, table) => format!("_{table}_migrations"),
         }
+    }
+}
+
+/// `identifier` (letters, digits and `_` only: checked by [`TableName::new`]) quoted for
+/// `backend`.
+fn quote(identifier: &str, backend: Backend) -> String {
+    match backend {
+        Backend::MySql => format!("`{identifier}`"),
+        Backend::Postgres => format!("\"{}\"", identifier.to_ascii_lowercase()),
+        _ => format!("\"{identifier}\""),
     }
 }
 
@@ -201,14 +242,23 @@ impl KeepAlive {
 
     /// Hold locks on a lease of `lease` (shorter than `lock_at_most_for`), renewed every
     /// `lease / 3`: a holder that dies releases its lock after at most `lease`.
+    ///
+    /// The lease is rounded up to whole milliseconds, like every lock duration
+    /// ([`DURATION_RESOLUTION`](crate::DURATION_RESOLUTION)).
     pub fn lease(lease: Duration) -> Result<Self> {
         if lease.is_zero() {
             return Err(Error::InvalidKeepAlive(
                 "the lease must be greater than zero".into(),
             ));
         }
+        if lease > crate::MAX_LOCK_DURATION {
+            return Err(Error::InvalidKeepAlive(format!(
+                "the lease ({}) is longer than the limit of 1000 years",
+                humantime::format_duration(lease)
+            )));
+        }
         Ok(Self {
-            lease: Some(lease),
+            lease: Some(round_up_to_millis(lease)),
             ..Self::default()
         })
     }
@@ -251,11 +301,15 @@ impl KeepAlive {
 
     /// The lease for a lock held at most `lock_at_most_for` and at least `lock_at_least_for`:
     /// the configured lease, kept between the two.
+    ///
+    /// Never panics: with durations that contradict each other (`lock_at_least_for` longer than
+    /// `lock_at_most_for`, which a [`LockConfiguration`](crate::LockConfiguration) cannot hold),
+    /// `lock_at_most_for` wins; the result is at least 1 ms and a whole number of milliseconds.
     pub fn lease_for(&self, lock_at_most_for: Duration, lock_at_least_for: Duration) -> Duration {
-        self.lease.unwrap_or(lock_at_most_for).clamp(
-            lock_at_least_for.max(Duration::from_millis(1)),
-            lock_at_most_for,
-        )
+        let at_most = round_up_to_millis(lock_at_most_for).max(Duration::from_millis(1));
+        let at_least = round_up_to_millis(lock_at_least_for).min(at_most);
+        round_up_to_millis(self.lease.unwrap_or(at_most))
+            .clamp(at_least.max(Duration::from_millis(1)), at_most)
     }
 
     /// How often a lock on `lease` is renewed.
@@ -305,6 +359,21 @@ fn validate_locked_by(value: String) -> Result<String> {
     Ok(value)
 }
 
+/// The longest tick tolerance accepted: an hour (a tolerance that long lets a clock an hour
+/// ahead claim ticks an hour early, which is what the tolerance exists to prevent).
+const MAX_TICK_TOLERANCE: Duration = Duration::from_secs(3600);
+
+fn validate_tick_tolerance(tolerance: Duration) -> Result<Duration> {
+    let rounded = round_up_to_millis(tolerance);
+    if rounded > MAX_TICK_TOLERANCE {
+        return Err(Error::InvalidTickTolerance(format!(
+            "{} is longer than the limit of 1h: a tolerance that long lets a clock that runs ahead claim ticks early",
+            humantime::format_duration(tolerance)
+        )));
+    }
+    Ok(rounded)
+}
+
 /// Settings every provider carries, validated.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
@@ -314,6 +383,8 @@ pub(crate) struct Settings {
     pub(crate) app_clock: AppClock,
     pub(crate) keep_alive: KeepAlive,
     pub(crate) hold_connections: usize,
+    /// How far ahead of the database clock a tick may be (whole milliseconds).
+    pub(crate) tick_tolerance: Duration,
 }
 
 impl Settings {
@@ -331,6 +402,7 @@ impl Settings {
             app_clock: AppClock::system(),
             keep_alive: KeepAlive::default(),
             hold_connections: 0,
+            tick_tolerance: DEFAULT_TICK_TOLERANCE,
         }
     }
 }
@@ -360,6 +432,7 @@ pub struct ProviderBuilder<Pool> {
     app_clock: AppClock,
     keep_alive: KeepAlive,
     hold_connections: usize,
+    tick_tolerance: Duration,
 }
 
 impl<Pool> ProviderBuilder<Pool> {
@@ -372,7 +445,17 @@ impl<Pool> ProviderBuilder<Pool> {
             app_clock: AppClock::system(),
             keep_alive: KeepAlive::default(),
             hold_connections: 0,
+            tick_tolerance: DEFAULT_TICK_TOLERANCE,
         }
+    }
+
+    /// How far ahead of the database clock a claimed tick may be (default
+    /// [`DEFAULT_TICK_TOLERANCE`], 1 s; rounded up to whole milliseconds, at most 1 hour). An
+    /// acquire for a tick further ahead is refused in the same statement, as
+    /// [`Error::TickInFuture`], and claims nothing.
+    pub fn tick_tolerance(mut self, tolerance: Duration) -> Self {
+        self.tick_tolerance = tolerance;
+        self
     }
 
     /// The lock table (default `shedlock`): an SQL identifier, optionally `schema.table`.
@@ -432,6 +515,7 @@ impl<Pool> ProviderBuilder<Pool> {
                 app_clock: self.app_clock,
                 keep_alive: self.keep_alive,
                 hold_connections: self.hold_connections,
+                tick_tolerance: validate_tick_tolerance(self.tick_tolerance)?,
             },
         ))
     }

@@ -35,30 +35,167 @@ pub(crate) const COLUMNS: [&str; 6] = [
     "last_tick",
 ];
 
-/// The opening of every migration file; the embedded `migrate()` swaps in the configured table.
+/// The opening of every lock table migration; a test checks each file has it once.
 const CREATE_TABLE_PREFIX: &str = "CREATE TABLE IF NOT EXISTS shedlock (";
-
-/// The opening of every run history migration's `CREATE TABLE`, and the start of its index
-/// names; the embedded `migrate()` swaps in `<table>_runs`.
-const RUNS_TABLE: &str = "shedlock_runs";
 
 /// How many history rows one prune statement deletes at most (it repeats until fewer).
 pub(crate) const PRUNE_BATCH: u64 = 10_000;
 
-/// A statement with `{table}`, `{runs}` and `{now}` filled in, cheap to clone into each query.
-pub(crate) fn statement(template: &str, table: &TableName, now: &str) -> Arc<str> {
+/// A statement with its placeholders filled in, cheap to clone into each query: `{table}` (the
+/// lock table), `{runs}` (its run history), `{tokens}` (PostgreSQL's token sequence),
+/// `{retired}` (SQLite's record of deleted rows), all quoted for `backend`, and `{now}`.
+pub(crate) fn statement(
+    template: &str,
+    table: &TableName,
+    backend: Backend,
+    now: &str,
+) -> Arc<str> {
     template
-        .replace("{table}", table.as_str())
-        .replace("{runs}", &table.runs_table())
+        .replace("{table}", &table.quoted(backend, ""))
+        .replace("{runs}", &table.quoted(backend, "_runs"))
+        .replace("{tokens}", &table.quoted(backend, "_tokens"))
+        .replace("{retired}", &table.quoted(backend, "_retired"))
         .replace("{now}", now)
         .into()
 }
 
-/// A migration file's text for the configured table: `shedlock` becomes the table,
-/// `shedlock_runs` its history table. Index names stay unqualified where PostgreSQL wants them
-/// so (an index lives in its table's schema) and qualified where SQLite does (`schema.index ON
-/// table`).
+/// A migration file's text for the configured table. The files name their objects after the
+/// default table, `shedlock`: the table itself, `shedlock_runs`, `shedlock_tokens` (a
+/// PostgreSQL sequence), `shedlock_retired` and the trigger `shedlock_retire` (SQLite), and
+/// indexes `shedlock_runs_by_*`. Each such word (outside `--` comments) becomes the configured
+/// name, quoted and schema-qualified, except where the backend wants a bare name: PostgreSQL
+/// index names (an index lives in its table's schema), and SQLite's `ON <table>` of an index or
+/// trigger and a trigger's body, where names may not be qualified (the index or trigger name
+/// carries the schema instead).
 fn for_table(text: &str, table: &TableName, backend: Backend) -> String {
+    rename(text, table, backend, true)
+}
+
+/// [`for_table`], with the names quoted or not (the unquoted text is what the checksum of a new
+/// migration is taken from: for the default table, the file itself).
+fn rename(text: &str, table: &TableName, backend: Backend, quoted: bool) -> String {
+    let (schema, bare) = table.split();
+    let name = |suffix: &str, qualified: bool| match (quoted, qualified) {
+        (true, true) => table.quoted(backend, suffix),
+        (true, false) => table.quoted_bare(backend, suffix),
+        (false, true) => format!("{}{suffix}", table.as_str()),
+        (false, false) => format!("{bare}{suffix}"),
+    };
+    let mut out = String::with_capacity(text.len() + 64);
+    // Inside a trigger body: from a line that is `BEGIN` to a line that is `END;`.
+    let mut in_body = false;
+    for line in text.split_inclusive('\n') {
+        let trimmed = line.trim();
+        if trimmed.starts_with("--") {
+            out.push_str(line);
+            continue;
+        }
+        if trimmed.eq_ignore_ascii_case("END;") {
+            in_body = false;
+        }
+        let mut rest = line;
+        while let Some(start) = rest.find("shedlock") {
+            let before = &rest[..start];
+            let end = rest[start..]
+                .find(|c: char| !is_word(c))
+                .map_or(rest.len(), |len| start + len);
+            let word = &rest[start..end];
+            out.push_str(before);
+            rest = &rest[end..];
+            if before.chars().next_back().is_some_and(is_word) {
+                out.push_str(word); // part of a longer word
+                continue;
+            }
+            let suffix = &word["shedlock".len()..];
+            let after_on = before.trim_end().to_ascii_uppercase().ends_with(" ON")
+                || before.trim_end().eq_ignore_ascii_case("ON");
+            let replaced = if suffix.starts_with("_runs_by_") || suffix == "_retire" {
+                // An index or trigger name: PostgreSQL keeps it in the table's schema, SQLite
+                // wants the schema here rather than on the table.
+                match (backend, schema) {
+                    (Backend::Sqlite, Some(schema)) => format!("{schema}.{bare}{suffix}"),
+                    _ => format!("{bare}{suffix}"),
+                }
+            } else {
+                name(
+                    suffix,
+                    !(backend == Backend::Sqlite && (after_on || in_body)),
+                )
+            };
+            out.push_str(&replaced);
+        }
+        out.push_str(rest);
+        if trimmed.eq_ignore_ascii_case("BEGIN") {
+            in_body = true;
+        }
+    }
+    out
+}
+
+fn is_word(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// A query over a prepared statement text.
+pub(crate) fn sql(text: &Arc<str>) -> AssertSqlSafe<Arc<str>> {
+    AssertSqlSafe(Arc::clone(text))
+}
+
+/// The migrator behind `migrate()`: the dialect's migration files with the configured table
+/// name, recorded in `_<table>_migrations` so it never meets the application's
+/// `_sqlx_migrations` history.
+///
+/// The SQL that runs quotes the names ([`for_table`]); the checksum sqlx records and compares is
+/// that of the same text with unquoted names: for versions 1 and 2 exactly the text the first
+/// release embedded ([`legacy_for_table`]), and for the default table byte for byte the files
+/// under `migrations/`. So a database migrated by an earlier release is not refused as
+/// "previously applied but modified", and the checksums match what `sqlx migrate run` records
+/// for the files.
+pub(crate) fn migrator(
+    files: &[(i64, &'static str, &'static str)],
+    table: &TableName,
+    backend: Backend,
+) -> Migrator {
+    let migrations = files
+        .iter()
+        .map(|(version, description, text)| {
+            debug_assert!(text.contains(CREATE_TABLE_PREFIX) || *version > 1);
+            let sql = |text: String| sqlx::SqlSafeStr::into_sql_str(AssertSqlSafe(text));
+            let recorded = if *version <= LAST_UNQUOTED_VERSION {
+                legacy_for_table(text, table, backend)
+            } else {
+                rename(text, table, backend, false)
+            };
+            let checksum = Migration::new(
+                *version,
+                Cow::Borrowed(*description),
+                MigrationType::Simple,
+                sql(recorded),
+                false,
+            )
+            .checksum;
+            let mut migration = Migration::new(
+                *version,
+                Cow::Borrowed(*description),
+                MigrationType::Simple,
+                sql(for_table(text, table, backend)),
+                false,
+            );
+            migration.checksum = checksum;
+            migration
+        })
+        .collect();
+    let mut migrator = Migrator::with_migrations(migrations);
+    migrator.dangerous_set_table_name(table.history_table());
+    migrator
+}
+
+/// The newest migration version the first release embedded, with unquoted names.
+const LAST_UNQUOTED_VERSION: i64 = 2;
+
+/// The text the first release embedded for a migration: the configured name put in place of
+/// `shedlock` by four patterns, unquoted. Only its checksum is used (see [`migrator`]).
+fn legacy_for_table(text: &str, table: &TableName, backend: Backend) -> String {
     let (schema, bare) = table.split();
     let runs = table.runs_table();
     let bare_runs = format!("{bare}_runs");
@@ -71,46 +208,11 @@ fn for_table(text: &str, table: &TableName, backend: Backend) -> String {
         &format!("CREATE TABLE IF NOT EXISTS {} (", table.as_str()),
     )
     .replace(
-        &format!("CREATE TABLE IF NOT EXISTS {RUNS_TABLE} ("),
+        "CREATE TABLE IF NOT EXISTS shedlock_runs (",
         &format!("CREATE TABLE IF NOT EXISTS {runs} ("),
     )
-    .replace(
-        &format!("EXISTS {RUNS_TABLE}_by_"),
-        &format!("EXISTS {index}_by_"),
-    )
-    .replace(&format!("ON {RUNS_TABLE} ("), &format!("ON {on} ("))
-}
-
-/// A query over a prepared statement text.
-pub(crate) fn sql(text: &Arc<str>) -> AssertSqlSafe<Arc<str>> {
-    AssertSqlSafe(Arc::clone(text))
-}
-
-/// The migrator behind `migrate()`: the dialect's migration files with the configured table
-/// name, recorded in `_<table>_migrations` so it never meets the application's
-/// `_sqlx_migrations` history.
-pub(crate) fn migrator(
-    files: &[(i64, &'static str, &'static str)],
-    table: &TableName,
-    backend: Backend,
-) -> Migrator {
-    let migrations = files
-        .iter()
-        .map(|(version, description, text)| {
-            debug_assert!(text.contains(CREATE_TABLE_PREFIX) || *version > 1);
-            let text = for_table(text, table, backend);
-            Migration::new(
-                *version,
-                Cow::Borrowed(*description),
-                MigrationType::Simple,
-                sqlx::SqlSafeStr::into_sql_str(AssertSqlSafe(text)),
-                false,
-            )
-        })
-        .collect();
-    let mut migrator = Migrator::with_migrations(migrations);
-    migrator.dangerous_set_table_name(table.history_table());
-    migrator
+    .replace("EXISTS shedlock_runs_by_", &format!("EXISTS {index}_by_"))
+    .replace("ON shedlock_runs (", &format!("ON {on} ("))
 }
 
 /// Connections a provider keeps checked out between statements ([`hold_connections`]).
@@ -156,18 +258,46 @@ impl<DB: sqlx::Database> Stash<DB> {
     }
 }
 
-/// Runs `$query.$method(conn)` on a connection from the provider's stash.
+/// How often a lock statement that lost a serialization race is run again.
+pub(crate) const SERIALIZATION_RETRIES: u32 = 5;
+
+/// Whether a failed statement lost a race with a concurrent transaction and had no effect, so
+/// running it again is safe and gives the real answer: SQLSTATE `40001` (PostgreSQL's
+/// serialization failure at `REPEATABLE READ` or `SERIALIZABLE`; MySQL's deadlock, 1213) or
+/// `40P01` (PostgreSQL's deadlock).
+pub(crate) fn lost_a_race(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Database(db) => matches!(db.code().as_deref(), Some("40001" | "40P01")),
+        _ => false,
+    }
+}
+
+/// Runs `$query.$method(conn)` on a connection from the provider's stash; `$query` is built
+/// again for each attempt. A statement that lost a serialization race ([`lost_a_race`]) is run
+/// again, up to [`SERIALIZATION_RETRIES`] times: with the server's isolation set to
+/// `REPEATABLE READ` or `SERIALIZABLE`, a losing acquire is then "held" (`Ok(None)`), not an
+/// error.
 macro_rules! on_conn {
-    ($inner:expr, $query:expr, $method:ident) => {
-        match $inner.stash.take(&$inner.pool).await {
-            Ok(mut conn) => {
-                let out = $query.$method(&mut *conn).await;
-                $inner.stash.give(conn, out.is_ok());
-                out
+    ($inner:expr, $query:expr, $method:ident) => {{
+        let mut retries = 0;
+        loop {
+            let out = match $inner.stash.take(&$inner.pool).await {
+                Ok(mut conn) => {
+                    let out = $query.$method(&mut *conn).await;
+                    $inner.stash.give(conn, out.is_ok());
+                    out
+                }
+                Err(e) => Err(e),
+            };
+            match out {
+                Err(e) if retries < $crate::sql::SERIALIZATION_RETRIES && $crate::sql::lost_a_race(&e) => {
+                    retries += 1;
+                    tracing::debug!(error = %e, retries, "statement lost a serialization race; running it again");
+                }
+                out => break out,
             }
-            Err(e) => Err(e),
         }
-    };
+    }};
 }
 pub(crate) use on_conn;
 
@@ -242,6 +372,13 @@ macro_rules! lock_provider_impl {
 
             fn keep_alive(&self) -> $crate::KeepAlive {
                 self.inner.settings.keep_alive
+            }
+
+            fn now(
+                &self,
+            ) -> futures_util::future::BoxFuture<'_, $crate::Result<chrono::DateTime<chrono::Utc>>>
+            {
+                Box::pin($crate::sql::now(&*self.inner))
             }
 
             fn locks(
@@ -383,6 +520,26 @@ pub(crate) trait Dialect: Send + Sync {
         &self,
         migrator: &Migrator,
     ) -> impl Future<Output = Result<(), MigrateError>> + Send;
+
+    /// The time by the clock that decides expiry: the database's, or the application's in
+    /// application-clock mode.
+    fn database_now(
+        &self,
+    ) -> impl Future<Output = Result<chrono::DateTime<chrono::Utc>, sqlx::Error>> + Send;
+
+    /// Checks, once per provider, that the table's shape keeps the guarantees (where a backend
+    /// has shapes that would break them). The default has nothing to check.
+    fn check_shape(&self) -> impl Future<Output = Result<()>> + Send {
+        async { Ok(()) }
+    }
+}
+
+/// [`LockProvider::now`](crate::LockProvider::now) for every backend.
+pub(crate) async fn now<D: Dialect>(dialect: &D) -> Result<chrono::DateTime<chrono::Utc>> {
+    match dialect.database_now().await {
+        Ok(now) => Ok(now),
+        Err(e) => Err(fail(dialect, "read the database clock".into(), e).await),
+    }
 }
 
 /// Turns a failed statement into an error that names the problem: an unreachable server by its
@@ -396,7 +553,18 @@ pub(crate) async fn fail<D: Dialect>(dialect: &D, operation: String, source: sql
             address: dialect.address().to_owned(),
             source,
         },
-        Failure::NoTable => Error::TableMissing { backend, table },
+        Failure::NoTable => match companion(&source, dialect.settings()) {
+            Some(object) => Error::IncompatibleTable {
+                backend,
+                problem: format!(
+                    "`{object}` does not exist: it was added by migration {MIGRATION_3} of this version; \
+                     run `migrate()` on the provider (or apply migrations/{}/0003_*.sql)",
+                    migration_dir(backend)
+                ),
+                table,
+            },
+            None => Error::TableMissing { backend, table },
+        },
         Failure::NoColumn => match dialect
             .found_columns()
             .await
@@ -421,6 +589,31 @@ pub(crate) async fn fail<D: Dialect>(dialect: &D, operation: String, source: sql
             source,
         },
     }
+}
+
+/// The version of the migration that adds the token sequence (PostgreSQL) and the record of
+/// deleted rows (SQLite).
+const MIGRATION_3: i64 = 3;
+
+fn migration_dir(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Postgres => "postgres",
+        Backend::MySql => "mysql",
+        _ => "sqlite",
+    }
+}
+
+/// The object of migration 3 that a "no such table" error names, if it names one.
+fn companion(error: &sqlx::Error, settings: &Settings) -> Option<String> {
+    let sqlx::Error::Database(db) = error else {
+        return None;
+    };
+    let message = db.message().to_ascii_lowercase();
+    let bare = settings.table.split().1.to_ascii_lowercase();
+    ["_tokens", "_retired"]
+        .into_iter()
+        .map(|suffix| format!("{bare}{suffix}"))
+        .find(|object| message.contains(object.as_str()))
 }
 
 /// [`fail`] for a statement on the run history table: a missing table is named as the history
@@ -490,6 +683,13 @@ pub(crate) async fn migrate<D: Dialect>(dialect: &D) -> Result<()> {
     if let Err(source) = dialect.run_migrator(&migrator).await {
         return Err(match source {
             MigrateError::Execute(e) => fail(dialect, "migrate".into(), e).await,
+            // A migration that failed on a table made by something else (a column it reads is
+            // missing) or an unreachable server is reported as such, by name.
+            MigrateError::ExecuteMigration(e, version)
+                if classify(&e, D::failure) != Failure::Other =>
+            {
+                fail(dialect, format!("apply migration {version}"), e).await
+            }
             source => Error::Migrate {
                 backend: D::BACKEND,
                 table: table.as_str().to_owned(),
@@ -499,7 +699,7 @@ pub(crate) async fn migrate<D: Dialect>(dialect: &D) -> Result<()> {
     }
     match dialect.found_columns().await {
         Ok(found) => match missing_columns(&found) {
-            columns if columns.is_empty() => Ok(()),
+            columns if columns.is_empty() => dialect.check_shape().await,
             columns => Err(Error::MissingColumns {
                 backend: D::BACKEND,
                 table: table.as_str().to_owned(),
@@ -530,6 +730,12 @@ pub(crate) fn connect_error(
             source,
         },
     }
+}
+
+/// A history retention as the statements bind it: whole milliseconds, at most 1000 years (no
+/// row can be older, so a longer retention keeps everything just the same).
+pub(crate) fn retention(older_than: std::time::Duration) -> std::time::Duration {
+    crate::config::round_up_to_millis(older_than).min(crate::MAX_LOCK_DURATION)
 }
 
 /// Microseconds in a duration, saturating (durations are validated to at most 1000 years).
@@ -584,19 +790,33 @@ mod tests {
                 .map(|line| format!("{line}\n"))
                 .collect();
             let text = text.as_str();
+            let q = |name: &str| match backend {
+                Backend::MySql => format!("`{name}`"),
+                _ => format!("\"{name}\""),
+            };
             let plain = for_table(text, &TableName::new("ops_locks").unwrap(), backend);
             assert!(!plain.contains("shedlock"), "{backend}: {plain}");
-            assert!(plain.contains("CREATE TABLE IF NOT EXISTS ops_locks_runs ("));
+            assert!(
+                plain.contains(&format!(
+                    "CREATE TABLE IF NOT EXISTS {} (",
+                    q("ops_locks_runs")
+                )),
+                "{plain}"
+            );
             let qualified = for_table(text, &TableName::new("ops.locks").unwrap(), backend);
             assert!(!qualified.contains("shedlock"), "{backend}: {qualified}");
-            assert!(qualified.contains("CREATE TABLE IF NOT EXISTS ops.locks_runs ("));
+            let runs = format!("{}.{}", q("ops"), q("locks_runs"));
+            assert!(qualified.contains(&format!("CREATE TABLE IF NOT EXISTS {runs} (")));
             match backend {
                 Backend::Postgres => assert!(
-                    qualified.contains("EXISTS locks_runs_by_name ON ops.locks_runs ("),
+                    qualified.contains(&format!("EXISTS locks_runs_by_name ON {runs} (")),
                     "{qualified}"
                 ),
                 Backend::Sqlite => assert!(
-                    qualified.contains("EXISTS ops.locks_runs_by_name ON locks_runs ("),
+                    qualified.contains(&format!(
+                        "EXISTS ops.locks_runs_by_name ON {} (",
+                        q("locks_runs")
+                    )),
                     "{qualified}"
                 ),
                 Backend::MySql => assert!(qualified.contains("INDEX by_name"), "{qualified}"),
@@ -616,7 +836,124 @@ mod tests {
         let first = migrator.iter().next().unwrap();
         assert_eq!(
             first.sql.as_str(),
-            "CREATE TABLE IF NOT EXISTS ops_locks (x INT)"
+            "CREATE TABLE IF NOT EXISTS \"ops_locks\" (x INT)"
+        );
+    }
+
+    #[test]
+    fn checksums_are_those_of_the_files_for_the_default_table() {
+        for (backend, dir) in [
+            (Backend::Postgres, "postgres"),
+            (Backend::MySql, "mysql"),
+            (Backend::Sqlite, "sqlite"),
+        ] {
+            let files: Vec<(i64, &'static str, &'static str)> = match backend {
+                Backend::Postgres => postgres_files(),
+                Backend::MySql => mysql_files(),
+                _ => sqlite_files(),
+            };
+            let ours = migrator(&files, &TableName::new("shedlock").unwrap(), backend);
+            for (migration, (version, _, text)) in ours.iter().zip(&files) {
+                let plain = Migration::new(
+                    *version,
+                    Cow::Borrowed("plain"),
+                    MigrationType::Simple,
+                    sqlx::SqlSafeStr::into_sql_str(AssertSqlSafe(text.to_string())),
+                    false,
+                );
+                assert_eq!(
+                    migration.checksum, plain.checksum,
+                    "{dir} {version}: the checksum sqlx migrate run records for the file"
+                );
+            }
+        }
+    }
+
+    fn postgres_files() -> Vec<(i64, &'static str, &'static str)> {
+        vec![
+            (
+                1,
+                "1",
+                include_str!("../../../migrations/postgres/0001_create_shedlock.sql"),
+            ),
+            (
+                2,
+                "2",
+                include_str!("../../../migrations/postgres/0002_create_shedlock_runs.sql"),
+            ),
+            (
+                3,
+                "3",
+                include_str!("../../../migrations/postgres/0003_create_shedlock_tokens.sql"),
+            ),
+        ]
+    }
+
+    fn mysql_files() -> Vec<(i64, &'static str, &'static str)> {
+        vec![
+            (
+                1,
+                "1",
+                include_str!("../../../migrations/mysql/0001_create_shedlock.sql"),
+            ),
+            (
+                2,
+                "2",
+                include_str!("../../../migrations/mysql/0002_create_shedlock_runs.sql"),
+            ),
+        ]
+    }
+
+    fn sqlite_files() -> Vec<(i64, &'static str, &'static str)> {
+        vec![
+            (
+                1,
+                "1",
+                include_str!("../../../migrations/sqlite/0001_create_shedlock.sql"),
+            ),
+            (
+                2,
+                "2",
+                include_str!("../../../migrations/sqlite/0002_create_shedlock_runs.sql"),
+            ),
+            (
+                3,
+                "3",
+                include_str!("../../../migrations/sqlite/0003_create_shedlock_retired.sql"),
+            ),
+        ]
+    }
+
+    #[test]
+    fn reserved_words_and_schemas_are_quoted_in_migration_3() {
+        let pg = include_str!("../../../migrations/postgres/0003_create_shedlock_tokens.sql");
+        let text = for_table(pg, &TableName::new("Ops.User").unwrap(), Backend::Postgres);
+        assert!(
+            text.contains("CREATE SEQUENCE IF NOT EXISTS \"ops\".\"user_tokens\" AS BIGINT"),
+            "{text}"
+        );
+        assert!(text.contains("setval('\"ops\".\"user_tokens\"'"), "{text}");
+        assert!(text.contains("FROM \"ops\".\"user\")"), "{text}");
+        let lite = include_str!("../../../migrations/sqlite/0003_create_shedlock_retired.sql");
+        let text = for_table(lite, &TableName::new("aux.order").unwrap(), Backend::Sqlite);
+        assert!(
+            text.contains("CREATE TABLE IF NOT EXISTS \"aux\".\"order_retired\" ("),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "CREATE TRIGGER IF NOT EXISTS aux.order_retire AFTER DELETE ON \"order\"\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("INSERT INTO \"order_retired\" (name"),
+            "{text}"
+        );
+        let text = for_table(lite, &TableName::new("order").unwrap(), Backend::Sqlite);
+        assert!(
+            text.contains("CREATE TRIGGER IF NOT EXISTS order_retire AFTER DELETE ON \"order\"\n"),
+            "{text}"
         );
     }
 
@@ -625,17 +962,17 @@ mod tests {
     fn statements_are_single_and_read_the_database_clock() {
         let dialects = [
             (
-                "postgres",
+                Backend::Postgres,
                 postgres::NOW,
                 [postgres::ACQUIRE, postgres::UNLOCK, postgres::EXTEND],
             ),
             (
-                "mysql",
-                mysql::NOW,
+                Backend::MySql,
+                mysql::GRANT_NOW,
                 [mysql::ACQUIRE, mysql::UNLOCK, mysql::EXTEND],
             ),
             (
-                "sqlite",
+                Backend::Sqlite,
                 sqlite::NOW,
                 [sqlite::ACQUIRE, sqlite::UNLOCK, sqlite::EXTEND],
             ),
@@ -647,7 +984,8 @@ mod tests {
         );
         for (dialect, now, statements) in dialects {
             for text in statements {
-                let filled = statement(text, &TableName::new("shedlock").unwrap(), now);
+                let text = text.replace("{grant_now}", now);
+                let filled = statement(&text, &TableName::new("shedlock").unwrap(), dialect, now);
                 assert!(
                     !filled.contains(';'),
                     "{dialect}: one statement, not several: {filled}"

@@ -25,41 +25,66 @@ use chrono::{DateTime, NaiveDateTime, Utc};
 use sqlx::Row;
 use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::mysql::MySqlRow;
+use tokio::time::Instant;
 
-/// The database's current time in UTC with microseconds. It is fixed for the whole statement,
-/// so every use in one statement sees the same instant. (Columns are `DATETIME(6)` holding UTC,
-/// so the session time zone never matters.)
+/// The database's current time in UTC with microseconds, as of the start of the statement
+/// (MySQL fixes it for the whole statement). Used where a statement only reads.
 pub const NOW: &str = "UTC_TIMESTAMP(6)";
 
-/// Acquire: one `INSERT … ON DUPLICATE KEY UPDATE`.
+/// The database's current time in UTC with microseconds **when the expression runs**, for the
+/// statements that grant or renew a lease. `UTC_TIMESTAMP(6)` is the statement's start, which
+/// can lie long before the row lock was granted (a wait behind another transaction, `LOCK
+/// TABLES`); `SYSDATE(6)` is the time of the call, in the session's time zone. Their difference,
+/// taken through `UNIX_TIMESTAMP` (which knows the session's time zone and its daylight-saving
+/// changes), is the wait; it is added to the statement's UTC start. (`--sysdate-is-now` makes
+/// the wait 0: leases then count from the statement's start.)
+pub(crate) const GRANT_NOW: &str = "(UTC_TIMESTAMP(6) + INTERVAL GREATEST(0, \
+CAST((UNIX_TIMESTAMP(SYSDATE(6)) - UNIX_TIMESTAMP(NOW(6))) * 1000000 AS SIGNED)) MICROSECOND)";
+
+/// Acquire: one `INSERT … SELECT … ON DUPLICATE KEY UPDATE`.
 ///
-/// Binds: name, lock_at_most_for (µs), locked_by, tick (nullable); in application-clock mode
-/// the application's time is bound at each `{now}`.
+/// Binds: name, lock_at_most_for (µs), locked_by, tick (nullable), \[now\], tick, tick, tick
+/// tolerance (µs), lock_at_most_for (µs); in application-clock mode the application's time is
+/// bound at `{now}`.
 ///
-/// - A new row gets `locked_at = now` and a token of `now` in microseconds, so a row deleted by
-///   hand comes back with a token above every earlier one. `LAST_INSERT_ID(token)` reports it.
-/// - An existing row is taken over when it expired (`locked_until <= now`, with now read as
-///   `VALUES(locked_at)`) and, for a tick, when this tick is newer than `last_tick`. The first
-///   assignment decides: it bumps the token and reports it through `LAST_INSERT_ID(token + 1)`,
-///   or reports 0 through `LAST_INSERT_ID(0)`. MySQL applies assignments left to right, each
-///   seeing the ones before, so the later assignments test `fencing_token = LAST_INSERT_ID()`
-///   (true only when the first one took the lock) instead of re-reading columns already
-///   changed.
+/// - A tick more than the tolerance ahead of the database clock is refused: the `SELECT`
+///   yields no row, nothing is written, and the statement reports 0.
+/// - A new row gets `locked_at = now` and a token of `now` in microseconds;
+///   `LAST_INSERT_ID(token)` reports it.
+/// - An existing row is taken over when it expired (by the time its row lock was granted,
+///   `{grant_now}`) and, for a tick, when this tick is newer than `last_tick`. The first
+///   assignment decides: it sets a new token, `max(token + 1, now in µs)`, and reports it
+///   through `LAST_INSERT_ID`; or it reports 2⁶⁴ − 1, a value no `BIGINT` token can equal, for
+///   "held". MySQL applies assignments left to right, each seeing the ones before, so the later
+///   assignments test `fencing_token = LAST_INSERT_ID()` (true only when the first one took the
+///   lock, whatever the old token was, 0 included) instead of re-reading columns already
+///   changed. The new lease counts from `{grant_now}`.
 ///
-/// The client reads the OK packet's last-insert-id: 0 = held elsewhere, otherwise the token.
+/// Tokens follow the database clock in microseconds, so a row deleted (or a table truncated)
+/// by hand comes back with a token above every earlier one unless the database's clock has
+/// stepped back in between (MySQL has no sequence object; see ADR 0001).
+///
+/// The client reads the OK packet's last-insert-id: 0 = tick refused as too far ahead,
+/// 2⁶⁴ − 1 = held elsewhere (or tick already claimed), otherwise the token.
 pub const ACQUIRE: &str = "\
 INSERT INTO {table} (name, locked_until, locked_at, locked_by, fencing_token, last_tick)
-VALUES (?, {now} + INTERVAL ? MICROSECOND, {now}, ?,
-        LAST_INSERT_ID(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {now})), ?)
+SELECT ?, g.now + INTERVAL ? MICROSECOND, g.now, ?,
+       LAST_INSERT_ID(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', g.now)), ?
+FROM (SELECT {now} AS now) AS g
+WHERE ? IS NULL OR ? <= g.now + INTERVAL ? MICROSECOND
 ON DUPLICATE KEY UPDATE
-    fencing_token = IF(locked_until <= VALUES(locked_at)
+    fencing_token = IF(locked_until <= {grant_now}
                        AND (VALUES(last_tick) IS NULL OR last_tick IS NULL OR last_tick < VALUES(last_tick)),
-                       LAST_INSERT_ID(fencing_token + 1),
-                       fencing_token + LAST_INSERT_ID(0)),
+                       LAST_INSERT_ID(GREATEST(fencing_token + 1,
+                           TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {grant_now}))),
+                       fencing_token + 0 * LAST_INSERT_ID(18446744073709551615)),
     locked_by = IF(fencing_token = LAST_INSERT_ID(), VALUES(locked_by), locked_by),
-    locked_at = IF(fencing_token = LAST_INSERT_ID(), VALUES(locked_at), locked_at),
+    locked_at = IF(fencing_token = LAST_INSERT_ID(), {grant_now}, locked_at),
     last_tick = IF(fencing_token = LAST_INSERT_ID(), COALESCE(VALUES(last_tick), last_tick), last_tick),
-    locked_until = IF(fencing_token = LAST_INSERT_ID(), VALUES(locked_until), locked_until)";
+    locked_until = IF(fencing_token = LAST_INSERT_ID(), locked_at + INTERVAL ? MICROSECOND, locked_until)";
+
+/// What the acquire reports as its last-insert-id when the lock is held: 2⁶⁴ − 1.
+const HELD_SENTINEL: u64 = u64::MAX;
 
 /// Unlock: keep the lock until `lock_at_least_for` after it was taken (and after the newest
 /// extension's `lock_at_least_for`), or release it now; only while the token matches.
@@ -78,6 +103,17 @@ pub const EXTEND: &str = "\
 UPDATE {table}
 SET locked_until = {now} + INTERVAL ? MICROSECOND
 WHERE name = ? AND fencing_token = ? AND locked_until > {now}";
+
+/// The database's current time, for the scheduler's clock offset.
+pub(crate) const CLOCK: &str = "SELECT {now}";
+
+/// The columns of the lock table with what the shape check needs: type, `AUTO_INCREMENT`,
+/// fractional-second digits.
+const SHAPE: &str = "\
+SELECT CAST(column_name AS CHAR), CAST(data_type AS CHAR), CAST(extra AS CHAR),
+       CAST(COALESCE(datetime_precision, 0) AS SIGNED)
+FROM information_schema.columns
+WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?";
 
 /// Is this token still the holder? The row carries it and the lock has not expired.
 ///
@@ -185,7 +221,10 @@ struct Inner {
     unlock: Arc<str>,
     extend: Arc<str>,
     held: Arc<str>,
+    clock: Arc<str>,
     stash: super::Stash<sqlx::MySql>,
+    /// Set once the table's shape was checked ([`Dialect::check_shape`]).
+    shape_checked: tokio::sync::OnceCell<()>,
 }
 
 impl MySqlLockProvider {
@@ -232,14 +271,24 @@ impl MySqlLockProvider {
             &settings.table,
             settings.clock_mode == ClockMode::Application,
         );
-        let now = if app { "CAST(? AS DATETIME(6))" } else { NOW };
+        // The lock statements read the time when they run; in application-clock mode the
+        // application's time is bound at each `{now}` (once for the acquire, whose update reads
+        // it back as `VALUES(locked_at)`).
+        let (now, grant_now) = if app {
+            ("CAST(? AS DATETIME(6))", "VALUES(locked_at)")
+        } else {
+            (GRANT_NOW, GRANT_NOW)
+        };
+        let my = Backend::MySql;
         let inner = Inner {
             address: address(&pool.connect_options()),
-            acquire: statement(ACQUIRE, table, now),
-            unlock: statement(UNLOCK, table, now),
-            extend: statement(EXTEND, table, now),
-            held: statement(HELD, table, now),
+            acquire: statement(&ACQUIRE.replace("{grant_now}", grant_now), table, my, now),
+            unlock: statement(UNLOCK, table, my, now),
+            extend: statement(EXTEND, table, my, now),
+            held: statement(HELD, table, my, now),
+            clock: statement(CLOCK, table, my, if app { now } else { NOW }),
             stash: super::Stash::new(settings.hold_connections),
+            shape_checked: tokio::sync::OnceCell::new(),
             pool,
             settings,
         };
@@ -253,38 +302,67 @@ super::lock_provider_impl!(MySqlLockProvider, MySqlPool, Backend::MySql);
 
 impl Inner {
     async fn acquire(self: &Arc<Self>, config: &LockConfiguration) -> Result<Option<LockGuard>> {
-        let now = self.settings.app_now().map(|t| t.naive_utc());
-        let mut query = sqlx::query(sql(&self.acquire)).bind(config.name());
-        if let Some(now) = now {
-            query = query.bind(now);
-        }
-        query = query.bind(micros(config.lock_at_most_for()));
-        if let Some(now) = now {
-            query = query.bind(now);
-        }
-        query = query.bind(&self.settings.locked_by);
-        if let Some(now) = now {
-            query = query.bind(now);
-        }
-        query = query.bind(config.tick().map(|t| t.naive_utc()));
-        let done = match super::on_conn!(self, query, execute) {
+        self.check_shape().await?;
+        let sent_at = Instant::now();
+        let app_now = self.settings.app_now().map(|t| t.naive_utc());
+        let (lease, tick) = (
+            micros(config.lock_at_most_for()),
+            config.tick().map(|t| t.naive_utc()),
+        );
+        let tolerance = self.settings.tick_tolerance;
+        let query = || {
+            let query = sqlx::query(sql(&self.acquire))
+                .bind(config.name())
+                .bind(lease)
+                .bind(&self.settings.locked_by)
+                .bind(tick);
+            let query = match app_now {
+                Some(now) => query.bind(now),
+                None => query,
+            };
+            query
+                .bind(tick)
+                .bind(tick)
+                .bind(micros(tolerance))
+                .bind(lease)
+        };
+        let done = match super::on_conn!(self, query(), execute) {
             Ok(done) => done,
             Err(e) => {
                 return Err(fail(&**self, format!("acquire lock {:?}", config.name()), e).await);
             }
         };
-        let token = i64::try_from(done.last_insert_id()).unwrap_or(0);
-        Ok((token != 0).then(|| LockGuard::new(config, token, Arc::clone(self) as Arc<dyn Lease>)))
+        match (done.last_insert_id(), config.tick()) {
+            (HELD_SENTINEL, _) => Ok(None),
+            (0, Some(tick)) => Err(Error::TickInFuture {
+                name: config.name().to_owned(),
+                tick,
+                tolerance,
+                ahead_by: None,
+            }),
+            (reported, _) => match i64::try_from(reported) {
+                Ok(token) if token != 0 => {
+                    let lease = Arc::clone(self) as Arc<dyn Lease>;
+                    Ok(Some(LockGuard::new(config, token, lease, sent_at)))
+                }
+                // Not a value this statement reports: treat it as not taken.
+                _ => Ok(None),
+            },
+        }
     }
 
     async fn is_held(&self, name: &str, token: i64) -> Result<bool> {
-        let mut query = sqlx::query_scalar::<_, i64>(sql(&self.held))
-            .bind(name)
-            .bind(token);
-        if let Some(now) = self.settings.app_now() {
-            query = query.bind(now.naive_utc());
-        }
-        match super::on_conn!(self, query, fetch_one) {
+        let app_now = self.settings.app_now().map(|t| t.naive_utc());
+        let query = || {
+            let query = sqlx::query_scalar::<_, i64>(sql(&self.held))
+                .bind(name)
+                .bind(token);
+            match app_now {
+                Some(now) => query.bind(now),
+                None => query,
+            }
+        };
+        match super::on_conn!(self, query(), fetch_one) {
             Ok(count) => Ok(count > 0),
             Err(e) => Err(fail(self, format!("check lock {name:?}"), e).await),
         }
@@ -294,7 +372,7 @@ impl Inner {
 /// The statements an operator and the run history use (always by the database clock).
 impl Inner {
     fn text(&self, template: &str) -> Arc<str> {
-        statement(template, &self.settings.table, NOW)
+        statement(template, &self.settings.table, Backend::MySql, NOW)
     }
 
     async fn locks(&self, name: Option<&str>) -> Result<Vec<LockState>> {
@@ -358,7 +436,7 @@ impl Inner {
         let text = self.text(RUN_PRUNE);
         super::prune_in_batches(self, || async {
             let done = sqlx::query(sql(&text))
-                .bind(micros(older_than))
+                .bind(micros(super::retention(older_than)))
                 .execute(&self.pool)
                 .await?;
             Ok(done.rows_affected())
@@ -426,6 +504,51 @@ impl Dialect for Inner {
             .await
     }
 
+    async fn database_now(&self) -> Result<DateTime<Utc>, sqlx::Error> {
+        match self.settings.app_now() {
+            Some(now) => Ok(now),
+            None => sqlx::query_scalar::<_, NaiveDateTime>(sql(&self.clock))
+                .fetch_one(&self.pool)
+                .await
+                .map(utc),
+        }
+    }
+
+    /// Refuses, with what to change, a table whose shape would break the fencing token or the
+    /// time arithmetic: an `AUTO_INCREMENT` column (MySQL then reports its value instead of the
+    /// token the acquire hands back, so unlock and extend would never match), a
+    /// `fencing_token` narrower than `BIGINT`, or times that are not `DATETIME(6)` (`TIMESTAMP`
+    /// ends in 2038 and follows the session's time zone; fewer digits round leases away). Runs
+    /// once per provider, before its first acquire (and in `migrate()`); a table that does not
+    /// exist yet is left to the statements to report.
+    async fn check_shape(&self) -> Result<()> {
+        self.shape_checked
+            .get_or_try_init(|| async {
+                let (schema, table) = self.settings.table.split();
+                let columns: Vec<(String, String, String, i64)> = match sqlx::query_as(SHAPE)
+                    .bind(schema)
+                    .bind(table)
+                    .fetch_all(&self.pool)
+                    .await
+                {
+                    Ok(columns) => columns,
+                    Err(e) => {
+                        return Err(fail(self, "check the lock table's shape".into(), e).await);
+                    }
+                };
+                match shape_problem(self.settings.table.as_str(), &columns) {
+                    Some(problem) => Err(Error::IncompatibleTable {
+                        backend: Backend::MySql,
+                        table: self.settings.table.as_str().to_owned(),
+                        problem,
+                    }),
+                    None => Ok(()),
+                }
+            })
+            .await
+            .map(drop)
+    }
+
     /// sqlx's own migration lock is `GET_LOCK(name, -1)`, which MariaDB answers with NULL at
     /// once instead of waiting, so instances starting together would interleave. This holds a
     /// named lock of our own on the connection the migrator runs on.
@@ -461,15 +584,19 @@ impl Lease for Inner {
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
             let now = self.settings.app_now().map(|t| t.naive_utc());
-            let mut query = sqlx::query(sql(&self.extend));
-            if let Some(now) = now {
-                query = query.bind(now);
-            }
-            query = query.bind(micros(at_most)).bind(name).bind(token);
-            if let Some(now) = now {
-                query = query.bind(now);
-            }
-            match super::on_conn!(self, query, execute) {
+            let query = || {
+                let query = sqlx::query(sql(&self.extend));
+                let query = match now {
+                    Some(now) => query.bind(now),
+                    None => query,
+                };
+                let query = query.bind(micros(at_most)).bind(name).bind(token);
+                match now {
+                    Some(now) => query.bind(now),
+                    None => query,
+                }
+            };
+            match super::on_conn!(self, query(), execute) {
                 Ok(done) => Ok(done.rows_affected() == 1),
                 Err(e) => Err(fail(self, format!("extend lock {name:?}"), e).await),
             }
@@ -484,21 +611,73 @@ impl Lease for Inner {
         slack: Duration,
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
-            let mut query = sqlx::query(sql(&self.unlock));
-            if let Some(now) = self.settings.app_now() {
-                query = query.bind(now.naive_utc());
-            }
-            query = query
-                .bind(micros(at_least))
-                .bind(micros(slack))
-                .bind(name)
-                .bind(token);
-            match super::on_conn!(self, query, execute) {
+            let now = self.settings.app_now().map(|t| t.naive_utc());
+            let query = || {
+                let query = sqlx::query(sql(&self.unlock));
+                let query = match now {
+                    Some(now) => query.bind(now),
+                    None => query,
+                };
+                query
+                    .bind(micros(at_least))
+                    .bind(micros(slack))
+                    .bind(name)
+                    .bind(token)
+            };
+            match super::on_conn!(self, query(), execute) {
                 Ok(done) => Ok(done.rows_affected() == 1),
                 Err(e) => Err(fail(self, format!("unlock lock {name:?}"), e).await),
             }
         })
     }
+}
+
+/// What is wrong with a lock table of these `(column, type, extra, fractional digits)`, if
+/// anything; `None` also for a table not there (or not complete) yet.
+fn shape_problem(table: &str, columns: &[(String, String, String, i64)]) -> Option<String> {
+    let find = |name: &str| columns.iter().find(|c| c.0.eq_ignore_ascii_case(name));
+    if let Some((column, ..)) = columns
+        .iter()
+        .find(|c| c.2.to_ascii_lowercase().contains("auto_increment"))
+    {
+        return Some(format!(
+            "column `{column}` is AUTO_INCREMENT, and MySQL then reports its value instead of the \
+             fencing token the acquire hands back, so unlock and extend would never match; drop \
+             it (`ALTER TABLE {table} DROP COLUMN {column}`), or keep a table of shedlock's own \
+             (`ProviderBuilder::table_name`)"
+        ));
+    }
+    if let Some((_, data_type, ..)) = find("fencing_token")
+        && !data_type.eq_ignore_ascii_case("bigint")
+    {
+        return Some(format!(
+            "`fencing_token` is {data_type}, too narrow for tokens (microseconds since 1970); \
+             `ALTER TABLE {table} MODIFY fencing_token BIGINT NOT NULL`"
+        ));
+    }
+    for (column, null) in [
+        ("locked_until", "NOT NULL"),
+        ("locked_at", "NOT NULL"),
+        ("last_tick", "NULL"),
+    ] {
+        if let Some((_, data_type, _, digits)) = find(column)
+            && !(data_type.eq_ignore_ascii_case("datetime") && *digits == 6)
+        {
+            let shown = if data_type.eq_ignore_ascii_case("datetime")
+                || data_type.eq_ignore_ascii_case("timestamp")
+            {
+                format!("{}({digits})", data_type.to_ascii_uppercase())
+            } else {
+                data_type.to_ascii_uppercase()
+            };
+            return Some(format!(
+                "`{column}` is {shown}, not DATETIME(6) holding UTC (TIMESTAMP ends in 2038 and \
+                 follows the session's time zone; fewer fractional digits round leases away); \
+                 `ALTER TABLE {table} MODIFY {column} DATETIME(6) {null}`"
+            ));
+        }
+    }
+    None
 }
 
 fn address(options: &MySqlConnectOptions) -> String {

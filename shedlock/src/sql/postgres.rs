@@ -9,41 +9,57 @@ use sqlx::ConnectOptions;
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
-use super::{Dialect, Failure, connect_error, fail, retry_lost_race, sql, statement};
+use super::{Dialect, Failure, connect_error, fail, micros, retry_lost_race, sql, statement};
 use crate::history::parse_outcome;
 use crate::provider::Lease;
 use crate::settings::{ProviderBuilder, Settings};
 use crate::{Backend, ClockMode, Error, LockConfiguration, LockGuard, Result};
 use crate::{LockState, NewRun, RunOutcome, RunQuery, RunRecord};
+use chrono::{DateTime, Utc};
 use sqlx::Row;
 use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::postgres::PgRow;
+use sqlx::postgres::types::PgInterval;
+use tokio::time::Instant;
 
 /// The database's current time: `clock_timestamp()`, the wall clock at the moment of the call.
 /// (`now()` would be the start of the transaction, which can be far in the past.)
 pub const NOW: &str = "clock_timestamp()";
 
-/// Acquire: one upsert. Inserts the row, or takes it over when it has expired (and, for a tick,
-/// when this tick is newer than the last one claimed), bumping the fencing token. Returns the
-/// new token, or no row when the lock is held.
+/// Acquire: one statement, an upsert inside a `WITH`, so that it always answers with one row.
 ///
-/// `$1` name, `$2` lock_at_most_for (interval), `$3` locked_by, `$4` tick (nullable).
-/// `{now}` is evaluated once, in the derived table `n`; in the update it is `EXCLUDED.locked_at`.
-/// A new row's token starts at the current time in microseconds, so a row deleted by hand is
-/// recreated with a token above every earlier one.
+/// - Inserts the row, or takes it over when it has expired (and, for a tick, when this tick is
+///   newer than the last one claimed), with a new fencing token.
+/// - Refuses a tick more than the tolerance ahead of the database clock (it would block every
+///   other instance until then): nothing is written.
+/// - The lease counts from when the row is granted: the takeover reads `{grant_now}` again
+///   after the row lock is taken, so an acquire that waited behind another transaction's row
+///   lock does not come back with a lease that already ran out.
+/// - Tokens come from the sequence `<table>_tokens` (migration 3): never repeated, never going
+///   back, also after a row is deleted or the table truncated by hand.
+///
+/// Answers `(token, tick - now in µs)`: a token when taken; no token and more than the
+/// tolerance ahead when the tick was refused; no token otherwise (held, or tick claimed).
+///
+/// `$1` name, `$2` lock_at_most_for (interval), `$3` locked_by, `$4` tick (nullable), `$5`
+/// tick tolerance (interval).
 pub const ACQUIRE: &str = "\
-INSERT INTO {table} AS l (name, locked_until, locked_at, locked_by, fencing_token, last_tick)
-SELECT $1, n.now + $2, n.now, $3, (EXTRACT(EPOCH FROM n.now) * 1000000)::BIGINT, $4
-FROM (SELECT {now} AS now) AS n
-ON CONFLICT (name) DO UPDATE
-SET locked_until = EXCLUDED.locked_until,
-    locked_at = EXCLUDED.locked_at,
-    locked_by = EXCLUDED.locked_by,
-    fencing_token = l.fencing_token + 1,
-    last_tick = COALESCE(EXCLUDED.last_tick, l.last_tick)
-WHERE l.locked_until <= EXCLUDED.locked_at
-  AND (EXCLUDED.last_tick IS NULL OR l.last_tick IS NULL OR l.last_tick < EXCLUDED.last_tick)
-RETURNING fencing_token";
+WITH n AS (SELECT {now} AS now),
+taken AS (
+    INSERT INTO {table} AS l (name, locked_until, locked_at, locked_by, fencing_token, last_tick)
+    SELECT $1, n.now + $2, n.now, $3, nextval('{tokens}'), $4
+    FROM n
+    WHERE $4::TIMESTAMPTZ IS NULL OR $4 <= n.now + $5
+    ON CONFLICT (name) DO UPDATE
+    SET (locked_at, locked_until) = (SELECT g.now, g.now + $2 FROM (SELECT {grant_now} AS now) AS g),
+        locked_by = EXCLUDED.locked_by,
+        fencing_token = GREATEST(l.fencing_token + 1, nextval('{tokens}')),
+        last_tick = COALESCE(EXCLUDED.last_tick, l.last_tick)
+    WHERE l.locked_until <= {grant_now}
+      AND (EXCLUDED.last_tick IS NULL OR l.last_tick IS NULL OR l.last_tick < EXCLUDED.last_tick)
+    RETURNING l.fencing_token)
+SELECT (SELECT fencing_token FROM taken), (EXTRACT(EPOCH FROM ($4 - n.now)) * 1000000)::BIGINT
+FROM n";
 
 /// Unlock: keep the lock until `lock_at_least_for` after it was taken (and after the newest
 /// extension's `lock_at_least_for`), or release it now; only while the token matches.
@@ -56,14 +72,17 @@ FROM (SELECT {now} AS now) AS n
 WHERE l.name = $1 AND l.fencing_token = $2";
 
 /// Extend: hold until `now + lock_at_most_for`, only while the token matches and the lock has
-/// not expired.
+/// not expired. `{now}` is evaluated for the row after its lock is taken, so a wait behind
+/// another transaction does not shorten the new lease.
 ///
 /// `$1` name, `$2` token, `$3` lock_at_most_for.
 pub const EXTEND: &str = "\
-UPDATE {table} AS l
-SET locked_until = n.now + $3
-FROM (SELECT {now} AS now) AS n
-WHERE l.name = $1 AND l.fencing_token = $2 AND l.locked_until > n.now";
+UPDATE {table}
+SET locked_until = {now} + $3
+WHERE name = $1 AND fencing_token = $2 AND locked_until > {now}";
+
+/// The database's current time, for the scheduler's clock offset.
+pub(crate) const CLOCK: &str = "SELECT {now}";
 
 /// Is this token still the holder? The row carries it and the lock has not expired.
 ///
@@ -137,6 +156,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "create shedlock_runs table",
         include_str!("../../../migrations/postgres/0002_create_shedlock_runs.sql"),
     ),
+    (
+        3,
+        "create shedlock_tokens sequence",
+        include_str!("../../../migrations/postgres/0003_create_shedlock_tokens.sql"),
+    ),
 ];
 
 /// A [`LockProvider`](crate::LockProvider) over a PostgreSQL pool.
@@ -181,6 +205,7 @@ struct Inner {
     unlock: Arc<str>,
     extend: Arc<str>,
     held: Arc<str>,
+    clock: Arc<str>,
     stash: super::Stash<sqlx::Postgres>,
 }
 
@@ -228,12 +253,23 @@ impl PostgresLockProvider {
             &settings.table,
             settings.clock_mode == ClockMode::Application,
         );
+        // In application-clock mode the application's time is bound after the other
+        // parameters, in place of the database's clock.
+        let now = |n: usize| {
+            if app {
+                format!("${n}::TIMESTAMPTZ")
+            } else {
+                NOW.to_owned()
+            }
+        };
+        let pg = Backend::Postgres;
         let inner = Inner {
             address: address(&pool.connect_options()),
-            acquire: statement(ACQUIRE, table, if app { "$5::TIMESTAMPTZ" } else { NOW }),
-            unlock: statement(UNLOCK, table, if app { "$5::TIMESTAMPTZ" } else { NOW }),
-            extend: statement(EXTEND, table, if app { "$4::TIMESTAMPTZ" } else { NOW }),
-            held: statement(HELD, table, if app { "$3::TIMESTAMPTZ" } else { NOW }),
+            acquire: statement(&ACQUIRE.replace("{grant_now}", &now(6)), table, pg, &now(6)),
+            unlock: statement(UNLOCK, table, pg, &now(5)),
+            extend: statement(EXTEND, table, pg, &now(4)),
+            held: statement(HELD, table, pg, &now(3)),
+            clock: statement(CLOCK, table, pg, &now(1)),
             stash: super::Stash::new(settings.hold_connections),
             pool,
             settings,
@@ -246,31 +282,54 @@ impl PostgresLockProvider {
 
 impl Inner {
     async fn acquire(self: &Arc<Self>, config: &LockConfiguration) -> Result<Option<LockGuard>> {
-        let mut query = sqlx::query_scalar::<_, i64>(sql(&self.acquire))
-            .bind(config.name())
-            .bind(config.lock_at_most_for())
-            .bind(&self.settings.locked_by)
-            .bind(config.tick());
-        if let Some(now) = self.settings.app_now() {
-            query = query.bind(now);
-        }
-        let token = match super::on_conn!(self, query, fetch_optional) {
-            Ok(token) => token,
+        let sent_at = Instant::now();
+        let app_now = self.settings.app_now();
+        let tolerance = self.settings.tick_tolerance;
+        let query = || {
+            let query = sqlx::query_as::<_, (Option<i64>, Option<i64>)>(sql(&self.acquire))
+                .bind(config.name())
+                .bind(interval(config.lock_at_most_for()))
+                .bind(&self.settings.locked_by)
+                .bind(config.tick())
+                .bind(interval(tolerance));
+            match app_now {
+                Some(now) => query.bind(now),
+                None => query,
+            }
+        };
+        let (token, ahead_us) = match super::on_conn!(self, query(), fetch_one) {
+            Ok(row) => row,
             Err(e) => {
                 return Err(fail(&**self, format!("acquire lock {:?}", config.name()), e).await);
             }
         };
-        Ok(token.map(|token| LockGuard::new(config, token, Arc::clone(self) as Arc<dyn Lease>)))
+        if let Some(token) = token {
+            let lease = Arc::clone(self) as Arc<dyn Lease>;
+            return Ok(Some(LockGuard::new(config, token, lease, sent_at)));
+        }
+        match (config.tick(), ahead_us) {
+            (Some(tick), Some(ahead)) if ahead > micros(tolerance) => Err(Error::TickInFuture {
+                name: config.name().to_owned(),
+                tick,
+                tolerance,
+                ahead_by: Some(Duration::from_micros(ahead.unsigned_abs())),
+            }),
+            _ => Ok(None),
+        }
     }
 
     async fn is_held(&self, name: &str, token: i64) -> Result<bool> {
-        let mut query = sqlx::query_scalar::<_, i64>(sql(&self.held))
-            .bind(name)
-            .bind(token);
-        if let Some(now) = self.settings.app_now() {
-            query = query.bind(now);
-        }
-        match super::on_conn!(self, query, fetch_one) {
+        let app_now = self.settings.app_now();
+        let query = || {
+            let query = sqlx::query_scalar::<_, i64>(sql(&self.held))
+                .bind(name)
+                .bind(token);
+            match app_now {
+                Some(now) => query.bind(now),
+                None => query,
+            }
+        };
+        match super::on_conn!(self, query(), fetch_one) {
             Ok(count) => Ok(count > 0),
             Err(e) => Err(fail(self, format!("check lock {name:?}"), e).await),
         }
@@ -280,7 +339,7 @@ impl Inner {
 /// The statements an operator and the run history use (always by the database clock).
 impl Inner {
     fn text(&self, template: &str) -> Arc<str> {
-        statement(template, &self.settings.table, NOW)
+        statement(template, &self.settings.table, Backend::Postgres, NOW)
     }
 
     async fn locks(&self, name: Option<&str>) -> Result<Vec<LockState>> {
@@ -342,7 +401,7 @@ impl Inner {
         let text = self.text(RUN_PRUNE);
         super::prune_in_batches(self, || async {
             let done = sqlx::query(sql(&text))
-                .bind(older_than)
+                .bind(interval(super::retention(older_than)))
                 .execute(&self.pool)
                 .await?;
             Ok(done.rows_affected())
@@ -404,6 +463,17 @@ impl Dialect for Inner {
     async fn run_migrator(&self, migrator: &Migrator) -> Result<(), MigrateError> {
         retry_lost_race(|| migrator.run(&self.pool)).await
     }
+
+    async fn database_now(&self) -> Result<DateTime<Utc>, sqlx::Error> {
+        match self.settings.app_now() {
+            Some(now) => Ok(now),
+            None => {
+                sqlx::query_scalar(sql(&self.clock))
+                    .fetch_one(&self.pool)
+                    .await
+            }
+        }
+    }
 }
 
 impl Lease for Inner {
@@ -414,14 +484,18 @@ impl Lease for Inner {
         at_most: Duration,
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
-            let mut query = sqlx::query(sql(&self.extend))
-                .bind(name)
-                .bind(token)
-                .bind(at_most);
-            if let Some(now) = self.settings.app_now() {
-                query = query.bind(now);
-            }
-            match super::on_conn!(self, query, execute) {
+            let app_now = self.settings.app_now();
+            let query = || {
+                let query = sqlx::query(sql(&self.extend))
+                    .bind(name)
+                    .bind(token)
+                    .bind(interval(at_most));
+                match app_now {
+                    Some(now) => query.bind(now),
+                    None => query,
+                }
+            };
+            match super::on_conn!(self, query(), execute) {
                 Ok(done) => Ok(done.rows_affected() == 1),
                 Err(e) => Err(fail(self, format!("extend lock {name:?}"), e).await),
             }
@@ -436,15 +510,19 @@ impl Lease for Inner {
         slack: Duration,
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
-            let mut query = sqlx::query(sql(&self.unlock))
-                .bind(name)
-                .bind(token)
-                .bind(at_least)
-                .bind(slack);
-            if let Some(now) = self.settings.app_now() {
-                query = query.bind(now);
-            }
-            match super::on_conn!(self, query, execute) {
+            let app_now = self.settings.app_now();
+            let query = || {
+                let query = sqlx::query(sql(&self.unlock))
+                    .bind(name)
+                    .bind(token)
+                    .bind(interval(at_least))
+                    .bind(interval(slack));
+                match app_now {
+                    Some(now) => query.bind(now),
+                    None => query,
+                }
+            };
+            match super::on_conn!(self, query(), execute) {
                 Ok(done) => Ok(done.rows_affected() == 1),
                 Err(e) => Err(fail(self, format!("unlock lock {name:?}"), e).await),
             }
@@ -453,6 +531,16 @@ impl Lease for Inner {
 }
 
 super::lock_provider_impl!(PostgresLockProvider, PgPool, Backend::Postgres);
+
+/// A duration as a PostgreSQL interval, in whole microseconds (durations reach here rounded to
+/// whole milliseconds; anything finer is dropped rather than refused by the encoder).
+fn interval(duration: Duration) -> PgInterval {
+    PgInterval {
+        months: 0,
+        days: 0,
+        microseconds: micros(duration),
+    }
+}
 
 fn address(options: &PgConnectOptions) -> String {
     format!("{}:{}", options.get_host(), options.get_port())

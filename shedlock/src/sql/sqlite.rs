@@ -18,19 +18,30 @@ use chrono::{DateTime, Utc};
 use sqlx::Row;
 use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::sqlite::SqliteRow;
+use tokio::time::Instant;
 
 /// The current time in whole milliseconds since the Unix epoch. SQLite fixes `'now'` for the
 /// whole of one statement step, so every use in one statement sees the same instant.
 pub const NOW: &str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
 
-/// Acquire: one upsert (`INSERT … ON CONFLICT DO UPDATE … RETURNING`), as on PostgreSQL.
+/// Acquire: one upsert (`INSERT … SELECT … ON CONFLICT DO UPDATE … RETURNING`).
 ///
-/// `?1` name, `?2` lock_at_most_for (ms, rounded up), `?3` locked_by, `?4` tick (ms, nullable).
-/// A new row's token starts at the current time in microseconds, so a row deleted by hand is
-/// recreated with a token above every earlier one.
+/// `?1` name, `?2` lock_at_most_for (ms, rounded up), `?3` locked_by, `?4` tick (ms, nullable),
+/// `?5` tick tolerance (ms).
+///
+/// - A tick more than the tolerance ahead of the clock is refused: the `SELECT` yields no row
+///   and nothing is written.
+/// - A new row's token is the current time in microseconds, or one more than the token of a
+///   row of that name deleted by hand (kept in `<table>_retired` by a trigger, migration 3),
+///   whichever is higher; a tick that such a deleted row had claimed stays claimed.
+/// - `'now'` is read once the statement runs, after any wait for the write lock, so the lease
+///   counts from when it is granted.
 pub const ACQUIRE: &str = "\
 INSERT INTO {table} AS l (name, locked_until, locked_at, locked_by, fencing_token, last_tick)
-VALUES (?1, {now} + ?2, {now}, ?3, {now} * 1000, ?4)
+SELECT ?1, {now} + ?2, {now}, ?3, MAX({now} * 1000, COALESCE(r.fencing_token + 1, 0)), ?4
+FROM (SELECT 1) AS one LEFT JOIN {retired} AS r ON r.name = ?1
+WHERE (?4 IS NULL OR ?4 <= {now} + ?5)
+  AND (?4 IS NULL OR r.last_tick IS NULL OR r.last_tick < ?4)
 ON CONFLICT (name) DO UPDATE
 SET locked_until = excluded.locked_until,
     locked_at = excluded.locked_at,
@@ -58,6 +69,9 @@ pub const EXTEND: &str = "\
 UPDATE {table}
 SET locked_until = {now} + ?3
 WHERE name = ?1 AND fencing_token = ?2 AND locked_until > {now}";
+
+/// The current time, for the scheduler's clock offset.
+pub(crate) const CLOCK: &str = "SELECT {now}";
 
 /// Is this token still the holder? The row carries it and the lock has not expired.
 ///
@@ -124,6 +138,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "create shedlock_runs table",
         include_str!("../../../migrations/sqlite/0002_create_shedlock_runs.sql"),
     ),
+    (
+        3,
+        "create shedlock_retired table",
+        include_str!("../../../migrations/sqlite/0003_create_shedlock_retired.sql"),
+    ),
 ];
 
 /// A [`LockProvider`](crate::LockProvider) over an SQLite pool: for services whose instances
@@ -162,6 +181,7 @@ struct Inner {
     unlock: Arc<str>,
     extend: Arc<str>,
     held: Arc<str>,
+    clock: Arc<str>,
     stash: super::Stash<sqlx::Sqlite>,
 }
 
@@ -178,7 +198,7 @@ impl SqliteLockProvider {
 
     /// Opens (creating if missing) the database at `path_or_url` — a file path or a
     /// `sqlite://` URL — with the options a lock table needs: WAL journal, a 10 s busy timeout,
-    /// `synchronous = NORMAL`.
+    /// `synchronous = FULL` (see [`recommended_options`](Self::recommended_options)).
     pub async fn connect(path_or_url: &str) -> Result<Self> {
         let options = if path_or_url.starts_with("sqlite:") {
             SqliteConnectOptions::from_str(path_or_url).map_err(|source| Error::InvalidUrl {
@@ -199,13 +219,23 @@ impl SqliteLockProvider {
     }
 
     /// `options` with what a shared lock file needs: created if missing, WAL journal, a 10 s
-    /// busy timeout, `synchronous = NORMAL`.
+    /// busy timeout, and `synchronous = FULL`.
+    ///
+    /// # Why `FULL`
+    ///
+    /// In WAL mode, `synchronous = NORMAL` syncs the log only at checkpoints: a commit survives
+    /// a crash of the process, but a power loss or an operating-system crash can take the last
+    /// commits back. For the lock table that means a fencing token handed out again and a
+    /// claimed tick run again after the machine restarts. `FULL` syncs the log at every commit,
+    /// so a committed acquire stays committed; it costs an `fsync` per write (the measured cost
+    /// per lock cycle is in BENCHMARKS.md). A pool of your own made with other options gets a
+    /// warning from [`migrate`](Self::migrate) if it syncs less.
     pub fn recommended_options(options: SqliteConnectOptions) -> SqliteConnectOptions {
         options
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .busy_timeout(Duration::from_secs(10))
-            .synchronous(SqliteSynchronous::Normal)
+            .synchronous(SqliteSynchronous::Full)
     }
 
     /// The pool this provider uses.
@@ -218,12 +248,14 @@ impl SqliteLockProvider {
             &settings.table,
             settings.clock_mode == ClockMode::Application,
         );
+        let lite = Backend::Sqlite;
         let inner = Inner {
             address: pool.connect_options().get_filename().display().to_string(),
-            acquire: statement(ACQUIRE, table, if app { "?5" } else { NOW }),
-            unlock: statement(UNLOCK, table, if app { "?5" } else { NOW }),
-            extend: statement(EXTEND, table, if app { "?4" } else { NOW }),
-            held: statement(HELD, table, if app { "?3" } else { NOW }),
+            acquire: statement(ACQUIRE, table, lite, if app { "?6" } else { NOW }),
+            unlock: statement(UNLOCK, table, lite, if app { "?5" } else { NOW }),
+            extend: statement(EXTEND, table, lite, if app { "?4" } else { NOW }),
+            held: statement(HELD, table, lite, if app { "?3" } else { NOW }),
+            clock: statement(CLOCK, table, lite, NOW),
             stash: super::Stash::new(settings.hold_connections),
             pool,
             settings,
@@ -242,31 +274,60 @@ impl Inner {
     }
 
     async fn acquire(self: &Arc<Self>, config: &LockConfiguration) -> Result<Option<LockGuard>> {
-        let mut query = sqlx::query_scalar::<_, i64>(sql(&self.acquire))
-            .bind(config.name())
-            .bind(millis_ceil(config.lock_at_most_for()))
-            .bind(&self.settings.locked_by)
-            .bind(config.tick().map(|t| t.timestamp_millis()));
-        if let Some(now) = self.app_now_ms() {
-            query = query.bind(now);
-        }
-        let token = match super::on_conn!(self, query, fetch_optional) {
+        let sent_at = Instant::now();
+        let app_now = self.app_now_ms();
+        let tolerance = self.settings.tick_tolerance;
+        let tick_ms = config.tick().map(|t| t.timestamp_millis());
+        let query = || {
+            let query = sqlx::query_scalar::<_, i64>(sql(&self.acquire))
+                .bind(config.name())
+                .bind(millis_ceil(config.lock_at_most_for()))
+                .bind(&self.settings.locked_by)
+                .bind(tick_ms)
+                .bind(millis_ceil(tolerance));
+            match app_now {
+                Some(now) => query.bind(now),
+                None => query,
+            }
+        };
+        let token = match super::on_conn!(self, query(), fetch_optional) {
             Ok(token) => token,
             Err(e) => {
                 return Err(fail(&**self, format!("acquire lock {:?}", config.name()), e).await);
             }
         };
-        Ok(token.map(|token| LockGuard::new(config, token, Arc::clone(self) as Arc<dyn Lease>)))
+        if let Some(token) = token {
+            let lease = Arc::clone(self) as Arc<dyn Lease>;
+            return Ok(Some(LockGuard::new(config, token, lease, sent_at)));
+        }
+        // SQLite's clock is this machine's (or, in application-clock mode, the one bound):
+        // a refused future tick is told apart here, by the same clock, read a moment later.
+        let now_ms = app_now.unwrap_or_else(|| Utc::now().timestamp_millis());
+        match (config.tick(), tick_ms) {
+            (Some(tick), Some(tick_ms)) if tick_ms - now_ms > millis_ceil(tolerance) => {
+                Err(Error::TickInFuture {
+                    name: config.name().to_owned(),
+                    tick,
+                    tolerance,
+                    ahead_by: Some(Duration::from_millis((tick_ms - now_ms).unsigned_abs())),
+                })
+            }
+            _ => Ok(None),
+        }
     }
 
     async fn is_held(&self, name: &str, token: i64) -> Result<bool> {
-        let mut query = sqlx::query_scalar::<_, i64>(sql(&self.held))
-            .bind(name)
-            .bind(token);
-        if let Some(now) = self.app_now_ms() {
-            query = query.bind(now);
-        }
-        match super::on_conn!(self, query, fetch_one) {
+        let app_now = self.app_now_ms();
+        let query = || {
+            let query = sqlx::query_scalar::<_, i64>(sql(&self.held))
+                .bind(name)
+                .bind(token);
+            match app_now {
+                Some(now) => query.bind(now),
+                None => query,
+            }
+        };
+        match super::on_conn!(self, query(), fetch_one) {
             Ok(count) => Ok(count > 0),
             Err(e) => Err(fail(self, format!("check lock {name:?}"), e).await),
         }
@@ -276,7 +337,7 @@ impl Inner {
 /// The statements an operator and the run history use (always by the database clock).
 impl Inner {
     fn text(&self, template: &str) -> Arc<str> {
-        statement(template, &self.settings.table, NOW)
+        statement(template, &self.settings.table, Backend::Sqlite, NOW)
     }
 
     async fn locks(&self, name: Option<&str>) -> Result<Vec<LockState>> {
@@ -338,7 +399,7 @@ impl Inner {
         let text = self.text(RUN_PRUNE);
         super::prune_in_batches(self, || async {
             let done = sqlx::query(sql(&text))
-                .bind(millis_ceil(older_than))
+                .bind(millis_ceil(super::retention(older_than)))
                 .execute(&self.pool)
                 .await?;
             Ok(done.rows_affected())
@@ -404,6 +465,35 @@ impl Dialect for Inner {
             .await
     }
 
+    /// Warns when the pool's connections sync less than `FULL` (see
+    /// [`SqliteLockProvider::recommended_options`]): a power loss could then undo the last
+    /// acquisitions.
+    async fn check_shape(&self) -> Result<()> {
+        if let Ok(level) = sqlx::query_scalar::<_, i64>("PRAGMA synchronous")
+            .fetch_one(&self.pool)
+            .await
+            && level < 2
+        {
+            tracing::warn!(
+                file = %self.address,
+                synchronous = level,
+                "the SQLite pool syncs less than synchronous = FULL: a power loss can undo the last \
+                 lock acquisitions (a token handed out again, a claimed tick run again); build it \
+                 with SqliteLockProvider::recommended_options"
+            );
+        }
+        Ok(())
+    }
+
+    async fn database_now(&self) -> Result<DateTime<Utc>, sqlx::Error> {
+        match self.app_now_ms() {
+            Some(now) => utc(now),
+            None => utc(sqlx::query_scalar(sql(&self.clock))
+                .fetch_one(&self.pool)
+                .await?),
+        }
+    }
+
     async fn run_migrator(&self, migrator: &Migrator) -> Result<(), MigrateError> {
         // The migrator's transaction starts as a reader; a write by another connection in the
         // meantime (a lock taken or released) makes its first write fail with SQLITE_BUSY
@@ -433,14 +523,18 @@ impl Lease for Inner {
         at_most: Duration,
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
-            let mut query = sqlx::query(sql(&self.extend))
-                .bind(name)
-                .bind(token)
-                .bind(millis_ceil(at_most));
-            if let Some(now) = self.app_now_ms() {
-                query = query.bind(now);
-            }
-            match super::on_conn!(self, query, execute) {
+            let app_now = self.app_now_ms();
+            let query = || {
+                let query = sqlx::query(sql(&self.extend))
+                    .bind(name)
+                    .bind(token)
+                    .bind(millis_ceil(at_most));
+                match app_now {
+                    Some(now) => query.bind(now),
+                    None => query,
+                }
+            };
+            match super::on_conn!(self, query(), execute) {
                 Ok(done) => Ok(done.rows_affected() == 1),
                 Err(e) => Err(fail(self, format!("extend lock {name:?}"), e).await),
             }
@@ -455,15 +549,19 @@ impl Lease for Inner {
         slack: Duration,
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
-            let mut query = sqlx::query(sql(&self.unlock))
-                .bind(name)
-                .bind(token)
-                .bind(millis_ceil(at_least))
-                .bind(millis_ceil(slack));
-            if let Some(now) = self.app_now_ms() {
-                query = query.bind(now);
-            }
-            match super::on_conn!(self, query, execute) {
+            let app_now = self.app_now_ms();
+            let query = || {
+                let query = sqlx::query(sql(&self.unlock))
+                    .bind(name)
+                    .bind(token)
+                    .bind(millis_ceil(at_least))
+                    .bind(millis_ceil(slack));
+                match app_now {
+                    Some(now) => query.bind(now),
+                    None => query,
+                }
+            };
+            match super::on_conn!(self, query(), execute) {
                 Ok(done) => Ok(done.rows_affected() == 1),
                 Err(e) => Err(fail(self, format!("unlock lock {name:?}"), e).await),
             }
