@@ -51,9 +51,9 @@ fn collectors() -> &'static Collectors {
     })
 }
 
-/// Every metric whose `job` label is `job`: (name, other labels) → value. Counters are summed
-/// over snapshots, gauges keep their last value, histograms count their samples.
-fn metrics_of(job: &str) -> HashMap<MetricKey, f64> {
+/// Every metric seen so far: (name, labels) → value. Counters are summed over snapshots, gauges
+/// keep their last value other than zero, histograms count their samples.
+fn all_metrics() -> HashMap<MetricKey, f64> {
     let collectors = collectors();
     let mut seen = collectors.seen.lock().unwrap();
     for (key, _, _, value) in collectors.metrics.snapshot().into_vec() {
@@ -78,11 +78,22 @@ fn metrics_of(job: &str) -> HashMap<MetricKey, f64> {
             *slot += value;
         }
     }
-    seen.iter()
-        .filter(|((_, labels), _)| labels.iter().any(|(k, v)| k == "job" && v == job))
-        .map(|((name, labels), value)| {
-            let rest = labels.iter().filter(|(k, _)| k != "job").cloned().collect();
-            ((name.clone(), rest), *value)
+    seen.clone()
+}
+
+/// Every metric whose `job` label is `job`: (name, other labels) → value.
+fn metrics_of(job: &str) -> HashMap<MetricKey, f64> {
+    metrics_labelled("job", job)
+}
+
+/// Every metric whose label `key` is `value`: (name, other labels) → value.
+fn metrics_labelled(key: &str, value: &str) -> HashMap<MetricKey, f64> {
+    all_metrics()
+        .into_iter()
+        .filter(|((_, labels), _)| labels.iter().any(|(k, v)| k == key && v == value))
+        .map(|((name, labels), seen)| {
+            let rest = labels.into_iter().filter(|(k, _)| k != key).collect();
+            ((name, rest), seen)
         })
         .collect()
 }
@@ -577,5 +588,105 @@ async fn history_older_than_the_retention_is_pruned_at_start() {
         .await
         .unwrap();
     assert!(!kept.is_empty(), "rows younger than the retention stay");
+    db.teardown().await;
+}
+
+/// A job that panics on its first run: listeners hear it finish as `panicked`, its history row
+/// says so with the message, the runs counter counts it; the next tick runs. An unlock that
+/// fails is counted and its background retry too; the clock offset gauge is set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn panics_unlock_retries_and_the_clock_offset_are_reported() {
+    collectors();
+    let db = Sqlite::setup().await.unwrap();
+    let name = unique_name("panics");
+    let heard: Heard = Arc::default();
+    let provider = db.provider_with(Opts::own_pool()).await;
+    let scheduler = recorded(provider.clone(), "a", &heard);
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    scheduler
+        .add(job(&name, move || {
+            let calls = Arc::clone(&calls);
+            async move {
+                if calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+                    panic!("boom in the job");
+                }
+                Ok(())
+            }
+        }))
+        .unwrap();
+    scheduler.start();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while scheduler.stats(&name).unwrap().executed == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "ran again after the panic"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    scheduler.shutdown().await;
+    let outcomes: Vec<RunOutcome> = heard
+        .lock()
+        .unwrap()
+        .values()
+        .map(|events| outcome_of(events))
+        .collect();
+    assert_eq!(
+        outcomes
+            .iter()
+            .filter(|o| **o == RunOutcome::Panicked)
+            .count(),
+        1,
+        "{outcomes:?}"
+    );
+    let rows = provider
+        .runs(
+            &RunQuery::latest(50)
+                .name(name.as_str())
+                .outcome(RunOutcome::Panicked),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert!(
+        rows[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("boom in the job")
+    );
+    let m = metrics_of(&name);
+    assert_eq!(
+        metric(&m, metric_names::RUNS, &[("outcome", "panicked")]),
+        1.0
+    );
+    assert!(
+        all_metrics()
+            .keys()
+            .any(|(metric, _)| metric == metric_names::CLOCK_OFFSET),
+        "the clock offset gauge is set"
+    );
+
+    // An unlock that cannot get the database within its timeout, then can.
+    let lock = unique_name("unlock_retry");
+    let impatient = db
+        .provider_with(Opts::default().lock_timeout(Duration::from_millis(300)))
+        .await;
+    let cfg =
+        LockConfiguration::new(lock.as_str(), Duration::from_secs(60), Duration::ZERO).unwrap();
+    let guard = impatient.lock(&cfg).await.unwrap().unwrap();
+    let blocker = db.block(&lock, false).await;
+    assert!(guard.unlock().await.is_err());
+    blocker.release().await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let m = metrics_labelled("lock", &lock);
+        if metric(&m, metric_names::UNLOCK_RETRIED, &[("outcome", "released")]) == 1.0 {
+            assert!(metric(&m, metric_names::UNLOCK_FAILED, &[]) >= 1.0, "{m:?}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "retried: {m:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!provider.lock_state(&lock).await.unwrap().unwrap().is_held());
     db.teardown().await;
 }

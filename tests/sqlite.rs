@@ -77,3 +77,72 @@ async fn two_pools_on_one_file_in_wal_mode_stay_exclusive() {
     assert!(!all.is_empty());
     db.teardown().await;
 }
+
+/// SQLite keeps what a deleted row knew (`<table>_retired`, filled by a trigger): a row an
+/// operator deleted comes back with a higher token, and its claimed tick stays claimed.
+#[tokio::test]
+async fn a_deleted_row_keeps_its_claimed_tick() {
+    use std::time::Duration;
+
+    use chrono::{TimeZone, Utc};
+    use shedlock::LockConfiguration;
+    use shedlock_suite::TestDb;
+
+    let db = shedlock_suite::Sqlite::setup().await.unwrap();
+    let provider = db.provider();
+    let tick = |n: i64| Utc.timestamp_opt(1_600_000_000 + n, 0).unwrap();
+    let cfg = LockConfiguration::new("job", Duration::from_secs(60), Duration::ZERO).unwrap();
+    let guard = provider
+        .lock(&cfg.clone().for_tick(tick(10)))
+        .await
+        .unwrap()
+        .unwrap();
+    let token = guard.fencing_token();
+    guard.unlock().await.unwrap();
+    db.delete_row("job").await;
+    assert!(
+        provider
+            .lock(&cfg.clone().for_tick(tick(10)))
+            .await
+            .unwrap()
+            .is_none(),
+        "the claimed tick does not run again"
+    );
+    assert!(
+        provider
+            .lock(&cfg.clone().for_tick(tick(9)))
+            .await
+            .unwrap()
+            .is_none(),
+        "nor an older one"
+    );
+    let next = provider
+        .lock(&cfg.for_tick(tick(11)))
+        .await
+        .unwrap()
+        .expect("the next tick runs");
+    assert!(next.fencing_token() > token);
+    next.unlock().await.unwrap();
+    db.teardown().await;
+}
+
+/// The file is opened with `synchronous = FULL`: a committed acquire survives a power loss.
+#[tokio::test]
+async fn connect_syncs_every_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let provider =
+        shedlock::SqliteLockProvider::connect(&dir.path().join("l.db").display().to_string())
+            .await
+            .unwrap();
+    let level: i64 = sqlx::query_scalar("PRAGMA synchronous")
+        .fetch_one(provider.pool())
+        .await
+        .unwrap();
+    assert_eq!(level, 2, "FULL");
+    let pool = shedlock_suite::sqlite_pool(&dir.path().join("m.db"), 1).await;
+    let level: i64 = sqlx::query_scalar("PRAGMA synchronous")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(level, 2, "recommended_options: FULL");
+}

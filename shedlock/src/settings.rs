@@ -359,19 +359,14 @@ fn validate_locked_by(value: String) -> Result<String> {
     Ok(value)
 }
 
-/// The longest tick tolerance accepted: an hour (a tolerance that long lets a clock an hour
-/// ahead claim ticks an hour early, which is what the tolerance exists to prevent).
-const MAX_TICK_TOLERANCE: Duration = Duration::from_secs(3600);
-
 fn validate_tick_tolerance(tolerance: Duration) -> Result<Duration> {
-    let rounded = round_up_to_millis(tolerance);
-    if rounded > MAX_TICK_TOLERANCE {
+    if tolerance > crate::MAX_LOCK_DURATION {
         return Err(Error::InvalidTickTolerance(format!(
-            "{} is longer than the limit of 1h: a tolerance that long lets a clock that runs ahead claim ticks early",
+            "{} is longer than the limit of 1000 years",
             humantime::format_duration(tolerance)
         )));
     }
-    Ok(rounded)
+    Ok(round_up_to_millis(tolerance))
 }
 
 /// Settings every provider carries, validated.
@@ -450,9 +445,10 @@ impl<Pool> ProviderBuilder<Pool> {
     }
 
     /// How far ahead of the database clock a claimed tick may be (default
-    /// [`DEFAULT_TICK_TOLERANCE`], 1 s; rounded up to whole milliseconds, at most 1 hour). An
-    /// acquire for a tick further ahead is refused in the same statement, as
-    /// [`Error::TickInFuture`], and claims nothing.
+    /// [`DEFAULT_TICK_TOLERANCE`], 1 s; rounded up to whole milliseconds). An acquire for a tick
+    /// further ahead is refused in the same statement, as [`Error::TickInFuture`], and claims
+    /// nothing. A long tolerance gives back what it protects: an instance whose clock runs that
+    /// far ahead claims ticks that early, and every other instance waits for them.
     pub fn tick_tolerance(mut self, tolerance: Duration) -> Self {
         self.tick_tolerance = tolerance;
         self

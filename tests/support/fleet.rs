@@ -46,14 +46,14 @@ impl Target {
                 sqlx::query_as(AssertSqlSafe(sql))
                     .fetch_all(&pool)
                     .await
-                    .unwrap_or_default()
+                    .expect("reading the results table")
             }
             Backend::MySql => {
                 let pool = sqlx::MySqlPool::connect(&self.url).await.unwrap();
                 sqlx::query_as(AssertSqlSafe(sql))
                     .fetch_all(&pool)
                     .await
-                    .unwrap_or_default()
+                    .expect("reading the results table")
             }
             _ => {
                 let options =
@@ -63,7 +63,7 @@ impl Target {
                 sqlx::query_as(AssertSqlSafe(sql))
                     .fetch_all(&pool)
                     .await
-                    .unwrap_or_default()
+                    .expect("reading the results table")
             }
         };
         rows.into_iter()

@@ -9,8 +9,11 @@
 #![allow(missing_docs, unreachable_pub, async_fn_in_trait)]
 
 pub mod fleet;
+pub mod proxy;
 pub mod scheduler_suite;
 pub mod suite;
+
+pub use proxy::Proxy;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -71,6 +74,21 @@ fn unreachable(backend: Backend, url: &str, error: impl std::fmt::Display) -> ! 
     )
 }
 
+/// `host:port` of a database URL (`scheme://user@host:port/db`), with `default_port` where
+/// the URL has none.
+pub fn host_port(url: &str, default_port: u16) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?']).next().unwrap_or_default();
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    if host.contains(':') {
+        host.to_owned()
+    } else {
+        format!("{host}:{default_port}")
+    }
+}
+
 /// A name no other test, run or process uses: `<prefix>_<pid>_<counter>_<nanos>`.
 pub fn unique_name(prefix: &str) -> String {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -106,6 +124,17 @@ pub struct Opts {
     /// Use a pool of its own (a separate "instance").
     pub own_pool: bool,
     pub keep_alive: Option<KeepAlive>,
+    /// How long a statement waits for a row lock before it fails (PostgreSQL `lock_timeout`,
+    /// MySQL `innodb_lock_wait_timeout` in whole seconds, SQLite's busy timeout). Implies a pool
+    /// of its own.
+    pub lock_timeout: Option<Duration>,
+    /// The transaction isolation level of the pool's sessions, e.g. `"repeatable read"` or
+    /// `"serializable"` (PostgreSQL and MySQL; SQLite has none). Implies a pool of its own.
+    pub isolation: Option<&'static str>,
+    /// The tick tolerance of the provider.
+    pub tick_tolerance: Option<Duration>,
+    /// Connections the provider keeps checked out between statements.
+    pub hold_connections: usize,
 }
 
 impl Opts {
@@ -126,6 +155,28 @@ impl Opts {
         self
     }
 
+    pub fn lock_timeout(mut self, timeout: Duration) -> Self {
+        self.lock_timeout = Some(timeout);
+        self.own_pool = true;
+        self
+    }
+
+    pub fn isolation(mut self, level: &'static str) -> Self {
+        self.isolation = Some(level);
+        self.own_pool = true;
+        self
+    }
+
+    pub fn hold_connections(mut self, n: usize) -> Self {
+        self.hold_connections = n;
+        self
+    }
+
+    pub fn tick_tolerance(mut self, tolerance: Duration) -> Self {
+        self.tick_tolerance = Some(tolerance);
+        self
+    }
+
     fn apply<P>(self, builder: ProviderBuilder<P>) -> ProviderBuilder<P> {
         let mut builder = builder.clock_mode(self.clock_mode);
         if let Some(clock) = self.app_clock {
@@ -137,7 +188,10 @@ impl Opts {
         if let Some(keep_alive) = self.keep_alive {
             builder = builder.keep_alive(keep_alive);
         }
-        builder
+        if let Some(tolerance) = self.tick_tolerance {
+            builder = builder.tick_tolerance(tolerance);
+        }
+        builder.hold_connections(self.hold_connections)
     }
 }
 
@@ -171,10 +225,73 @@ pub trait TestDb: Sized + Send + Sync + 'static {
         instance: &str,
         token: i64,
     ) -> impl Future<Output = ()> + Send;
-    /// Every recorded run, ordered by token.
+    /// Every recorded run, ordered by token (none yet: empty; a failing query fails the test).
     fn runs(&self) -> impl Future<Output = Vec<(i64, String, i64)>> + Send;
+    /// Creates this test's runs table if it is not there yet; its name.
+    fn ran_table(&self) -> impl Future<Output = String> + Send {
+        async {
+            let table = format!("{}_ran", self.table());
+            self.exec(&format!(
+                "CREATE TABLE IF NOT EXISTS {table} (tick BIGINT NOT NULL, instance VARCHAR(64) NOT NULL, token BIGINT NOT NULL)"
+            ))
+            .await;
+            table
+        }
+    }
+    /// Holds the lock row `name` until the blocker is released: PostgreSQL and MySQL in an
+    /// open transaction (`SELECT … FOR UPDATE`, or with `touch` an `UPDATE` that writes a new
+    /// version of the row, as a concurrent acquire or extend would); SQLite holds the whole
+    /// database's write lock (`BEGIN IMMEDIATE`).
+    fn block(&self, name: &str, touch: bool) -> impl Future<Output = Blocker> + Send;
+    /// A provider on a pool of its own that reaches the server through a [`Proxy`]; `None` for
+    /// SQLite, which has no wire.
+    fn provider_via_proxy(
+        &self,
+        opts: Opts,
+    ) -> impl Future<Output = Option<(Self::Provider, Proxy)>> + Send;
+    /// A table named `word` (a reserved word such as `user`) where no other test can meet it:
+    /// in a schema (PostgreSQL) or database (MySQL) of its own, created here; SQLite's file is
+    /// this test's own. Returns the name to give the provider; [`drop_place`](Self::drop_place)
+    /// removes it.
+    fn reserved_word_table(&self, word: &str) -> impl Future<Output = String> + Send;
+    /// Drops what [`reserved_word_table`](Self::reserved_word_table) made.
+    fn drop_place(&self, table: &str) -> impl Future<Output = ()> + Send;
     /// Drops the table.
     async fn teardown(self);
+}
+
+/// A row lock held by another session ([`TestDb::block`]).
+#[derive(Debug)]
+pub struct Blocker {
+    release: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Blocker {
+    /// Runs `hold` (which takes the lock, signals `ready`, waits for `release`, then ends its
+    /// transaction) and returns once the lock is taken.
+    async fn spawn<F, Fut>(hold: F) -> Self
+    where
+        F: FnOnce(tokio::sync::oneshot::Sender<()>, tokio::sync::oneshot::Receiver<()>) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let (release_tx, release_rx) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(hold(ready_tx, release_rx));
+        ready_rx.await.expect("the blocker took its lock");
+        Self {
+            release: Some(release_tx),
+            task,
+        }
+    }
+
+    /// Ends the blocking transaction and waits until it has.
+    pub async fn release(mut self) {
+        if let Some(release) = self.release.take() {
+            let _ = release.send(());
+        }
+        (&mut self.task).await.expect("the blocker ended cleanly");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -186,11 +303,34 @@ pub struct Postgres {
 }
 
 pub async fn postgres_pool(url: &str, max: u32) -> Result<PgPool, sqlx::Error> {
+    postgres_pool_with(url, max, &Opts::default()).await
+}
+
+/// A pool whose sessions have the lock timeout and isolation level of `opts`.
+pub async fn postgres_pool_with(url: &str, max: u32, opts: &Opts) -> Result<PgPool, sqlx::Error> {
+    postgres_pool_options(max)
+        .connect_with(postgres_options(url, opts)?)
+        .await
+}
+
+fn postgres_pool_options(max: u32) -> PgPoolOptions {
     PgPoolOptions::new()
         .max_connections(max)
         .acquire_timeout(Duration::from_secs(20))
-        .connect(url)
-        .await
+}
+
+fn postgres_options(
+    url: &str,
+    opts: &Opts,
+) -> Result<sqlx::postgres::PgConnectOptions, sqlx::Error> {
+    let mut options: sqlx::postgres::PgConnectOptions = url.parse()?;
+    if let Some(timeout) = opts.lock_timeout {
+        options = options.options([("lock_timeout", format!("{}ms", timeout.as_millis()))]);
+    }
+    if let Some(level) = opts.isolation {
+        options = options.options([("default_transaction_isolation", level)]);
+    }
+    Ok(options)
 }
 
 impl TestDb for Postgres {
@@ -227,13 +367,64 @@ impl TestDb for Postgres {
 
     async fn provider_with(&self, opts: Opts) -> Self::Provider {
         let pool = if opts.own_pool {
-            postgres_pool(&postgres_url(), 4).await.unwrap()
+            postgres_pool_with(&postgres_url(), 4, &opts).await.unwrap()
         } else {
             self.pool.clone()
         };
         opts.apply(PostgresLockProvider::builder(pool).table_name(&self.table))
             .build()
             .unwrap()
+    }
+
+    async fn block(&self, name: &str, touch: bool) -> Blocker {
+        let (pool, name) = (self.pool.clone(), name.to_owned());
+        let sql = if touch {
+            format!(
+                "UPDATE {} SET locked_by = locked_by WHERE name = $1",
+                self.table
+            )
+        } else {
+            format!("SELECT 1 FROM {} WHERE name = $1 FOR UPDATE", self.table)
+        };
+        Blocker::spawn(|ready, release| async move {
+            let mut tx = pool.begin().await.unwrap();
+            sqlx::query(AssertSqlSafe(sql))
+                .bind(name)
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            let _ = ready.send(());
+            let _ = release.await;
+            tx.commit().await.unwrap();
+        })
+        .await
+    }
+
+    async fn provider_via_proxy(&self, opts: Opts) -> Option<(Self::Provider, Proxy)> {
+        let url = postgres_url();
+        let proxy = Proxy::start(host_port(&url, 5432)).await;
+        // No ping when a connection is handed out: a statement goes out at once.
+        let pool = postgres_pool_options(4)
+            .test_before_acquire(false)
+            .connect_with(postgres_options(&proxy.url(&url), &opts).unwrap())
+            .await
+            .unwrap();
+        let provider = opts
+            .apply(PostgresLockProvider::builder(pool).table_name(&self.table))
+            .build()
+            .unwrap();
+        Some((provider, proxy))
+    }
+
+    async fn reserved_word_table(&self, word: &str) -> String {
+        let schema = unique_name("shedlock_s");
+        self.exec(&format!("CREATE SCHEMA {schema}")).await;
+        format!("{schema}.{word}")
+    }
+
+    async fn drop_place(&self, table: &str) {
+        let schema = table.split('.').next().unwrap();
+        self.exec(&format!("DROP SCHEMA {schema} CASCADE")).await;
     }
 
     fn provider_for_table(&self, table: &str) -> Self::Provider {
@@ -298,11 +489,7 @@ impl TestDb for Postgres {
     }
 
     async fn record_run(&self, tick_ms: i64, instance: &str, token: i64) {
-        let table = format!("{}_ran", self.table);
-        self.exec(&format!(
-            "CREATE TABLE IF NOT EXISTS {table} (tick BIGINT NOT NULL, instance VARCHAR(64) NOT NULL, token BIGINT NOT NULL)"
-        ))
-        .await;
+        let table = self.ran_table().await;
         sqlx::query(AssertSqlSafe(format!(
             "INSERT INTO {table} (tick, instance, token) VALUES ($1, $2, $3)"
         )))
@@ -315,13 +502,13 @@ impl TestDb for Postgres {
     }
 
     async fn runs(&self) -> Vec<(i64, String, i64)> {
+        let table = self.ran_table().await;
         sqlx::query_as(AssertSqlSafe(format!(
-            "SELECT tick, instance, token FROM {}_ran ORDER BY token",
-            self.table
+            "SELECT tick, instance, token FROM {table} ORDER BY token"
         )))
         .fetch_all(&self.pool)
         .await
-        .unwrap_or_default()
+        .expect("reading the recorded runs")
     }
 
     async fn teardown(self) {
@@ -345,11 +532,39 @@ pub struct MySql {
 }
 
 pub async fn mysql_pool(url: &str, max: u32) -> Result<MySqlPool, sqlx::Error> {
+    mysql_pool_with(url, max, &Opts::default()).await
+}
+
+/// A pool whose sessions have the lock timeout and isolation level of `opts`.
+pub async fn mysql_pool_with(url: &str, max: u32, opts: &Opts) -> Result<MySqlPool, sqlx::Error> {
+    mysql_pool_options(max, opts).connect(url).await
+}
+
+fn mysql_pool_options(max: u32, opts: &Opts) -> MySqlPoolOptions {
+    let mut session = Vec::new();
+    if let Some(timeout) = opts.lock_timeout {
+        // Whole seconds, at least one.
+        let secs = timeout.as_secs().max(1);
+        session.push(format!("SET SESSION innodb_lock_wait_timeout = {secs}"));
+    }
+    if let Some(level) = opts.isolation {
+        session.push(format!(
+            "SET SESSION TRANSACTION ISOLATION LEVEL {}",
+            level.to_uppercase()
+        ));
+    }
     MySqlPoolOptions::new()
         .max_connections(max)
         .acquire_timeout(Duration::from_secs(20))
-        .connect(url)
-        .await
+        .after_connect(move |conn, _| {
+            let session = session.clone();
+            Box::pin(async move {
+                for statement in session {
+                    conn.execute(AssertSqlSafe(statement)).await?;
+                }
+                Ok(())
+            })
+        })
 }
 
 impl TestDb for MySql {
@@ -386,13 +601,64 @@ impl TestDb for MySql {
 
     async fn provider_with(&self, opts: Opts) -> Self::Provider {
         let pool = if opts.own_pool {
-            mysql_pool(&mysql_url(), 4).await.unwrap()
+            mysql_pool_with(&mysql_url(), 4, &opts).await.unwrap()
         } else {
             self.pool.clone()
         };
         opts.apply(MySqlLockProvider::builder(pool).table_name(&self.table))
             .build()
             .unwrap()
+    }
+
+    async fn block(&self, name: &str, touch: bool) -> Blocker {
+        let (pool, name) = (self.pool.clone(), name.to_owned());
+        let sql = if touch {
+            format!(
+                "UPDATE {} SET locked_by = CONCAT(locked_by, '') WHERE name = ?",
+                self.table
+            )
+        } else {
+            format!("SELECT 1 FROM {} WHERE name = ? FOR UPDATE", self.table)
+        };
+        Blocker::spawn(|ready, release| async move {
+            let mut tx = pool.begin().await.unwrap();
+            sqlx::query(AssertSqlSafe(sql))
+                .bind(name)
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            let _ = ready.send(());
+            let _ = release.await;
+            tx.commit().await.unwrap();
+        })
+        .await
+    }
+
+    async fn provider_via_proxy(&self, opts: Opts) -> Option<(Self::Provider, Proxy)> {
+        let url = mysql_url();
+        let proxy = Proxy::start(host_port(&url, 3306)).await;
+        // No ping when a connection is handed out: a statement goes out at once.
+        let pool = mysql_pool_options(4, &opts)
+            .test_before_acquire(false)
+            .connect(&proxy.url(&url))
+            .await
+            .unwrap();
+        let provider = opts
+            .apply(MySqlLockProvider::builder(pool).table_name(&self.table))
+            .build()
+            .unwrap();
+        Some((provider, proxy))
+    }
+
+    async fn reserved_word_table(&self, word: &str) -> String {
+        let database = unique_name("shedlock_d");
+        self.exec(&format!("CREATE DATABASE {database}")).await;
+        format!("{database}.{word}")
+    }
+
+    async fn drop_place(&self, table: &str) {
+        let database = table.split('.').next().unwrap();
+        self.exec(&format!("DROP DATABASE {database}")).await;
     }
 
     fn provider_for_table(&self, table: &str) -> Self::Provider {
@@ -457,11 +723,7 @@ impl TestDb for MySql {
     }
 
     async fn record_run(&self, tick_ms: i64, instance: &str, token: i64) {
-        let table = format!("{}_ran", self.table);
-        self.exec(&format!(
-            "CREATE TABLE IF NOT EXISTS {table} (tick BIGINT NOT NULL, instance VARCHAR(64) NOT NULL, token BIGINT NOT NULL)"
-        ))
-        .await;
+        let table = self.ran_table().await;
         sqlx::query(AssertSqlSafe(format!(
             "INSERT INTO {table} (tick, instance, token) VALUES (?, ?, ?)"
         )))
@@ -474,13 +736,13 @@ impl TestDb for MySql {
     }
 
     async fn runs(&self) -> Vec<(i64, String, i64)> {
+        let table = self.ran_table().await;
         sqlx::query_as(AssertSqlSafe(format!(
-            "SELECT tick, instance, token FROM {}_ran ORDER BY token",
-            self.table
+            "SELECT tick, instance, token FROM {table} ORDER BY token"
         )))
         .fetch_all(&self.pool)
         .await
-        .unwrap_or_default()
+        .expect("reading the recorded runs")
     }
 
     async fn teardown(self) {
@@ -508,8 +770,16 @@ pub struct Sqlite {
 /// A pool on the SQLite file at `path`, with WAL and a busy timeout (what
 /// `SqliteLockProvider::connect` sets up).
 pub async fn sqlite_pool(path: &std::path::Path, max: u32) -> SqlitePool {
-    let options =
+    sqlite_pool_with(path, max, &Opts::default()).await
+}
+
+/// [`sqlite_pool`] with the busy timeout of `opts.lock_timeout`.
+pub async fn sqlite_pool_with(path: &std::path::Path, max: u32, opts: &Opts) -> SqlitePool {
+    let mut options =
         SqliteLockProvider::recommended_options(SqliteConnectOptions::new().filename(path));
+    if let Some(timeout) = opts.lock_timeout {
+        options = options.busy_timeout(timeout);
+    }
     SqlitePoolOptions::new()
         .max_connections(max)
         .acquire_timeout(Duration::from_secs(20))
@@ -549,13 +819,54 @@ impl TestDb for Sqlite {
 
     async fn provider_with(&self, opts: Opts) -> Self::Provider {
         let pool = if opts.own_pool {
-            sqlite_pool(&self.path, 4).await
+            sqlite_pool_with(&self.path, 4, &opts).await
         } else {
             self.pool.clone()
         };
         opts.apply(SqliteLockProvider::builder(pool).table_name(&self.table))
             .build()
             .unwrap()
+    }
+
+    async fn block(&self, name: &str, touch: bool) -> Blocker {
+        let pool = self.pool.clone();
+        let touch = touch.then(|| {
+            format!(
+                "UPDATE {} SET locked_by = locked_by WHERE name = '{}'",
+                self.table,
+                name.replace('\'', "''")
+            )
+        });
+        Blocker::spawn(|ready, release| async move {
+            let mut conn = pool.acquire().await.unwrap();
+            conn.execute("BEGIN IMMEDIATE").await.unwrap();
+            if let Some(sql) = touch {
+                conn.execute(AssertSqlSafe(sql)).await.unwrap();
+            }
+            let _ = ready.send(());
+            let _ = release.await;
+            conn.execute("COMMIT").await.unwrap();
+        })
+        .await
+    }
+
+    async fn provider_via_proxy(&self, _opts: Opts) -> Option<(Self::Provider, Proxy)> {
+        None
+    }
+
+    async fn reserved_word_table(&self, word: &str) -> String {
+        word.to_owned() // this test's own file
+    }
+
+    async fn drop_place(&self, table: &str) {
+        for object in [
+            table.to_owned(),
+            format!("{table}_runs"),
+            format!("{table}_retired"),
+        ] {
+            self.exec(&format!("DROP TABLE IF EXISTS \"{object}\""))
+                .await;
+        }
     }
 
     fn provider_for_table(&self, table: &str) -> Self::Provider {
@@ -619,11 +930,7 @@ impl TestDb for Sqlite {
     }
 
     async fn record_run(&self, tick_ms: i64, instance: &str, token: i64) {
-        let table = format!("{}_ran", self.table);
-        self.exec(&format!(
-            "CREATE TABLE IF NOT EXISTS {table} (tick BIGINT NOT NULL, instance VARCHAR(64) NOT NULL, token BIGINT NOT NULL)"
-        ))
-        .await;
+        let table = self.ran_table().await;
         sqlx::query(AssertSqlSafe(format!(
             "INSERT INTO {table} (tick, instance, token) VALUES (?1, ?2, ?3)"
         )))
@@ -636,13 +943,13 @@ impl TestDb for Sqlite {
     }
 
     async fn runs(&self) -> Vec<(i64, String, i64)> {
+        let table = self.ran_table().await;
         sqlx::query_as(AssertSqlSafe(format!(
-            "SELECT tick, instance, token FROM {}_ran ORDER BY token",
-            self.table
+            "SELECT tick, instance, token FROM {table} ORDER BY token"
         )))
         .fetch_all(&self.pool)
         .await
-        .unwrap_or_default()
+        .expect("reading the recorded runs")
     }
 
     async fn teardown(self) {
@@ -666,7 +973,15 @@ macro_rules! scheduler_suite {
             keep_alive_holds_a_long_job_on_a_short_lease,
             lost_lock_cancels_the_job,
             lost_lock_notifies_the_job_in_notify_mode,
-            shutdown_cancels_a_long_run_and_releases_its_lock
+            shutdown_cancels_a_long_run_and_releases_its_lock,
+            a_panicking_job_is_recorded_and_the_next_tick_runs,
+            a_call_by_hand_sees_the_panic_with_the_lock_released,
+            a_skewed_instance_fires_by_the_database_clock,
+            a_refused_future_tick_is_reported_as_clock_skew,
+            an_acquire_that_waited_longer_than_its_lease_runs_its_job,
+            a_job_stalled_past_its_lease_is_not_polled_again,
+            a_renewal_in_flight_lands_before_the_unlock,
+            a_failed_unlock_is_retried_until_it_releases
         );
     };
     (@tests $db:ty; $($name:ident),* $(,)?) => {
@@ -717,7 +1032,13 @@ macro_rules! provider_suite {
             executor_runs_skips_and_releases_after_panic,
             lock_states_read_by_the_database_clock,
             operator_release_ends_the_lock_and_keeps_token_and_tick,
-            run_history_round_trips_filters_and_prunes
+            run_history_round_trips_filters_and_prunes,
+            a_tick_too_far_ahead_is_refused_as_clock_skew,
+            an_acquire_that_waited_gets_a_fresh_lease,
+            tokens_never_go_back_after_rows_are_deleted,
+            odd_durations_are_honoured_alike,
+            losing_is_held_at_every_isolation_level,
+            reserved_words_name_tables
         );
     };
     (@tests $db:ty; $($name:ident),* $(,)?) => {

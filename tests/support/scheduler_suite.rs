@@ -335,3 +335,375 @@ pub async fn shutdown_cancels_a_long_run_and_releases_its_lock<D: TestDb>(db: Ar
         "released, honouring lock_at_least_for: {row:?}"
     );
 }
+
+// ---- the edges: panics, skewed clocks, waits, stalls, renewals and unlocks in flight --------
+
+/// Polls `pred` every 100 ms until it holds or `within` passes; whether it held.
+async fn eventually(within: Duration, mut pred: impl AsyncFnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if pred().await {
+            return true;
+        }
+        if tokio::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(100 * MS).await;
+    }
+}
+
+/// A job whose first run panics: the panic is caught at the run's boundary and recorded as its
+/// own outcome (history, counters), the lock is released, and the next ticks run.
+pub async fn a_panicking_job_is_recorded_and_the_next_tick_runs<D: TestDb>(db: Arc<D>) {
+    let provider = db.provider_with(Opts::own_pool()).await;
+    let scheduler = Scheduler::builder(provider)
+        .misfire_grace(Duration::ZERO)
+        .history(RunHistory::keep_for(Duration::from_secs(86_400)))
+        .build();
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = Arc::clone(&calls);
+    scheduler
+        .add(Job::new(
+            "panicky",
+            Schedule::parse("* * * * * *", "UTC").unwrap(),
+            move || {
+                let counted = Arc::clone(&counted);
+                async move {
+                    let cfg =
+                        LockConfiguration::new("panicky", Duration::from_secs(30), Duration::ZERO)?;
+                    run_locked(cfg, async move {
+                        if counted.fetch_add(1, Ordering::SeqCst) == 0 {
+                            panic!("boom on the first run");
+                        }
+                    })
+                    .await
+                }
+            },
+        ))
+        .unwrap();
+    scheduler.start();
+    let ran_again = eventually(Duration::from_secs(30), async || {
+        scheduler.stats("panicky").unwrap().executed >= 2
+    })
+    .await;
+    scheduler.shutdown().await;
+    let stats = scheduler.stats("panicky").unwrap();
+    assert!(ran_again, "the job runs again after its panic: {stats:?}");
+    assert_eq!(stats.panicked, 1, "{stats:?}");
+    assert_eq!(
+        stats.skipped_overlap, 0,
+        "never stuck as running: {stats:?}"
+    );
+    let history = db
+        .provider()
+        .runs(&RunQuery::latest(100).name("panicky"))
+        .await
+        .unwrap();
+    let panicked: Vec<_> = history
+        .iter()
+        .filter(|r| r.outcome == RunOutcome::Panicked)
+        .collect();
+    assert_eq!(panicked.len(), 1, "{history:?}");
+    let error = panicked[0].error.as_deref().unwrap_or_default();
+    assert!(error.contains("boom on the first run"), "{error}");
+    assert!(panicked[0].finished_at.is_some());
+    let later = history
+        .iter()
+        .filter(|r| r.outcome == RunOutcome::Executed && r.tick > panicked[0].tick)
+        .count();
+    assert!(later >= 2, "{history:?}");
+    assert!(
+        db.row("panicky").await.unwrap().remaining_ms <= 0,
+        "released"
+    );
+}
+
+#[shedlock::scheduler_lock(name = "by_hand", lock_at_most_for = "30s")]
+async fn panics_by_hand() -> u8 {
+    if std::hint::black_box(true) {
+        panic!("a call by hand panicked");
+    }
+    1
+}
+
+/// A call by hand (`run_locked`, a `#[scheduler_lock]` function) still sees the panic, and the
+/// lock is released.
+pub async fn a_call_by_hand_sees_the_panic_with_the_lock_released<D: TestDb>(db: Arc<D>) {
+    use futures_util::FutureExt;
+    let provider = db.provider();
+    let cfg = LockConfiguration::new("by_hand", Duration::from_secs(30), Duration::ZERO).unwrap();
+    let caught = std::panic::AssertUnwindSafe(with_provider(
+        provider.clone(),
+        run_locked(cfg, async { panic!("run_locked panicked") }),
+    ))
+    .catch_unwind()
+    .await;
+    assert!(caught.is_err(), "the panic goes on");
+    assert!(
+        db.row("by_hand").await.unwrap().remaining_ms <= 0,
+        "released"
+    );
+    let caught = std::panic::AssertUnwindSafe(with_provider(provider, panics_by_hand()))
+        .catch_unwind()
+        .await;
+    assert!(caught.is_err(), "the panic goes on");
+    assert!(
+        db.row("by_hand").await.unwrap().remaining_ms <= 0,
+        "released"
+    );
+}
+
+/// Schedulers whose own clocks are 5 minutes ahead and 5 minutes behind measure their offset to
+/// the database and fire every tick when the database's clock reaches it: on time, nothing
+/// refused, nothing claimed early.
+pub async fn a_skewed_instance_fires_by_the_database_clock<D: TestDb>(db: Arc<D>) {
+    use shedlock::AppClock;
+    type Seen = Arc<std::sync::Mutex<Vec<(DateTime<Utc>, DateTime<Utc>)>>>;
+    for minutes in [5, -5] {
+        let provider = db.provider_with(Opts::own_pool()).await;
+        let scheduler = Scheduler::builder(provider)
+            .clock(AppClock::offset(chrono::Duration::minutes(minutes)))
+            .misfire_grace(Duration::ZERO)
+            .build();
+        let seen: Seen = Arc::default();
+        let name = format!("skewed_{}", if minutes > 0 { "ahead" } else { "behind" });
+        let (job_seen, job_name) = (Arc::clone(&seen), name.clone());
+        scheduler
+            .add(Job::new(
+                name.clone(),
+                Schedule::parse("* * * * * *", "UTC").unwrap(),
+                move || {
+                    let (seen, name) = (Arc::clone(&job_seen), job_name.clone());
+                    async move {
+                        let cfg =
+                            LockConfiguration::new(name, Duration::from_secs(30), Duration::ZERO)?;
+                        run_locked(cfg, async move {
+                            let tick = LockContext::current().unwrap().tick().unwrap();
+                            let now = shedlock::current_provider().unwrap().now().await.unwrap();
+                            seen.lock().unwrap().push((tick, now));
+                        })
+                        .await
+                    }
+                },
+            ))
+            .unwrap();
+        scheduler.start();
+        let enough = eventually(Duration::from_secs(30), async || {
+            seen.lock().unwrap().len() >= 3
+        })
+        .await;
+        scheduler.shutdown().await;
+        let stats = scheduler.stats(&name).unwrap();
+        let seen = seen.lock().unwrap().clone();
+        assert!(enough, "{minutes} min: {seen:?} {stats:?}");
+        assert_eq!(stats.clock_skew, 0, "{stats:?}");
+        for (tick, now) in &seen {
+            let late = *now - *tick;
+            assert!(
+                late >= chrono::Duration::milliseconds(-5) && late < chrono::Duration::seconds(5),
+                "{minutes} min: tick {tick} ran at database time {now}"
+            );
+        }
+        let offset = scheduler.clock_offset().expect("measured");
+        let expected = chrono::Duration::minutes(-minutes);
+        assert!(
+            (offset - expected).abs() < chrono::Duration::seconds(2),
+            "offset {offset} for a clock {minutes} min off"
+        );
+    }
+}
+
+/// A tick the database refuses as further ahead than the tolerance is reported as clock skew,
+/// with the measured offset, not as held.
+pub async fn a_refused_future_tick_is_reported_as_clock_skew<D: TestDb>(db: Arc<D>) {
+    let provider = db.provider_with(Opts::own_pool()).await;
+    let scheduler = Scheduler::builder(provider)
+        .misfire_grace(Duration::ZERO)
+        .history(RunHistory::keep_for(Duration::from_secs(86_400)))
+        .build();
+    scheduler
+        .add(Job::new(
+            "ahead",
+            Schedule::parse("* * * * * *", "UTC").unwrap(),
+            || async {
+                // A job that computes its own tick with a clock an hour ahead.
+                let tick = Utc::now() + chrono::Duration::hours(1);
+                let cfg = LockConfiguration::new("ahead", Duration::from_secs(30), Duration::ZERO)?
+                    .for_tick(tick);
+                run_locked(cfg, async {}).await
+            },
+        ))
+        .unwrap();
+    scheduler.start();
+    let refused = eventually(Duration::from_secs(30), async || {
+        scheduler.stats("ahead").unwrap().clock_skew >= 1
+    })
+    .await;
+    scheduler.shutdown().await;
+    let stats = scheduler.stats("ahead").unwrap();
+    assert!(refused, "{stats:?}");
+    assert_eq!((stats.executed, stats.skipped_held), (0, 0), "{stats:?}");
+    let history = db
+        .provider()
+        .runs(&RunQuery::latest(10).outcome(RunOutcome::SkippedClockSkew))
+        .await
+        .unwrap();
+    let error = history[0].error.as_deref().unwrap_or_default();
+    assert!(
+        error.contains("clock skew") && error.contains("this instance's clock is"),
+        "{error}"
+    );
+    assert_eq!(db.row("ahead").await, None, "nothing was claimed");
+}
+
+/// An acquire that waited behind a row lock for longer than the keep-alive lease still runs its
+/// job: the lease counts from its grant, and keep-alive renews it before the job starts.
+pub async fn an_acquire_that_waited_longer_than_its_lease_runs_its_job<D: TestDb>(db: Arc<D>) {
+    let provider = db
+        .provider_with(
+            Opts::own_pool().keep_alive(KeepAlive::lease(Duration::from_secs(1)).unwrap()),
+        )
+        .await;
+    let cfg = LockConfiguration::new("waited", Duration::from_secs(30), Duration::ZERO).unwrap();
+    db.provider()
+        .lock(&cfg)
+        .await
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    let blocker = db.block("waited", false).await;
+    let run = tokio::spawn(with_provider(provider, run_locked(cfg, async { "ran" })));
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    blocker.release().await;
+    let outcome = run.await.unwrap();
+    assert!(
+        matches!(outcome, Ok(TaskResult::Executed("ran"))),
+        "{outcome:?}"
+    );
+    assert!(
+        db.row("waited").await.unwrap().remaining_ms <= 0,
+        "released"
+    );
+}
+
+/// A job stalled past its lease (a blocking call here; a stopped process or a frozen VM
+/// elsewhere) is not polled again once it yields: the lease ran out by the monotonic clock, the
+/// renewal is refused, and the job is cancelled before it can write.
+pub async fn a_job_stalled_past_its_lease_is_not_polled_again<D: TestDb>(db: Arc<D>) {
+    let provider = db
+        .provider_with(
+            Opts::own_pool().keep_alive(KeepAlive::lease(Duration::from_secs(1)).unwrap()),
+        )
+        .await;
+    let wrote = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&wrote);
+    let cfg = LockConfiguration::new("stalled", Duration::from_secs(30), Duration::ZERO).unwrap();
+    let outcome = with_provider(
+        provider,
+        run_locked(cfg, async move {
+            std::thread::sleep(Duration::from_millis(2500)); // the stall, past the 1 s lease
+            tokio::task::yield_now().await;
+            flag.store(true, Ordering::SeqCst); // the write a stale holder must not make
+        }),
+    )
+    .await;
+    assert!(
+        matches!(outcome, Err(Error::LockLost { .. })),
+        "{outcome:?}"
+    );
+    assert!(!wrote.load(Ordering::SeqCst), "not polled after the stall");
+}
+
+/// A renewal on its way when the job ends is awaited before the unlock: it cannot land after the
+/// unlock and hold the lock for another lease.
+pub async fn a_renewal_in_flight_lands_before_the_unlock<D: TestDb>(db: Arc<D>) {
+    // A 30 s lease renewed every 500 ms; once unlocked, the lock stays for lock_at_least_for
+    // (20 s) after it was taken, so a late renewal would still find it and extend it.
+    let keep_alive = KeepAlive::lease(Duration::from_secs(30))
+        .unwrap()
+        .interval(500 * MS)
+        .unwrap();
+    let opts = Opts::own_pool().keep_alive(keep_alive).hold_connections(1);
+    let (provider, proxy) = match db.provider_via_proxy(opts.clone()).await {
+        Some((provider, proxy)) => (provider, Some(proxy)),
+        None => (db.provider_with(opts).await, None),
+    };
+    let cfg = LockConfiguration::new("renewed", Duration::from_secs(60), Duration::from_secs(20))
+        .unwrap();
+    let (started_tx, started) = tokio::sync::oneshot::channel();
+    let (finish, finish_rx) = tokio::sync::oneshot::channel::<()>();
+    let mut run = tokio::spawn(with_provider(
+        provider,
+        run_locked(cfg, async move {
+            let _ = started_tx.send(());
+            let _ = finish_rx.await;
+        }),
+    ));
+    started.await.unwrap();
+    // Hold the next renewal back: on the wire (a proxy stalls the one connection it goes out
+    // on), or, for SQLite, waiting for the database's write lock.
+    let blocker = match &proxy {
+        Some(proxy) => {
+            proxy.stall();
+            assert!(
+                proxy.wait_for_held_bytes(Duration::from_secs(10)).await,
+                "a renewal went out"
+            );
+            None
+        }
+        None => {
+            let blocker = db.block("renewed", false).await;
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            Some(blocker)
+        }
+    };
+    let _ = finish.send(()); // the job ends with the renewal in flight
+    // Give an unlock sent at once every chance to go out (on another connection) first.
+    let ended_early = tokio::time::timeout(Duration::from_secs(2), &mut run).await;
+    if let Some(proxy) = &proxy {
+        proxy.release();
+        assert!(
+            ended_early.is_err(),
+            "the run does not end before its renewal is answered"
+        );
+    }
+    if let Some(blocker) = blocker {
+        blocker.release().await;
+    }
+    let outcome = match ended_early {
+        Ok(outcome) => outcome,
+        Err(_) => run.await,
+    };
+    assert_eq!(outcome.unwrap().unwrap(), TaskResult::Executed(()));
+    let state = db.provider().lock_state("renewed").await.unwrap().unwrap();
+    assert!(
+        state.remaining() <= Duration::from_secs(20),
+        "kept for lock_at_least_for only, not renewed for another lease after the unlock: {state:?}"
+    );
+}
+
+/// An unlock that fails (here: it cannot get the row within the lock timeout, as with a
+/// database briefly out of reach) is retried in the background until it releases the lock,
+/// long before the 60 s lease would.
+pub async fn a_failed_unlock_is_retried_until_it_releases<D: TestDb>(db: Arc<D>) {
+    let provider = db
+        .provider_with(Opts::default().lock_timeout(Duration::from_millis(500)))
+        .await;
+    let cfg =
+        LockConfiguration::new("unlock_retry", Duration::from_secs(60), Duration::ZERO).unwrap();
+    let guard = provider.lock(&cfg).await.unwrap().unwrap();
+    let blocker = db.block("unlock_retry", false).await;
+    let failed = guard.unlock().await;
+    assert!(
+        failed.is_err(),
+        "the unlock could not get the row: {failed:?}"
+    );
+    blocker.release().await;
+    let released = eventually(Duration::from_secs(20), async || {
+        db.row("unlock_retry").await.unwrap().remaining_ms <= 0
+    })
+    .await;
+    assert!(released, "a background retry released the lock");
+}

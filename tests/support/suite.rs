@@ -7,13 +7,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, TimeZone, Timelike, Utc};
 use shedlock::{
     AppClock, ClockMode, Error, LockConfiguration, LockProvider, LockingTaskExecutor, TaskResult,
 };
 use tokio::sync::Mutex;
 
-use crate::{Opts, TestDb, unique_name};
+use crate::{Opts, Row, TestDb, unique_name};
 
 const MS: Duration = Duration::from_millis(1);
 const SEC: Duration = Duration::from_secs(1);
@@ -1097,4 +1097,278 @@ pub async fn run_history_round_trips_filters_and_prunes<D: TestDb>(db: &D) {
         matches!(&err, Error::TableMissing { table, .. } if table.ends_with("_runs")),
         "{err:?}"
     );
+}
+
+// ---- the edges: clocks, waits, deleted rows, odd durations, isolation levels, names ----------
+
+/// A tick an hour ahead of the database clock (an instance whose clock runs an hour ahead) is
+/// refused as clock skew, writes nothing, and leaves the present ticks to the rest of the fleet.
+pub async fn a_tick_too_far_ahead_is_refused_as_clock_skew<D: TestDb>(db: &D) {
+    let fast = db.provider_with(Opts::own_pool().locked_by("fast")).await;
+    let other = db.provider_with(Opts::own_pool().locked_by("other")).await;
+    let now = fast.now().await.unwrap();
+    let whole = |t: DateTime<Utc>| t.with_nanosecond(0).unwrap();
+    let future = whole(now + chrono::Duration::hours(1));
+    let c = cfg("job", LONG, Duration::ZERO);
+    let refused = |err: Error| match err {
+        Error::TickInFuture {
+            ref name,
+            tick,
+            tolerance,
+            ahead_by,
+        } => {
+            assert_eq!((name.as_str(), tick), ("job", future));
+            assert_eq!(tolerance, shedlock::DEFAULT_TICK_TOLERANCE);
+            if let Some(ahead) = ahead_by {
+                assert!(
+                    (59 * 60 * SEC..=61 * 60 * SEC).contains(&ahead),
+                    "an hour ahead: {ahead:?}"
+                );
+            }
+            assert!(err.to_string().contains("clock skew"), "{err}");
+        }
+        other => panic!("expected TickInFuture, got {other:?}"),
+    };
+    refused(fast.lock(&c.clone().for_tick(future)).await.unwrap_err());
+    assert_eq!(db.row("job").await, None, "nothing was written");
+    // The present tick is still everybody's: one fast clock does not block the fleet.
+    let present = whole(now);
+    other
+        .lock(&c.clone().for_tick(present))
+        .await
+        .unwrap()
+        .expect("the present tick is claimable")
+        .unlock()
+        .await
+        .unwrap();
+    let claimed = |row: Row| (row.locked_by, row.fencing_token, row.last_tick_ms);
+    let before = claimed(db.row("job").await.unwrap());
+    refused(fast.lock(&c.clone().for_tick(future)).await.unwrap_err());
+    assert_eq!(
+        claimed(db.row("job").await.unwrap()),
+        before,
+        "the row is untouched"
+    );
+    // Within the tolerance (1 s by default): half a second ahead is fine.
+    let soon = now + chrono::Duration::milliseconds(500);
+    fast.lock(&c.clone().for_tick(soon))
+        .await
+        .unwrap()
+        .expect("half a second ahead is within the tolerance")
+        .unlock()
+        .await
+        .unwrap();
+    // The tolerance is the provider's to set.
+    let lenient = db
+        .provider_with(Opts::own_pool().tick_tolerance(2 * 3600 * SEC))
+        .await;
+    assert!(
+        lenient.lock(&c.for_tick(future)).await.unwrap().is_some(),
+        "a 2 h tolerance takes a tick 1 h ahead"
+    );
+}
+
+/// An acquire that waited behind another transaction's row lock for longer than its lease comes
+/// back with a lease that counts from when it was granted, not one that already ran out.
+pub async fn an_acquire_that_waited_gets_a_fresh_lease<D: TestDb>(db: &D) {
+    let first = db.provider();
+    let waiter = db.provider_with(Opts::own_pool().locked_by("waiter")).await;
+    let c = cfg("job", 3 * SEC, Duration::ZERO);
+    first
+        .lock(&c)
+        .await
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    let blocker = db.block("job", false).await;
+    let attempt = {
+        let c = c.clone();
+        let waiter = waiter.clone();
+        tokio::spawn(async move { waiter.lock(&c).await })
+    };
+    // Longer than the lease: a lease counted from before the wait would be over on return.
+    tokio::time::sleep(4 * SEC).await;
+    blocker.release().await;
+    let guard = attempt
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("free once the other transaction ended");
+    assert!(
+        first.is_held("job", guard.fencing_token()).await.unwrap(),
+        "the lease had not run out on return"
+    );
+    let row = db.row("job").await.unwrap();
+    assert!(row.remaining_ms > 0, "{row:?}");
+    assert!(
+        first.lock(&c).await.unwrap().is_none(),
+        "nobody else can take it"
+    );
+    guard.unlock().await.unwrap();
+}
+
+/// Fencing tokens never repeat or go back, also when rows are deleted or the table emptied by
+/// hand between acquisitions (SQLite's clock has only milliseconds, where this once failed).
+pub async fn tokens_never_go_back_after_rows_are_deleted<D: TestDb>(db: &D) {
+    let p = db.provider();
+    let c = cfg("job", LONG, Duration::ZERO);
+    let empty = match D::BACKEND {
+        shedlock::Backend::Postgres => format!("TRUNCATE {}", db.table()),
+        shedlock::Backend::MySql => format!("TRUNCATE TABLE {}", db.table()),
+        _ => format!("DELETE FROM {}", db.table()),
+    };
+    let mut last = 0;
+    for round in 0..400 {
+        let guard = p
+            .lock(&c)
+            .await
+            .unwrap()
+            .expect("the row was deleted: free");
+        assert!(
+            guard.fencing_token() > last,
+            "round {round}: token {} after {last}",
+            guard.fencing_token()
+        );
+        last = guard.fencing_token();
+        if round % 100 == 99 {
+            db.exec(&empty).await;
+        } else {
+            db.delete_row("job").await;
+        }
+        assert!(
+            !guard.unlock().await.unwrap(),
+            "the deleted row is not recreated by the unlock"
+        );
+    }
+    // Many takeovers, then one deletion: still above.
+    for _ in 0..50 {
+        let guard = p.lock(&c).await.unwrap().unwrap();
+        assert!(guard.fencing_token() > last);
+        last = guard.fencing_token();
+        guard.unlock().await.unwrap();
+    }
+    db.delete_row("job").await;
+    let guard = p.lock(&c).await.unwrap().unwrap();
+    assert!(guard.fencing_token() > last);
+    guard.unlock().await.unwrap();
+}
+
+/// One rule for every backend: durations are rounded up to whole milliseconds. A third of
+/// 100 ms (not a whole number of microseconds) locks, extends and unlocks everywhere; a
+/// `lock_at_most_for` of one nanosecond under keep-alive does not panic; odd retentions prune.
+pub async fn odd_durations_are_honoured_alike<D: TestDb>(db: &D) {
+    use shedlock::{KeepAlive, TaskResult, run_locked, with_provider};
+    let p = db.provider();
+    let third = Duration::from_millis(100) / 3;
+    let c = LockConfiguration::new("third", third, third).unwrap();
+    assert_eq!(
+        (c.lock_at_most_for(), c.lock_at_least_for()),
+        (34 * MS, 34 * MS)
+    );
+    let mut guard = p.lock(&c).await.unwrap().expect("a 33.3 ms lease");
+    let row = db.row("third").await.unwrap();
+    assert!(row.remaining_ms <= 34, "34 ms at most: {row:?}");
+    guard.extend(third, Duration::ZERO).await.unwrap(); // held or not: no error
+    guard.unlock().await.unwrap();
+
+    let tiny = LockConfiguration::new("tiny", Duration::from_nanos(1), Duration::ZERO).unwrap();
+    assert_eq!(tiny.lock_at_most_for(), MS);
+    let outcome = with_provider(p.clone(), run_locked(tiny, async { 7 })).await;
+    assert!(
+        matches!(
+            outcome,
+            Ok(TaskResult::Executed(7)) | Err(Error::LockLost { .. })
+        ),
+        "a 1 ms lease under keep-alive runs or is lost, never panics: {outcome:?}"
+    );
+    let keep_alive = KeepAlive::lease(Duration::from_nanos(1)).unwrap();
+    assert_eq!(
+        keep_alive.lease_for(Duration::from_nanos(1), Duration::from_secs(5)),
+        MS,
+        "contradicting durations do not panic"
+    );
+    for retention in [Duration::from_nanos(1500), third, Duration::MAX] {
+        p.prune_runs(retention).await.unwrap();
+    }
+}
+
+/// With the server's isolation set to REPEATABLE READ or SERIALIZABLE, a losing acquire is
+/// `Ok(None)`, and extend and unlock work, even when another transaction wrote the row while
+/// the statement waited for it.
+pub async fn losing_is_held_at_every_isolation_level<D: TestDb>(db: &D) {
+    let holder = db.provider();
+    let c = cfg("job", LONG, Duration::ZERO);
+    let _held = holder.lock(&c).await.unwrap().unwrap();
+    for level in ["repeatable read", "serializable"] {
+        let strict = db.provider_with(Opts::own_pool().isolation(level)).await;
+        // A losing acquire that waits behind a concurrent write of the row.
+        let blocker = db.block("job", true).await;
+        let attempt = {
+            let (strict, c) = (strict.clone(), c.clone());
+            tokio::spawn(async move { strict.lock(&c).await })
+        };
+        tokio::time::sleep(300 * MS).await;
+        blocker.release().await;
+        let outcome = attempt.await.unwrap();
+        assert!(
+            matches!(outcome, Ok(None)),
+            "{level}: losing is held, not an error: {outcome:?}"
+        );
+        // Extend and unlock of a lock held at that level, each behind a concurrent write.
+        let name = format!("mine_{}", level.replace(' ', "_"));
+        let mut mine = strict
+            .lock(&cfg(&name, LONG, Duration::ZERO))
+            .await
+            .unwrap()
+            .unwrap();
+        let blocker = db.block(&name, true).await;
+        let extend = tokio::spawn(async move {
+            let held = mine.extend(LONG, Duration::ZERO).await;
+            (mine, held)
+        });
+        tokio::time::sleep(300 * MS).await;
+        blocker.release().await;
+        let (mine, held) = extend.await.unwrap();
+        assert!(held.unwrap(), "{level}: extend");
+        let blocker = db.block(&name, true).await;
+        let unlock = tokio::spawn(async move { mine.unlock().await });
+        tokio::time::sleep(300 * MS).await;
+        blocker.release().await;
+        assert!(unlock.await.unwrap().unwrap(), "{level}: unlock");
+    }
+}
+
+/// A table named with a reserved word (`user`, `order`) works: every identifier is quoted.
+pub async fn reserved_words_name_tables<D: TestDb>(db: &D) {
+    use shedlock::{NewRun, RunOutcome, RunQuery};
+    for word in ["user", "order"] {
+        let table = db.reserved_word_table(word).await;
+        let p = db.provider_for_table(&table);
+        p.migrate().await.unwrap_or_else(|e| panic!("{table}: {e}"));
+        p.migrate().await.expect("again: nothing to do");
+        let mut guard = p
+            .lock(&cfg("job", LONG, Duration::ZERO).for_tick(tick(1)))
+            .await
+            .unwrap()
+            .expect("taken");
+        assert!(guard.extend(LONG, Duration::ZERO).await.unwrap());
+        assert!(p.is_held("job", guard.fencing_token()).await.unwrap());
+        assert_eq!(p.locks().await.unwrap().len(), 1);
+        let id = p
+            .record_run(&NewRun::new(
+                "job",
+                "job",
+                Some(tick(1)),
+                RunOutcome::Running,
+            ))
+            .await
+            .unwrap();
+        p.finish_run(id, RunOutcome::Executed, None).await.unwrap();
+        assert_eq!(p.runs(&RunQuery::latest(5)).await.unwrap().len(), 1);
+        p.prune_runs(LONG).await.unwrap();
+        assert!(guard.unlock().await.unwrap());
+        db.drop_place(&table).await;
+    }
 }

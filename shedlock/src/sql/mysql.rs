@@ -651,8 +651,9 @@ fn shape_problem(table: &str, columns: &[(String, String, String, i64)]) -> Opti
         && !data_type.eq_ignore_ascii_case("bigint")
     {
         return Some(format!(
-            "`fencing_token` is {data_type}, too narrow for tokens (microseconds since 1970); \
-             `ALTER TABLE {table} MODIFY fencing_token BIGINT NOT NULL`"
+            "`fencing_token` is {}, too narrow for tokens (microseconds since 1970); \
+             `ALTER TABLE {table} MODIFY fencing_token BIGINT NOT NULL`",
+            data_type.to_ascii_uppercase()
         ));
     }
     for (column, null) in [
