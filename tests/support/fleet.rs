@@ -36,10 +36,19 @@ impl Target {
     /// Every recorded run.
     pub async fn runs(&self) -> Vec<Run> {
         let sql = format!(
-            "SELECT job, tick_ms, instance, token, started_ms, finished_ms, outcome FROM {}_results ORDER BY started_ms, token",
+            "SELECT job, tick_ms, instance, token, started_ms, finished_ms, progress_ms, outcome FROM {}_results ORDER BY started_ms, token",
             self.table
         );
-        type Row = (String, Option<i64>, String, i64, i64, Option<i64>, String);
+        type Row = (
+            String,
+            Option<i64>,
+            String,
+            i64,
+            i64,
+            Option<i64>,
+            Option<i64>,
+            String,
+        );
         let rows: Vec<Row> = match self.backend {
             Backend::Postgres => {
                 let pool = sqlx::PgPool::connect(&self.url).await.unwrap();
@@ -68,14 +77,17 @@ impl Target {
         };
         rows.into_iter()
             .map(
-                |(job, tick_ms, instance, token, started_ms, finished_ms, outcome)| Run {
-                    job,
-                    tick_ms: tick_ms.filter(|t| *t >= 0),
-                    instance,
-                    token,
-                    started_ms,
-                    finished_ms,
-                    outcome,
+                |(job, tick_ms, instance, token, started_ms, finished_ms, progress_ms, outcome)| {
+                    Run {
+                        job,
+                        tick_ms: tick_ms.filter(|t| *t >= 0),
+                        instance,
+                        token,
+                        started_ms,
+                        finished_ms,
+                        progress_ms,
+                        outcome,
+                    }
                 },
             )
             .collect()
@@ -91,7 +103,24 @@ pub struct Run {
     pub token: i64,
     pub started_ms: i64,
     pub finished_ms: Option<i64>,
+    /// When the body last noted progress (after each step of its work).
+    pub progress_ms: Option<i64>,
     pub outcome: String,
+}
+
+impl Run {
+    /// The last moment the body did something: its last progress, or its end when it completed
+    /// (a run cancelled because it lost its lock is marked ended by the harness, not the body).
+    pub fn last_work_ms(&self) -> i64 {
+        let ended = self
+            .finished_ms
+            .filter(|_| self.outcome != "cancelled_lost");
+        self.progress_ms
+            .into_iter()
+            .chain(ended)
+            .max()
+            .unwrap_or(self.started_ms)
+    }
 }
 
 /// What the checks found.
@@ -105,6 +134,13 @@ pub struct Report {
     pub overlaps: Vec<(String, i64, i64)>,
     /// Pairs of runs of one job where the later start has the lower token.
     pub token_order: Vec<(String, i64, i64)>,
+    /// Pairs of runs of one job where the earlier one's body still worked (noted progress or
+    /// completed) after the later one, on another instance, had started: `(job, earlier token,
+    /// later token)`.
+    pub worked_on: Vec<(String, i64, i64)>,
+    /// Runs that completed their body after another instance had started the next run of the
+    /// job (their lease had run out): `(job, token)`.
+    pub completed_late: Vec<(String, i64)>,
 }
 
 impl Report {
@@ -167,6 +203,12 @@ pub fn check(runs: &[Run], killed_at_ms: Option<i64>) -> Report {
             }
             if b.token <= a.token {
                 report.token_order.push((job.to_owned(), a.token, b.token));
+            }
+            if a.instance != b.instance && a.last_work_ms() > b.started_ms {
+                report.worked_on.push((job.to_owned(), a.token, b.token));
+                if a.outcome == "completed" && a.finished_ms.is_some_and(|end| end > b.started_ms) {
+                    report.completed_late.push((job.to_owned(), a.token));
+                }
             }
         }
     }
@@ -235,7 +277,8 @@ pub struct Exited {
 
 impl Exited {
     /// A counter summed over the process's jobs: `fired`, `executed`, `failed`,
-    /// `skipped_held`, `skipped_overlap`, `lock_errors`, `lock_lost`, `cancelled`.
+    /// `skipped_held`, `skipped_overlap`, `lock_errors`, `lock_lost`, `cancelled`, `panicked`,
+    /// `clock_skew`.
     pub fn stat(&self, field: &str) -> u64 {
         let index = [
             "fired",
@@ -246,6 +289,8 @@ impl Exited {
             "lock_errors",
             "lock_lost",
             "cancelled",
+            "panicked",
+            "clock_skew",
         ]
         .iter()
         .position(|f| *f == field)

@@ -5,7 +5,8 @@
 //! Signals: SIGTERM shuts down gracefully (exit 0); SIGUSR1 cuts the lock connection (the
 //! provider talks to the database through an in-process proxy with `--proxy`), SIGUSR2
 //! restores it. Prints `STATS <job> <fired> <executed> <failed> <skipped_held>
-//! <skipped_overlap> <lock_errors> <lock_lost> <cancelled>` per job on exit.
+//! <skipped_overlap> <lock_errors> <lock_lost> <cancelled> <panicked> <clock_skew>` per job on
+//! exit.
 #![allow(missing_docs)]
 
 use std::str::FromStr;
@@ -234,7 +235,8 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     for ddl in [
         format!(
             "CREATE TABLE IF NOT EXISTS {t}_results (job VARCHAR(64) NOT NULL, tick_ms BIGINT NULL, instance VARCHAR(64) NOT NULL, \
-             token BIGINT NOT NULL, started_ms BIGINT NOT NULL, finished_ms BIGINT NULL, outcome VARCHAR(32) NOT NULL)"
+             token BIGINT NOT NULL, started_ms BIGINT NOT NULL, finished_ms BIGINT NULL, progress_ms BIGINT NULL, \
+             outcome VARCHAR(32) NOT NULL)"
         ),
         format!(
             "CREATE TABLE IF NOT EXISTS {t}_fenced (job VARCHAR(64) NOT NULL PRIMARY KEY, token BIGINT NOT NULL)"
@@ -312,7 +314,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     for (job, _) in &jobs {
         if let Some(s) = scheduler.stats(job) {
             println!(
-                "STATS {job} {} {} {} {} {} {} {} {}",
+                "STATS {job} {} {} {} {} {} {} {} {} {} {}",
                 s.fired,
                 s.executed,
                 s.failed,
@@ -320,7 +322,9 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 s.skipped_overlap,
                 s.lock_errors,
                 s.lock_lost,
-                s.cancelled
+                s.cancelled,
+                s.panicked,
+                s.clock_skew
             );
         }
     }
@@ -398,12 +402,24 @@ impl RunSpec {
         if self.fenced {
             let _ = fence(token, job.clone()).await;
         }
-        tokio::time::sleep(if job == "long" {
+        // The work, in steps of at most 200 ms; after each, the run notes its progress (the
+        // database's time) so the checks can tell whether it worked on after losing its lock.
+        let work = if job == "long" {
             self.long_work
         } else {
             self.work
-        })
-        .await;
+        };
+        let started = tokio::time::Instant::now();
+        while started.elapsed() < work {
+            let left = work.saturating_sub(started.elapsed());
+            tokio::time::sleep(left.min(Duration::from_millis(200))).await;
+            let progress =
+                format!("UPDATE {t}_results SET progress_ms = {now} WHERE job = ? AND token = ?");
+            self.results
+                .exec(progress, vec![Bind::S(job.clone()), Bind::I(token)])
+                .await
+                .map_err(|e| e.to_string())?;
+        }
         let mut outcome = "completed";
         if self.fenced {
             // The two guards a stale holder meets: "is my token still current?", and a write
