@@ -81,14 +81,17 @@ mod single_process {
     async fn a_missed_tick_within_the_grace_runs_once_at_start_up() {
         let db = Sqlite::setup().await.unwrap();
         let log = Arc::default();
-        // Every minute: the latest tick is at most a minute old, inside a 2-minute grace.
+        // Once a year, at a second 30 s ago: the latest tick is inside a 2-minute grace, and no
+        // other tick can fall into the test's few seconds.
+        let missed = Utc::now() - chrono::Duration::seconds(30);
+        let cron = missed.format("%S %M %H %d %m *").to_string();
         let first = Scheduler::builder(db.provider())
             .misfire_grace(Duration::from_secs(120))
             .build();
         first
-            .add(timed_job("minutely", "0 * * * * *", Duration::ZERO, &log))
+            .add(timed_job("minutely", &cron, Duration::ZERO, &log))
             .unwrap();
-        let expected_tick = Schedule::parse("0 * * * * *", "UTC")
+        let expected_tick = Schedule::parse(&cron, "UTC")
             .unwrap()
             .latest_at_or_before(Utc::now())
             .unwrap();
@@ -99,7 +102,7 @@ mod single_process {
             .misfire_grace(Duration::from_secs(120))
             .build();
         second
-            .add(timed_job("minutely", "0 * * * * *", Duration::ZERO, &log))
+            .add(timed_job("minutely", &cron, Duration::ZERO, &log))
             .unwrap();
         second.start();
         tokio::time::sleep(Duration::from_millis(800)).await;

@@ -129,17 +129,46 @@ pub async fn expires_after_lock_at_most_for_sub_second<D: TestDb>(db: &D) {
     let b = db.provider_with(Opts::own_pool()).await;
     let c = cfg("job", 400 * MS, Duration::ZERO);
     let guard = p.lock(&c).await.unwrap().unwrap();
-    let row = db.row("job").await.unwrap();
-    assert!(
-        (0..=400).contains(&row.remaining_ms),
-        "sub-second lease kept, not rounded: {row:?}"
+    let first = p.lock_state("job").await.unwrap().unwrap();
+    assert_eq!(
+        first.locked_until - first.locked_at,
+        chrono::Duration::milliseconds(400),
+        "sub-second lease kept, not rounded"
     );
-    assert!(b.lock(&c).await.unwrap().is_none());
-    tokio::time::sleep(600 * MS).await;
-    assert!(db.row("job").await.unwrap().remaining_ms < 0);
+    // Held until then: another instance gets it only once the database's clock has passed it
+    // (however slow this machine is at getting there).
+    if let Some(early) = b.lock(&c).await.unwrap() {
+        let taken = p.lock_state("job").await.unwrap().unwrap();
+        assert!(
+            taken.locked_at >= first.locked_until,
+            "taken at {} though held until {}",
+            taken.locked_at,
+            first.locked_until
+        );
+        drop(early);
+        return;
+    }
+    let expired = wait_until_free(&p, "job").await;
+    assert!(expired, "the 400 ms lease ran out");
     let taken = b.lock(&c).await.unwrap().expect("expired lock is free");
     assert!(taken.fencing_token() > guard.fencing_token());
     drop(guard);
+}
+
+/// Polls (every 100 ms, for up to 30 s) until lock `name` is free by the database's clock.
+async fn wait_until_free<P: LockProvider>(p: &P, name: &str) -> bool {
+    for _ in 0..300 {
+        if !p
+            .lock_state(name)
+            .await
+            .unwrap()
+            .is_some_and(|s| s.is_held())
+        {
+            return true;
+        }
+        tokio::time::sleep(100 * MS).await;
+    }
+    false
 }
 
 pub async fn locks_right_after_unlock_ten_times<D: TestDb>(db: &D) {
@@ -162,16 +191,27 @@ pub async fn lock_at_least_for_holds_after_unlock_then_releases<D: TestDb>(db: &
     let other = db.provider_with(Opts::own_pool()).await;
     let c = cfg("job", LONG, 1500 * MS);
     p.lock(&c).await.unwrap().unwrap().unlock().await.unwrap();
-    let row = db.row("job").await.unwrap();
+    let state = p.lock_state("job").await.unwrap().unwrap();
+    // Kept until locked_at + 1.5 s (or, had this machine been slower than that, until the
+    // unlock itself): never released at once, never kept longer.
+    let kept = state.locked_until - state.locked_at;
     assert!(
-        (1_000..=1_500).contains(&row.remaining_ms),
-        "kept until locked_at + 1.5s: {row:?}"
+        kept >= chrono::Duration::milliseconds(1500) && kept < chrono::Duration::seconds(30),
+        "{state:?}"
     );
+    if let Some(taken) = other.lock(&c).await.unwrap() {
+        let now = p.lock_state("job").await.unwrap().unwrap();
+        assert!(
+            now.locked_at >= state.locked_until,
+            "taken while kept: {now:?}"
+        );
+        drop(taken);
+        return;
+    }
     assert!(
-        other.lock(&c).await.unwrap().is_none(),
-        "held for lock_at_least_for after unlock"
+        wait_until_free(&p, "job").await,
+        "released after lock_at_least_for"
     );
-    tokio::time::sleep(Duration::from_millis(row.remaining_ms as u64 + 300)).await;
     assert!(
         other.lock(&c).await.unwrap().is_some(),
         "released after lock_at_least_for"
@@ -181,22 +221,21 @@ pub async fn lock_at_least_for_holds_after_unlock_then_releases<D: TestDb>(db: &
 pub async fn extends_several_times<D: TestDb>(db: &D) {
     let p = db.provider();
     let other = db.provider_with(Opts::own_pool()).await;
-    let c = cfg("job", 800 * MS, Duration::ZERO);
+    let c = cfg("job", 3 * SEC, Duration::ZERO);
     let mut guard = p.lock(&c).await.unwrap().unwrap();
+    let mut last_until = p.lock_state("job").await.unwrap().unwrap().locked_until;
     for _ in 0..4 {
-        tokio::time::sleep(400 * MS).await;
+        tokio::time::sleep(200 * MS).await;
         assert!(
-            guard.extend(800 * MS, Duration::ZERO).await.unwrap(),
+            guard.extend(3 * SEC, Duration::ZERO).await.unwrap(),
             "extend while held"
         );
-        let row = db.row("job").await.unwrap();
-        assert!(
-            (500..=800).contains(&row.remaining_ms),
-            "now + 800ms: {row:?}"
-        );
+        let state = p.lock_state("job").await.unwrap().unwrap();
+        assert!(state.locked_until > last_until, "moved forward: {state:?}");
+        assert!(state.remaining() <= 3 * SEC, "now + 3 s at most: {state:?}");
+        last_until = state.locked_until;
     }
-    // 1.6 s after a lock of 800 ms: still held thanks to the extensions.
-    assert!(other.lock(&c).await.unwrap().is_none());
+    assert!(other.lock(&c).await.unwrap().is_none(), "still held");
     assert_eq!(
         db.row("job").await.unwrap().fencing_token,
         guard.fencing_token(),
@@ -232,22 +271,15 @@ pub async fn extend_after_expiry_is_refused<D: TestDb>(db: &D) {
 
 pub async fn extend_keeps_lock_at_least_for<D: TestDb>(db: &D) {
     let p = db.provider();
-    let other = db.provider_with(Opts::own_pool()).await;
     // The original lock_at_least_for survives an extend with a shorter one...
     let mut guard = p.lock(&cfg("a", LONG, 3 * SEC)).await.unwrap().unwrap();
     assert!(guard.extend(LONG, Duration::ZERO).await.unwrap());
     guard.unlock().await.unwrap();
-    let row = db.row("a").await.unwrap();
+    let state = p.lock_state("a").await.unwrap().unwrap();
+    let kept = state.locked_until - state.locked_at;
     assert!(
-        (2_000..=3_000).contains(&row.remaining_ms),
-        "original 3s kept: {row:?}"
-    );
-    assert!(
-        other
-            .lock(&cfg("a", LONG, Duration::ZERO))
-            .await
-            .unwrap()
-            .is_none()
+        kept >= chrono::Duration::seconds(3) && kept < chrono::Duration::seconds(30),
+        "original 3s kept: {state:?}"
     );
     // ...and an extend's own lock_at_least_for counts from the extension.
     let mut guard = p
@@ -255,20 +287,17 @@ pub async fn extend_keeps_lock_at_least_for<D: TestDb>(db: &D) {
         .await
         .unwrap()
         .unwrap();
+    let taken = p.lock_state("b").await.unwrap().unwrap();
     tokio::time::sleep(200 * MS).await;
     assert!(guard.extend(LONG, 4 * SEC).await.unwrap());
+    let extended = p.lock_state("b").await.unwrap().unwrap();
     guard.unlock().await.unwrap();
-    let row = db.row("b").await.unwrap();
+    let state = p.lock_state("b").await.unwrap().unwrap();
+    // The extension happened after `taken.read_at` and before `extended.read_at`.
     assert!(
-        (3_000..=4_000).contains(&row.remaining_ms),
-        "extend's 4s kept: {row:?}"
-    );
-    assert!(
-        other
-            .lock(&cfg("b", LONG, Duration::ZERO))
-            .await
-            .unwrap()
-            .is_none()
+        state.locked_until >= taken.read_at + chrono::Duration::seconds(4)
+            && state.locked_until <= extended.read_at + chrono::Duration::seconds(4),
+        "extend's 4s kept: {state:?}"
     );
 }
 
@@ -519,19 +548,24 @@ pub async fn app_clock_offset_changes_nothing_in_database_clock_mode<D: TestDb>(
     };
     let ahead = db.provider_with(skewed(7)).await;
     let behind = db.provider_with(skewed(-7)).await;
-    let c = cfg("job", 500 * MS, Duration::ZERO);
+    let c = cfg("job", 2 * SEC, Duration::ZERO);
     let guard = behind.lock(&c).await.unwrap().unwrap();
-    assert!(
-        ahead.lock(&c).await.unwrap().is_none(),
-        "a clock 14 minutes ahead changes nothing"
+    let state = ahead.lock_state("job").await.unwrap().unwrap();
+    assert_eq!(
+        state.locked_until - state.locked_at,
+        chrono::Duration::seconds(2),
+        "expiry by the database clock: {state:?}"
     );
-    let row = db.row("job").await.unwrap();
-    assert!(
-        (0..=500).contains(&row.remaining_ms),
-        "expiry by the database clock: {row:?}"
-    );
-    tokio::time::sleep(700 * MS).await;
-    assert!(ahead.lock(&c).await.unwrap().is_some());
+    // A clock 14 minutes ahead of the holder's sees the lock as held until the database's
+    // clock says otherwise.
+    if let Some(taken) = ahead.lock(&c).await.unwrap() {
+        let now = ahead.lock_state("job").await.unwrap().unwrap();
+        assert!(now.locked_at >= state.locked_until, "taken early: {now:?}");
+        drop(taken);
+    } else {
+        assert!(wait_until_free(&ahead, "job").await);
+        assert!(ahead.lock(&c).await.unwrap().is_some());
+    }
     drop(guard);
 }
 
@@ -808,15 +842,17 @@ async fn shedlock_builder_error<D: TestDb>(db: &D, table: &str) -> Error {
 pub async fn guard_dropped_without_unlock_releases_in_background<D: TestDb>(db: &D) {
     let p = db.provider();
     let c = cfg("job", LONG, Duration::ZERO);
+    let (taken_tx, taken) = tokio::sync::oneshot::channel();
     let task = {
         let p = p.clone();
         let c = c.clone();
         tokio::spawn(async move {
             let _guard = p.lock(&c).await.unwrap().unwrap();
+            let _ = taken_tx.send(());
             tokio::time::sleep(LONG).await; // a job cancelled mid-run
         })
     };
-    tokio::time::sleep(300 * MS).await;
+    taken.await.unwrap();
     assert!(p.lock(&c).await.unwrap().is_none());
     task.abort();
     let _ = task.await;
@@ -1006,7 +1042,17 @@ pub async fn run_history_round_trips_filters_and_prunes<D: TestDb>(db: &D) {
         ))
         .await
         .unwrap();
-    tokio::time::sleep(1500 * MS).await;
+    // Make the first row an hour old (by the database clock).
+    let aged = match D::BACKEND {
+        shedlock::Backend::Postgres => "started_at - INTERVAL '1 hour'",
+        shedlock::Backend::MySql => "started_at - INTERVAL 1 HOUR",
+        _ => "started_at - 3600000",
+    };
+    db.exec(&format!(
+        "UPDATE {}_runs SET started_at = {aged}, finished_at = {aged} WHERE id = {old}",
+        db.table()
+    ))
+    .await;
     let running = provider
         .record_run(
             &NewRun::new("sync", "sync_1", Some(tick(60)), RunOutcome::Running)
@@ -1080,8 +1126,8 @@ pub async fn run_history_round_trips_filters_and_prunes<D: TestDb>(db: &D) {
     let limited = provider.runs(&RunQuery::latest(1)).await.unwrap();
     assert_eq!(limited.len(), 1);
 
-    let deleted = provider.prune_runs(SEC).await.unwrap();
-    assert_eq!(deleted, 1, "only the row older than a second");
+    let deleted = provider.prune_runs(30 * 60 * SEC).await.unwrap();
+    assert_eq!(deleted, 1, "only the row older than half an hour");
     let ids: Vec<i64> = provider
         .runs(&RunQuery::latest(10))
         .await
