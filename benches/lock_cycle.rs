@@ -177,6 +177,8 @@ fn pgbench_script(table: &str) -> String {
     let fill = |sql: &str, params: &[&str]| {
         let mut s = sql
             .replace("{table}", table)
+            .replace("{tokens}", &format!("{table}_tokens"))
+            .replace("{grant_now}", statements::postgres::NOW)
             .replace("{now}", statements::postgres::NOW);
         for (i, p) in params.iter().enumerate().rev() {
             s = s.replace(&format!("${}", i + 1), p);
@@ -191,6 +193,7 @@ fn pgbench_script(table: &str) -> String {
             "interval '30 seconds'",
             "'pgbench'",
             "NULL::timestamptz",
+            "interval '1 second'",
         ],
     );
     let unlock = fill(
@@ -493,6 +496,8 @@ async fn main() {
         drop_table(Backend::Postgres, &table, dir.path()).await;
     }
 
+    sqlite_durability(seconds, dir.path()).await;
+
     println!(
         "\nacquire + release latency on one connection (2000 cycles) with other rows in the lock table:\n"
     );
@@ -508,5 +513,50 @@ async fn main() {
                 println!("| {backend} | {rows} | {:.0} | {:.0} |", s.p50_us, s.p99_us);
             }
         }
+    }
+}
+
+/// What `synchronous = FULL` (the recommended options since issue 11) costs the SQLite lock
+/// cycle against `NORMAL`: one connection held by the provider (`hold_connections(1)`, so no
+/// pool pings), WAL journal, the same file system, one after the other in the same run.
+async fn sqlite_durability(seconds: u64, dir: &std::path::Path) {
+    use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions, SqliteSynchronous};
+    println!(
+        "\nSQLite lock cycle by `synchronous` (WAL, 1 connection, hold_connections(1), {seconds} s each):\n"
+    );
+    println!("| synchronous | cycles/s | p50 µs | p99 µs | ratio to NORMAL |");
+    println!("|---|---|---|---|---|");
+    let mut normal: Option<f64> = None;
+    for (label, level) in [
+        ("NORMAL", SqliteSynchronous::Normal),
+        ("FULL (recommended_options)", SqliteSynchronous::Full),
+    ] {
+        let path = dir.join(format!("{}.db", unique_name("sync")));
+        let options =
+            SqliteLockProvider::recommended_options(SqliteConnectOptions::new().filename(&path))
+                .synchronous(level);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(2)
+            .connect_with(options)
+            .await
+            .unwrap();
+        let provider: Arc<dyn LockProvider> = Arc::new(
+            SqliteLockProvider::builder(pool)
+                .table_name(unique_name("sync"))
+                .hold_connections(1)
+                .build()
+                .unwrap(),
+        );
+        let stats = cycles(provider, 1, seconds).await;
+        let ratio = normal.map_or(String::from("1.00"), |n| {
+            format!("{:.2}", stats.per_second() / n)
+        });
+        normal.get_or_insert(stats.per_second());
+        println!(
+            "| {label} | {:.0} | {:.0} | {:.0} | {ratio} |",
+            stats.per_second(),
+            stats.p50_us,
+            stats.p99_us
+        );
     }
 }

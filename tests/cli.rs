@@ -914,6 +914,15 @@ async fn help_lists_the_exit_codes() {
         assert!(out.stdout.contains(line), "{line:?} in {}", out.stdout);
     }
     assert!(!out.stdout.contains("hunter2"), "{}", out.stdout);
+    // Where an operator reads before deleting a row by hand.
+    let out = run(&["unlock", "--help"], &[], "").await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    let text = out.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        text.contains("rather than deleting the row by hand")
+            && text.contains("so that tick can run again"),
+        "{text}"
+    );
 }
 
 #[tokio::test]

@@ -17,7 +17,8 @@
 //!   fencing token that was shown ([`LockProvider::force_release`]):
 //!   a lock that changed hands in between is left alone. The token stays, so the next holder
 //!   gets a higher one and the released holder's token is stale; `last_tick` stays, so the tick
-//!   it claimed does not run again.
+//!   it claimed does not run again. Use it rather than deleting the row by hand: a deleted row
+//!   takes its claimed tick with it on PostgreSQL and MySQL/MariaDB (SQLite keeps it).
 //! - `history`: the run history (`<table>_runs`), newest first, filtered by lock or job name and
 //!   by outcome.
 //! - `migrate`: creates or upgrades the lock table and the run history table.
@@ -134,6 +135,10 @@ enum Command {
     /// higher one; the last tick stays, so the claimed tick does not run again. A job still
     /// running under the lock stops at its next keep-alive renewal; without keep-alive it runs
     /// on unguarded, with a stale fencing token.
+    ///
+    /// Use this rather than deleting the row by hand: a deleted row takes its claimed tick with
+    /// it on PostgreSQL and MySQL/MariaDB, so that tick can run again (SQLite keeps it, and
+    /// tokens never go back on any backend).
     Unlock {
         /// The lock name.
         name: String,

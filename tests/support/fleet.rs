@@ -261,6 +261,10 @@ impl Instance {
                 .filter(|l| l.starts_with("STATS "))
                 .map(str::to_owned)
                 .collect(),
+            late_steps: stdout
+                .lines()
+                .find_map(|l| l.strip_prefix("LATE_STEPS ")?.parse().ok())
+                .unwrap_or(0),
             log: std::fs::read_to_string(&self.log).unwrap_or_default(),
         }
     }
@@ -272,6 +276,8 @@ pub struct Exited {
     pub name: String,
     pub code: Option<i32>,
     pub stats: Vec<String>,
+    /// Steps of work its runs took right after a pause longer than their lease.
+    pub late_steps: u64,
     pub log: String,
 }
 

@@ -249,13 +249,16 @@ pub trait TestDb: Sized + Send + Sync + 'static {
         &self,
         opts: Opts,
     ) -> impl Future<Output = Option<(Self::Provider, Proxy)>> + Send;
-    /// A table named `word` (a reserved word such as `user`) where no other test can meet it:
-    /// in a schema (PostgreSQL) or database (MySQL) of its own, created here; SQLite's file is
-    /// this test's own. Returns the name to give the provider; [`drop_place`](Self::drop_place)
-    /// removes it.
-    fn reserved_word_table(&self, word: &str) -> impl Future<Output = String> + Send;
-    /// Drops what [`reserved_word_table`](Self::reserved_word_table) made.
-    fn drop_place(&self, table: &str) -> impl Future<Output = ()> + Send;
+    /// A provider for `table`, unqualified, in a place no other test uses, so that a name such
+    /// as `user` cannot collide: a schema of its own first on the search path (PostgreSQL), a
+    /// database of its own (MySQL), this test's own file (SQLite). Returns the provider and the
+    /// place, for [`drop_place`](Self::drop_place).
+    fn provider_in_own_place(
+        &self,
+        table: &str,
+    ) -> impl Future<Output = (Self::Provider, String)> + Send;
+    /// Drops what [`provider_in_own_place`](Self::provider_in_own_place) made.
+    fn drop_place(&self, place: &str) -> impl Future<Output = ()> + Send;
     /// Drops the table.
     async fn teardown(self);
 }
@@ -416,14 +419,24 @@ impl TestDb for Postgres {
         Some((provider, proxy))
     }
 
-    async fn reserved_word_table(&self, word: &str) -> String {
+    async fn provider_in_own_place(&self, table: &str) -> (Self::Provider, String) {
         let schema = unique_name("shedlock_s");
         self.exec(&format!("CREATE SCHEMA {schema}")).await;
-        format!("{schema}.{word}")
+        let options = postgres_options(&postgres_url(), &Opts::default())
+            .unwrap()
+            .options([("search_path", schema.as_str())]);
+        let pool = postgres_pool_options(2)
+            .connect_with(options)
+            .await
+            .unwrap();
+        let provider = PostgresLockProvider::builder(pool)
+            .table_name(table)
+            .build()
+            .unwrap();
+        (provider, schema)
     }
 
-    async fn drop_place(&self, table: &str) {
-        let schema = table.split('.').next().unwrap();
+    async fn drop_place(&self, schema: &str) {
         self.exec(&format!("DROP SCHEMA {schema} CASCADE")).await;
     }
 
@@ -650,14 +663,22 @@ impl TestDb for MySql {
         Some((provider, proxy))
     }
 
-    async fn reserved_word_table(&self, word: &str) -> String {
+    async fn provider_in_own_place(&self, table: &str) -> (Self::Provider, String) {
         let database = unique_name("shedlock_d");
         self.exec(&format!("CREATE DATABASE {database}")).await;
-        format!("{database}.{word}")
+        let options: sqlx::mysql::MySqlConnectOptions = mysql_url().parse().unwrap();
+        let pool = mysql_pool_options(2, &Opts::default())
+            .connect_with(options.database(&database))
+            .await
+            .unwrap();
+        let provider = MySqlLockProvider::builder(pool)
+            .table_name(table)
+            .build()
+            .unwrap();
+        (provider, database)
     }
 
-    async fn drop_place(&self, table: &str) {
-        let database = table.split('.').next().unwrap();
+    async fn drop_place(&self, database: &str) {
         self.exec(&format!("DROP DATABASE {database}")).await;
     }
 
@@ -854,8 +875,8 @@ impl TestDb for Sqlite {
         None
     }
 
-    async fn reserved_word_table(&self, word: &str) -> String {
-        word.to_owned() // this test's own file
+    async fn provider_in_own_place(&self, table: &str) -> (Self::Provider, String) {
+        (self.provider_for_table(table), table.to_owned()) // this test's own file
     }
 
     async fn drop_place(&self, table: &str) {
@@ -863,6 +884,7 @@ impl TestDb for Sqlite {
             table.to_owned(),
             format!("{table}_runs"),
             format!("{table}_retired"),
+            format!("_{table}_migrations"),
         ] {
             self.exec(&format!("DROP TABLE IF EXISTS \"{object}\""))
                 .await;

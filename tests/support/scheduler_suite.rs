@@ -581,7 +581,13 @@ pub async fn an_acquire_that_waited_longer_than_its_lease_runs_its_job<D: TestDb
         .await
         .unwrap();
     let blocker = db.block("waited", false).await;
-    let run = tokio::spawn(with_provider(provider, run_locked(cfg, async { "ran" })));
+    let run = tokio::spawn(with_provider(
+        provider,
+        run_locked(cfg, async {
+            tokio::time::sleep(300 * MS).await;
+            "ran"
+        }),
+    ));
     tokio::time::sleep(Duration::from_millis(2500)).await;
     blocker.release().await;
     let outcome = run.await.unwrap();

@@ -1390,9 +1390,8 @@ pub async fn losing_is_held_at_every_isolation_level<D: TestDb>(db: &D) {
 pub async fn reserved_words_name_tables<D: TestDb>(db: &D) {
     use shedlock::{NewRun, RunOutcome, RunQuery};
     for word in ["user", "order"] {
-        let table = db.reserved_word_table(word).await;
-        let p = db.provider_for_table(&table);
-        p.migrate().await.unwrap_or_else(|e| panic!("{table}: {e}"));
+        let (p, place) = db.provider_in_own_place(word).await;
+        p.migrate().await.unwrap_or_else(|e| panic!("{word}: {e}"));
         p.migrate().await.expect("again: nothing to do");
         let mut guard = p
             .lock(&cfg("job", LONG, Duration::ZERO).for_tick(tick(1)))
@@ -1415,6 +1414,6 @@ pub async fn reserved_words_name_tables<D: TestDb>(db: &D) {
         assert_eq!(p.runs(&RunQuery::latest(5)).await.unwrap().len(), 1);
         p.prune_runs(LONG).await.unwrap();
         assert!(guard.unlock().await.unwrap());
-        db.drop_place(&table).await;
+        db.drop_place(&place).await;
     }
 }

@@ -6,12 +6,13 @@
 //! provider talks to the database through an in-process proxy with `--proxy`), SIGUSR2
 //! restores it. Prints `STATS <job> <fired> <executed> <failed> <skipped_held>
 //! <skipped_overlap> <lock_errors> <lock_lost> <cancelled> <panicked> <clock_skew>` per job on
-//! exit.
+//! exit, and `LATE_STEPS <n>`: steps of work a run took right after a pause longer than its
+//! lease (the process was stopped while it held the lock).
 #![allow(missing_docs)]
 
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
@@ -259,7 +260,13 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         long_work: args.long_work.unwrap_or_default(),
         fenced: args.fenced_write,
         provider: Arc::clone(&provider),
+        lease: match args.keep_alive.as_str() {
+            "off" | "on" => args.at_most,
+            lease => humantime::parse_duration(lease)?.min(args.at_most),
+        },
+        late_steps: Arc::default(),
     };
+    let late_steps = Arc::clone(&work.late_steps);
     let scheduler = Scheduler::builder(Arc::clone(&provider))
         .clock(clock.clone())
         .misfire_grace(args.misfire_grace)
@@ -311,6 +318,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     let report = scheduler.shutdown().await;
     eprintln!("shedlock-harness: {} stopped ({report:?})", args.instance);
+    println!("LATE_STEPS {}", late_steps.load(Ordering::SeqCst));
     for (job, _) in &jobs {
         if let Some(s) = scheduler.stats(job) {
             println!(
@@ -341,6 +349,11 @@ struct RunSpec {
     long_work: Duration,
     fenced: bool,
     provider: Arc<dyn LockProvider>,
+    /// The lease a run holds its lock on (`lock_at_most_for`, or the keep-alive lease).
+    lease: Duration,
+    /// Steps of work taken right after a pause longer than the lease (this process was
+    /// stopped): work done after the lock may have gone to another process.
+    late_steps: Arc<AtomicU64>,
 }
 
 impl RunSpec {
@@ -410,9 +423,16 @@ impl RunSpec {
             self.work
         };
         let started = tokio::time::Instant::now();
+        let mut last_step = started;
         while started.elapsed() < work {
             let left = work.saturating_sub(started.elapsed());
             tokio::time::sleep(left.min(Duration::from_millis(200))).await;
+            // A step of at most 200 ms that took longer than the lease: the process was stopped
+            // in between, and this step runs after the lease has run out.
+            if last_step.elapsed() > self.lease {
+                self.late_steps.fetch_add(1, Ordering::SeqCst);
+            }
+            last_step = tokio::time::Instant::now();
             let progress =
                 format!("UPDATE {t}_results SET progress_ms = {now} WHERE job = ? AND token = ?");
             self.results
