@@ -85,6 +85,7 @@ async fn provider(
             Arc::new(
                 PostgresLockProvider::builder(pool)
                     .table_name(table)
+                    .hold_connections(held)
                     .build()
                     .unwrap(),
             )
@@ -100,6 +101,7 @@ async fn provider(
             Arc::new(
                 MySqlLockProvider::builder(pool)
                     .table_name(table)
+                    .hold_connections(held)
                     .build()
                     .unwrap(),
             )
@@ -118,6 +120,7 @@ async fn provider(
             Arc::new(
                 SqliteLockProvider::builder(pool)
                     .table_name(table)
+                    .hold_connections(held)
                     .build()
                     .unwrap(),
             )

@@ -689,7 +689,10 @@ async fn paused_holder(backend: Backend) {
         "another process took the long job over: {runs:?}"
     );
     let lost: u64 = exited.iter().map(|e| e.stat("lock_lost")).sum();
-    let late_steps: u64 = exited.iter().map(|e| e.late_steps).sum();
+    let late_steps: u64 = exited
+        .iter()
+        .map(|e| e.late_steps.expect("every process reports its late steps"))
+        .sum();
     eprintln!(
         "paused holder {backend}: stopped {} ms, {} runs, {} ticks doubled, {late_steps} steps of work taken \
          after the pause, {} runs worked on after a takeover ({} completed late), {lost} cancelled as lost on resume",

@@ -490,7 +490,7 @@ impl<Pool> ProviderBuilder<Pool> {
     ///
     /// sqlx pings each connection it takes back into the pool: one more round trip after every
     /// statement. Held connections skip it: on one PostgreSQL connection the lock cycle went
-    /// from 0.84 to 1.01 of pgbench running the same statements (BENCHMARKS.md). Held connections are not
+    /// from 0.83 to 1.02 of pgbench running the same statements (BENCHMARKS.md). Held connections are not
     /// available to the rest of the pool, so give the provider a pool of its own (with more
     /// than `n` connections) rather than the application's. A held connection that broke (a
     /// server restart) fails one statement, which returns its error, and is then dropped.

@@ -263,8 +263,7 @@ impl Instance {
                 .collect(),
             late_steps: stdout
                 .lines()
-                .find_map(|l| l.strip_prefix("LATE_STEPS ")?.parse().ok())
-                .unwrap_or(0),
+                .find_map(|l| l.strip_prefix("LATE_STEPS ")?.parse().ok()),
             log: std::fs::read_to_string(&self.log).unwrap_or_default(),
         }
     }
@@ -276,8 +275,9 @@ pub struct Exited {
     pub name: String,
     pub code: Option<i32>,
     pub stats: Vec<String>,
-    /// Steps of work its runs took right after a pause longer than their lease.
-    pub late_steps: u64,
+    /// Steps of work its runs took right after a pause longer than their lease (`None`: the
+    /// process did not say, e.g. it was killed).
+    pub late_steps: Option<u64>,
     pub log: String,
 }
 
@@ -308,7 +308,7 @@ impl Exited {
                 l.split(' ')
                     .nth(index)
                     .and_then(|v| v.parse::<u64>().ok())
-                    .unwrap_or(0)
+                    .unwrap_or_else(|| panic!("{field} missing from {l:?}"))
             })
             .sum()
     }

@@ -435,10 +435,11 @@ impl RunSpec {
             last_step = tokio::time::Instant::now();
             let progress =
                 format!("UPDATE {t}_results SET progress_ms = {now} WHERE job = ? AND token = ?");
-            self.results
+            // A note that cannot be written (the database is down) does not end the work.
+            let _ = self
+                .results
                 .exec(progress, vec![Bind::S(job.clone()), Bind::I(token)])
-                .await
-                .map_err(|e| e.to_string())?;
+                .await;
         }
         let mut outcome = "completed";
         if self.fenced {
