@@ -46,11 +46,12 @@ pub mod names {
     /// Counter: history rows that could not be written.
     pub const HISTORY_ERRORS: &str = "shedlock_history_errors_total";
     /// Counter: unlock statements that failed or got no answer within 30 s, by `lock` (the lock
-    /// name). Each is retried in the background until the lease would have run out.
+    /// name). Each is retried in the background until the lease would have run out (at most an
+    /// hour).
     pub const UNLOCK_FAILED: &str = "shedlock_unlock_failures_total";
     /// Counter: background unlock retries that ended, by `lock` and `outcome`: `released` (a
     /// retry released the lock) or `expired` (gave up: the lease ran out first, so the lock is
-    /// free anyway).
+    /// free anyway, or an hour of retries passed and the lock expires at its lease).
     pub const UNLOCK_RETRIED: &str = "shedlock_unlock_retries_total";
     /// Gauge: the database clock minus this instance's clock, in seconds, as the scheduler last
     /// measured it (at start and every [`clock_check_every`](crate::SchedulerBuilder::clock_check_every)).

@@ -224,7 +224,8 @@ pub(crate) trait Lease: Send + Sync + fmt::Debug {
 /// to expire at `lock_at_most_for`. Either way `lock_at_least_for` is honoured.
 ///
 /// An unlock that fails (the database briefly unreachable) or gets no answer within 30 s is
-/// retried in the background, with backoff, until the lease would have run out anyway: a lock
+/// retried in the background, with backoff, until the lease would have run out anyway (at most
+/// an hour): a lock
 /// whose holder finished is not kept for the rest of its `lock_at_most_for` because of one lost
 /// statement. Each failure counts in [`metric_names::UNLOCK_FAILED`](crate::metric_names::UNLOCK_FAILED),
 /// each background retry's end in [`metric_names::UNLOCK_RETRIED`](crate::metric_names::UNLOCK_RETRIED).
@@ -254,6 +255,10 @@ pub struct LockGuard {
 
 /// How long an unlock may take before it counts as failed (and is retried in the background).
 const UNLOCK_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a failed unlock is retried in the background at most (shorter when the lease runs
+/// out sooner).
+const UNLOCK_RETRY_LIMIT: Duration = Duration::from_secs(3600);
 
 impl LockGuard {
     #[cfg_attr(
@@ -419,18 +424,22 @@ impl Release {
     }
 
     /// Retries the unlock in a background task, with backoff from 100 ms to 5 s, until it
-    /// succeeds or the lease has run out (the lock is then free anyway). Without a Tokio
+    /// succeeds, or the lease has run out (the lock is then free anyway), or
+    /// [`UNLOCK_RETRY_LIMIT`] has passed (the lock then expires at its lease). Without a Tokio
     /// runtime the lock expires on its own.
     fn retry_in_background(self) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::warn!(lock = %self.name, token = self.token, "no Tokio runtime to release the lock in: it expires at its lease");
             return;
         };
+        let until = self
+            .held_until
+            .min(later(Instant::now(), UNLOCK_RETRY_LIMIT));
         runtime.spawn(async move {
             let mut backoff = Duration::from_millis(100);
             loop {
-                if Instant::now() + backoff >= self.held_until {
-                    tracing::warn!(lock = %self.name, token = self.token, "gave up releasing the lock: its lease has run out, so it is free anyway");
+                if Instant::now() + backoff >= until {
+                    tracing::warn!(lock = %self.name, token = self.token, "gave up releasing the lock: its lease has run out (or an hour of retries); it expires at its lease");
                     metrics::counter!(crate::metric_names::UNLOCK_RETRIED, "lock" => self.name.clone(), "outcome" => "expired")
                         .increment(1);
                     return;
