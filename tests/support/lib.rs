@@ -263,6 +263,27 @@ pub trait TestDb: Sized + Send + Sync + 'static {
     async fn teardown(self);
 }
 
+/// A [`Blocker`] that runs `$sql` (binding `$name`) in a transaction of its own on `$pool`
+/// and keeps the transaction open until released: the same for PostgreSQL and MySQL, whose
+/// pools differ in type.
+macro_rules! hold_in_transaction {
+    ($pool:expr, $sql:expr, $name:expr) => {{
+        let (pool, sql, name) = ($pool, $sql, $name);
+        Blocker::spawn(|ready, release| async move {
+            let mut tx = pool.begin().await.unwrap();
+            sqlx::query(AssertSqlSafe(sql))
+                .bind(name)
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            let _ = ready.send(());
+            let _ = release.await;
+            tx.commit().await.unwrap();
+        })
+        .await
+    }};
+}
+
 /// A row lock held by another session ([`TestDb::block`]).
 #[derive(Debug)]
 pub struct Blocker {
@@ -389,18 +410,7 @@ impl TestDb for Postgres {
         } else {
             format!("SELECT 1 FROM {} WHERE name = $1 FOR UPDATE", self.table)
         };
-        Blocker::spawn(|ready, release| async move {
-            let mut tx = pool.begin().await.unwrap();
-            sqlx::query(AssertSqlSafe(sql))
-                .bind(name)
-                .execute(&mut *tx)
-                .await
-                .unwrap();
-            let _ = ready.send(());
-            let _ = release.await;
-            tx.commit().await.unwrap();
-        })
-        .await
+        hold_in_transaction!(pool, sql, name)
     }
 
     async fn provider_via_proxy(&self, opts: Opts) -> Option<(Self::Provider, Proxy)> {
@@ -633,18 +643,7 @@ impl TestDb for MySql {
         } else {
             format!("SELECT 1 FROM {} WHERE name = ? FOR UPDATE", self.table)
         };
-        Blocker::spawn(|ready, release| async move {
-            let mut tx = pool.begin().await.unwrap();
-            sqlx::query(AssertSqlSafe(sql))
-                .bind(name)
-                .execute(&mut *tx)
-                .await
-                .unwrap();
-            let _ = ready.send(());
-            let _ = release.await;
-            tx.commit().await.unwrap();
-        })
-        .await
+        hold_in_transaction!(pool, sql, name)
     }
 
     async fn provider_via_proxy(&self, opts: Opts) -> Option<(Self::Provider, Proxy)> {

@@ -137,22 +137,37 @@ pub async fn expires_after_lock_at_most_for_sub_second<D: TestDb>(db: &D) {
     );
     // Held until then: another instance gets it only once the database's clock has passed it
     // (however slow this machine is at getting there).
-    if let Some(early) = b.lock(&c).await.unwrap() {
-        let taken = p.lock_state("job").await.unwrap().unwrap();
-        assert!(
-            taken.locked_at >= first.locked_until,
-            "taken at {} though held until {}",
-            taken.locked_at,
-            first.locked_until
-        );
-        drop(early);
-        return;
-    }
-    let expired = wait_until_free(&p, "job").await;
-    assert!(expired, "the 400 ms lease ran out");
-    let taken = b.lock(&c).await.unwrap().expect("expired lock is free");
+    let taken = taken_only_after(&b, &c, first.locked_until).await;
     assert!(taken.fencing_token() > guard.fencing_token());
     drop(guard);
+}
+
+/// `other` takes lock `c`, held until `held_until` by the database's clock: at once if that
+/// clock has passed it already (a slow machine), else once it has (waiting up to 30 s). Asserts
+/// that it never gets the lock earlier.
+async fn taken_only_after<P: LockProvider>(
+    other: &P,
+    c: &LockConfiguration,
+    held_until: DateTime<Utc>,
+) -> shedlock::LockGuard {
+    if let Some(taken) = other.lock(c).await.unwrap() {
+        let now = other.lock_state(c.name()).await.unwrap().unwrap();
+        assert!(
+            now.locked_at >= held_until,
+            "taken at {} though held until {held_until}",
+            now.locked_at
+        );
+        return taken;
+    }
+    assert!(
+        wait_until_free(other, c.name()).await,
+        "released by {held_until}"
+    );
+    other
+        .lock(c)
+        .await
+        .unwrap()
+        .expect("free once the database's clock passed it")
 }
 
 /// Polls (every 100 ms, for up to 30 s) until lock `name` is free by the database's clock.
@@ -199,23 +214,7 @@ pub async fn lock_at_least_for_holds_after_unlock_then_releases<D: TestDb>(db: &
         kept >= chrono::Duration::milliseconds(1500) && kept < chrono::Duration::seconds(30),
         "{state:?}"
     );
-    if let Some(taken) = other.lock(&c).await.unwrap() {
-        let now = p.lock_state("job").await.unwrap().unwrap();
-        assert!(
-            now.locked_at >= state.locked_until,
-            "taken while kept: {now:?}"
-        );
-        drop(taken);
-        return;
-    }
-    assert!(
-        wait_until_free(&p, "job").await,
-        "released after lock_at_least_for"
-    );
-    assert!(
-        other.lock(&c).await.unwrap().is_some(),
-        "released after lock_at_least_for"
-    );
+    drop(taken_only_after(&other, &c, state.locked_until).await);
 }
 
 pub async fn extends_several_times<D: TestDb>(db: &D) {
@@ -558,14 +557,7 @@ pub async fn app_clock_offset_changes_nothing_in_database_clock_mode<D: TestDb>(
     );
     // A clock 14 minutes ahead of the holder's sees the lock as held until the database's
     // clock says otherwise.
-    if let Some(taken) = ahead.lock(&c).await.unwrap() {
-        let now = ahead.lock_state("job").await.unwrap().unwrap();
-        assert!(now.locked_at >= state.locked_until, "taken early: {now:?}");
-        drop(taken);
-    } else {
-        assert!(wait_until_free(&ahead, "job").await);
-        assert!(ahead.lock(&c).await.unwrap().is_some());
-    }
+    drop(taken_only_after(&ahead, &c, state.locked_until).await);
     drop(guard);
 }
 
