@@ -53,6 +53,12 @@ struct Cli {
     embedder_url: Option<String>,
     #[arg(long, global = true, default_value = "text-embedding-3-small")]
     embedder_model: String,
+    /// Texts per embeddings request.
+    #[arg(long, global = true, default_value_t = crate::embed::DEFAULT_BATCH_SIZE)]
+    embedder_batch_size: usize,
+    /// How long one embeddings request may take (a model on a CPU needs longer than a service).
+    #[arg(long, global = true, default_value = "30s", value_parser = humantime::parse_duration)]
+    embedder_timeout: Duration,
     #[arg(long, global = true, default_value_t = 7000)]
     chunk_size: usize,
     #[arg(long, global = true, default_value_t = 1500)]
@@ -159,7 +165,9 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
     let embedder: Arc<dyn Embedder> = match &cli.embedder_url {
         Some(base) => Arc::new(
             HttpEmbedder::new(base, &cli.embedder_model)?
-                .api_key(std::env::var("EMBEDDER_API_KEY").ok()),
+                .api_key(std::env::var("EMBEDDER_API_KEY").ok())
+                .batch_size(cli.embedder_batch_size)
+                .timeout(cli.embedder_timeout),
         ),
         None => Arc::new(LexicalHashEmbedder::default()),
     };
