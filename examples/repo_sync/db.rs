@@ -1,13 +1,126 @@
 //! The application's tables, in the same database as the locks: schedules
-//! (`schedule_sessions`), run history (`schedule_execution_logs`) and the vector store
-//! (`chunks`, behind [`VectorStore`]). SQLite or PostgreSQL through sqlx's `Any` driver; times
-//! are milliseconds since the epoch.
+//! (`schedule_sessions`) and run history (`schedule_execution_logs`); the vector store's tables
+//! are created here too and used by `store.rs`. SQLite or PostgreSQL through sqlx's `Any`
+//! driver; times are milliseconds since the epoch.
 
-use futures_util::future::BoxFuture;
+use std::path::{Path, PathBuf};
+
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, AssertSqlSafe, Row};
 
-use crate::embed::{from_bytes, to_bytes};
+/// Where the application database is, from `--database-url`: a file path, `sqlite:PATH`,
+/// `sqlite://PATH` (`sqlite:///abs/path` too), or `postgres://…`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Location {
+    /// An SQLite file; it and its directory are created when missing.
+    Sqlite(PathBuf),
+    /// A PostgreSQL URL, as given.
+    Postgres(String),
+}
+
+impl Location {
+    /// Reads a `--database-url` value; the error names what is wrong with it.
+    pub(crate) fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+            return Ok(Location::Postgres(text.to_owned()));
+        }
+        let path = if let Some(rest) = text.strip_prefix("sqlite:") {
+            let rest = rest.strip_prefix("//").unwrap_or(rest);
+            let (path, options) = rest.split_once('?').unwrap_or((rest, ""));
+            for option in options.split('&').filter(|o| !o.is_empty()) {
+                if !matches!(option, "mode=rwc" | "mode=rw") {
+                    return Err(format!(
+                        "unsupported option {option:?} in {text:?}: repo_sync opens SQLite read-write and creates the file when missing"
+                    ));
+                }
+            }
+            percent_encoding::percent_decode_str(path)
+                .decode_utf8()
+                .map_err(|_| format!("{text:?}: the path is not valid UTF-8 once decoded"))?
+                .into_owned()
+        } else if let Some((scheme, _)) = text.split_once("://") {
+            return Err(format!(
+                "unsupported database {scheme:?} in {text:?}: repo_sync keeps its data in SQLite (a file path, or sqlite://PATH) or PostgreSQL (postgres://USER@HOST:PORT/DATABASE)"
+            ));
+        } else {
+            text.to_owned()
+        };
+        if path.is_empty() || path == ":memory:" {
+            return Err(format!(
+                "{text:?} names no file: give the path of an SQLite file (created if missing), or a postgres:// URL"
+            ));
+        }
+        Ok(Location::Sqlite(PathBuf::from(path)))
+    }
+
+    /// The database of the repository the command runs in: `repo_sync.db` in its git
+    /// directory (`.git/`), which belongs to that clone alone and is never committed; outside
+    /// a git repository, `repo_sync.db` in the current directory.
+    pub(crate) fn default_for(dir: &Path) -> Self {
+        let git_dir = std::process::Command::new("git")
+            .args(["rev-parse", "--absolute-git-dir"])
+            .current_dir(dir)
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()
+            .filter(|out| out.status.success())
+            .map(|out| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
+        Location::Sqlite(
+            git_dir
+                .unwrap_or_else(|| dir.to_owned())
+                .join("repo_sync.db"),
+        )
+    }
+
+    /// The SQLite file as an absolute path, its directory created; PostgreSQL: `None`.
+    pub(crate) fn sqlite_file(&self) -> Result<Option<PathBuf>, String> {
+        let Location::Sqlite(path) = self else {
+            return Ok(None);
+        };
+        let path = std::path::absolute(path)
+            .map_err(|e| format!("cannot resolve the path {}: {e}", path.display()))?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                format!(
+                    "cannot create the directory {} for the database: {e}",
+                    dir.display()
+                )
+            })?;
+        }
+        Ok(Some(path))
+    }
+
+    /// The URL sqlx opens: `sqlite:///abs/path?mode=rwc` (percent-encoded) or the
+    /// PostgreSQL URL.
+    fn url(&self) -> Result<String, String> {
+        match self {
+            Location::Postgres(url) => Ok(url.clone()),
+            Location::Sqlite(_) => {
+                let path = self.sqlite_file()?.unwrap_or_default();
+                let path = path
+                    .to_str()
+                    .ok_or_else(|| format!("{}: not a UTF-8 path", path.display()))?;
+                const ESCAPE: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+                    .add(b'%')
+                    .add(b'?')
+                    .add(b'#')
+                    .add(b' ');
+                let encoded = percent_encoding::utf8_percent_encode(path, ESCAPE);
+                Ok(format!("sqlite://{encoded}?mode=rwc"))
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::Sqlite(path) => write!(f, "{}", path.display()),
+            Location::Postgres(url) => f.write_str(url),
+        }
+    }
+}
 
 /// Which SQL dialect the URL speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +159,9 @@ pub(crate) struct Session {
     pub(crate) last_sync_at: Option<i64>,
     pub(crate) last_synced_commit: Option<String>,
     pub(crate) consecutive_failures: i64,
+    /// When the last failure of the current streak happened (the breaker's cool-down counts
+    /// from it); `None` after a success.
+    pub(crate) last_failure_at: Option<i64>,
     pub(crate) last_viewed_at: Option<i64>,
     pub(crate) created_at: i64,
 }
@@ -68,7 +184,7 @@ pub(crate) struct LogRow {
 }
 
 const SESSION_COLUMNS: &str = "id, display_name, source, cron, time_zone, is_active, collection, last_sync_at, \
-                               last_synced_commit, consecutive_failures, last_viewed_at, created_at";
+                               last_synced_commit, consecutive_failures, last_viewed_at, created_at, last_failure_at";
 const LOG_COLUMNS: &str = "id, schedule_id, tick, status, started_at, completed_at, duration_ms, files_processed, \
                            chunks_written, error_message, locked_by, fencing_token";
 
@@ -77,8 +193,16 @@ pub(crate) fn now_ms() -> i64 {
 }
 
 impl Db {
-    /// Connects (creating an SQLite file if missing) and creates the tables.
-    pub(crate) async fn open(url: &str) -> Result<Self, sqlx::Error> {
+    /// Connects (creating an SQLite file and its directory if missing) and creates the
+    /// tables.
+    pub(crate) async fn open(location: &Location) -> Result<Self, String> {
+        let url = location.url()?;
+        Self::connect(&url)
+            .await
+            .map_err(|e| format!("cannot open the database {location}: {e}"))
+    }
+
+    async fn connect(url: &str) -> Result<Self, sqlx::Error> {
         sqlx::any::install_default_drivers();
         let dialect = if url.starts_with("postgres") {
             Dialect::Postgres
@@ -103,11 +227,27 @@ impl Db {
         for ddl in db.schema() {
             db.exec(&ddl, vec![]).await?;
         }
+        // Added after the first release: a database made by it lacks the column.
+        if db
+            .exec(
+                "SELECT last_failure_at FROM schedule_sessions WHERE 1 = 0",
+                vec![],
+            )
+            .await
+            .is_err()
+        {
+            db.exec(
+                "ALTER TABLE schedule_sessions ADD COLUMN last_failure_at BIGINT NULL",
+                vec![],
+            )
+            .await?;
+        }
         Ok(db)
     }
 
-    pub(crate) fn dialect(&self) -> Dialect {
-        self.dialect
+    /// The pool (the vector store runs its transactions on it).
+    pub(crate) fn pool(&self) -> &AnyPool {
+        &self.pool
     }
 
     fn schema(&self) -> Vec<String> {
@@ -129,7 +269,8 @@ impl Db {
                     last_synced_commit TEXT NULL,
                     consecutive_failures INTEGER NOT NULL DEFAULT 0,
                     last_viewed_at BIGINT NULL,
-                    created_at BIGINT NOT NULL)"
+                    created_at BIGINT NOT NULL,
+                    last_failure_at BIGINT NULL)"
             ),
             format!(
                 "CREATE TABLE IF NOT EXISTS schedule_execution_logs (
@@ -166,6 +307,31 @@ impl Db {
             "CREATE INDEX IF NOT EXISTS chunks_by_path ON chunks (repository_id, path)".into(),
             "CREATE TABLE IF NOT EXISTS repository_fence (repository_id BIGINT PRIMARY KEY, fencing_token BIGINT NOT NULL)"
                 .into(),
+            // A sync's batches, published at its end in one transaction (store.rs).
+            format!(
+                "CREATE TABLE IF NOT EXISTS chunks_staged (
+                    point_id TEXT NOT NULL,
+                    collection TEXT NOT NULL,
+                    repository_id BIGINT NOT NULL,
+                    path TEXT NOT NULL,
+                    chunk_index BIGINT NOT NULL,
+                    start_line BIGINT NOT NULL,
+                    end_line BIGINT NOT NULL,
+                    text TEXT NOT NULL,
+                    embedding {blob} NOT NULL,
+                    embedder TEXT NOT NULL,
+                    commit_sha TEXT NOT NULL,
+                    fencing_token BIGINT NOT NULL,
+                    PRIMARY KEY (point_id, fencing_token))"
+            ),
+            "CREATE INDEX IF NOT EXISTS chunks_staged_by_token ON chunks_staged (repository_id, fencing_token)"
+                .into(),
+            "CREATE TABLE IF NOT EXISTS staged_paths (
+                repository_id BIGINT NOT NULL,
+                fencing_token BIGINT NOT NULL,
+                path TEXT NOT NULL,
+                PRIMARY KEY (repository_id, fencing_token, path))"
+                .into(),
         ]
     }
 
@@ -177,7 +343,7 @@ impl Db {
         }
     }
 
-    fn query(
+    pub(crate) fn query(
         &self,
         sql: &str,
         binds: Vec<V>,
@@ -203,7 +369,7 @@ impl Db {
             .rows_affected())
     }
 
-    async fn rows(&self, sql: &str, binds: Vec<V>) -> Result<Vec<AnyRow>, sqlx::Error> {
+    pub(crate) async fn rows(&self, sql: &str, binds: Vec<V>) -> Result<Vec<AnyRow>, sqlx::Error> {
         self.query(sql, binds).fetch_all(&self.pool).await
     }
 
@@ -298,26 +464,25 @@ impl Db {
         Ok(())
     }
 
-    /// After a good sync: the commit, the time, and the failure count back to zero.
+    /// After a good sync: the commit, the time, and the breaker closed (failure count back to
+    /// zero).
     pub(crate) async fn record_success(&self, id: i64, commit: &str) -> Result<(), sqlx::Error> {
         self.exec(
-            "UPDATE schedule_sessions SET last_sync_at = $1, last_synced_commit = $2, consecutive_failures = 0 WHERE id = $3",
+            "UPDATE schedule_sessions SET last_sync_at = $1, last_synced_commit = $2, consecutive_failures = 0,
+                 last_failure_at = NULL WHERE id = $3",
             vec![V::I(now_ms()), V::S(commit.into()), V::I(id)],
         )
         .await
         .map(drop)
     }
 
+    /// After a failed sync: one more failure in the streak, and the breaker's cool-down
+    /// restarts from now.
     pub(crate) async fn record_failure(&self, id: i64) -> Result<(), sqlx::Error> {
-        self.exec("UPDATE schedule_sessions SET consecutive_failures = consecutive_failures + 1 WHERE id = $1", vec![V::I(id)])
-            .await
-            .map(drop)
-    }
-
-    pub(crate) async fn reset_failures(&self, id: i64) -> Result<(), sqlx::Error> {
         self.exec(
-            "UPDATE schedule_sessions SET consecutive_failures = 0 WHERE id = $1",
-            vec![V::I(id)],
+            "UPDATE schedule_sessions SET consecutive_failures = consecutive_failures + 1, last_failure_at = $1
+             WHERE id = $2",
+            vec![V::I(now_ms()), V::I(id)],
         )
         .await
         .map(drop)
@@ -432,6 +597,69 @@ impl Db {
     }
 }
 
+/// The lock of repository `id`: `repo_sync_<id>`.
+pub(crate) fn lock_name(id: i64) -> String {
+    format!("repo_sync_{id}")
+}
+
+impl Db {
+    /// The database's current time, in ms: lock expiry is judged by the clock that wrote it.
+    pub(crate) async fn now(&self) -> Result<i64, sqlx::Error> {
+        let sql = match self.dialect {
+            // The lock table's own clock on SQLite: the application's (`shedlock` writes ms).
+            Dialect::Sqlite => return Ok(now_ms()),
+            Dialect::Postgres => "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT",
+        };
+        Ok(self.rows(sql, vec![]).await?[0].get(0))
+    }
+
+    /// Closes every history row still `running` whose lock is no longer held by its fencing
+    /// token: its process died (`kill -9`, a crash) or its run ended without writing its end.
+    /// Such a row becomes `abandoned`, with the reason. A row whose lock its token still holds
+    /// is a run in progress and is left alone. Returns how many rows were closed.
+    pub(crate) async fn close_abandoned(&self) -> Result<u64, sqlx::Error> {
+        let running: Vec<LogRow> = {
+            let sql = format!(
+                "SELECT {LOG_COLUMNS} FROM schedule_execution_logs WHERE status = 'running' ORDER BY id"
+            );
+            self.rows(&sql, vec![]).await?.iter().map(log_row).collect()
+        };
+        if running.is_empty() {
+            return Ok(0);
+        }
+        let locks = self.locks().await?;
+        let now = self.now().await?;
+        let when = |ms: i64| {
+            chrono::DateTime::from_timestamp_millis(ms).map_or_else(String::new, |t| t.to_rfc3339())
+        };
+        let mut closed = 0;
+        for row in running {
+            let name = lock_name(row.schedule_id);
+            let token = row.fencing_token.unwrap_or_default();
+            let reason = match locks.iter().find(|(n, ..)| *n == name) {
+                None => format!("abandoned: the lock {name} no longer exists"),
+                Some((_, by, _, current)) if *current != token => format!(
+                    "abandoned: the lock {name} was taken by fencing token {current} ({by}) while this run (token {token}) had not finished"
+                ),
+                Some((_, _, until, _)) if *until <= now => format!(
+                    "abandoned: the lock {name} of this run (token {token}) expired at {} without the run finishing: its process died or stopped",
+                    when(*until)
+                ),
+                Some(_) => continue, // held by this run's token: still running
+            };
+            closed += self
+                .exec(
+                    "UPDATE schedule_execution_logs SET status = 'abandoned', completed_at = $1,
+                         duration_ms = $1 - started_at, error_message = $2
+                     WHERE id = $3 AND status = 'running'",
+                    vec![V::I(now_ms()), V::S(reason), V::I(row.id)],
+                )
+                .await?;
+        }
+        Ok(closed)
+    }
+}
+
 fn session(r: &AnyRow) -> Session {
     Session {
         id: r.get(0),
@@ -446,6 +674,7 @@ fn session(r: &AnyRow) -> Session {
         consecutive_failures: i64::from(r.get::<i32, _>(9)),
         last_viewed_at: r.get(10),
         created_at: r.get(11),
+        last_failure_at: r.get(12),
     }
 }
 
@@ -463,243 +692,5 @@ fn log_row(r: &AnyRow) -> LogRow {
         error_message: r.get(9),
         locked_by: r.get(10),
         fencing_token: r.get(11),
-    }
-}
-
-// ---- the vector store -----------------------------------------------------------------------
-
-/// One chunk with its embedding, addressed by a deterministic point id.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Point {
-    pub(crate) point_id: String,
-    pub(crate) collection: String,
-    pub(crate) repository_id: i64,
-    pub(crate) path: String,
-    pub(crate) chunk_index: i64,
-    pub(crate) start_line: i64,
-    pub(crate) end_line: i64,
-    pub(crate) text: String,
-    pub(crate) embedding: Vec<f32>,
-    pub(crate) embedder: String,
-    pub(crate) commit: String,
-}
-
-/// `(point id, path, chunk index)` of a stored chunk.
-pub(crate) type PointRef = (String, String, i64);
-
-/// A search hit.
-#[derive(Debug, Clone)]
-pub(crate) struct Hit {
-    pub(crate) repository_id: i64,
-    pub(crate) path: String,
-    pub(crate) start_line: i64,
-    pub(crate) end_line: i64,
-    pub(crate) score: f32,
-    pub(crate) text: String,
-}
-
-/// The point id of a chunk: the same repository, path and index always give the same id, so
-/// a re-run overwrites instead of duplicating.
-pub(crate) fn point_id(repository_id: i64, path: &str, chunk_index: usize) -> String {
-    use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(format!("{repository_id}\u{0}{path}\u{0}{chunk_index}").as_bytes());
-    digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
-}
-
-/// Why a write was refused.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum StoreError {
-    /// A newer holder of the repository's lock has written: this token is stale.
-    #[error(
-        "write refused: fencing token {token} is older than {current}, the token of the newest writer to repository {repository_id}"
-    )]
-    Fenced {
-        repository_id: i64,
-        token: i64,
-        current: i64,
-    },
-    #[error(transparent)]
-    Db(#[from] sqlx::Error),
-}
-
-/// Where chunks live. [`SqlVectorStore`] keeps them in the application database; another store
-/// (Qdrant, pgvector) implements the same four calls.
-pub(crate) trait VectorStore: Send + Sync + std::fmt::Debug {
-    /// Claims the repository for writes by `token`: refused when a newer token has written.
-    fn fence<'a>(&'a self, repository_id: i64, token: i64)
-    -> BoxFuture<'a, Result<(), StoreError>>;
-    /// Replaces every chunk of these paths with `points`, only while `token` is the newest.
-    fn replace_paths<'a>(
-        &'a self,
-        repository_id: i64,
-        paths: &'a [String],
-        points: &'a [Point],
-        token: i64,
-    ) -> BoxFuture<'a, Result<u64, StoreError>>;
-    /// The `k` chunks most similar to `query`.
-    fn search<'a>(
-        &'a self,
-        query: &'a [f32],
-        k: usize,
-    ) -> BoxFuture<'a, Result<Vec<Hit>, StoreError>>;
-    /// Every point id of a repository with its path (tests, status).
-    fn points<'a>(&'a self, repository_id: i64)
-    -> BoxFuture<'a, Result<Vec<PointRef>, StoreError>>;
-}
-
-/// The vector store in the application database: a `chunks` table, brute-force cosine search
-/// (fine for thousands of chunks; use a vector index for millions).
-#[derive(Debug, Clone)]
-pub(crate) struct SqlVectorStore {
-    db: Db,
-}
-
-impl SqlVectorStore {
-    pub(crate) fn new(db: Db) -> Self {
-        Self { db }
-    }
-
-    async fn claim(&self, repository_id: i64, token: i64) -> Result<(), StoreError> {
-        let db = &self.db;
-        db.exec(
-            "INSERT INTO repository_fence (repository_id, fencing_token) VALUES ($1, $2) ON CONFLICT (repository_id) DO NOTHING",
-            vec![V::I(repository_id), V::I(token)],
-        )
-        .await?;
-        let raised = db
-            .exec(
-                "UPDATE repository_fence SET fencing_token = $1 WHERE repository_id = $2 AND fencing_token <= $1",
-                vec![V::I(token), V::I(repository_id)],
-            )
-            .await?;
-        if raised == 1 {
-            return Ok(());
-        }
-        let rows = db
-            .rows(
-                "SELECT fencing_token FROM repository_fence WHERE repository_id = $1",
-                vec![V::I(repository_id)],
-            )
-            .await?;
-        let current = rows.first().map(|r| r.get::<i64, _>(0)).unwrap_or_default();
-        Err(StoreError::Fenced {
-            repository_id,
-            token,
-            current,
-        })
-    }
-}
-
-impl VectorStore for SqlVectorStore {
-    fn fence<'a>(
-        &'a self,
-        repository_id: i64,
-        token: i64,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(self.claim(repository_id, token))
-    }
-
-    fn replace_paths<'a>(
-        &'a self,
-        repository_id: i64,
-        paths: &'a [String],
-        points: &'a [Point],
-        token: i64,
-    ) -> BoxFuture<'a, Result<u64, StoreError>> {
-        Box::pin(async move {
-            // Re-checked before every batch: a holder that lost its lock mid-sync stops here.
-            self.claim(repository_id, token).await?;
-            for path in paths {
-                self.db
-                    .exec(
-                        "DELETE FROM chunks WHERE repository_id = $1 AND path = $2",
-                        vec![V::I(repository_id), V::S(path.clone())],
-                    )
-                    .await?;
-            }
-            let mut written = 0;
-            for p in points {
-                // The point itself is fenced too: never overwrite a chunk written by a newer token.
-                written += self
-                    .db
-                    .exec(
-                        "INSERT INTO chunks (point_id, collection, repository_id, path, chunk_index, start_line, end_line,
-                             text, embedding, embedder, commit_sha, fencing_token)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-                         ON CONFLICT (point_id) DO UPDATE SET text = excluded.text, embedding = excluded.embedding,
-                             start_line = excluded.start_line, end_line = excluded.end_line, embedder = excluded.embedder,
-                             commit_sha = excluded.commit_sha, fencing_token = excluded.fencing_token
-                         WHERE chunks.fencing_token <= excluded.fencing_token",
-                        vec![
-                            V::S(p.point_id.clone()),
-                            V::S(p.collection.clone()),
-                            V::I(p.repository_id),
-                            V::S(p.path.clone()),
-                            V::I(p.chunk_index),
-                            V::I(p.start_line),
-                            V::I(p.end_line),
-                            V::S(p.text.clone()),
-                            V::B(to_bytes(&p.embedding)),
-                            V::S(p.embedder.clone()),
-                            V::S(p.commit.clone()),
-                            V::I(token),
-                        ],
-                    )
-                    .await?;
-            }
-            Ok(written)
-        })
-    }
-
-    fn search<'a>(
-        &'a self,
-        query: &'a [f32],
-        k: usize,
-    ) -> BoxFuture<'a, Result<Vec<Hit>, StoreError>> {
-        Box::pin(async move {
-            let rows = self
-                .db
-                .rows(
-                    "SELECT repository_id, path, start_line, end_line, text, embedding FROM chunks",
-                    vec![],
-                )
-                .await?;
-            let mut hits: Vec<Hit> = rows
-                .iter()
-                .map(|r| {
-                    let embedding = from_bytes(&r.get::<Vec<u8>, _>(5));
-                    Hit {
-                        repository_id: r.get(0),
-                        path: r.get(1),
-                        start_line: r.get(2),
-                        end_line: r.get(3),
-                        text: r.get(4),
-                        score: crate::embed::cosine(query, &embedding),
-                    }
-                })
-                .collect();
-            hits.sort_by(|a, b| b.score.total_cmp(&a.score));
-            hits.truncate(k);
-            Ok(hits)
-        })
-    }
-
-    fn points<'a>(
-        &'a self,
-        repository_id: i64,
-    ) -> BoxFuture<'a, Result<Vec<PointRef>, StoreError>> {
-        Box::pin(async move {
-            let rows = self
-                .db
-                .rows(
-                    "SELECT point_id, path, chunk_index FROM chunks WHERE repository_id = $1 ORDER BY path, chunk_index",
-                    vec![V::I(repository_id)],
-                )
-                .await?;
-            Ok(rows
-                .iter()
-                .map(|r| (r.get(0), r.get(1), r.get(2)))
-                .collect())
-        })
     }
 }

@@ -7,7 +7,9 @@
 //!    heuristic, so the sync agrees with `git diff` about what is binary; UTF-16 text counts as
 //!    binary here, as it does for git);
 //! 3. after stripping a UTF-8 byte order mark, not valid UTF-8 → [`Extracted::NotUtf8`];
-//! 4. otherwise [`Extracted::Text`], with every CRLF turned into LF (a lone CR is kept).
+//! 4. a NUL byte further in → [`Extracted::Nul`]: valid text for git, but no database text
+//!    column stores it (PostgreSQL refuses `0x00` in `TEXT`), so it is skipped and counted;
+//! 5. otherwise [`Extracted::Text`], with every CRLF turned into LF (a lone CR is kept).
 
 /// Files larger than this many bytes are not indexed unless configured otherwise.
 pub(crate) const DEFAULT_MAX_FILE_BYTES: u64 = 1_000_000;
@@ -33,6 +35,11 @@ pub(crate) enum Extracted {
     },
     /// Not binary by the NUL heuristic, but not valid UTF-8 either (e.g. Latin-1).
     NotUtf8,
+    /// Valid UTF-8 with a NUL byte past the first [`BINARY_SNIFF_BYTES`] bytes, at `offset`.
+    Nul {
+        /// Where the first NUL byte is.
+        offset: usize,
+    },
 }
 
 /// Classifies `bytes` and returns the normalized text when it is indexable (see the module docs
@@ -54,6 +61,9 @@ pub(crate) fn extract(bytes: &[u8], max_bytes: u64) -> Extracted {
     let Ok(text) = std::str::from_utf8(body) else {
         return Extracted::NotUtf8;
     };
+    if let Some(offset) = bytes.iter().position(|&b| b == 0) {
+        return Extracted::Nul { offset };
+    }
     if text.contains("\r\n") {
         Extracted::Text(text.replace("\r\n", "\n"))
     } else {
@@ -111,10 +121,15 @@ mod tests {
         let mut late = vec![b'a'; BINARY_SNIFF_BYTES - 1];
         late.push(0);
         assert_eq!(extract(&late, 100_000), Extracted::Binary);
-        // A NUL after the sniffed prefix is not seen (git's heuristic); it is valid UTF-8.
+        // A NUL after the sniffed prefix is text to git, but no text column stores it.
         let mut later = vec![b'a'; BINARY_SNIFF_BYTES];
         later.push(0);
-        assert!(matches!(extract(&later, 100_000), Extracted::Text(_)));
+        assert_eq!(
+            extract(&later, 100_000),
+            Extracted::Nul {
+                offset: BINARY_SNIFF_BYTES
+            }
+        );
         // UTF-16 with its BOM has NULs: binary, as for git.
         assert_eq!(extract(b"\xFF\xFEa\0b\0", 100), Extracted::Binary);
     }
@@ -145,5 +160,20 @@ mod tests {
                 limit: 10
             }
         );
+    }
+
+    #[test]
+    fn a_nul_byte_past_the_sniffed_prefix_is_unstorable_not_text() {
+        let mut bytes = vec![b'a'; BINARY_SNIFF_BYTES + 10];
+        bytes[BINARY_SNIFF_BYTES + 5] = 0;
+        assert_eq!(
+            extract(&bytes, DEFAULT_MAX_FILE_BYTES),
+            Extracted::Nul {
+                offset: BINARY_SNIFF_BYTES + 5
+            }
+        );
+        // In the prefix it is binary, as for git.
+        bytes[10] = 0;
+        assert_eq!(extract(&bytes, DEFAULT_MAX_FILE_BYTES), Extracted::Binary);
     }
 }

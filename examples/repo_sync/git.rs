@@ -489,6 +489,11 @@ impl Repo {
         cmd.env("GIT_OPTIONAL_LOCKS", "0")
             .env("GIT_TERMINAL_PROMPT", "0")
             .stdin(Stdio::null());
+        // Its own process group: Ctrl-C in a terminal goes to the whole foreground group, and
+        // a git killed by it would fail the running sync ("Broken pipe") before the scheduler
+        // could finish or cancel it. The scheduler's shutdown ends a sync; a reader dropped
+        // with a cancelled sync kills its git (see `Drop for BlobReader`).
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         cmd
     }
 

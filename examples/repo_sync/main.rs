@@ -9,8 +9,9 @@
 //! cargo run --example repo_sync -- status | sync-now <repo> | pause <repo> | resume <repo> | remove <repo>
 //! ```
 //!
-//! Everything lives in one database: an SQLite file under `target/` by default, or PostgreSQL
-//! with `--database-url postgres://…`. The lock of repository N is `repo_sync_N`, claimed per tick.
+//! Everything lives in one database: by default an SQLite file in the git directory of the
+//! repository the command runs in (`.git/repo_sync.db`), or any SQLite path or PostgreSQL URL
+//! with `--database-url`. The lock of repository N is `repo_sync_N`, claimed per tick.
 
 mod chunk;
 mod db;
@@ -19,8 +20,10 @@ mod extract;
 mod git;
 mod gitlab;
 mod http;
+mod job;
 mod refresh;
 mod source;
+mod store;
 mod sync;
 
 use std::collections::HashMap;
@@ -34,9 +37,12 @@ use shedlock::{
 };
 
 use crate::chunk::ChunkConfig;
-use crate::db::{Db, Dialect, SqlVectorStore, now_ms};
+use crate::db::{Db, Location, lock_name, now_ms};
 use crate::embed::{Embedder, HttpEmbedder, LexicalHashEmbedder};
-use crate::sync::{Ctx, Outcome, Summary, Trigger};
+use crate::job::{Outcome, Trigger, sync_locked};
+use crate::refresh::Breaker;
+use crate::store::SqlVectorStore;
+use crate::sync::{Ctx, Summary};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -44,7 +50,9 @@ use crate::sync::{Ctx, Outcome, Summary, Trigger};
     about = "Sync git repositories into a vector store, once per tick across instances"
 )]
 struct Cli {
-    /// Database for schedules, history, chunks and locks (default: an SQLite file under target/).
+    /// Database for schedules, history, chunks and locks: an SQLite file path (created with
+    /// its directory if missing), `sqlite://PATH`, or `postgres://…` (default:
+    /// `repo_sync.db` in the git directory of the repository you run it in).
     #[arg(long, global = true)]
     database_url: Option<String>,
     /// An OpenAI-compatible embeddings server (`http://host:port`); default: the built-in
@@ -66,6 +74,15 @@ struct Cli {
     /// Files larger than this are skipped.
     #[arg(long, global = true, default_value_t = crate::extract::DEFAULT_MAX_FILE_BYTES)]
     max_file_bytes: u64,
+    /// How long a sync's lock stays held if its instance dies (keep-alive renews it while a
+    /// long sync runs).
+    #[arg(long, global = true, default_value = "30m", value_parser = humantime::parse_duration)]
+    lock_at_most_for: Duration,
+    /// How long a sync's lock stays held at least. Zero is right here: each scheduled run
+    /// claims its tick, so a fast sync cannot run twice for one tick, and a `sync-now` right
+    /// after a sync is not turned away.
+    #[arg(long, global = true, default_value = "0s", value_parser = humantime::parse_duration)]
+    lock_at_least_for: Duration,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -87,6 +104,10 @@ enum Command {
         /// How long the scheduler's run history (`shedlock_runs`) is kept.
         #[arg(long, default_value = "30days", value_parser = humantime::parse_duration)]
         keep_history: Duration,
+        /// On Ctrl-C, how long running syncs may finish before they are cancelled (a cancelled
+        /// sync publishes nothing and is recorded as `cancelled`).
+        #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+        shutdown_timeout: Duration,
     },
     /// Register a repository: a local git path, or a GitLab project URL (token in `GITLAB_TOKEN`).
     Add {
@@ -105,7 +126,8 @@ enum Command {
     Pause { repo: String },
     /// Resume scheduled syncs of a repository.
     Resume { repo: String },
-    /// Sync a repository now, under the same lock as the scheduled runs (resets its breaker).
+    /// Sync a repository now, under the same lock as the scheduled runs, whatever its
+    /// breaker's state (a success closes the breaker).
     SyncNow {
         repo: String,
         /// Re-index every file, not only those changed since the last sync.
@@ -118,7 +140,7 @@ enum Command {
         #[arg(short, default_value_t = 5)]
         k: usize,
     },
-    /// Schedules, next ticks, last runs, current locks.
+    /// Schedules, breakers, next ticks, last runs, current locks.
     Status,
 }
 
@@ -140,28 +162,29 @@ async fn main() {
 type AnyError = Box<dyn std::error::Error + Send + Sync>;
 
 async fn run(cli: Cli) -> Result<(), AnyError> {
-    let url = match &cli.database_url {
-        Some(url) => url.clone(),
-        None => {
-            let path = std::env::current_exe()?.with_file_name("repo_sync.db");
-            format!("sqlite://{}?mode=rwc", path.display())
-        }
+    let location = match &cli.database_url {
+        Some(url) => Location::parse(url)?,
+        None => Location::default_for(&std::env::current_dir()?),
     };
-    let db = Db::open(&url)
-        .await
-        .map_err(|e| format!("cannot open the database {url}: {e}"))?;
-    let provider: Arc<dyn LockProvider> = match db.dialect() {
-        Dialect::Postgres => Arc::new(PostgresLockProvider::connect(&url).await?),
-        Dialect::Sqlite => {
-            let path = url
-                .trim_start_matches("sqlite://")
-                .split('?')
-                .next()
-                .unwrap_or_default();
-            Arc::new(SqliteLockProvider::connect(path).await?)
+    let db = Db::open(&location).await?;
+    let provider: Arc<dyn LockProvider> = match &location {
+        Location::Postgres(url) => Arc::new(PostgresLockProvider::connect(url).await?),
+        Location::Sqlite(_) => {
+            let file = location.sqlite_file()?.unwrap_or_default();
+            let file = file
+                .to_str()
+                .ok_or_else(|| format!("{}: not a UTF-8 path", file.display()))?;
+            Arc::new(SqliteLockProvider::connect(file).await?)
         }
     };
     provider.migrate().await?;
+    // Runs that died or were stopped without writing their end: say so in the history.
+    let abandoned = db.close_abandoned().await?;
+    if abandoned > 0 {
+        eprintln!(
+            "repo_sync: {abandoned} run(s) left `running` by a stopped instance closed as abandoned (see `status`)"
+        );
+    }
     let embedder: Arc<dyn Embedder> = match &cli.embedder_url {
         Some(base) => Arc::new(
             HttpEmbedder::new(base, &cli.embedder_model)?
@@ -171,6 +194,9 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
         ),
         None => Arc::new(LexicalHashEmbedder::default()),
     };
+    // Checked here, with the library's own rules, so a bad value is named before any run.
+    shedlock::LockConfiguration::new("repo_sync", cli.lock_at_most_for, cli.lock_at_least_for)
+        .map_err(|e| format!("--lock-at-most-for/--lock-at-least-for: {e}"))?;
     let ctx = Ctx {
         store: Arc::new(SqlVectorStore::new(db.clone())),
         db: db.clone(),
@@ -178,9 +204,13 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
         chunking: ChunkConfig::new(cli.chunk_size, cli.chunk_overlap)?,
         max_file_bytes: cli.max_file_bytes,
         policy: Default::default(),
+        lock_at_most_for: cli.lock_at_most_for,
+        lock_at_least_for: cli.lock_at_least_for,
         locked_by: provider.locked_by().to_owned(),
         progress: true,
         gitlab_token: std::env::var("GITLAB_TOKEN").ok().filter(|t| !t.is_empty()),
+        write_hook: None,
+        pending: Default::default(),
     };
 
     match cli.command {
@@ -190,12 +220,17 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
             run_for,
             metrics_addr,
             keep_history,
+            shutdown_timeout,
         }) => {
             if let Some(addr) = metrics_addr {
                 serve_metrics(addr)?;
             }
-            let history = RunHistory::keep_for(keep_history);
-            scheduler(ctx, provider, history, reload_every, run_for).await
+            let scheduler = Scheduler::builder(Arc::clone(&provider))
+                .misfire_grace(Duration::from_secs(120))
+                .history(RunHistory::keep_for(keep_history))
+                .shutdown_timeout(shutdown_timeout)
+                .build();
+            run_scheduler(ctx, provider, scheduler, reload_every, run_for).await
         }
         Some(Command::Add {
             path,
@@ -267,34 +302,51 @@ async fn find(db: &Db, key: &str) -> Result<db::Session, AnyError> {
         .ok_or_else(|| format!("no registered repository matches {key:?}: see `status`").into())
 }
 
-/// With no command: register the repository we are in (if nothing is registered), sync every
-/// active repository once, summarize.
+/// With no command: register the repository we are in (if it is not registered yet), sync
+/// every active repository once, summarize. A registered local repository that no longer
+/// exists is reported and left out; the others still sync.
 async fn first_run(ctx: &Ctx, provider: Arc<dyn LockProvider>) -> Result<(), AnyError> {
-    if ctx.db.sessions().await?.is_empty() {
-        let here = std::process::Command::new("git")
-            .args(["rev-parse", "--show-toplevel"])
-            .output()?;
-        if !here.status.success() {
-            return Err("not inside a git repository: register one with `add <path>`".into());
-        }
-        let source = String::from_utf8_lossy(&here.stdout).trim().to_owned();
+    let here = std::process::Command::new("git")
+        .args(["rev-parse", "--show-toplevel"])
+        .output()?;
+    if !here.status.success() {
+        return Err("not inside a git repository: register one with `add <path>`".into());
+    }
+    let here = String::from_utf8_lossy(&here.stdout).trim().to_owned();
+    let here = std::fs::canonicalize(&here)?.display().to_string();
+    if ctx.db.find_session(&here).await?.is_none() {
         let session = ctx
             .db
-            .add_session(&display_name(&source), &source, "0 */15 * * * *", "UTC")
+            .add_session(&display_name(&here), &here, "0 */15 * * * *", "UTC")
             .await?;
         println!(
             "registered #{} {} ({}), every 15 minutes",
             session.id, session.display_name, session.source
         );
     }
+    let mut failed = Vec::new();
     for s in ctx.db.sessions().await?.into_iter().filter(|s| s.is_active) {
-        sync_now(ctx, Arc::clone(&provider), s.id, &s.display_name).await?;
+        if !source::is_remote(&s.source) && !std::path::Path::new(&s.source).exists() {
+            println!(
+                "#{} {}: {} no longer exists: not synced (unregister it with `remove {}`)",
+                s.id, s.display_name, s.source, s.id
+            );
+            continue;
+        }
+        if let Err(error) = sync_now(ctx, Arc::clone(&provider), s.id, &s.display_name).await {
+            println!("  {error}");
+            failed.push(s.display_name);
+        }
     }
     println!("\nsearch it:  cargo run --example repo_sync -- search \"fencing token\"");
     println!(
         "keep it synced on schedule (start several, each tick runs once):  cargo run --example repo_sync -- run"
     );
-    Ok(())
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("the sync of {} failed", failed.join(", ")).into())
+    }
 }
 
 /// A sync by hand, through the same lock as the scheduled runs.
@@ -305,7 +357,7 @@ async fn sync_now(
     name: &str,
 ) -> Result<Option<Summary>, AnyError> {
     println!("syncing #{id} {name} ...");
-    match with_provider(Arc::clone(&provider), sync::run(ctx, id, Trigger::Manual)).await? {
+    match with_provider(Arc::clone(&provider), sync_locked(ctx, id, Trigger::Manual)).await? {
         TaskResult::Executed(Ok(Outcome::Synced(s))) => {
             print_summary(&s);
             Ok(Some(s))
@@ -323,7 +375,7 @@ async fn sync_now(
                 .locks()
                 .await?
                 .into_iter()
-                .find(|(n, ..)| *n == format!("repo_sync_{id}"));
+                .find(|(n, ..)| *n == lock_name(id));
             match holder {
                 Some((_, by, until, token)) => println!(
                     "  held by {by} (fencing token {token}) until {}: not synced now",
@@ -339,11 +391,29 @@ async fn sync_now(
 
 fn print_summary(s: &Summary) {
     let kind = if s.full { "full" } else { "incremental" };
+    let reasons: Vec<String> = [
+        (s.binary_files, "binary"),
+        (s.large_files, "too large"),
+        (s.not_utf8_files, "not UTF-8"),
+        (
+            s.unstorable_files,
+            "with a NUL byte no database text column stores",
+        ),
+    ]
+    .iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, why)| format!("{n} {why}"))
+    .collect();
+    let reasons = if reasons.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", reasons.join(", "))
+    };
     println!(
-        "  {kind} sync at {}: {} files indexed, {} skipped (binary/large), {} deleted, {} chunks written in {:.1} s",
+        "  {kind} sync at {}: {} files indexed, {} skipped{reasons}, {} deleted, {} chunks written in {:.1} s",
         &s.commit[..s.commit.len().min(12)],
         s.files,
-        s.skipped_files,
+        s.skipped_files(),
         s.deleted_paths,
         s.chunks_written,
         s.elapsed_ms as f64 / 1000.0
@@ -416,16 +486,22 @@ async fn status(ctx: &Ctx) -> Result<(), AnyError> {
             s.source
         );
         println!(
-            "    next tick {}  ({})  last sync {} at {}  failures {}  last viewed {}",
+            "    next tick {}  ({})  last sync {} at {}  last viewed {}",
             fmt(next),
             decision.reason(),
             fmt(s.last_sync_at),
             s.last_synced_commit
                 .as_deref()
                 .map_or("-", |c| &c[..c.len().min(12)]),
-            s.consecutive_failures,
             fmt(s.last_viewed_at)
         );
+        println!("    {}", Breaker::at(&s, now, &ctx.policy));
+        let staged = ctx.store.staged(s.id).await?;
+        if staged > 0 {
+            println!(
+                "    {staged} chunks staged by an unfinished sync (not searchable; the next sync drops them)"
+            );
+        }
         for log in ctx.db.logs(Some(s.id), 5).await? {
             println!(
                 "    {}  {:<9} tick {}  {} files, {} chunks, {} ms  {}{}",
@@ -476,19 +552,16 @@ fn serve_metrics(addr: std::net::SocketAddr) -> Result<(), AnyError> {
     Ok(())
 }
 
-/// The scheduler: one job per active repository, re-read every `reload_every`; its run
-/// history goes to `shedlock_runs` (read it with `shedlock history`).
-async fn scheduler(
+/// The scheduler: one job per active repository, re-read every `reload_every` (when runs
+/// left `running` by a stopped instance are closed as abandoned, too); its run history goes
+/// to `shedlock_runs` (read it with `shedlock history`).
+async fn run_scheduler(
     ctx: Ctx,
     provider: Arc<dyn LockProvider>,
-    history: RunHistory,
+    scheduler: Scheduler,
     reload_every: Duration,
     run_for: Option<Duration>,
 ) -> Result<(), AnyError> {
-    let scheduler = Scheduler::builder(Arc::clone(&provider))
-        .misfire_grace(Duration::from_secs(120))
-        .history(history)
-        .build();
     let mut registered: HashMap<i64, (String, String)> = HashMap::new();
     let ctx = Arc::new(ctx);
     scheduler.start();
@@ -507,12 +580,20 @@ async fn scheduler(
     tokio::pin!(stop);
     loop {
         reload(&ctx, &scheduler, &mut registered).await?;
+        match ctx.db.close_abandoned().await {
+            Ok(0) => {}
+            Ok(n) => {
+                println!("closed {n} run(s) left `running` by a stopped instance as abandoned")
+            }
+            Err(e) => eprintln!("repo_sync: cannot close abandoned runs: {e}"),
+        }
         tokio::select! {
             () = &mut stop => break,
             () = tokio::time::sleep(reload_every) => {}
         }
     }
     let report = scheduler.shutdown().await;
+    ctx.pending.wait().await; // the records of syncs the shutdown cancelled
     println!(
         "stopped ({} running syncs finished, {} cancelled)",
         report.finished, report.cancelled
@@ -535,7 +616,7 @@ async fn reload(
         .collect();
     for (id, schedule) in registered.clone() {
         if wanted.get(&id) != Some(&schedule) {
-            scheduler.remove(&format!("repo_sync_{id}"));
+            scheduler.remove(&lock_name(id));
             registered.remove(&id);
             println!("unscheduled #{id}");
         }
@@ -552,7 +633,7 @@ async fn reload(
             }
         };
         let (job_ctx, job_schedule) = (Arc::clone(ctx), schedule.clone());
-        scheduler.add(Job::new(format!("repo_sync_{id}"), schedule, move || {
+        scheduler.add(Job::new(lock_name(id), schedule, move || {
             let (ctx, schedule) = (Arc::clone(&job_ctx), job_schedule.clone());
             let tick = current_tick().unwrap_or_else(chrono::Utc::now);
             let trigger = Trigger::Tick {
@@ -560,7 +641,7 @@ async fn reload(
                 interval_ms: interval_ms(&schedule, tick),
             };
             async move {
-                let outcome = sync::run(&ctx, id, trigger).await;
+                let outcome = sync_locked(&ctx, id, trigger).await;
                 if let Ok(TaskResult::Executed(Ok(Outcome::Synced(s)))) = &outcome {
                     println!(
                         "#{id} tick {tick}: {} files, {} chunks",

@@ -1,31 +1,23 @@
-//! One repository sync, and the locked, recorded run around it.
-//!
-//! The pipeline: list the files at HEAD (or only those changed since the last synced commit),
-//! extract text (skipping binary and oversized files), chunk, embed, then replace the chunks of
-//! every touched path in the vector store under the lock's fencing token.
+//! The sync pipeline of one repository: list the files at HEAD (or only those changed since
+//! the last synced commit), extract text (skipping binary, oversized and unstorable files),
+//! chunk, embed, stage the chunks batch by batch under the lock's fencing token, and publish
+//! them at the end in one transaction. The lock, the history and the breaker around it are in
+//! `job.rs`.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use shedlock::{LockConfiguration, LockContext, TaskResult, run_locked};
-
 use crate::chunk::{ChunkConfig, chunk};
-use crate::db::{Db, Point, Session, StoreError, VectorStore, point_id};
+use crate::db::{Db, Session};
 use crate::embed::Embedder;
 use crate::extract::{Extracted, extract};
 use crate::git::Blob;
-use crate::refresh::{Decision, Policy, decide};
+use crate::refresh::Policy;
 use crate::source::Source;
-
-/// How long a sync may hold its repository's lock (keep-alive renews it while a long sync
-/// runs), and how long it keeps it at least: zero, because each scheduled run claims its tick,
-/// so a fast sync cannot run twice for one tick however soon it releases, and a `sync-now` right
-/// after a sync is not turned away.
-pub(crate) const LOCK_AT_MOST_FOR: Duration = Duration::from_secs(30 * 60);
-pub(crate) const LOCK_AT_LEAST_FOR: Duration = Duration::ZERO;
+use crate::store::{Point, StoreError, VectorStore, WriteHook, WritePoint, point_id};
 
 /// Everything a sync needs.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct Ctx {
     pub(crate) db: Db,
     pub(crate) store: Arc<dyn VectorStore>,
@@ -33,10 +25,62 @@ pub(crate) struct Ctx {
     pub(crate) chunking: ChunkConfig,
     pub(crate) max_file_bytes: u64,
     pub(crate) policy: Policy,
+    /// How long a sync may hold its repository's lock if its instance dies (keep-alive renews
+    /// it while a long sync runs), and how long it keeps it at least (see `job.rs`).
+    pub(crate) lock_at_most_for: Duration,
+    pub(crate) lock_at_least_for: Duration,
     pub(crate) locked_by: String,
     pub(crate) progress: bool,
     /// Sent as `PRIVATE-TOKEN` to GitLab sources (from `GITLAB_TOKEN`).
     pub(crate) gitlab_token: Option<String>,
+    /// Runs before each write transaction (tests pause a stale holder there).
+    pub(crate) write_hook: Option<WriteHook>,
+    /// Records of cancelled syncs still being written (see [`Pending`]).
+    pub(crate) pending: Pending,
+}
+
+impl std::fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx")
+            .field("db", &self.db)
+            .field("store", &self.store)
+            .field("embedder", &self.embedder)
+            .field("chunking", &self.chunking)
+            .field("lock_at_most_for", &self.lock_at_most_for)
+            .field("locked_by", &self.locked_by)
+            .field("write_hook", &self.write_hook.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Background writes started when a sync was cancelled (its history row, its staged chunks):
+/// a cancelled future cannot await them, so they run as tasks, and whoever stops the process
+/// waits for them with [`wait`](Self::wait).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Pending(Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>);
+
+impl Pending {
+    pub(crate) fn push(&self, task: tokio::task::JoinHandle<()>) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(task);
+    }
+
+    /// Waits for every pending write (each is a few statements).
+    pub(crate) async fn wait(&self) {
+        loop {
+            let tasks: Vec<_> = self
+                .0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .drain(..)
+                .collect();
+            if tasks.is_empty() {
+                return;
+            }
+            for task in tasks {
+                let _ = task.await;
+            }
+        }
+    }
 }
 
 /// What a sync did.
@@ -46,12 +90,26 @@ pub(crate) struct Summary {
     pub(crate) full: bool,
     /// Files read and chunked.
     pub(crate) files: usize,
-    /// Files skipped (binary, too large, not UTF-8).
-    pub(crate) skipped_files: usize,
+    /// Files skipped as binary (a NUL byte in the first 8000 bytes, as git decides).
+    pub(crate) binary_files: usize,
+    /// Files over the size limit.
+    pub(crate) large_files: usize,
+    /// Files that are not valid UTF-8.
+    pub(crate) not_utf8_files: usize,
+    /// Text files with a NUL byte further in: a database's text column cannot store it
+    /// (PostgreSQL refuses it), so they are skipped like binary files.
+    pub(crate) unstorable_files: usize,
     /// Paths whose chunks were removed (deleted files).
     pub(crate) deleted_paths: usize,
     pub(crate) chunks_written: u64,
     pub(crate) elapsed_ms: u128,
+}
+
+impl Summary {
+    /// Every file not indexed, for whatever reason.
+    pub(crate) fn skipped_files(&self) -> usize {
+        self.binary_files + self.large_files + self.not_utf8_files + self.unstorable_files
+    }
 }
 
 /// Why a sync failed.
@@ -67,95 +125,11 @@ pub(crate) enum SyncError {
     Db(#[from] sqlx::Error),
 }
 
-/// How a run was started.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Trigger {
-    /// By the scheduler for this tick (ms): adaptive refresh and the breaker apply.
-    Tick { tick_ms: i64, interval_ms: i64 },
-    /// By hand (`sync-now`, the first run): always syncs, resets the breaker.
-    Manual,
-}
+/// How many files are read, embedded and staged together.
+const BATCH_FILES: usize = 64;
 
-/// The outcome of a locked run, once the lock was taken.
-#[derive(Debug)]
-pub(crate) enum Outcome {
-    Synced(Summary),
-    NotSynced(String),
-}
-
-/// Runs the sync of repository `id` under its lock (`repo_sync_<id>`), recording it in
-/// `schedule_execution_logs`. Inside a scheduled run the lock claims the tick.
-pub(crate) async fn run(
-    ctx: &Ctx,
-    id: i64,
-    trigger: Trigger,
-) -> shedlock::Result<TaskResult<Result<Outcome, String>>> {
-    let config = LockConfiguration::new(
-        format!("repo_sync_{id}"),
-        LOCK_AT_MOST_FOR,
-        LOCK_AT_LEAST_FOR,
-    )?;
-    run_locked(config, locked_body(ctx, id, trigger)).await
-}
-
-async fn locked_body(ctx: &Ctx, id: i64, trigger: Trigger) -> Result<Outcome, String> {
-    let lock = LockContext::current().ok_or("not under a lock")?;
-    let token = lock.fencing_token();
-    let tick = lock.tick().map(|t| t.timestamp_millis());
-    let db = &ctx.db;
-    let session = db
-        .session(id)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("repository {id} is not registered"))?;
-    match trigger {
-        Trigger::Tick {
-            tick_ms,
-            interval_ms,
-        } => {
-            let decision = decide(&session, tick_ms, interval_ms, &ctx.policy);
-            if decision != Decision::Sync {
-                let reason = decision.reason();
-                db.log_skipped(id, tick, &ctx.locked_by, token, &reason)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                return Ok(Outcome::NotSynced(reason));
-            }
-        }
-        Trigger::Manual => db.reset_failures(id).await.map_err(|e| e.to_string())?,
-    }
-    let log = db
-        .log_start(id, tick, &ctx.locked_by, token)
-        .await
-        .map_err(|e| e.to_string())?;
-    match sync_repository(ctx, &session, token).await {
-        Ok(summary) => {
-            db.record_success(id, &summary.commit)
-                .await
-                .map_err(|e| e.to_string())?;
-            db.log_end(
-                log,
-                "completed",
-                summary.files as i64,
-                summary.chunks_written as i64,
-                None,
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-            Ok(Outcome::Synced(summary))
-        }
-        Err(error) => {
-            let message = error.to_string();
-            db.record_failure(id).await.map_err(|e| e.to_string())?;
-            db.log_end(log, "failed", 0, 0, Some(message.clone()))
-                .await
-                .map_err(|e| e.to_string())?;
-            Err(message)
-        }
-    }
-}
-
-/// The pipeline, without locking or history: what a sync of `session` under `token` writes.
+/// The pipeline, without locking or history: what a sync of `session` under `token` stages
+/// and publishes. On an error nothing is published (the caller discards the staging).
 pub(crate) async fn sync_repository(
     ctx: &Ctx,
     session: &Session,
@@ -168,7 +142,8 @@ pub(crate) async fn sync_repository(
         commit: head.clone(),
         ..Summary::default()
     };
-    // Claim the repository for this token before any work: a stale holder stops here.
+    // Claim the repository for this token before any work: a stale holder stops here. (Each
+    // write below checks again, inside its transaction.)
     ctx.store.fence(session.id, token).await?;
     if session.last_synced_commit.as_deref() == Some(head.as_str()) {
         summary.elapsed_ms = started.elapsed().as_millis();
@@ -201,18 +176,19 @@ pub(crate) async fn sync_repository(
         }
     };
     summary.deleted_paths = deleted.len();
+    let mut stage_no = 0;
     if !deleted.is_empty() {
-        ctx.store
-            .replace_paths(session.id, &deleted, &[], token)
-            .await?;
+        write_point(ctx, WritePoint::Stage(stage_no)).await;
+        ctx.store.stage(session.id, token, &deleted, &[]).await?;
+        stage_no += 1;
     }
 
     let total = upserted.len();
     let mut last_report = Instant::now();
     let mut reader = source.reader(&head).await?;
-    // Batches of files: memory stays flat, progress can be shown, and the fence is re-checked
-    // before each write.
-    for (batch_no, batch) in upserted.chunks(64).enumerate() {
+    // Batches of files: memory stays flat, progress can be shown, and a stale holder is
+    // refused at its next batch.
+    for (batch_no, batch) in upserted.chunks(BATCH_FILES).enumerate() {
         let max = ctx.max_file_bytes;
         let (returned, read) = reader.read_many(batch.to_vec(), max).await;
         reader = returned;
@@ -222,13 +198,25 @@ pub(crate) async fn sync_repository(
             let text = match blob? {
                 Blob::Data(bytes) => match extract(&bytes, max) {
                     Extracted::Text(text) => text,
-                    _ => {
-                        summary.skipped_files += 1;
+                    Extracted::Binary => {
+                        summary.binary_files += 1;
+                        continue;
+                    }
+                    Extracted::TooLarge { .. } => {
+                        summary.large_files += 1;
+                        continue;
+                    }
+                    Extracted::NotUtf8 => {
+                        summary.not_utf8_files += 1;
+                        continue;
+                    }
+                    Extracted::Nul { .. } => {
+                        summary.unstorable_files += 1;
                         continue;
                     }
                 },
                 Blob::TooLarge { .. } => {
-                    summary.skipped_files += 1;
+                    summary.large_files += 1;
                     continue;
                 }
             };
@@ -261,21 +249,29 @@ pub(crate) async fn sync_repository(
                 commit: head.clone(),
             })
             .collect();
-        summary.chunks_written += ctx
-            .store
-            .replace_paths(session.id, batch, &points, token)
-            .await?;
-        let done = (batch_no * 64 + batch.len()).min(total);
+        // Every path of the batch is replaced: a file that became binary loses its chunks.
+        write_point(ctx, WritePoint::Stage(stage_no)).await;
+        ctx.store.stage(session.id, token, batch, &points).await?;
+        stage_no += 1;
+        let done = (batch_no * BATCH_FILES + batch.len()).min(total);
         if ctx.progress
-            && total > 64
+            && total > BATCH_FILES
             && (last_report.elapsed() > Duration::from_secs(2) || done == total)
         {
             eprintln!("  {}: {done}/{total} files", session.display_name);
             last_report = Instant::now();
         }
     }
+    write_point(ctx, WritePoint::Publish).await;
+    summary.chunks_written = ctx.store.publish(session.id, token).await?.chunks;
     summary.elapsed_ms = started.elapsed().as_millis();
     Ok(summary)
+}
+
+async fn write_point(ctx: &Ctx, point: WritePoint) {
+    if let Some(hook) = &ctx.write_hook {
+        hook(point).await;
+    }
 }
 
 fn dedup(mut v: Vec<String>) -> Vec<String> {
