@@ -1575,3 +1575,155 @@ fn the_default_database_belongs_to_the_repository_and_vanished_ones_are_reported
         "the repository it stands in is synced: {said}"
     );
 }
+
+/// An OpenAI-compatible embeddings stand-in whose first answer takes `first_delay`: it holds
+/// a sync in the middle of its work. Sends on `started` when the first request arrives.
+async fn slow_embedder(
+    first_delay: Duration,
+) -> (String, tokio::sync::mpsc::UnboundedReceiver<()>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (started, started_rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut first = true;
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            let delay = if std::mem::take(&mut first) {
+                let _ = started.send(());
+                first_delay
+            } else {
+                Duration::ZERO
+            };
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 8192];
+                let body = loop {
+                    let Ok(n) = socket.read(&mut buf).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    request.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&request).into_owned();
+                    if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                        let length = head
+                            .lines()
+                            .find_map(|l| {
+                                let (k, v) = l.split_once(':')?;
+                                k.eq_ignore_ascii_case("content-length")
+                                    .then(|| v.trim().parse::<usize>().ok())?
+                            })
+                            .unwrap_or(0);
+                        if body.len() >= length {
+                            break body.to_owned();
+                        }
+                    }
+                };
+                tokio::time::sleep(delay).await;
+                let input: serde_json::Value = serde_json::from_str(&body).unwrap();
+                let n = input["input"].as_array().map_or(0, Vec::len);
+                let data: Vec<_> = (0..n)
+                    .map(|i| serde_json::json!({"index": i, "embedding": [0.6, 0.8, 0.0, 0.0]}))
+                    .collect();
+                let reply = serde_json::json!({ "data": data }).to_string();
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+                    reply.len()
+                );
+                let _ = socket.write_all(response.as_bytes()).await;
+            });
+        }
+    });
+    (url, started_rx)
+}
+
+/// Ctrl-C in a terminal signals the whole foreground process group. A sync running then
+/// either finishes within the shutdown timeout (git, in a group of its own, is not killed:
+/// no "Broken pipe") or is cancelled and recorded as such; never `failed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_lets_a_running_sync_finish_or_records_it_cancelled() {
+    let bin = example_binary();
+    let repo = TempRepo::new();
+    // Two batches: the second is read from git after the signal.
+    for i in 0..80 {
+        repo.write(&format!("src/f{i:02}.rs"), &lines(&format!("f{i}"), 3));
+    }
+    repo.commit("files");
+    for (first_delay, shutdown_timeout, expected) in [
+        (Duration::from_secs(3), "120s", "completed"),
+        (Duration::from_secs(600), "1s", "cancelled"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let url = dir.path().join("app.db").display().to_string();
+        let (embedder, mut started) = slow_embedder(first_delay).await;
+        add_repo(&bin, &url, &repo, "* * * * * *");
+        let runner = tokio::process::Command::new(&bin)
+            .args(["--database-url", &url, "--embedder-url", &embedder])
+            .args([
+                "--embedder-timeout",
+                "900s",
+                "run",
+                "--reload-every",
+                "500ms",
+            ])
+            .args(["--shutdown-timeout", shutdown_timeout])
+            .process_group(0) // as a shell runs a foreground job
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = runner.id().unwrap();
+        tokio::time::timeout(DEADLINE, started.recv())
+            .await
+            .expect("a sync starts embedding")
+            .unwrap();
+        // What the terminal does on Ctrl-C: SIGINT to every process of the group. (Bash's own
+        // `kill`: procps-ng 4.0.2's reads a negative pid as -1, every process.)
+        let kill = Command::new("bash")
+            .args(["-c", &format!("kill -INT -- -{pid}")])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let out = tokio::time::timeout(DEADLINE, runner.wait_with_output())
+            .await
+            .expect("the scheduler stops")
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let db = Db::open(&Location::parse(&url).unwrap()).await.unwrap();
+        let logs = db.logs(None, 100).await.unwrap();
+        let first = logs
+            .iter()
+            .min_by_key(|l| l.id)
+            .expect("a run was recorded");
+        assert_eq!(first.status, expected, "{logs:?}");
+        assert!(
+            logs.iter().all(|l| l.status != "failed"),
+            "nothing failed: {logs:?}"
+        );
+        if expected == "cancelled" {
+            assert!(
+                first
+                    .error_message
+                    .as_deref()
+                    .unwrap_or_default()
+                    .starts_with("cancelled"),
+                "{first:?}"
+            );
+            use store::VectorStore;
+            let store = SqlVectorStore::new(db.clone());
+            assert!(
+                store.points(1).await.unwrap().is_empty(),
+                "nothing published"
+            );
+            assert_eq!(store.staged(1).await.unwrap(), 0, "staging dropped");
+        }
+    }
+}
