@@ -14,9 +14,9 @@ mod embed;
 mod extract;
 #[path = "../examples/repo_sync/git.rs"]
 mod git;
-#[path = "../examples/repo_sync/gitlab.rs"]
+#[path = "../examples/repo_sync/gitlab/mod.rs"]
 mod gitlab;
-#[path = "../examples/repo_sync/http.rs"]
+#[path = "../examples/repo_sync/http/mod.rs"]
 mod http;
 #[path = "../examples/repo_sync/refresh.rs"]
 mod refresh;
