@@ -8,7 +8,7 @@
 mod chunk;
 #[path = "../examples/repo_sync/db.rs"]
 mod db;
-#[path = "../examples/repo_sync/embed.rs"]
+#[path = "../examples/repo_sync/embed/mod.rs"]
 mod embed;
 #[path = "../examples/repo_sync/extract.rs"]
 mod extract;
