@@ -41,10 +41,10 @@ pub(super) async fn gitlab() -> TestServer {
 }
 
 /// A tree entry of the fake project: `(path, type, mode, content)`.
-pub(super) type Entry = (&'static str, &'static str, &'static str, Vec<u8>);
+type Entry = (&'static str, &'static str, &'static str, Vec<u8>);
 
 /// Every tree entry at a commit of `group/sub/demo`.
-pub(super) fn tree(commit: &str) -> Option<Vec<Entry>> {
+fn tree(commit: &str) -> Option<Vec<Entry>> {
     let blob = |path, mode, content: &[u8]| (path, "blob", mode, content.to_vec());
     let dir = |path| (path, "tree", "040000", Vec::new());
     let mut entries = vec![
@@ -79,7 +79,8 @@ pub(super) fn tree(commit: &str) -> Option<Vec<Entry>> {
     Some(entries)
 }
 
-pub(super) fn diff(old: &str, new: &str, a: Option<&str>, b: Option<&str>) -> serde_json::Value {
+/// A diff of the compare endpoint; `a`/`b` are the old and new modes (`None`: not sent).
+fn diff(old: &str, new: &str, a: Option<&str>, b: Option<&str>) -> serde_json::Value {
     let mut d = serde_json::json!({
         "old_path": old, "new_path": new, "diff": "@@ -1 +1 @@\n",
         "new_file": a == Some("0"), "deleted_file": b == Some("0"),
@@ -92,10 +93,12 @@ pub(super) fn diff(old: &str, new: &str, a: Option<&str>, b: Option<&str>) -> se
     d
 }
 
+/// An error status with GitLab's `{"message": text}` body.
 pub(super) fn message(status: u16, text: &str) -> Reply {
     Reply::Json(status, vec![], serde_json::json!({ "message": text }))
 }
 
+/// The answer of the fake GitLab to a request, as GitLab would give it.
 pub(super) fn fake_gitlab(r: &Seen) -> Reply {
     let Some(rest) = r.path().strip_prefix(PROJECT) else {
         return message(404, "404 Project Not Found");
@@ -199,6 +202,7 @@ pub(super) fn fake_gitlab(r: &Seen) -> Reply {
     message(404, "404 Not Found")
 }
 
+/// The regular files at [`C1`], sorted.
 pub(super) fn c1_files() -> Vec<&'static str> {
     vec![
         "README.md",

@@ -25,6 +25,10 @@
 //! The project URL is `http(s)://host[:port]/group[/subgroup...]/project`: GitLab installed
 //! under a relative URL root (`https://host/gitlab/...`) is not supported, since the project
 //! path could not be told apart from the prefix.
+//!
+//! Files: this one (the project, its errors, the API calls); `request.rs` (one `GET` with
+//! retries, the body limit, redirects); `fake.rs` and `tests.rs` (the tests, against a fake
+//! GitLab served by [`crate::http::test_server`]).
 
 // Some items (the timeout setter, accessors) are for callers that may not use them yet.
 #![allow(dead_code)]
