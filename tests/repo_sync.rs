@@ -8,15 +8,15 @@
 mod chunk;
 #[path = "../examples/repo_sync/db.rs"]
 mod db;
-#[path = "../examples/repo_sync/embed.rs"]
+#[path = "../examples/repo_sync/embed/mod.rs"]
 mod embed;
 #[path = "../examples/repo_sync/extract.rs"]
 mod extract;
 #[path = "../examples/repo_sync/git.rs"]
 mod git;
-#[path = "../examples/repo_sync/gitlab.rs"]
+#[path = "../examples/repo_sync/gitlab/mod.rs"]
 mod gitlab;
-#[path = "../examples/repo_sync/http.rs"]
+#[path = "../examples/repo_sync/http/mod.rs"]
 mod http;
 #[path = "../examples/repo_sync/job.rs"]
 mod job;
