@@ -1,7 +1,7 @@
 //! The reference job, `examples/repo_sync`: incremental correctness, idempotent re-runs,
 //! fenced writes, run history, and three copies of `run` against one database. Its modules are
-//! included by path; its own unit tests (chunking, extraction, git, embedders, adaptive refresh)
-//! run with the example (`test = true`).
+//! included by path, so their unit tests (chunking, extraction, git, embedders, HTTP, GitLab,
+//! adaptive refresh, the breaker) run here.
 #![allow(missing_docs, dead_code, unreachable_pub)]
 
 #[path = "../examples/repo_sync/chunk.rs"]
@@ -12,7 +12,7 @@ mod db;
 mod embed;
 #[path = "../examples/repo_sync/extract.rs"]
 mod extract;
-#[path = "../examples/repo_sync/git.rs"]
+#[path = "../examples/repo_sync/git/mod.rs"]
 mod git;
 #[path = "../examples/repo_sync/gitlab/mod.rs"]
 mod gitlab;
@@ -477,11 +477,19 @@ fn example_binary() -> PathBuf {
                 .join("repo_sync");
             let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
             let sources = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/repo_sync");
-            let newest = std::fs::read_dir(&sources)
-                .unwrap()
-                .flatten()
-                .filter_map(|e| modified(&e.path()))
-                .max();
+            // The newest file of the example, in its module directories too.
+            let mut newest = None;
+            let mut dirs = vec![sources];
+            while let Some(dir) = dirs.pop() {
+                for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+                    let path = entry.path();
+                    if path.is_dir() {
+                        dirs.push(path);
+                    } else {
+                        newest = newest.max(modified(&path));
+                    }
+                }
+            }
             if modified(&bin).is_none() || modified(&bin) < newest {
                 let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
                 let status = Command::new(cargo)
@@ -1284,11 +1292,21 @@ async fn a_failed_or_cancelled_sync_leaves_the_index_as_it_was(postgres: bool) {
         "{logs:?}"
     );
 
-    // And the next sync publishes the new commit whole.
-    assert!(matches!(
-        on.sync(&on.ctx, id).await,
-        TaskResult::Executed(Ok(Outcome::Synced(_)))
-    ));
+    // And the next sync publishes the new commit whole (once the cancelled run's lock is
+    // released: a dropped run unlocks in the background).
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    let next = loop {
+        match on.sync(&on.ctx, id).await {
+            TaskResult::Skipped if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            other => break other,
+        }
+    };
+    assert!(
+        matches!(next, TaskResult::Executed(Ok(Outcome::Synced(_)))),
+        "{next:?}"
+    );
     let second = repo.git(&["rev-parse", "HEAD"]).trim().to_owned();
     assert_eq!(on.written_by(id).await.len(), 1);
     assert_eq!(on.written_by(id).await[0].0, second);

@@ -211,6 +211,8 @@ impl Db {
         };
         let pool = AnyPoolOptions::new()
             .max_connections(4)
+            // Generous: a loaded machine can take seconds to hand out a connection.
+            .acquire_timeout(std::time::Duration::from_secs(60))
             // On every connection, not once: SQLite's busy timeout is a per-connection setting,
             // and without it a second writer fails with "database is locked" instead of waiting.
             .after_connect(move |conn, _| {
