@@ -30,6 +30,10 @@ const SCHEDULED_KEYS: &str = "`cron` and `time_zone`";
 const NOT_ASYNC: &str = "this function must be `async`: `#[scheduler_lock]` holds its lock while \
                          the function's future runs";
 
+/// What `lock_at_most_for` and `lock_at_least_for` take, for messages.
+const DURATION_VALUES: &str = "a duration string like \"30m\" or an expression of type \
+                               `std::time::Duration`";
+
 const DURATION_FORMS: &str = "write a humantime duration such as \"30m\", \"1h 30m\" or \
                               \"500ms\", or an ISO-8601 duration such as \"PT30M\", \"PT1H30M\" \
                               or \"P1DT2H\"";
@@ -43,8 +47,19 @@ pub(crate) struct LockedFn {
     pub(crate) func: ItemFn,
     /// The lock name.
     pub(crate) name: LockName,
-    pub(crate) lock_at_most_for: Duration,
-    pub(crate) lock_at_least_for: Duration,
+    /// How long the lock stays held at most; never a zero literal.
+    pub(crate) lock_at_most_for: LockDuration,
+    /// How long the lock stays held at least; `Fixed(ZERO)` when omitted.
+    pub(crate) lock_at_least_for: LockDuration,
+}
+
+/// A lock duration as the generated code gets it.
+pub(crate) enum LockDuration {
+    /// A string literal, parsed, rounded up to whole milliseconds and checked at compile time.
+    Fixed(Duration),
+    /// Any other expression: it must have type `std::time::Duration`, and is evaluated and
+    /// validated (by `LockConfiguration::new`) on each call, before the body starts.
+    Runtime(Expr),
 }
 
 /// A lock name: fixed text and `{param}` placeholders.
@@ -66,8 +81,16 @@ pub(crate) enum NamePiece {
 #[derive(Default)]
 struct LockArgs {
     name: Option<LitStr>,
-    lock_at_most_for: Option<LitStr>,
-    lock_at_least_for: Option<LitStr>,
+    lock_at_most_for: Option<DurationArg>,
+    lock_at_least_for: Option<DurationArg>,
+}
+
+/// The raw value of `lock_at_most_for` or `lock_at_least_for`.
+enum DurationArg {
+    /// A duration string, checked at compile time.
+    Literal(LitStr),
+    /// Anything else but a non-string literal; typed and checked when it runs.
+    Expr(Expr),
 }
 
 impl Parse for LockArgs {
@@ -85,7 +108,7 @@ impl Parse for LockArgs {
                 )?;
             } else if lookahead.peek(kw::lock_at_most_for) {
                 let key = input.parse::<kw::lock_at_most_for>()?;
-                let value = string_value(input, "lock_at_most_for")?;
+                let value = duration_value(input, "lock_at_most_for")?;
                 set_once(
                     &mut args.lock_at_most_for,
                     "lock_at_most_for",
@@ -94,7 +117,7 @@ impl Parse for LockArgs {
                 )?;
             } else if lookahead.peek(kw::lock_at_least_for) {
                 let key = input.parse::<kw::lock_at_least_for>()?;
-                let value = string_value(input, "lock_at_least_for")?;
+                let value = duration_value(input, "lock_at_least_for")?;
                 set_once(
                     &mut args.lock_at_least_for,
                     "lock_at_least_for",
@@ -143,17 +166,20 @@ impl LockedFn {
             }
         };
         let at_most = match &args.lock_at_most_for {
-            Some(lit) => errors.ok(parse_duration("lock_at_most_for", lit).and_then(|d| {
-                if d.is_zero() {
-                    Err(syn::Error::new(
-                        lit.span(),
-                        "`lock_at_most_for` must be longer than zero: it is how long the lock \
-                         stays held if the instance running the job dies",
-                    ))
-                } else {
-                    Ok(d)
-                }
-            })),
+            Some(DurationArg::Literal(lit)) => errors
+                .ok(parse_duration("lock_at_most_for", lit).and_then(|d| {
+                    if d.is_zero() {
+                        Err(syn::Error::new(
+                            lit.span(),
+                            "`lock_at_most_for` must be longer than zero: it is how long the \
+                             lock stays held if the instance running the job dies",
+                        ))
+                    } else {
+                        Ok(d)
+                    }
+                }))
+                .map(LockDuration::Fixed),
+            Some(DurationArg::Expr(expr)) => Some(LockDuration::Runtime(expr.clone())),
             None => {
                 errors.push(missing(
                     "#[scheduler_lock]",
@@ -164,12 +190,22 @@ impl LockedFn {
             }
         };
         let at_least = match &args.lock_at_least_for {
-            Some(lit) => errors.ok(parse_duration("lock_at_least_for", lit)),
-            None => Some(Duration::ZERO),
+            Some(DurationArg::Literal(lit)) => errors
+                .ok(parse_duration("lock_at_least_for", lit))
+                .map(LockDuration::Fixed),
+            Some(DurationArg::Expr(expr)) => Some(LockDuration::Runtime(expr.clone())),
+            None => Some(LockDuration::Fixed(Duration::ZERO)),
         };
-        if let (Some(most), Some(least), Some(least_lit), Some(most_lit)) = (
-            at_most,
-            at_least,
+        // Two literals are compared here; a comparison involving an expression happens on
+        // each call, in `LockConfiguration::new`.
+        if let (
+            Some(LockDuration::Fixed(most)),
+            Some(LockDuration::Fixed(least)),
+            Some(DurationArg::Literal(least_lit)),
+            Some(DurationArg::Literal(most_lit)),
+        ) = (
+            &at_most,
+            &at_least,
             &args.lock_at_least_for,
             &args.lock_at_most_for,
         ) && least > most
@@ -582,7 +618,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 // ---------------------------------------------------------------------------------------------
 // Shared
 
-/// `= "string literal"` after a key.
+/// `= "string literal"` after `name`, `cron` or `time_zone`.
 fn string_value(input: ParseStream<'_>, key: &str) -> syn::Result<LitStr> {
     input.parse::<Token![=]>()?;
     let value: Expr = input.parse()?;
@@ -605,18 +641,71 @@ fn string_value(input: ParseStream<'_>, key: &str) -> syn::Result<LitStr> {
     }
 }
 
+/// `= value` after `lock_at_most_for` or `lock_at_least_for`: a duration string literal, or
+/// any expression but another kind of literal (a bare `30` has no unit, and the type error it
+/// would otherwise give says less).
+fn duration_value(input: ParseStream<'_>, key: &str) -> syn::Result<DurationArg> {
+    input.parse::<Token![=]>()?;
+    let value: Expr = input.parse()?;
+    let mut inner = &value;
+    // A literal passed through a `macro_rules!` fragment arrives in an invisible group.
+    while let Expr::Group(group) = inner {
+        inner = &group.expr;
+    }
+    let kind = match inner {
+        Expr::Lit(syn::ExprLit { lit, .. }) => match lit {
+            Lit::Str(lit) => return Ok(DurationArg::Literal(lit.clone())),
+            Lit::Int(int) => {
+                let n = int.base10_digits();
+                return Err(syn::Error::new_spanned(
+                    &value,
+                    format!(
+                        "`{key}` takes {DURATION_VALUES}, not an integer, which has no unit: \
+                         write `\"{n}s\"`, `\"{n}m\"` or `std::time::Duration::from_secs({n})`"
+                    ),
+                ));
+            }
+            Lit::Float(_) => "a float literal",
+            Lit::Bool(_) => "a boolean literal",
+            Lit::Char(_) => "a character literal",
+            Lit::Byte(_) => "a byte literal",
+            Lit::ByteStr(_) => "a byte string literal",
+            Lit::CStr(_) => "a C string literal",
+            _ => "this literal",
+        },
+        // `-30`: a negated number.
+        Expr::Unary(syn::ExprUnary {
+            op: syn::UnOp::Neg(_),
+            expr,
+            ..
+        }) if matches!(
+            &**expr,
+            Expr::Lit(syn::ExprLit {
+                lit: Lit::Int(_) | Lit::Float(_),
+                ..
+            })
+        ) =>
+        {
+            "a negative number"
+        }
+        _ => return Ok(DurationArg::Expr(value)),
+    };
+    Err(syn::Error::new_spanned(
+        &value,
+        format!("`{key}` takes {DURATION_VALUES}, not {kind}"),
+    ))
+}
+
 fn example(key: &str) -> &'static str {
     match key {
         "name" => "\"repo_sync\"",
-        "lock_at_most_for" => "\"30m\"",
-        "lock_at_least_for" => "\"10s\"",
         "cron" => "\"0 */15 * * * *\"",
         _ => "\"Europe/Berlin\"",
     }
 }
 
 /// Stores a key's value, refusing a second one (spanned on the second key).
-fn set_once(slot: &mut Option<LitStr>, key: &str, span: Span, value: LitStr) -> syn::Result<()> {
+fn set_once<T>(slot: &mut Option<T>, key: &str, span: Span, value: T) -> syn::Result<()> {
     if slot.is_some() {
         return Err(syn::Error::new(
             span,
@@ -801,7 +890,11 @@ mod tests {
             (quote!(name = a), "`name` takes a string literal"),
             (
                 quote!(name = "a", lock_at_most_for = 30),
-                "takes a string literal",
+                "takes a duration string like \"30m\" or an expression",
+            ),
+            (
+                quote!(name = "a", lock_at_most_for = D, lock_at_most_for = D),
+                "`lock_at_most_for` is given twice",
             ),
             (
                 quote!(name = "a", lock_at_most_for = "0s"),
@@ -843,8 +936,134 @@ mod tests {
             lock_at_least_for = "500ms"
         );
         let parsed = locked(args, item).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(parsed.lock_at_most_for, Duration::from_secs(90 * 60));
-        assert_eq!(parsed.lock_at_least_for, Duration::from_millis(500));
+        assert!(matches!(
+            parsed.lock_at_most_for,
+            LockDuration::Fixed(d) if d == Duration::from_secs(90 * 60)
+        ));
+        assert!(matches!(
+            parsed.lock_at_least_for,
+            LockDuration::Fixed(d) if d == Duration::from_millis(500)
+        ));
+    }
+
+    /// How a parsed duration reads: `fixed:<Debug>` or `runtime:<tokens>`.
+    fn shown(duration: &LockDuration) -> String {
+        match duration {
+            LockDuration::Fixed(d) => format!("fixed:{d:?}"),
+            LockDuration::Runtime(expr) => format!("runtime:{}", quote!(#expr)),
+        }
+    }
+
+    #[test]
+    fn expressions_are_kept_for_run_time() {
+        let item = quote!(
+            async fn job(ctx: &Settings) {}
+        );
+        let cases = [
+            (
+                quote!(name = "a", lock_at_most_for = ctx.lock_at_most_for),
+                ["runtime:ctx . lock_at_most_for", "fixed:0ns"],
+            ),
+            (
+                quote!(
+                    name = "a",
+                    lock_at_most_for = "1m",
+                    lock_at_least_for = settings::least()
+                ),
+                ["fixed:60s", "runtime:settings :: least ()"],
+            ),
+            (
+                quote!(
+                    name = "a",
+                    lock_at_most_for = LOCK_AT_MOST_FOR,
+                    lock_at_least_for = "2h"
+                ),
+                ["runtime:LOCK_AT_MOST_FOR", "fixed:7200s"],
+            ),
+        ];
+        for (args, expected) in cases {
+            let what = args.to_string();
+            let parsed = locked(args, item.clone()).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(
+                [
+                    shown(&parsed.lock_at_most_for),
+                    shown(&parsed.lock_at_least_for)
+                ],
+                expected,
+                "{what}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_literal_beside_an_expression_is_still_checked() {
+        let item = quote!(
+            async fn job() {}
+        );
+        let cases = [
+            (
+                quote!(name = "a", lock_at_most_for = "0s", lock_at_least_for = D),
+                "longer than zero",
+            ),
+            (
+                quote!(name = "a", lock_at_most_for = D, lock_at_least_for = "soon"),
+                "invalid `lock_at_least_for` \"soon\"",
+            ),
+            (
+                quote!(
+                    name = "a",
+                    lock_at_most_for = D,
+                    lock_at_least_for = "P365001D"
+                ),
+                "longer than 1000 years",
+            ),
+        ];
+        for (args, expected) in cases {
+            let what = args.to_string();
+            let error = locked(args, item.clone()).err().unwrap_or_default();
+            assert!(error.contains(expected), "{what}: {error}");
+        }
+    }
+
+    #[test]
+    fn other_literals_are_not_durations() {
+        let item = quote!(
+            async fn job() {}
+        );
+        let cases = [
+            (
+                quote!(name = "a", lock_at_most_for = 30),
+                "`lock_at_most_for` takes a duration string like \"30m\" or an expression of \
+                 type `std::time::Duration`, not an integer, which has no unit: write `\"30s\"`, \
+                 `\"30m\"` or `std::time::Duration::from_secs(30)`",
+            ),
+            (
+                quote!(name = "a", lock_at_most_for = "1h", lock_at_least_for = 1.5),
+                "`lock_at_least_for` takes a duration string like \"30m\" or an expression of \
+                 type `std::time::Duration`, not a float literal",
+            ),
+            (
+                quote!(name = "a", lock_at_most_for = -30),
+                "not a negative number",
+            ),
+            (
+                quote!(name = "a", lock_at_most_for = true),
+                "not a boolean literal",
+            ),
+            (
+                quote!(name = "a", lock_at_most_for = 'm'),
+                "not a character literal",
+            ),
+            (
+                quote!(name = "a", lock_at_most_for = b"1m"),
+                "not a byte string literal",
+            ),
+        ];
+        for (args, expected) in cases {
+            let what = args.to_string();
+            let error = locked(args, item.clone()).err().unwrap_or_default();
+            assert!(error.contains(expected), "{what}: {error}");
+        }
     }
 
     #[test]

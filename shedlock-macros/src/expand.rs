@@ -9,7 +9,7 @@ use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{GenericParam, ItemFn, LitStr, ReturnType};
 
-use crate::attr::{LockName, LockedFn, NamePiece, ScheduledFn};
+use crate::attr::{LockDuration, LockName, LockedFn, NamePiece, ScheduledFn};
 
 /// `tokens` followed by `error` as `compile_error!`: the user's item survives next to the
 /// error, so an IDE keeps working and follow-on errors stay few (tokio-macros' pattern).
@@ -23,9 +23,11 @@ pub(crate) fn token_stream_with_error(mut tokens: TokenStream, error: syn::Error
 ///     -> ::shedlock::Result<::shedlock::TaskResult<#ret>> #where_clause
 /// {
 ///     let __shedlock_name: ::std::string::String = ::std::format!("repo_sync_{}", repository_id);
+///     // Only for a duration given as an expression; spanned on it:
+///     let __shedlock_lock_at_most_for: ::shedlock::__private::Duration = #expr;
 ///     ::shedlock::__private::run_locked(
 ///         __shedlock_name,
-///         ::shedlock::__private::Duration::new(#most_secs, #most_nanos),
+///         __shedlock_lock_at_most_for, // or, for a literal:
 ///         ::shedlock::__private::Duration::new(#least_secs, #least_nanos),
 ///         ::shedlock::__private::body::<#ret, _>(async move {
 ///             if let ::core::option::Option::Some(__shedlock_ret) = ::core::option::Option::None::<#ret> {
@@ -110,13 +112,15 @@ pub(crate) fn scheduler_lock(locked: LockedFn) -> TokenStream {
         .partition(|a| matches!(a.style, syn::AttrStyle::Inner(_)));
     let name_var = syn::Ident::new("__shedlock_name", Span::mixed_site());
     let name_expr = name_expr(&name);
-    let at_most = duration_expr(lock_at_most_for);
-    let at_least = duration_expr(lock_at_least_for);
+    let (at_most_let, at_most) = duration_arg(lock_at_most_for, "__shedlock_lock_at_most_for");
+    let (at_least_let, at_least) = duration_arg(lock_at_least_for, "__shedlock_lock_at_least_for");
     quote! {
         #(#outer)*
         #vis #sig {
             #(#inner)*
             let #name_var: ::std::string::String = #name_expr;
+            #at_most_let
+            #at_least_let
             ::shedlock::__private::run_locked(
                 #name_var,
                 #at_most,
@@ -156,6 +160,27 @@ fn name_expr(name: &LockName) -> TokenStream {
     } else {
         let format = LitStr::new(&format, span);
         quote_spanned!(span=> ::std::format!(#format, #(#args),*))
+    }
+}
+
+/// A lock duration for `run_locked`: a literal's constant, or, for an expression, a `let` that
+/// evaluates it (before the body's `async move` captures the parameters) and the variable it
+/// binds.
+///
+/// The `let` is spanned on the user's expression, so an expression of another type is a
+/// "mismatched types: expected `Duration`" error pointing at it. The variable is
+/// [`Span::mixed_site`], so the expression cannot see it (nor shadow it).
+fn duration_arg(duration: LockDuration, var: &str) -> (TokenStream, TokenStream) {
+    match duration {
+        LockDuration::Fixed(duration) => (TokenStream::new(), duration_expr(duration)),
+        LockDuration::Runtime(expr) => {
+            let var = syn::Ident::new(var, Span::mixed_site());
+            let span = expr.span();
+            let binding = quote_spanned! {span=>
+                let #var: ::shedlock::__private::Duration = #expr;
+            };
+            (binding, var.to_token_stream())
+        }
     }
 }
 
@@ -344,6 +369,36 @@ mod tests {
             out.contains("{ # ! [allow (unused)] let __shedlock_name"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn an_expression_is_evaluated_before_the_body_captures_the_parameters() {
+        let out = expand_lock(
+            quote!(
+                name = "a_{id}",
+                lock_at_most_for = ctx.lock_at_most_for,
+                lock_at_least_for = "1s"
+            ),
+            quote!(
+                async fn job(id: u64, ctx: &Settings) {}
+            ),
+        );
+        let binding = "let __shedlock_lock_at_most_for : :: shedlock :: __private :: Duration = \
+                       ctx . lock_at_most_for ;";
+        let at = |needle: &str| {
+            out.find(needle)
+                .unwrap_or_else(|| panic!("{needle}: {out}"))
+        };
+        assert!(at("let __shedlock_name") < at(binding), "{out}");
+        assert!(at(binding) < at("async move"), "{out}");
+        assert!(
+            out.contains(
+                "run_locked (__shedlock_name , __shedlock_lock_at_most_for , \
+                 :: shedlock :: __private :: Duration :: new (1u64 , 0u32) ,"
+            ),
+            "{out}"
+        );
+        assert!(!out.contains("__shedlock_lock_at_least_for"), "{out}");
     }
 
     #[test]

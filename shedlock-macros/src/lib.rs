@@ -5,10 +5,12 @@
 //! Use them through `shedlock` (its default `macros` feature re-exports both), never directly:
 //! the generated code names `::shedlock`.
 //!
-//! Everything that can be checked at compile time is: the durations, the literal part of the
-//! lock name and every `{param}` in it, the cron expression (with the runtime's own parser
-//! settings) and the time zone. Each mistake is a compile error pointing at the offending
-//! literal, and the function still compiles next to it so the rest of the crate type-checks.
+//! Everything that can be checked at compile time is: the durations written as literals, the
+//! literal part of the lock name and every `{param}` in it, the cron expression (with the
+//! runtime's own parser settings) and the time zone. Each mistake is a compile error pointing
+//! at the offending literal, and the function still compiles next to it so the rest of the
+//! crate type-checks. A duration may instead be a `std::time::Duration` expression (from the
+//! application's settings, say), checked on each call.
 
 // Layout (tokio-macros, tracing-attributes): `lib.rs` hands `proc_macro2` streams to `attr.rs`
 // (parsing and validation) and then to `expand.rs` (code generation); `duration.rs` parses
@@ -43,10 +45,11 @@ use proc_macro::TokenStream;
 /// | key | | |
 /// |---|---|---|
 /// | `name` | required | The lock's name: 1 to 64 bytes, no control characters, no leading or trailing whitespace. `{param}` inserts a parameter's `Display` value (see below). |
-/// | `lock_at_most_for` | required | How long the lock stays held if the instance running the function dies (or hangs). Longer than zero; longer than the function ever runs. |
-/// | `lock_at_least_for` | optional, default zero | How long the lock stays held at least, even when the function finishes sooner, so a fast function does not run again on another instance whose clock is a little behind. At most `lock_at_most_for`. |
+/// | `lock_at_most_for` | required | How long the lock stays held if the instance running the function dies (or hangs). Longer than zero; longer than the function ever runs. A duration string or a `Duration` expression (see below). |
+/// | `lock_at_least_for` | optional, default zero | How long the lock stays held at least, even when the function finishes sooner, so a fast function does not run again on another instance whose clock is a little behind. At most `lock_at_most_for`. A duration string or a `Duration` expression (see below). |
 ///
-/// Every value is a string literal.
+/// `name` is a string literal. Each duration is either a string literal, checked at compile
+/// time, or any other Rust expression of type [`std::time::Duration`], checked on each call.
 ///
 /// # Durations
 ///
@@ -61,6 +64,50 @@ use proc_macro::TokenStream;
 /// Years and months have no fixed length, so neither form takes them (`"P1M"`, `"1y"` and
 /// humantime's `"M"` are compile errors); write days instead. In the ISO form, `M` after the
 /// `T` is minutes: `"PT1M"`.
+///
+/// # Durations from configuration
+///
+/// When the durations are decided at run time, by the application's settings, give each as an
+/// expression of type [`std::time::Duration`] instead of a string:
+///
+/// ```ignore
+/// #[scheduler_lock(
+///     name = "repo_sync_{repository_id}",
+///     lock_at_most_for = settings.lock_at_most_for,   // `settings: &Settings` is a parameter
+///     lock_at_least_for = "10s",                      // a literal and an expression mix
+/// )]
+/// async fn sync_repository(repository_id: u64, settings: &Settings) -> Result<usize, String> {
+///     /* ... */
+/// }
+/// ```
+///
+/// Any expression works: a parameter's field (`ctx.lock_at_most_for`), a field of `self` in a
+/// method, a const (`LOCK_AT_MOST_FOR`), a call (`settings::lock_at_most_for()`,
+/// `Duration::from_secs(30)`), even an `.await`. It is evaluated on **each call**, inside the
+/// function, where the parameters are in scope: after the lock name is rendered,
+/// `lock_at_most_for` first, then `lock_at_least_for` (whatever their order in the attribute),
+/// and before the body starts, also when the lock then turns out to be held elsewhere. A
+/// scheduled job evaluates it at each run, from the arguments given to its `job(...)`.
+///
+/// - **Type.** It must have type `Duration` itself: another type is a compile error on the
+///   expression ("mismatched types: expected `Duration`, found `u64`"). A `&Duration` is not
+///   one either: dereference it (`*settings.lock_timeout()`). A literal other than a string,
+///   such as `30`, is refused (a number has no unit).
+/// - **Moves.** It runs before the body takes its parameters, in the same scope, so it may
+///   read them freely: a field of `Duration` type is copied, whether the parameter is a
+///   reference or owned (`ctx.lock_at_most_for` with `ctx: Settings` leaves `ctx` to the
+///   body), and `&self`, `self` or `&mut self` methods may read `self.field`. It must not
+///   *move* a parameter that the body still uses (`lock_for(settings)` with an owned
+///   `settings: Settings`): that is rustc's "use of moved value" error. Borrow instead
+///   (`lock_for(&settings)`), or clone.
+/// - **Checks.** Each call checks the values as `shedlock::LockConfiguration::new` does: both
+///   are rounded up to whole milliseconds, `lock_at_most_for` must be longer than zero, neither
+///   may exceed 1000 years, and `lock_at_least_for` must not exceed `lock_at_most_for`. A call
+///   with an invalid value returns `Err` with that error (such as
+///   `shedlock::Error::ZeroLockAtMostFor`, naming the lock) **without running the body** and
+///   without touching the lock table. When one duration is a literal and the other an
+///   expression, the literal is still checked alone at compile time and the two are compared
+///   on each call.
 ///
 /// # Lock names with parameters
 ///
@@ -82,7 +129,8 @@ use proc_macro::TokenStream;
 /// - `Ok(TaskResult::Skipped)`: the lock is held elsewhere (or, in a scheduled run, this tick
 ///   already ran); the body did not start;
 /// - `Err(_)`: no provider is configured, the lock could not be attempted, the lock was lost
-///   while the body ran, or the rendered name is invalid.
+///   while the body ran, or the rendered name or a duration given as an expression is
+///   invalid (the body does not start then).
 ///
 /// ```ignore
 /// // This function...
@@ -92,6 +140,7 @@ use proc_macro::TokenStream;
 /// // ...becomes (in essence):
 /// pub async fn sync(id: u64) -> shedlock::Result<shedlock::TaskResult<Result<usize, String>>> {
 ///     let name = format!("repo_sync_{}", id);
+///     // (a duration given as an expression is evaluated here: `let at_most: Duration = expr;`)
 ///     shedlock::run_locked(
 ///         LockConfiguration::new(name, Duration::from_secs(1800), Duration::ZERO)?,
 ///         async move { /* body */ },
@@ -111,10 +160,13 @@ use proc_macro::TokenStream;
 /// # Errors at compile time
 ///
 /// Each is spanned on the offending literal or token: an unparsable, zero or over-long
-/// duration; `lock_at_least_for` longer than `lock_at_most_for`; an empty name, or fixed text
-/// over 64 bytes; a `{placeholder}` that is not a parameter, or an unclosed `{`; a function
-/// that is not `async`; an unknown, repeated or missing key; a value that is not a string
-/// literal.
+/// duration literal; a literal `lock_at_least_for` longer than a literal `lock_at_most_for`;
+/// an empty name, or fixed text over 64 bytes; a `{placeholder}` that is not a parameter, or
+/// an unclosed `{`; a function that is not `async`; an unknown, repeated or missing key; a
+/// `name` that is not a string literal; a duration that is a literal but not a string (`30`:
+/// "takes a duration string like "30m" or an expression of type `std::time::Duration`"); a
+/// duration expression whose type is not `Duration` (rustc's "expected `Duration`", on the
+/// expression).
 #[proc_macro_attribute]
 pub fn scheduler_lock(args: TokenStream, item: TokenStream) -> TokenStream {
     let item = proc_macro2::TokenStream::from(item);

@@ -1,0 +1,202 @@
+//! `#[scheduler_lock]` durations given as expressions (not literals): evaluated on each call,
+//! before the body, in the function's scope; validated as `LockConfiguration::new` validates,
+//! an invalid one failing the call without running the body or touching the lock table; a
+//! valid one is the lock's. On SQLite, which needs no server.
+#![allow(missing_docs)]
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use shedlock::{
+    Error, LockConfiguration, MAX_LOCK_DURATION, TaskResult, scheduler_lock, with_provider,
+};
+use shedlock_suite::{Sqlite, TestDb};
+
+const MINUTE: Duration = Duration::from_secs(60);
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// The application's settings, decided at run time.
+struct Settings {
+    lock_at_most_for: Duration,
+    lock_at_least_for: Duration,
+}
+
+/// Runs under `sync_{id}` for as long as `settings` says; counts its runs in `runs` and returns
+/// the lock's remaining lease as the table shows it while the body runs.
+#[scheduler_lock(
+    name = "sync_{id}",
+    lock_at_most_for = settings.lock_at_most_for,
+    lock_at_least_for = settings.lock_at_least_for
+)]
+async fn sync(id: u32, settings: &Settings, db: &Sqlite, runs: &AtomicUsize) -> Option<i64> {
+    runs.fetch_add(1, Ordering::SeqCst);
+    db.row(&format!("sync_{id}"))
+        .await
+        .map(|row| row.remaining_ms)
+}
+
+fn settings(lock_at_most_for: Duration, lock_at_least_for: Duration) -> Settings {
+    Settings {
+        lock_at_most_for,
+        lock_at_least_for,
+    }
+}
+
+#[tokio::test]
+async fn a_runtime_duration_is_the_locks() {
+    let db = Sqlite::setup().await.unwrap();
+    let runs = AtomicUsize::new(0);
+    with_provider(db.provider(), async {
+        let two_hours = settings(2 * HOUR, HOUR);
+        let outcome = sync(1, &two_hours, &db, &runs).await.unwrap();
+        let TaskResult::Executed(Some(remaining)) = outcome else {
+            panic!("the body should run and see its lock: {outcome:?}");
+        };
+        let (most, least) = (2 * HOUR.as_millis() as i64, HOUR.as_millis() as i64);
+        assert!(
+            (most - 60_000..=most).contains(&remaining),
+            "held for lock_at_most_for while running: {remaining} ms"
+        );
+        // Released, but kept for lock_at_least_for: the next call is skipped.
+        let row = db.row("sync_1").await.unwrap();
+        assert!(
+            (least - 60_000..=least).contains(&row.remaining_ms),
+            "kept for lock_at_least_for: {} ms",
+            row.remaining_ms
+        );
+        assert_eq!(
+            sync(1, &two_hours, &db, &runs).await.unwrap(),
+            TaskResult::Skipped
+        );
+        // Another value on the next call: evaluated each time.
+        let short = settings(MINUTE, Duration::ZERO);
+        let outcome = sync(2, &short, &db, &runs).await.unwrap();
+        let TaskResult::Executed(Some(remaining)) = outcome else {
+            panic!("{outcome:?}");
+        };
+        assert!((1..=60_000).contains(&remaining), "{remaining} ms");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_invalid_runtime_duration_fails_the_call_without_running_it() {
+    let db = Sqlite::setup().await.unwrap();
+    let runs = AtomicUsize::new(0);
+    // Each with what its message says (humantime spells 1000 years oddly, so that is left out).
+    let invalid: [(Settings, &[&str]); 5] = [
+        (
+            settings(Duration::ZERO, Duration::ZERO),
+            &["`lock_at_most_for` must be greater than zero (got 0s)"],
+        ),
+        (
+            settings(MINUTE, HOUR),
+            &["`lock_at_least_for` (1h) must not exceed `lock_at_most_for` (1m)"],
+        ),
+        (
+            settings(MAX_LOCK_DURATION + MINUTE, Duration::ZERO),
+            &[
+                "`lock_at_most_for` (",
+                "is longer than the limit of 1000 years",
+            ],
+        ),
+        (
+            settings(HOUR, MAX_LOCK_DURATION + MINUTE),
+            &[
+                "`lock_at_least_for` (",
+                "is longer than the limit of 1000 years",
+            ],
+        ),
+        // Rounded up to whole milliseconds before they are compared: 1ms < 1.000001ms = 2ms.
+        (
+            settings(Duration::from_millis(1), Duration::from_nanos(1_000_001)),
+            &["`lock_at_least_for` (1ms 1ns) must not exceed `lock_at_most_for` (1ms)"],
+        ),
+    ];
+    with_provider(db.provider(), async {
+        for (id, (settings, expected)) in (10..).zip(&invalid) {
+            let err = sync(id, settings, &db, &runs).await.unwrap_err();
+            assert!(
+                matches!(
+                    &err,
+                    Error::ZeroLockAtMostFor { .. }
+                        | Error::LockAtLeastForExceedsAtMostFor { .. }
+                        | Error::DurationTooLong { .. }
+                ),
+                "{err:?}"
+            );
+            let text = err.to_string();
+            assert!(
+                text.starts_with(&format!("invalid lock configuration for \"sync_{id}\": ")),
+                "{text}"
+            );
+            for fragment in *expected {
+                assert!(text.contains(fragment), "{fragment:?} in {text}");
+            }
+            assert_eq!(runs.load(Ordering::SeqCst), 0, "the body ran for sync_{id}");
+            assert!(
+                db.row(&format!("sync_{id}")).await.is_none(),
+                "sync_{id} was locked"
+            );
+        }
+        // Equal once rounded: valid, as `LockConfiguration::new` has it.
+        let rounded = settings(
+            MINUTE + Duration::from_micros(1500),
+            MINUTE + Duration::from_millis(2),
+        );
+        assert!(matches!(
+            sync(20, &rounded, &db, &runs).await,
+            Ok(TaskResult::Executed(Some(_)))
+        ));
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+    })
+    .await;
+}
+
+/// What happened, in order.
+static EVENTS: Mutex<Vec<&str>> = Mutex::new(Vec::new());
+
+fn event(what: &'static str) {
+    EVENTS.lock().unwrap().push(what);
+}
+
+fn most() -> Duration {
+    event("lock_at_most_for");
+    MINUTE
+}
+
+fn least() -> Duration {
+    event("lock_at_least_for");
+    Duration::ZERO
+}
+
+#[scheduler_lock(name = "ordered", lock_at_least_for = least(), lock_at_most_for = most())]
+async fn ordered() {
+    event("body");
+}
+
+#[tokio::test]
+async fn expressions_run_once_per_call_before_the_body_held_or_not() {
+    let db = Sqlite::setup().await.unwrap();
+    with_provider(db.provider(), async {
+        assert_eq!(ordered().await.unwrap(), TaskResult::Executed(()));
+        // Held elsewhere: the expressions still run, the body does not.
+        let config = LockConfiguration::new("ordered", MINUTE, Duration::ZERO).unwrap();
+        let held = db.provider().lock(&config).await.unwrap();
+        assert!(held.is_some());
+        assert_eq!(ordered().await.unwrap(), TaskResult::Skipped);
+    })
+    .await;
+    // `lock_at_most_for` first, whatever the order the attribute gives them in.
+    assert_eq!(
+        *EVENTS.lock().unwrap(),
+        [
+            "lock_at_most_for",
+            "lock_at_least_for",
+            "body",
+            "lock_at_most_for",
+            "lock_at_least_for"
+        ]
+    );
+}
