@@ -599,7 +599,7 @@ impl Db {
     }
 }
 
-/// The lock of repository `id`: `repo_sync_<id>`.
+/// The lock of repository `id`: `repo_sync_<id>` (the name `job::sync_locked` takes).
 pub(crate) fn lock_name(id: i64) -> String {
     format!("repo_sync_{id}")
 }

@@ -2,9 +2,8 @@
 //! history (`schedule_execution_logs`) and circuit breaker. This is the part to copy: the
 //! pipeline it calls is `sync.rs`, and `main.rs` schedules it per repository.
 
-use shedlock::{LockConfiguration, LockContext, TaskResult, run_locked};
+use shedlock::{LockContext, scheduler_lock};
 
-use crate::db::lock_name;
 use crate::refresh::{Decision, decide};
 use crate::sync::{Ctx, Summary, sync_repository};
 
@@ -24,23 +23,22 @@ pub(crate) enum Outcome {
     NotSynced(String),
 }
 
-/// Syncs repository `repository_id` under its lock, recording the run. Inside a scheduled run
-/// the lock also claims the tick, so each tick syncs once across instances. Returns
-/// `TaskResult::Skipped` when another instance holds the lock.
+/// Syncs repository `repository_id` under its lock, `repo_sync_<id>`, recording the run. The
+/// lock's durations come from the configuration (`--lock-at-most-for`, `--lock-at-least-for`).
+/// Inside a scheduled run the lock also claims the tick, so each tick syncs once across
+/// instances. Returns `Ok(TaskResult::Skipped)` when another instance holds the lock, and
+/// `Ok(TaskResult::Executed(result))` when this one ran it.
+#[scheduler_lock(
+    name = "repo_sync_{repository_id}",
+    lock_at_most_for = ctx.lock_at_most_for,
+    lock_at_least_for = ctx.lock_at_least_for
+)]
 pub(crate) async fn sync_locked(
     ctx: &Ctx,
     repository_id: i64,
     trigger: Trigger,
-) -> shedlock::Result<TaskResult<Result<Outcome, String>>> {
-    let config = LockConfiguration::new(
-        lock_name(repository_id),
-        ctx.lock_at_most_for,
-        ctx.lock_at_least_for,
-    )?;
-    run_locked(config, locked(ctx, repository_id, trigger)).await
-}
-
-async fn locked(ctx: &Ctx, id: i64, trigger: Trigger) -> Result<Outcome, String> {
+) -> Result<Outcome, String> {
+    let id = repository_id;
     let lock = LockContext::current().ok_or("not under a lock")?;
     let token = lock.fencing_token();
     let tick = lock.tick().map(|t| t.timestamp_millis());
