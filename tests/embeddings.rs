@@ -20,22 +20,21 @@ use std::time::{Duration, Instant};
 /// A question about `EXPECTED`, in other words than its code and comments use.
 const QUERY: &str = "stop a job whose lock was taken over";
 /// The file that answers it: `Error::LockLost`, "Keep-alive could not hold the lock (someone else
-/// took it, ...), and the job was cancelled". (The lexical embedder puts `context.rs` first: its
-/// `is_lost` says "it was taken over", the query's own words. `run.rs`, whose code does the
-/// cancelling, has little prose; neither embedder puts it near the top. See ADR 0004.)
+/// took it, ...), and the job was cancelled". Which files rank where, and why not `run.rs` (whose
+/// code does the cancelling, with little prose): ADR 0004.
 const EXPECTED: &str = "shedlock/src/error.rs";
 /// MiniLM reads at most 256 tokens of a text, and this repository's code and prose come to about
-/// 3.1 characters a token: chunks of 700 characters (100 of them overlapping the previous chunk)
-/// are about 200 tokens, and nine in ten fit the window whole (of 900-character chunks, half
-/// would be cut short).
+/// 3 characters a token: chunks of 700 characters (100 of them overlapping the previous chunk)
+/// are about 230 tokens, and seven in eight fit the window whole (of 900-character chunks, half
+/// would be cut short). ADR 0004 has the counts.
 const CHUNKING: [&str; 4] = ["--chunk-size", "700", "--chunk-overlap", "100"];
 /// Files larger than this (or than `EXPECTED`, if it grows past it) are left out of both
-/// indexes. MiniLM on numpy embeds a few hundred tokens a second on this 2-core machine when it
-/// is busy with other work (about 1,000 to 1,500 when idle), and the whole repository is about
-/// half a million tokens; the files up to 11 KiB are about a seventh of that.
+/// indexes. MiniLM on numpy embeds a few hundred tokens a second on this 2-core machine while
+/// other builds run (BENCHMARKS.md), and the whole repository is about half a million tokens; the
+/// files up to 11 KiB are about a seventh of that.
 const MAX_FILE_BYTES: u64 = 11 * 1024;
 /// How long the server may take to load the model and say its port: a generous bound for a
-/// loaded machine (it takes about a second on an idle one).
+/// loaded machine (it took 1.2 s here with other builds running).
 const SERVER_START: Duration = Duration::from_secs(180);
 
 fn repo_root() -> &'static Path {
