@@ -1,0 +1,493 @@
+//! Real embeddings, end to end: all-MiniLM-L6-v2 served by `scripts/minilm/serve.py` (numpy, no
+//! PyTorch) behind the example's `HttpEmbedder`, against the built-in lexical-hash embedder.
+//!
+//! The test indexes this repository at its HEAD commit twice, with the same chunking and file
+//! limit, once per embedder, and asks both indexes a question phrased in other words than the
+//! code that answers it. It checks where the file that answers it ranks, not how fast anything
+//! is (the figures it prints are for reading; BENCHMARKS.md has the measured ones).
+//!
+//! It needs what `scripts/minilm/setup` fetches (a venv with numpy, tokenizers and safetensors,
+//! and the model's files under `.cache/minilm/`); `scripts/test` runs that first. Without it the
+//! test fails and says what is missing.
+#![allow(missing_docs)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// A question about `EXPECTED`, in other words than its code and comments use.
+const QUERY: &str = "stop a job whose lock was taken over";
+/// The file that answers it: `Error::LockLost`, "Keep-alive could not hold the lock (someone else
+/// took it, ...), and the job was cancelled". Which files rank where, and why not `run.rs` (whose
+/// code does the cancelling, with little prose): ADR 0004.
+const EXPECTED: &str = "shedlock/src/error.rs";
+/// MiniLM reads at most 256 tokens of a text, and this repository's code and prose come to about
+/// 3 characters a token: chunks of 700 characters (100 of them overlapping the previous chunk)
+/// are about 230 tokens, and seven in eight fit the window whole (of 900-character chunks, half
+/// would be cut short). ADR 0004 has the counts.
+const CHUNKING: [&str; 4] = ["--chunk-size", "700", "--chunk-overlap", "100"];
+/// Files larger than this (or than `EXPECTED`, if it grows past it) are left out of both
+/// indexes. MiniLM on numpy embeds a few hundred tokens a second on this 2-core machine while
+/// other builds run (BENCHMARKS.md), and the whole repository is about half a million tokens; the
+/// files up to 11 KiB are about a seventh of that.
+const MAX_FILE_BYTES: u64 = 11 * 1024;
+/// How long the server may take to load the model and say its port: a generous bound for a
+/// loaded machine (it took 1.2 s here with other builds running).
+const SERVER_START: Duration = Duration::from_secs(180);
+
+fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The venv's python and the model's directory, from `scripts/minilm/setup --check`; a failure
+/// that names what is missing and how to get it otherwise.
+fn minilm_setup() -> (PathBuf, PathBuf) {
+    let setup = repo_root().join("scripts/minilm/setup");
+    let out = Command::new(&setup)
+        .arg("--check")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", setup.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "all-MiniLM-L6-v2 is not set up, so this test cannot run. {} --check says:\n{stderr}\n\
+         Run scripts/minilm/setup (scripts/test runs it before cargo test).",
+        setup.display()
+    );
+    // minilm: ready: python=<path> model=<path>
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("minilm: ready: python="))
+        .unwrap_or_else(|| panic!("unexpected output of {}: {stdout}", setup.display()));
+    let (python, model) = line
+        .split_once(" model=")
+        .unwrap_or_else(|| panic!("unexpected output of {}: {stdout}", setup.display()));
+    (PathBuf::from(python), PathBuf::from(model))
+}
+
+/// The embeddings server, stopped when dropped.
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `serve.py` on a free port and waits for the line that says where it serves.
+fn start_server(python: &Path, model: &Path, log: &Path) -> Server {
+    let script = repo_root().join("scripts/minilm/serve.py");
+    let mut child = Command::new(python)
+        .arg(&script)
+        .arg("--model-dir")
+        .arg(model)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot start {} {}: {e}",
+                python.display(),
+                script.display()
+            )
+        });
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let started = Instant::now();
+    let mut server = Server {
+        child,
+        url: String::new(),
+    };
+    loop {
+        let left = SERVER_START.saturating_sub(started.elapsed());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                if let Some(url) = line
+                    .strip_prefix("minilm: serving")
+                    .and_then(|rest| rest.split_once(" at "))
+                    .map(|(_, url)| url.trim())
+                {
+                    server.url = url.to_owned();
+                    return server;
+                }
+            }
+            Err(e) => {
+                let _ = server.child.kill();
+                let status = server.child.wait();
+                panic!(
+                    "{} did not say where it serves within {SERVER_START:?} ({e}; exit: {status:?}); its stderr:\n{}",
+                    script.display(),
+                    std::fs::read_to_string(log).unwrap_or_default()
+                );
+            }
+        }
+    }
+}
+
+/// The vectors the server gives for `texts`.
+async fn embed(client: &reqwest::Client, url: &str, texts: &[&str]) -> Vec<Vec<f32>> {
+    let response = client
+        .post(format!("{url}/v1/embeddings"))
+        .json(&serde_json::json!({ "model": "all-MiniLM-L6-v2", "input": texts }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let body: serde_json::Value = response.json().await.unwrap();
+    let data = body["data"].as_array().unwrap();
+    assert_eq!(data.len(), texts.len(), "{body}");
+    data.iter()
+        .enumerate()
+        .map(|(i, item)| {
+            assert_eq!(item["index"], i);
+            item["embedding"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap() as f32)
+                .collect()
+        })
+        .collect()
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// The server computes all-MiniLM-L6-v2: the vector of "hello world" and the similarities of
+/// sentence-transformers' own quickstart example match published figures; a paraphrase scores
+/// far above an unrelated sentence; bad requests get a 400 that names the problem.
+async fn check_the_model(url: &str) {
+    let client = reqwest::Client::new();
+    // The first components of "hello world" as fastembed's tests pin them for this model.
+    let hello = &embed(&client, url, &["hello world"]).await[0];
+    assert_eq!(hello.len(), 384);
+    let published = [-0.034478, 0.03102, 0.00673, 0.02611, -0.039362];
+    for (i, (got, want)) in hello.iter().zip(published).enumerate() {
+        assert!(
+            (got - want).abs() < 1e-4,
+            "hello world[{i}] = {got}, published {want}"
+        );
+    }
+    assert!((dot(hello, hello) - 1.0).abs() < 1e-5, "L2-normalised");
+    // sentence-transformers' quickstart: [[1, 0.6660, 0.1046], [0.6660, 1, 0.1411], ...].
+    let e = embed(
+        &client,
+        url,
+        &[
+            "The weather is lovely today.",
+            "It's so sunny outside!",
+            "He drove to the stadium.",
+        ],
+    )
+    .await;
+    for (i, j, want) in [(0, 1, 0.6660), (0, 2, 0.1046), (1, 2, 0.1411)] {
+        let got = dot(&e[i], &e[j]);
+        assert!(
+            (got - want).abs() < 1e-3,
+            "similarity({i}, {j}) = {got:.4}, published {want}"
+        );
+    }
+    let e = embed(
+        &client,
+        url,
+        &[
+            "The lock was lost, so the job stops.",
+            "Losing the lease cancels the running task.",
+            "A recipe for tomato soup with basil.",
+        ],
+    )
+    .await;
+    let (paraphrase, unrelated) = (dot(&e[0], &e[1]), dot(&e[0], &e[2]));
+    assert!(
+        paraphrase > unrelated + 0.3,
+        "paraphrase {paraphrase:.3} vs unrelated {unrelated:.3}"
+    );
+
+    for (body, names) in [
+        (
+            serde_json::json!({ "model": "text-embedding-3-small", "input": ["x"] }),
+            "text-embedding-3-small",
+        ),
+        (
+            serde_json::json!({ "model": "all-MiniLM-L6-v2" }),
+            "'input'",
+        ),
+        (
+            serde_json::json!({ "model": "all-MiniLM-L6-v2", "input": [1, 2] }),
+            "input[0]",
+        ),
+    ] {
+        let response = client
+            .post(format!("{url}/v1/embeddings"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{body}");
+        let error: serde_json::Value = response.json().await.unwrap();
+        let message = error["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(names), "{body} -> {error}");
+    }
+}
+
+/// The example's binary. `cargo test` builds it with the other targets; `cargo test --test
+/// embeddings` alone does not, so a binary older than the example's sources is rebuilt first
+/// (with the flags `scripts/test` uses, so nothing else is rebuilt). As in tests/repo_sync.rs.
+fn example_binary() -> PathBuf {
+    // target/debug/deps/embeddings-<hash> -> target/debug/examples/repo_sync
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join("repo_sync");
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let newest = std::fs::read_dir(repo_root().join("examples/repo_sync"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| modified(&e.path()))
+        .max();
+    if modified(&bin).is_none() || modified(&bin) < newest {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args([
+                "build",
+                "--quiet",
+                "--workspace",
+                "--all-features",
+                "--example",
+                "repo_sync",
+            ])
+            .current_dir(repo_root())
+            .status()
+            .unwrap();
+        assert!(status.success(), "cargo build --example repo_sync");
+    }
+    bin
+}
+
+/// One index of this repository: a fresh SQLite database, the repository registered, synced
+/// once with `embedder` (extra arguments of `repo_sync`).
+struct Index {
+    url: String,
+    max_file_bytes: u64,
+    embedder: Vec<String>,
+    summary: String,
+    took: Duration,
+}
+
+fn repo_sync(bin: &Path, index_args: &[String], args: &[&str]) -> String {
+    let out = Command::new(bin)
+        .args(index_args)
+        .args(args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "repo_sync {args:?} failed:\n{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+impl Index {
+    fn build(
+        bin: &Path,
+        dir: &Path,
+        name: &str,
+        max_file_bytes: u64,
+        embedder: Vec<String>,
+    ) -> Index {
+        let url = format!(
+            "sqlite:{}?mode=rwc",
+            dir.join(format!("{name}.db")).display()
+        );
+        let mut index = Index {
+            url,
+            max_file_bytes,
+            embedder,
+            summary: String::new(),
+            took: Duration::ZERO,
+        };
+        let root = repo_root().display().to_string();
+        let out = repo_sync(bin, &index.args(), &["add", &root]);
+        assert!(out.contains("registered #1"), "{out}");
+        let started = Instant::now();
+        let out = repo_sync(bin, &index.args(), &["sync-now", "1"]);
+        index.took = started.elapsed();
+        index.summary = out
+            .lines()
+            .find(|l| l.contains("full sync at"))
+            .unwrap_or_else(|| panic!("no summary in:\n{out}"))
+            .trim()
+            .to_owned();
+        index
+    }
+
+    fn args(&self) -> Vec<String> {
+        let mut args = vec!["--database-url".to_owned(), self.url.clone()];
+        args.extend(CHUNKING.iter().map(|s| (*s).to_owned()));
+        args.extend([
+            "--max-file-bytes".to_owned(),
+            self.max_file_bytes.to_string(),
+        ]);
+        args.extend(self.embedder.iter().cloned());
+        args
+    }
+
+    /// "N files indexed ... M chunks written" of the sync's summary.
+    fn counts(&self) -> (u64, u64) {
+        let number_before = |word: &str| {
+            let head = &self.summary[..self.summary.find(word).unwrap()];
+            head.split_whitespace()
+                .last()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+        };
+        (
+            number_before(" files indexed"),
+            number_before(" chunks written"),
+        )
+    }
+
+    /// The files of the best-scoring chunks for `query`, best first, each once.
+    fn ranked_files(&self, bin: &Path, query: &str) -> Vec<String> {
+        let out = repo_sync(bin, &self.args(), &["search", query, "-k", "1000"]);
+        let mut files: Vec<String> = Vec::new();
+        // " 1. 0.286  <repository name>/<path>:<first line>-<last line>", then a snippet line.
+        for line in out.lines() {
+            let mut words = line.split_whitespace();
+            let (Some(rank), Some(_score), Some(location)) =
+                (words.next(), words.next(), words.next())
+            else {
+                continue;
+            };
+            if !rank.ends_with('.') || rank.trim_end_matches('.').parse::<u32>().is_err() {
+                continue;
+            }
+            let Some((_, path)) = location.split_once('/') else {
+                continue;
+            };
+            let path = path.rsplit_once(':').map_or(path, |(p, _)| p);
+            if !files.iter().any(|f| f == path) {
+                files.push(path.to_owned());
+            }
+        }
+        assert!(!files.is_empty(), "no hits for {query:?}:\n{out}");
+        files
+    }
+}
+
+/// `MAX_FILE_BYTES`, or the size of `EXPECTED` at HEAD if that is larger.
+fn max_file_bytes() -> u64 {
+    let out = Command::new("git")
+        .args(["cat-file", "-s", &format!("HEAD:{EXPECTED}")])
+        .current_dir(repo_root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git cat-file -s HEAD:{EXPECTED}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let size: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    size.max(MAX_FILE_BYTES)
+}
+
+/// 1-based rank of `file`, or a rank past the end when it is not among the hits.
+fn rank_of(files: &[String], file: &str) -> usize {
+    files
+        .iter()
+        .position(|f| f == file)
+        .map_or(files.len() + 1, |i| i + 1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minilm_ranks_the_file_that_answers_a_paraphrased_question_above_the_lexical_embedder() {
+    let started = Instant::now();
+    let (python, model) = minilm_setup();
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(&python, &model, &dir.path().join("server.log"));
+    check_the_model(&server.url).await;
+    let bin = example_binary();
+    let limit = max_file_bytes();
+
+    let lexical = Index::build(&bin, dir.path(), "lexical", limit, Vec::new());
+    let minilm = Index::build(
+        &bin,
+        dir.path(),
+        "minilm",
+        limit,
+        [
+            "--embedder-url",
+            &server.url,
+            "--embedder-model",
+            "all-MiniLM-L6-v2",
+            "--embedder-batch-size",
+            "64",
+            // Generous: a batch of 64 chunks takes seconds on an idle machine, minutes on a
+            // loaded one; a timed-out request would be sent again while the first still runs.
+            "--embedder-timeout",
+            "20m",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    );
+    assert_eq!(
+        lexical.counts(),
+        minilm.counts(),
+        "both indexes hold the same files and chunks:\n{}\n{}",
+        lexical.summary,
+        minilm.summary
+    );
+    let (files, chunks) = minilm.counts();
+    assert!(files > 50 && chunks > 100, "{}", minilm.summary);
+
+    let by_lexical = lexical.ranked_files(&bin, QUERY);
+    let by_minilm = minilm.ranked_files(&bin, QUERY);
+    let (lexical_rank, minilm_rank) = (
+        rank_of(&by_lexical, EXPECTED),
+        rank_of(&by_minilm, EXPECTED),
+    );
+    eprintln!(
+        "{files} files, {chunks} chunks (files up to {limit} bytes); query {QUERY:?}\n\
+         lexical: {EXPECTED} is file #{lexical_rank} (sync {:.1} s); top 5: {:?}\n\
+         MiniLM:  {EXPECTED} is file #{minilm_rank} (sync {:.1} s); top 5: {:?}\n\
+         whole test so far: {:.1} s",
+        lexical.took.as_secs_f64(),
+        &by_lexical[..by_lexical.len().min(5)],
+        minilm.took.as_secs_f64(),
+        &by_minilm[..by_minilm.len().min(5)],
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        minilm_rank < lexical_rank,
+        "MiniLM ranks {EXPECTED} #{minilm_rank}, the lexical embedder #{lexical_rank}: the model \
+         should rank it higher\nMiniLM: {by_minilm:?}\nlexical: {by_lexical:?}"
+    );
+    assert!(
+        minilm_rank <= 5,
+        "MiniLM ranks {EXPECTED} #{minilm_rank}, not among the first 5: {by_minilm:?}"
+    );
+    drop(server);
+}
