@@ -279,7 +279,17 @@ async fn incremental_sync_keeps_exactly_the_expected_chunks_and_reruns_write_not
         .unwrap()
         .pop()
         .unwrap();
-    let hits = app.ctx.store.search(&query, 3).await.unwrap();
+    let embedder = app.ctx.embedder.name();
+    let hits = app.ctx.store.search(&query, embedder, 3).await.unwrap();
+    assert!(
+        app.ctx
+            .store
+            .search(&query, "http:another-model", 3)
+            .await
+            .unwrap()
+            .is_empty(),
+        "vectors of another embedder are never compared"
+    );
     assert_eq!(hits[0].path, "docs/c.md", "{hits:?}");
     assert!(hits[0].start_line >= 1 && hits[0].end_line >= hits[0].start_line);
 }

@@ -427,9 +427,22 @@ async fn search(ctx: &Ctx, query: &str, k: usize) -> Result<(), AnyError> {
         .await?
         .pop()
         .unwrap_or_default();
-    let hits = ctx.store.search(&embedding, k).await?;
+    let embedder = ctx.embedder.name();
+    let hits = ctx.store.search(&embedding, embedder, k).await?;
     if hits.is_empty() {
-        println!("nothing indexed yet: run `cargo run --example repo_sync` first");
+        let others = ctx.store.embedders().await?;
+        if others.is_empty() {
+            println!("nothing indexed yet: run `cargo run --example repo_sync` first");
+        } else {
+            let others: Vec<String> = others
+                .iter()
+                .map(|(name, n)| format!("{n} chunks by {name}"))
+                .collect();
+            println!(
+                "nothing indexed with the embedder {embedder}; the index holds {}: search with that embedder, or re-index with `sync-now --full` and this one",
+                others.join(", ")
+            );
+        }
     }
     let names: HashMap<i64, String> = ctx
         .db

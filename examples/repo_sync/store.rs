@@ -127,12 +127,16 @@ pub(crate) trait VectorStore: Send + Sync + std::fmt::Debug {
         repository_id: i64,
         token: i64,
     ) -> BoxFuture<'a, Result<(), StoreError>>;
-    /// The `k` chunks most similar to `query`.
+    /// The `k` chunks most similar to `query` among those embedded by `embedder` (vectors of
+    /// different embedders mean nothing to each other, even at the same dimension).
     fn search<'a>(
         &'a self,
         query: &'a [f32],
+        embedder: &'a str,
         k: usize,
     ) -> BoxFuture<'a, Result<Vec<Hit>, StoreError>>;
+    /// How many live chunks each embedder wrote: `(embedder, chunks)`.
+    fn embedders<'a>(&'a self) -> BoxFuture<'a, Result<Vec<(String, i64)>, StoreError>>;
     /// Every live point of a repository with its path.
     fn points<'a>(&'a self, repository_id: i64)
     -> BoxFuture<'a, Result<Vec<PointRef>, StoreError>>;
@@ -348,14 +352,15 @@ impl VectorStore for SqlVectorStore {
     fn search<'a>(
         &'a self,
         query: &'a [f32],
+        embedder: &'a str,
         k: usize,
     ) -> BoxFuture<'a, Result<Vec<Hit>, StoreError>> {
         Box::pin(async move {
             let rows = self
                 .db
                 .rows(
-                    "SELECT repository_id, path, start_line, end_line, text, embedding FROM chunks",
-                    vec![],
+                    "SELECT repository_id, path, start_line, end_line, text, embedding FROM chunks WHERE embedder = $1",
+                    vec![V::S(embedder.to_owned())],
                 )
                 .await?;
             let mut hits: Vec<Hit> = rows
@@ -394,6 +399,19 @@ impl VectorStore for SqlVectorStore {
                 .iter()
                 .map(|r| (r.get(0), r.get(1), r.get(2)))
                 .collect())
+        })
+    }
+
+    fn embedders<'a>(&'a self) -> BoxFuture<'a, Result<Vec<(String, i64)>, StoreError>> {
+        Box::pin(async move {
+            let rows = self
+                .db
+                .rows(
+                    "SELECT embedder, COUNT(*) FROM chunks GROUP BY embedder ORDER BY embedder",
+                    vec![],
+                )
+                .await?;
+            Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
         })
     }
 
