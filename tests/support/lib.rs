@@ -1002,7 +1002,8 @@ macro_rules! scheduler_suite {
             an_acquire_that_waited_longer_than_its_lease_runs_its_job,
             a_job_stalled_past_its_lease_is_not_polled_again,
             a_renewal_in_flight_lands_before_the_unlock,
-            a_failed_unlock_is_retried_until_it_releases
+            a_failed_unlock_is_retried_until_it_releases,
+            a_sweep_between_unlock_and_finish_leaves_the_real_outcome
         );
     };
     (@tests $db:ty; $($name:ident),* $(,)?) => {
@@ -1054,6 +1055,8 @@ macro_rules! provider_suite {
             lock_states_read_by_the_database_clock,
             operator_release_ends_the_lock_and_keeps_token_and_tick,
             run_history_round_trips_filters_and_prunes,
+            abandoned_runs_are_closed_with_the_reason,
+            a_run_finished_after_a_sweep_keeps_its_real_outcome,
             a_tick_too_far_ahead_is_refused_as_clock_skew,
             an_acquire_that_waited_gets_a_fresh_lease,
             tokens_never_go_back_after_rows_are_deleted,
