@@ -479,11 +479,12 @@ impl Probe {
         };
         // By now `hold` has released the lock: with `lock_at_least_for` zero the lock is free,
         // so a sweep by any instance (`close_abandoned_runs`) that runs before the statement
-        // below finds this row `running` under a lock its token no longer holds, and closes it as
-        // `abandoned`. `finish_run` sets the outcome whatever the row holds, so the row still ends
-        // with the real outcome (`tests/support/scheduler_suite.rs` runs a sweep in exactly that
-        // window). Finishing the row before the unlock would not close the window: a sweep can
-        // just as well come while the run is stalled past its lease.
+        // below finds this row `running` under a lock its token no longer holds, and closes it
+        // as `abandoned`. `finish_run` sets the outcome whatever the row holds (and runs again
+        // if it lost a serialization race to the sweep), so the row still ends with the real
+        // outcome (`tests/support/scheduler_suite.rs` runs a sweep in exactly that window).
+        // Finishing the row before the unlock would not close the window: a sweep can just as
+        // well come while the run is stalled past its lease.
         let written = match id {
             Some(id) => {
                 self.observer

@@ -108,7 +108,9 @@ pub trait LockProvider: Send + Sync + fmt::Debug {
     }
 
     /// Finishes the history row `id` (from [`record_run`](Self::record_run)): its finish time
-    /// becomes the database's now.
+    /// becomes the database's now, and its outcome and error these, whatever the row held
+    /// (also [`Abandoned`](RunOutcome::Abandoned), written by
+    /// [`close_abandoned_runs`](Self::close_abandoned_runs) while the run was still going).
     fn finish_run<'a>(
         &'a self,
         id: i64,

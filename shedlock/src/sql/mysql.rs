@@ -448,12 +448,16 @@ impl Inner {
     }
 
     async fn finish_run(&self, id: i64, outcome: RunOutcome, error: Option<&str>) -> Result<()> {
-        let done = sqlx::query(sql(&self.text(RUN_FINISH)))
-            .bind(outcome.as_str())
-            .bind(error)
-            .bind(id)
-            .execute(&self.pool)
-            .await;
+        // Run again if it lost a race (a deadlock, SQLSTATE 40001) with a concurrent statement
+        // such as the abandoned-run sweep: the real outcome must still land.
+        let text = self.text(RUN_FINISH);
+        let query = || {
+            sqlx::query(sql(&text))
+                .bind(outcome.as_str())
+                .bind(error)
+                .bind(id)
+        };
+        let done = super::on_conn!(self, query(), execute);
         super::on_runs(self, "finish a run", done).await.map(drop)
     }
 

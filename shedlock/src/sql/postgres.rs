@@ -141,8 +141,10 @@ DELETE FROM {runs} WHERE id IN (
 ///
 /// A concurrent `RUN_FINISH` of the same row wins either way: if it commits first, the outer
 /// `r.outcome = 'running'` is checked again on the row it wrote (READ COMMITTED re-evaluates
-/// the condition on the newest version) and the row is skipped; if it commits after, it
-/// overwrites this.
+/// the condition on the newest version; at REPEATABLE READ or SERIALIZABLE this statement fails
+/// with a serialization error instead, and the next sweep finds the row finished) and the row
+/// is skipped; if it commits after, it overwrites this (run again by the provider if it lost a
+/// serialization race to this).
 pub const RUN_ABANDON: &str = "\
 UPDATE {runs} AS r
 SET outcome = 'abandoned', finished_at = c.now, error = c.reason
@@ -418,12 +420,17 @@ impl Inner {
     }
 
     async fn finish_run(&self, id: i64, outcome: RunOutcome, error: Option<&str>) -> Result<()> {
-        let done = sqlx::query(sql(&self.text(RUN_FINISH)))
-            .bind(id)
-            .bind(outcome.as_str())
-            .bind(error)
-            .execute(&self.pool)
-            .await;
+        // Run again if it lost a serialization race: at REPEATABLE READ or SERIALIZABLE, a
+        // sweep (`RUN_ABANDON`) that closed this row after this statement took its snapshot
+        // makes it fail, and the real outcome must still land.
+        let text = self.text(RUN_FINISH);
+        let query = || {
+            sqlx::query(sql(&text))
+                .bind(id)
+                .bind(outcome.as_str())
+                .bind(error)
+        };
+        let done = super::on_conn!(self, query(), execute);
         super::on_runs(self, "finish a run", done).await.map(drop)
     }
 
