@@ -43,7 +43,8 @@ pub mod names {
     /// Gauge: Unix time (seconds) of this instance's last run that executed successfully. Alert
     /// when the newest across instances is older than the job's period.
     pub const LAST_SUCCESS: &str = "shedlock_last_success_timestamp_seconds";
-    /// Counter: history rows that could not be written.
+    /// Counter: history rows that could not be written; a prune or an abandoned-run sweep that
+    /// failed counts here with an empty `job`.
     pub const HISTORY_ERRORS: &str = "shedlock_history_errors_total";
     /// Counter: history rows this instance closed as `abandoned`: rows left `running` whose lock
     /// is no longer held by their fencing token (their process died mid-run, or their end could
