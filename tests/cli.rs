@@ -8,8 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
+use std::process::Stdio;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
@@ -23,41 +22,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const HOLDER: &str = "cli-worker-7";
 const TEN_MINUTES: Duration = Duration::from_secs(600);
 
-/// The `shedlock` binary of this target directory, built once per test process (`cargo build`
-/// is a no-op when it is fresh).
+/// The `shedlock` binary of this target directory, built once per test process.
 fn binary() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            // <target>/debug/deps/cli-<hash> -> <target>/debug/shedlock
-            let exe = std::env::current_exe().unwrap();
-            let profile_dir = exe.parent().unwrap().parent().unwrap();
-            let target_dir = std::env::var_os("CARGO_TARGET_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| profile_dir.parent().unwrap().to_path_buf());
-            let bin = profile_dir.join(format!("shedlock{}", std::env::consts::EXE_SUFFIX));
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let mut build = Command::new(cargo);
-            build
-                .args(["build", "--quiet", "-p", "shedlock", "--features", "cli"])
-                .args(["--bin", "shedlock", "--target-dir"])
-                .arg(&target_dir)
-                .current_dir(env!("CARGO_MANIFEST_DIR"));
-            if profile_dir
-                .file_name()
-                .is_some_and(|name| name == "release")
-            {
-                build.arg("--release");
-            }
-            let status = build.status().unwrap();
-            assert!(
-                status.success(),
-                "cargo build -p shedlock --features cli --bin shedlock"
-            );
-            assert!(bin.exists(), "{} was not built", bin.display());
-            bin
-        })
-        .clone()
+    shedlock_suite::shedlock_binary()
 }
 
 /// What one run of the tool did.
@@ -780,6 +747,112 @@ async fn history_lists_runs_newest_first<D: CliDb>(db: &D) {
     assert!(guard.unlock().await.unwrap());
 }
 
+/// `history` only reads: a run whose lock is gone shows as `unfinished`. With
+/// `--close-abandoned` it first closes such runs as `abandoned`, says how many on stderr, and
+/// shows the reason whole; a run whose lock is still held stays `running`.
+async fn history_closes_abandoned_runs_on_request<D: CliDb>(db: &D) {
+    let provider = provider(db).await;
+    let dead = provider
+        .lock(&cfg("dead_lock", Duration::from_millis(300)))
+        .await
+        .unwrap()
+        .unwrap();
+    let dead_run = provider
+        .record_run(
+            &NewRun::new("dead_job", "dead_lock", Some(tick(1)), RunOutcome::Running)
+                .fencing_token(Some(dead.fencing_token())),
+        )
+        .await
+        .unwrap();
+    let live = provider
+        .lock(&cfg("live_lock", TEN_MINUTES))
+        .await
+        .unwrap()
+        .unwrap();
+    let live_run = provider
+        .record_run(
+            &NewRun::new("live_job", "live_lock", Some(tick(1)), RunOutcome::Running)
+                .fencing_token(Some(live.fencing_token())),
+        )
+        .await
+        .unwrap();
+    let mut expired = false;
+    for _ in 0..300 {
+        if !state(&provider, "dead_lock").await.is_held() {
+            expired = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(expired, "the dead run's lease ran out");
+    let ids = |ids: &[i64]| ids.iter().map(i64::to_string).collect::<Vec<_>>();
+
+    let out = cli(db, &["history"], "").await;
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    let rows = parse_table(&out.stdout);
+    assert_eq!(column(&rows, "ID"), ids(&[live_run, dead_run]));
+    assert_eq!(column(&rows, "OUTCOME"), ["running", "running"]);
+    assert_eq!(column(&rows, "DURATION"), ["running", "unfinished"]);
+    let stored = provider.runs(&RunQuery::latest(5)).await.unwrap();
+    assert!(
+        stored.iter().all(|r| r.outcome == RunOutcome::Running),
+        "without the flag nothing is written: {stored:?}"
+    );
+
+    let out = cli(db, &["history", "--close-abandoned"], "").await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_eq!(
+        out.stderr,
+        "shedlock: closed 1 run left running whose lock is no longer held by its fencing token, as abandoned\n"
+    );
+    let rows = parse_table(&out.stdout);
+    assert_eq!(column(&rows, "ID"), ids(&[live_run, dead_run]));
+    assert_eq!(column(&rows, "OUTCOME"), ["running", "abandoned"]);
+    assert_eq!(column(&rows, "DURATION"), ["running", "unknown"]);
+    let reason = provider
+        .runs(&RunQuery::latest(1).outcome(RunOutcome::Abandoned))
+        .await
+        .unwrap()[0]
+        .error
+        .clone()
+        .unwrap();
+    let expected = format!(
+        "abandoned: lock \"dead_lock\" expired at {} while this run was still recorded as running \
+         (its process died or stopped, or its end could not be written)",
+        millis(state(&provider, "dead_lock").await.locked_until)
+    );
+    assert_eq!(reason, expected);
+    assert_eq!(rows[1]["ERROR"], expected, "the reason in full");
+    assert_eq!(rows[0]["ERROR"], "-");
+
+    let out = cli(
+        db,
+        &[
+            "history",
+            "--close-abandoned",
+            "--outcome",
+            "abandoned",
+            "--json",
+        ],
+        "",
+    )
+    .await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_eq!(
+        out.stderr,
+        "shedlock: closed 0 runs left running whose lock is no longer held by its fencing token, as abandoned\n"
+    );
+    let runs = out.json();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0]["id"], dead_run);
+    assert_eq!(runs[0]["outcome"], "abandoned");
+    assert_eq!(runs[0]["error"], expected.as_str());
+    assert_eq!(runs[0]["duration_ms"], Value::Null);
+    assert!(time(&runs[0]["finished_at"]) >= time(&runs[0]["started_at"]));
+    assert!(live.unlock().await.unwrap());
+    drop(dead);
+}
+
 /// Runs each case against one backend, on a table of its own that is dropped afterwards.
 macro_rules! cli_suite {
     ($module:ident, $db:ty) => {
@@ -792,7 +865,8 @@ macro_rules! cli_suite {
                 unlock_confirmed_releases_the_lock,
                 unlock_of_a_free_lock_changes_nothing,
                 unlock_refuses_a_lock_that_changed_hands,
-                history_lists_runs_newest_first
+                history_lists_runs_newest_first,
+                history_closes_abandoned_runs_on_request
             );
         }
     };

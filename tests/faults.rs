@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use shedlock::Backend;
+use shedlock::{Backend, RunOutcome, RunQuery};
 use shedlock_suite::fleet::{self, Exited, Instance, Target, check, db_now_ms, soak, spawn};
 use shedlock_suite::{postgres_url, skipped, unique_name};
 use sqlx::{AssertSqlSafe, Executor};
@@ -278,6 +278,163 @@ async fn crash_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_sqlite() {
     crash(Backend::Sqlite).await;
+}
+
+/// Runs the `shedlock` tool on the place's database and table; its exit code and stdout.
+async fn shedlock_cli(place: &Place, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = tokio::process::Command::new(shedlock_suite::shedlock_binary())
+        .args([
+            "--database-url",
+            &place.target.url,
+            "--table",
+            &place.target.table,
+        ])
+        .args(args)
+        .env_remove("DATABASE_URL")
+        .env_remove("SHEDLOCK_TABLE")
+        .output()
+        .await
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// The history row of `token`'s run, as `shedlock history long --json` shows it.
+async fn history_row(place: &Place, token: i64) -> serde_json::Value {
+    let (code, stdout, stderr) = shedlock_cli(place, &["history", "long", "--json"]).await;
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&stdout).unwrap();
+    rows.into_iter()
+        .find(|r| r["fencing_token"] == token)
+        .unwrap_or_else(|| panic!("no history row of token {token}: {stdout}"))
+}
+
+/// A run killed by SIGKILL leaves its history row `running`. Once its lease has run out,
+/// `shedlock history` shows it `unfinished`; the next scheduler to start closes it as
+/// `abandoned`, with the time its lock expired as the reason.
+async fn crash_history(backend: Backend) {
+    let Some(place) = new_place(backend).await else {
+        return;
+    };
+    let args = [
+        "--jobs",
+        "0",
+        "--long-work",
+        "60s",
+        "--keep-alive",
+        "1s",
+        "--at-most",
+        "60s",
+        "--shutdown-timeout",
+        "1s",
+        "--history",
+    ];
+    let victim = place.spawn("p0", &args).await;
+    let runs = wait_for_runs(&place.target, Duration::from_secs(20), |r| !r.is_empty()).await;
+    let run = runs.first().expect("the long job started").clone();
+    let provider = place.target.provider().await;
+    let mut written = false;
+    for _ in 0..300 {
+        let rows = provider
+            .runs(&RunQuery::latest(10).name("long"))
+            .await
+            .unwrap();
+        if rows
+            .iter()
+            .any(|r| r.fencing_token == Some(run.token) && r.outcome == RunOutcome::Running)
+        {
+            written = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(written, "the run's history row is `running`");
+    victim.signal("KILL");
+    let victim = victim.wait().await;
+    assert_eq!(victim.code, None, "killed by a signal");
+
+    // The lease (1 s) runs out with nobody renewing it.
+    let mut lock = None;
+    for _ in 0..300 {
+        let state = provider.lock_state("long").await.unwrap().unwrap();
+        if !state.is_held() {
+            lock = Some(state);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let lock = lock.expect("the dead holder's lease ran out");
+    assert_eq!(lock.fencing_token, run.token);
+    let row = history_row(&place, run.token).await;
+    assert_eq!(row["outcome"], "running", "{row}");
+    let (_, table, _) = shedlock_cli(&place, &["history", "long"]).await;
+    let line = table
+        .lines()
+        .find(|l| l.contains(&run.token.to_string()))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(line.contains(" unfinished "), "{table}");
+
+    // A scheduler that starts closes it. It never fires the job itself (yearly), so the lock
+    // stays as the dead run left it.
+    let restarted = place
+        .spawn("p1", &[&args[..], &["--cron", "0 0 0 1 1 *"]].concat())
+        .await;
+    let mut closed = None;
+    for _ in 0..300 {
+        let row = history_row(&place, run.token).await;
+        if row["outcome"] != "running" {
+            closed = Some(row);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let row = closed.expect("the restarted scheduler closed the row");
+    let reason = format!(
+        "abandoned: lock \"long\" expired at {} while this run was still recorded as running \
+         (its process died or stopped, or its end could not be written)",
+        lock.locked_until
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    );
+    assert_eq!(row["outcome"], "abandoned", "{row}");
+    assert_eq!(row["error"], reason.as_str(), "{row}");
+    assert_eq!(row["duration_ms"], serde_json::Value::Null, "{row}");
+    let (code, table, _) = shedlock_cli(&place, &["history", "long"]).await;
+    assert_eq!(code, Some(0));
+    let line = table
+        .lines()
+        .find(|l| l.contains(&run.token.to_string()))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(
+        line.contains(" abandoned ") && line.ends_with(&reason),
+        "the table shows the reason whole: {table}"
+    );
+    let exited = stop_all(vec![restarted]).await;
+    assert_clean_exits(&exited);
+    assert!(
+        exited[0].log.contains("abandoned=1"),
+        "the scheduler logs how many it closed: {}",
+        exited[0].log
+    );
+    eprintln!("crash history {backend}: {line}");
+    place.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_history_postgres() {
+    crash_history(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_history_mysql() {
+    crash_history(Backend::MySql).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_history_sqlite() {
+    crash_history(Backend::Sqlite).await;
 }
 
 // ---------------------------------------------------------------------------------------------

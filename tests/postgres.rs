@@ -66,4 +66,75 @@ mod postgres {
         assert!(guard.unlock().await.unwrap());
         db.teardown().await;
     }
+
+    /// At REPEATABLE READ, a run's finish that waited for the row lock of a sweep closing the
+    /// same row as abandoned fails with a serialization error once the sweep commits; the
+    /// provider runs it again, so the row still ends with the run's real outcome.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_finish_that_waited_behind_a_sweep_lands_at_repeatable_read() {
+        use std::time::Duration;
+
+        use shedlock::statements::postgres::{NOW, RUN_ABANDON};
+        use shedlock::{LockProvider, NewRun, RunOutcome, RunQuery};
+        use shedlock_suite::{Opts, Postgres, TestDb};
+        use sqlx::{AssertSqlSafe, Executor};
+
+        let Some(db) = Postgres::setup().await else {
+            return;
+        };
+        let provider = db
+            .provider_with(Opts::own_pool().isolation("repeatable read"))
+            .await;
+        // A run whose lock has no row: the sweep closes it.
+        let id = provider
+            .record_run(
+                &NewRun::new("gone", "gone", None, RunOutcome::Running).fencing_token(Some(7)),
+            )
+            .await
+            .unwrap();
+        let admin = sqlx::PgPool::connect(&shedlock_suite::postgres_url())
+            .await
+            .unwrap();
+        let t = db.table();
+        let sweep = RUN_ABANDON
+            .replace("{runs}", &format!("\"{t}_runs\""))
+            .replace("{table}", &format!("\"{t}\""))
+            .replace("{now}", NOW);
+        let mut sweeping = admin.begin().await.unwrap();
+        let closed = sweeping.execute(AssertSqlSafe(sweep)).await.unwrap();
+        assert_eq!(closed.rows_affected(), 1);
+        let finishing = tokio::spawn({
+            let provider = provider.clone();
+            async move { provider.finish_run(id, RunOutcome::Executed, None).await }
+        });
+        // The finish has taken its snapshot and waits for the sweep's row lock.
+        let waiting = format!(
+            "SELECT COUNT(*) FROM pg_stat_activity
+             WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE \"{t}_runs\" SET finished_at%'"
+        );
+        let mut waited = false;
+        for _ in 0..300 {
+            let n: i64 = sqlx::query_scalar(AssertSqlSafe(waiting.clone()))
+                .fetch_one(&admin)
+                .await
+                .unwrap();
+            if n > 0 {
+                waited = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(waited, "the finish waits for the sweep's row lock");
+        sweeping.commit().await.unwrap();
+        finishing
+            .await
+            .unwrap()
+            .expect("the finish lands after losing the race");
+        let row = &provider.runs(&RunQuery::latest(1)).await.unwrap()[0];
+        assert_eq!(
+            (row.id, row.outcome, row.error.as_deref()),
+            (id, RunOutcome::Executed, None)
+        );
+        db.teardown().await;
+    }
 }

@@ -6,7 +6,7 @@
 //! ```text
 //! shedlock --database-url URL [--table NAME] list [--json]
 //! shedlock --database-url URL [--table NAME] unlock NAME [--yes]
-//! shedlock --database-url URL [--table NAME] history [NAME] [--limit N] [--outcome O] [--json]
+//! shedlock --database-url URL [--table NAME] history [NAME] [--limit N] [--outcome O] [--json] [--close-abandoned]
 //! shedlock --database-url URL [--table NAME] migrate
 //! ```
 //!
@@ -20,7 +20,12 @@
 //!   it claimed does not run again. Use it rather than deleting the row by hand: a deleted row
 //!   takes its claimed tick with it on PostgreSQL and MySQL/MariaDB (SQLite keeps it).
 //! - `history`: the run history (`<table>_runs`), newest first, filtered by lock or job name and
-//!   by outcome.
+//!   by outcome. An `abandoned` run shows why in full in the `ERROR` column. A run still
+//!   `running` shows `running` as its duration while its lock is held by its fencing token, and
+//!   `unfinished` once it is not: the next sweep ([`LockProvider::close_abandoned_runs`], run by
+//!   every scheduler with history on at start-up and every `RunHistory::prune_every`) closes it
+//!   as `abandoned`. `--close-abandoned` runs that sweep first (without it, `history` only
+//!   reads) and says on stderr how many runs it closed.
 //! - `migrate`: creates or upgrades the lock table and the run history table.
 //!
 //! # Database URL
@@ -71,7 +76,8 @@ const EXIT_NOT_RELEASED: u8 = 4;
 /// How long connecting may take before the tool gives up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// The longest error text shown in `history`'s table (`--json` has it whole).
+/// The longest error text shown in `history`'s table (`--json` has it whole, and so has the
+/// table for an abandoned run's reason).
 const ERROR_WIDTH: usize = 60;
 
 const AFTER_HELP: &str = "\
@@ -160,12 +166,18 @@ struct HistoryArgs {
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
     limit: u32,
     /// Only runs with this outcome: running, executed, failed, skipped-held, skipped-overlap,
-    /// cancelled-lost-lock, cancelled-shutdown or error.
+    /// cancelled-lost-lock, cancelled-shutdown, panicked, skipped-clock-skew, error or
+    /// abandoned.
     #[arg(long, value_parser = parse_outcome)]
     outcome: Option<RunOutcome>,
     /// Print a JSON array instead of a table (errors in full).
     #[arg(long)]
     json: bool,
+    /// First close every run left `running` whose lock is no longer held by its fencing token
+    /// (its process died mid-run) as `abandoned`, with the reason, as schedulers with history on
+    /// do at start-up and every prune interval; says on stderr how many it closed.
+    #[arg(long)]
+    close_abandoned: bool,
 }
 
 fn parse_outcome(text: &str) -> Result<RunOutcome, UnknownOutcome> {
@@ -672,6 +684,15 @@ async fn confirm(name: &str, holder: &str, token: i64) -> bool {
 }
 
 async fn history(provider: &dyn LockProvider, args: &HistoryArgs) -> Result<(), Failure> {
+    if args.close_abandoned {
+        let closed = provider.close_abandoned_runs().await?;
+        let runs = if closed == 1 { "run" } else { "runs" };
+        let mut stderr = std::io::stderr().lock();
+        let _ = writeln!(
+            stderr,
+            "shedlock: closed {closed} {runs} left running whose lock is no longer held by its fencing token, as abandoned"
+        );
+    }
     let mut query = RunQuery::latest(args.limit);
     query.name.clone_from(&args.name);
     query.outcome = args.outcome;
@@ -700,6 +721,8 @@ async fn history(provider: &dyn LockProvider, args: &HistoryArgs) -> Result<(), 
     for run in &runs {
         let duration = match run.duration() {
             Some(duration) => human(duration, true),
+            // Closed by a sweep: when the run ended was never recorded.
+            None if run.outcome == RunOutcome::Abandoned => "unknown".to_owned(),
             None if still_running(provider, run).await => "running".to_owned(),
             None => "unfinished".to_owned(),
         };
@@ -714,9 +737,12 @@ async fn history(provider: &dyn LockProvider, args: &HistoryArgs) -> Result<(), 
             run.locked_by.clone(),
             run.fencing_token
                 .map_or_else(|| "-".to_owned(), |t| t.to_string()),
-            run.error
-                .as_deref()
-                .map_or_else(|| "-".to_owned(), truncate),
+            // The reason a run was abandoned is shown whole: it is what the operator came for.
+            match (run.outcome, run.error.as_deref()) {
+                (_, None) => "-".to_owned(),
+                (RunOutcome::Abandoned, Some(reason)) => one_line(reason),
+                (_, Some(error)) => truncate(error),
+            },
         ]);
     }
     print(&render_table(
@@ -738,7 +764,8 @@ async fn history(provider: &dyn LockProvider, args: &HistoryArgs) -> Result<(), 
 }
 
 /// An unfinished run is running while its lock is still held with its token; otherwise its
-/// instance died or lost the lock, and the row stays unfinished.
+/// instance died or lost the lock, and the row stays unfinished until a sweep closes it as
+/// abandoned.
 async fn still_running(provider: &dyn LockProvider, run: &RunRecord) -> bool {
     let Some(token) = run.fencing_token else {
         return run.outcome == RunOutcome::Running;

@@ -49,8 +49,14 @@ impl LockState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum RunOutcome {
-    /// Started and not finished yet; a row left in this state by an instance that died stays
-    /// so (its lock expires at `lock_at_most_for`).
+    /// Started and not finished yet.
+    ///
+    /// A run whose end was never recorded (its process was killed, or stopped and never came
+    /// back, or the statement that finishes the row failed) stays `running` until
+    /// [`LockProvider::close_abandoned_runs`](crate::LockProvider::close_abandoned_runs) finds
+    /// that its lock is no longer held by its fencing token and closes it as
+    /// [`Abandoned`](Self::Abandoned). A scheduler with history on does that at start-up and
+    /// at every [`RunHistory::prune_every`](crate::RunHistory::prune_every).
     Running,
     /// The job ran and succeeded.
     Executed,
@@ -72,11 +78,21 @@ pub enum RunOutcome {
     SkippedClockSkew,
     /// The lock could not be attempted (the database could not answer).
     Error,
+    /// The row was left [`Running`](Self::Running) and its lock is no longer held by its
+    /// fencing token: the lock's row is gone, carries a newer token, or expired by the
+    /// database's clock. Written by
+    /// [`LockProvider::close_abandoned_runs`](crate::LockProvider::close_abandoned_runs), never
+    /// by the run itself; the `error` column says which of the three it found, and
+    /// `finished_at` is when it was closed, not when the run ended (which nobody recorded).
+    ///
+    /// A run that was only stalled (a paused process) and finishes later overwrites this with
+    /// its real outcome.
+    Abandoned,
 }
 
 impl RunOutcome {
     /// Every outcome, in the order above.
-    pub const ALL: [RunOutcome; 10] = [
+    pub const ALL: [RunOutcome; 11] = [
         RunOutcome::Running,
         RunOutcome::Executed,
         RunOutcome::Failed,
@@ -87,6 +103,7 @@ impl RunOutcome {
         RunOutcome::Panicked,
         RunOutcome::SkippedClockSkew,
         RunOutcome::Error,
+        RunOutcome::Abandoned,
     ];
 
     /// The text stored in the `outcome` column (and used as the `reason` or `outcome` label of
@@ -103,6 +120,7 @@ impl RunOutcome {
             RunOutcome::Panicked => "panicked",
             RunOutcome::SkippedClockSkew => "skipped-clock-skew",
             RunOutcome::Error => "error",
+            RunOutcome::Abandoned => "abandoned",
         }
     }
 
@@ -116,6 +134,7 @@ impl RunOutcome {
                 | RunOutcome::CancelledLostLock
                 | RunOutcome::CancelledShutdown
                 | RunOutcome::Panicked
+                | RunOutcome::Abandoned
         )
     }
 }
@@ -129,7 +148,7 @@ impl fmt::Display for RunOutcome {
 /// A text that is not one of [`RunOutcome::as_str`]'s values.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown run outcome {0:?}: expected one of running, executed, failed, skipped-held, skipped-overlap, cancelled-lost-lock, cancelled-shutdown, panicked, skipped-clock-skew, error"
+    "unknown run outcome {0:?}: expected one of running, executed, failed, skipped-held, skipped-overlap, cancelled-lost-lock, cancelled-shutdown, panicked, skipped-clock-skew, error, abandoned"
 )]
 pub struct UnknownOutcome(pub String);
 
@@ -210,7 +229,8 @@ pub struct RunRecord {
     pub tick: Option<DateTime<Utc>>,
     /// When the run started (or the tick was skipped), by the database clock.
     pub started_at: DateTime<Utc>,
-    /// When it ended; `None` while running, or if the instance died during the run.
+    /// When it ended; `None` while running (or left running by an instance that died). For an
+    /// [`Abandoned`](RunOutcome::Abandoned) run, when it was found abandoned and closed.
     pub finished_at: Option<DateTime<Utc>>,
     /// How it ended.
     pub outcome: RunOutcome,
@@ -218,13 +238,17 @@ pub struct RunRecord {
     pub locked_by: String,
     /// The fencing token of the run's lock, when it took one.
     pub fencing_token: Option<i64>,
-    /// Why it failed.
+    /// Why it failed, or why it was found [`Abandoned`](RunOutcome::Abandoned).
     pub error: Option<String>,
 }
 
 impl RunRecord {
-    /// How long the run took, once finished.
+    /// How long the run took, once finished. `None` while it runs, and for an
+    /// [`Abandoned`](RunOutcome::Abandoned) run: when it ended was never recorded.
     pub fn duration(&self) -> Option<Duration> {
+        if self.outcome == RunOutcome::Abandoned {
+            return None;
+        }
         self.finished_at
             .and_then(|finished| (finished - self.started_at).to_std().ok())
     }
@@ -294,6 +318,15 @@ mod tests {
         }
         let err = "done".parse::<RunOutcome>().unwrap_err();
         assert!(err.to_string().contains("\"done\""), "{err}");
+        let listed = err.to_string();
+        for outcome in RunOutcome::ALL {
+            assert!(
+                listed.contains(&format!(" {},", outcome.as_str()))
+                    || listed.ends_with(&format!(" {}", outcome.as_str())),
+                "{outcome} missing from {listed}"
+            );
+        }
+        assert_eq!("abandoned".parse(), Ok(RunOutcome::Abandoned));
     }
 
     #[test]

@@ -168,8 +168,8 @@ pub mod statements {
     /// MySQL / MariaDB.
     pub mod mysql {
         pub use crate::sql::mysql::{
-            ACQUIRE, COLUMNS, EXTEND, HELD, LOCKS, NOW, RELEASE, RUN_FINISH, RUN_INSERT, RUN_PRUNE,
-            RUNS, UNLOCK,
+            ACQUIRE, COLUMNS, EXTEND, HELD, LOCKS, NOW, RELEASE, RUN_ABANDON, RUN_FINISH,
+            RUN_INSERT, RUN_PRUNE, RUNS, UNLOCK,
         };
     }
     #[cfg(feature = "postgres")]
@@ -177,8 +177,8 @@ pub mod statements {
     /// PostgreSQL.
     pub mod postgres {
         pub use crate::sql::postgres::{
-            ACQUIRE, COLUMNS, EXTEND, HELD, LOCKS, NOW, RELEASE, RUN_FINISH, RUN_INSERT, RUN_PRUNE,
-            RUNS, UNLOCK,
+            ACQUIRE, COLUMNS, EXTEND, HELD, LOCKS, NOW, RELEASE, RUN_ABANDON, RUN_FINISH,
+            RUN_INSERT, RUN_PRUNE, RUNS, UNLOCK,
         };
     }
     #[cfg(feature = "sqlite")]
@@ -186,8 +186,8 @@ pub mod statements {
     /// SQLite.
     pub mod sqlite {
         pub use crate::sql::sqlite::{
-            ACQUIRE, COLUMNS, EXTEND, HELD, LOCKS, NOW, RELEASE, RUN_FINISH, RUN_INSERT, RUN_PRUNE,
-            RUNS, UNLOCK,
+            ACQUIRE, COLUMNS, EXTEND, HELD, LOCKS, NOW, RELEASE, RUN_ABANDON, RUN_FINISH,
+            RUN_INSERT, RUN_PRUNE, RUNS, UNLOCK,
         };
     }
 }

@@ -43,8 +43,14 @@ pub mod names {
     /// Gauge: Unix time (seconds) of this instance's last run that executed successfully. Alert
     /// when the newest across instances is older than the job's period.
     pub const LAST_SUCCESS: &str = "shedlock_last_success_timestamp_seconds";
-    /// Counter: history rows that could not be written.
+    /// Counter: history rows that could not be written; a prune or an abandoned-run sweep that
+    /// failed counts here with an empty `job`.
     pub const HISTORY_ERRORS: &str = "shedlock_history_errors_total";
+    /// Counter: history rows this instance closed as `abandoned`: rows left `running` whose lock
+    /// is no longer held by their fencing token (their process died mid-run, or their end could
+    /// not be written). No labels: a row may belong to a job this scheduler does not have. Each
+    /// row is closed by one instance, so the sum across instances counts every such row once.
+    pub const RUNS_ABANDONED: &str = "shedlock_runs_abandoned_total";
     /// Counter: unlock statements that failed or got no answer within 30 s, by `lock` (the lock
     /// name). Each is retried in the background until the lease would have run out (at most an
     /// hour).
@@ -156,10 +162,22 @@ pub trait SchedulerListener: Send + Sync + 'static {
 /// # Rows
 ///
 /// A run that takes its lock gets a `running` row at once (written in the background, so the
-/// body does not wait for it), finished with its outcome when it ends: a row left `running` with
-/// no finish time belongs to an instance that died mid-run. A skipped tick gets one finished row
-/// (`skipped-held`, `skipped-overlap`) unless [`skips`](Self::skips) is off; with N
+/// body does not wait for it), finished with its outcome when it ends. A skipped tick gets one
+/// finished row (`skipped-held`, `skipped-overlap`) unless [`skips`](Self::skips) is off; with N
 /// instances every tick then writes one run row and N − 1 skip rows.
+///
+/// # Abandoned runs
+///
+/// A run whose end is never recorded (its process was killed mid-run) leaves its row `running`.
+/// When the scheduler starts and then every [`prune_every`](Self::prune_every), it closes every
+/// such row whose lock is no longer held by the row's fencing token as
+/// [`RunOutcome::Abandoned`], with the reason in `error`
+/// ([`LockProvider::close_abandoned_runs`]). A row whose lock is still held (a keep-alive lease
+/// or `lock_at_most_for` not yet run out) is closed at a later pass. Each pass that closes rows
+/// logs how many, and counts them in
+/// [`metric_names::RUNS_ABANDONED`](crate::metric_names::RUNS_ABANDONED); a pass that fails is
+/// logged and counted in [`metric_names::HISTORY_ERRORS`](crate::metric_names::HISTORY_ERRORS),
+/// and the scheduler goes on.
 ///
 /// # Retention
 ///
@@ -191,7 +209,8 @@ impl RunHistory {
         self
     }
 
-    /// How often old rows are deleted (default one hour; at least one second).
+    /// How often old rows are deleted and abandoned runs closed (default one hour; at least one
+    /// second).
     #[must_use]
     pub fn prune_every(mut self, interval: Duration) -> Self {
         self.prune_every = interval.max(Duration::from_secs(1));
@@ -203,7 +222,7 @@ impl RunHistory {
         self.retention
     }
 
-    /// How often old rows are deleted.
+    /// How often old rows are deleted and abandoned runs closed.
     pub fn prune_interval(&self) -> Duration {
         self.prune_every
     }
@@ -267,6 +286,29 @@ impl Observer {
         let row = NewRun::new(&run.job, lock_or_job(run), Some(run.tick), outcome).error(error);
         if let Err(e) = self.provider.record_run(&row).await {
             history_failed(run, &e);
+        }
+    }
+
+    /// Closes the history rows left `running` whose lock is no longer held by their token, and
+    /// logs and counts how many; a failure is logged and counted, not returned.
+    pub(crate) async fn close_abandoned(&self) {
+        if self.history.is_none() {
+            return;
+        }
+        match self.provider.close_abandoned_runs().await {
+            Ok(0) => {}
+            Ok(abandoned) => {
+                tracing::info!(
+                    abandoned,
+                    "closed run history rows left running whose lock is no longer held by their \
+                     token (their process died mid-run, or their end could not be written) as abandoned"
+                );
+                metrics::counter!(names::RUNS_ABANDONED).increment(abandoned);
+            }
+            Err(error) => {
+                tracing::warn!(%error, "could not close abandoned runs in the run history");
+                metrics::counter!(names::HISTORY_ERRORS, "job" => "").increment(1);
+            }
         }
     }
 
@@ -436,6 +478,14 @@ impl Probe {
             Some(insert) => insert.await.ok().flatten(),
             None => None,
         };
+        // By now `hold` has released the lock: with `lock_at_least_for` zero the lock is free,
+        // so a sweep by any instance (`close_abandoned_runs`) that runs before the statement
+        // below finds this row `running` under a lock its token no longer holds, and closes it
+        // as `abandoned`. `finish_run` sets the outcome whatever the row holds (and runs again
+        // if it lost a serialization race to the sweep), so the row still ends with the real
+        // outcome (`tests/support/scheduler_suite.rs` runs a sweep in exactly that window).
+        // Finishing the row before the unlock would not close the window: a sweep can just as
+        // well come while the run is stalled past its lease.
         let written = match id {
             Some(id) => {
                 self.observer

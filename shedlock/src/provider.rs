@@ -108,7 +108,9 @@ pub trait LockProvider: Send + Sync + fmt::Debug {
     }
 
     /// Finishes the history row `id` (from [`record_run`](Self::record_run)): its finish time
-    /// becomes the database's now.
+    /// becomes the database's now, and its outcome and error these, whatever the row held
+    /// (also [`Abandoned`](RunOutcome::Abandoned), written by
+    /// [`close_abandoned_runs`](Self::close_abandoned_runs) while the run was still going).
     fn finish_run<'a>(
         &'a self,
         id: i64,
@@ -129,6 +131,29 @@ pub trait LockProvider: Send + Sync + fmt::Debug {
     fn runs<'a>(&'a self, query: &'a RunQuery) -> BoxFuture<'a, Result<Vec<RunRecord>>> {
         let _ = query;
         Box::pin(async { Err(unsupported(self, "read the run history")) })
+    }
+
+    /// Closes every history row still [`Running`](RunOutcome::Running) whose lock is no longer
+    /// held by the row's fencing token, as [`Abandoned`](RunOutcome::Abandoned); returns how
+    /// many it closed.
+    ///
+    /// A row is closed when the lock table has no row for its lock name (it was deleted), when
+    /// that row carries another fencing token (another holder took the lock over), or when its
+    /// `locked_until` is past by the database's clock (whatever the
+    /// [`ClockMode`](crate::ClockMode), as for every history statement). `finished_at` becomes
+    /// the database's now and `error` names what was found, for example
+    /// `abandoned: lock "sync" was taken over by fencing token 18 at 2026-11-21T12:04:02.000Z
+    /// while this run was still recorded as running`. A row whose lock is still held by its
+    /// token is never touched, and neither is a `running` row without a fencing token (nothing
+    /// ties it to a lock holder).
+    ///
+    /// One statement, safe to run from every instance at once: each row is closed by one of
+    /// them. A run that was only stalled, not dead, and records its end later (through
+    /// [`finish_run`](Self::finish_run), which sets the outcome whatever it was) ends with its
+    /// real outcome. The scheduler calls this at start-up and at every
+    /// [`RunHistory::prune_every`](crate::RunHistory::prune_every) when its history is on.
+    fn close_abandoned_runs(&self) -> BoxFuture<'_, Result<u64>> {
+        Box::pin(async { Err(unsupported(self, "close abandoned runs")) })
     }
 }
 
@@ -186,6 +211,9 @@ macro_rules! forward_lock_provider {
             }
             fn runs<'a>(&'a self, query: &'a RunQuery) -> BoxFuture<'a, Result<Vec<RunRecord>>> {
                 (**self).runs(query)
+            }
+            fn close_abandoned_runs(&self) -> BoxFuture<'_, Result<u64>> {
+                (**self).close_abandoned_runs()
             }
         }
     )*};

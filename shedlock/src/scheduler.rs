@@ -583,11 +583,12 @@ struct LoopJob {
     last_lock: Mutex<Option<String>>,
 }
 
-/// Deletes history rows past the retention at start and then every `prune_every`, until
-/// shutdown.
+/// Closes abandoned runs and deletes history rows past the retention at start and then every
+/// `prune_every`, until shutdown.
 async fn prune_loop(inner: Arc<Inner>, history: RunHistory) {
     let mut stop_firing = inner.stop_firing.subscribe();
     loop {
+        inner.observer.close_abandoned().await;
         inner.observer.prune().await;
         tokio::select! {
             () = tokio::time::sleep(history.prune_interval()) => {}

@@ -33,6 +33,40 @@ impl Target {
         }
     }
 
+    /// A provider on the target's lock table (and its run history), on a pool of its own.
+    pub async fn provider(&self) -> std::sync::Arc<dyn shedlock::LockProvider> {
+        use shedlock::{MySqlLockProvider, PostgresLockProvider, SqliteLockProvider};
+        match self.backend {
+            Backend::Postgres => {
+                let p = PostgresLockProvider::connect(&self.url).await.unwrap();
+                std::sync::Arc::new(
+                    PostgresLockProvider::builder(p.pool().clone())
+                        .table_name(&self.table)
+                        .build()
+                        .unwrap(),
+                )
+            }
+            Backend::MySql => {
+                let p = MySqlLockProvider::connect(&self.url).await.unwrap();
+                std::sync::Arc::new(
+                    MySqlLockProvider::builder(p.pool().clone())
+                        .table_name(&self.table)
+                        .build()
+                        .unwrap(),
+                )
+            }
+            _ => {
+                let p = SqliteLockProvider::connect(&self.url).await.unwrap();
+                std::sync::Arc::new(
+                    SqliteLockProvider::builder(p.pool().clone())
+                        .table_name(&self.table)
+                        .build()
+                        .unwrap(),
+                )
+            }
+        }
+    }
+
     /// Every recorded run.
     pub async fn runs(&self) -> Vec<Run> {
         let sql = format!(

@@ -89,6 +89,44 @@ pub fn host_port(url: &str, default_port: u16) -> String {
     }
 }
 
+/// The `shedlock` command-line binary of this target directory, built once per test process
+/// (`cargo build` is a no-op when it is fresh), in the profile of the running test.
+pub fn shedlock_binary() -> std::path::PathBuf {
+    use std::path::PathBuf;
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            // <target>/debug/deps/<test>-<hash> -> <target>/debug/shedlock
+            let exe = std::env::current_exe().unwrap();
+            let profile_dir = exe.parent().unwrap().parent().unwrap();
+            let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| profile_dir.parent().unwrap().to_path_buf());
+            let bin = profile_dir.join(format!("shedlock{}", std::env::consts::EXE_SUFFIX));
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let mut build = std::process::Command::new(cargo);
+            build
+                .args(["build", "--quiet", "-p", "shedlock", "--features", "cli"])
+                .args(["--bin", "shedlock", "--target-dir"])
+                .arg(&target_dir)
+                .current_dir(env!("CARGO_MANIFEST_DIR"));
+            if profile_dir
+                .file_name()
+                .is_some_and(|name| name == "release")
+            {
+                build.arg("--release");
+            }
+            let status = build.status().unwrap();
+            assert!(
+                status.success(),
+                "cargo build -p shedlock --features cli --bin shedlock"
+            );
+            assert!(bin.exists(), "{} was not built", bin.display());
+            bin
+        })
+        .clone()
+}
+
 /// A name no other test, run or process uses: `<prefix>_<pid>_<counter>_<nanos>`.
 pub fn unique_name(prefix: &str) -> String {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -1002,7 +1040,8 @@ macro_rules! scheduler_suite {
             an_acquire_that_waited_longer_than_its_lease_runs_its_job,
             a_job_stalled_past_its_lease_is_not_polled_again,
             a_renewal_in_flight_lands_before_the_unlock,
-            a_failed_unlock_is_retried_until_it_releases
+            a_failed_unlock_is_retried_until_it_releases,
+            a_sweep_between_unlock_and_finish_leaves_the_real_outcome
         );
     };
     (@tests $db:ty; $($name:ident),* $(,)?) => {
@@ -1054,6 +1093,8 @@ macro_rules! provider_suite {
             lock_states_read_by_the_database_clock,
             operator_release_ends_the_lock_and_keeps_token_and_tick,
             run_history_round_trips_filters_and_prunes,
+            abandoned_runs_are_closed_with_the_reason,
+            a_run_finished_after_a_sweep_keeps_its_real_outcome,
             a_tick_too_far_ahead_is_refused_as_clock_skew,
             an_acquire_that_waited_gets_a_fresh_lease,
             tokens_never_go_back_after_rows_are_deleted,

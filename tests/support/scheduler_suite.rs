@@ -720,3 +720,104 @@ pub async fn a_failed_unlock_is_retried_until_it_releases<D: TestDb>(db: Arc<D>)
     .await;
     assert!(released, "a background retry released the lock");
 }
+
+/// The window between a run's unlock and the finish of its history row, hit on purpose: a
+/// listener's `on_finished`, which the scheduler calls after the lock was released and before
+/// the row is finished, runs the abandoned-run sweep there. The sweep does close the row (the
+/// lock is free, so the window is real); the scheduler's finish then writes the real outcome
+/// over it.
+pub async fn a_sweep_between_unlock_and_finish_leaves_the_real_outcome<D: TestDb>(db: Arc<D>) {
+    use shedlock::{RunFinished, RunInfo, SchedulerListener};
+
+    /// Runs the sweep, synchronously, in every `on_finished`; records what each closed.
+    struct SweepOnFinish {
+        provider: Arc<dyn LockProvider>,
+        closed: Arc<std::sync::Mutex<Vec<(i64, u64)>>>,
+    }
+    impl SchedulerListener for SweepOnFinish {
+        fn on_finished(&self, run: &RunInfo, _: &RunFinished) {
+            let closed = tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current().block_on(self.provider.close_abandoned_runs())
+            })
+            .expect("the sweep runs");
+            let token = run.fencing_token.expect("a run that took its lock");
+            self.closed.lock().unwrap().push((token, closed));
+        }
+    }
+
+    let provider: Arc<dyn LockProvider> = Arc::new(db.provider_with(Opts::own_pool()).await);
+    let closed = Arc::default();
+    let scheduler = Scheduler::builder(Arc::clone(&provider))
+        .misfire_grace(Duration::ZERO)
+        .history(RunHistory::keep_for(Duration::from_secs(86_400)))
+        .listener(SweepOnFinish {
+            provider: Arc::clone(&provider),
+            closed: Arc::clone(&closed),
+        })
+        .build();
+    let reader = Arc::clone(&provider);
+    scheduler
+        .add(Job::new(
+            "swept",
+            Schedule::parse("* * * * * *", "UTC").unwrap(),
+            move || {
+                let reader = Arc::clone(&reader);
+                async move {
+                    let cfg =
+                        LockConfiguration::new("swept", Duration::from_secs(30), Duration::ZERO)?;
+                    run_locked(cfg, async move {
+                        // The `running` row is written in the background: wait until it is
+                        // there, so the sweep has a row to close.
+                        let token = LockContext::current().unwrap().fencing_token();
+                        let query = RunQuery::latest(10).outcome(RunOutcome::Running);
+                        let mut written = false;
+                        for _ in 0..300 {
+                            let rows = reader.runs(&query).await.unwrap();
+                            if rows.iter().any(|r| r.fencing_token == Some(token)) {
+                                written = true;
+                                break;
+                            }
+                            tokio::time::sleep(100 * MS).await;
+                        }
+                        assert!(written, "the running row of token {token} was written");
+                    })
+                    .await
+                }
+            },
+        ))
+        .unwrap();
+    scheduler.start();
+    let finished = eventually(Duration::from_secs(30), async || {
+        let runs = provider
+            .runs(&RunQuery::latest(10).name("swept"))
+            .await
+            .unwrap();
+        runs.iter().any(|r| r.outcome == RunOutcome::Executed)
+    })
+    .await;
+    scheduler.shutdown().await;
+    assert!(finished, "a run finished");
+    let closed = closed.lock().unwrap().clone();
+    let (token, swept) = closed[0];
+    assert_eq!(
+        swept, 1,
+        "the sweep after the unlock found the row running under a free lock: {closed:?}"
+    );
+    let runs = provider
+        .runs(&RunQuery::latest(100).name("swept"))
+        .await
+        .unwrap();
+    let first = runs
+        .iter()
+        .find(|r| r.fencing_token == Some(token))
+        .expect("the first run's row");
+    assert_eq!(
+        (first.outcome, first.error.as_deref()),
+        (RunOutcome::Executed, None),
+        "the real outcome: {first:?}"
+    );
+    assert!(
+        runs.iter().all(|r| r.outcome != RunOutcome::Abandoned),
+        "no run ends abandoned: {runs:?}"
+    );
+}

@@ -432,6 +432,12 @@ macro_rules! lock_provider_impl {
             ) -> futures_util::future::BoxFuture<'a, $crate::Result<Vec<$crate::RunRecord>>> {
                 Box::pin(self.inner.runs(query))
             }
+
+            fn close_abandoned_runs(
+                &self,
+            ) -> futures_util::future::BoxFuture<'_, $crate::Result<u64>> {
+                Box::pin(self.inner.close_abandoned_runs())
+            }
         }
     };
 }
@@ -1003,6 +1009,34 @@ mod tests {
                     !lower.contains("now()") && !lower.contains("current_timestamp"),
                     "{dialect}: {filled}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    #[cfg(all(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+    fn the_abandoned_run_sweep_is_one_statement_by_the_database_clock() {
+        for (backend, now, text) in [
+            (Backend::Postgres, postgres::NOW, postgres::RUN_ABANDON),
+            (Backend::MySql, mysql::NOW, mysql::RUN_ABANDON),
+            (Backend::Sqlite, sqlite::NOW, sqlite::RUN_ABANDON),
+        ] {
+            let filled = statement(text, &TableName::new("ops.order").unwrap(), backend, now);
+            assert!(!filled.contains(';'), "{backend}: one statement: {filled}");
+            assert!(!filled.contains('{'), "{backend}: {filled}");
+            assert!(filled.contains(now), "{backend}: {filled}");
+            let q = |name: &str| match backend {
+                Backend::MySql => format!("`ops`.`{name}`"),
+                _ => format!("\"ops\".\"{name}\""),
+            };
+            assert!(filled.contains(&format!("UPDATE {} AS r", q("order_runs"))));
+            assert!(filled.contains(&format!("JOIN {} AS l ON l.name = ", q("order"))));
+            for reason in [
+                "has no row",
+                "was taken over by fencing token",
+                "expired at",
+            ] {
+                assert!(filled.contains(reason), "{backend}: {reason}");
             }
         }
     }

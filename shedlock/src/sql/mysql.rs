@@ -164,6 +164,31 @@ UPDATE {runs} SET finished_at = {now}, outcome = ?, error = ? WHERE id = ?";
 pub const RUN_PRUNE: &str = "\
 DELETE FROM {runs} WHERE started_at < {now} - INTERVAL ? MICROSECOND ORDER BY id LIMIT 10000";
 
+/// Closes every history row still `running` whose lock is no longer held by its fencing token:
+/// the lock row is gone, carries another token, or expired by the database's clock. Sets
+/// `abandoned`, `finished_at = now` and an `error` naming what was found. No binds.
+///
+/// The update reads the newest committed version of each row it changes (InnoDB's current
+/// read), so a `RUN_FINISH` committed before it leaves the row out; one committed after it
+/// overwrites it.
+pub const RUN_ABANDON: &str = "\
+UPDATE {runs} AS r
+LEFT JOIN {table} AS l ON l.name = r.name
+SET r.outcome = 'abandoned', r.finished_at = {now},
+    r.error = CONCAT('abandoned: lock \"', r.name, '\" ', CASE
+        WHEN l.name IS NULL THEN
+            'has no row in the lock table (it was deleted) while this run was still recorded as running'
+        WHEN l.fencing_token <> r.fencing_token THEN
+            CONCAT('was taken over by fencing token ', l.fencing_token, ' at ',
+                   LEFT(DATE_FORMAT(l.locked_at, '%Y-%m-%dT%H:%i:%s.%f'), 23), 'Z',
+                   ' while this run was still recorded as running')
+        ELSE
+            CONCAT('expired at ', LEFT(DATE_FORMAT(l.locked_until, '%Y-%m-%dT%H:%i:%s.%f'), 23), 'Z',
+                   ' while this run was still recorded as running (its process died or stopped, or its end could not be written)')
+        END)
+WHERE r.outcome = 'running' AND r.fencing_token IS NOT NULL
+  AND (l.name IS NULL OR l.fencing_token <> r.fencing_token OR l.locked_until <= {now})";
+
 /// History rows, newest first. Binds: name or job (nullable) ×3, outcome (nullable) ×2, limit.
 pub const RUNS: &str = "\
 SELECT id, job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error
@@ -423,12 +448,16 @@ impl Inner {
     }
 
     async fn finish_run(&self, id: i64, outcome: RunOutcome, error: Option<&str>) -> Result<()> {
-        let done = sqlx::query(sql(&self.text(RUN_FINISH)))
-            .bind(outcome.as_str())
-            .bind(error)
-            .bind(id)
-            .execute(&self.pool)
-            .await;
+        // Run again if it lost a race (a deadlock, SQLSTATE 40001) with a concurrent statement
+        // such as the abandoned-run sweep: the real outcome must still land.
+        let text = self.text(RUN_FINISH);
+        let query = || {
+            sqlx::query(sql(&text))
+                .bind(outcome.as_str())
+                .bind(error)
+                .bind(id)
+        };
+        let done = super::on_conn!(self, query(), execute);
         super::on_runs(self, "finish a run", done).await.map(drop)
     }
 
@@ -442,6 +471,14 @@ impl Inner {
             Ok(done.rows_affected())
         })
         .await
+    }
+
+    async fn close_abandoned_runs(&self) -> Result<u64> {
+        let done = sqlx::query(sql(&self.text(RUN_ABANDON)))
+            .execute(&self.pool)
+            .await;
+        let done = super::on_runs(self, "close abandoned runs", done).await?;
+        Ok(done.rows_affected())
     }
 
     async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>> {

@@ -135,6 +135,38 @@ pub const RUN_PRUNE: &str = "\
 DELETE FROM {runs} WHERE id IN (
     SELECT id FROM {runs} WHERE started_at < {now} - $1 LIMIT 10000)";
 
+/// Closes every history row still `running` whose lock is no longer held by its fencing token:
+/// the lock row is gone, carries another token, or expired by the database's clock. Sets
+/// `abandoned`, `finished_at = now` and an `error` naming what was found. No binds.
+///
+/// A concurrent `RUN_FINISH` of the same row wins either way: if it commits first, the outer
+/// `r.outcome = 'running'` is checked again on the row it wrote (READ COMMITTED re-evaluates
+/// the condition on the newest version; at REPEATABLE READ or SERIALIZABLE this statement fails
+/// with a serialization error instead, and the next sweep finds the row finished) and the row
+/// is skipped; if it commits after, it overwrites this (run again by the provider if it lost a
+/// serialization race to this).
+pub const RUN_ABANDON: &str = "\
+UPDATE {runs} AS r
+SET outcome = 'abandoned', finished_at = c.now, error = c.reason
+FROM (
+    SELECT a.id, n.now, 'abandoned: lock \"' || a.name || '\" ' || CASE
+        WHEN l.name IS NULL THEN
+            'has no row in the lock table (it was deleted) while this run was still recorded as running'
+        WHEN l.fencing_token <> a.fencing_token THEN
+            'was taken over by fencing token ' || l.fencing_token || ' at '
+            || to_char(l.locked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')
+            || ' while this run was still recorded as running'
+        ELSE
+            'expired at ' || to_char(l.locked_until AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')
+            || ' while this run was still recorded as running (its process died or stopped, or its end could not be written)'
+        END AS reason
+    FROM {runs} AS a
+    CROSS JOIN (SELECT {now} AS now) AS n
+    LEFT JOIN {table} AS l ON l.name = a.name
+    WHERE a.outcome = 'running' AND a.fencing_token IS NOT NULL
+      AND (l.name IS NULL OR l.fencing_token <> a.fencing_token OR l.locked_until <= n.now)) AS c
+WHERE r.id = c.id AND r.outcome = 'running'";
+
 /// History rows, newest first. `$1` lock or job name (nullable), `$2` outcome (nullable),
 /// `$3` limit.
 pub const RUNS: &str = "\
@@ -388,12 +420,17 @@ impl Inner {
     }
 
     async fn finish_run(&self, id: i64, outcome: RunOutcome, error: Option<&str>) -> Result<()> {
-        let done = sqlx::query(sql(&self.text(RUN_FINISH)))
-            .bind(id)
-            .bind(outcome.as_str())
-            .bind(error)
-            .execute(&self.pool)
-            .await;
+        // Run again if it lost a serialization race: at REPEATABLE READ or SERIALIZABLE, a
+        // sweep (`RUN_ABANDON`) that closed this row after this statement took its snapshot
+        // makes it fail, and the real outcome must still land.
+        let text = self.text(RUN_FINISH);
+        let query = || {
+            sqlx::query(sql(&text))
+                .bind(id)
+                .bind(outcome.as_str())
+                .bind(error)
+        };
+        let done = super::on_conn!(self, query(), execute);
         super::on_runs(self, "finish a run", done).await.map(drop)
     }
 
@@ -407,6 +444,14 @@ impl Inner {
             Ok(done.rows_affected())
         })
         .await
+    }
+
+    async fn close_abandoned_runs(&self) -> Result<u64> {
+        let done = sqlx::query(sql(&self.text(RUN_ABANDON)))
+            .execute(&self.pool)
+            .await;
+        let done = super::on_runs(self, "close abandoned runs", done).await?;
+        Ok(done.rows_affected())
     }
 
     async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>> {

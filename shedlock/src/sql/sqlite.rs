@@ -118,6 +118,34 @@ pub const RUN_PRUNE: &str = "\
 DELETE FROM {runs} WHERE id IN (
     SELECT id FROM {runs} WHERE started_at < {now} - ?1 LIMIT 10000)";
 
+/// Closes every history row still `running` whose lock is no longer held by its fencing token:
+/// the lock row is gone, carries another token, or expired by the clock. Sets `abandoned`,
+/// `finished_at = now` and an `error` naming what was found. No binds.
+///
+/// SQLite runs one writer at a time, so a `RUN_FINISH` of the same row lands wholly before this
+/// (the row is no longer `running`) or after it (and overwrites it).
+pub const RUN_ABANDON: &str = "\
+UPDATE {runs} AS r
+SET outcome = 'abandoned', finished_at = c.now, error = c.reason
+FROM (
+    SELECT a.id, n.now, 'abandoned: lock \"' || a.name || '\" ' || CASE
+        WHEN l.name IS NULL THEN
+            'has no row in the lock table (it was deleted) while this run was still recorded as running'
+        WHEN l.fencing_token <> a.fencing_token THEN
+            'was taken over by fencing token ' || l.fencing_token || ' at '
+            || strftime('%Y-%m-%dT%H:%M:%fZ', l.locked_at / 1000.0, 'unixepoch')
+            || ' while this run was still recorded as running'
+        ELSE
+            'expired at ' || strftime('%Y-%m-%dT%H:%M:%fZ', l.locked_until / 1000.0, 'unixepoch')
+            || ' while this run was still recorded as running (its process died or stopped, or its end could not be written)'
+        END AS reason
+    FROM {runs} AS a
+    CROSS JOIN (SELECT {now} AS now) AS n
+    LEFT JOIN {table} AS l ON l.name = a.name
+    WHERE a.outcome = 'running' AND a.fencing_token IS NOT NULL
+      AND (l.name IS NULL OR l.fencing_token <> a.fencing_token OR l.locked_until <= n.now)) AS c
+WHERE r.id = c.id";
+
 /// History rows, newest first. `?1` lock or job name (nullable), `?2` outcome (nullable),
 /// `?3` limit.
 pub const RUNS: &str = "\
@@ -405,6 +433,14 @@ impl Inner {
             Ok(done.rows_affected())
         })
         .await
+    }
+
+    async fn close_abandoned_runs(&self) -> Result<u64> {
+        let done = sqlx::query(sql(&self.text(RUN_ABANDON)))
+            .execute(&self.pool)
+            .await;
+        let done = super::on_runs(self, "close abandoned runs", done).await?;
+        Ok(done.rows_affected())
     }
 
     async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>> {

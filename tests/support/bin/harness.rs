@@ -18,8 +18,8 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use shedlock::{
     AppClock, ClockMode, Job, KeepAlive, LockConfiguration, LockContext, LockProvider,
-    MySqlLockProvider, OnLockLost, PostgresLockProvider, Schedule, Scheduler, SqliteLockProvider,
-    TaskResult, run_locked, with_provider,
+    MySqlLockProvider, OnLockLost, PostgresLockProvider, RunHistory, Schedule, Scheduler,
+    SqliteLockProvider, TaskResult, run_locked, with_provider,
 };
 use sqlx::{AssertSqlSafe, MySqlPool, PgPool, SqlitePool};
 use tokio::io::AsyncWriteExt;
@@ -87,6 +87,10 @@ struct Args {
     misfire_grace: Duration,
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     shutdown_timeout: Duration,
+    /// Write the scheduler's run history (`<table>_runs`), kept a day; the scheduler then also
+    /// closes abandoned runs at start-up (and hourly).
+    #[arg(long)]
+    history: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -267,11 +271,14 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         late_steps: Arc::default(),
     };
     let late_steps = Arc::clone(&work.late_steps);
-    let scheduler = Scheduler::builder(Arc::clone(&provider))
+    let mut scheduler = Scheduler::builder(Arc::clone(&provider))
         .clock(clock.clone())
         .misfire_grace(args.misfire_grace)
-        .shutdown_timeout(args.shutdown_timeout)
-        .build();
+        .shutdown_timeout(args.shutdown_timeout);
+    if args.history {
+        scheduler = scheduler.history(RunHistory::keep_for(Duration::from_secs(86_400)));
+    }
+    let scheduler = scheduler.build();
     let schedule = Schedule::parse(&args.cron, "UTC")?;
     let mut manual = Vec::new();
     for (job, _) in &jobs {
