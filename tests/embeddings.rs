@@ -246,42 +246,8 @@ async fn check_the_model(url: &str) {
     }
 }
 
-/// The example's binary. `cargo test` builds it with the other targets; `cargo test --test
-/// embeddings` alone does not, so a binary older than the example's sources is rebuilt first
-/// (with the flags `scripts/test` uses, so nothing else is rebuilt). As in tests/repo_sync.rs.
 fn example_binary() -> PathBuf {
-    // target/debug/deps/embeddings-<hash> -> target/debug/examples/repo_sync
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples")
-        .join("repo_sync");
-    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    let newest = std::fs::read_dir(repo_root().join("examples/repo_sync"))
-        .unwrap()
-        .flatten()
-        .filter_map(|e| modified(&e.path()))
-        .max();
-    if modified(&bin).is_none() || modified(&bin) < newest {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args([
-                "build",
-                "--quiet",
-                "--workspace",
-                "--all-features",
-                "--example",
-                "repo_sync",
-            ])
-            .current_dir(repo_root())
-            .status()
-            .unwrap();
-        assert!(status.success(), "cargo build --example repo_sync");
-    }
-    bin
+    shedlock_suite::repo_sync_binary()
 }
 
 /// One index of this repository: a fresh SQLite database, the repository registered, synced

@@ -469,56 +469,8 @@ async fn history_records_completed_failed_and_skipped_runs() {
     );
 }
 
-/// The example's binary. `cargo test` builds it with the other targets; `cargo test --test
-/// repo_sync` alone does not, so a binary older than the example's sources is rebuilt first
-/// (with the flags `scripts/test` uses, so nothing else is rebuilt).
 fn example_binary() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            // target/debug/deps/repo_sync-<hash> -> target/debug/examples/repo_sync
-            let exe = std::env::current_exe().unwrap();
-            let bin = exe
-                .parent()
-                .unwrap()
-                .parent()
-                .unwrap()
-                .join("examples")
-                .join("repo_sync");
-            let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-            let sources = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/repo_sync");
-            // The newest file of the example, in its module directories too.
-            let mut newest = None;
-            let mut dirs = vec![sources];
-            while let Some(dir) = dirs.pop() {
-                for entry in std::fs::read_dir(&dir).unwrap().flatten() {
-                    let path = entry.path();
-                    if path.is_dir() {
-                        dirs.push(path);
-                    } else {
-                        newest = newest.max(modified(&path));
-                    }
-                }
-            }
-            if modified(&bin).is_none() || modified(&bin) < newest {
-                let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-                let status = Command::new(cargo)
-                    .args([
-                        "build",
-                        "--quiet",
-                        "--workspace",
-                        "--all-features",
-                        "--example",
-                        "repo_sync",
-                    ])
-                    .current_dir(env!("CARGO_MANIFEST_DIR"))
-                    .status()
-                    .unwrap();
-                assert!(status.success(), "cargo build --example repo_sync");
-            }
-            bin
-        })
-        .clone()
+    shedlock_suite::repo_sync_binary()
 }
 
 /// `repo_sync --database-url URL add REPO --cron CRON`, which must succeed.
@@ -832,17 +784,7 @@ async fn the_same_works_on_postgres() {
     if shedlock_suite::skipped(shedlock::Backend::Postgres) {
         return;
     }
-    use sqlx::Executor;
-    let admin = sqlx::PgPool::connect(&shedlock_suite::postgres_url())
-        .await
-        .unwrap();
-    let database = shedlock_suite::unique_name("repo_sync");
-    admin
-        .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
-        .await
-        .unwrap();
-    let base = shedlock_suite::postgres_url();
-    let url = format!("{}/{database}", base.rsplit_once('/').unwrap().0);
+    let (url, database) = shedlock_suite::postgres_database("repo_sync").await;
     let repo = TempRepo::new();
     repo.write("src/lock.rs", "/// Takes the lock and returns the fencing token of this holder.\nfn fencing_token() -> i64 { 42 }\n");
     repo.commit("init");
@@ -863,12 +805,7 @@ async fn the_same_works_on_postgres() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("src/lock.rs:1-2"));
-    admin
-        .execute(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE {database} WITH (FORCE)"
-        )))
-        .await
-        .unwrap();
+    shedlock_suite::drop_postgres_database(&database).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -977,17 +914,7 @@ impl On {
             if shedlock_suite::skipped(shedlock::Backend::Postgres) {
                 return None;
             }
-            use sqlx::Executor;
-            let admin = sqlx::PgPool::connect(&shedlock_suite::postgres_url())
-                .await
-                .unwrap();
-            let database = shedlock_suite::unique_name("repo_sync");
-            admin
-                .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
-                .await
-                .unwrap();
-            let base = shedlock_suite::postgres_url();
-            let url = format!("{}/{database}", base.rsplit_once('/').unwrap().0);
+            let (url, database) = shedlock_suite::postgres_database("repo_sync").await;
             let provider = shedlock::PostgresLockProvider::connect(&url).await.unwrap();
             (Location::Postgres(url), Arc::new(provider), Some(database))
         } else {
@@ -1040,17 +967,8 @@ impl On {
 
     async fn close(self) {
         if let Some(database) = self.pg_database {
-            use sqlx::Executor;
             drop(self.ctx);
-            let admin = sqlx::PgPool::connect(&shedlock_suite::postgres_url())
-                .await
-                .unwrap();
-            admin
-                .execute(sqlx::AssertSqlSafe(format!(
-                    "DROP DATABASE {database} WITH (FORCE)"
-                )))
-                .await
-                .unwrap();
+            shedlock_suite::drop_postgres_database(&database).await;
         }
     }
 }

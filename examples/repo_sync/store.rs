@@ -199,6 +199,29 @@ impl SqlVectorStore {
     }
 }
 
+impl SqlVectorStore {
+    /// Drops what `token` and older tokens staged for the repository.
+    async fn clear_staging(
+        &self,
+        conn: &mut sqlx::AnyConnection,
+        repository_id: i64,
+        token: i64,
+    ) -> Result<(), StoreError> {
+        for table in ["chunks_staged", "staged_paths"] {
+            self.db
+                .query(
+                    &format!(
+                        "DELETE FROM {table} WHERE repository_id = $1 AND fencing_token <= $2"
+                    ),
+                    vec![V::I(repository_id), V::I(token)],
+                )
+                .execute(&mut *conn)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
 impl VectorStore for SqlVectorStore {
     fn fence<'a>(
         &'a self,
@@ -308,16 +331,7 @@ impl VectorStore for SqlVectorStore {
                 .await?
                 .rows_affected();
             // This token's staging, and whatever older runs that died left behind.
-            for table in ["chunks_staged", "staged_paths"] {
-                db.query(
-                    &format!(
-                        "DELETE FROM {table} WHERE repository_id = $1 AND fencing_token <= $2"
-                    ),
-                    ids(),
-                )
-                .execute(&mut *tx)
-                .await?;
-            }
+            self.clear_staging(&mut tx, repository_id, token).await?;
             tx.commit().await?;
             Ok(Published {
                 paths: u64::try_from(paths).unwrap_or_default(),
@@ -333,17 +347,7 @@ impl VectorStore for SqlVectorStore {
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
             let mut tx = self.db.pool().begin().await?;
-            for table in ["chunks_staged", "staged_paths"] {
-                self.db
-                    .query(
-                        &format!(
-                            "DELETE FROM {table} WHERE repository_id = $1 AND fencing_token <= $2"
-                        ),
-                        vec![V::I(repository_id), V::I(token)],
-                    )
-                    .execute(&mut *tx)
-                    .await?;
-            }
+            self.clear_staging(&mut tx, repository_id, token).await?;
             tx.commit().await?;
             Ok(())
         })

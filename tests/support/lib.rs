@@ -127,6 +127,66 @@ pub fn shedlock_binary() -> std::path::PathBuf {
         .clone()
 }
 
+/// The `repo_sync` example's binary of this target directory, built once per test process
+/// with the flags `scripts/test` uses (`cargo build` is a no-op when it is fresh).
+pub fn repo_sync_binary() -> std::path::PathBuf {
+    use std::path::PathBuf;
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            // <target>/debug/deps/<test>-<hash> -> <target>/debug/examples/repo_sync
+            let exe = std::env::current_exe().unwrap();
+            let profile_dir = exe.parent().unwrap().parent().unwrap();
+            let bin = profile_dir
+                .join("examples")
+                .join(format!("repo_sync{}", std::env::consts::EXE_SUFFIX));
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let mut build = std::process::Command::new(cargo);
+            build
+                .args(["build", "--quiet", "--workspace", "--all-features"])
+                .args(["--example", "repo_sync"])
+                .current_dir(env!("CARGO_MANIFEST_DIR"));
+            if profile_dir
+                .file_name()
+                .is_some_and(|name| name == "release")
+            {
+                build.arg("--release");
+            }
+            let status = build.status().unwrap();
+            assert!(status.success(), "cargo build --example repo_sync");
+            assert!(bin.exists(), "{} was not built", bin.display());
+            bin
+        })
+        .clone()
+}
+
+/// A PostgreSQL database of its own for one test: `(url, name)`. Drop it with
+/// [`drop_postgres_database`].
+pub async fn postgres_database(prefix: &str) -> (String, String) {
+    use sqlx::Executor;
+    let admin = sqlx::PgPool::connect(&postgres_url()).await.unwrap();
+    let database = unique_name(prefix);
+    admin
+        .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
+        .await
+        .unwrap();
+    let base = postgres_url();
+    let url = format!("{}/{database}", base.rsplit_once('/').unwrap().0);
+    (url, database)
+}
+
+/// Drops a database made by [`postgres_database`], closing its connections.
+pub async fn drop_postgres_database(name: &str) {
+    use sqlx::Executor;
+    let admin = sqlx::PgPool::connect(&postgres_url()).await.unwrap();
+    admin
+        .execute(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE {name} WITH (FORCE)"
+        )))
+        .await
+        .unwrap();
+}
+
 /// A name no other test, run or process uses: `<prefix>_<pid>_<counter>_<nanos>`.
 pub fn unique_name(prefix: &str) -> String {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
