@@ -612,7 +612,8 @@ impl Db {
             Dialect::Sqlite => return Ok(now_ms()),
             Dialect::Postgres => "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT",
         };
-        Ok(self.rows(sql, vec![]).await?[0].get(0))
+        let rows = self.rows(sql, vec![]).await?;
+        Ok(rows.first().map_or_else(now_ms, |r| r.get(0)))
     }
 
     /// Closes every history row still `running` whose lock is no longer held by its fencing
