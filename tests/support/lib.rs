@@ -89,75 +89,63 @@ pub fn host_port(url: &str, default_port: u16) -> String {
     }
 }
 
-/// The `shedlock` command-line binary of this target directory, built once per test process
-/// (`cargo build` is a no-op when it is fresh), in the profile of the running test.
+/// Builds `bin` (a path under the running test's profile directory) once per test process
+/// with `cargo build --quiet <args>`, in that profile (`cargo build` is a no-op when it is
+/// fresh), and returns its full path.
+fn cargo_built(
+    cell: &'static std::sync::OnceLock<std::path::PathBuf>,
+    args: &[&str],
+    bin: &str,
+) -> std::path::PathBuf {
+    cell.get_or_init(|| {
+        // <target>/<profile>/deps/<test>-<hash> -> <target>/<profile>/<bin>
+        let exe = std::env::current_exe().unwrap();
+        let profile_dir = exe.parent().unwrap().parent().unwrap();
+        let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| profile_dir.parent().unwrap().to_path_buf());
+        let bin = profile_dir.join(format!("{bin}{}", std::env::consts::EXE_SUFFIX));
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = std::process::Command::new(cargo);
+        build
+            .args(["build", "--quiet"])
+            .args(args)
+            .arg("--target-dir")
+            .arg(&target_dir)
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if profile_dir
+            .file_name()
+            .is_some_and(|name| name == "release")
+        {
+            build.arg("--release");
+        }
+        let status = build.status().unwrap();
+        assert!(status.success(), "cargo build {}", args.join(" "));
+        assert!(bin.exists(), "{} was not built", bin.display());
+        bin
+    })
+    .clone()
+}
+
+/// The `shedlock` command-line binary of this target directory, built once per test process.
 pub fn shedlock_binary() -> std::path::PathBuf {
-    use std::path::PathBuf;
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            // <target>/debug/deps/<test>-<hash> -> <target>/debug/shedlock
-            let exe = std::env::current_exe().unwrap();
-            let profile_dir = exe.parent().unwrap().parent().unwrap();
-            let target_dir = std::env::var_os("CARGO_TARGET_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| profile_dir.parent().unwrap().to_path_buf());
-            let bin = profile_dir.join(format!("shedlock{}", std::env::consts::EXE_SUFFIX));
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let mut build = std::process::Command::new(cargo);
-            build
-                .args(["build", "--quiet", "-p", "shedlock", "--features", "cli"])
-                .args(["--bin", "shedlock", "--target-dir"])
-                .arg(&target_dir)
-                .current_dir(env!("CARGO_MANIFEST_DIR"));
-            if profile_dir
-                .file_name()
-                .is_some_and(|name| name == "release")
-            {
-                build.arg("--release");
-            }
-            let status = build.status().unwrap();
-            assert!(
-                status.success(),
-                "cargo build -p shedlock --features cli --bin shedlock"
-            );
-            assert!(bin.exists(), "{} was not built", bin.display());
-            bin
-        })
-        .clone()
+    static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    cargo_built(
+        &BUILT,
+        &["-p", "shedlock", "--features", "cli", "--bin", "shedlock"],
+        "shedlock",
+    )
 }
 
 /// The `repo_sync` example's binary of this target directory, built once per test process
-/// with the flags `scripts/test` uses (`cargo build` is a no-op when it is fresh).
+/// with the flags `scripts/test` uses.
 pub fn repo_sync_binary() -> std::path::PathBuf {
-    use std::path::PathBuf;
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            // <target>/debug/deps/<test>-<hash> -> <target>/debug/examples/repo_sync
-            let exe = std::env::current_exe().unwrap();
-            let profile_dir = exe.parent().unwrap().parent().unwrap();
-            let bin = profile_dir
-                .join("examples")
-                .join(format!("repo_sync{}", std::env::consts::EXE_SUFFIX));
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let mut build = std::process::Command::new(cargo);
-            build
-                .args(["build", "--quiet", "--workspace", "--all-features"])
-                .args(["--example", "repo_sync"])
-                .current_dir(env!("CARGO_MANIFEST_DIR"));
-            if profile_dir
-                .file_name()
-                .is_some_and(|name| name == "release")
-            {
-                build.arg("--release");
-            }
-            let status = build.status().unwrap();
-            assert!(status.success(), "cargo build --example repo_sync");
-            assert!(bin.exists(), "{} was not built", bin.display());
-            bin
-        })
-        .clone()
+    static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    cargo_built(
+        &BUILT,
+        &["--workspace", "--all-features", "--example", "repo_sync"],
+        "examples/repo_sync",
+    )
 }
 
 /// A PostgreSQL database of its own for one test: `(url, name)`. Drop it with
