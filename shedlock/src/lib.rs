@@ -59,14 +59,12 @@
     allow(dead_code)
 )]
 
-#[cfg(feature = "cli")]
-#[cfg_attr(docsrs, doc(cfg(feature = "cli")))]
-pub mod cli;
 mod clock_sync;
 mod config;
 mod context;
 mod error;
 mod executor;
+mod guard;
 mod history;
 mod observe;
 mod provider;
@@ -82,6 +80,7 @@ pub use context::{
 };
 pub use error::{Backend, Error, Result};
 pub use executor::{LockingTaskExecutor, TaskResult};
+pub use guard::LockGuard;
 pub use history::{LockState, NewRun, RunOutcome, RunQuery, RunRecord, UnknownOutcome};
 pub use observe::{RunFinished, RunHistory, RunInfo, SchedulerListener, names as metric_names};
 pub use run::run_locked;
@@ -139,55 +138,60 @@ pub mod __private {
         Job::new(name, schedule, run)
     }
 }
-pub use provider::{LockGuard, LockProvider};
+pub use provider::{LockAdmin, LockProvider, RunStore};
 pub use settings::{
     AppClock, ClockMode, DEFAULT_TABLE_NAME, DEFAULT_TICK_TOLERANCE, KeepAlive, LOCKED_BY_ENV,
     MAX_TABLE_NAME_BYTES, OnLockLost, ProviderBuilder, default_locked_by,
 };
+pub use sql::{Dialect, SqlLockProvider};
 
 // The README's examples compile as doctests.
 #[cfg(all(doctest, feature = "postgres"))]
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
 
-#[cfg(feature = "mysql")]
-#[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
-pub use sql::mysql::MySqlLockProvider;
-#[cfg(feature = "postgres")]
-#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use sql::postgres::PostgresLockProvider;
-#[cfg(feature = "sqlite")]
-#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
-pub use sql::sqlite::SqliteLockProvider;
-
-/// The statements each provider runs, as templates: `{table}` is the validated table name and
-/// `{now}` the clock expression (or a bound parameter in application-clock mode).
-pub mod statements {
+/// The databases a [`SqlLockProvider`] speaks, one type each (their statements, encodings and
+/// sharp edges are on each).
+pub mod dialect {
     #[cfg(feature = "mysql")]
     #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
-    /// MySQL / MariaDB.
-    pub mod mysql {
-        pub use crate::sql::mysql::{
-            ACQUIRE, COLUMNS, EXTEND, HELD, LOCKS, NOW, RELEASE, RUN_ABANDON, RUN_FINISH,
-            RUN_INSERT, RUN_PRUNE, RUNS, UNLOCK,
-        };
-    }
+    pub use crate::sql::mysql::MySql;
     #[cfg(feature = "postgres")]
     #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-    /// PostgreSQL.
-    pub mod postgres {
-        pub use crate::sql::postgres::{
-            ACQUIRE, COLUMNS, EXTEND, HELD, LOCKS, NOW, RELEASE, RUN_ABANDON, RUN_FINISH,
-            RUN_INSERT, RUN_PRUNE, RUNS, UNLOCK,
-        };
-    }
+    pub use crate::sql::postgres::Postgres;
     #[cfg(feature = "sqlite")]
     #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
-    /// SQLite.
-    pub mod sqlite {
-        pub use crate::sql::sqlite::{
-            ACQUIRE, COLUMNS, EXTEND, HELD, LOCKS, NOW, RELEASE, RUN_ABANDON, RUN_FINISH,
-            RUN_INSERT, RUN_PRUNE, RUNS, UNLOCK,
-        };
+    pub use crate::sql::sqlite::Sqlite;
+}
+
+/// The lock table in PostgreSQL 12 or later.
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub type PostgresLockProvider = SqlLockProvider<dialect::Postgres>;
+
+/// The lock table in MySQL 8 or MariaDB 10.11.
+#[cfg(feature = "mysql")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
+pub type MySqlLockProvider = SqlLockProvider<dialect::MySql>;
+
+/// The lock table in an SQLite file, for instances on one machine.
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+pub type SqliteLockProvider = SqlLockProvider<dialect::Sqlite>;
+
+/// What this crate's own tests and benchmarks need and users do not (feature `test-util`, as
+/// in tokio): the text of a statement, a scheduler clock of the test's choosing
+/// ([`SchedulerBuilder::clock`]).
+#[cfg(feature = "test-util")]
+#[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
+pub mod test_util {
+    use crate::Backend;
+
+    /// The text of statement `name` (`acquire`, `unlock`, `extend`, `held`, `locks`,
+    /// `release`, `run_insert`, `run_finish`, `run_prune`, `run_abandon`, `runs`) of
+    /// `backend` for lock table `table`, reading the database's clock, with its parameters
+    /// left as placeholders; `None` for an unknown name or table name.
+    pub fn statement(backend: Backend, name: &str, table: &str) -> Option<String> {
+        crate::sql::statement_text(backend, name, table)
     }
 }

@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::{LockProvider, NewRun, RunOutcome};
+use crate::{NewRun, RunOutcome, RunStore};
 
 /// Names of the metrics the scheduler records through the [`metrics`] facade. Every one has a
 /// `job` label (the scheduler's job name); install any `metrics` recorder (for example
@@ -230,15 +230,15 @@ impl RunHistory {
 
 /// Everything a scheduler reports to: its listeners, its history, and the metrics facade.
 pub(crate) struct Observer {
-    pub(crate) provider: Arc<dyn LockProvider>,
-    pub(crate) history: Option<RunHistory>,
+    /// Where the run history goes, and its settings; `None` when it is off.
+    pub(crate) history: Option<(Arc<dyn RunStore>, RunHistory)>,
     pub(crate) listeners: Vec<Arc<dyn SchedulerListener>>,
 }
 
 impl fmt::Debug for Observer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Observer")
-            .field("history", &self.history)
+            .field("history", &self.history.as_ref().map(|(_, history)| history))
             .field("listeners", &self.listeners.len())
             .finish_non_exhaustive()
     }
@@ -275,7 +275,9 @@ impl Observer {
         for listener in &self.listeners {
             listener.on_not_acquired(run, outcome, error.as_deref());
         }
-        let Some(history) = self.history else { return };
+        let Some((store, history)) = &self.history else {
+            return;
+        };
         let skip = matches!(
             outcome,
             RunOutcome::SkippedHeld | RunOutcome::SkippedOverlap
@@ -284,7 +286,7 @@ impl Observer {
             return;
         }
         let row = NewRun::new(&run.job, lock_or_job(run), Some(run.tick), outcome).error(error);
-        if let Err(e) = self.provider.record_run(&row).await {
+        if let Err(e) = store.record_run(&row).await {
             history_failed(run, &e);
         }
     }
@@ -292,10 +294,10 @@ impl Observer {
     /// Closes the history rows left `running` whose lock is no longer held by their token, and
     /// logs and counts how many; a failure is logged and counted, not returned.
     pub(crate) async fn close_abandoned(&self) {
-        if self.history.is_none() {
+        let Some((store, _)) = &self.history else {
             return;
-        }
-        match self.provider.close_abandoned_runs().await {
+        };
+        match store.close_abandoned_runs().await {
             Ok(0) => {}
             Ok(abandoned) => {
                 tracing::info!(
@@ -314,8 +316,10 @@ impl Observer {
 
     /// Deletes history rows past the retention.
     pub(crate) async fn prune(&self) {
-        let Some(history) = self.history else { return };
-        match self.provider.prune_runs(history.retention).await {
+        let Some((store, history)) = &self.history else {
+            return;
+        };
+        match store.prune_runs(history.retention).await {
             Ok(0) => {}
             Ok(deleted) => tracing::debug!(deleted, "old run history deleted"),
             Err(error) => {
@@ -398,8 +402,8 @@ impl Probe {
             let mut state = self.lock_state();
             state.info.fencing_token = Some(fencing_token);
             state.acquired_at = Some(Instant::now());
-            if self.observer.history.is_some() {
-                let observer = Arc::clone(&self.observer);
+            if let Some((store, _)) = &self.observer.history {
+                let store = Arc::clone(store);
                 let info = state.info.clone();
                 state.row = Some(tokio::spawn(async move {
                     let row = NewRun::new(
@@ -409,7 +413,7 @@ impl Probe {
                         RunOutcome::Running,
                     )
                     .fencing_token(Some(fencing_token));
-                    match observer.provider.record_run(&row).await {
+                    match store.record_run(&row).await {
                         Ok(id) => Some(id),
                         Err(e) => {
                             history_failed(&info, &e);
@@ -471,9 +475,9 @@ impl Probe {
         for listener in &self.observer.listeners {
             listener.on_finished(&info, &finished);
         }
-        if self.observer.history.is_none() {
+        let Some((store, _)) = &self.observer.history else {
             return;
-        }
+        };
         let id = match row {
             Some(insert) => insert.await.ok().flatten(),
             None => None,
@@ -488,8 +492,7 @@ impl Probe {
         // well come while the run is stalled past its lease.
         let written = match id {
             Some(id) => {
-                self.observer
-                    .provider
+                store
                     .finish_run(id, outcome, finished.error.as_deref())
                     .await
             }
@@ -498,7 +501,7 @@ impl Probe {
                 let row = NewRun::new(&info.job, lock_or_job(&info), Some(info.tick), outcome)
                     .fencing_token(info.fencing_token)
                     .error(finished.error.clone());
-                self.observer.provider.record_run(&row).await.map(drop)
+                store.record_run(&row).await.map(drop)
             }
         };
         if let Err(e) = written {

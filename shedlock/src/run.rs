@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use crate::context::{LockContext, cancelled, current_provider, current_tick};
 use crate::observe::Probe;
-use crate::provider::Renewer;
+use crate::guard::Renewer;
 use crate::{Error, LockConfiguration, LockGuard, LockProvider, OnLockLost, Result, TaskResult};
 use tracing::Instrument;
 

@@ -19,7 +19,8 @@ use crate::clock_sync::{DbClock, clock_loop};
 use crate::context::{with_cancel, with_provider, with_tick};
 use crate::observe::{Observer, Probe, RunInfo};
 use crate::{
-    AppClock, Error, LockProvider, Result, RunHistory, RunOutcome, Schedule, SchedulerListener,
+    AppClock, Error, LockProvider, Result, RunHistory, RunOutcome, RunStore, Schedule,
+    SchedulerListener,
     TaskResult,
 };
 use tracing::Instrument;
@@ -262,16 +263,16 @@ pub struct Scheduler {
     inner: Arc<Inner>,
 }
 
-/// Settings for a [`Scheduler`].
+/// Settings for a [`Scheduler`] over the provider `P`.
 #[derive(Debug)]
 #[must_use = "call .build()"]
-pub struct SchedulerBuilder {
-    provider: Arc<dyn LockProvider>,
+pub struct SchedulerBuilder<P> {
+    provider: Arc<P>,
     clock: AppClock,
     clock_check_every: Duration,
     misfire_grace: Duration,
     shutdown_timeout: Duration,
-    history: Option<RunHistory>,
+    history: Option<(Arc<dyn RunStore>, RunHistory)>,
     listeners: Vec<Arc<dyn SchedulerListener>>,
 }
 
@@ -281,7 +282,7 @@ impl fmt::Debug for dyn SchedulerListener {
     }
 }
 
-impl SchedulerBuilder {
+impl<P: LockProvider + 'static> SchedulerBuilder<P> {
     /// How old a missed tick may be and still run at start-up (default 5 minutes; zero turns
     /// catch-up off).
     pub fn misfire_grace(mut self, grace: Duration) -> Self {
@@ -295,10 +296,12 @@ impl SchedulerBuilder {
         self
     }
 
-    /// This instance's clock (default: the system clock). Only for tests and demonstrations of
-    /// a machine whose clock is wrong: the scheduler measures this clock's offset to the
-    /// provider's (the database's) and fires ticks by the database's time, and the lock decides
-    /// expiry by the database's clock.
+    /// This instance's clock (default: the system clock), to stand for a machine whose clock is
+    /// wrong: the scheduler measures this clock's offset to the provider's (the database's)
+    /// and fires ticks by the database's time, and the lock decides expiry by the database's
+    /// clock. Feature `test-util`.
+    #[cfg(feature = "test-util")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
     pub fn clock(mut self, clock: AppClock) -> Self {
         self.clock = clock;
         self
@@ -313,12 +316,6 @@ impl SchedulerBuilder {
         self
     }
 
-    /// Writes the run history into `<table>_runs` (see [`RunHistory`]); off by default.
-    /// The table is created by the provider's `migrate()`.
-    pub fn history(mut self, history: RunHistory) -> Self {
-        self.history = Some(history);
-        self
-    }
 
     /// Adds a [`SchedulerListener`]; every listener hears every job's ticks, in the order
     /// added.
@@ -332,11 +329,10 @@ impl SchedulerBuilder {
         Scheduler {
             inner: Arc::new(Inner {
                 observer: Arc::new(Observer {
-                    provider: Arc::clone(&self.provider),
                     history: self.history,
                     listeners: self.listeners,
                 }),
-                provider: self.provider,
+                provider: self.provider as Arc<dyn LockProvider>,
                 clock: DbClock::new(self.clock),
                 clock_check_every: self.clock_check_every,
                 misfire_grace: self.misfire_grace,
@@ -350,6 +346,16 @@ impl SchedulerBuilder {
                 chores: Mutex::new(JoinSet::new()),
             }),
         }
+    }
+}
+
+impl<P: RunStore + 'static> SchedulerBuilder<P> {
+    /// Writes the run history into `<table>_runs` (see [`RunHistory`]); off by default.
+    /// The table is created by the provider's `migrate()`. Only a provider that keeps a run
+    /// history ([`RunStore`]) has this option.
+    pub fn history(mut self, history: RunHistory) -> Self {
+        self.history = Some((Arc::clone(&self.provider) as Arc<dyn RunStore>, history));
+        self
     }
 }
 
@@ -370,7 +376,7 @@ impl Scheduler {
     }
 
     /// A builder for the misfire grace, the shutdown timeout, the run history and listeners.
-    pub fn builder(provider: impl LockProvider + 'static) -> SchedulerBuilder {
+    pub fn builder<P: LockProvider + 'static>(provider: P) -> SchedulerBuilder<P> {
         SchedulerBuilder {
             provider: Arc::new(provider),
             clock: AppClock::system(),
@@ -488,7 +494,7 @@ impl Scheduler {
         for entry in jobs.values_mut() {
             self.spawn_loop(entry);
         }
-        if let Some(history) = self.inner.observer.history {
+        if let Some((_, history)) = self.inner.observer.history {
             self.inner
                 .loops
                 .lock()

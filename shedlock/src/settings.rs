@@ -6,8 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use sqlx::Pool;
 
 use crate::config::round_up_to_millis;
+use crate::sql::Dialect;
 use crate::{Backend, Error, Result};
 
 /// The default lock table name.
@@ -139,20 +141,28 @@ fn quote(identifier: &str, backend: Backend) -> String {
 }
 
 /// Which clock decides when a lock expires.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub enum ClockMode {
     /// The database server's clock (`clock_timestamp()`, `UTC_TIMESTAMP(6)`,
     /// `unixepoch('subsec')`): instances' own clocks may drift without effect. The default.
     #[default]
     Database,
-    /// Each instance's own clock, passed as a parameter. Only safe when every instance's clock
-    /// agrees to well within `lock_at_least_for`; an instance whose clock runs ahead takes locks
-    /// that others still hold. Opt in only when the database clock cannot be used.
-    Application,
+    /// Each instance's own clock, this one, passed as a parameter. Only safe when every
+    /// instance's clock agrees to well within `lock_at_least_for`; an instance whose clock runs
+    /// ahead takes locks that others still hold. Opt in only when the database clock cannot be
+    /// used.
+    Application(AppClock),
 }
 
-/// The application clock used in [`ClockMode::Application`].
+impl ClockMode {
+    /// [`Application`](Self::Application) with the system clock.
+    pub fn application() -> Self {
+        Self::Application(AppClock::system())
+    }
+}
+
+/// An instance's own clock, for [`ClockMode::Application`].
 #[derive(Clone)]
 pub struct AppClock(Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>);
 
@@ -160,12 +170,6 @@ impl AppClock {
     /// The system clock, [`Utc::now`].
     pub fn system() -> Self {
         Self(Arc::new(Utc::now))
-    }
-
-    /// The system clock shifted by `offset`: a stand-in for a machine whose clock is wrong, in
-    /// tests and demonstrations.
-    pub fn offset(offset: chrono::Duration) -> Self {
-        Self(Arc::new(move || Utc::now() + offset))
     }
 
     /// Any clock.
@@ -375,7 +379,6 @@ pub(crate) struct Settings {
     pub(crate) table: TableName,
     pub(crate) locked_by: String,
     pub(crate) clock_mode: ClockMode,
-    pub(crate) app_clock: AppClock,
     pub(crate) keep_alive: KeepAlive,
     pub(crate) hold_connections: usize,
     /// How far ahead of the database clock a tick may be (whole milliseconds).
@@ -386,7 +389,10 @@ impl Settings {
     /// The application clock's time when it decides expiry ([`ClockMode::Application`]), bound
     /// in place of the database's clock.
     pub(crate) fn app_now(&self) -> Option<DateTime<Utc>> {
-        (self.clock_mode == ClockMode::Application).then(|| self.app_clock.now())
+        match &self.clock_mode {
+            ClockMode::Database => None,
+            ClockMode::Application(clock) => Some(clock.now()),
+        }
     }
 
     pub(crate) fn defaults() -> Self {
@@ -394,7 +400,6 @@ impl Settings {
             table: TableName(DEFAULT_TABLE_NAME.into()),
             locked_by: default_locked_by(),
             clock_mode: ClockMode::Database,
-            app_clock: AppClock::system(),
             keep_alive: KeepAlive::default(),
             hold_connections: 0,
             tick_tolerance: DEFAULT_TICK_TOLERANCE,
@@ -419,25 +424,23 @@ impl Settings {
 /// ```
 #[derive(Debug)]
 #[must_use = "call .build() to get the provider"]
-pub struct ProviderBuilder<Pool> {
-    pub(crate) pool: Pool,
+pub struct ProviderBuilder<D: Dialect> {
+    pool: Pool<D::Db>,
     table: String,
     locked_by: Option<String>,
     clock_mode: ClockMode,
-    app_clock: AppClock,
     keep_alive: KeepAlive,
     hold_connections: usize,
     tick_tolerance: Duration,
 }
 
-impl<Pool> ProviderBuilder<Pool> {
-    pub(crate) fn new(pool: Pool) -> Self {
+impl<D: Dialect> ProviderBuilder<D> {
+    pub(crate) fn new(pool: Pool<D::Db>) -> Self {
         Self {
             pool,
             table: DEFAULT_TABLE_NAME.into(),
             locked_by: None,
             clock_mode: ClockMode::Database,
-            app_clock: AppClock::system(),
             keep_alive: KeepAlive::default(),
             hold_connections: 0,
             tick_tolerance: DEFAULT_TICK_TOLERANCE,
@@ -473,13 +476,6 @@ impl<Pool> ProviderBuilder<Pool> {
         self
     }
 
-    /// The clock used in [`ClockMode::Application`] (default: the system clock). Ignored in
-    /// database-clock mode.
-    pub fn app_clock(mut self, clock: AppClock) -> Self {
-        self.app_clock = clock;
-        self
-    }
-
     /// Keep-alive settings (default: on, lease `lock_at_most_for`, renewed every third).
     pub fn keep_alive(mut self, keep_alive: KeepAlive) -> Self {
         self.keep_alive = keep_alive;
@@ -499,7 +495,7 @@ impl<Pool> ProviderBuilder<Pool> {
         self
     }
 
-    pub(crate) fn into_parts(self) -> Result<(Pool, Settings)> {
+    pub(crate) fn into_parts(self) -> Result<(Pool<D::Db>, Settings)> {
         let table = TableName::new(&self.table)?;
         let locked_by = validate_locked_by(self.locked_by.unwrap_or_else(default_locked_by))?;
         Ok((
@@ -508,7 +504,6 @@ impl<Pool> ProviderBuilder<Pool> {
                 table,
                 locked_by,
                 clock_mode: self.clock_mode,
-                app_clock: self.app_clock,
                 keep_alive: self.keep_alive,
                 hold_connections: self.hold_connections,
                 tick_tolerance: validate_tick_tolerance(self.tick_tolerance)?,

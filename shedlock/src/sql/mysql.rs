@@ -1,5 +1,5 @@
-//! [`MySqlLockProvider`]: the lock table in MySQL 8 or MariaDB 10.11, one statement per
-//! operation.
+//! MySQL 8 and MariaDB 10.11: their statements, how they encode durations and times, and their
+//! hooks. Everything else is [`SqlLockProvider`](crate::SqlLockProvider)'s.
 //!
 //! Neither engine has `INSERT … RETURNING` together with `ON DUPLICATE KEY UPDATE` (MySQL has
 //! no `RETURNING` at all), so the acquire statement hands the new fencing token back through
@@ -7,29 +7,23 @@
 //! no follow-up `SELECT`. See `docs/adr/0001-statements-and-time.md`.
 
 use std::str::FromStr;
-use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
-use sqlx::ConnectOptions;
-use sqlx::MySqlPool;
-use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
-
-use super::{Dialect, Failure, connect_error, fail, micros, sql, statement};
-use crate::history::parse_outcome;
-use crate::provider::Lease;
-use crate::settings::{ProviderBuilder, Settings};
-use crate::{Backend, ClockMode, Error, LockConfiguration, LockGuard, Result};
-use crate::{LockState, NewRun, RunOutcome, RunQuery, RunRecord};
 use chrono::{DateTime, NaiveDateTime, Utc};
-use sqlx::Row;
+use sqlx::error::{BoxDynError, DatabaseError};
 use sqlx::migrate::{MigrateError, Migrator};
-use sqlx::mysql::MySqlRow;
-use tokio::time::Instant;
+use sqlx::mysql::{MySqlArguments, MySqlConnectOptions, MySqlRow};
+use sqlx::{Arguments, Row};
+
+use super::dialect::{Acquired, Answer, Dialect, Failure, Hooks, Param, Statement, Statements};
+use super::errors::fail;
+use super::micros;
+use super::provider::Core;
+use crate::{Backend, Error, Result};
 
 /// The database's current time in UTC with microseconds, as of the start of the statement
 /// (MySQL fixes it for the whole statement). Used where a statement only reads.
-pub const NOW: &str = "UTC_TIMESTAMP(6)";
+const NOW: &str = "UTC_TIMESTAMP(6)";
 
 /// The database's current time in UTC with microseconds **when the expression runs**, for the
 /// statements that grant or renew a lease. `UTC_TIMESTAMP(6)` is the statement's start, which
@@ -38,7 +32,7 @@ pub const NOW: &str = "UTC_TIMESTAMP(6)";
 /// taken through `UNIX_TIMESTAMP` (which knows the session's time zone and its daylight-saving
 /// changes), is the wait; it is added to the statement's UTC start. (`--sysdate-is-now` makes
 /// the wait 0: leases then count from the statement's start.)
-pub(crate) const GRANT_NOW: &str = "(UTC_TIMESTAMP(6) + INTERVAL GREATEST(0, \
+const GRANT_NOW: &str = "(UTC_TIMESTAMP(6) + INTERVAL GREATEST(0, \
 CAST((UNIX_TIMESTAMP(SYSDATE(6)) - UNIX_TIMESTAMP(NOW(6))) * 1000000 AS SIGNED)) MICROSECOND)";
 
 /// Acquire: one `INSERT … SELECT … ON DUPLICATE KEY UPDATE`.
@@ -66,7 +60,8 @@ CAST((UNIX_TIMESTAMP(SYSDATE(6)) - UNIX_TIMESTAMP(NOW(6))) * 1000000 AS SIGNED))
 ///
 /// The client reads the OK packet's last-insert-id: 0 = tick refused as too far ahead,
 /// 2⁶⁴ − 1 = held elsewhere (or tick already claimed), otherwise the token.
-pub const ACQUIRE: &str = "\
+const ACQUIRE: Statement = Statement {
+    sql: "\
 INSERT INTO {table} (name, locked_until, locked_at, locked_by, fencing_token, last_tick)
 SELECT ?, g.now + INTERVAL ? MICROSECOND, g.now, ?,
        LAST_INSERT_ID(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', g.now)), ?
@@ -81,7 +76,9 @@ ON DUPLICATE KEY UPDATE
     locked_by = IF(fencing_token = LAST_INSERT_ID(), VALUES(locked_by), locked_by),
     locked_at = IF(fencing_token = LAST_INSERT_ID(), {grant_now}, locked_at),
     last_tick = IF(fencing_token = LAST_INSERT_ID(), COALESCE(VALUES(last_tick), last_tick), last_tick),
-    locked_until = IF(fencing_token = LAST_INSERT_ID(), locked_at + INTERVAL ? MICROSECOND, locked_until)";
+    locked_until = IF(fencing_token = LAST_INSERT_ID(), locked_at + INTERVAL ? MICROSECOND, locked_until)",
+    binds: &[Param::Name, Param::AtMost, Param::LockedBy, Param::Tick, Param::Now, Param::Tick, Param::Tick, Param::Tolerance, Param::AtMost],
+};
 
 /// What the acquire reports as its last-insert-id when the lock is held: 2⁶⁴ − 1.
 const HELD_SENTINEL: u64 = u64::MAX;
@@ -90,22 +87,31 @@ const HELD_SENTINEL: u64 = u64::MAX;
 /// extension's `lock_at_least_for`), or release it now; only while the token matches.
 ///
 /// Binds: \[now\], lock_at_least_for (µs), slack of the newest lease (µs), name, token.
-pub const UNLOCK: &str = "\
+const UNLOCK: Statement = Statement {
+    sql: "\
 UPDATE {table}
 SET locked_until = GREATEST({now}, locked_at + INTERVAL ? MICROSECOND, locked_until - INTERVAL ? MICROSECOND)
-WHERE name = ? AND fencing_token = ?";
+WHERE name = ? AND fencing_token = ?",
+    binds: &[Param::Now, Param::AtLeast, Param::Slack, Param::Name, Param::Token],
+};
 
 /// Extend: hold until `now + lock_at_most_for`, only while the token matches and the lock has
 /// not expired. (sqlx sets `CLIENT_FOUND_ROWS`, so a matched row counts as affected.)
 ///
 /// Binds: \[now\], lock_at_most_for (µs), name, token, \[now\].
-pub const EXTEND: &str = "\
+const EXTEND: Statement = Statement {
+    sql: "\
 UPDATE {table}
 SET locked_until = {now} + INTERVAL ? MICROSECOND
-WHERE name = ? AND fencing_token = ? AND locked_until > {now}";
+WHERE name = ? AND fencing_token = ? AND locked_until > {now}",
+    binds: &[Param::Now, Param::AtMost, Param::Name, Param::Token, Param::Now],
+};
 
 /// The database's current time, for the scheduler's clock offset.
-pub(crate) const CLOCK: &str = "SELECT {now}";
+const CLOCK: Statement = Statement {
+    sql: "SELECT {now}",
+    binds: &[],
+};
 
 /// The columns of the lock table with what the shape check needs: type, `AUTO_INCREMENT`,
 /// fractional-second digits.
@@ -118,13 +124,19 @@ WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?";
 /// Is this token still the holder? The row carries it and the lock has not expired.
 ///
 /// Binds: name, token, \[now\].
-pub const HELD: &str = "\
-SELECT COUNT(*) FROM {table} WHERE name = ? AND fencing_token = ? AND locked_until > {now}";
+const HELD: Statement = Statement {
+    sql: "\
+SELECT COUNT(*) FROM {table} WHERE name = ? AND fencing_token = ? AND locked_until > {now}",
+    binds: &[Param::Name, Param::Token, Param::Now],
+};
 
 /// The columns the lock table has.
-pub const COLUMNS: &str = "\
+const COLUMNS: Statement = Statement {
+    sql: "\
 SELECT CAST(column_name AS CHAR) FROM information_schema.columns
-WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?";
+WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?",
+    binds: &[Param::Schema, Param::Table],
+};
 
 /// Serializes `migrate()` across instances: a named lock, waited for up to the given seconds.
 const MIGRATE_LOCK: &str = "SELECT GET_LOCK(?, ?)";
@@ -134,35 +146,50 @@ const MIGRATE_LOCK_WAIT: Duration = Duration::from_secs(60);
 /// Every lock, or one: each row with the database time it was read at.
 ///
 /// Binds: name (nullable: all), name.
-pub const LOCKS: &str = "\
+const LOCKS: Statement = Statement {
+    sql: "\
 SELECT name, locked_until, locked_at, locked_by, fencing_token, last_tick, {now}
 FROM {table}
 WHERE ? IS NULL OR name = ?
-ORDER BY name";
+ORDER BY name",
+    binds: &[Param::NameFilter, Param::NameFilter],
+};
 
 /// An operator's release: ends the lock now, only while it carries the token the operator was
 /// shown and has not expired. Token and `last_tick` stay.
 ///
 /// Binds: name, token.
-pub const RELEASE: &str = "\
+const RELEASE: Statement = Statement {
+    sql: "\
 UPDATE {table} SET locked_until = {now}
-WHERE name = ? AND fencing_token = ? AND locked_until > {now}";
+WHERE name = ? AND fencing_token = ? AND locked_until > {now}",
+    binds: &[Param::Name, Param::Token],
+};
 
 /// A history row; a finished outcome gets `finished_at = started_at`. The id comes back as the
 /// last insert id.
 ///
 /// Binds: job, name, tick, still running, outcome, locked_by, token, error.
-pub const RUN_INSERT: &str = "\
+const RUN_INSERT: Statement = Statement {
+    sql: "\
 INSERT INTO {runs} (job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error)
-VALUES (?, ?, ?, {now}, IF(?, NULL, {now}), ?, ?, ?, ?)";
+VALUES (?, ?, ?, {now}, IF(?, NULL, {now}), ?, ?, ?, ?)",
+    binds: &[Param::Job, Param::Name, Param::Tick, Param::Running, Param::Outcome, Param::LockedBy, Param::Token, Param::Error],
+};
 
 /// Finishes a history row. Binds: outcome, error, id.
-pub const RUN_FINISH: &str = "\
-UPDATE {runs} SET finished_at = {now}, outcome = ?, error = ? WHERE id = ?";
+const RUN_FINISH: Statement = Statement {
+    sql: "\
+UPDATE {runs} SET finished_at = {now}, outcome = ?, error = ? WHERE id = ?",
+    binds: &[Param::Outcome, Param::Error, Param::Id],
+};
 
 /// Deletes up to 10,000 history rows older than the retention (µs); run until it deletes fewer.
-pub const RUN_PRUNE: &str = "\
-DELETE FROM {runs} WHERE started_at < {now} - INTERVAL ? MICROSECOND ORDER BY id LIMIT 10000";
+const RUN_PRUNE: Statement = Statement {
+    sql: "\
+DELETE FROM {runs} WHERE started_at < {now} - INTERVAL ? MICROSECOND ORDER BY id LIMIT 10000",
+    binds: &[Param::Retention],
+};
 
 /// Closes every history row still `running` whose lock is no longer held by its fencing token:
 /// the lock row is gone, carries another token, or expired by the database's clock. Sets
@@ -171,7 +198,8 @@ DELETE FROM {runs} WHERE started_at < {now} - INTERVAL ? MICROSECOND ORDER BY id
 /// The update reads the newest committed version of each row it changes (InnoDB's current
 /// read), so a `RUN_FINISH` committed before it leaves the row out; one committed after it
 /// overwrites it.
-pub const RUN_ABANDON: &str = "\
+const RUN_ABANDON: Statement = Statement {
+    sql: "\
 UPDATE {runs} AS r
 LEFT JOIN {table} AS l ON l.name = r.name
 SET r.outcome = 'abandoned', r.finished_at = {now},
@@ -187,15 +215,20 @@ SET r.outcome = 'abandoned', r.finished_at = {now},
                    ' while this run was still recorded as running (its process died or stopped, or its end could not be written)')
         END)
 WHERE r.outcome = 'running' AND r.fencing_token IS NOT NULL
-  AND (l.name IS NULL OR l.fencing_token <> r.fencing_token OR l.locked_until <= {now})";
+  AND (l.name IS NULL OR l.fencing_token <> r.fencing_token OR l.locked_until <= {now})",
+    binds: &[],
+};
 
 /// History rows, newest first. Binds: name or job (nullable) ×3, outcome (nullable) ×2, limit.
-pub const RUNS: &str = "\
+const RUNS: Statement = Statement {
+    sql: "\
 SELECT id, job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error
 FROM {runs}
 WHERE (? IS NULL OR name = ? OR job = ?) AND (? IS NULL OR outcome = ?)
 ORDER BY id DESC
-LIMIT ?";
+LIMIT ?",
+    binds: &[Param::NameFilter, Param::NameFilter, Param::NameFilter, Param::OutcomeFilter, Param::OutcomeFilter, Param::Limit],
+};
 
 const MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -210,388 +243,127 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     ),
 ];
 
-/// A [`LockProvider`](crate::LockProvider) over a MySQL 8 or MariaDB 10.11 pool.
+/// MySQL 8 or MariaDB 10.11: [`MySqlLockProvider`](crate::MySqlLockProvider).
 ///
-/// Every statement runs on its own pooled connection in autocommit mode, so it never joins a
-/// transaction of the caller's; expiry is decided by the server's `UTC_TIMESTAMP(6)`.
-///
-/// ```no_run
-/// # async fn demo() -> shedlock::Result<()> {
-/// use shedlock::{LockProvider, MySqlLockProvider};
-///
-/// let provider = MySqlLockProvider::connect("mysql://app@db/app").await?;
-/// provider.migrate().await?;
-/// # Ok(()) }
-/// ```
+/// Expiry by the server's clock in UTC with microseconds; the table's times are `DATETIME(6)`
+/// holding UTC.
 ///
 /// # Sharp edges
 ///
-/// - Pass a pool, not a transaction.
-/// - The table's times are `DATETIME(6)` in UTC. A table made by hand with `TIMESTAMP` (ends in
-///   2038, shifts with the session time zone) or plain `DATETIME` (whole seconds: sub-second
-///   leases round away) breaks expiry; use the shipped migration.
+/// - A table made by hand with `TIMESTAMP` (ends in 2038, shifts with the session time zone),
+///   plain `DATETIME` (whole seconds: sub-second leases round away), an `AUTO_INCREMENT` column
+///   or a `fencing_token` narrower than `BIGINT` is refused, with what to change, before the
+///   first acquire; use the shipped migration.
 /// - The acquire statement uses `VALUES(col)` in `ON DUPLICATE KEY UPDATE`, which MySQL 8.0.20+
 ///   deprecates (with a warning) but still runs; MariaDB has no replacement for it.
-#[derive(Debug, Clone)]
-pub struct MySqlLockProvider {
-    inner: Arc<Inner>,
-}
+#[derive(Debug, Clone, Copy)]
+pub struct MySql;
 
-#[derive(Debug)]
-struct Inner {
-    pool: MySqlPool,
-    settings: Settings,
-    address: String,
-    acquire: Arc<str>,
-    unlock: Arc<str>,
-    extend: Arc<str>,
-    held: Arc<str>,
-    clock: Arc<str>,
-    stash: super::Stash<sqlx::MySql>,
-    /// Set once the table's shape was checked ([`Dialect::check_shape`]).
-    shape_checked: tokio::sync::OnceCell<()>,
-}
+impl Dialect for MySql {}
 
-impl MySqlLockProvider {
-    /// A provider with default settings: table `shedlock`, database clock, default `locked_by`.
-    pub fn new(pool: MySqlPool) -> Self {
-        Self::from_parts(pool, Settings::defaults())
-    }
-
-    /// A builder to set the table name, `locked_by`, clock mode or keep-alive.
-    pub fn builder(pool: MySqlPool) -> ProviderBuilder<MySqlPool> {
-        ProviderBuilder::new(pool)
-    }
-
-    /// Connects a new pool to `url` and builds a provider with default settings.
-    ///
-    /// An unparsable URL is [`Error::InvalidUrl`]; a server that cannot be reached is
-    /// [`Error::Unreachable`] naming the address.
-    pub async fn connect(url: &str) -> Result<Self> {
-        let options = MySqlConnectOptions::from_str(url).map_err(|source| Error::InvalidUrl {
-            backend: Backend::MySql,
-            source,
-        })?;
-        let address = address(&options);
-        // One direct attempt first: a down server is reported at once with its real cause,
-        // instead of after the pool's retries as "pool timed out".
-        let first = options
-            .connect()
-            .await
-            .map_err(|source| connect_error(Backend::MySql, address, source, failure))?;
-        let pool = MySqlPoolOptions::new()
-            .acquire_timeout(Duration::from_secs(10))
-            .connect_lazy_with(options);
-        drop(first);
-        Ok(Self::new(pool))
-    }
-
-    /// The pool this provider uses.
-    pub fn pool(&self) -> &MySqlPool {
-        &self.inner.pool
-    }
-
-    fn from_parts(pool: MySqlPool, settings: Settings) -> Self {
-        let (table, app) = (
-            &settings.table,
-            settings.clock_mode == ClockMode::Application,
-        );
-        // The lock statements read the time when they run; in application-clock mode the
-        // application's time is bound at each `{now}` (once for the acquire, whose update reads
-        // it back as `VALUES(locked_at)`).
-        let (now, grant_now) = if app {
-            ("CAST(? AS DATETIME(6))", "VALUES(locked_at)")
-        } else {
-            (GRANT_NOW, GRANT_NOW)
-        };
-        let my = Backend::MySql;
-        let inner = Inner {
-            address: address(&pool.connect_options()),
-            acquire: statement(&ACQUIRE.replace("{grant_now}", grant_now), table, my, now),
-            unlock: statement(UNLOCK, table, my, now),
-            extend: statement(EXTEND, table, my, now),
-            held: statement(HELD, table, my, now),
-            clock: statement(CLOCK, table, my, if app { now } else { NOW }),
-            stash: super::Stash::new(settings.hold_connections),
-            shape_checked: tokio::sync::OnceCell::new(),
-            pool,
-            settings,
-        };
-        Self {
-            inner: Arc::new(inner),
-        }
-    }
-}
-
-super::lock_provider_impl!(MySqlLockProvider, MySqlPool, Backend::MySql);
-
-impl Inner {
-    async fn acquire(self: &Arc<Self>, config: &LockConfiguration) -> Result<Option<LockGuard>> {
-        self.check_shape().await?;
-        let sent_at = Instant::now();
-        let app_now = self.settings.app_now().map(|t| t.naive_utc());
-        let (lease, tick) = (
-            micros(config.lock_at_most_for()),
-            config.tick().map(|t| t.naive_utc()),
-        );
-        let tolerance = self.settings.tick_tolerance;
-        let query = || {
-            let query = sqlx::query(sql(&self.acquire))
-                .bind(config.name())
-                .bind(lease)
-                .bind(&self.settings.locked_by)
-                .bind(tick);
-            let query = match app_now {
-                Some(now) => query.bind(now),
-                None => query,
-            };
-            query
-                .bind(tick)
-                .bind(tick)
-                .bind(micros(tolerance))
-                .bind(lease)
-        };
-        let done = match super::on_conn!(self, query(), execute) {
-            Ok(done) => done,
-            Err(e) => {
-                return Err(fail(&**self, format!("acquire lock {:?}", config.name()), e).await);
-            }
-        };
-        match (done.last_insert_id(), config.tick()) {
-            (HELD_SENTINEL, _) => Ok(None),
-            (0, Some(tick)) => Err(Error::TickInFuture {
-                name: config.name().to_owned(),
-                tick,
-                tolerance,
-                ahead_by: None,
-            }),
-            (reported, _) => match i64::try_from(reported) {
-                Ok(token) if token != 0 => {
-                    let lease = Arc::clone(self) as Arc<dyn Lease>;
-                    Ok(Some(LockGuard::new(config, token, lease, sent_at)))
-                }
-                // Not a value this statement reports: treat it as not taken.
-                _ => Ok(None),
-            },
-        }
-    }
-
-    async fn is_held(&self, name: &str, token: i64) -> Result<bool> {
-        let app_now = self.settings.app_now().map(|t| t.naive_utc());
-        let query = || {
-            let query = sqlx::query_scalar::<_, i64>(sql(&self.held))
-                .bind(name)
-                .bind(token);
-            match app_now {
-                Some(now) => query.bind(now),
-                None => query,
-            }
-        };
-        match super::on_conn!(self, query(), fetch_one) {
-            Ok(count) => Ok(count > 0),
-            Err(e) => Err(fail(self, format!("check lock {name:?}"), e).await),
-        }
-    }
-}
-
-/// The statements an operator and the run history use (always by the database clock).
-impl Inner {
-    fn text(&self, template: &str) -> Arc<str> {
-        statement(template, &self.settings.table, Backend::MySql, NOW)
-    }
-
-    async fn locks(&self, name: Option<&str>) -> Result<Vec<LockState>> {
-        let rows = sqlx::query(sql(&self.text(LOCKS)))
-            .bind(name)
-            .bind(name)
-            .fetch_all(&self.pool)
-            .await;
-        let decode = |row: MySqlRow| -> Result<LockState, sqlx::Error> {
-            Ok(LockState {
-                name: row.try_get(0)?,
-                locked_until: utc(row.try_get(1)?),
-                locked_at: utc(row.try_get(2)?),
-                locked_by: row.try_get(3)?,
-                fencing_token: row.try_get(4)?,
-                last_tick: row.try_get::<Option<NaiveDateTime>, _>(5)?.map(utc),
-                read_at: utc(row.try_get(6)?),
-            })
-        };
-        let locks = rows.and_then(|rows| rows.into_iter().map(decode).collect());
-        super::on_locks(self, "list locks".into(), locks).await
-    }
-
-    async fn force_release(&self, name: &str, token: i64) -> Result<bool> {
-        let done = sqlx::query(sql(&self.text(RELEASE)))
-            .bind(name)
-            .bind(token)
-            .execute(&self.pool)
-            .await;
-        let done = super::on_locks(self, format!("release lock {name:?}"), done).await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    async fn record_run(&self, run: &NewRun) -> Result<i64> {
-        let done = sqlx::query(sql(&self.text(RUN_INSERT)))
-            .bind(&run.job)
-            .bind(&run.name)
-            .bind(run.tick.map(|t| t.naive_utc()))
-            .bind(run.outcome == RunOutcome::Running)
-            .bind(run.outcome.as_str())
-            .bind(&self.settings.locked_by)
-            .bind(run.fencing_token)
-            .bind(run.error.as_deref())
-            .execute(&self.pool)
-            .await;
-        let done = super::on_runs(self, "record a run", done).await?;
-        Ok(i64::try_from(done.last_insert_id()).unwrap_or(i64::MAX))
-    }
-
-    async fn finish_run(&self, id: i64, outcome: RunOutcome, error: Option<&str>) -> Result<()> {
-        // Run again if it lost a race (a deadlock, SQLSTATE 40001) with a concurrent statement
-        // such as the abandoned-run sweep: the real outcome must still land.
-        let text = self.text(RUN_FINISH);
-        let query = || {
-            sqlx::query(sql(&text))
-                .bind(outcome.as_str())
-                .bind(error)
-                .bind(id)
-        };
-        let done = super::on_conn!(self, query(), execute);
-        super::on_runs(self, "finish a run", done).await.map(drop)
-    }
-
-    async fn prune_runs(&self, older_than: Duration) -> Result<u64> {
-        let text = self.text(RUN_PRUNE);
-        super::prune_in_batches(self, || async {
-            let done = sqlx::query(sql(&text))
-                .bind(micros(super::retention(older_than)))
-                .execute(&self.pool)
-                .await?;
-            Ok(done.rows_affected())
-        })
-        .await
-    }
-
-    async fn close_abandoned_runs(&self) -> Result<u64> {
-        let done = sqlx::query(sql(&self.text(RUN_ABANDON)))
-            .execute(&self.pool)
-            .await;
-        let done = super::on_runs(self, "close abandoned runs", done).await?;
-        Ok(done.rows_affected())
-    }
-
-    async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>> {
-        let (name, outcome) = (query.name.as_deref(), query.outcome.map(RunOutcome::as_str));
-        let rows = sqlx::query(sql(&self.text(RUNS)))
-            .bind(name)
-            .bind(name)
-            .bind(name)
-            .bind(outcome)
-            .bind(outcome)
-            .bind(i64::from(query.limit))
-            .fetch_all(&self.pool)
-            .await;
-        let decode = |row: MySqlRow| -> Result<RunRecord, sqlx::Error> {
-            Ok(RunRecord {
-                id: row.try_get(0)?,
-                job: row.try_get(1)?,
-                name: row.try_get(2)?,
-                tick: row.try_get::<Option<NaiveDateTime>, _>(3)?.map(utc),
-                started_at: utc(row.try_get(4)?),
-                finished_at: row.try_get::<Option<NaiveDateTime>, _>(5)?.map(utc),
-                outcome: parse_outcome(row.try_get(6)?)?,
-                locked_by: row.try_get(7)?,
-                fencing_token: row.try_get(8)?,
-                error: row.try_get(9)?,
-            })
-        };
-        let runs = rows.and_then(|rows| rows.into_iter().map(decode).collect());
-        super::on_runs(self, "read the run history", runs).await
-    }
-}
-
-/// A `DATETIME(6)` holding UTC.
-fn utc(time: NaiveDateTime) -> DateTime<Utc> {
-    time.and_utc()
-}
-
-impl Dialect for Inner {
+impl Hooks for MySql {
+    type Db = sqlx::MySql;
     const BACKEND: Backend = Backend::MySql;
     const MIGRATIONS: &'static [(i64, &'static str, &'static str)] = MIGRATIONS;
+    const NOW: &'static str = NOW;
+    const SQL: Statements = Statements {
+        acquire: ACQUIRE,
+        unlock: UNLOCK,
+        extend: EXTEND,
+        held: HELD,
+        clock: CLOCK,
+        columns: COLUMNS,
+        locks: LOCKS,
+        release: RELEASE,
+        run_insert: RUN_INSERT,
+        run_finish: RUN_FINISH,
+        run_prune: RUN_PRUNE,
+        run_abandon: RUN_ABANDON,
+        runs: RUNS,
+    };
+    const RETURNING: bool = false;
 
-    fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
-    fn address(&self) -> &str {
-        &self.address
-    }
-
-    fn failure(error: &dyn sqlx::error::DatabaseError) -> Failure {
-        failure(error)
-    }
-
-    async fn found_columns(&self) -> Result<Vec<String>, sqlx::Error> {
-        let (schema, table) = self.settings.table.split();
-        sqlx::query_scalar(COLUMNS)
-            .bind(schema)
-            .bind(table)
-            .fetch_all(&self.pool)
-            .await
-    }
-
-    async fn database_now(&self) -> Result<DateTime<Utc>, sqlx::Error> {
-        match self.settings.app_now() {
-            Some(now) => Ok(now),
-            None => sqlx::query_scalar::<_, NaiveDateTime>(sql(&self.clock))
-                .fetch_one(&self.pool)
-                .await
-                .map(utc),
+    /// The lock statements read the time when they run; the application's time is bound at
+    /// each `{now}` (once for the acquire, whose update reads it back as `VALUES(locked_at)`).
+    fn clock(position: Option<usize>) -> (String, String) {
+        match position {
+            Some(_) => ("CAST(? AS DATETIME(6))".into(), "VALUES(locked_at)".into()),
+            None => (GRANT_NOW.into(), GRANT_NOW.into()),
         }
     }
 
-    /// Refuses, with what to change, a table whose shape would break the fencing token or the
-    /// time arithmetic: an `AUTO_INCREMENT` column (MySQL then reports its value instead of the
-    /// token the acquire hands back, so unlock and extend would never match), a
-    /// `fencing_token` narrower than `BIGINT`, or times that are not `DATETIME(6)` (`TIMESTAMP`
-    /// ends in 2038 and follows the session's time zone; fewer digits round leases away). Runs
-    /// once per provider, before its first acquire (and in `migrate()`); a table that does not
-    /// exist yet is left to the statements to report.
-    async fn check_shape(&self) -> Result<()> {
-        self.shape_checked
-            .get_or_try_init(|| async {
-                let (schema, table) = self.settings.table.split();
-                let columns: Vec<(String, String, String, i64)> = match sqlx::query_as(SHAPE)
-                    .bind(schema)
-                    .bind(table)
-                    .fetch_all(&self.pool)
-                    .await
-                {
-                    Ok(columns) => columns,
-                    Err(e) => {
-                        return Err(fail(self, "check the lock table's shape".into(), e).await);
-                    }
-                };
-                match shape_problem(self.settings.table.as_str(), &columns) {
-                    Some(problem) => Err(Error::IncompatibleTable {
-                        backend: Backend::MySql,
-                        table: self.settings.table.as_str().to_owned(),
-                        problem,
-                    }),
-                    None => Ok(()),
-                }
-            })
-            .await
-            .map(drop)
+    fn bind_duration(args: &mut MySqlArguments, value: Duration) -> Result<(), BoxDynError> {
+        args.add(micros(value))
+    }
+
+    fn bind_time(
+        args: &mut MySqlArguments,
+        value: Option<DateTime<Utc>>,
+    ) -> Result<(), BoxDynError> {
+        args.add(value.map(|t| t.naive_utc()))
+    }
+
+    /// A `DATETIME(6)` holding UTC.
+    fn time(row: &MySqlRow, index: usize) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
+        Ok(row
+            .try_get::<Option<NaiveDateTime>, _>(index)?
+            .map(|t| t.and_utc()))
+    }
+
+    /// The OK packet's last-insert-id: 0 = tick refused as too far ahead, 2⁶⁴ − 1 = held
+    /// elsewhere (or tick already claimed), otherwise the token.
+    fn acquired(
+        answer: Answer<sqlx::MySql>,
+        tick: Option<DateTime<Utc>>,
+        _app_now: Option<DateTime<Utc>>,
+    ) -> Result<Acquired, sqlx::Error> {
+        let Answer::Done(done) = answer else {
+            return Err(sqlx::Error::RowNotFound);
+        };
+        Ok(match (done.last_insert_id(), tick) {
+            (HELD_SENTINEL, _) => Acquired::NotTaken { ahead_us: None },
+            (0, Some(_)) => Acquired::TickRefused,
+            (reported, _) => match i64::try_from(reported) {
+                Ok(token) if token != 0 => Acquired::Token(token),
+                // Not a value this statement reports: treat it as not taken.
+                _ => Acquired::NotTaken { ahead_us: None },
+            },
+        })
+    }
+
+    fn inserted_id(answer: Answer<sqlx::MySql>) -> Result<i64, sqlx::Error> {
+        match answer {
+            Answer::Done(done) => Ok(i64::try_from(done.last_insert_id()).unwrap_or(i64::MAX)),
+            Answer::Row(_) => Err(sqlx::Error::RowNotFound),
+        }
+    }
+
+    /// SQLSTATE codes for a missing table or column (the same on MySQL and MariaDB).
+    fn failure(error: &dyn DatabaseError) -> Failure {
+        match error.code().as_deref() {
+            Some("42S02") => Failure::NoTable,
+            Some("42S22") => Failure::NoColumn,
+            _ => Failure::Other,
+        }
+    }
+
+    fn options(url: &str) -> Result<MySqlConnectOptions> {
+        MySqlConnectOptions::from_str(url).map_err(|source| Error::InvalidUrl {
+            backend: Backend::MySql,
+            source,
+        })
+    }
+
+    fn address(options: &MySqlConnectOptions) -> String {
+        format!("{}:{}", options.get_host(), options.get_port())
     }
 
     /// sqlx's own migration lock is `GET_LOCK(name, -1)`, which MariaDB answers with NULL at
     /// once instead of waiting, so instances starting together would interleave. This holds a
     /// named lock of our own on the connection the migrator runs on.
-    async fn run_migrator(&self, migrator: &Migrator) -> Result<(), MigrateError> {
-        let mut conn = self.pool.acquire().await?;
-        let key = format!("shedlock:{}", self.settings.table.as_str());
+    async fn run_migrator(core: &Core<Self>, migrator: &Migrator) -> Result<(), MigrateError> {
+        let mut conn = core.pool.acquire().await?;
+        let key = format!("shedlock:{}", core.settings.table.as_str());
         let locked: Option<i64> = sqlx::query_scalar(MIGRATE_LOCK)
             .bind(&key)
             .bind(MIGRATE_LOCK_WAIT.as_secs())
@@ -610,62 +382,33 @@ impl Dialect for Inner {
             .await;
         outcome
     }
-}
 
-impl Lease for Inner {
-    fn extend<'a>(
-        &'a self,
-        name: &'a str,
-        token: i64,
-        at_most: Duration,
-    ) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(async move {
-            let now = self.settings.app_now().map(|t| t.naive_utc());
-            let query = || {
-                let query = sqlx::query(sql(&self.extend));
-                let query = match now {
-                    Some(now) => query.bind(now),
-                    None => query,
-                };
-                let query = query.bind(micros(at_most)).bind(name).bind(token);
-                match now {
-                    Some(now) => query.bind(now),
-                    None => query,
-                }
-            };
-            match super::on_conn!(self, query(), execute) {
-                Ok(done) => Ok(done.rows_affected() == 1),
-                Err(e) => Err(fail(self, format!("extend lock {name:?}"), e).await),
-            }
-        })
-    }
-
-    fn unlock<'a>(
-        &'a self,
-        name: &'a str,
-        token: i64,
-        at_least: Duration,
-        slack: Duration,
-    ) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(async move {
-            let now = self.settings.app_now().map(|t| t.naive_utc());
-            let query = || {
-                let query = sqlx::query(sql(&self.unlock));
-                let query = match now {
-                    Some(now) => query.bind(now),
-                    None => query,
-                };
-                query
-                    .bind(micros(at_least))
-                    .bind(micros(slack))
-                    .bind(name)
-                    .bind(token)
-            };
-            match super::on_conn!(self, query(), execute) {
-                Ok(done) => Ok(done.rows_affected() == 1),
-                Err(e) => Err(fail(self, format!("unlock lock {name:?}"), e).await),
-            }
-        })
+    /// Refuses, with what to change, a table whose shape would break the fencing token or the
+    /// time arithmetic: an `AUTO_INCREMENT` column (MySQL then reports its value instead of the
+    /// token the acquire hands back, so unlock and extend would never match), a
+    /// `fencing_token` narrower than `BIGINT`, or times that are not `DATETIME(6)` (`TIMESTAMP`
+    /// ends in 2038 and follows the session's time zone; fewer digits round leases away). Runs
+    /// once per provider, before its first acquire (and in `migrate()`); a table that does not
+    /// exist yet is left to the statements to report.
+    async fn check_shape(core: &Core<Self>) -> Result<()> {
+        let (schema, table) = core.settings.table.split();
+        let columns: Vec<(String, String, String, i64)> = match sqlx::query_as(SHAPE)
+            .bind(schema)
+            .bind(table)
+            .fetch_all(&core.pool)
+            .await
+        {
+            Ok(columns) => columns,
+            Err(e) => return Err(fail(core, "check the lock table's shape".into(), e).await),
+        };
+        match shape_problem(core.settings.table.as_str(), &columns) {
+            Some(problem) => Err(Error::IncompatibleTable {
+                backend: Backend::MySql,
+                table: core.settings.table.as_str().to_owned(),
+                problem,
+            }),
+            None => Ok(()),
+        }
     }
 }
 
@@ -716,17 +459,4 @@ fn shape_problem(table: &str, columns: &[(String, String, String, i64)]) -> Opti
         }
     }
     None
-}
-
-fn address(options: &MySqlConnectOptions) -> String {
-    format!("{}:{}", options.get_host(), options.get_port())
-}
-
-/// SQLSTATE codes for a missing table or column (the same on MySQL and MariaDB).
-fn failure(error: &dyn sqlx::error::DatabaseError) -> Failure {
-    match error.code().as_deref() {
-        Some("42S02") => Failure::NoTable,
-        Some("42S22") => Failure::NoColumn,
-        _ => Failure::Other,
-    }
 }

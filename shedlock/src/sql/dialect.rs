@@ -1,0 +1,237 @@
+//! What a dialect file supplies to the one SQL provider: its statements (each with the meaning
+//! of its parameters, in order), how it encodes durations and times, and the few hooks where
+//! the databases really differ (how an acquire reports its token, how a migration is
+//! serialised, what a table's shape must be).
+//!
+//! [`Hooks`] is public in name only: it sits in a private module, so [`Dialect`] is sealed and
+//! nothing outside this crate can implement it or call its items.
+#![allow(unreachable_pub)]
+
+use std::future::Future;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::error::{BoxDynError, DatabaseError};
+use sqlx::migrate::{MigrateError, Migrator};
+use sqlx::{Connection, Database};
+
+use super::exec::Driver;
+use super::provider::Core;
+use crate::{Backend, Result};
+
+/// The database a [`SqlLockProvider`](crate::SqlLockProvider) talks to:
+/// [`dialect::Postgres`](crate::dialect::Postgres), [`dialect::MySql`](crate::dialect::MySql)
+/// or [`dialect::Sqlite`](crate::dialect::Sqlite). Sealed: the statements and encodings of
+/// each are this crate's own.
+pub trait Dialect: Hooks {}
+
+/// A statement template and what its parameters are, in the order they are bound.
+///
+/// `{table}`, `{runs}`, `{tokens}` and `{retired}` become the quoted table names; `{now}` (and
+/// `{grant_now}` in an acquire) the clock expression, or a bound parameter
+/// ([`Param::Now`]) with [`ClockMode::Application`](crate::ClockMode::Application).
+#[derive(Debug, Clone, Copy)]
+pub struct Statement {
+    /// The SQL text with its placeholders.
+    pub sql: &'static str,
+    /// What each bound parameter is, in binding order.
+    pub binds: &'static [Param],
+}
+
+/// Every statement a dialect supplies.
+#[derive(Debug, Clone, Copy)]
+pub struct Statements {
+    /// Take or take over a lock (one statement, see each dialect).
+    pub acquire: Statement,
+    /// Release a lock, honouring `lock_at_least_for`, while the token matches.
+    pub unlock: Statement,
+    /// Extend a held lock while the token matches and it has not expired.
+    pub extend: Statement,
+    /// Count the rows where the token holds the lock.
+    pub held: Statement,
+    /// The database's current time.
+    pub clock: Statement,
+    /// The lock table's column names.
+    pub columns: Statement,
+    /// Every lock, or one, with the time it was read at.
+    pub locks: Statement,
+    /// An operator's release.
+    pub release: Statement,
+    /// A new history row.
+    pub run_insert: Statement,
+    /// A history row's end.
+    pub run_finish: Statement,
+    /// Up to [`PRUNE_BATCH`](super::PRUNE_BATCH) old history rows deleted.
+    pub run_prune: Statement,
+    /// Running history rows whose lock is gone closed as abandoned.
+    pub run_abandon: Statement,
+    /// History rows, newest first.
+    pub runs: Statement,
+}
+
+/// What a bound parameter is. The provider supplies each from the operation at hand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Param {
+    /// The lock name.
+    Name,
+    /// A lock name or job name to filter by, or null for all.
+    NameFilter,
+    /// This provider's `locked_by`.
+    LockedBy,
+    /// `lock_at_most_for` (a duration).
+    AtMost,
+    /// `lock_at_least_for` (a duration).
+    AtLeast,
+    /// The newest lease's `lock_at_most_for - lock_at_least_for` (a duration).
+    Slack,
+    /// How far ahead of the clock a tick may be (a duration).
+    Tolerance,
+    /// The tick being claimed (a time, or null).
+    Tick,
+    /// A fencing token.
+    Token,
+    /// The application's clock, bound only with `ClockMode::Application`.
+    Now,
+    /// A history row's job name.
+    Job,
+    /// Whether a new history row is still running.
+    Running,
+    /// A run outcome.
+    Outcome,
+    /// A run outcome to filter by, or null for all.
+    OutcomeFilter,
+    /// A run's error text, or null.
+    Error,
+    /// A history row's id.
+    Id,
+    /// How old a history row must be to be pruned (a duration).
+    Retention,
+    /// The most rows to return.
+    Limit,
+    /// The lock table's schema, or null for the connection's.
+    Schema,
+    /// The lock table's name without its schema.
+    Table,
+}
+
+/// What an acquire statement answered: a row (PostgreSQL, SQLite) or the statement's result
+/// (MySQL's last insert id).
+#[derive(Debug)]
+pub enum Answer<DB: Database> {
+    /// The row the statement returned, if any.
+    Row(Option<DB::Row>),
+    /// The statement's result.
+    Done(DB::QueryResult),
+}
+
+/// What an acquire came to, as a dialect reads it from its [`Answer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acquired {
+    /// Taken, with this fencing token.
+    Token(i64),
+    /// Not taken; the tick, if any, was this many microseconds ahead of the clock (`None`:
+    /// not known, or no tick).
+    NotTaken {
+        /// How far the tick was ahead of the clock, in microseconds.
+        ahead_us: Option<i64>,
+    },
+    /// Not taken because the tick was too far ahead, by an amount the database did not say.
+    TickRefused,
+}
+
+/// How a failed statement is reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The server could not be reached.
+    Unreachable,
+    /// The lock table does not exist.
+    NoTable,
+    /// A column the statement names does not exist.
+    NoColumn,
+    /// Anything else.
+    Other,
+}
+
+/// The options to connect with, for a dialect's database.
+pub type Options<D> = <<<D as Hooks>::Db as Database>::Connection as Connection>::Options;
+
+/// What a dialect file supplies (see the module documentation).
+pub trait Hooks: Send + Sync + Sized + 'static {
+    /// The sqlx database.
+    type Db: Driver;
+    /// Which database, for errors and [`LockProvider::backend`](crate::LockProvider::backend).
+    const BACKEND: Backend;
+    /// `(version, description, SQL)` of each migration file.
+    const MIGRATIONS: &'static [(i64, &'static str, &'static str)];
+    /// The database's current time, as an SQL expression.
+    const NOW: &'static str;
+    /// Every statement.
+    const SQL: Statements;
+    /// Whether the acquire and the history insert return a row (`RETURNING`); if not, their
+    /// [`Answer`] is the statement's result.
+    const RETURNING: bool;
+
+    /// `{now}` and `{grant_now}` for the lock statements: the database's clock, or, with the
+    /// application's clock bound as parameter `position` (1-based) of the statement, the
+    /// expression that reads it.
+    fn clock(position: Option<usize>) -> (String, String);
+
+    /// Binds a duration as the statements expect it.
+    fn bind_duration(
+        args: &mut <Self::Db as Database>::Arguments,
+        value: Duration,
+    ) -> Result<(), BoxDynError>;
+
+    /// Binds a time (or null) as the table stores it.
+    fn bind_time(
+        args: &mut <Self::Db as Database>::Arguments,
+        value: Option<DateTime<Utc>>,
+    ) -> Result<(), BoxDynError>;
+
+    /// Reads the time (or null) in column `index` of `row`.
+    fn time(
+        row: &<Self::Db as Database>::Row,
+        index: usize,
+    ) -> Result<Option<DateTime<Utc>>, sqlx::Error>;
+
+    /// What an acquire for `tick` answered; `app_now` is the application's clock where it
+    /// decides expiry.
+    fn acquired(
+        answer: Answer<Self::Db>,
+        tick: Option<DateTime<Utc>>,
+        app_now: Option<DateTime<Utc>>,
+    ) -> Result<Acquired, sqlx::Error>;
+
+    /// The id of the history row an insert made.
+    fn inserted_id(answer: Answer<Self::Db>) -> Result<i64, sqlx::Error>;
+
+    /// Sorts a database error (missing table, missing column, other).
+    fn failure(error: &dyn DatabaseError) -> Failure;
+
+    /// Connection options from a URL (or, for SQLite, a path).
+    fn options(url: &str) -> Result<Options<Self>>;
+
+    /// Where the database is, for errors.
+    fn address(options: &Options<Self>) -> String;
+
+    /// The schema and table name as the catalogue stores them (PostgreSQL folds to lower
+    /// case).
+    fn catalogue_name(name: &str) -> String {
+        name.to_owned()
+    }
+
+    /// Runs the migrator, serialised across instances as the database allows.
+    fn run_migrator<'a>(
+        core: &'a Core<Self>,
+        migrator: &'a Migrator,
+    ) -> impl Future<Output = Result<(), MigrateError>> + Send + 'a {
+        super::migrate::retry_lost_race(|| Self::Db::run_migrator(migrator, &core.pool))
+    }
+
+    /// Checks, once per provider, that the table's shape keeps the guarantees (where a backend
+    /// has shapes that would break them). The default has nothing to check.
+    fn check_shape(core: &Core<Self>) -> impl Future<Output = Result<()>> + Send {
+        let _ = core;
+        async { Ok(()) }
+    }
+}

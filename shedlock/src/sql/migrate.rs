@@ -1,0 +1,465 @@
+//! `migrate()`: the embedded migration files with the configured table's name, recorded in a
+//! history table of their own, and the check that the table has every column.
+
+use std::borrow::Cow;
+
+use sqlx::AssertSqlSafe;
+use sqlx::migrate::{MigrateError, Migration, MigrationType, Migrator};
+
+use super::dialect::{Failure, Hooks};
+use super::errors::{classify, fail};
+use super::provider::Core;
+use crate::settings::TableName;
+use crate::{Backend, Error, Result};
+
+/// The columns every lock table must have.
+pub(crate) const COLUMNS: [&str; 6] = [
+    "name",
+    "locked_until",
+    "locked_at",
+    "locked_by",
+    "fencing_token",
+    "last_tick",
+];
+
+/// The opening of every lock table migration; a test checks each file has it once.
+const CREATE_TABLE_PREFIX: &str = "CREATE TABLE IF NOT EXISTS shedlock (";
+
+/// A migration file's text for the configured table. The files name their objects after the
+/// default table, `shedlock`: the table itself, `shedlock_runs`, `shedlock_tokens` (a
+/// PostgreSQL sequence), `shedlock_retired` and the trigger `shedlock_retire` (SQLite), and
+/// indexes `shedlock_runs_by_*`. Each such word (outside `--` comments) becomes the configured
+/// name, quoted and schema-qualified, except where the backend wants a bare name: PostgreSQL
+/// index names (an index lives in its table's schema), and SQLite's `ON <table>` of an index or
+/// trigger and a trigger's body, where names may not be qualified (the index or trigger name
+/// carries the schema instead).
+fn for_table(text: &str, table: &TableName, backend: Backend) -> String {
+    rename(text, table, backend, true)
+}
+
+/// [`for_table`], with the names quoted or not (the unquoted text is what the checksum of a new
+/// migration is taken from: for the default table, the file itself).
+fn rename(text: &str, table: &TableName, backend: Backend, quoted: bool) -> String {
+    let (schema, bare) = table.split();
+    let name = |suffix: &str, qualified: bool| match (quoted, qualified) {
+        (true, true) => table.quoted(backend, suffix),
+        (true, false) => table.quoted_bare(backend, suffix),
+        (false, true) => format!("{}{suffix}", table.as_str()),
+        (false, false) => format!("{bare}{suffix}"),
+    };
+    let mut out = String::with_capacity(text.len() + 64);
+    // Inside a trigger body: from a line that is `BEGIN` to a line that is `END;`.
+    let mut in_body = false;
+    for line in text.split_inclusive('\n') {
+        let trimmed = line.trim();
+        if trimmed.starts_with("--") {
+            out.push_str(line);
+            continue;
+        }
+        if trimmed.eq_ignore_ascii_case("END;") {
+            in_body = false;
+        }
+        let mut rest = line;
+        while let Some(start) = rest.find("shedlock") {
+            let before = &rest[..start];
+            let end = rest[start..]
+                .find(|c: char| !is_word(c))
+                .map_or(rest.len(), |len| start + len);
+            let word = &rest[start..end];
+            out.push_str(before);
+            rest = &rest[end..];
+            if before.chars().next_back().is_some_and(is_word) {
+                out.push_str(word); // part of a longer word
+                continue;
+            }
+            let suffix = &word["shedlock".len()..];
+            let after_on = before.trim_end().to_ascii_uppercase().ends_with(" ON")
+                || before.trim_end().eq_ignore_ascii_case("ON");
+            let replaced = if suffix.starts_with("_runs_by_") || suffix == "_retire" {
+                // An index or trigger name: PostgreSQL keeps it in the table's schema, SQLite
+                // wants the schema here rather than on the table.
+                match (backend, schema) {
+                    (Backend::Sqlite, Some(schema)) => format!("{schema}.{bare}{suffix}"),
+                    _ => format!("{bare}{suffix}"),
+                }
+            } else {
+                name(
+                    suffix,
+                    !(backend == Backend::Sqlite && (after_on || in_body)),
+                )
+            };
+            out.push_str(&replaced);
+        }
+        out.push_str(rest);
+        if trimmed.eq_ignore_ascii_case("BEGIN") {
+            in_body = true;
+        }
+    }
+    out
+}
+
+fn is_word(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+
+/// The migrator behind `migrate()`: the dialect's migration files with the configured table
+/// name, recorded in `_<table>_migrations` so it never meets the application's
+/// `_sqlx_migrations` history.
+///
+/// The SQL that runs quotes the names ([`for_table`]); the checksum sqlx records and compares is
+/// that of the same text with unquoted names: for versions 1 and 2 exactly the text the first
+/// release embedded ([`legacy_for_table`]), and for the default table byte for byte the files
+/// under `migrations/`. So a database migrated by an earlier release is not refused as
+/// "previously applied but modified", and the checksums match what `sqlx migrate run` records
+/// for the files.
+pub(crate) fn migrator(
+    files: &[(i64, &'static str, &'static str)],
+    table: &TableName,
+    backend: Backend,
+) -> Migrator {
+    let migrations = files
+        .iter()
+        .map(|(version, description, text)| {
+            debug_assert!(text.contains(CREATE_TABLE_PREFIX) || *version > 1);
+            let sql = |text: String| sqlx::SqlSafeStr::into_sql_str(AssertSqlSafe(text));
+            let recorded = if *version <= LAST_UNQUOTED_VERSION {
+                legacy_for_table(text, table, backend)
+            } else {
+                rename(text, table, backend, false)
+            };
+            let checksum = Migration::new(
+                *version,
+                Cow::Borrowed(*description),
+                MigrationType::Simple,
+                sql(recorded),
+                false,
+            )
+            .checksum;
+            let mut migration = Migration::new(
+                *version,
+                Cow::Borrowed(*description),
+                MigrationType::Simple,
+                sql(for_table(text, table, backend)),
+                false,
+            );
+            migration.checksum = checksum;
+            migration
+        })
+        .collect();
+    let mut migrator = Migrator::with_migrations(migrations);
+    migrator.dangerous_set_table_name(table.history_table());
+    migrator
+}
+
+/// The newest migration version the first release embedded, with unquoted names.
+const LAST_UNQUOTED_VERSION: i64 = 2;
+
+/// The text the first release embedded for a migration: the configured name put in place of
+/// `shedlock` by four patterns, unquoted. Only its checksum is used (see [`migrator`]).
+fn legacy_for_table(text: &str, table: &TableName, backend: Backend) -> String {
+    let (schema, bare) = table.split();
+    let runs = table.runs_table();
+    let bare_runs = format!("{bare}_runs");
+    let (index, on) = match (backend, schema) {
+        (Backend::Sqlite, Some(schema)) => (format!("{schema}.{bare}_runs"), bare_runs.as_str()),
+        _ => (bare_runs.clone(), runs.as_str()),
+    };
+    text.replace(
+        CREATE_TABLE_PREFIX,
+        &format!("CREATE TABLE IF NOT EXISTS {} (", table.as_str()),
+    )
+    .replace(
+        "CREATE TABLE IF NOT EXISTS shedlock_runs (",
+        &format!("CREATE TABLE IF NOT EXISTS {runs} ("),
+    )
+    .replace("EXISTS shedlock_runs_by_", &format!("EXISTS {index}_by_"))
+    .replace("ON shedlock_runs (", &format!("ON {on} ("))
+}
+
+/// Connections a provider keeps checked out between statements ([`hold_connections`]).
+///
+/// sqlx pings every connection it takes back into its pool, a round trip after each statement.
+/// A held connection skips that. With a capacity of 0 (the default) every statement takes a
+/// connection from the pool and gives it back, exactly as executing on the pool does. A
+/// statement that failed never returns its connection here: the pool checks it.
+///
+/// Runs a migrator, again if it lost a race: instances starting together can both find the
+/// version unapplied and both try to record it (sqlx takes no lock on SQLite, and its MySQL lock
+/// does not cover this); the loser's second run finds it recorded, checks its checksum, and
+/// succeeds. The table itself is `CREATE TABLE IF NOT EXISTS`, so running it twice is harmless.
+pub(crate) async fn retry_lost_race<F, Fut>(run: F) -> Result<(), MigrateError>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<(), MigrateError>>,
+{
+    let mut outcome = run().await;
+    for _ in 0..3 {
+        match &outcome {
+            Err(MigrateError::Execute(sqlx::Error::Database(e)))
+                if e.kind() == sqlx::error::ErrorKind::UniqueViolation =>
+            {
+                outcome = run().await;
+            }
+            _ => break,
+        }
+    }
+    outcome
+}
+
+/// The expected columns absent from `found`.
+pub(crate) fn missing_columns(found: &[String]) -> Vec<String> {
+    COLUMNS
+        .iter()
+        .filter(|c| !found.iter().any(|f| f.eq_ignore_ascii_case(c)))
+        .map(|c| (*c).to_owned())
+        .collect()
+}
+
+/// How a failed statement is reported.
+/// `migrate()` for every backend: run the embedded migrations, then check that the table has
+/// every column (a table of the same name made by something else is refused by name) and the
+/// shape the dialect needs.
+pub(crate) async fn migrate<D: Hooks>(core: &Core<D>) -> Result<()> {
+    let table = &core.settings.table;
+    let migrator = migrator(D::MIGRATIONS, table, D::BACKEND);
+    if let Err(source) = D::run_migrator(core, &migrator).await {
+        return Err(match source {
+            MigrateError::Execute(e) => fail(core, "migrate".into(), e).await,
+            // A migration that failed on a table made by something else (a column it reads is
+            // missing) or an unreachable server is reported as such, by name.
+            MigrateError::ExecuteMigration(e, version)
+                if classify(&e, D::failure) != Failure::Other =>
+            {
+                fail(core, format!("apply migration {version}"), e).await
+            }
+            source => Error::Migrate {
+                backend: D::BACKEND,
+                table: table.as_str().to_owned(),
+                source,
+            },
+        });
+    }
+    match core.found_columns().await {
+        Ok(found) => match missing_columns(&found) {
+            columns if columns.is_empty() => core.check_shape().await,
+            columns => Err(Error::MissingColumns {
+                backend: D::BACKEND,
+                table: table.as_str().to_owned(),
+                columns,
+            }),
+        },
+        Err(e) => Err(fail(core, "check the lock table's columns".into(), e).await),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_migration_file_starts_with_the_replaceable_prefix() {
+        for text in [
+            include_str!("../../../migrations/postgres/0001_create_shedlock.sql"),
+            include_str!("../../../migrations/mysql/0001_create_shedlock.sql"),
+            include_str!("../../../migrations/sqlite/0001_create_shedlock.sql"),
+        ] {
+            assert_eq!(text.matches(CREATE_TABLE_PREFIX).count(), 1, "{text}");
+            for column in COLUMNS {
+                assert!(text.contains(column), "{column} missing from {text}");
+            }
+        }
+    }
+
+    #[test]
+    fn run_history_migrations_follow_the_configured_table() {
+        let files = [
+            (
+                Backend::Postgres,
+                include_str!("../../../migrations/postgres/0002_create_shedlock_runs.sql"),
+            ),
+            (
+                Backend::MySql,
+                include_str!("../../../migrations/mysql/0002_create_shedlock_runs.sql"),
+            ),
+            (
+                Backend::Sqlite,
+                include_str!("../../../migrations/sqlite/0002_create_shedlock_runs.sql"),
+            ),
+        ];
+        for (backend, text) in files {
+            let text: String = text
+                .lines()
+                .filter(|line| !line.starts_with("--"))
+                .map(|line| format!("{line}\n"))
+                .collect();
+            let text = text.as_str();
+            let q = |name: &str| match backend {
+                Backend::MySql => format!("`{name}`"),
+                _ => format!("\"{name}\""),
+            };
+            let plain = for_table(text, &TableName::new("ops_locks").unwrap(), backend);
+            assert!(!plain.contains("shedlock"), "{backend}: {plain}");
+            assert!(
+                plain.contains(&format!(
+                    "CREATE TABLE IF NOT EXISTS {} (",
+                    q("ops_locks_runs")
+                )),
+                "{plain}"
+            );
+            let qualified = for_table(text, &TableName::new("ops.locks").unwrap(), backend);
+            assert!(!qualified.contains("shedlock"), "{backend}: {qualified}");
+            let runs = format!("{}.{}", q("ops"), q("locks_runs"));
+            assert!(qualified.contains(&format!("CREATE TABLE IF NOT EXISTS {runs} (")));
+            match backend {
+                Backend::Postgres => assert!(
+                    qualified.contains(&format!("EXISTS locks_runs_by_name ON {runs} (")),
+                    "{qualified}"
+                ),
+                Backend::Sqlite => assert!(
+                    qualified.contains(&format!(
+                        "EXISTS ops.locks_runs_by_name ON {} (",
+                        q("locks_runs")
+                    )),
+                    "{qualified}"
+                ),
+                Backend::MySql => assert!(qualified.contains("INDEX by_name"), "{qualified}"),
+            }
+        }
+    }
+
+    #[test]
+    fn migrator_uses_the_configured_table_and_its_own_history() {
+        let table = TableName::new("ops_locks").unwrap();
+        let migrator = migrator(
+            &[(1, "create", "CREATE TABLE IF NOT EXISTS shedlock (x INT)")],
+            &table,
+            Backend::Postgres,
+        );
+        assert_eq!(migrator.table_name, "_ops_locks_migrations");
+        let first = migrator.iter().next().unwrap();
+        assert_eq!(
+            first.sql.as_str(),
+            "CREATE TABLE IF NOT EXISTS \"ops_locks\" (x INT)"
+        );
+    }
+
+    #[test]
+    fn checksums_are_those_of_the_files_for_the_default_table() {
+        for (backend, dir) in [
+            (Backend::Postgres, "postgres"),
+            (Backend::MySql, "mysql"),
+            (Backend::Sqlite, "sqlite"),
+        ] {
+            let files: Vec<(i64, &'static str, &'static str)> = match backend {
+                Backend::Postgres => postgres_files(),
+                Backend::MySql => mysql_files(),
+                _ => sqlite_files(),
+            };
+            let ours = migrator(&files, &TableName::new("shedlock").unwrap(), backend);
+            for (migration, (version, _, text)) in ours.iter().zip(&files) {
+                let plain = Migration::new(
+                    *version,
+                    Cow::Borrowed("plain"),
+                    MigrationType::Simple,
+                    sqlx::SqlSafeStr::into_sql_str(AssertSqlSafe(text.to_string())),
+                    false,
+                );
+                assert_eq!(
+                    migration.checksum, plain.checksum,
+                    "{dir} {version}: the checksum sqlx migrate run records for the file"
+                );
+            }
+        }
+    }
+
+    fn postgres_files() -> Vec<(i64, &'static str, &'static str)> {
+        vec![
+            (
+                1,
+                "1",
+                include_str!("../../../migrations/postgres/0001_create_shedlock.sql"),
+            ),
+            (
+                2,
+                "2",
+                include_str!("../../../migrations/postgres/0002_create_shedlock_runs.sql"),
+            ),
+            (
+                3,
+                "3",
+                include_str!("../../../migrations/postgres/0003_create_shedlock_tokens.sql"),
+            ),
+        ]
+    }
+
+    fn mysql_files() -> Vec<(i64, &'static str, &'static str)> {
+        vec![
+            (
+                1,
+                "1",
+                include_str!("../../../migrations/mysql/0001_create_shedlock.sql"),
+            ),
+            (
+                2,
+                "2",
+                include_str!("../../../migrations/mysql/0002_create_shedlock_runs.sql"),
+            ),
+        ]
+    }
+
+    fn sqlite_files() -> Vec<(i64, &'static str, &'static str)> {
+        vec![
+            (
+                1,
+                "1",
+                include_str!("../../../migrations/sqlite/0001_create_shedlock.sql"),
+            ),
+            (
+                2,
+                "2",
+                include_str!("../../../migrations/sqlite/0002_create_shedlock_runs.sql"),
+            ),
+            (
+                3,
+                "3",
+                include_str!("../../../migrations/sqlite/0003_create_shedlock_retired.sql"),
+            ),
+        ]
+    }
+
+    #[test]
+    fn reserved_words_and_schemas_are_quoted_in_migration_3() {
+        let pg = include_str!("../../../migrations/postgres/0003_create_shedlock_tokens.sql");
+        let text = for_table(pg, &TableName::new("Ops.User").unwrap(), Backend::Postgres);
+        assert!(
+            text.contains("CREATE SEQUENCE IF NOT EXISTS \"ops\".\"user_tokens\" AS BIGINT"),
+            "{text}"
+        );
+        assert!(text.contains("setval('\"ops\".\"user_tokens\"'"), "{text}");
+        assert!(text.contains("FROM \"ops\".\"user\")"), "{text}");
+        let lite = include_str!("../../../migrations/sqlite/0003_create_shedlock_retired.sql");
+        let text = for_table(lite, &TableName::new("aux.order").unwrap(), Backend::Sqlite);
+        assert!(
+            text.contains("CREATE TABLE IF NOT EXISTS \"aux\".\"order_retired\" ("),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "CREATE TRIGGER IF NOT EXISTS aux.order_retire AFTER DELETE ON \"order\"\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("INSERT INTO \"order_retired\" (name"),
+            "{text}"
+        );
+        let text = for_table(lite, &TableName::new("order").unwrap(), Backend::Sqlite);
+        assert!(
+            text.contains("CREATE TRIGGER IF NOT EXISTS order_retire AFTER DELETE ON \"order\"\n"),
+            "{text}"
+        );
+    }
+
+}
+
