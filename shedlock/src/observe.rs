@@ -238,7 +238,10 @@ pub(crate) struct Observer {
 impl fmt::Debug for Observer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Observer")
-            .field("history", &self.history.as_ref().map(|(_, history)| history))
+            .field(
+                "history",
+                &self.history.as_ref().map(|(_, history)| history),
+            )
             .field("listeners", &self.listeners.len())
             .finish_non_exhaustive()
     }

@@ -93,8 +93,11 @@ pub trait LockAdmin: LockProvider {
     /// Nothing else changes: the token stays (the next holder gets a higher one) and so does
     /// `last_tick`, so a tick already claimed is not run again. A job still running under the
     /// released lock keeps running until its next keep-alive renewal is refused.
-    fn force_release<'a>(&'a self, name: &'a str, fencing_token: i64)
-    -> BoxFuture<'a, Result<bool>>;
+    fn force_release<'a>(
+        &'a self,
+        name: &'a str,
+        fencing_token: i64,
+    ) -> BoxFuture<'a, Result<bool>>;
 }
 
 /// The run history (`<table>_runs`): one row per run or skipped tick, written by the

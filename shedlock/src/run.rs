@@ -12,8 +12,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::context::{LockContext, cancelled, current_provider, current_tick};
-use crate::observe::Probe;
 use crate::guard::Renewer;
+use crate::observe::Probe;
 use crate::{Error, LockConfiguration, LockGuard, LockProvider, OnLockLost, Result, TaskResult};
 use tracing::Instrument;
 

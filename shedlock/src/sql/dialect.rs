@@ -15,8 +15,8 @@ use sqlx::error::{BoxDynError, DatabaseError};
 use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::{Connection, Database};
 
+use super::core::Core;
 use super::exec::Driver;
-use super::provider::Core;
 use crate::{Backend, Result};
 
 /// The database a [`SqlLockProvider`](crate::SqlLockProvider) talks to:

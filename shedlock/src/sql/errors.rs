@@ -1,9 +1,9 @@
 //! How a failed statement is reported: an unreachable server by its address, a missing table
 //! with "run migrate()", missing columns by name.
 
+use super::core::Core;
 use super::dialect::{Failure, Hooks};
 use super::migrate::missing_columns;
-use super::provider::Core;
 use crate::settings::Settings;
 use crate::{Backend, Error};
 
@@ -21,10 +21,13 @@ pub(crate) fn classify(
     }
 }
 
-
 /// Turns a failed statement into an error that names the problem: an unreachable server by its
 /// address, a missing table with "run migrate()", missing columns by name.
-pub(crate) async fn fail<D: Hooks>(core: &Core<D>, operation: String, source: sqlx::Error) -> Error {
+pub(crate) async fn fail<D: Hooks>(
+    core: &Core<D>,
+    operation: String,
+    source: sqlx::Error,
+) -> Error {
     let backend = D::BACKEND;
     let table = core.settings.table.as_str().to_owned();
     match classify(&source, D::failure) {

@@ -6,10 +6,10 @@ use std::borrow::Cow;
 use sqlx::AssertSqlSafe;
 use sqlx::migrate::{MigrateError, Migration, MigrationType, Migrator};
 
+use super::core::Core;
 use super::dialect::{Failure, Hooks};
 use super::errors::{classify, fail};
-use super::provider::Core;
-use crate::settings::TableName;
+use crate::sql::TableName;
 use crate::{Backend, Error, Result};
 
 /// The columns every lock table must have.
@@ -101,7 +101,6 @@ fn rename(text: &str, table: &TableName, backend: Backend, quoted: bool) -> Stri
 fn is_word(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_'
 }
-
 
 /// The migrator behind `migrate()`: the dialect's migration files with the configured table
 /// name, recorded in `_<table>_migrations` so it never meets the application's
@@ -460,6 +459,4 @@ mod tests {
             "{text}"
         );
     }
-
 }
-

@@ -15,8 +15,8 @@
 use std::sync::Arc;
 
 use crate::Backend;
-use crate::settings::TableName;
 
+pub(crate) mod core;
 pub(crate) mod dialect;
 pub(crate) mod errors;
 pub(crate) mod exec;
@@ -28,9 +28,11 @@ pub(crate) mod postgres;
 pub(crate) mod provider;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
+mod table;
 
 pub use dialect::Dialect;
 pub use provider::SqlLockProvider;
+pub(crate) use table::TableName;
 
 /// How many history rows one prune statement deletes at most (it repeats until fewer).
 pub(crate) const PRUNE_BATCH: u64 = 10_000;
@@ -259,11 +261,7 @@ mod tests {
                     D::BACKEND,
                     &now,
                 );
-                let bound = st
-                    .binds
-                    .iter()
-                    .filter(|p| app || **p != Param::Now)
-                    .count();
+                let bound = st.binds.iter().filter(|p| app || **p != Param::Now).count();
                 assert_eq!(
                     parameters(&text),
                     bound,

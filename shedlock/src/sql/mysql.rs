@@ -15,10 +15,10 @@ use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::mysql::{MySqlArguments, MySqlConnectOptions, MySqlRow};
 use sqlx::{Arguments, Row};
 
+use super::core::Core;
 use super::dialect::{Acquired, Answer, Dialect, Failure, Hooks, Param, Statement, Statements};
 use super::errors::fail;
 use super::micros;
-use super::provider::Core;
 use crate::{Backend, Error, Result};
 
 /// The database's current time in UTC with microseconds, as of the start of the statement
@@ -104,7 +104,13 @@ const EXTEND: Statement = Statement {
 UPDATE {table}
 SET locked_until = {now} + INTERVAL ? MICROSECOND
 WHERE name = ? AND fencing_token = ? AND locked_until > {now}",
-    binds: &[Param::Now, Param::AtMost, Param::Name, Param::Token, Param::Now],
+    binds: &[
+        Param::Now,
+        Param::AtMost,
+        Param::Name,
+        Param::Token,
+        Param::Now,
+    ],
 };
 
 /// The database's current time, for the scheduler's clock offset.
@@ -227,7 +233,14 @@ FROM {runs}
 WHERE (? IS NULL OR name = ? OR job = ?) AND (? IS NULL OR outcome = ?)
 ORDER BY id DESC
 LIMIT ?",
-    binds: &[Param::NameFilter, Param::NameFilter, Param::NameFilter, Param::OutcomeFilter, Param::OutcomeFilter, Param::Limit],
+    binds: &[
+        Param::NameFilter,
+        Param::NameFilter,
+        Param::NameFilter,
+        Param::OutcomeFilter,
+        Param::OutcomeFilter,
+        Param::Limit,
+    ],
 };
 
 const MIGRATIONS: &[(i64, &str, &str)] = &[

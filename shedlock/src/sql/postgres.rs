@@ -69,7 +69,13 @@ UPDATE {table} AS l
 SET locked_until = GREATEST(n.now, l.locked_at + $3, l.locked_until - $4)
 FROM (SELECT {now} AS now) AS n
 WHERE l.name = $1 AND l.fencing_token = $2",
-    binds: &[Param::Name, Param::Token, Param::AtLeast, Param::Slack, Param::Now],
+    binds: &[
+        Param::Name,
+        Param::Token,
+        Param::AtLeast,
+        Param::Slack,
+        Param::Now,
+    ],
 };
 
 /// Extend: hold until `now + lock_at_most_for`, only while the token matches and the lock has

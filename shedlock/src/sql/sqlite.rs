@@ -15,10 +15,10 @@ use sqlx::sqlite::{
 };
 use sqlx::{Arguments, Row};
 
+use super::core::Core;
 use super::dialect::{Acquired, Answer, Dialect, Failure, Hooks, Param, Statement, Statements};
 use super::migrate::retry_lost_race;
 use super::millis_ceil;
-use super::provider::Core;
 use crate::{Backend, Error, Result, SqlLockProvider};
 
 /// The current time in whole milliseconds since the Unix epoch. SQLite fixes `'now'` for the
@@ -53,7 +53,14 @@ SET locked_until = excluded.locked_until,
 WHERE l.locked_until <= excluded.locked_at
   AND (excluded.last_tick IS NULL OR l.last_tick IS NULL OR l.last_tick < excluded.last_tick)
 RETURNING fencing_token",
-    binds: &[Param::Name, Param::AtMost, Param::LockedBy, Param::Tick, Param::Tolerance, Param::Now],
+    binds: &[
+        Param::Name,
+        Param::AtMost,
+        Param::LockedBy,
+        Param::Tick,
+        Param::Tolerance,
+        Param::Now,
+    ],
 };
 
 /// Unlock: keep the lock until `lock_at_least_for` after it was taken (and after the newest
@@ -65,7 +72,13 @@ const UNLOCK: Statement = Statement {
 UPDATE {table}
 SET locked_until = MAX({now}, locked_at + ?3, locked_until - ?4)
 WHERE name = ?1 AND fencing_token = ?2",
-    binds: &[Param::Name, Param::Token, Param::AtLeast, Param::Slack, Param::Now],
+    binds: &[
+        Param::Name,
+        Param::Token,
+        Param::AtLeast,
+        Param::Slack,
+        Param::Now,
+    ],
 };
 
 /// Extend: hold until `now + lock_at_most_for`, only while the token matches and the lock has
@@ -298,7 +311,9 @@ impl Hooks for Sqlite {
         row.try_get::<Option<i64>, _>(index)?
             .map(|millis| {
                 DateTime::from_timestamp_millis(millis).ok_or_else(|| {
-                    sqlx::Error::Decode(format!("{millis} ms since the epoch is out of range").into())
+                    sqlx::Error::Decode(
+                        format!("{millis} ms since the epoch is out of range").into(),
+                    )
                 })
             })
             .transpose()
@@ -337,8 +352,7 @@ impl Hooks for Sqlite {
         let message = error.message();
         if message.starts_with("no such table") {
             Failure::NoTable
-        } else if message.starts_with("no such column") || message.contains("has no column named")
-        {
+        } else if message.starts_with("no such column") || message.contains("has no column named") {
             Failure::NoColumn
         } else if error.code().as_deref() == Some("14") {
             Failure::Unreachable

@@ -1,0 +1,180 @@
+//! What the scheduler runs: [`Job`], what a job may return ([`JobOutput`]), and its counters
+//! ([`JobStats`]).
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use futures_util::future::BoxFuture;
+
+use crate::{Error, Result, Schedule, TaskResult};
+
+/// What a scheduled function may return, so the scheduler can tell a failed run from a good
+/// one: `()` or any `Result<T, E>` whose error is `Display`.
+#[diagnostic::on_unimplemented(
+    message = "a scheduled job must return `()` or `Result<T, E>` with `E: Display`, not `{Self}`",
+    label = "the scheduler cannot tell whether this value means success or failure"
+)]
+pub trait JobOutput: Send + 'static {
+    /// Why the run failed, if it did.
+    fn failure(&self) -> Option<String>;
+}
+
+impl JobOutput for () {
+    fn failure(&self) -> Option<String> {
+        None
+    }
+}
+
+impl<T: Send + 'static, E: fmt::Display + Send + 'static> JobOutput for std::result::Result<T, E> {
+    fn failure(&self) -> Option<String> {
+        self.as_ref().err().map(ToString::to_string)
+    }
+}
+
+/// How one run ended, as the scheduler counts it.
+pub(crate) enum RunEnd {
+    Executed(Option<String>),
+    Skipped,
+    Failed(Error),
+    /// The job panicked; the message.
+    Panicked(String),
+}
+
+type RunFn = dyn Fn() -> BoxFuture<'static, RunEnd> + Send + Sync;
+
+/// A job for the [`Scheduler`]: a name, a [`Schedule`], and a function that takes its own lock
+/// (a `#[scheduler_lock]` function, or a closure around [`run_locked`](crate::run_locked)).
+///
+/// `#[scheduled]` makes one for you: `my_job::job(args…)`.
+#[derive(Clone)]
+pub struct Job {
+    pub(crate) name: String,
+    pub(crate) schedule: Schedule,
+    pub(crate) run: Arc<RunFn>,
+}
+
+impl Job {
+    /// A job named `name` firing on `schedule`. Each tick calls `run` inside the scheduler's
+    /// provider scope and tick scope, so a lock-wrapped call inside claims the tick.
+    pub fn new<F, Fut, T>(name: impl Into<String>, schedule: Schedule, run: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<TaskResult<T>>> + Send + 'static,
+        T: JobOutput,
+    {
+        let run = move || -> BoxFuture<'static, RunEnd> {
+            let fut = run();
+            Box::pin(async move {
+                match fut.await {
+                    Ok(TaskResult::Executed(output)) => RunEnd::Executed(output.failure()),
+                    Ok(TaskResult::Skipped) => RunEnd::Skipped,
+                    Err(error) => RunEnd::Failed(error),
+                }
+            })
+        };
+        Self {
+            name: name.into(),
+            schedule,
+            run: Arc::new(run),
+        }
+    }
+
+    /// The same job under another name (job names are unique within a scheduler).
+    #[must_use]
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The job's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The job's schedule.
+    pub fn schedule(&self) -> &Schedule {
+        &self.schedule
+    }
+}
+
+impl fmt::Debug for Job {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Job")
+            .field("name", &self.name)
+            .field("schedule", &self.schedule)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Counters of one job in one scheduler (this instance only).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JobStats {
+    /// Ticks this instance fired.
+    pub fired: u64,
+    /// Runs that completed with success.
+    pub executed: u64,
+    /// Runs that completed with the job's own error.
+    pub failed: u64,
+    /// Ticks skipped because another instance held the lock or had claimed the tick.
+    pub skipped_held: u64,
+    /// Ticks skipped because this instance was still running the previous one.
+    pub skipped_overlap: u64,
+    /// Ticks whose lock could not be attempted (database unreachable, table missing, ...).
+    pub lock_errors: u64,
+    /// Runs cancelled because keep-alive lost their lock.
+    pub lock_lost: u64,
+    /// Runs cancelled by shutdown.
+    pub cancelled: u64,
+    /// Missed ticks run at start-up because they were within the misfire grace.
+    pub misfires_run: u64,
+    /// Missed ticks not run because they were older than the misfire grace.
+    pub misfires_skipped: u64,
+    /// Runs whose job panicked (caught; the lock was released and the next tick runs).
+    pub panicked: u64,
+    /// Ticks the database refused as too far ahead of its clock (this instance's clock runs
+    /// ahead of the database's by more than the tick tolerance).
+    pub clock_skew: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) fired: AtomicU64,
+    pub(crate) executed: AtomicU64,
+    pub(crate) failed: AtomicU64,
+    pub(crate) skipped_held: AtomicU64,
+    pub(crate) skipped_overlap: AtomicU64,
+    pub(crate) lock_errors: AtomicU64,
+    pub(crate) lock_lost: AtomicU64,
+    pub(crate) cancelled: AtomicU64,
+    pub(crate) misfires_run: AtomicU64,
+    pub(crate) misfires_skipped: AtomicU64,
+    pub(crate) panicked: AtomicU64,
+    pub(crate) clock_skew: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn snapshot(&self) -> JobStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        JobStats {
+            fired: get(&self.fired),
+            executed: get(&self.executed),
+            failed: get(&self.failed),
+            skipped_held: get(&self.skipped_held),
+            skipped_overlap: get(&self.skipped_overlap),
+            lock_errors: get(&self.lock_errors),
+            lock_lost: get(&self.lock_lost),
+            cancelled: get(&self.cancelled),
+            misfires_run: get(&self.misfires_run),
+            misfires_skipped: get(&self.misfires_skipped),
+            panicked: get(&self.panicked),
+            clock_skew: get(&self.clock_skew),
+        }
+    }
+}
+
+pub(crate) fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}

@@ -1,0 +1,407 @@
+//! [`Scheduler`]: fires each job at its cron ticks and runs it under its lock, once per tick
+//! across instances. The tick loop is in [`tick_loop`]; jobs are in [`job`].
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::clock_sync::{DbClock, clock_loop};
+use crate::observe::Observer;
+use crate::{AppClock, Error, LockProvider, Result, RunHistory, RunStore, SchedulerListener};
+
+mod job;
+mod tick_loop;
+
+use job::Counters;
+pub use job::{Job, JobOutput, JobStats};
+use tick_loop::{LoopJob, prune_loop, tick_loop};
+
+/// One registered job and its running state.
+struct Entry {
+    job: Job,
+    counters: Arc<Counters>,
+    running: Arc<AtomicBool>,
+    next_tick: Arc<Mutex<Option<DateTime<Utc>>>>,
+    /// Dropping it stops the job's tick loop.
+    stop: Option<watch::Sender<bool>>,
+}
+
+struct Inner {
+    provider: Arc<dyn LockProvider>,
+    observer: Arc<Observer>,
+    /// This instance's clock and its measured offset to the database's: ticks fire by it.
+    clock: DbClock,
+    clock_check_every: Duration,
+    misfire_grace: Duration,
+    shutdown_timeout: Duration,
+    jobs: Mutex<HashMap<String, Entry>>,
+    started: AtomicBool,
+    /// Turns true when shutdown begins: tick loops stop firing.
+    stop_firing: watch::Sender<bool>,
+    /// Turns true when the shutdown timeout has passed: running jobs are cancelled.
+    cancel_runs: watch::Sender<bool>,
+    runs: Mutex<JoinSet<()>>,
+    loops: Mutex<JoinSet<()>>,
+    /// History rows of overlap skips, written after the fact.
+    chores: Mutex<JoinSet<()>>,
+}
+
+/// Fires jobs at their cron ticks; each run claims its tick through the lock, so across any
+/// number of instances each tick runs once.
+///
+/// ```no_run
+/// # #[cfg(feature = "sqlite")]
+/// # async fn demo() -> shedlock::Result<()> {
+/// use std::time::Duration;
+/// use shedlock::{Job, LockConfiguration, Schedule, Scheduler, SqliteLockProvider, run_locked};
+///
+/// let provider = SqliteLockProvider::connect("locks.db").await?;
+/// provider.migrate().await?;
+/// let scheduler = Scheduler::new(provider);
+/// scheduler.add(Job::new("cleanup", Schedule::parse("0 */5 * * * *", "UTC")?, || async {
+///     let cfg = LockConfiguration::new("cleanup", Duration::from_secs(240), Duration::ZERO)?;
+///     run_locked(cfg, async { /* the work */ }).await
+/// }))?;
+/// scheduler.start();
+/// # let stop_requested = std::future::ready(());
+/// stop_requested.await; // e.g. tokio::signal::ctrl_c()
+/// scheduler.shutdown().await;
+/// # Ok(()) }
+/// ```
+///
+/// # What it does on each tick
+///
+/// - It never overlaps a job with itself in one process: a tick that comes while the previous
+///   run still goes is skipped and counted ([`JobStats::skipped_overlap`]).
+/// - Runs happen inside [`with_provider`](crate::with_provider) (this scheduler's provider) and
+///   [`with_tick`](crate::with_tick), so the job's lock claims the tick.
+/// - At start (and when a job is added) the latest past tick is run if it is younger than the
+///   misfire grace (default 5 minutes) and no instance ran it; older ones are logged and skipped.
+/// - [`shutdown`](Self::shutdown) stops firing, waits up to the shutdown timeout (default 30 s)
+///   for running jobs, then cancels the rest; every lock is released honouring
+///   `lock_at_least_for`.
+#[derive(Clone)]
+pub struct Scheduler {
+    inner: Arc<Inner>,
+}
+
+/// Settings for a [`Scheduler`] over the provider `P`.
+#[derive(Debug)]
+#[must_use = "call .build()"]
+pub struct SchedulerBuilder<P> {
+    provider: Arc<P>,
+    clock: AppClock,
+    clock_check_every: Duration,
+    misfire_grace: Duration,
+    shutdown_timeout: Duration,
+    history: Option<(Arc<dyn RunStore>, RunHistory)>,
+    listeners: Vec<Arc<dyn SchedulerListener>>,
+}
+
+impl fmt::Debug for dyn SchedulerListener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SchedulerListener")
+    }
+}
+
+impl<P: LockProvider + 'static> SchedulerBuilder<P> {
+    /// How old a missed tick may be and still run at start-up (default 5 minutes; zero turns
+    /// catch-up off).
+    pub fn misfire_grace(mut self, grace: Duration) -> Self {
+        self.misfire_grace = grace;
+        self
+    }
+
+    /// How long shutdown waits for running jobs before cancelling them (default 30 s).
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// This instance's clock (default: the system clock), to stand for a machine whose clock is
+    /// wrong: the scheduler measures this clock's offset to the provider's (the database's)
+    /// and fires ticks by the database's time, and the lock decides expiry by the database's
+    /// clock. Feature `test-util`.
+    #[cfg(feature = "test-util")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
+    pub fn clock(mut self, clock: AppClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// How often the offset between this instance's clock and the database's is measured
+    /// (default 1 minute; at least 1 second). It is also measured when the scheduler starts;
+    /// each measurement is logged when it changed, and exposed as the
+    /// [`metric_names::CLOCK_OFFSET`](crate::metric_names::CLOCK_OFFSET) gauge.
+    pub fn clock_check_every(mut self, every: Duration) -> Self {
+        self.clock_check_every = every.max(Duration::from_secs(1));
+        self
+    }
+
+    /// Adds a [`SchedulerListener`]; every listener hears every job's ticks, in the order
+    /// added.
+    pub fn listener(mut self, listener: impl SchedulerListener) -> Self {
+        self.listeners.push(Arc::new(listener));
+        self
+    }
+
+    /// The scheduler (not yet started).
+    pub fn build(self) -> Scheduler {
+        Scheduler {
+            inner: Arc::new(Inner {
+                observer: Arc::new(Observer {
+                    history: self.history,
+                    listeners: self.listeners,
+                }),
+                provider: self.provider as Arc<dyn LockProvider>,
+                clock: DbClock::new(self.clock),
+                clock_check_every: self.clock_check_every,
+                misfire_grace: self.misfire_grace,
+                shutdown_timeout: self.shutdown_timeout,
+                jobs: Mutex::new(HashMap::new()),
+                started: AtomicBool::new(false),
+                stop_firing: watch::Sender::new(false),
+                cancel_runs: watch::Sender::new(false),
+                runs: Mutex::new(JoinSet::new()),
+                loops: Mutex::new(JoinSet::new()),
+                chores: Mutex::new(JoinSet::new()),
+            }),
+        }
+    }
+}
+
+impl<P: RunStore + 'static> SchedulerBuilder<P> {
+    /// Writes the run history into `<table>_runs` (see [`RunHistory`]); off by default.
+    /// The table is created by the provider's `migrate()`. Only a provider that keeps a run
+    /// history ([`RunStore`]) has this option.
+    pub fn history(mut self, history: RunHistory) -> Self {
+        self.history = Some((Arc::clone(&self.provider) as Arc<dyn RunStore>, history));
+        self
+    }
+}
+
+/// How shutdown went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// Runs that finished on their own within the shutdown timeout.
+    pub finished: usize,
+    /// Runs cancelled after the timeout (their locks were released).
+    pub cancelled: usize,
+}
+
+impl Scheduler {
+    /// A scheduler over `provider` with default settings.
+    pub fn new(provider: impl LockProvider + 'static) -> Self {
+        Self::builder(provider).build()
+    }
+
+    /// A builder for the misfire grace, the shutdown timeout, the run history and listeners.
+    pub fn builder<P: LockProvider + 'static>(provider: P) -> SchedulerBuilder<P> {
+        SchedulerBuilder {
+            provider: Arc::new(provider),
+            clock: AppClock::system(),
+            clock_check_every: Duration::from_secs(60),
+            misfire_grace: Duration::from_secs(300),
+            shutdown_timeout: Duration::from_secs(30),
+            history: None,
+            listeners: Vec::new(),
+        }
+    }
+
+    /// Adds a job; it starts firing at once if the scheduler is running. Names are unique:
+    /// a second job with a taken name is [`Error::DuplicateJob`].
+    pub fn add(&self, job: Job) -> Result<()> {
+        let mut jobs = self.inner.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        if jobs.contains_key(job.name()) {
+            return Err(Error::DuplicateJob {
+                name: job.name().to_owned(),
+            });
+        }
+        let name = job.name().to_owned();
+        let mut entry = Entry {
+            job,
+            counters: Arc::default(),
+            running: Arc::default(),
+            next_tick: Arc::default(),
+            stop: None,
+        };
+        if self.inner.started.load(Ordering::SeqCst) && !*self.inner.stop_firing.borrow() {
+            self.spawn_loop(&mut entry);
+        }
+        jobs.insert(name, entry);
+        Ok(())
+    }
+
+    /// Removes a job: it fires no more; a run in progress finishes. Returns whether it existed.
+    pub fn remove(&self, name: &str) -> bool {
+        let removed = self
+            .inner
+            .jobs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+        if let Some(stop) = removed.as_ref().and_then(|entry| entry.stop.as_ref()) {
+            stop.send_replace(true);
+        }
+        removed.is_some()
+    }
+
+    /// The names of the registered jobs.
+    pub fn job_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .inner
+            .jobs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// This instance's counters for a job.
+    pub fn stats(&self, name: &str) -> Option<JobStats> {
+        let jobs = self.inner.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        jobs.get(name).map(|entry| entry.counters.snapshot())
+    }
+
+    /// The next tick a job will fire at, once the scheduler runs.
+    pub fn next_tick(&self, name: &str) -> Option<DateTime<Utc>> {
+        let jobs = self.inner.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = jobs.get(name)?;
+        let planned = *entry.next_tick.lock().unwrap_or_else(|e| e.into_inner());
+        planned.or_else(|| entry.job.schedule.next_after(self.inner.clock.now()))
+    }
+
+    /// The database's clock minus this instance's, as last measured (at start and every
+    /// [`clock_check_every`](SchedulerBuilder::clock_check_every)); `None` before the first
+    /// measurement. Ticks fire when this instance's clock plus the offset reaches them.
+    pub fn clock_offset(&self) -> Option<chrono::TimeDelta> {
+        self.inner.clock.offset()
+    }
+
+    /// Starts firing every job (in tasks on the current Tokio runtime). Calling it again, or
+    /// after [`shutdown`](Self::shutdown), does nothing.
+    pub fn start(&self) {
+        if *self.inner.stop_firing.borrow() {
+            tracing::warn!(
+                "start() after shutdown(): a stopped scheduler stays stopped; build a new one"
+            );
+            return;
+        }
+        if self.inner.started.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let mut jobs = self.inner.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        {
+            let inner = Arc::clone(&self.inner);
+            self.inner
+                .loops
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .spawn(async move {
+                    let stop = inner.stop_firing.subscribe();
+                    clock_loop(
+                        &inner.clock,
+                        inner.provider.as_ref(),
+                        inner.clock_check_every,
+                        stop,
+                    )
+                    .await;
+                });
+        }
+        for entry in jobs.values_mut() {
+            self.spawn_loop(entry);
+        }
+        if let Some((_, history)) = self.inner.observer.history {
+            self.inner
+                .loops
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .spawn(prune_loop(Arc::clone(&self.inner), history));
+        }
+        tracing::info!(jobs = jobs.len(), "scheduler started");
+    }
+
+    fn spawn_loop(&self, entry: &mut Entry) {
+        let (stop, stopped) = watch::channel(false);
+        entry.stop = Some(stop);
+        let job = Arc::new(LoopJob {
+            job: entry.job.clone(),
+            counters: Arc::clone(&entry.counters),
+            running: Arc::clone(&entry.running),
+            next_tick: Arc::clone(&entry.next_tick),
+            last_lock: Mutex::new(None),
+        });
+        let inner = Arc::clone(&self.inner);
+        self.inner
+            .loops
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .spawn(tick_loop(inner, job, stopped));
+    }
+
+    /// Stops firing, waits up to the shutdown timeout for running jobs, cancels those still
+    /// running (which releases their locks, honouring `lock_at_least_for`), and returns when
+    /// every run has ended.
+    pub async fn shutdown(&self) -> ShutdownReport {
+        self.inner.stop_firing.send_replace(true);
+        let mut loops =
+            std::mem::take(&mut *self.inner.loops.lock().unwrap_or_else(|e| e.into_inner()));
+        while loops.join_next().await.is_some() {}
+        let mut runs =
+            std::mem::take(&mut *self.inner.runs.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut report = ShutdownReport {
+            finished: 0,
+            cancelled: 0,
+        };
+        let deadline = tokio::time::Instant::now() + self.inner.shutdown_timeout;
+        while !runs.is_empty() {
+            match tokio::time::timeout_at(deadline, runs.join_next()).await {
+                Ok(_) => report.finished += 1,
+                Err(_) => break,
+            }
+        }
+        if !runs.is_empty() {
+            tracing::warn!(
+                running = runs.len(),
+                "shutdown timeout passed: cancelling running jobs"
+            );
+            self.inner.cancel_runs.send_replace(true);
+            while runs.join_next().await.is_some() {
+                report.cancelled += 1;
+            }
+        }
+        let mut chores =
+            std::mem::take(&mut *self.inner.chores.lock().unwrap_or_else(|e| e.into_inner()));
+        let _ = tokio::time::timeout(Duration::from_secs(10), async {
+            while chores.join_next().await.is_some() {}
+        })
+        .await;
+        tracing::info!(
+            finished = report.finished,
+            cancelled = report.cancelled,
+            "scheduler stopped"
+        );
+        report
+    }
+}
+
+impl fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scheduler")
+            .field("provider", &self.inner.provider)
+            .field("jobs", &self.job_names())
+            .field("misfire_grace", &self.inner.misfire_grace)
+            .field("shutdown_timeout", &self.inner.shutdown_timeout)
+            .finish()
+    }
+}

@@ -1,0 +1,406 @@
+//! What a [`SqlLockProvider`](crate::SqlLockProvider) holds ([`Core`]) and every operation
+//! on it, written once: each runs one statement of its dialect ([`Hooks::SQL`]) on a connection
+//! of the provider's pool, binds its parameters by meaning, retries a lost serialization race
+//! and reports a failure by name.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures_util::future::BoxFuture;
+use sqlx::{Database, Pool};
+use tokio::time::Instant;
+
+use super::dialect::{Acquired, Answer, Hooks, Param, Statement};
+use super::errors::{fail, fail_runs};
+use super::exec::{Driver, Prepared, Stash, Value};
+use super::{PRUNE_BATCH, micros, retention, statement};
+use crate::guard::Lease;
+use crate::history::parse_outcome;
+use crate::settings::Settings;
+use crate::{
+    Error, LockConfiguration, LockGuard, LockState, NewRun, Result, RunOutcome, RunQuery, RunRecord,
+};
+
+/// What a provider holds: its pool, settings and statements, shared with its guards.
+#[allow(unreachable_pub)] // named by `Hooks`, which is sealed
+pub struct Core<D: Hooks> {
+    pub(crate) pool: Pool<D::Db>,
+    pub(crate) settings: Settings,
+    pub(crate) address: String,
+    sql: Rendered,
+    stash: Stash<D::Db>,
+    /// Set once the table's shape was checked ([`Hooks::check_shape`]).
+    shape_checked: tokio::sync::OnceCell<()>,
+}
+
+impl<D: Hooks> fmt::Debug for Core<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Core")
+            .field("backend", &D::BACKEND)
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The dialect's statements with the table names and the clock filled in.
+#[derive(Debug)]
+struct Rendered {
+    acquire: Prepared,
+    unlock: Prepared,
+    extend: Prepared,
+    held: Prepared,
+    clock: Prepared,
+    columns: Prepared,
+    locks: Prepared,
+    release: Prepared,
+    run_insert: Prepared,
+    run_finish: Prepared,
+    run_prune: Prepared,
+    run_abandon: Prepared,
+    runs: Prepared,
+}
+
+impl Rendered {
+    fn new<D: Hooks>(settings: &Settings) -> Self {
+        let table = &settings.table;
+        let app = settings.app_now().is_some();
+        // The lock statements read the clock that decides expiry: the database's, or the
+        // application's, bound where the statement says (`Param::Now`).
+        let lock = |st: &Statement| {
+            let at = st.binds.iter().position(|p| *p == Param::Now);
+            let (now, grant_now) = D::clock(at.filter(|_| app).map(|i| i + 1));
+            let text = st.sql.replace("{grant_now}", &grant_now);
+            Prepared::new(statement(&text, table, D::BACKEND, &now), st)
+        };
+        // The operator's and the history's statements always read the database's clock.
+        let db = |st: &Statement| Prepared::new(statement(st.sql, table, D::BACKEND, D::NOW), st);
+        let sql = &D::SQL;
+        Self {
+            acquire: lock(&sql.acquire),
+            unlock: lock(&sql.unlock),
+            extend: lock(&sql.extend),
+            held: lock(&sql.held),
+            clock: db(&sql.clock),
+            columns: db(&sql.columns),
+            locks: db(&sql.locks),
+            release: db(&sql.release),
+            run_insert: db(&sql.run_insert),
+            run_finish: db(&sql.run_finish),
+            run_prune: db(&sql.run_prune),
+            run_abandon: db(&sql.run_abandon),
+            runs: db(&sql.runs),
+        }
+    }
+}
+
+/// One statement's run: `$run` (a [`Driver`] function) of `$prepared`, its parameters from
+/// the match arms, the application's clock where the statement reads it.
+macro_rules! run {
+    ($core:expr, $prepared:expr, $run:ident, |$param:ident| $values:expr) => {{
+        let prepared = &$prepared;
+        let app_now = $core.settings.app_now();
+        $core
+            .stash
+            .run(
+                &$core.pool,
+                || prepared.args::<D>(app_now, |$param| $values),
+                D::Db::$run,
+                &prepared.sql,
+            )
+            .await
+    }};
+}
+
+impl<D: Hooks> Core<D> {
+    pub(crate) fn new(pool: Pool<D::Db>, settings: Settings) -> Self {
+        Self {
+            address: D::address(&pool.connect_options()),
+            sql: Rendered::new::<D>(&settings),
+            stash: Stash::new(settings.hold_connections),
+            shape_checked: tokio::sync::OnceCell::new(),
+            pool,
+            settings,
+        }
+    }
+
+    pub(crate) async fn acquire(
+        self: &Arc<Self>,
+        config: &LockConfiguration,
+    ) -> Result<Option<LockGuard>> {
+        self.check_shape().await?;
+        let sent_at = Instant::now();
+        let tolerance = self.settings.tick_tolerance;
+        let values = |param| -> Option<Value<'_>> {
+            Some(match param {
+                Param::Name => config.name().into(),
+                Param::AtMost => config.lock_at_most_for().into(),
+                Param::LockedBy => self.settings.locked_by.as_str().into(),
+                Param::Tick => config.tick().into(),
+                Param::Tolerance => tolerance.into(),
+                _ => return None,
+            })
+        };
+        let answer = if D::RETURNING {
+            run!(self, self.sql.acquire, fetch_optional, |p| values(p)).map(Answer::Row)
+        } else {
+            run!(self, self.sql.acquire, execute, |p| values(p)).map(Answer::Done)
+        };
+        let acquired = answer.and_then(|a| D::acquired(a, config.tick(), self.settings.app_now()));
+        let acquired = match acquired {
+            Ok(acquired) => acquired,
+            Err(e) => return Err(fail(self, format!("acquire lock {:?}", config.name()), e).await),
+        };
+        let too_far = |ahead_by| Error::TickInFuture {
+            name: config.name().to_owned(),
+            tick: config.tick().unwrap_or_default(),
+            tolerance,
+            ahead_by,
+        };
+        match acquired {
+            Acquired::Token(token) => {
+                let lease = Arc::clone(self) as Arc<dyn Lease>;
+                Ok(Some(LockGuard::new(config, token, lease, sent_at)))
+            }
+            Acquired::NotTaken {
+                ahead_us: Some(ahead),
+            } if config.tick().is_some() && ahead > micros(tolerance) => {
+                Err(too_far(Some(Duration::from_micros(ahead.unsigned_abs()))))
+            }
+            Acquired::TickRefused if config.tick().is_some() => Err(too_far(None)),
+            _ => Ok(None),
+        }
+    }
+
+    pub(crate) async fn is_held(&self, name: &str, token: i64) -> Result<bool> {
+        let row = run!(self, self.sql.held, fetch_optional, |p| match p {
+            Param::Name => Some(name.into()),
+            Param::Token => Some(token.into()),
+            _ => None,
+        });
+        match row.and_then(|row| row.map_or(Ok(0), |row| D::Db::int(&row, 0))) {
+            Ok(count) => Ok(count > 0),
+            Err(e) => Err(fail(self, format!("check lock {name:?}"), e).await),
+        }
+    }
+
+    /// The time by the clock that decides expiry.
+    pub(crate) async fn now(&self) -> Result<DateTime<Utc>> {
+        if let Some(now) = self.settings.app_now() {
+            return Ok(now);
+        }
+        let row = run!(self, self.sql.clock, fetch_optional, |_p| None);
+        let now = row.and_then(|row| match row {
+            Some(row) => required(D::time(&row, 0)?, "now"),
+            None => Err(sqlx::Error::RowNotFound),
+        });
+        match now {
+            Ok(now) => Ok(now),
+            Err(e) => Err(fail(self, "read the database clock".into(), e).await),
+        }
+    }
+
+    /// The lock table's column names.
+    pub(crate) async fn found_columns(&self) -> Result<Vec<String>, sqlx::Error> {
+        let (schema, table) = self.settings.table.split();
+        let (schema, table) = (schema.map(D::catalogue_name), D::catalogue_name(table));
+        let rows = run!(self, self.sql.columns, fetch_all, |p| match p {
+            Param::Schema => Some(schema.as_deref().into()),
+            Param::Table => Some(table.as_str().into()),
+            _ => None,
+        })?;
+        rows.iter().map(|row| D::Db::text(row, 0)).collect()
+    }
+
+    /// [`Hooks::check_shape`], once per provider.
+    pub(crate) async fn check_shape(&self) -> Result<()> {
+        self.shape_checked
+            .get_or_try_init(|| D::check_shape(self))
+            .await
+            .map(drop)
+    }
+
+    pub(crate) async fn locks(&self, name: Option<&str>) -> Result<Vec<LockState>> {
+        let rows = run!(self, self.sql.locks, fetch_all, |p| match p {
+            Param::NameFilter => Some(name.into()),
+            _ => None,
+        });
+        let decode = |row: &<D::Db as Database>::Row| -> Result<LockState, sqlx::Error> {
+            Ok(LockState {
+                name: D::Db::text(row, 0)?,
+                locked_until: required(D::time(row, 1)?, "locked_until")?,
+                locked_at: required(D::time(row, 2)?, "locked_at")?,
+                locked_by: D::Db::text(row, 3)?,
+                fencing_token: D::Db::int(row, 4)?,
+                last_tick: D::time(row, 5)?,
+                read_at: required(D::time(row, 6)?, "now")?,
+            })
+        };
+        match rows.and_then(|rows| rows.iter().map(decode).collect()) {
+            Ok(locks) => Ok(locks),
+            Err(e) => Err(fail(self, "list locks".into(), e).await),
+        }
+    }
+
+    pub(crate) async fn force_release(&self, name: &str, token: i64) -> Result<bool> {
+        let done = run!(self, self.sql.release, execute, |p| match p {
+            Param::Name => Some(name.into()),
+            Param::Token => Some(token.into()),
+            _ => None,
+        });
+        match done {
+            Ok(done) => Ok(D::Db::rows_affected(&done) == 1),
+            Err(e) => Err(fail(self, format!("release lock {name:?}"), e).await),
+        }
+    }
+
+    pub(crate) async fn record_run(&self, run: &NewRun) -> Result<i64> {
+        let values = |param| -> Option<Value<'_>> {
+            Some(match param {
+                Param::Job => run.job.as_str().into(),
+                Param::Name => run.name.as_str().into(),
+                Param::Tick => run.tick.into(),
+                Param::Running => (run.outcome == RunOutcome::Running).into(),
+                Param::Outcome => run.outcome.as_str().into(),
+                Param::LockedBy => self.settings.locked_by.as_str().into(),
+                Param::Token => run.fencing_token.into(),
+                Param::Error => run.error.as_deref().into(),
+                _ => return None,
+            })
+        };
+        let answer = if D::RETURNING {
+            run!(self, self.sql.run_insert, fetch_optional, |p| values(p)).map(Answer::Row)
+        } else {
+            run!(self, self.sql.run_insert, execute, |p| values(p)).map(Answer::Done)
+        };
+        match answer.and_then(D::inserted_id) {
+            Ok(id) => Ok(id),
+            Err(e) => Err(fail_runs(self, "record a run".into(), e).await),
+        }
+    }
+
+    /// Run again when it lost a serialization race (as every statement is): at REPEATABLE READ
+    /// or SERIALIZABLE, a sweep that closed this row after this statement took its snapshot
+    /// makes it fail, and the real outcome must still land.
+    pub(crate) async fn finish_run(
+        &self,
+        id: i64,
+        outcome: RunOutcome,
+        error: Option<&str>,
+    ) -> Result<()> {
+        let done = run!(self, self.sql.run_finish, execute, |p| match p {
+            Param::Id => Some(id.into()),
+            Param::Outcome => Some(outcome.as_str().into()),
+            Param::Error => Some(error.into()),
+            _ => None,
+        });
+        match done {
+            Ok(_) => Ok(()),
+            Err(e) => Err(fail_runs(self, "finish a run".into(), e).await),
+        }
+    }
+
+    /// Runs the prune statement until it deletes fewer than [`PRUNE_BATCH`] rows.
+    pub(crate) async fn prune_runs(&self, older_than: Duration) -> Result<u64> {
+        let older_than = retention(older_than);
+        let mut deleted = 0;
+        loop {
+            let done = run!(self, self.sql.run_prune, execute, |p| match p {
+                Param::Retention => Some(older_than.into()),
+                _ => None,
+            });
+            let done = match done {
+                Ok(done) => D::Db::rows_affected(&done),
+                Err(e) => return Err(fail_runs(self, "prune the run history".into(), e).await),
+            };
+            deleted += done;
+            if done < PRUNE_BATCH {
+                return Ok(deleted);
+            }
+        }
+    }
+
+    pub(crate) async fn close_abandoned_runs(&self) -> Result<u64> {
+        match run!(self, self.sql.run_abandon, execute, |_p| None) {
+            Ok(done) => Ok(D::Db::rows_affected(&done)),
+            Err(e) => Err(fail_runs(self, "close abandoned runs".into(), e).await),
+        }
+    }
+
+    pub(crate) async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>> {
+        let rows = run!(self, self.sql.runs, fetch_all, |p| match p {
+            Param::NameFilter => Some(query.name.as_deref().into()),
+            Param::OutcomeFilter => Some(query.outcome.map(RunOutcome::as_str).into()),
+            Param::Limit => Some(i64::from(query.limit).into()),
+            _ => None,
+        });
+        let decode = |row: &<D::Db as Database>::Row| -> Result<RunRecord, sqlx::Error> {
+            Ok(RunRecord {
+                id: D::Db::int(row, 0)?,
+                job: D::Db::text(row, 1)?,
+                name: D::Db::text(row, 2)?,
+                tick: D::time(row, 3)?,
+                started_at: required(D::time(row, 4)?, "started_at")?,
+                finished_at: D::time(row, 5)?,
+                outcome: parse_outcome(&D::Db::text(row, 6)?)?,
+                locked_by: D::Db::text(row, 7)?,
+                fencing_token: D::Db::opt_int(row, 8)?,
+                error: D::Db::opt_text(row, 9)?,
+            })
+        };
+        match rows.and_then(|rows| rows.iter().map(decode).collect()) {
+            Ok(runs) => Ok(runs),
+            Err(e) => Err(fail_runs(self, "read the run history".into(), e).await),
+        }
+    }
+}
+
+/// A time read from a column that is never null.
+fn required(time: Option<DateTime<Utc>>, column: &str) -> Result<DateTime<Utc>, sqlx::Error> {
+    time.ok_or_else(|| sqlx::Error::Decode(format!("`{column}` is null").into()))
+}
+
+impl<D: Hooks> Lease for Core<D> {
+    fn extend<'a>(
+        &'a self,
+        name: &'a str,
+        token: i64,
+        at_most: Duration,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let done = run!(self, self.sql.extend, execute, |p| match p {
+                Param::Name => Some(name.into()),
+                Param::Token => Some(token.into()),
+                Param::AtMost => Some(at_most.into()),
+                _ => None,
+            });
+            match done {
+                Ok(done) => Ok(D::Db::rows_affected(&done) == 1),
+                Err(e) => Err(fail(self, format!("extend lock {name:?}"), e).await),
+            }
+        })
+    }
+
+    fn unlock<'a>(
+        &'a self,
+        name: &'a str,
+        token: i64,
+        at_least: Duration,
+        slack: Duration,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let done = run!(self, self.sql.unlock, execute, |p| match p {
+                Param::Name => Some(name.into()),
+                Param::Token => Some(token.into()),
+                Param::AtLeast => Some(at_least.into()),
+                Param::Slack => Some(slack.into()),
+                _ => None,
+            });
+            match done {
+                Ok(done) => Ok(D::Db::rows_affected(&done) == 1),
+                Err(e) => Err(fail(self, format!("unlock lock {name:?}"), e).await),
+            }
+        })
+    }
+}

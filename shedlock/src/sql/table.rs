@@ -1,0 +1,156 @@
+//! The lock table's name: checked to be a plain SQL identifier, quoted per database.
+
+use crate::settings::MAX_TABLE_NAME_BYTES;
+use crate::{Backend, Error, Result};
+
+/// A lock table name, checked to be a plain SQL identifier (optionally `schema.table`).
+///
+/// Only ASCII letters, digits and `_` are allowed, not starting with a digit, so the name can be
+/// put into SQL text without quoting and without any chance of injection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TableName(String);
+
+impl TableName {
+    pub(crate) fn new(name: &str) -> Result<Self> {
+        let refuse = |reason: String| Error::InvalidTableName {
+            name: name.to_owned(),
+            reason,
+        };
+        if name.is_empty() {
+            return Err(refuse("it is empty".into()));
+        }
+        if name.len() > MAX_TABLE_NAME_BYTES {
+            return Err(refuse(format!(
+                "it is {} bytes long, the limit is {MAX_TABLE_NAME_BYTES}",
+                name.len()
+            )));
+        }
+        let parts: Vec<&str> = name.split('.').collect();
+        if parts.len() > 2 {
+            return Err(refuse(
+                "use `table` or `schema.table`, with at most one dot".into(),
+            ));
+        }
+        for part in parts {
+            let mut chars = part.chars();
+            match chars.next() {
+                None => return Err(refuse("a part between dots is empty".into())),
+                Some(c) if c.is_ascii_digit() => {
+                    return Err(refuse(format!("{part:?} starts with a digit")));
+                }
+                _ => {}
+            }
+            if let Some(bad) = part
+                .chars()
+                .find(|c| !(c.is_ascii_alphanumeric() || *c == '_'))
+            {
+                return Err(refuse(format!(
+                    "{bad:?} is not allowed: only ASCII letters, digits and `_` make an SQL identifier"
+                )));
+            }
+        }
+        Ok(Self(name.to_owned()))
+    }
+
+    /// [`DEFAULT_TABLE_NAME`](crate::DEFAULT_TABLE_NAME).
+    pub(crate) fn default_table() -> Self {
+        Self(crate::DEFAULT_TABLE_NAME.into())
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// `(schema, table)`.
+    pub(crate) fn split(&self) -> (Option<&str>, &str) {
+        match self.0.split_once('.') {
+            Some((schema, table)) => (Some(schema), table),
+            None => (None, &self.0),
+        }
+    }
+
+    /// The run history table beside the lock table: `<table>_runs`.
+    pub(crate) fn runs_table(&self) -> String {
+        format!("{}_runs", self.0)
+    }
+
+    /// The lock table, or an object named after it (`suffix`, e.g. `_runs`), quoted as an
+    /// identifier for `backend`, schema included: `"ops"."locks_runs"`. Quoting lets reserved
+    /// words (`user`, `order`) be table names. PostgreSQL folds unquoted names to lower case, so
+    /// the quoted name is lower-cased there: `Sched_Locks` still names the table that
+    /// `CREATE TABLE Sched_Locks` made.
+    pub(crate) fn quoted(&self, backend: Backend, suffix: &str) -> String {
+        let (schema, bare) = self.split();
+        let name = format!("{bare}{suffix}");
+        match schema {
+            Some(schema) => format!("{}.{}", quote(schema, backend), quote(&name, backend)),
+            None => quote(&name, backend),
+        }
+    }
+
+    /// An object named after the table, quoted, without the schema (inside SQLite triggers and
+    /// `ON` clauses, where names may not be qualified).
+    pub(crate) fn quoted_bare(&self, backend: Backend, suffix: &str) -> String {
+        quote(&format!("{}{suffix}", self.split().1), backend)
+    }
+
+    /// The table where [`migrate`](crate::LockProvider::migrate) records what it applied:
+    /// `_<table>_migrations` beside the lock table, never the application's `_sqlx_migrations`.
+    pub(crate) fn history_table(&self) -> String {
+        match self.split() {
+            (Some(schema), table) => format!("{schema}._{table}_migrations"),
+            (None, table) => format!("_{table}_migrations"),
+        }
+    }
+}
+
+/// `identifier` (letters, digits and `_` only: checked by [`TableName::new`]) quoted for
+/// `backend`.
+fn quote(identifier: &str, backend: Backend) -> String {
+    match backend {
+        Backend::MySql => format!("`{identifier}`"),
+        Backend::Postgres => format!("\"{}\"", identifier.to_ascii_lowercase()),
+        _ => format!("\"{identifier}\""),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_names_are_plain_identifiers() {
+        for good in ["shedlock", "Sched_Locks2", "_x", "app.shedlock"] {
+            assert!(TableName::new(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "shedlock; drop table x",
+            "shed-lock",
+            "1locks",
+            "a.b.c",
+            "a.",
+            "\"quoted\"",
+            "sched lock",
+            "lock`s",
+            "tablé",
+            &"t".repeat(MAX_TABLE_NAME_BYTES + 1),
+        ] {
+            let err = TableName::new(bad).unwrap_err();
+            assert!(matches!(err, Error::InvalidTableName { .. }), "{bad}");
+            assert!(err.to_string().contains(&format!("{bad:?}")), "{err}");
+        }
+    }
+
+    #[test]
+    fn history_table_sits_beside_the_lock_table() {
+        assert_eq!(
+            TableName::new("shedlock").unwrap().history_table(),
+            "_shedlock_migrations"
+        );
+        assert_eq!(
+            TableName::new("ops.locks").unwrap().history_table(),
+            "ops._locks_migrations"
+        );
+    }
+}
