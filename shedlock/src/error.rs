@@ -99,16 +99,6 @@ pub enum Error {
         value: Duration,
     },
 
-    /// The provider does not implement this operation (a provider from outside this crate
-    /// that kept the trait's default).
-    #[error("the {backend} lock provider cannot {operation}")]
-    Unsupported {
-        /// Which database.
-        backend: Backend,
-        /// What was asked.
-        operation: String,
-    },
-
     /// The lock table name is not a plain SQL identifier.
     #[error("invalid table name {name:?}: {reason}")]
     InvalidTableName {
