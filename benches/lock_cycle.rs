@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use shedlock::{
     Backend, LockConfiguration, LockProvider, MySqlLockProvider, PostgresLockProvider,
-    SqliteLockProvider, statements,
+    SqliteLockProvider, test_util,
 };
 use shedlock_suite::{mysql_url, postgres_url, skipped, unique_name};
 use sqlx::{AssertSqlSafe, Executor};
@@ -174,15 +174,13 @@ async fn cycles(provider: Arc<dyn LockProvider>, connections: usize, seconds: u6
     Stats::from(all, started.elapsed().as_secs_f64())
 }
 
-/// The pgbench script: our ACQUIRE and UNLOCK constants with the parameters written as
-/// pgbench variables, so the server runs the same statements.
+/// The pgbench script: the provider's acquire and unlock statements (as
+/// `shedlock::test_util::statement` renders them) with the parameters written as pgbench
+/// variables, so the server runs the same statements.
 fn pgbench_script(table: &str) -> String {
-    let fill = |sql: &str, params: &[&str]| {
-        let mut s = sql
-            .replace("{table}", table)
-            .replace("{tokens}", &format!("{table}_tokens"))
-            .replace("{grant_now}", statements::postgres::NOW)
-            .replace("{now}", statements::postgres::NOW);
+    let fill = |name: &str, params: &[&str]| {
+        let mut s = test_util::statement(Backend::Postgres, name, table)
+            .expect("a statement of the PostgreSQL dialect");
         for (i, p) in params.iter().enumerate().rev() {
             s = s.replace(&format!("${}", i + 1), p);
         }
@@ -190,7 +188,7 @@ fn pgbench_script(table: &str) -> String {
     };
     let name = "('w' || :client_id)";
     let acquire = fill(
-        statements::postgres::ACQUIRE,
+        "acquire",
         &[
             name,
             "interval '30 seconds'",
@@ -200,7 +198,7 @@ fn pgbench_script(table: &str) -> String {
         ],
     );
     let unlock = fill(
-        statements::postgres::UNLOCK,
+        "unlock",
         &[
             name,
             ":fencing_token",

@@ -32,7 +32,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use shedlock::{
-    Job, LockProvider, PostgresLockProvider, RunHistory, Schedule, Scheduler, SqliteLockProvider,
+    Job, LockProvider, PostgresLockProvider, RunHistory, RunStore, Schedule, Scheduler,
+    SqliteLockProvider,
     TaskResult, current_tick, with_provider,
 };
 
@@ -167,17 +168,23 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
         None => Location::default_for(&std::env::current_dir()?),
     };
     let db = Db::open(&location).await?;
-    let provider: Arc<dyn LockProvider> = match &location {
-        Location::Postgres(url) => Arc::new(PostgresLockProvider::connect(url).await?),
+    // A provider that keeps a run history (`RunStore`), whichever the database.
+    let provider: Arc<dyn RunStore> = match &location {
+        Location::Postgres(url) => {
+            let provider = PostgresLockProvider::connect(url).await?;
+            provider.migrate().await?;
+            Arc::new(provider)
+        }
         Location::Sqlite(_) => {
             let file = location.sqlite_file()?.unwrap_or_default();
             let file = file
                 .to_str()
                 .ok_or_else(|| format!("{}: not a UTF-8 path", file.display()))?;
-            Arc::new(SqliteLockProvider::connect(file).await?)
+            let provider = SqliteLockProvider::connect(file).await?;
+            provider.migrate().await?;
+            Arc::new(provider)
         }
     };
-    provider.migrate().await?;
     // Runs that died or were stopped without writing their end: say so in the history.
     let abandoned = db.close_abandoned().await?;
     if abandoned > 0 {

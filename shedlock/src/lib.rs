@@ -32,6 +32,21 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # The map
+//!
+//! - **Providers**: [`PostgresLockProvider`], [`MySqlLockProvider`], [`SqliteLockProvider`],
+//!   the three [`dialect`]s of one [`SqlLockProvider`]; settings through [`ProviderBuilder`]
+//!   ([`ClockMode`], [`KeepAlive`]).
+//! - **What a provider can do**, one trait each: [`LockProvider`] (take a lock, get a
+//!   [`LockGuard`] with its fencing token), [`LockAdmin`] (create the table, list and release
+//!   locks), [`RunStore`] (the run history). A backend implements what it can; the compiler
+//!   checks the rest.
+//! - **Running a job under a lock**: [`run_locked`], [`LockingTaskExecutor`], [`LockContext`].
+//! - **Scheduling**: [`Scheduler`] of [`Job`]s on a [`Schedule`], with [`RunHistory`] and
+//!   [`SchedulerListener`]s; metrics named in [`metric_names`].
+//! - **Macros**: [`scheduler_lock`] and [`scheduled`].
+//! - **Errors**: [`Error`], each naming what went wrong.
+//!
 //! # Scheduled, locked functions
 //!
 //! `#[scheduler_lock(name, lock_at_most_for, lock_at_least_for)]` makes every call of an
@@ -52,6 +67,8 @@
 //!
 //! - `postgres`, `mysql`, `sqlite`: one provider each.
 //! - `macros` (default): `#[scheduler_lock]` and `#[scheduled]`.
+//! - `test-util`: what this crate's own tests and benchmarks need ([`test_util`]); not for
+//!   production code.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // Without a backend feature the crate is configuration only; its internals have no user.
 #![cfg_attr(
