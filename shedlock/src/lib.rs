@@ -59,9 +59,6 @@
     allow(dead_code)
 )]
 
-#[cfg(feature = "cli")]
-#[cfg_attr(docsrs, doc(cfg(feature = "cli")))]
-pub mod cli;
 mod clock_sync;
 mod config;
 mod context;

@@ -132,7 +132,7 @@ pub fn shedlock_binary() -> std::path::PathBuf {
     static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     cargo_built(
         &BUILT,
-        &["-p", "shedlock", "--features", "cli", "--bin", "shedlock"],
+        &["-p", "shedlock-cli", "--bin", "shedlock"],
         "shedlock",
     )
 }
