@@ -52,6 +52,10 @@
 //!
 //! - `postgres`, `mysql`, `sqlite`: one provider each.
 //! - `macros` (default): `#[scheduler_lock]` and `#[scheduled]`.
+//!
+//! The `shedlock` command-line tool (`list`, `unlock`, `history`, `migrate`) is not part of this
+//! crate: it is the workspace's `shedlock-cli` crate (`cargo install --path shedlock-cli`),
+//! built on [`LockProvider`]'s operator methods.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // Without a backend feature the crate is configuration only; its internals have no user.
 #![cfg_attr(
