@@ -69,6 +69,10 @@
 //! - `macros` (default): `#[scheduler_lock]` and `#[scheduled]`.
 //! - `test-util`: what this crate's own tests and benchmarks need ([`test_util`]); not for
 //!   production code.
+//!
+//! The `shedlock` command-line tool (`list`, `unlock`, `history`, `migrate`) is not part of this
+//! crate: it is the workspace's `shedlock-cli` crate (`cargo install --path shedlock-cli`),
+//! built on [`LockAdmin`] and [`RunStore`].
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // Without a backend feature the crate is configuration only; its internals have no user.
 #![cfg_attr(

@@ -127,12 +127,14 @@ fn cargo_built(
     .clone()
 }
 
-/// The `shedlock` command-line binary of this target directory, built once per test process.
+/// The `shedlock` command-line binary (package `shedlock-cli`) of this target directory, built
+/// once per test process, for tests of this package that read what it shows (`tests/faults.rs`).
+/// The tool's own tests, in `shedlock-cli/tests/`, run the binary cargo builds for them.
 pub fn shedlock_binary() -> std::path::PathBuf {
     static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     cargo_built(
         &BUILT,
-        &["-p", "shedlock", "--features", "cli", "--bin", "shedlock"],
+        &["-p", "shedlock-cli", "--bin", "shedlock"],
         "shedlock",
     )
 }

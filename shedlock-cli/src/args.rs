@@ -1,0 +1,110 @@
+//! The command line: global options, the four commands and their arguments.
+
+use std::str::FromStr;
+
+use clap::{Args, Parser, Subcommand};
+use shedlock::{DEFAULT_TABLE_NAME, RunOutcome, UnknownOutcome};
+
+const AFTER_HELP: &str = "\
+Database URL: postgres:// or postgresql:// (PostgreSQL), mysql:// or mariadb:// (MySQL/MariaDB),
+an sqlite: URL or a plain file path (SQLite; only `migrate` creates a missing file).
+
+Exit codes:
+  0  success (including `unlock` of a lock that is already free)
+  1  the database failed: unreachable, a table or SQLite file missing, a statement failed
+  2  usage error: bad arguments, an unsupported URL scheme, a bad table name
+  3  unlock: no lock of that name in the table
+  4  unlock: not released (declined at the prompt, or the lock changed hands or expired)";
+
+/// Inspect and repair shedlock's lock table: list locks, release a stuck one, read the run
+/// history, create the tables.
+#[derive(Debug, Parser)]
+#[command(
+    name = "shedlock",
+    version,
+    after_help = AFTER_HELP,
+    subcommand_required = true,
+    arg_required_else_help = true
+)]
+pub(crate) struct Cli {
+    /// The database: postgres://…, mysql://…, mariadb://…, sqlite:… or an SQLite file path.
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        hide_env_values = true,
+        global = true,
+        value_name = "URL"
+    )]
+    pub(crate) database_url: Option<String>,
+
+    /// The lock table; the run history is `<NAME>_runs` beside it.
+    #[arg(
+        long,
+        env = "SHEDLOCK_TABLE",
+        default_value = DEFAULT_TABLE_NAME,
+        global = true,
+        value_name = "NAME"
+    )]
+    pub(crate) table: String,
+
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Every lock: held or free, holder, time remaining, fencing token, last tick.
+    List {
+        /// Print a JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Release a stuck lock now (an emergency measure): shows the holder and asks first.
+    ///
+    /// Only the holder that was shown is released: if the lock changed hands or expired in
+    /// between, nothing changes (exit 4). The fencing token stays, so the next holder gets a
+    /// higher one; the last tick stays, so the claimed tick does not run again. A job still
+    /// running under the lock stops at its next keep-alive renewal; without keep-alive it runs
+    /// on unguarded, with a stale fencing token.
+    ///
+    /// Use this rather than deleting the row by hand: a deleted row takes its claimed tick with
+    /// it on PostgreSQL and MySQL/MariaDB, so that tick can run again (SQLite keeps it, and
+    /// tokens never go back on any backend).
+    Unlock {
+        /// The lock name.
+        name: String,
+        /// Do not ask for confirmation.
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
+    /// Recent runs from the history table, newest first.
+    History(HistoryArgs),
+    /// Create or upgrade the lock table and the run history table (idempotent).
+    Migrate,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct HistoryArgs {
+    /// Only runs of this lock name or job name.
+    pub(crate) name: Option<String>,
+    /// At most this many runs.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) limit: u32,
+    /// Only runs with this outcome: running, executed, failed, skipped-held, skipped-overlap,
+    /// cancelled-lost-lock, cancelled-shutdown, panicked, skipped-clock-skew, error or
+    /// abandoned.
+    #[arg(long, value_parser = parse_outcome)]
+    pub(crate) outcome: Option<RunOutcome>,
+    /// Print a JSON array instead of a table (errors in full).
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// First close every run left `running` whose lock is no longer held by its fencing token
+    /// (its process died mid-run) as `abandoned`, with the reason, as schedulers with history on
+    /// do at start-up and every prune interval; says on stderr how many it closed.
+    #[arg(long)]
+    pub(crate) close_abandoned: bool,
+}
+
+fn parse_outcome(text: &str) -> Result<RunOutcome, UnknownOutcome> {
+    RunOutcome::from_str(text)
+}

@@ -1,0 +1,238 @@
+//! Where the database is (`--database-url`), the checks made before opening it, and the
+//! provider the commands run on.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use shedlock::{
+    Backend, Error, LockProvider, MySqlLockProvider, PostgresLockProvider, SqliteLockProvider,
+};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+
+use crate::failure::Failure;
+
+/// How long connecting may take before the tool gives up.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Where the database is, from `--database-url`.
+#[derive(Debug)]
+pub(crate) enum Target {
+    Postgres(String),
+    MySql(String),
+    /// An `sqlite:` URL or a file path.
+    Sqlite(String),
+}
+
+impl Target {
+    pub(crate) fn parse(url: &str) -> Result<Self, Failure> {
+        if url.trim().is_empty() {
+            return Err(Failure::Usage(
+                "the database URL is empty: pass --database-url URL or set DATABASE_URL".into(),
+            ));
+        }
+        let lower = url.to_ascii_lowercase();
+        if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
+            Ok(Target::Postgres(url.to_owned()))
+        } else if lower.starts_with("mysql://") {
+            Ok(Target::MySql(url.to_owned()))
+        } else if lower.starts_with("mariadb://") {
+            Ok(Target::MySql(format!(
+                "mysql://{}",
+                &url["mariadb://".len()..]
+            )))
+        } else if lower.starts_with("sqlite:") {
+            Ok(Target::Sqlite(url.to_owned()))
+        } else if let Some((scheme, _)) = url.split_once("://") {
+            // Only the scheme is repeated: the rest may hold a password.
+            Err(Failure::Usage(format!(
+                "unsupported database URL scheme {scheme:?}: use postgres:// or postgresql:// (PostgreSQL), \
+                 mysql:// or mariadb:// (MySQL/MariaDB), or an sqlite: URL or a file path (SQLite)"
+            )))
+        } else {
+            Ok(Target::Sqlite(url.to_owned()))
+        }
+    }
+
+    fn backend(&self) -> Backend {
+        match self {
+            Target::Postgres(_) => Backend::Postgres,
+            Target::MySql(_) => Backend::MySql,
+            Target::Sqlite(_) => Backend::Sqlite,
+        }
+    }
+}
+
+/// A connected provider of one of the three backends.
+#[derive(Debug)]
+pub(crate) enum Db {
+    Postgres(PostgresLockProvider),
+    MySql(MySqlLockProvider),
+    Sqlite(SqliteLockProvider),
+}
+
+impl Db {
+    pub(crate) fn provider(&self) -> &dyn LockProvider {
+        match self {
+            Db::Postgres(p) => p,
+            Db::MySql(p) => p,
+            Db::Sqlite(p) => p,
+        }
+    }
+
+    pub(crate) async fn close(self) {
+        match self {
+            Db::Postgres(p) => p.pool().close().await,
+            Db::MySql(p) => p.pool().close().await,
+            Db::Sqlite(p) => p.pool().close().await,
+        }
+    }
+}
+
+/// Refuses a bad `--table` before anything is opened, by the library's own rule: the builder
+/// of a provider over an SQLite pool that never connects (nothing is opened or spawned).
+pub(crate) fn check_table_name(table: &str) -> Result<(), Failure> {
+    let pool = SqlitePoolOptions::new()
+        .max_lifetime(None)
+        .idle_timeout(None)
+        .connect_lazy_with(SqliteConnectOptions::new());
+    match SqliteLockProvider::builder(pool).table_name(table).build() {
+        Err(error @ Error::InvalidTableName { .. }) => Err(error.into()),
+        // Any other setting is checked again, as before, when the real provider is built.
+        _ => Ok(()),
+    }
+}
+
+/// Connects to `target` and builds a provider on `table`, giving up after [`CONNECT_TIMEOUT`].
+/// `create` allows a missing SQLite file to be created.
+pub(crate) async fn connect(target: &Target, table: &str, create: bool) -> Result<Db, Failure> {
+    match tokio::time::timeout(CONNECT_TIMEOUT, open(target, table, create)).await {
+        Ok(db) => Ok(db?),
+        Err(_) => Err(Failure::Database(format!(
+            "cannot reach the {} database: no answer within {}",
+            target.backend(),
+            humantime::format_duration(CONNECT_TIMEOUT)
+        ))),
+    }
+}
+
+async fn open(target: &Target, table: &str, create: bool) -> Result<Db, Error> {
+    Ok(match target {
+        Target::Postgres(url) => {
+            let provider = PostgresLockProvider::connect(url).await?;
+            Db::Postgres(
+                PostgresLockProvider::builder(provider.pool().clone())
+                    .table_name(table)
+                    .build()?,
+            )
+        }
+        Target::MySql(url) => {
+            let provider = MySqlLockProvider::connect(url).await?;
+            Db::MySql(
+                MySqlLockProvider::builder(provider.pool().clone())
+                    .table_name(table)
+                    .build()?,
+            )
+        }
+        Target::Sqlite(path_or_url) => {
+            let options = sqlite_options(path_or_url)?;
+            let address = options.get_filename().display().to_string();
+            let pool = SqlitePoolOptions::new()
+                .max_connections(2)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect_with(
+                    SqliteLockProvider::recommended_options(options).create_if_missing(create),
+                )
+                .await
+                .map_err(|source| Error::Unreachable {
+                    backend: Backend::Sqlite,
+                    address,
+                    source,
+                })?;
+            Db::Sqlite(
+                SqliteLockProvider::builder(pool)
+                    .table_name(table)
+                    .build()?,
+            )
+        }
+    })
+}
+
+fn sqlite_options(path_or_url: &str) -> Result<SqliteConnectOptions, Error> {
+    if path_or_url.starts_with("sqlite:") {
+        SqliteConnectOptions::from_str(path_or_url).map_err(|source| Error::InvalidUrl {
+            backend: Backend::Sqlite,
+            source,
+        })
+    } else {
+        Ok(SqliteConnectOptions::new().filename(path_or_url))
+    }
+}
+
+/// For every command but `migrate`: a missing SQLite file is an error, not a new database.
+pub(crate) fn check_sqlite_file_exists(path_or_url: &str) -> Result<(), Failure> {
+    let lower = path_or_url.to_ascii_lowercase();
+    if lower.contains(":memory:") || lower.contains("mode=memory") {
+        return Ok(());
+    }
+    let options = sqlite_options(path_or_url)?;
+    let path = options.get_filename();
+    if Path::new(path).exists() {
+        Ok(())
+    } else {
+        Err(Failure::Database(format!(
+            "the SQLite database file {} does not exist (check the path; `shedlock migrate` creates it)",
+            path.display()
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemes_choose_the_backend() {
+        assert!(matches!(
+            Target::parse("postgresql://u@h/db"),
+            Ok(Target::Postgres(_))
+        ));
+        assert!(matches!(
+            Target::parse("mariadb://root@h:3306/test"),
+            Ok(Target::MySql(url)) if url == "mysql://root@h:3306/test"
+        ));
+        assert!(matches!(
+            Target::parse("sqlite://x.db"),
+            Ok(Target::Sqlite(_))
+        ));
+        assert!(matches!(
+            Target::parse("var/locks.db"),
+            Ok(Target::Sqlite(_))
+        ));
+        let Err(Failure::Usage(text)) = Target::parse("redis://u:secret@h/0") else {
+            panic!("redis:// is refused");
+        };
+        assert!(
+            text.contains("\"redis\"") && !text.contains("secret"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn table_names_are_checked_without_a_runtime_or_a_database() {
+        for good in ["shedlock", "ops.scheduler_locks", "Sched_Locks"] {
+            assert!(check_table_name(good).is_ok(), "{good}");
+        }
+        for bad in ["locks; drop table x", "", "1locks", "a.b.c"] {
+            let failure = check_table_name(bad).unwrap_err();
+            assert_eq!(failure.code(), 2, "{bad}: {failure:?}");
+            assert!(
+                failure
+                    .line(bad)
+                    .starts_with(&format!("shedlock: error: invalid table name {bad:?}")),
+                "{}",
+                failure.line(bad)
+            );
+        }
+    }
+}

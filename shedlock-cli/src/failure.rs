@@ -1,0 +1,96 @@
+//! Why a command did not succeed: its exit code and its one line on stderr.
+
+use shedlock::Error;
+
+pub(crate) const EXIT_DATABASE: u8 = 1;
+pub(crate) const EXIT_USAGE: u8 = 2;
+const EXIT_NO_SUCH_LOCK: u8 = 3;
+const EXIT_NOT_RELEASED: u8 = 4;
+
+/// Why a command did not succeed; each is one line on stderr and an exit code.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// An error from the library.
+    Library(Box<Error>),
+    /// Bad input found by the tool (exit 2).
+    Usage(String),
+    /// The database could not be used, in words of the tool (exit 1).
+    Database(String),
+    /// `unlock` of a name that has no row (exit 3).
+    NoSuchLock { name: String, table: String },
+    /// `unlock` did not release (exit 4).
+    NotReleased(String),
+}
+
+impl From<Error> for Failure {
+    fn from(error: Error) -> Self {
+        Failure::Library(Box::new(error))
+    }
+}
+
+impl Failure {
+    pub(crate) fn code(&self) -> u8 {
+        match self {
+            Failure::Library(error) => match **error {
+                Error::InvalidUrl { .. } | Error::InvalidTableName { .. } => EXIT_USAGE,
+                _ => EXIT_DATABASE,
+            },
+            Failure::Usage(_) => EXIT_USAGE,
+            Failure::Database(_) => EXIT_DATABASE,
+            Failure::NoSuchLock { .. } => EXIT_NO_SUCH_LOCK,
+            Failure::NotReleased(_) => EXIT_NOT_RELEASED,
+        }
+    }
+
+    /// The line on stderr; `table` is the lock table the command was about.
+    pub(crate) fn line(&self, table: &str) -> String {
+        match self {
+            Failure::Library(error) => {
+                format!("shedlock: error: {}", library_error_line(error, table))
+            }
+            Failure::Usage(text) | Failure::Database(text) => {
+                format!("shedlock: error: {}", one_line(text))
+            }
+            Failure::NoSuchLock { name, table } => format!(
+                "shedlock: no lock named {name:?} in table {table}; `shedlock list` shows the locks there"
+            ),
+            Failure::NotReleased(text) => format!("shedlock: {}", one_line(text)),
+        }
+    }
+}
+
+/// The library's error as one line: a missing table says to run `shedlock migrate`, anything
+/// else is its message with whatever its sources add.
+fn library_error_line(error: &Error, table: &str) -> String {
+    if let Error::TableMissing {
+        backend,
+        table: missing,
+    } = error
+    {
+        let which = if *missing == format!("{table}_runs") {
+            "run history table"
+        } else {
+            "lock table"
+        };
+        return format!(
+            "the {which} `{missing}` does not exist in the {backend} database: run `shedlock migrate` \
+             (with the same --database-url and --table) to create it"
+        );
+    }
+    let mut line = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !text.is_empty() && !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        source = cause.source();
+    }
+    one_line(&line)
+}
+
+/// `text` with every run of whitespace, line breaks included, made one space.
+pub(crate) fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}

@@ -1,0 +1,123 @@
+//! `shedlock history`: the run history, newest first, optionally after the abandoned-run sweep.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+
+use serde_json::{Value, json};
+use shedlock::{LockProvider, RunOutcome, RunQuery, RunRecord};
+
+use crate::args::HistoryArgs;
+use crate::failure::{Failure, one_line};
+use crate::output::{human, json_time, pretty, print, render_table, time, truncate};
+
+pub(crate) async fn history(
+    provider: &dyn LockProvider,
+    args: &HistoryArgs,
+) -> Result<(), Failure> {
+    if args.close_abandoned {
+        let closed = provider.close_abandoned_runs().await?;
+        let runs = if closed == 1 { "run" } else { "runs" };
+        let mut stderr = std::io::stderr().lock();
+        let _ = writeln!(
+            stderr,
+            "shedlock: closed {closed} {runs} left running whose lock is no longer held by its fencing token, as abandoned"
+        );
+    }
+    let mut query = RunQuery::latest(args.limit);
+    query.name.clone_from(&args.name);
+    query.outcome = args.outcome;
+    let runs = provider.runs(&query).await?;
+    if args.json {
+        let array: Vec<Value> = runs.iter().map(run_json).collect();
+        print(&format!("{}\n", pretty(&Value::Array(array))));
+        return Ok(());
+    }
+    if runs.is_empty() {
+        let mut filter = String::new();
+        if let Some(name) = &args.name {
+            let _ = write!(filter, " for {name:?}");
+        }
+        if let Some(outcome) = args.outcome {
+            let _ = write!(filter, " with outcome {outcome}");
+        }
+        print(&format!(
+            "no runs{filter} in table {}_runs ({})\n",
+            provider.table_name(),
+            provider.backend()
+        ));
+        return Ok(());
+    }
+    let mut rows = Vec::with_capacity(runs.len());
+    for run in &runs {
+        let duration = match run.duration() {
+            Some(duration) => human(duration, true),
+            // Closed by a sweep: when the run ended was never recorded.
+            None if run.outcome == RunOutcome::Abandoned => "unknown".to_owned(),
+            None if still_running(provider, run).await => "running".to_owned(),
+            None => "unfinished".to_owned(),
+        };
+        rows.push(vec![
+            run.id.to_string(),
+            run.job.clone(),
+            run.name.clone(),
+            run.tick.map_or_else(|| "-".to_owned(), time),
+            time(run.started_at),
+            duration,
+            run.outcome.to_string(),
+            run.locked_by.clone(),
+            run.fencing_token
+                .map_or_else(|| "-".to_owned(), |t| t.to_string()),
+            // The reason a run was abandoned is shown whole: it is what the operator came for.
+            match (run.outcome, run.error.as_deref()) {
+                (_, None) => "-".to_owned(),
+                (RunOutcome::Abandoned, Some(reason)) => one_line(reason),
+                (_, Some(error)) => truncate(error),
+            },
+        ]);
+    }
+    print(&render_table(
+        &[
+            "ID",
+            "JOB",
+            "LOCK",
+            "TICK",
+            "STARTED_AT",
+            "DURATION",
+            "OUTCOME",
+            "LOCKED_BY",
+            "TOKEN",
+            "ERROR",
+        ],
+        &rows,
+    ));
+    Ok(())
+}
+
+/// An unfinished run is running while its lock is still held with its token; otherwise its
+/// instance died or lost the lock, and the row stays unfinished until a sweep closes it as
+/// abandoned.
+async fn still_running(provider: &dyn LockProvider, run: &RunRecord) -> bool {
+    let Some(token) = run.fencing_token else {
+        return run.outcome == RunOutcome::Running;
+    };
+    matches!(
+        provider.lock_state(&run.name).await,
+        Ok(Some(state)) if state.fencing_token == token && state.is_held()
+    )
+}
+
+fn run_json(run: &RunRecord) -> Value {
+    json!({
+        "id": run.id,
+        "job": run.job,
+        "name": run.name,
+        "tick": run.tick.map(json_time),
+        "started_at": json_time(run.started_at),
+        "finished_at": run.finished_at.map(json_time),
+        "duration_ms": run.duration().map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        "outcome": run.outcome.as_str(),
+        "locked_by": run.locked_by,
+        "fencing_token": run.fencing_token,
+        "error": run.error,
+    })
+}

@@ -1,0 +1,165 @@
+//! The `shedlock` command-line tool: what an operator needs on a bad day, for every backend.
+//!
+//! Install it from the workspace with `cargo install --path shedlock-cli` (or run it in place
+//! with `cargo run -p shedlock-cli -- …`).
+//!
+//! ```text
+//! shedlock --database-url URL [--table NAME] list [--json]
+//! shedlock --database-url URL [--table NAME] unlock NAME [--yes]
+//! shedlock --database-url URL [--table NAME] history [NAME] [--limit N] [--outcome O] [--json] [--close-abandoned]
+//! shedlock --database-url URL [--table NAME] migrate
+//! ```
+//!
+//! - `list`: every lock of the table, held or free, with its holder, its time remaining (by the
+//!   database clock), its fencing token and the last tick claimed through it.
+//! - `unlock`: an emergency release of a lock whose holder is stuck. It shows the holder, asks
+//!   for confirmation (unless `--yes`), and ends the lock only while it still carries the
+//!   fencing token that was shown ([`LockProvider::force_release`]):
+//!   a lock that changed hands in between is left alone. The token stays, so the next holder
+//!   gets a higher one and the released holder's token is stale; `last_tick` stays, so the tick
+//!   it claimed does not run again. Use it rather than deleting the row by hand: a deleted row
+//!   takes its claimed tick with it on PostgreSQL and MySQL/MariaDB (SQLite keeps it).
+//! - `history`: the run history (`<table>_runs`), newest first, filtered by lock or job name and
+//!   by outcome. An `abandoned` run shows why in full in the `ERROR` column. A run still
+//!   `running` shows `running` as its duration while its lock is held by its fencing token, and
+//!   `unfinished` once it is not: the next sweep ([`LockProvider::close_abandoned_runs`], run by
+//!   every scheduler with history on at start-up and every `RunHistory::prune_every`) closes it
+//!   as `abandoned`. `--close-abandoned` runs that sweep first (without it, `history` only
+//!   reads) and says on stderr how many runs it closed.
+//! - `migrate`: creates or upgrades the lock table and the run history table.
+//!
+//! # Database URL
+//!
+//! `--database-url` (or `DATABASE_URL`) chooses the backend: `postgres://` or `postgresql://`
+//! is PostgreSQL, `mysql://` or `mariadb://` is MySQL/MariaDB, and an `sqlite:` URL or a plain
+//! file path is SQLite. Only `migrate` creates a missing SQLite file: the other commands say it
+//! does not exist, so a typo in a path is not mistaken for an empty database. `--table` (or
+//! `SHEDLOCK_TABLE`, default `shedlock`) is the lock table.
+//!
+//! # Exit codes
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | success (including `unlock` of a lock that is already free) |
+//! | 1 | the database failed: unreachable, a table or SQLite file missing, a statement failed |
+//! | 2 | usage error: bad arguments, an unsupported URL scheme, a bad table name |
+//! | 3 | `unlock`: no lock of that name in the table |
+//! | 4 | `unlock`: not released (declined at the prompt, or the lock changed hands or expired) |
+//!
+//! Each failure is one line on stderr: `shedlock: error: …` for codes 1 and 2, `shedlock: …`
+//! for codes 3 and 4.
+//!
+//! [`LockProvider::force_release`]: shedlock::LockProvider::force_release
+//! [`LockProvider::close_abandoned_runs`]: shedlock::LockProvider::close_abandoned_runs
+
+use std::ffi::OsString;
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use clap::Parser as _;
+
+mod args;
+mod db;
+mod failure;
+mod history;
+mod list;
+mod migrate;
+mod output;
+mod unlock;
+
+use args::{Cli, Command};
+use failure::{EXIT_DATABASE, EXIT_USAGE, Failure, one_line};
+
+/// Runs the tool with the process's arguments and returns its exit code (see the
+/// [crate documentation](crate) for their meaning).
+pub fn main() -> ExitCode {
+    run(std::env::args_os())
+}
+
+/// Runs the tool with `args` (the first one is the program name), printing to the process's
+/// stdout and stderr and reading confirmations from its stdin. Returns the exit code.
+pub fn run<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => return clap_failure(&e),
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            return report(
+                EXIT_DATABASE,
+                &format!("shedlock: error: cannot start the async runtime: {e}"),
+            );
+        }
+    };
+    let table = cli.table.clone();
+    match runtime.block_on(execute(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => report(failure.code(), &failure.line(&table)),
+    }
+}
+
+/// Help and version go to stdout as clap prints them; a usage error becomes one line.
+fn clap_failure(error: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let code = u8::try_from(error.exit_code()).unwrap_or(EXIT_USAGE);
+    if matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        // Nothing useful is left to do if the terminal is gone.
+        let _ = error.print();
+        return ExitCode::from(code);
+    }
+    let rendered = error.render().to_string();
+    let mut line = String::new();
+    for part in rendered.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let part = part.strip_prefix("error: ").unwrap_or(part);
+        if !line.is_empty() {
+            line.push_str(if line.ends_with(':') { " " } else { "; " });
+        }
+        line.push_str(part);
+    }
+    report(code, &format!("shedlock: error: {}", one_line(&line)))
+}
+
+fn report(code: u8, line: &str) -> ExitCode {
+    let mut stderr = std::io::stderr().lock();
+    let _ = writeln!(stderr, "{line}");
+    ExitCode::from(code)
+}
+
+/// Checks the target and the table name, opens the database and runs the command.
+async fn execute(cli: Cli) -> Result<(), Failure> {
+    let Some(url) = cli.database_url.as_deref() else {
+        return Err(Failure::Usage(
+            "no database given: pass --database-url URL or set DATABASE_URL".into(),
+        ));
+    };
+    let target = db::Target::parse(url)?;
+    let table = cli.table;
+    db::check_table_name(&table)?;
+    let create = matches!(cli.command, Command::Migrate);
+    if let (db::Target::Sqlite(path_or_url), false) = (&target, create) {
+        db::check_sqlite_file_exists(path_or_url)?;
+    }
+    let db = db::connect(&target, &table, create).await?;
+    let provider = db.provider();
+    let outcome = match cli.command {
+        Command::List { json } => list::list(provider, json).await,
+        Command::Unlock { name, yes } => unlock::unlock(provider, &name, yes).await,
+        Command::History(args) => history::history(provider, &args).await,
+        Command::Migrate => migrate::migrate(provider).await,
+    };
+    db.close().await;
+    outcome
+}

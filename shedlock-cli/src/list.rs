@@ -1,0 +1,66 @@
+//! `shedlock list`: every lock of the table, held or free.
+
+use serde_json::{Value, json};
+use shedlock::{LockProvider, LockState};
+
+use crate::failure::Failure;
+use crate::output::{json_time, pretty, print, remaining, render_table, time};
+
+pub(crate) async fn list(provider: &dyn LockProvider, json: bool) -> Result<(), Failure> {
+    let locks = provider.locks().await?;
+    if json {
+        let array: Vec<Value> = locks.iter().map(lock_json).collect();
+        print(&format!("{}\n", pretty(&Value::Array(array))));
+        return Ok(());
+    }
+    if locks.is_empty() {
+        print(&format!(
+            "no locks in table {} ({})\n",
+            provider.table_name(),
+            provider.backend()
+        ));
+        return Ok(());
+    }
+    let rows = locks
+        .iter()
+        .map(|lock| {
+            vec![
+                lock.name.clone(),
+                if lock.is_held() { "held" } else { "free" }.to_owned(),
+                lock.locked_by.clone(),
+                time(lock.locked_at),
+                time(lock.locked_until),
+                remaining(lock),
+                lock.fencing_token.to_string(),
+                lock.last_tick.map_or_else(|| "-".to_owned(), time),
+            ]
+        })
+        .collect::<Vec<_>>();
+    print(&render_table(
+        &[
+            "NAME",
+            "STATE",
+            "LOCKED_BY",
+            "LOCKED_AT",
+            "LOCKED_UNTIL",
+            "REMAINING",
+            "TOKEN",
+            "LAST_TICK",
+        ],
+        &rows,
+    ));
+    Ok(())
+}
+
+fn lock_json(lock: &LockState) -> Value {
+    json!({
+        "name": lock.name,
+        "held": lock.is_held(),
+        "locked_by": lock.locked_by,
+        "locked_at": json_time(lock.locked_at),
+        "locked_until": json_time(lock.locked_until),
+        "remaining_ms": u64::try_from(lock.remaining().as_millis()).unwrap_or(u64::MAX),
+        "fencing_token": lock.fencing_token,
+        "last_tick": lock.last_tick.map(json_time),
+    })
+}

@@ -1,0 +1,123 @@
+//! What the commands share in their output: stdout, aligned tables, times, durations, JSON.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::Value;
+use shedlock::LockState;
+
+use crate::failure::one_line;
+
+/// The longest error text shown in `history`'s table (`--json` has it whole, and so has the
+/// table for an abandoned run's reason).
+const ERROR_WIDTH: usize = 60;
+
+/// Writes to stdout; a closed pipe (`shedlock list | head -1`) is not an error.
+pub(crate) fn print(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush());
+}
+
+/// A JSON value as `--json` prints it.
+pub(crate) fn pretty(value: &Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+}
+
+/// Columns padded to their widest cell, two spaces apart, no trailing spaces.
+pub(crate) fn render_table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let header = header.iter().map(|h| (*h).to_owned()).collect::<Vec<_>>();
+    for row in std::iter::once(&header).chain(rows) {
+        let mut line = String::new();
+        for (cell, width) in row.iter().zip(&widths) {
+            let _ = write!(line, "{cell:<width$}  ");
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// A time in the table: RFC 3339, UTC, whole seconds.
+pub(crate) fn time(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// A time in JSON: RFC 3339, UTC, milliseconds.
+pub(crate) fn json_time(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// A lock's time remaining, or `-` when it is free.
+pub(crate) fn remaining(lock: &LockState) -> String {
+    if lock.is_held() {
+        human(lock.remaining(), false)
+    } else {
+        "-".to_owned()
+    }
+}
+
+/// A duration the way humantime writes it (`4m 12s`, `350ms`): whole seconds from a minute
+/// up, or from a second up unless `precise`; milliseconds below.
+pub(crate) fn human(duration: Duration, precise: bool) -> String {
+    const SECOND: Duration = Duration::from_secs(1);
+    let shown = if duration >= 60 * SECOND || (!precise && duration >= SECOND) {
+        Duration::from_secs(duration.as_secs())
+    } else if duration >= Duration::from_millis(1) {
+        Duration::from_millis(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
+    } else {
+        Duration::from_micros(u64::try_from(duration.as_micros()).unwrap_or(u64::MAX))
+    };
+    humantime::format_duration(shown).to_string()
+}
+
+/// An error text on one line, cut to [`ERROR_WIDTH`] characters.
+pub(crate) fn truncate(error: &str) -> String {
+    let error = one_line(error);
+    if error.chars().count() <= ERROR_WIDTH {
+        return error;
+    }
+    let mut cut: String = error.chars().take(ERROR_WIDTH - 1).collect();
+    cut.push('…');
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_like_humantime() {
+        assert_eq!(human(Duration::from_millis(252_400), false), "4m 12s");
+        assert_eq!(human(Duration::from_millis(1_500), false), "1s");
+        assert_eq!(human(Duration::from_millis(1_500), true), "1s 500ms");
+        assert_eq!(human(Duration::from_micros(350_700), true), "350ms");
+    }
+
+    #[test]
+    fn tables_are_aligned_without_trailing_spaces() {
+        let out = render_table(
+            &["A", "LONG_HEADER"],
+            &[vec!["wide cell".into(), "x".into()]],
+        );
+        assert_eq!(out, "A          LONG_HEADER\nwide cell  x\n");
+    }
+
+    #[test]
+    fn long_errors_are_cut_in_the_table() {
+        let cut = truncate(&"e".repeat(100));
+        assert_eq!(cut.chars().count(), ERROR_WIDTH);
+        assert!(cut.ends_with('…'));
+        assert_eq!(truncate("a\nb"), "a b");
+    }
+}

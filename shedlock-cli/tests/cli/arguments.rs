@@ -1,0 +1,164 @@
+//! Arguments and the environment, answered the same by every backend: usage errors, help,
+//! `DATABASE_URL` and `SHEDLOCK_TABLE`, `mariadb://` URLs.
+
+use std::path::Path;
+
+use shedlock::SqliteLockProvider;
+use shedlock_suite::{MySql, Sqlite, TestDb};
+
+use crate::common::{CliDb, HOLDER, TEN_MINUTES, cfg, provider, run};
+
+#[tokio::test]
+async fn bad_arguments_are_usage_errors_with_exit_2() {
+    let cases: [(&[&str], &[&str]); 7] = [
+        (
+            &[
+                "--database-url",
+                "redis://admin:hunter2@cache:6379/0",
+                "list",
+            ],
+            &[
+                "unsupported database URL scheme \"redis\"",
+                "postgres://",
+                "mariadb://",
+                "sqlite:",
+            ],
+        ),
+        (
+            &["--database-url", "x.db", "history", "--outcome", "bogus"],
+            &[
+                "\"bogus\"",
+                "skipped-held",
+                "cancelled-lost-lock",
+                "executed",
+            ],
+        ),
+        (
+            &[
+                "--database-url",
+                "x.db",
+                "--table",
+                "locks; drop table x",
+                "list",
+            ],
+            &["invalid table name \"locks; drop table x\""],
+        ),
+        (&["list"], &["--database-url", "DATABASE_URL"]),
+        (
+            &["--database-url", "x.db", "history", "--limit", "0"],
+            &["--limit"],
+        ),
+        (&["--database-url", "x.db", "lsit"], &["lsit"]),
+        (&["--database-url", "x.db", "unlock"], &["<NAME>"]),
+    ];
+    for (args, expected) in cases {
+        let out = run(args, &[], "").await;
+        assert_eq!(out.code, 2, "{args:?}: {out:#?}");
+        assert_eq!(out.stdout, "");
+        let line = out.error_line();
+        assert!(line.starts_with("shedlock: error: "), "{line}");
+        for text in expected {
+            assert!(line.contains(text), "{text:?} in {line}");
+        }
+        assert!(
+            !line.contains("hunter2"),
+            "the password is not echoed: {line}"
+        );
+    }
+    assert!(!Path::new("x.db").exists(), "no file made by a usage error");
+}
+
+#[tokio::test]
+async fn help_lists_the_exit_codes() {
+    let out = run(
+        &["--help"],
+        &[("DATABASE_URL", "postgres://u:hunter2@h/db")],
+        "",
+    )
+    .await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    for line in [
+        "Exit codes:",
+        "  0  success",
+        "  1  the database failed",
+        "  2  usage error",
+        "  3  unlock: no lock of that name",
+        "  4  unlock: not released",
+    ] {
+        assert!(out.stdout.contains(line), "{line:?} in {}", out.stdout);
+    }
+    assert!(!out.stdout.contains("hunter2"), "{}", out.stdout);
+    // Where an operator reads before deleting a row by hand.
+    let out = run(&["unlock", "--help"], &[], "").await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    let text = out.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        text.contains("rather than deleting the row by hand")
+            && text.contains("so that tick can run again"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn database_url_and_table_come_from_the_environment() {
+    let db = Sqlite::setup().await.unwrap();
+    let provider = SqliteLockProvider::builder(shedlock_suite::sqlite_pool(db.path(), 2).await)
+        .table_name(db.table())
+        .locked_by(HOLDER)
+        .build()
+        .unwrap();
+    let guard = provider
+        .lock(&cfg("env_job", TEN_MINUTES))
+        .await
+        .unwrap()
+        .unwrap();
+    let url = format!("sqlite://{}", db.path().display());
+    let out = run(
+        &["list", "--json"],
+        &[("DATABASE_URL", &url), ("SHEDLOCK_TABLE", db.table())],
+        "",
+    )
+    .await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    let locks = out.json();
+    assert_eq!(locks.len(), 1, "{}", out.stdout);
+    assert_eq!(locks[0]["name"], "env_job");
+    assert_eq!(locks[0]["fencing_token"], guard.fencing_token());
+    assert!(guard.unlock().await.unwrap());
+    db.teardown().await;
+}
+
+#[tokio::test]
+async fn a_mariadb_url_is_read_as_mysql() {
+    let Some(db) = MySql::setup().await else {
+        return;
+    };
+    let provider = provider(&db).await;
+    let guard = provider
+        .lock(&cfg("maria_job", TEN_MINUTES))
+        .await
+        .unwrap()
+        .unwrap();
+    let url = db.url().replacen("mysql://", "mariadb://", 1);
+    assert!(url.starts_with("mariadb://"), "{url}");
+    let out = run(
+        &[
+            "--database-url",
+            &url,
+            "--table",
+            db.table(),
+            "list",
+            "--json",
+        ],
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    let locks = out.json();
+    assert_eq!(locks.len(), 1, "{}", out.stdout);
+    assert_eq!(locks[0]["locked_by"], HOLDER);
+    assert_eq!(locks[0]["fencing_token"], guard.fencing_token());
+    assert!(guard.unlock().await.unwrap());
+    db.teardown().await;
+}
