@@ -33,8 +33,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use shedlock::{
     Job, LockProvider, PostgresLockProvider, RunHistory, RunStore, Schedule, Scheduler,
-    SqliteLockProvider,
-    TaskResult, current_tick, with_provider,
+    SqliteLockProvider, TaskResult, current_tick, with_provider,
 };
 
 use crate::chunk::ChunkConfig;

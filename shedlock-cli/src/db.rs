@@ -6,7 +6,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use shedlock::{
-    Backend, Error, LockProvider, MySqlLockProvider, PostgresLockProvider, SqliteLockProvider,
+    Backend, Error, LockAdmin, MySqlLockProvider, PostgresLockProvider, RunStore,
+    SqliteLockProvider,
 };
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 
@@ -71,8 +72,14 @@ pub(crate) enum Db {
     Sqlite(SqliteLockProvider),
 }
 
+/// What the tool needs of a provider: its table ([`LockAdmin`]) and its run history
+/// ([`RunStore`]).
+pub(crate) trait Operated: LockAdmin + RunStore {}
+
+impl<P: LockAdmin + RunStore> Operated for P {}
+
 impl Db {
-    pub(crate) fn provider(&self) -> &dyn LockProvider {
+    pub(crate) fn provider(&self) -> &dyn Operated {
         match self {
             Db::Postgres(p) => p,
             Db::MySql(p) => p,

@@ -4,16 +4,15 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 
 use serde_json::{Value, json};
-use shedlock::{LockProvider, RunOutcome, RunQuery, RunRecord};
+use shedlock::{RunOutcome, RunQuery, RunRecord};
+
+use crate::db::Operated;
 
 use crate::args::HistoryArgs;
 use crate::failure::{Failure, one_line};
 use crate::output::{human, json_time, pretty, print, render_table, time, truncate};
 
-pub(crate) async fn history(
-    provider: &dyn LockProvider,
-    args: &HistoryArgs,
-) -> Result<(), Failure> {
+pub(crate) async fn history(provider: &dyn Operated, args: &HistoryArgs) -> Result<(), Failure> {
     if args.close_abandoned {
         let closed = provider.close_abandoned_runs().await?;
         let runs = if closed == 1 { "run" } else { "runs" };
@@ -96,7 +95,7 @@ pub(crate) async fn history(
 /// An unfinished run is running while its lock is still held with its token; otherwise its
 /// instance died or lost the lock, and the row stays unfinished until a sweep closes it as
 /// abandoned.
-async fn still_running(provider: &dyn LockProvider, run: &RunRecord) -> bool {
+async fn still_running(provider: &dyn Operated, run: &RunRecord) -> bool {
     let Some(token) = run.fencing_token else {
         return run.outcome == RunOutcome::Running;
     };

@@ -14,7 +14,7 @@
 //!   database clock), its fencing token and the last tick claimed through it.
 //! - `unlock`: an emergency release of a lock whose holder is stuck. It shows the holder, asks
 //!   for confirmation (unless `--yes`), and ends the lock only while it still carries the
-//!   fencing token that was shown ([`LockProvider::force_release`]):
+//!   fencing token that was shown ([`LockAdmin::force_release`]):
 //!   a lock that changed hands in between is left alone. The token stays, so the next holder
 //!   gets a higher one and the released holder's token is stale; `last_tick` stays, so the tick
 //!   it claimed does not run again. Use it rather than deleting the row by hand: a deleted row
@@ -22,7 +22,7 @@
 //! - `history`: the run history (`<table>_runs`), newest first, filtered by lock or job name and
 //!   by outcome. An `abandoned` run shows why in full in the `ERROR` column. A run still
 //!   `running` shows `running` as its duration while its lock is held by its fencing token, and
-//!   `unfinished` once it is not: the next sweep ([`LockProvider::close_abandoned_runs`], run by
+//!   `unfinished` once it is not: the next sweep ([`RunStore::close_abandoned_runs`], run by
 //!   every scheduler with history on at start-up and every `RunHistory::prune_every`) closes it
 //!   as `abandoned`. `--close-abandoned` runs that sweep first (without it, `history` only
 //!   reads) and says on stderr how many runs it closed.
@@ -49,8 +49,8 @@
 //! Each failure is one line on stderr: `shedlock: error: …` for codes 1 and 2, `shedlock: …`
 //! for codes 3 and 4.
 //!
-//! [`LockProvider::force_release`]: shedlock::LockProvider::force_release
-//! [`LockProvider::close_abandoned_runs`]: shedlock::LockProvider::close_abandoned_runs
+//! [`LockAdmin::force_release`]: shedlock::LockAdmin::force_release
+//! [`RunStore::close_abandoned_runs`]: shedlock::RunStore::close_abandoned_runs
 
 use std::ffi::OsString;
 use std::io::Write as _;

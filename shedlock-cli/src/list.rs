@@ -1,12 +1,12 @@
 //! `shedlock list`: every lock of the table, held or free.
 
 use serde_json::{Value, json};
-use shedlock::{LockProvider, LockState};
+use shedlock::{LockAdmin, LockState};
 
 use crate::failure::Failure;
 use crate::output::{json_time, pretty, print, remaining, render_table, time};
 
-pub(crate) async fn list(provider: &dyn LockProvider, json: bool) -> Result<(), Failure> {
+pub(crate) async fn list(provider: &dyn LockAdmin, json: bool) -> Result<(), Failure> {
     let locks = provider.locks().await?;
     if json {
         let array: Vec<Value> = locks.iter().map(lock_json).collect();

@@ -3,16 +3,12 @@
 use std::fmt::Write as _;
 use std::io::{IsTerminal as _, Write as _};
 
-use shedlock::LockProvider;
+use shedlock::LockAdmin;
 
 use crate::failure::Failure;
 use crate::output::{print, remaining, time};
 
-pub(crate) async fn unlock(
-    provider: &dyn LockProvider,
-    name: &str,
-    yes: bool,
-) -> Result<(), Failure> {
+pub(crate) async fn unlock(provider: &dyn LockAdmin, name: &str, yes: bool) -> Result<(), Failure> {
     let table = provider.table_name().to_owned();
     let Some(state) = provider.lock_state(name).await? else {
         return Err(Failure::NoSuchLock {
