@@ -12,12 +12,16 @@
 //! crate type-checks. A duration may instead be a `std::time::Duration` expression (from the
 //! application's settings, say), checked on each call.
 
-// Layout (tokio-macros, tracing-attributes): `lib.rs` hands `proc_macro2` streams to `attr.rs`
-// (parsing and validation) and then to `expand.rs` (code generation); `duration.rs` parses
-// durations.
-mod attr;
+// Layout (tokio-macros, tracing-attributes): `lib.rs` hands `proc_macro2` streams to
+// `scheduler_lock.rs` or `scheduled.rs` (each attribute's arguments, parsing and validation)
+// and then to `expand.rs` (code generation). `args.rs` holds what both attributes' arguments
+// share (keys, one generic parser per kind of value, the error collector); `duration.rs`
+// parses durations.
+mod args;
 mod duration;
 mod expand;
+mod scheduled;
+mod scheduler_lock;
 
 use proc_macro::TokenStream;
 
@@ -170,7 +174,7 @@ use proc_macro::TokenStream;
 #[proc_macro_attribute]
 pub fn scheduler_lock(args: TokenStream, item: TokenStream) -> TokenStream {
     let item = proc_macro2::TokenStream::from(item);
-    match attr::LockedFn::parse(args.into(), item.clone()) {
+    match scheduler_lock::LockedFn::parse(args.into(), item.clone()) {
         Ok(locked) => expand::scheduler_lock(locked),
         Err(error) => expand::token_stream_with_error(item, error),
     }
@@ -253,7 +257,7 @@ pub fn scheduler_lock(args: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn scheduled(args: TokenStream, item: TokenStream) -> TokenStream {
     let item = proc_macro2::TokenStream::from(item);
-    match attr::ScheduledFn::parse(args.into(), item.clone()) {
+    match scheduled::ScheduledFn::parse(args.into(), item.clone()) {
         Ok(scheduled) => expand::scheduled(scheduled),
         Err(error) => expand::token_stream_with_error(item, error),
     }
