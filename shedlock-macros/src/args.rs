@@ -3,10 +3,11 @@
 //! `lock_at_most_for` and `lock_at_least_for`), the `key = value, ...` list ([`parse_list`]),
 //! and the collection of errors ([`Errors`]).
 //!
-//! An attribute's arguments are a struct with one `Option<StrArg<kw::name>>`-like field per
-//! key, which [`parse_list`] fills through [`parse_arg`]. Each kind of value says once what it
-//! accepts and how it refuses the rest, for every key that takes it (tracing-attributes'
-//! `StrArg<kw::name>`, tokio-macros' `parse_string`).
+//! An attribute declares its arguments with [`arguments!`]: a struct with one
+//! `Option<StrArg<kw::name>>`-like field per key, which [`parse_list`] fills through
+//! [`parse_arg`]. Each kind of value says once what it accepts and how it refuses the rest, for
+//! every key that takes it (tracing-attributes' `StrArg<kw::name>`, tokio-macros'
+//! `parse_string`).
 
 use proc_macro2::Span;
 use syn::ext::IdentExt;
@@ -187,12 +188,13 @@ fn is_negative_number(expr: &Expr) -> bool {
     }
 }
 
-/// An attribute's arguments: one `Option<Arg<..>>` field per key.
+/// An attribute's arguments: one `Option<Arg<..>>` field per key. Declared with
+/// [`arguments!`].
 pub(crate) trait Arguments: Default {
     /// The attribute, as messages write it: `#[scheduler_lock]`.
     const ATTRIBUTE: &'static str;
-    /// Its keys, as the message about an unknown key lists them.
-    const KEYS: &'static str;
+    /// Its keys, in order.
+    const KEYS: &'static [&'static str];
     /// Parses the argument at `input` into its field if `lookahead` sees one of this
     /// attribute's keys (with [`parse_arg`]); `false` if it sees none.
     fn parse_known(
@@ -215,6 +217,42 @@ pub(crate) trait Arguments: Default {
         })
     }
 }
+
+/// Declares an attribute's arguments: a struct with an `Option` of the given kind of [`Arg`]
+/// per key, and its [`Arguments`] implementation, which tries the keys in order.
+macro_rules! arguments {
+    (
+        $(#[$meta:meta])*
+        struct $name:ident for $attribute:literal {
+            $($key:ident: $kind:ident,)+
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Default)]
+        struct $name {
+            $($key: Option<$crate::args::$kind<$crate::args::kw::$key>>,)+
+        }
+
+        impl $crate::args::Arguments for $name {
+            const ATTRIBUTE: &'static str = $attribute;
+            const KEYS: &'static [&'static str] = &[$(stringify!($key)),+];
+
+            fn parse_known(
+                &mut self,
+                input: syn::parse::ParseStream<'_>,
+                lookahead: &syn::parse::Lookahead1<'_>,
+            ) -> syn::Result<bool> {
+                $(
+                    if $crate::args::parse_arg(input, lookahead, &mut self.$key)? {
+                        return Ok(true);
+                    }
+                )+
+                Ok(false)
+            }
+        }
+    };
+}
+pub(crate) use arguments;
 
 /// `key = value, ...` (a trailing comma allowed) into `A`.
 pub(crate) fn parse_list<A: Arguments>(input: ParseStream<'_>) -> syn::Result<A> {
@@ -258,18 +296,30 @@ fn unknown_key(
     input: ParseStream<'_>,
     lookahead: Lookahead1<'_>,
     attribute: &str,
-    keys: &str,
+    keys: &[&str],
 ) -> syn::Error {
     if input.peek(Ident::peek_any)
         && let Ok(key) = input.call(Ident::parse_any)
     {
         return syn::Error::new(
             key.span(),
-            format!("unknown key `{key}`; the keys of `{attribute}` are {keys}"),
+            format!(
+                "unknown key `{key}`; the keys of `{attribute}` are {}",
+                code_list(keys)
+            ),
         );
     }
     // Not a key at all: "expected one of `name`, ...".
     lookahead.error()
+}
+
+/// `items` in backticks, as prose lists them: "`a`", "`a` and `b`", "`a`, `b` and `c`".
+pub(crate) fn code_list(items: &[impl std::fmt::Display]) -> String {
+    let quoted: Vec<String> = items.iter().map(|item| format!("`{item}`")).collect();
+    match quoted.as_slice() {
+        [init @ .., last] if !init.is_empty() => format!("{} and {last}", init.join(", ")),
+        _ => quoted.concat(),
+    }
 }
 
 /// Errors collected across independent checks, reported together.

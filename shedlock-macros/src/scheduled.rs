@@ -4,10 +4,10 @@
 use std::str::FromStr;
 
 use proc_macro2::{Span, TokenStream};
-use syn::parse::{Lookahead1, ParseStream, Parser};
+use syn::parse::Parser;
 use syn::{Attribute, FnArg, Ident, ItemFn, LitStr, Pat, Type};
 
-use crate::args::{self, Arguments, Errors, StrArg, kw};
+use crate::args::{self, Arguments, Errors};
 use crate::scheduler_lock::check_async;
 
 /// A validated `#[scheduled]` function.
@@ -22,24 +22,11 @@ pub(crate) struct ScheduledFn {
     pub(crate) params: Vec<(Ident, Type)>,
 }
 
-/// The raw arguments of `#[scheduled(...)]`.
-#[derive(Default)]
-struct ScheduledArgs {
-    cron: Option<StrArg<kw::cron>>,
-    time_zone: Option<StrArg<kw::time_zone>>,
-}
-
-impl Arguments for ScheduledArgs {
-    const ATTRIBUTE: &'static str = "#[scheduled]";
-    const KEYS: &'static str = "`cron` and `time_zone`";
-
-    fn parse_known(
-        &mut self,
-        input: ParseStream<'_>,
-        lookahead: &Lookahead1<'_>,
-    ) -> syn::Result<bool> {
-        Ok(args::parse_arg(input, lookahead, &mut self.cron)?
-            || args::parse_arg(input, lookahead, &mut self.time_zone)?)
+args::arguments! {
+    /// The raw arguments of `#[scheduled(...)]`.
+    struct ScheduledArgs for "#[scheduled]" {
+        cron: StrArg,
+        time_zone: StrArg,
     }
 }
 

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use proc_macro2::{Span, TokenStream};
 use syn::ext::IdentExt;
-use syn::parse::{Lookahead1, ParseStream, Parser};
+use syn::parse::Parser;
 use syn::{Expr, FnArg, Ident, ItemFn, LitStr, Pat};
 
-use crate::args::{self, Arguments, DurationArg, DurationValue, Errors, Key, StrArg, kw};
+use crate::args::{self, Arguments, DurationArg, DurationValue, Errors, Key};
 use crate::duration;
 
 /// The longest lock name, in bytes: the runtime's `shedlock::MAX_NAME_BYTES`.
@@ -61,26 +61,12 @@ pub(crate) enum NamePiece {
     Param(Ident),
 }
 
-/// The raw arguments of `#[scheduler_lock(...)]`.
-#[derive(Default)]
-struct LockArgs {
-    name: Option<StrArg<kw::name>>,
-    lock_at_most_for: Option<DurationArg<kw::lock_at_most_for>>,
-    lock_at_least_for: Option<DurationArg<kw::lock_at_least_for>>,
-}
-
-impl Arguments for LockArgs {
-    const ATTRIBUTE: &'static str = "#[scheduler_lock]";
-    const KEYS: &'static str = "`name`, `lock_at_most_for` and `lock_at_least_for`";
-
-    fn parse_known(
-        &mut self,
-        input: ParseStream<'_>,
-        lookahead: &Lookahead1<'_>,
-    ) -> syn::Result<bool> {
-        Ok(args::parse_arg(input, lookahead, &mut self.name)?
-            || args::parse_arg(input, lookahead, &mut self.lock_at_most_for)?
-            || args::parse_arg(input, lookahead, &mut self.lock_at_least_for)?)
+args::arguments! {
+    /// The raw arguments of `#[scheduler_lock(...)]`.
+    struct LockArgs for "#[scheduler_lock]" {
+        name: StrArg,
+        lock_at_most_for: DurationArg,
+        lock_at_least_for: DurationArg,
     }
 }
 
@@ -305,14 +291,14 @@ fn unknown_placeholder(placeholder: &str, fn_name: &Ident, params: &[&Ident]) ->
     } else {
         format!("`{{{placeholder}}}` in the lock name is not a parameter of `{fn_name}`")
     };
-    let list: Vec<String> = params.iter().map(|p| format!("`{}`", p.unraw())).collect();
-    match list.as_slice() {
-        [] => format!(
+    let names: Vec<Ident> = params.iter().map(|p| p.unraw()).collect();
+    match names.len() {
+        0 => format!(
             "{shown}; `{fn_name}` has no parameters to put in its lock name (write `{{{{` and \
              `}}}}` for literal braces)"
         ),
-        [one] => format!("{shown}; its only parameter is {one}"),
-        [init @ .., last] => format!("{shown}; its parameters are {} and {last}", init.join(", ")),
+        1 => format!("{shown}; its only parameter is {}", args::code_list(&names)),
+        _ => format!("{shown}; its parameters are {}", args::code_list(&names)),
     }
 }
 
