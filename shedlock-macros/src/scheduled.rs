@@ -209,60 +209,42 @@ mod tests {
         let ok = ok.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(ok.time_zone.value(), "UTC");
         assert_eq!(ok.params.len(), 1);
-        let cases = [
-            (
-                quote!(cron = "61 * * * *"),
-                quote!(#lock async fn j() {}),
-                "invalid cron",
-            ),
+        // Wrong arguments on a good function, then good arguments on a wrong function.
+        let argument_cases = [
+            (quote!(cron = "61 * * * *"), "invalid cron"),
             (
                 quote!(cron = "* * * * *", time_zone = "Europe/Berln"),
-                quote!(#lock async fn j() {}),
                 "did you mean \"Europe/Berlin\"?",
             ),
             (
                 quote!(cron = "* * * * *", time_zone = "europe/berlin"),
-                quote!(#lock async fn j() {}),
                 "did you mean \"Europe/Berlin\"?",
             ),
+            (quote!(time_zone = "UTC"), "needs `cron = \"…\"`"),
+            (quote!(cron = "* * * * *", cron = "* * * * *"), "twice"),
+            (quote!(cron = "* * * * *", tz = "UTC"), "unknown key"),
+        ];
+        let function_cases = [
             (
-                quote!(cron = "* * * * *"),
                 quote!(
                     async fn j() {}
                 ),
                 "without a lock",
             ),
-            (
-                quote!(cron = "* * * * *"),
-                quote!(#lock fn j() {}),
-                "must be `async`",
-            ),
-            (
-                quote!(cron = "* * * * *"),
-                quote!(#lock async fn j(&self) {}),
-                "not a method",
-            ),
-            (
-                quote!(cron = "* * * * *"),
-                quote!(#lock async fn j((a, b): (u8, u8)) {}),
-                "plain",
-            ),
-            (
-                quote!(time_zone = "UTC"),
-                quote!(#lock async fn j() {}),
-                "needs `cron = \"…\"`",
-            ),
-            (
-                quote!(cron = "* * * * *", cron = "* * * * *"),
-                quote!(#lock async fn j() {}),
-                "twice",
-            ),
-            (
-                quote!(cron = "* * * * *", tz = "UTC"),
-                quote!(#lock async fn j() {}),
-                "unknown key",
-            ),
+            (quote!(#lock fn j() {}), "must be `async`"),
+            (quote!(#lock async fn j(&self) {}), "not a method"),
+            (quote!(#lock async fn j((a, b): (u8, u8)) {}), "plain"),
         ];
+        let good_function = quote!(#lock async fn j() {});
+        let good_arguments = quote!(cron = "* * * * *");
+        let cases = argument_cases
+            .into_iter()
+            .map(|(args, expected)| (args, good_function.clone(), expected))
+            .chain(
+                function_cases
+                    .into_iter()
+                    .map(|(item, expected)| (good_arguments.clone(), item, expected)),
+            );
         for (args, item, expected) in cases {
             let shown = format!("{args} {item}");
             let error = scheduled(args, item).err().unwrap_or_default();

@@ -8,6 +8,19 @@ fn locked(args: TokenStream, item: TokenStream) -> Result<LockedFn, String> {
     LockedFn::parse(args, item).map_err(messages)
 }
 
+/// Asserts that `#[scheduler_lock(args)]` on `async fn job() {}` fails, with a message
+/// containing `expected`, for each `(args, expected)`.
+fn assert_errors<'a>(cases: impl IntoIterator<Item = (TokenStream, &'a str)>) {
+    for (args, expected) in cases {
+        let shown = args.to_string();
+        let item = quote!(
+            async fn job() {}
+        );
+        let error = locked(args, item).err().unwrap_or_default();
+        assert!(error.contains(expected), "{shown}: {error}");
+    }
+}
+
 fn name_of(result: Result<LockedFn, String>) -> Vec<String> {
     result
         .unwrap_or_else(|e| panic!("{e}"))
@@ -97,9 +110,6 @@ fn name_length_counts_fixed_text_only() {
 
 #[test]
 fn argument_errors() {
-    let item = quote!(
-        async fn job() {}
-    );
     let cases = [
         (quote!(name = "a"), "needs `lock_at_most_for = \"…\"`"),
         (quote!(lock_at_most_for = "1m"), "needs `name = \"…\"`"),
@@ -136,11 +146,7 @@ fn argument_errors() {
             "`lock_at_least_for = \"2m\"` is longer than `lock_at_most_for = \"1m\"`",
         ),
     ];
-    for (args, expected) in cases {
-        let shown = args.to_string();
-        let error = locked(args, item.clone()).err().unwrap_or_default();
-        assert!(error.contains(expected), "{shown}: {error}");
-    }
+    assert_errors(cases);
 }
 
 #[test]
@@ -215,9 +221,6 @@ fn expressions_are_kept_for_run_time() {
 
 #[test]
 fn a_literal_beside_an_expression_is_still_checked() {
-    let item = quote!(
-        async fn job() {}
-    );
     let cases = [
         (
             quote!(name = "a", lock_at_most_for = "0s", lock_at_least_for = D),
@@ -236,18 +239,11 @@ fn a_literal_beside_an_expression_is_still_checked() {
             "longer than 1000 years",
         ),
     ];
-    for (args, expected) in cases {
-        let what = args.to_string();
-        let error = locked(args, item.clone()).err().unwrap_or_default();
-        assert!(error.contains(expected), "{what}: {error}");
-    }
+    assert_errors(cases);
 }
 
 #[test]
 fn other_literals_are_not_durations() {
-    let item = quote!(
-        async fn job() {}
-    );
     let cases = [
         (
             quote!(name = "a", lock_at_most_for = 30),
@@ -277,11 +273,7 @@ fn other_literals_are_not_durations() {
             "not a byte string literal",
         ),
     ];
-    for (args, expected) in cases {
-        let what = args.to_string();
-        let error = locked(args, item.clone()).err().unwrap_or_default();
-        assert!(error.contains(expected), "{what}: {error}");
-    }
+    assert_errors(cases);
 }
 
 #[test]
