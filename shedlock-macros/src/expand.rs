@@ -9,7 +9,8 @@ use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{GenericParam, ItemFn, LitStr, ReturnType};
 
-use crate::attr::{LockDuration, LockName, LockedFn, NamePiece, ScheduledFn};
+use crate::scheduled::ScheduledFn;
+use crate::scheduler_lock::{LockDuration, LockName, LockedFn, NamePiece};
 
 /// `tokens` followed by `error` as `compile_error!`: the user's item survives next to the
 /// error, so an IDE keeps working and follow-on errors stay few (tokio-macros' pattern).

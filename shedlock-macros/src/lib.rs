@@ -12,12 +12,16 @@
 //! crate type-checks. A duration may instead be a `std::time::Duration` expression (from the
 //! application's settings, say), checked on each call.
 
-// Layout (tokio-macros, tracing-attributes): `lib.rs` hands `proc_macro2` streams to `attr.rs`
-// (parsing and validation) and then to `expand.rs` (code generation); `duration.rs` parses
-// durations.
-mod attr;
+// Layout (tokio-macros, tracing-attributes): `lib.rs` hands `proc_macro2` streams to
+// `scheduler_lock.rs` or `scheduled.rs` (each attribute's arguments, parsing and validation)
+// and then to `expand.rs` (code generation). `args.rs` holds what both attributes' arguments
+// share (keys, one generic parser per kind of value, the error collector); `duration.rs`
+// parses durations.
+mod args;
 mod duration;
 mod expand;
+mod scheduled;
+mod scheduler_lock;
 
 use proc_macro::TokenStream;
 
@@ -169,12 +173,12 @@ use proc_macro::TokenStream;
 /// expression).
 #[proc_macro_attribute]
 pub fn scheduler_lock(args: TokenStream, item: TokenStream) -> TokenStream {
-    let item = proc_macro2::TokenStream::from(item);
-    match attr::LockedFn::parse(args.into(), item.clone()) {
-        Ok(locked) => expand::scheduler_lock(locked),
-        Err(error) => expand::token_stream_with_error(item, error),
-    }
-    .into()
+    attribute(
+        args,
+        item,
+        scheduler_lock::LockedFn::parse,
+        expand::scheduler_lock,
+    )
 }
 
 /// Makes a `#[scheduler_lock]` function a cron job: `my_job::job(args…)` returns the
@@ -252,9 +256,20 @@ pub fn scheduler_lock(args: TokenStream, item: TokenStream) -> TokenStream {
 /// without `self` the generated `enum` is a syntax error there. Schedule a free function.
 #[proc_macro_attribute]
 pub fn scheduled(args: TokenStream, item: TokenStream) -> TokenStream {
+    attribute(args, item, scheduled::ScheduledFn::parse, expand::scheduled)
+}
+
+/// An attribute macro: `parse` validates the arguments and the item, `generate` expands what
+/// it validated; on an error, the item stays as written next to the `compile_error!`.
+fn attribute<T>(
+    args: TokenStream,
+    item: TokenStream,
+    parse: fn(proc_macro2::TokenStream, proc_macro2::TokenStream) -> syn::Result<T>,
+    generate: fn(T) -> proc_macro2::TokenStream,
+) -> TokenStream {
     let item = proc_macro2::TokenStream::from(item);
-    match attr::ScheduledFn::parse(args.into(), item.clone()) {
-        Ok(scheduled) => expand::scheduled(scheduled),
+    match parse(args.into(), item.clone()) {
+        Ok(parsed) => generate(parsed),
         Err(error) => expand::token_stream_with_error(item, error),
     }
     .into()
