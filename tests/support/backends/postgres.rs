@@ -1,0 +1,236 @@
+//! PostgreSQL: a lock table of its own per test in the database of `SHEDLOCK_POSTGRES_URL`.
+
+use std::time::Duration;
+
+use shedlock::{Backend, PostgresLockProvider};
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{AssertSqlSafe, Executor, PgPool};
+
+use super::{Blocker, Opts, Row, TestDb};
+use crate::{Proxy, host_port, postgres_url, skipped, unique_name, unreachable};
+
+#[derive(Debug)]
+pub struct Postgres {
+    pool: PgPool,
+    table: String,
+}
+
+pub async fn postgres_pool(url: &str, max: u32) -> Result<PgPool, sqlx::Error> {
+    postgres_pool_with(url, max, &Opts::default()).await
+}
+
+/// A pool whose sessions have the lock timeout and isolation level of `opts`.
+pub async fn postgres_pool_with(url: &str, max: u32, opts: &Opts) -> Result<PgPool, sqlx::Error> {
+    postgres_pool_options(max)
+        .connect_with(postgres_options(url, opts)?)
+        .await
+}
+
+fn postgres_pool_options(max: u32) -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(max)
+        .acquire_timeout(Duration::from_secs(20))
+}
+
+fn postgres_options(
+    url: &str,
+    opts: &Opts,
+) -> Result<sqlx::postgres::PgConnectOptions, sqlx::Error> {
+    let mut options: sqlx::postgres::PgConnectOptions = url.parse()?;
+    if let Some(timeout) = opts.lock_timeout {
+        options = options.options([("lock_timeout", format!("{}ms", timeout.as_millis()))]);
+    }
+    if let Some(level) = opts.isolation {
+        options = options.options([("default_transaction_isolation", level)]);
+    }
+    Ok(options)
+}
+
+impl TestDb for Postgres {
+    type Provider = PostgresLockProvider;
+    const BACKEND: Backend = Backend::Postgres;
+
+    async fn setup() -> Option<Self> {
+        if skipped(Self::BACKEND) {
+            eprintln!("skipped: PostgreSQL was reported unreachable by scripts/test");
+            return None;
+        }
+        let url = postgres_url();
+        let pool = postgres_pool(&url, 5)
+            .await
+            .unwrap_or_else(|e| unreachable(Self::BACKEND, &url, e));
+        let db = Self {
+            pool,
+            table: unique_name("shedlock_t"),
+        };
+        db.provider().migrate().await.expect("migrate");
+        Some(db)
+    }
+
+    fn table(&self) -> &str {
+        &self.table
+    }
+
+    fn provider(&self) -> Self::Provider {
+        PostgresLockProvider::builder(self.pool.clone())
+            .table_name(&self.table)
+            .build()
+            .unwrap()
+    }
+
+    async fn provider_with(&self, opts: Opts) -> Self::Provider {
+        let pool = if opts.own_pool {
+            postgres_pool_with(&postgres_url(), 4, &opts).await.unwrap()
+        } else {
+            self.pool.clone()
+        };
+        opts.apply(PostgresLockProvider::builder(pool).table_name(&self.table))
+            .build()
+            .unwrap()
+    }
+
+    async fn block(&self, name: &str, touch: bool) -> Blocker {
+        let (pool, name) = (self.pool.clone(), name.to_owned());
+        let sql = if touch {
+            format!(
+                "UPDATE {} SET locked_by = locked_by WHERE name = $1",
+                self.table
+            )
+        } else {
+            format!("SELECT 1 FROM {} WHERE name = $1 FOR UPDATE", self.table)
+        };
+        hold_in_transaction!(pool, sql, name)
+    }
+
+    async fn provider_via_proxy(&self, opts: Opts) -> Option<(Self::Provider, Proxy)> {
+        let url = postgres_url();
+        let proxy = Proxy::start(host_port(&url, 5432)).await;
+        // No ping when a connection is handed out: a statement goes out at once.
+        let pool = postgres_pool_options(4)
+            .test_before_acquire(false)
+            .connect_with(postgres_options(&proxy.url(&url), &opts).unwrap())
+            .await
+            .unwrap();
+        let provider = opts
+            .apply(PostgresLockProvider::builder(pool).table_name(&self.table))
+            .build()
+            .unwrap();
+        Some((provider, proxy))
+    }
+
+    async fn provider_in_own_place(&self, table: &str) -> (Self::Provider, String) {
+        let schema = unique_name("shedlock_s");
+        self.exec(&format!("CREATE SCHEMA {schema}")).await;
+        let options = postgres_options(&postgres_url(), &Opts::default())
+            .unwrap()
+            .options([("search_path", schema.as_str())]);
+        let pool = postgres_pool_options(2)
+            .connect_with(options)
+            .await
+            .unwrap();
+        let provider = PostgresLockProvider::builder(pool)
+            .table_name(table)
+            .build()
+            .unwrap();
+        (provider, schema)
+    }
+
+    async fn drop_place(&self, schema: &str) {
+        self.exec(&format!("DROP SCHEMA {schema} CASCADE")).await;
+    }
+
+    fn provider_for_table(&self, table: &str) -> Self::Provider {
+        PostgresLockProvider::builder(self.pool.clone())
+            .table_name(table)
+            .build()
+            .unwrap()
+    }
+
+    async fn row(&self, name: &str) -> Option<Row> {
+        let sql = format!(
+            "SELECT locked_by::TEXT, fencing_token,
+                    (EXTRACT(EPOCH FROM (locked_until - clock_timestamp())) * 1000)::BIGINT,
+                    (EXTRACT(EPOCH FROM last_tick) * 1000)::BIGINT
+             FROM {} WHERE name = $1",
+            self.table
+        );
+        sqlx::query_as::<_, (String, i64, i64, Option<i64>)>(AssertSqlSafe(sql))
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await
+            .unwrap()
+            .map(
+                |(locked_by, fencing_token, remaining_ms, last_tick_ms)| Row {
+                    locked_by,
+                    fencing_token,
+                    remaining_ms,
+                    last_tick_ms,
+                },
+            )
+    }
+
+    async fn delete_row(&self, name: &str) {
+        sqlx::query(AssertSqlSafe(format!(
+            "DELETE FROM {} WHERE name = $1",
+            self.table
+        )))
+        .bind(name)
+        .execute(&self.pool)
+        .await
+        .unwrap();
+    }
+
+    async fn insert_expired_row(&self, name: &str, token: i64) {
+        sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO {} (name, locked_until, locked_at, locked_by, fencing_token)
+             VALUES ($1, clock_timestamp() - INTERVAL '1 minute', clock_timestamp() - INTERVAL '2 minutes', 'old run', $2)",
+            self.table
+        )))
+        .bind(name)
+        .bind(token)
+        .execute(&self.pool)
+        .await
+        .unwrap();
+    }
+
+    async fn exec(&self, sql: &str) {
+        self.pool
+            .execute(AssertSqlSafe(sql.to_owned()))
+            .await
+            .unwrap();
+    }
+
+    async fn record_run(&self, tick_ms: i64, instance: &str, token: i64) {
+        let table = self.ran_table().await;
+        sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO {table} (tick, instance, token) VALUES ($1, $2, $3)"
+        )))
+        .bind(tick_ms)
+        .bind(instance)
+        .bind(token)
+        .execute(&self.pool)
+        .await
+        .unwrap();
+    }
+
+    async fn runs(&self) -> Vec<(i64, String, i64)> {
+        let table = self.ran_table().await;
+        sqlx::query_as(AssertSqlSafe(format!(
+            "SELECT tick, instance, token FROM {table} ORDER BY token"
+        )))
+        .fetch_all(&self.pool)
+        .await
+        .expect("reading the recorded runs")
+    }
+
+    async fn teardown(self) {
+        let _ = self
+            .pool
+            .execute(AssertSqlSafe(format!(
+                "DROP TABLE IF EXISTS {t}, _{t}_migrations, {t}_runs, {t}_ran",
+                t = self.table
+            )))
+            .await;
+        self.pool.close().await;
+    }
+}
