@@ -1,6 +1,7 @@
 //! Test support shared by the integration tests and examples: one [`TestDb`] per backend, each
-//! on a uniquely named table (or database) so runs never collide, and the provider suite in
-//! [`suite`], written once and run for every backend by [`provider_suite!`].
+//! on a uniquely named table (or database) so runs never collide, the provider suite in
+//! [`suite`] and the scheduler's in [`scheduler_suite`], written once, and [`backend_tests!`],
+//! which runs such cases on every backend.
 //!
 //! Database addresses come from `SHEDLOCK_POSTGRES_URL` and `SHEDLOCK_MYSQL_URL`, with local
 //! defaults. A backend whose server is down fails its tests with a message saying how to start
@@ -20,6 +21,7 @@ pub use backends::{
 };
 pub use proxy::Proxy;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use shedlock::Backend;
@@ -187,94 +189,111 @@ pub fn unique_name(prefix: &str) -> String {
     )
 }
 
-/// Runs each scheduler test against one backend: `scheduler_suite!(Postgres);`
-#[macro_export]
-macro_rules! scheduler_suite {
-    ($db:ty) => {
-        $crate::scheduler_suite!(@tests $db;
-            three_instances_run_every_tick_exactly_once,
-            keep_alive_holds_a_long_job_on_a_short_lease,
-            lost_lock_cancels_the_job,
-            lost_lock_notifies_the_job_in_notify_mode,
-            shutdown_cancels_a_long_run_and_releases_its_lock,
-            a_panicking_job_is_recorded_and_the_next_tick_runs,
-            a_call_by_hand_sees_the_panic_with_the_lock_released,
-            a_skewed_instance_fires_by_the_database_clock,
-            a_refused_future_tick_is_reported_as_clock_skew,
-            an_acquire_that_waited_longer_than_its_lease_runs_its_job,
-            a_job_stalled_past_its_lease_is_not_polled_again,
-            a_renewal_in_flight_lands_before_the_unlock,
-            a_failed_unlock_is_retried_until_it_releases,
-            a_sweep_between_unlock_and_finish_leaves_the_real_outcome
-        );
-    };
-    (@tests $db:ty; $($name:ident),* $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                let Some(db) = <$db as $crate::TestDb>::setup().await else { return };
-                let db = ::std::sync::Arc::new(db);
-                $crate::scheduler_suite::$name(::std::sync::Arc::clone(&db)).await;
-                if let Ok(db) = ::std::sync::Arc::try_unwrap(db) {
-                    <$db as $crate::TestDb>::teardown(db).await;
-                }
-            }
-        )*
-    };
+/// Sets backend `D` up, runs `case` on it and tears it down after: the body of every test that
+/// [`backend_tests!`] writes. A backend left out of this run ([`TestDb::setup`] says `None`,
+/// having said why) runs nothing. A case still shared when it ends (a job or task of its own
+/// still holds the database) leaves the teardown out.
+pub async fn run_case<D: TestDb>(case: impl AsyncFnOnce(&Arc<D>)) {
+    let Some(db) = D::setup().await else { return };
+    let db = Arc::new(db);
+    case(&db).await;
+    if let Ok(db) = Arc::try_unwrap(db) {
+        db.teardown().await;
+    }
 }
 
-/// Runs each named suite test against one backend: `provider_suite!(Postgres);`
+/// Runs cases written once, generic over the backend, as one
+/// `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]` per case and backend, each on
+/// a backend of its own set up and torn down by [`run_case`].
+///
+/// A case is `async fn case<D: TestDb>(db: &D)` (`D` may be bounded by a trait of the test's
+/// own that every backend implements), or takes `db: &Arc<D>` when it hands the database to
+/// jobs or tasks that outlive a borrow. Backends are named `postgres`, `mysql` and `sqlite`;
+/// each gets a module of that name, so tests are named `postgres::case` and a run can leave a
+/// backend out by name (`--skip postgres`, as `scripts/test` does when its server is down).
+///
+/// ```ignore
+/// // postgres::case_a, mysql::case_a, sqlite::case_a, postgres::case_b, …: the cases are in
+/// // the module path before `=>`, seen from the backend's module (`super`: beside the call).
+/// backend_tests!(super => [case_a, case_b]);
+/// // Only the backends listed, a module each.
+/// backend_tests!([sqlite, postgres]: super => [case_a]);
+/// // One backend, in the module of the call, beside tests of its own.
+/// mod postgres {
+///     backend_tests!(in postgres: provider suite);
+/// }
+/// ```
+///
+/// `provider suite` stands for every case of [`suite`], listed here once.
 #[macro_export]
-macro_rules! provider_suite {
-    ($db:ty) => {
-        $crate::provider_suite!(@tests $db;
-            creates_lock,
-            no_second_lock_while_held,
-            two_names_are_independent,
-            lock_twice_in_a_row,
-            expires_after_lock_at_most_for_sub_second,
-            locks_right_after_unlock_ten_times,
-            lock_at_least_for_holds_after_unlock_then_releases,
-            extends_several_times,
-            extend_after_expiry_is_refused,
-            extend_keeps_lock_at_least_for,
-            pre_existing_expired_row_is_acquirable,
-            names_at_64_bytes_work_and_over_64_are_refused,
-            fencing_token_is_strictly_increasing,
-            row_deleted_by_hand_is_recreated_with_a_higher_token,
-            stale_holder_can_neither_unlock_nor_extend_the_new_holder,
-            tick_is_claimed_once,
-            app_clock_offset_changes_nothing_in_database_clock_mode,
-            app_clock_mode_trusts_skewed_clocks,
-            separate_pools_race_for_one_tick_exactly_one_wins,
-            fuzz_read_sleep_write_counts_are_exact,
-            missing_table_says_run_migrate,
-            missing_columns_are_named,
-            migrate_is_idempotent_and_concurrent_safe,
-            bad_table_name_is_refused_before_any_sql,
-            guard_dropped_without_unlock_releases_in_background,
-            executor_runs_skips_and_releases_after_panic,
-            lock_states_read_by_the_database_clock,
-            operator_release_ends_the_lock_and_keeps_token_and_tick,
-            run_history_round_trips_filters_and_prunes,
-            abandoned_runs_are_closed_with_the_reason,
-            a_run_finished_after_a_sweep_keeps_its_real_outcome,
-            a_tick_too_far_ahead_is_refused_as_clock_skew,
-            an_acquire_that_waited_gets_a_fresh_lease,
-            tokens_never_go_back_after_rows_are_deleted,
-            odd_durations_are_honoured_alike,
-            losing_is_held_at_every_isolation_level,
-            reserved_words_name_tables
-        );
+macro_rules! backend_tests {
+    (in $backend:ident: provider suite) => {
+        $crate::backend_tests!(@tests $backend, [$crate::suite], [
+                creates_lock,
+                no_second_lock_while_held,
+                two_names_are_independent,
+                lock_twice_in_a_row,
+                expires_after_lock_at_most_for_sub_second,
+                locks_right_after_unlock_ten_times,
+                lock_at_least_for_holds_after_unlock_then_releases,
+                extends_several_times,
+                extend_after_expiry_is_refused,
+                extend_keeps_lock_at_least_for,
+                pre_existing_expired_row_is_acquirable,
+                names_at_64_bytes_work_and_over_64_are_refused,
+                fencing_token_is_strictly_increasing,
+                row_deleted_by_hand_is_recreated_with_a_higher_token,
+                stale_holder_can_neither_unlock_nor_extend_the_new_holder,
+                tick_is_claimed_once,
+                app_clock_offset_changes_nothing_in_database_clock_mode,
+                app_clock_mode_trusts_skewed_clocks,
+                separate_pools_race_for_one_tick_exactly_one_wins,
+                fuzz_read_sleep_write_counts_are_exact,
+                missing_table_says_run_migrate,
+                missing_columns_are_named,
+                migrate_is_idempotent_and_concurrent_safe,
+                bad_table_name_is_refused_before_any_sql,
+                guard_dropped_without_unlock_releases_in_background,
+                executor_runs_skips_and_releases_after_panic,
+                lock_states_read_by_the_database_clock,
+                operator_release_ends_the_lock_and_keeps_token_and_tick,
+                run_history_round_trips_filters_and_prunes,
+                abandoned_runs_are_closed_with_the_reason,
+                a_run_finished_after_a_sweep_keeps_its_real_outcome,
+                a_tick_too_far_ahead_is_refused_as_clock_skew,
+                an_acquire_that_waited_gets_a_fresh_lease,
+                tokens_never_go_back_after_rows_are_deleted,
+                odd_durations_are_honoured_alike,
+                losing_is_held_at_every_isolation_level,
+                reserved_words_name_tables
+        ]);
     };
-    (@tests $db:ty; $($name:ident),* $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                let Some(db) = <$db as $crate::TestDb>::setup().await else { return };
-                $crate::suite::$name(&db).await;
-                <$db as $crate::TestDb>::teardown(db).await;
-            }
-        )*
+    (in $backend:ident: $($module:ident)::+ => [$($case:ident),* $(,)?]) => {
+        $crate::backend_tests!(@tests $backend, [$($module)::+], [$($case),*]);
+    };
+    ([$backend:ident $(, $more:ident)* $(,)?]: $($cases:tt)+) => {
+        mod $backend {
+            $crate::backend_tests!(in $backend: $($cases)+);
+        }
+        $crate::backend_tests!([$($more),*]: $($cases)+);
+    };
+    ([]: $($cases:tt)+) => {};
+    (@tests $backend:ident, [$($module:tt)+], [$case:ident $(, $more:ident)*]) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $case() {
+            type Db = $crate::backend_tests!(@type $backend);
+            $crate::run_case(async |db: &::std::sync::Arc<Db>| {
+                $($module)+::$case::<Db>(db).await
+            })
+            .await;
+        }
+        $crate::backend_tests!(@tests $backend, [$($module)+], [$($more),*]);
+    };
+    (@tests $backend:ident, [$($module:tt)+], []) => {};
+    (@type postgres) => { $crate::Postgres };
+    (@type mysql) => { $crate::MySql };
+    (@type sqlite) => { $crate::Sqlite };
+    ($($cases:tt)+) => {
+        $crate::backend_tests!([postgres, mysql, sqlite]: $($cases)+);
     };
 }

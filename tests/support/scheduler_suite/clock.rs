@@ -16,7 +16,7 @@ use crate::{Opts, TestDb};
 /// Schedulers whose own clocks are 5 minutes ahead and 5 minutes behind measure their offset to
 /// the database and fire every tick when the database's clock reaches it: on time, nothing
 /// refused, nothing claimed early.
-pub async fn a_skewed_instance_fires_by_the_database_clock<D: TestDb>(db: Arc<D>) {
+pub async fn a_skewed_instance_fires_by_the_database_clock<D: TestDb>(db: &Arc<D>) {
     use shedlock::AppClock;
     type Seen = Arc<std::sync::Mutex<Vec<(DateTime<Utc>, DateTime<Utc>)>>>;
     for minutes in [5, -5] {
@@ -75,7 +75,7 @@ pub async fn a_skewed_instance_fires_by_the_database_clock<D: TestDb>(db: Arc<D>
 
 /// A tick the database refuses as further ahead than the tolerance is reported as clock skew,
 /// with the measured offset, not as held.
-pub async fn a_refused_future_tick_is_reported_as_clock_skew<D: TestDb>(db: Arc<D>) {
+pub async fn a_refused_future_tick_is_reported_as_clock_skew<D: TestDb>(db: &Arc<D>) {
     let provider = db.provider_with(Opts::own_pool()).await;
     let scheduler = Scheduler::builder(provider)
         .misfire_grace(Duration::ZERO)

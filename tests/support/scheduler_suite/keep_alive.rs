@@ -15,14 +15,14 @@ use crate::{Opts, TestDb};
 
 /// A job running 5 s under `lock_at_most_for = 30 s` on a 1.5 s lease: the lock is renewed
 /// (never more than 1.5 s ahead) and nobody else can take it meanwhile.
-pub async fn keep_alive_holds_a_long_job_on_a_short_lease<D: TestDb>(db: Arc<D>) {
+pub async fn keep_alive_holds_a_long_job_on_a_short_lease<D: TestDb>(db: &Arc<D>) {
     let provider = db
         .provider_with(Opts::own_pool().keep_alive(KeepAlive::lease(1500 * MS).unwrap()))
         .await;
     let other = db.provider();
     let cfg = LockConfiguration::new("long_job", Duration::from_secs(30), Duration::ZERO).unwrap();
     let watcher = {
-        let (db, cfg) = (Arc::clone(&db), cfg.clone());
+        let (db, cfg) = (Arc::clone(db), cfg.clone());
         tokio::spawn(async move {
             let mut seen = Vec::new();
             for _ in 0..8 {
@@ -52,12 +52,12 @@ pub async fn keep_alive_holds_a_long_job_on_a_short_lease<D: TestDb>(db: Arc<D>)
 
 /// Takes the lock away from a running job (as another holder would after an expiry): the next
 /// renewal is refused, the job is told and cancelled, the call says `LockLost`.
-pub async fn lost_lock_cancels_the_job<D: TestDb>(db: Arc<D>) {
+pub async fn lost_lock_cancels_the_job<D: TestDb>(db: &Arc<D>) {
     let provider = db
         .provider_with(Opts::own_pool().keep_alive(KeepAlive::lease(900 * MS).unwrap()))
         .await;
     let finished = Arc::new(AtomicBool::new(false));
-    let thief = steal_after(&db, "lost_job", 400 * MS);
+    let thief = steal_after(db, "lost_job", 400 * MS);
     let started = std::time::Instant::now();
     let body = {
         let finished = Arc::clone(&finished);
@@ -80,14 +80,14 @@ pub async fn lost_lock_cancels_the_job<D: TestDb>(db: Arc<D>) {
     assert!(!finished.load(Ordering::SeqCst), "the body was stopped");
 }
 
-pub async fn lost_lock_notifies_the_job_in_notify_mode<D: TestDb>(db: Arc<D>) {
+pub async fn lost_lock_notifies_the_job_in_notify_mode<D: TestDb>(db: &Arc<D>) {
     let keep_alive = KeepAlive::lease(900 * MS)
         .unwrap()
         .on_lost(OnLockLost::Notify);
     let provider = db
         .provider_with(Opts::own_pool().keep_alive(keep_alive))
         .await;
-    let thief = steal_after(&db, "notified_job", 400 * MS);
+    let thief = steal_after(db, "notified_job", 400 * MS);
     let cfg =
         LockConfiguration::new("notified_job", Duration::from_secs(30), Duration::ZERO).unwrap();
     let body = async {
@@ -123,7 +123,7 @@ fn steal_after<D: TestDb>(
 
 /// An acquire that waited behind a row lock for longer than the keep-alive lease still runs its
 /// job: the lease counts from its grant, and keep-alive renews it before the job starts.
-pub async fn an_acquire_that_waited_longer_than_its_lease_runs_its_job<D: TestDb>(db: Arc<D>) {
+pub async fn an_acquire_that_waited_longer_than_its_lease_runs_its_job<D: TestDb>(db: &Arc<D>) {
     let provider = db
         .provider_with(
             Opts::own_pool().keep_alive(KeepAlive::lease(Duration::from_secs(1)).unwrap()),
@@ -162,7 +162,7 @@ pub async fn an_acquire_that_waited_longer_than_its_lease_runs_its_job<D: TestDb
 /// A job stalled past its lease (a blocking call here; a stopped process or a frozen VM
 /// elsewhere) is not polled again once it yields: the lease ran out by the monotonic clock, the
 /// renewal is refused, and the job is cancelled before it can write.
-pub async fn a_job_stalled_past_its_lease_is_not_polled_again<D: TestDb>(db: Arc<D>) {
+pub async fn a_job_stalled_past_its_lease_is_not_polled_again<D: TestDb>(db: &Arc<D>) {
     let provider = db
         .provider_with(
             Opts::own_pool().keep_alive(KeepAlive::lease(Duration::from_secs(1)).unwrap()),
@@ -189,7 +189,7 @@ pub async fn a_job_stalled_past_its_lease_is_not_polled_again<D: TestDb>(db: Arc
 
 /// A renewal on its way when the job ends is awaited before the unlock: it cannot land after the
 /// unlock and hold the lock for another lease.
-pub async fn a_renewal_in_flight_lands_before_the_unlock<D: TestDb>(db: Arc<D>) {
+pub async fn a_renewal_in_flight_lands_before_the_unlock<D: TestDb>(db: &Arc<D>) {
     // A 30 s lease renewed every 500 ms; once unlocked, the lock stays for lock_at_least_for
     // (20 s) after it was taken, so a late renewal would still find it and extend it.
     let keep_alive = KeepAlive::lease(Duration::from_secs(30))
@@ -258,7 +258,7 @@ pub async fn a_renewal_in_flight_lands_before_the_unlock<D: TestDb>(db: Arc<D>) 
 /// An unlock that fails (here: it cannot get the row within the lock timeout, as with a
 /// database briefly out of reach) is retried in the background until it releases the lock,
 /// long before the 60 s lease would.
-pub async fn a_failed_unlock_is_retried_until_it_releases<D: TestDb>(db: Arc<D>) {
+pub async fn a_failed_unlock_is_retried_until_it_releases<D: TestDb>(db: &Arc<D>) {
     let provider = db
         .provider_with(Opts::default().lock_timeout(Duration::from_millis(500)))
         .await;

@@ -52,7 +52,7 @@ fn recording_job<D: TestDb>(db: &Arc<D>, instance: &str) -> Job {
 
 /// Three schedulers on three pools, one job every second with `lock_at_least_for = 0`, at least
 /// ten ticks: exactly one row per tick, none missing; the run history says the same.
-pub async fn three_instances_run_every_tick_exactly_once<D: TestDb>(db: Arc<D>) {
+pub async fn three_instances_run_every_tick_exactly_once<D: TestDb>(db: &Arc<D>) {
     let mut schedulers = Vec::new();
     for i in 0..3 {
         let who = format!("instance-{i}");
@@ -61,7 +61,7 @@ pub async fn three_instances_run_every_tick_exactly_once<D: TestDb>(db: Arc<D>) 
             .misfire_grace(Duration::ZERO)
             .history(RunHistory::keep_for(Duration::from_secs(86_400)))
             .build();
-        scheduler.add(recording_job(&db, &who)).unwrap();
+        scheduler.add(recording_job(db, &who)).unwrap();
         schedulers.push(scheduler);
     }
     let started = Utc::now();
@@ -186,7 +186,7 @@ pub async fn three_instances_run_every_tick_exactly_once<D: TestDb>(db: Arc<D>) 
 
 /// Shutdown with a run that would take 30 s and a 300 ms timeout: the run is cancelled, its
 /// lock released at once but for `lock_at_least_for`, and shutdown reports it.
-pub async fn shutdown_cancels_a_long_run_and_releases_its_lock<D: TestDb>(db: Arc<D>) {
+pub async fn shutdown_cancels_a_long_run_and_releases_its_lock<D: TestDb>(db: &Arc<D>) {
     let provider = db.provider_with(Opts::own_pool()).await;
     let scheduler = Scheduler::builder(provider)
         .misfire_grace(Duration::ZERO)
@@ -237,7 +237,7 @@ pub async fn shutdown_cancels_a_long_run_and_releases_its_lock<D: TestDb>(db: Ar
 
 /// A job whose first run panics: the panic is caught at the run's boundary and recorded as its
 /// own outcome (history, counters), the lock is released, and the next ticks run.
-pub async fn a_panicking_job_is_recorded_and_the_next_tick_runs<D: TestDb>(db: Arc<D>) {
+pub async fn a_panicking_job_is_recorded_and_the_next_tick_runs<D: TestDb>(db: &Arc<D>) {
     let provider = db.provider_with(Opts::own_pool()).await;
     let scheduler = Scheduler::builder(provider)
         .misfire_grace(Duration::ZERO)
@@ -311,7 +311,7 @@ async fn panics_by_hand() -> u8 {
 
 /// A call by hand (`run_locked`, a `#[scheduler_lock]` function) still sees the panic, and the
 /// lock is released.
-pub async fn a_call_by_hand_sees_the_panic_with_the_lock_released<D: TestDb>(db: Arc<D>) {
+pub async fn a_call_by_hand_sees_the_panic_with_the_lock_released<D: TestDb>(db: &Arc<D>) {
     use futures_util::FutureExt;
     let provider = db.provider();
     let cfg = LockConfiguration::new("by_hand", Duration::from_secs(30), Duration::ZERO).unwrap();
@@ -341,7 +341,7 @@ pub async fn a_call_by_hand_sees_the_panic_with_the_lock_released<D: TestDb>(db:
 /// the row is finished, runs the abandoned-run sweep there. The sweep does close the row (the
 /// lock is free, so the window is real); the scheduler's finish then writes the real outcome
 /// over it.
-pub async fn a_sweep_between_unlock_and_finish_leaves_the_real_outcome<D: TestDb>(db: Arc<D>) {
+pub async fn a_sweep_between_unlock_and_finish_leaves_the_real_outcome<D: TestDb>(db: &Arc<D>) {
     use shedlock::{RunFinished, RunInfo, SchedulerListener};
 
     /// Runs the sweep, synchronously, in every `on_finished`; records what each closed.
