@@ -50,7 +50,9 @@ pub fn how_to_start(backend: Backend) -> &'static str {
     }
 }
 
-fn env_key(backend: Backend) -> &'static str {
+/// The backend's short name: the module of its tests (`postgres::…`), its entry in
+/// `SHEDLOCK_SKIP_BACKENDS`, its folder under `migrations/`.
+pub fn backend_name(backend: Backend) -> &'static str {
     match backend {
         Backend::Postgres => "postgres",
         Backend::MySql => "mysql",
@@ -61,7 +63,7 @@ fn env_key(backend: Backend) -> &'static str {
 /// Whether `scripts/test` reported this backend unreachable and asked to skip it.
 pub fn skipped(backend: Backend) -> bool {
     std::env::var("SHEDLOCK_SKIP_BACKENDS")
-        .map(|v| v.split(',').any(|b| b.trim() == env_key(backend)))
+        .map(|v| v.split(',').any(|b| b.trim() == backend_name(backend)))
         .unwrap_or(false)
 }
 

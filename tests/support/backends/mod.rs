@@ -5,6 +5,8 @@
 use std::time::Duration;
 
 use shedlock::{AppClock, Backend, ClockMode, KeepAlive, LockProvider, ProviderBuilder};
+use sqlx::migrate::{MigrateError, Migrator};
+use sqlx::{AssertSqlSafe, Database, Executor, FromRow, IntoArguments, Pool};
 
 use crate::Proxy;
 
@@ -163,6 +165,16 @@ pub trait TestDb: Sized + Send + Sync + 'static {
     ) -> impl Future<Output = (Self::Provider, String)> + Send;
     /// Drops what [`provider_in_own_place`](Self::provider_in_own_place) made.
     fn drop_place(&self, place: &str) -> impl Future<Output = ()> + Send;
+    /// Another database on this backend's server, of its own and empty, for what runs before
+    /// shedlock's table exists: PostgreSQL and MySQL a new database, dropped by its
+    /// [`teardown`](Self::teardown); SQLite a new file. Its lock table is the default
+    /// `shedlock`, not created.
+    async fn empty_database(&self) -> Self;
+    /// Runs an application's sqlx migrations on this database, as `sqlx migrate run` would.
+    async fn run_migrations(&self, migrator: &Migrator) -> Result<(), MigrateError>;
+    /// `(version, description)` of every migration recorded in the sqlx history table `table`
+    /// (`_sqlx_migrations`, `_shedlock_migrations`), by version.
+    async fn migrations(&self, table: &str) -> Vec<(i64, String)>;
     /// Drops the table.
     async fn teardown(self);
 }
@@ -195,6 +207,21 @@ mod sqlite;
 pub use mysql::{MySql, mysql_pool, mysql_pool_with};
 pub use postgres::{Postgres, postgres_pool, postgres_pool_with};
 pub use sqlite::{Sqlite, sqlite_pool, sqlite_pool_with};
+
+/// [`TestDb::migrations`] on any backend's pool.
+async fn migrations_in<DB>(pool: &Pool<DB>, table: &str) -> Vec<(i64, String)>
+where
+    DB: Database,
+    DB::Arguments: IntoArguments<DB>,
+    (i64, String): for<'r> FromRow<'r, DB::Row>,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+{
+    let sql = format!("SELECT version, description FROM {table} ORDER BY version");
+    sqlx::query_as(AssertSqlSafe(sql))
+        .fetch_all(pool)
+        .await
+        .unwrap()
+}
 
 /// A row lock held by another session ([`TestDb::block`]).
 #[derive(Debug)]

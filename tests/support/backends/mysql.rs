@@ -2,17 +2,20 @@
 
 use std::time::Duration;
 
-use shedlock::{Backend, MySqlLockProvider};
+use shedlock::{Backend, DEFAULT_TABLE_NAME, MySqlLockProvider};
+use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::mysql::MySqlPoolOptions;
 use sqlx::{AssertSqlSafe, Executor, MySqlPool};
 
-use super::{Blocker, Opts, Row, TestDb};
+use super::{Blocker, Opts, Row, TestDb, migrations_in};
 use crate::{Proxy, host_port, mysql_url, skipped, unique_name, unreachable};
 
 #[derive(Debug)]
 pub struct MySql {
     pool: MySqlPool,
     table: String,
+    /// A database of its own ([`TestDb::empty_database`]), dropped by the teardown.
+    database: Option<String>,
 }
 
 pub async fn mysql_pool(url: &str, max: u32) -> Result<MySqlPool, sqlx::Error> {
@@ -67,6 +70,7 @@ impl TestDb for MySql {
         let db = Self {
             pool,
             table: unique_name("shedlock_t"),
+            database: None,
         };
         db.provider().migrate().await.expect("migrate");
         Some(db)
@@ -124,13 +128,7 @@ impl TestDb for MySql {
     }
 
     async fn provider_in_own_place(&self, table: &str) -> (Self::Provider, String) {
-        let database = unique_name("shedlock_d");
-        self.exec(&format!("CREATE DATABASE {database}")).await;
-        let options: sqlx::mysql::MySqlConnectOptions = mysql_url().parse().unwrap();
-        let pool = mysql_pool_options(2, &Opts::default())
-            .connect_with(options.database(&database))
-            .await
-            .unwrap();
+        let (pool, database) = self.own_database("shedlock_d").await;
         let provider = MySqlLockProvider::builder(pool)
             .table_name(table)
             .build()
@@ -140,6 +138,23 @@ impl TestDb for MySql {
 
     async fn drop_place(&self, database: &str) {
         self.exec(&format!("DROP DATABASE {database}")).await;
+    }
+
+    async fn empty_database(&self) -> Self {
+        let (pool, database) = self.own_database("shedlock_mig").await;
+        Self {
+            pool,
+            table: DEFAULT_TABLE_NAME.into(),
+            database: Some(database),
+        }
+    }
+
+    async fn run_migrations(&self, migrator: &Migrator) -> Result<(), MigrateError> {
+        migrator.run(&self.pool).await
+    }
+
+    async fn migrations(&self, table: &str) -> Vec<(i64, String)> {
+        migrations_in(&self.pool, table).await
     }
 
     fn provider_for_table(&self, table: &str) -> Self::Provider {
@@ -227,13 +242,28 @@ impl TestDb for MySql {
     }
 
     async fn teardown(self) {
-        let _ = self
-            .pool
-            .execute(AssertSqlSafe(format!(
+        let drop = match &self.database {
+            Some(database) => format!("DROP DATABASE {database}"),
+            None => format!(
                 "DROP TABLE IF EXISTS {t}, _{t}_migrations, {t}_runs, {t}_ran",
                 t = self.table
-            )))
-            .await;
+            ),
+        };
+        let _ = self.pool.execute(AssertSqlSafe(drop)).await;
         self.pool.close().await;
+    }
+}
+
+impl MySql {
+    /// A new database on this server, named after `prefix`, and a pool on it.
+    async fn own_database(&self, prefix: &str) -> (MySqlPool, String) {
+        let database = unique_name(prefix);
+        self.exec(&format!("CREATE DATABASE {database}")).await;
+        let options: sqlx::mysql::MySqlConnectOptions = mysql_url().parse().unwrap();
+        let pool = mysql_pool_options(2, &Opts::default())
+            .connect_with(options.database(&database))
+            .await
+            .unwrap();
+        (pool, database)
     }
 }

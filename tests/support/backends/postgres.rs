@@ -2,17 +2,23 @@
 
 use std::time::Duration;
 
-use shedlock::{Backend, PostgresLockProvider};
+use shedlock::{Backend, DEFAULT_TABLE_NAME, PostgresLockProvider};
+use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{AssertSqlSafe, Executor, PgPool};
 
-use super::{Blocker, Opts, Row, TestDb};
-use crate::{Proxy, host_port, postgres_url, skipped, unique_name, unreachable};
+use super::{Blocker, Opts, Row, TestDb, migrations_in};
+use crate::{
+    Proxy, drop_postgres_database, host_port, postgres_database, postgres_url, skipped,
+    unique_name, unreachable,
+};
 
 #[derive(Debug)]
 pub struct Postgres {
     pool: PgPool,
     table: String,
+    /// A database of its own ([`TestDb::empty_database`]), dropped by the teardown.
+    database: Option<String>,
 }
 
 pub async fn postgres_pool(url: &str, max: u32) -> Result<PgPool, sqlx::Error> {
@@ -62,6 +68,7 @@ impl TestDb for Postgres {
         let db = Self {
             pool,
             table: unique_name("shedlock_t"),
+            database: None,
         };
         db.provider().migrate().await.expect("migrate");
         Some(db)
@@ -137,6 +144,23 @@ impl TestDb for Postgres {
 
     async fn drop_place(&self, schema: &str) {
         self.exec(&format!("DROP SCHEMA {schema} CASCADE")).await;
+    }
+
+    async fn empty_database(&self) -> Self {
+        let (url, database) = postgres_database("shedlock_mig").await;
+        Self {
+            pool: postgres_pool(&url, 2).await.unwrap(),
+            table: DEFAULT_TABLE_NAME.into(),
+            database: Some(database),
+        }
+    }
+
+    async fn run_migrations(&self, migrator: &Migrator) -> Result<(), MigrateError> {
+        migrator.run(&self.pool).await
+    }
+
+    async fn migrations(&self, table: &str) -> Vec<(i64, String)> {
+        migrations_in(&self.pool, table).await
     }
 
     fn provider_for_table(&self, table: &str) -> Self::Provider {
@@ -232,5 +256,8 @@ impl TestDb for Postgres {
             )))
             .await;
         self.pool.close().await;
+        if let Some(database) = self.database {
+            drop_postgres_database(&database).await;
+        }
     }
 }

@@ -2,11 +2,12 @@
 
 use std::time::Duration;
 
-use shedlock::{Backend, SqliteLockProvider};
+use shedlock::{Backend, DEFAULT_TABLE_NAME, SqliteLockProvider};
+use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use sqlx::{AssertSqlSafe, Executor, SqlitePool};
 
-use super::{Blocker, Opts, Row, TestDb};
+use super::{Blocker, Opts, Row, TestDb, migrations_in};
 use crate::{Proxy, unique_name};
 
 #[derive(Debug)]
@@ -43,15 +44,7 @@ impl TestDb for Sqlite {
     const BACKEND: Backend = Backend::Sqlite;
 
     async fn setup() -> Option<Self> {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("locks.db");
-        let pool = sqlite_pool(&path, 5).await;
-        let db = Self {
-            pool,
-            table: unique_name("shedlock_t"),
-            path,
-            _dir: dir,
-        };
+        let db = Self::open(unique_name("shedlock_t")).await;
         db.provider().migrate().await.expect("migrate");
         Some(db)
     }
@@ -106,6 +99,18 @@ impl TestDb for Sqlite {
 
     async fn provider_in_own_place(&self, table: &str) -> (Self::Provider, String) {
         (self.provider_for_table(table), table.to_owned()) // this test's own file
+    }
+
+    async fn empty_database(&self) -> Self {
+        Self::open(DEFAULT_TABLE_NAME.into()).await
+    }
+
+    async fn run_migrations(&self, migrator: &Migrator) -> Result<(), MigrateError> {
+        migrator.run(&self.pool).await
+    }
+
+    async fn migrations(&self, table: &str) -> Vec<(i64, String)> {
+        migrations_in(&self.pool, table).await
     }
 
     async fn drop_place(&self, table: &str) {
@@ -209,6 +214,18 @@ impl TestDb for Sqlite {
 }
 
 impl Sqlite {
+    /// A new file in a folder of its own, and a pool on it; `table` is not created.
+    async fn open(table: String) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("locks.db");
+        Self {
+            pool: sqlite_pool(&path, 5).await,
+            table,
+            path,
+            _dir: dir,
+        }
+    }
+
     /// The database file, for tests that open more pools on it.
     pub fn path(&self) -> &std::path::Path {
         &self.path
