@@ -67,12 +67,26 @@ pub fn skipped(backend: Backend) -> bool {
         .unwrap_or(false)
 }
 
-fn unreachable(backend: Backend, url: &str, error: impl std::fmt::Display) -> ! {
-    panic!(
-        "{backend} at {url} is not reachable ({error}).\n  start it with: {}\n  \
-         or run scripts/test, which reports unreachable backends by name and skips them outside strict mode",
-        how_to_start(backend)
-    )
+/// What `connect` makes of `url`, the address of `backend`'s server; `None`, said on stderr, when
+/// `scripts/test` reported the backend unreachable and asked to skip it. Panics, saying how to
+/// start the server, when it is down and not skipped.
+async fn reach<P>(
+    backend: Backend,
+    url: &str,
+    connect: impl AsyncFnOnce(&str) -> Result<P, sqlx::Error>,
+) -> Option<P> {
+    if skipped(backend) {
+        eprintln!("skipped: {backend} was reported unreachable by scripts/test");
+        return None;
+    }
+    let reached = connect(url).await.unwrap_or_else(|error| {
+        panic!(
+            "{backend} at {url} is not reachable ({error}).\n  start it with: {}\n  \
+             or run scripts/test, which reports unreachable backends by name and skips them outside strict mode",
+            how_to_start(backend)
+        )
+    });
+    Some(reached)
 }
 
 /// `host:port` of a database URL (`scheme://user@host:port/db`), with `default_port` where

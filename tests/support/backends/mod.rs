@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use shedlock::{AppClock, Backend, ClockMode, KeepAlive, LockProvider, ProviderBuilder};
 use sqlx::migrate::{MigrateError, Migrator};
-use sqlx::{AssertSqlSafe, Database, Executor, FromRow, IntoArguments, Pool};
 
 use crate::Proxy;
 
@@ -19,6 +18,19 @@ pub struct Row {
     pub remaining_ms: i64,
     /// `last_tick`, in milliseconds since the epoch.
     pub last_tick_ms: Option<i64>,
+}
+
+impl From<(String, i64, i64, Option<i64>)> for Row {
+    fn from(
+        (locked_by, fencing_token, remaining_ms, last_tick_ms): (String, i64, i64, Option<i64>),
+    ) -> Self {
+        Self {
+            locked_by,
+            fencing_token,
+            remaining_ms,
+            last_tick_ms,
+        }
+    }
 }
 
 /// Options for a provider the suite builds.
@@ -175,8 +187,130 @@ pub trait TestDb: Sized + Send + Sync + 'static {
     /// `(version, description)` of every migration recorded in the sqlx history table `table`
     /// (`_sqlx_migrations`, `_shedlock_migrations`), by version.
     async fn migrations(&self, table: &str) -> Vec<(i64, String)>;
-    /// Drops the table.
+    /// Drops the table (a database of its own: the database) and closes the pool.
     async fn teardown(self);
+}
+
+/// A backend's own SQL for what [`TestDb`] reads and writes, `{table}` standing for the table's
+/// name; the code around it is the same on every backend (`alike_on_every_backend!`).
+struct Statements {
+    /// `locked_by`, `fencing_token`, `locked_until` less the database's time in milliseconds and
+    /// `last_tick` in milliseconds since the epoch, of the row of the name bound first.
+    row: &'static str,
+    /// Deletes the row of the name bound first.
+    delete: &'static str,
+    /// Inserts a row for the name bound first, with the token bound second, that expired a
+    /// minute ago.
+    insert_expired: &'static str,
+    /// Records one run in the runs table: its tick, instance and token, bound in that order.
+    record_run: &'static str,
+}
+
+/// The methods of [`TestDb`] that read the same on every backend, written once for each
+/// backend's `$provider` and `Statements`: over its fields `pool` and `table`, and its
+/// `own_pool(&Opts)` (a pool of its own with the session settings of the options).
+macro_rules! alike_on_every_backend {
+    ($provider:ident, $sql:expr) => {
+        fn table(&self) -> &str {
+            &self.table
+        }
+
+        fn provider(&self) -> Self::Provider {
+            self.provider_for_table(&self.table)
+        }
+
+        async fn provider_with(&self, opts: $crate::Opts) -> Self::Provider {
+            let pool = if opts.own_pool {
+                self.own_pool(&opts).await
+            } else {
+                self.pool.clone()
+            };
+            opts.apply($provider::builder(pool).table_name(&self.table))
+                .build()
+                .unwrap()
+        }
+
+        fn provider_for_table(&self, table: &str) -> Self::Provider {
+            $provider::builder(self.pool.clone())
+                .table_name(table)
+                .build()
+                .unwrap()
+        }
+
+        async fn row(&self, name: &str) -> Option<$crate::Row> {
+            let sql = $sql.row.replace("{table}", &self.table);
+            sqlx::query_as::<_, (String, i64, i64, Option<i64>)>(sqlx::AssertSqlSafe(sql))
+                .bind(name)
+                .fetch_optional(&self.pool)
+                .await
+                .unwrap()
+                .map($crate::Row::from)
+        }
+
+        async fn delete_row(&self, name: &str) {
+            sqlx::query(sqlx::AssertSqlSafe(
+                $sql.delete.replace("{table}", &self.table),
+            ))
+            .bind(name)
+            .execute(&self.pool)
+            .await
+            .unwrap();
+        }
+
+        async fn insert_expired_row(&self, name: &str, token: i64) {
+            let sql = $sql.insert_expired.replace("{table}", &self.table);
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(name)
+                .bind(token)
+                .execute(&self.pool)
+                .await
+                .unwrap();
+        }
+
+        async fn record_run(&self, tick_ms: i64, instance: &str, token: i64) {
+            let table = self.ran_table().await;
+            sqlx::query(sqlx::AssertSqlSafe(
+                $sql.record_run.replace("{table}", &table),
+            ))
+            .bind(tick_ms)
+            .bind(instance)
+            .bind(token)
+            .execute(&self.pool)
+            .await
+            .unwrap();
+        }
+
+        async fn exec(&self, sql: &str) {
+            sqlx::Executor::execute(&self.pool, sqlx::AssertSqlSafe(sql.to_owned()))
+                .await
+                .unwrap();
+        }
+
+        async fn runs(&self) -> Vec<(i64, String, i64)> {
+            let table = self.ran_table().await;
+            sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                "SELECT tick, instance, token FROM {table} ORDER BY token"
+            )))
+            .fetch_all(&self.pool)
+            .await
+            .expect("reading the recorded runs")
+        }
+
+        async fn run_migrations(
+            &self,
+            migrator: &sqlx::migrate::Migrator,
+        ) -> Result<(), sqlx::migrate::MigrateError> {
+            migrator.run(&self.pool).await
+        }
+
+        async fn migrations(&self, table: &str) -> Vec<(i64, String)> {
+            let sql = format!("SELECT version, description FROM {table} ORDER BY version");
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .fetch_all(&self.pool)
+                .await
+                .unwrap()
+        }
+    };
 }
 
 /// A [`Blocker`] that runs `$sql` (binding `$name`) in a transaction of its own on `$pool`
@@ -207,21 +341,6 @@ mod sqlite;
 pub use mysql::{MySql, mysql_pool, mysql_pool_with};
 pub use postgres::{Postgres, postgres_pool, postgres_pool_with};
 pub use sqlite::{Sqlite, sqlite_pool, sqlite_pool_with};
-
-/// [`TestDb::migrations`] on any backend's pool.
-async fn migrations_in<DB>(pool: &Pool<DB>, table: &str) -> Vec<(i64, String)>
-where
-    DB: Database,
-    DB::Arguments: IntoArguments<DB>,
-    (i64, String): for<'r> FromRow<'r, DB::Row>,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-{
-    let sql = format!("SELECT version, description FROM {table} ORDER BY version");
-    sqlx::query_as(AssertSqlSafe(sql))
-        .fetch_all(pool)
-        .await
-        .unwrap()
-}
 
 /// A row lock held by another session ([`TestDb::block`]).
 #[derive(Debug)]

@@ -3,12 +3,11 @@
 use std::time::Duration;
 
 use shedlock::{Backend, DEFAULT_TABLE_NAME, MySqlLockProvider};
-use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::mysql::MySqlPoolOptions;
 use sqlx::{AssertSqlSafe, Executor, MySqlPool};
 
-use super::{Blocker, Opts, Row, TestDb, migrations_in};
-use crate::{Proxy, host_port, mysql_url, skipped, unique_name, unreachable};
+use super::{Blocker, Opts, Statements, TestDb};
+use crate::{Proxy, host_port, mysql_url, reach, unique_name};
 
 #[derive(Debug)]
 pub struct MySql {
@@ -54,19 +53,28 @@ fn mysql_pool_options(max: u32, opts: &Opts) -> MySqlPoolOptions {
         })
 }
 
+const STATEMENTS: Statements = Statements {
+    row: "SELECT locked_by, fencing_token,
+                    CAST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), locked_until) DIV 1000 AS SIGNED),
+                    CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', last_tick) DIV 1000 AS SIGNED)
+             FROM {table} WHERE name = ?",
+    delete: "DELETE FROM {table} WHERE name = ?",
+    insert_expired: "INSERT INTO {table} (name, locked_until, locked_at, locked_by, fencing_token)
+             VALUES (?, UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE, UTC_TIMESTAMP(6) - INTERVAL 2 MINUTE, 'old run', ?)",
+    record_run: "INSERT INTO {table} (tick, instance, token) VALUES (?, ?, ?)",
+};
+
 impl TestDb for MySql {
     type Provider = MySqlLockProvider;
     const BACKEND: Backend = Backend::MySql;
 
+    alike_on_every_backend!(MySqlLockProvider, STATEMENTS);
+
     async fn setup() -> Option<Self> {
-        if skipped(Self::BACKEND) {
-            eprintln!("skipped: MySQL/MariaDB was reported unreachable by scripts/test");
-            return None;
-        }
-        let url = mysql_url();
-        let pool = mysql_pool(&url, 5)
-            .await
-            .unwrap_or_else(|e| unreachable(Self::BACKEND, &url, e));
+        let pool = reach(Self::BACKEND, &mysql_url(), async |url| {
+            mysql_pool(url, 5).await
+        })
+        .await?;
         let db = Self {
             pool,
             table: unique_name("shedlock_t"),
@@ -74,28 +82,6 @@ impl TestDb for MySql {
         };
         db.provider().migrate().await.expect("migrate");
         Some(db)
-    }
-
-    fn table(&self) -> &str {
-        &self.table
-    }
-
-    fn provider(&self) -> Self::Provider {
-        MySqlLockProvider::builder(self.pool.clone())
-            .table_name(&self.table)
-            .build()
-            .unwrap()
-    }
-
-    async fn provider_with(&self, opts: Opts) -> Self::Provider {
-        let pool = if opts.own_pool {
-            mysql_pool_with(&mysql_url(), 4, &opts).await.unwrap()
-        } else {
-            self.pool.clone()
-        };
-        opts.apply(MySqlLockProvider::builder(pool).table_name(&self.table))
-            .build()
-            .unwrap()
     }
 
     async fn block(&self, name: &str, touch: bool) -> Blocker {
@@ -149,98 +135,6 @@ impl TestDb for MySql {
         }
     }
 
-    async fn run_migrations(&self, migrator: &Migrator) -> Result<(), MigrateError> {
-        migrator.run(&self.pool).await
-    }
-
-    async fn migrations(&self, table: &str) -> Vec<(i64, String)> {
-        migrations_in(&self.pool, table).await
-    }
-
-    fn provider_for_table(&self, table: &str) -> Self::Provider {
-        MySqlLockProvider::builder(self.pool.clone())
-            .table_name(table)
-            .build()
-            .unwrap()
-    }
-
-    async fn row(&self, name: &str) -> Option<Row> {
-        let sql = format!(
-            "SELECT locked_by, fencing_token,
-                    CAST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), locked_until) DIV 1000 AS SIGNED),
-                    CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', last_tick) DIV 1000 AS SIGNED)
-             FROM {} WHERE name = ?",
-            self.table
-        );
-        sqlx::query_as::<_, (String, i64, i64, Option<i64>)>(AssertSqlSafe(sql))
-            .bind(name)
-            .fetch_optional(&self.pool)
-            .await
-            .unwrap()
-            .map(
-                |(locked_by, fencing_token, remaining_ms, last_tick_ms)| Row {
-                    locked_by,
-                    fencing_token,
-                    remaining_ms,
-                    last_tick_ms,
-                },
-            )
-    }
-
-    async fn delete_row(&self, name: &str) {
-        sqlx::query(AssertSqlSafe(format!(
-            "DELETE FROM {} WHERE name = ?",
-            self.table
-        )))
-        .bind(name)
-        .execute(&self.pool)
-        .await
-        .unwrap();
-    }
-
-    async fn insert_expired_row(&self, name: &str, token: i64) {
-        sqlx::query(AssertSqlSafe(format!(
-            "INSERT INTO {} (name, locked_until, locked_at, locked_by, fencing_token)
-             VALUES (?, UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE, UTC_TIMESTAMP(6) - INTERVAL 2 MINUTE, 'old run', ?)",
-            self.table
-        )))
-        .bind(name)
-        .bind(token)
-        .execute(&self.pool)
-        .await
-        .unwrap();
-    }
-
-    async fn exec(&self, sql: &str) {
-        self.pool
-            .execute(AssertSqlSafe(sql.to_owned()))
-            .await
-            .unwrap();
-    }
-
-    async fn record_run(&self, tick_ms: i64, instance: &str, token: i64) {
-        let table = self.ran_table().await;
-        sqlx::query(AssertSqlSafe(format!(
-            "INSERT INTO {table} (tick, instance, token) VALUES (?, ?, ?)"
-        )))
-        .bind(tick_ms)
-        .bind(instance)
-        .bind(token)
-        .execute(&self.pool)
-        .await
-        .unwrap();
-    }
-
-    async fn runs(&self) -> Vec<(i64, String, i64)> {
-        let table = self.ran_table().await;
-        sqlx::query_as(AssertSqlSafe(format!(
-            "SELECT tick, instance, token FROM {table} ORDER BY token"
-        )))
-        .fetch_all(&self.pool)
-        .await
-        .expect("reading the recorded runs")
-    }
-
     async fn teardown(self) {
         let drop = match &self.database {
             Some(database) => format!("DROP DATABASE {database}"),
@@ -255,6 +149,11 @@ impl TestDb for MySql {
 }
 
 impl MySql {
+    /// A pool of its own whose sessions have the settings of `opts`.
+    async fn own_pool(&self, opts: &Opts) -> MySqlPool {
+        mysql_pool_with(&mysql_url(), 4, opts).await.unwrap()
+    }
+
     /// A new database on this server, named after `prefix`, and a pool on it.
     async fn own_database(&self, prefix: &str) -> (MySqlPool, String) {
         let database = unique_name(prefix);

@@ -3,14 +3,12 @@
 use std::time::Duration;
 
 use shedlock::{Backend, DEFAULT_TABLE_NAME, PostgresLockProvider};
-use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{AssertSqlSafe, Executor, PgPool};
 
-use super::{Blocker, Opts, Row, TestDb, migrations_in};
+use super::{Blocker, Opts, Statements, TestDb};
 use crate::{
-    Proxy, drop_postgres_database, host_port, postgres_database, postgres_url, skipped,
-    unique_name, unreachable,
+    Proxy, drop_postgres_database, host_port, postgres_database, postgres_url, reach, unique_name,
 };
 
 #[derive(Debug)]
@@ -52,19 +50,28 @@ fn postgres_options(
     Ok(options)
 }
 
+const STATEMENTS: Statements = Statements {
+    row: "SELECT locked_by::TEXT, fencing_token,
+                    (EXTRACT(EPOCH FROM (locked_until - clock_timestamp())) * 1000)::BIGINT,
+                    (EXTRACT(EPOCH FROM last_tick) * 1000)::BIGINT
+             FROM {table} WHERE name = $1",
+    delete: "DELETE FROM {table} WHERE name = $1",
+    insert_expired: "INSERT INTO {table} (name, locked_until, locked_at, locked_by, fencing_token)
+             VALUES ($1, clock_timestamp() - INTERVAL '1 minute', clock_timestamp() - INTERVAL '2 minutes', 'old run', $2)",
+    record_run: "INSERT INTO {table} (tick, instance, token) VALUES ($1, $2, $3)",
+};
+
 impl TestDb for Postgres {
     type Provider = PostgresLockProvider;
     const BACKEND: Backend = Backend::Postgres;
 
+    alike_on_every_backend!(PostgresLockProvider, STATEMENTS);
+
     async fn setup() -> Option<Self> {
-        if skipped(Self::BACKEND) {
-            eprintln!("skipped: PostgreSQL was reported unreachable by scripts/test");
-            return None;
-        }
-        let url = postgres_url();
-        let pool = postgres_pool(&url, 5)
-            .await
-            .unwrap_or_else(|e| unreachable(Self::BACKEND, &url, e));
+        let pool = reach(Self::BACKEND, &postgres_url(), async |url| {
+            postgres_pool(url, 5).await
+        })
+        .await?;
         let db = Self {
             pool,
             table: unique_name("shedlock_t"),
@@ -72,28 +79,6 @@ impl TestDb for Postgres {
         };
         db.provider().migrate().await.expect("migrate");
         Some(db)
-    }
-
-    fn table(&self) -> &str {
-        &self.table
-    }
-
-    fn provider(&self) -> Self::Provider {
-        PostgresLockProvider::builder(self.pool.clone())
-            .table_name(&self.table)
-            .build()
-            .unwrap()
-    }
-
-    async fn provider_with(&self, opts: Opts) -> Self::Provider {
-        let pool = if opts.own_pool {
-            postgres_pool_with(&postgres_url(), 4, &opts).await.unwrap()
-        } else {
-            self.pool.clone()
-        };
-        opts.apply(PostgresLockProvider::builder(pool).table_name(&self.table))
-            .build()
-            .unwrap()
     }
 
     async fn block(&self, name: &str, touch: bool) -> Blocker {
@@ -155,98 +140,6 @@ impl TestDb for Postgres {
         }
     }
 
-    async fn run_migrations(&self, migrator: &Migrator) -> Result<(), MigrateError> {
-        migrator.run(&self.pool).await
-    }
-
-    async fn migrations(&self, table: &str) -> Vec<(i64, String)> {
-        migrations_in(&self.pool, table).await
-    }
-
-    fn provider_for_table(&self, table: &str) -> Self::Provider {
-        PostgresLockProvider::builder(self.pool.clone())
-            .table_name(table)
-            .build()
-            .unwrap()
-    }
-
-    async fn row(&self, name: &str) -> Option<Row> {
-        let sql = format!(
-            "SELECT locked_by::TEXT, fencing_token,
-                    (EXTRACT(EPOCH FROM (locked_until - clock_timestamp())) * 1000)::BIGINT,
-                    (EXTRACT(EPOCH FROM last_tick) * 1000)::BIGINT
-             FROM {} WHERE name = $1",
-            self.table
-        );
-        sqlx::query_as::<_, (String, i64, i64, Option<i64>)>(AssertSqlSafe(sql))
-            .bind(name)
-            .fetch_optional(&self.pool)
-            .await
-            .unwrap()
-            .map(
-                |(locked_by, fencing_token, remaining_ms, last_tick_ms)| Row {
-                    locked_by,
-                    fencing_token,
-                    remaining_ms,
-                    last_tick_ms,
-                },
-            )
-    }
-
-    async fn delete_row(&self, name: &str) {
-        sqlx::query(AssertSqlSafe(format!(
-            "DELETE FROM {} WHERE name = $1",
-            self.table
-        )))
-        .bind(name)
-        .execute(&self.pool)
-        .await
-        .unwrap();
-    }
-
-    async fn insert_expired_row(&self, name: &str, token: i64) {
-        sqlx::query(AssertSqlSafe(format!(
-            "INSERT INTO {} (name, locked_until, locked_at, locked_by, fencing_token)
-             VALUES ($1, clock_timestamp() - INTERVAL '1 minute', clock_timestamp() - INTERVAL '2 minutes', 'old run', $2)",
-            self.table
-        )))
-        .bind(name)
-        .bind(token)
-        .execute(&self.pool)
-        .await
-        .unwrap();
-    }
-
-    async fn exec(&self, sql: &str) {
-        self.pool
-            .execute(AssertSqlSafe(sql.to_owned()))
-            .await
-            .unwrap();
-    }
-
-    async fn record_run(&self, tick_ms: i64, instance: &str, token: i64) {
-        let table = self.ran_table().await;
-        sqlx::query(AssertSqlSafe(format!(
-            "INSERT INTO {table} (tick, instance, token) VALUES ($1, $2, $3)"
-        )))
-        .bind(tick_ms)
-        .bind(instance)
-        .bind(token)
-        .execute(&self.pool)
-        .await
-        .unwrap();
-    }
-
-    async fn runs(&self) -> Vec<(i64, String, i64)> {
-        let table = self.ran_table().await;
-        sqlx::query_as(AssertSqlSafe(format!(
-            "SELECT tick, instance, token FROM {table} ORDER BY token"
-        )))
-        .fetch_all(&self.pool)
-        .await
-        .expect("reading the recorded runs")
-    }
-
     async fn teardown(self) {
         let _ = self
             .pool
@@ -259,5 +152,12 @@ impl TestDb for Postgres {
         if let Some(database) = self.database {
             drop_postgres_database(&database).await;
         }
+    }
+}
+
+impl Postgres {
+    /// A pool of its own whose sessions have the settings of `opts`.
+    async fn own_pool(&self, opts: &Opts) -> PgPool {
+        postgres_pool_with(&postgres_url(), 4, opts).await.unwrap()
     }
 }
