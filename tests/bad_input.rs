@@ -1,7 +1,7 @@
 //! Bad input (scenario 7 of the reliability issue): each bad value gives an error that names it,
 //! never a panic, and leaves what is already in the lock table as it was.
 //!
-//! Generic tests run on every backend through `on_every_backend!` (`postgres::…`, `mysql::…`,
+//! Generic tests run on every backend through `backend_tests!` (`postgres::…`, `mysql::…`,
 //! `sqlite::…`); the read-only user tests are written out per backend.
 #![allow(missing_docs, async_fn_in_trait)]
 
@@ -115,35 +115,14 @@ macro_rules! refused {
     }};
 }
 
-/// One `#[tokio::test]` per backend and generic test, each on a fresh table dropped afterwards.
-macro_rules! on_every_backend {
-    ($($test:ident),* $(,)?) => {
-        on_every_backend!(@in postgres, Postgres; $($test),*);
-        on_every_backend!(@in mysql, MySql; $($test),*);
-        on_every_backend!(@in sqlite, Sqlite; $($test),*);
-    };
-    (@in $module:ident, $db:ident; $($test:ident),*) => {
-        mod $module {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $test() {
-                    use shedlock_suite::TestDb;
-                    let Some(db) = shedlock_suite::$db::setup().await else { return };
-                    super::$test(&db).await;
-                    db.teardown().await;
-                }
-            )*
-        }
-    };
-}
-
-on_every_backend!(
+// The generic cases below, one test per backend, each on a fresh table dropped afterwards.
+shedlock_suite::backend_tests!(super => [
     one_millisecond_lock_works_expires_and_is_retaken,
     century_and_millennium_locks_are_stored_and_released,
     names_at_the_limit_quotes_and_sql_are_stored_verbatim,
     injected_table_names_are_refused_before_any_sql,
     migrate_names_exactly_the_one_missing_column,
-);
+]);
 
 // ---- 1. cron expressions and time zones ------------------------------------------------------
 

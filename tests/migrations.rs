@@ -1,20 +1,20 @@
 //! `migrate()` beside an application's own sqlx migrations, in either order, on a fresh database
 //! per case; and the plain SQL folders run the way `sqlx migrate run --source migrations/<db>`
-//! runs them.
+//! runs them. Each case runs on every backend (`postgres::…`, `mysql::…`, `sqlite::…`).
 #![allow(missing_docs)]
 
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::time::Duration;
 
-use shedlock::{
-    LockConfiguration, LockProvider, MySqlLockProvider, PostgresLockProvider, SqliteLockProvider,
-};
-use shedlock_suite::{MySql, Postgres, TestDb, skipped, unique_name};
+use shedlock::{Backend, LockConfiguration, LockProvider};
+use shedlock_suite::{TestDb, backend_name};
+use sqlx::AssertSqlSafe;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
-use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{AssertSqlSafe, Executor};
+
+shedlock_suite::backend_tests!(super => [
+    app_and_shedlock_migrations_coexist_in_either_order,
+    plain_sql_folder_runs_like_the_sqlx_cli,
+]);
 
 #[derive(Clone, Copy, Debug)]
 enum Order {
@@ -78,22 +78,17 @@ fn cfg() -> LockConfiguration {
 
 /// Both histories stay apart: the app's in `_sqlx_migrations`, ours in `_shedlock_migrations`,
 /// and re-running either finds nothing to do.
-async fn both_orders<P: LockProvider>(
-    provider: &P,
-    app: &Migrator,
-    pool_run: impl AsyncFn(&Migrator) -> Result<(), sqlx::migrate::MigrateError>,
-    sql_run: impl AsyncFn(&str),
-    order: Order,
-    db: &str,
-) {
+async fn both_orders<D: TestDb>(db: &D, app: &Migrator, order: Order) {
+    let provider = db.provider();
+    let folder = backend_name(D::BACKEND);
     match order {
         Order::UpgradeFromVersion1 => {
-            pool_run(&version_1_only(db))
+            db.run_migrations(&version_1_only(folder))
                 .await
                 .expect("the first release's migration");
             // A lock the first release took: its row, with that release's kind of token (the
             // database time in microseconds).
-            let (token, until) = match db {
+            let (token, until) = match folder {
                 "postgres" => (
                     "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT",
                     "clock_timestamp() + INTERVAL '1 hour'",
@@ -108,12 +103,12 @@ async fn both_orders<P: LockProvider>(
                 ),
             };
             let now = until.split(" + ").next().unwrap();
-            sql_run(&format!(
+            db.exec(&format!(
                 "INSERT INTO shedlock (name, locked_until, locked_at, locked_by, fencing_token) \
                  VALUES ('kept', {until}, {now}, 'first release', {token})"
             ))
             .await;
-            pool_run(app).await.expect("app migrations");
+            db.run_migrations(app).await.expect("app migrations");
             provider
                 .migrate()
                 .await
@@ -148,7 +143,7 @@ async fn both_orders<P: LockProvider>(
             guard.unlock().await.unwrap();
         }
         Order::AppFirst => {
-            pool_run(app).await.expect("app migrations");
+            db.run_migrations(app).await.expect("app migrations");
             provider
                 .migrate()
                 .await
@@ -156,14 +151,14 @@ async fn both_orders<P: LockProvider>(
         }
         Order::ShedlockFirst => {
             provider.migrate().await.expect("shedlock migrate first");
-            pool_run(app)
+            db.run_migrations(app)
                 .await
                 .expect("app migrations after shedlock's");
         }
     }
     // Restarts: both again, in the other order.
     provider.migrate().await.expect("shedlock migrate again");
-    pool_run(app).await.expect("app migrations again");
+    db.run_migrations(app).await.expect("app migrations again");
     provider
         .migrate()
         .await
@@ -172,96 +167,50 @@ async fn both_orders<P: LockProvider>(
     guard.unlock().await.unwrap();
 }
 
-#[tokio::test]
-async fn postgres_app_and_shedlock_migrations_coexist_in_either_order() {
-    if skipped(Postgres::BACKEND) {
-        return;
-    }
-    let base = PgConnectOptions::from_str(&shedlock_suite::postgres_url()).unwrap();
-    let admin = PgPoolOptions::new()
-        .max_connections(1)
-        .connect_with(base.clone())
-        .await
-        .expect("PostgreSQL reachable (see scripts/test)");
+async fn app_and_shedlock_migrations_coexist_in_either_order<D: TestDb>(db: &D) {
     let dir = tempfile::tempdir().unwrap();
-    let app = Migrator::new(app_migrations(dir.path(), "INT"))
+    let int = if D::BACKEND == Backend::Sqlite {
+        "INTEGER"
+    } else {
+        "INT"
+    };
+    let app = Migrator::new(app_migrations(dir.path(), int))
         .await
         .unwrap();
+    // Ours (`migrations/<db>/`): the lock table and the run history, and on PostgreSQL the
+    // token sequence, on SQLite the retired rows.
+    let versions: &[i64] = if D::BACKEND == Backend::MySql {
+        &[1, 2]
+    } else {
+        &[1, 2, 3]
+    };
     for order in ORDERS {
-        let name = unique_name("shedlock_mig");
-        admin
-            .execute(AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .await
-            .unwrap();
-        let pool = PgPoolOptions::new()
-            .max_connections(2)
-            .connect_with(base.clone().database(&name))
-            .await
-            .unwrap();
-        let provider = PostgresLockProvider::new(pool.clone());
-        both_orders(
-            &provider,
-            &app,
-            async |m: &Migrator| m.run(&pool).await,
-            async |sql: &str| {
-                pool.execute(AssertSqlSafe(sql.to_owned())).await.unwrap();
-            },
-            order,
-            "postgres",
-        )
-        .await;
-        let app_versions: Vec<(i64, String)> =
-            sqlx::query_as("SELECT version, description FROM _sqlx_migrations ORDER BY version")
-                .fetch_all(&pool)
-                .await
-                .unwrap();
+        let fresh = db.empty_database().await;
+        both_orders(&fresh, &app, order).await;
         assert_eq!(
-            app_versions,
+            fresh.migrations("_sqlx_migrations").await,
             [(1, "app items".into()), (2, "app more".into())],
             "{order:?}"
         );
-        let ours: Vec<i64> = sqlx::query_scalar("SELECT version FROM _shedlock_migrations")
-            .fetch_all(&pool)
+        let ours: Vec<i64> = fresh
+            .migrations("_shedlock_migrations")
             .await
-            .unwrap();
-        assert_eq!(ours, [1, 2, 3], "{order:?}");
-        pool.close().await;
-        admin
-            .execute(AssertSqlSafe(format!("DROP DATABASE {name} WITH (FORCE)")))
-            .await
-            .unwrap();
+            .into_iter()
+            .map(|(version, _)| version)
+            .collect();
+        assert_eq!(ours, versions, "{order:?}");
+        fresh.teardown().await;
     }
 }
 
-#[tokio::test]
-async fn postgres_plain_sql_folder_runs_like_the_sqlx_cli() {
-    if skipped(Postgres::BACKEND) {
-        return;
-    }
-    let base = PgConnectOptions::from_str(&shedlock_suite::postgres_url()).unwrap();
-    let admin = PgPoolOptions::new()
-        .max_connections(1)
-        .connect_with(base.clone())
-        .await
-        .expect("PostgreSQL reachable");
-    let name = unique_name("shedlock_cli");
-    admin
-        .execute(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+async fn plain_sql_folder_runs_like_the_sqlx_cli<D: TestDb>(db: &D) {
+    let fresh = db.empty_database().await;
+    // What `sqlx migrate run --source migrations/<db>` does.
+    let folder = Migrator::new(repo_migrations(backend_name(D::BACKEND)))
         .await
         .unwrap();
-    let pool = PgPoolOptions::new()
-        .max_connections(2)
-        .connect_with(base.database(&name))
-        .await
-        .unwrap();
-    // What `sqlx migrate run --source migrations/postgres` does.
-    Migrator::new(repo_migrations("postgres"))
-        .await
-        .unwrap()
-        .run(&pool)
-        .await
-        .unwrap();
-    let provider = PostgresLockProvider::new(pool.clone());
+    fresh.run_migrations(&folder).await.unwrap();
+    let provider = fresh.provider();
     assert!(
         provider.lock(&cfg()).await.unwrap().is_some(),
         "the default table made by the SQL file works"
@@ -270,150 +219,5 @@ async fn postgres_plain_sql_folder_runs_like_the_sqlx_cli() {
         .migrate()
         .await
         .expect("migrate() accepts the table the CLI made");
-    pool.close().await;
-    admin
-        .execute(AssertSqlSafe(format!("DROP DATABASE {name} WITH (FORCE)")))
-        .await
-        .unwrap();
-}
-
-#[tokio::test]
-async fn mysql_app_and_shedlock_migrations_coexist_in_either_order() {
-    if skipped(MySql::BACKEND) {
-        return;
-    }
-    let base = MySqlConnectOptions::from_str(&shedlock_suite::mysql_url()).unwrap();
-    let admin = MySqlPoolOptions::new()
-        .max_connections(1)
-        .connect_with(base.clone())
-        .await
-        .expect("MySQL/MariaDB reachable (see scripts/test)");
-    let dir = tempfile::tempdir().unwrap();
-    let app = Migrator::new(app_migrations(dir.path(), "INT"))
-        .await
-        .unwrap();
-    for order in ORDERS {
-        let name = unique_name("shedlock_mig");
-        admin
-            .execute(AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .await
-            .unwrap();
-        let pool = MySqlPoolOptions::new()
-            .max_connections(2)
-            .connect_with(base.clone().database(&name))
-            .await
-            .unwrap();
-        let provider = MySqlLockProvider::new(pool.clone());
-        both_orders(
-            &provider,
-            &app,
-            async |m: &Migrator| m.run(&pool).await,
-            async |sql: &str| {
-                pool.execute(AssertSqlSafe(sql.to_owned())).await.unwrap();
-            },
-            order,
-            "mysql",
-        )
-        .await;
-        let app_versions: Vec<i64> =
-            sqlx::query_scalar("SELECT version FROM _sqlx_migrations ORDER BY version")
-                .fetch_all(&pool)
-                .await
-                .unwrap();
-        assert_eq!(app_versions, [1, 2], "{order:?}");
-        let ours: Vec<i64> = sqlx::query_scalar("SELECT version FROM _shedlock_migrations")
-            .fetch_all(&pool)
-            .await
-            .unwrap();
-        assert_eq!(ours, [1, 2], "{order:?}");
-        pool.close().await;
-        admin
-            .execute(AssertSqlSafe(format!("DROP DATABASE {name}")))
-            .await
-            .unwrap();
-    }
-}
-
-#[tokio::test]
-async fn mysql_plain_sql_folder_runs_like_the_sqlx_cli() {
-    if skipped(MySql::BACKEND) {
-        return;
-    }
-    let base = MySqlConnectOptions::from_str(&shedlock_suite::mysql_url()).unwrap();
-    let admin = MySqlPoolOptions::new()
-        .max_connections(1)
-        .connect_with(base.clone())
-        .await
-        .expect("MySQL reachable");
-    let name = unique_name("shedlock_cli");
-    admin
-        .execute(AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .await
-        .unwrap();
-    let pool = MySqlPoolOptions::new()
-        .max_connections(2)
-        .connect_with(base.database(&name))
-        .await
-        .unwrap();
-    Migrator::new(repo_migrations("mysql"))
-        .await
-        .unwrap()
-        .run(&pool)
-        .await
-        .unwrap();
-    let provider = MySqlLockProvider::new(pool.clone());
-    assert!(provider.lock(&cfg()).await.unwrap().is_some());
-    provider
-        .migrate()
-        .await
-        .expect("migrate() accepts the table the CLI made");
-    pool.close().await;
-    admin
-        .execute(AssertSqlSafe(format!("DROP DATABASE {name}")))
-        .await
-        .unwrap();
-}
-
-#[tokio::test]
-async fn sqlite_app_and_shedlock_migrations_coexist_in_either_order_and_cli_folder_runs() {
-    let dir = tempfile::tempdir().unwrap();
-    let app = Migrator::new(app_migrations(dir.path(), "INTEGER"))
-        .await
-        .unwrap();
-    for order in ORDERS {
-        let pool = shedlock_suite::sqlite_pool(&dir.path().join(format!("{order:?}.db")), 2).await;
-        let provider = SqliteLockProvider::new(pool.clone());
-        both_orders(
-            &provider,
-            &app,
-            async |m: &Migrator| m.run(&pool).await,
-            async |sql: &str| {
-                pool.execute(AssertSqlSafe(sql.to_owned())).await.unwrap();
-            },
-            order,
-            "sqlite",
-        )
-        .await;
-        let app_versions: Vec<i64> =
-            sqlx::query_scalar("SELECT version FROM _sqlx_migrations ORDER BY version")
-                .fetch_all(&pool)
-                .await
-                .unwrap();
-        assert_eq!(app_versions, [1, 2], "{order:?}");
-        let ours: Vec<i64> = sqlx::query_scalar("SELECT version FROM _shedlock_migrations")
-            .fetch_all(&pool)
-            .await
-            .unwrap();
-        assert_eq!(ours, [1, 2, 3], "{order:?}");
-    }
-    let pool = shedlock_suite::sqlite_pool(&dir.path().join("cli.db"), 2).await;
-    Migrator::new(repo_migrations("sqlite"))
-        .await
-        .unwrap()
-        .run(&pool)
-        .await
-        .unwrap();
-    let provider = SqliteLockProvider::new(pool);
-    assert!(provider.lock(&cfg()).await.unwrap().is_some());
-    provider.migrate().await.unwrap();
+    fresh.teardown().await;
 }

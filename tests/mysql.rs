@@ -4,7 +4,7 @@
 /// Every test here is named `mysql::…`, so a run can leave the backend out by name
 /// (`scripts/test` does, with `--skip mysql`, when its server does not answer).
 mod mysql {
-    shedlock_suite::provider_suite!(shedlock_suite::MySql);
+    shedlock_suite::backend_tests!(in mysql: provider suite);
 
     mod tables_from_elsewhere {
         //! Lock tables carried over from Java ShedLock or made by hand: a held row whose token is 0

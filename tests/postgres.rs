@@ -4,7 +4,7 @@
 /// Every test here is named `postgres::…`, so a run can leave the backend out by name
 /// (`scripts/test` does, with `--skip postgres`, when its server does not answer).
 mod postgres {
-    shedlock_suite::provider_suite!(shedlock_suite::Postgres);
+    shedlock_suite::backend_tests!(in postgres: provider suite);
 
     /// A held connection (`hold_connections`) that the server killed fails one statement, which
     /// reports the error, and is dropped: the next call works on a fresh connection.

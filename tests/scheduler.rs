@@ -1,17 +1,22 @@
 //! The scheduler against every backend, and its single-process behaviour on SQLite.
 #![allow(missing_docs)]
 
-mod postgres {
-    shedlock_suite::scheduler_suite!(shedlock_suite::Postgres);
-}
-
-mod mysql {
-    shedlock_suite::scheduler_suite!(shedlock_suite::MySql);
-}
-
-mod sqlite {
-    shedlock_suite::scheduler_suite!(shedlock_suite::Sqlite);
-}
+shedlock_suite::backend_tests!(shedlock_suite::scheduler_suite => [
+    three_instances_run_every_tick_exactly_once,
+    keep_alive_holds_a_long_job_on_a_short_lease,
+    lost_lock_cancels_the_job,
+    lost_lock_notifies_the_job_in_notify_mode,
+    shutdown_cancels_a_long_run_and_releases_its_lock,
+    a_panicking_job_is_recorded_and_the_next_tick_runs,
+    a_call_by_hand_sees_the_panic_with_the_lock_released,
+    a_skewed_instance_fires_by_the_database_clock,
+    a_refused_future_tick_is_reported_as_clock_skew,
+    an_acquire_that_waited_longer_than_its_lease_runs_its_job,
+    a_job_stalled_past_its_lease_is_not_polled_again,
+    a_renewal_in_flight_lands_before_the_unlock,
+    a_failed_unlock_is_retried_until_it_releases,
+    a_sweep_between_unlock_and_finish_leaves_the_real_outcome,
+]);
 
 mod single_process {
     use std::sync::{Arc, Mutex};

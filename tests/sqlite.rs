@@ -4,7 +4,7 @@
 /// Every test here is named `sqlite::…`, so a run can leave the backend out by name
 /// (`scripts/test` does, with `--skip sqlite`, when its server does not answer).
 mod sqlite {
-    shedlock_suite::provider_suite!(shedlock_suite::Sqlite);
+    shedlock_suite::backend_tests!(in sqlite: provider suite);
 
     /// Two separate pools on one file, opened the recommended way (WAL, busy timeout), hammered
     /// by several tasks each: every tick is claimed exactly once and no attempt fails with

@@ -1,0 +1,377 @@
+//! One [`TestDb`] per backend, each test on a lock table of its own: the trait, what it reads
+//! back ([`Row`]), the options of the providers it builds ([`Opts`]) and the row locks it holds
+//! for a test ([`Blocker`]); each backend's impl is in a file of its own.
+
+use std::time::Duration;
+
+use shedlock::{AppClock, Backend, ClockMode, KeepAlive, LockProvider, ProviderBuilder};
+use sqlx::migrate::{MigrateError, Migrator};
+
+use crate::Proxy;
+
+/// What the suite reads back from the lock table, with times measured by the database clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    pub locked_by: String,
+    pub fencing_token: i64,
+    /// `locked_until - db_now`, in milliseconds (negative once expired).
+    pub remaining_ms: i64,
+    /// `last_tick`, in milliseconds since the epoch.
+    pub last_tick_ms: Option<i64>,
+}
+
+impl From<(String, i64, i64, Option<i64>)> for Row {
+    fn from(
+        (locked_by, fencing_token, remaining_ms, last_tick_ms): (String, i64, i64, Option<i64>),
+    ) -> Self {
+        Self {
+            locked_by,
+            fencing_token,
+            remaining_ms,
+            last_tick_ms,
+        }
+    }
+}
+
+/// Options for a provider the suite builds.
+#[derive(Debug, Clone, Default)]
+pub struct Opts {
+    pub clock_mode: ClockMode,
+    pub app_clock: Option<AppClock>,
+    pub locked_by: Option<String>,
+    /// Use a pool of its own (a separate "instance").
+    pub own_pool: bool,
+    pub keep_alive: Option<KeepAlive>,
+    /// How long a statement waits for a row lock before it fails (PostgreSQL `lock_timeout`,
+    /// MySQL `innodb_lock_wait_timeout` in whole seconds, SQLite's busy timeout). Implies a pool
+    /// of its own.
+    pub lock_timeout: Option<Duration>,
+    /// The transaction isolation level of the pool's sessions, e.g. `"repeatable read"` or
+    /// `"serializable"` (PostgreSQL and MySQL; SQLite has none). Implies a pool of its own.
+    pub isolation: Option<&'static str>,
+    /// The tick tolerance of the provider.
+    pub tick_tolerance: Option<Duration>,
+    /// Connections the provider keeps checked out between statements.
+    pub hold_connections: usize,
+}
+
+impl Opts {
+    pub fn own_pool() -> Self {
+        Self {
+            own_pool: true,
+            ..Self::default()
+        }
+    }
+
+    pub fn locked_by(mut self, who: &str) -> Self {
+        self.locked_by = Some(who.into());
+        self
+    }
+
+    pub fn keep_alive(mut self, keep_alive: KeepAlive) -> Self {
+        self.keep_alive = Some(keep_alive);
+        self
+    }
+
+    pub fn lock_timeout(mut self, timeout: Duration) -> Self {
+        self.lock_timeout = Some(timeout);
+        self.own_pool = true;
+        self
+    }
+
+    pub fn isolation(mut self, level: &'static str) -> Self {
+        self.isolation = Some(level);
+        self.own_pool = true;
+        self
+    }
+
+    pub fn hold_connections(mut self, n: usize) -> Self {
+        self.hold_connections = n;
+        self
+    }
+
+    pub fn tick_tolerance(mut self, tolerance: Duration) -> Self {
+        self.tick_tolerance = Some(tolerance);
+        self
+    }
+
+    fn apply<P>(self, builder: ProviderBuilder<P>) -> ProviderBuilder<P> {
+        let mut builder = builder.clock_mode(self.clock_mode);
+        if let Some(clock) = self.app_clock {
+            builder = builder.app_clock(clock);
+        }
+        if let Some(who) = self.locked_by {
+            builder = builder.locked_by(who);
+        }
+        if let Some(keep_alive) = self.keep_alive {
+            builder = builder.keep_alive(keep_alive);
+        }
+        if let Some(tolerance) = self.tick_tolerance {
+            builder = builder.tick_tolerance(tolerance);
+        }
+        builder.hold_connections(self.hold_connections)
+    }
+}
+
+/// One backend, on a lock table of its own.
+pub trait TestDb: Sized + Send + Sync + 'static {
+    type Provider: LockProvider + Clone + 'static;
+    const BACKEND: Backend;
+
+    /// Connects and creates a uniquely named, migrated lock table; `None` when this backend is
+    /// skipped. Panics, saying how to start it, when the server is down and not skipped.
+    async fn setup() -> Option<Self>;
+    /// The lock table's name.
+    fn table(&self) -> &str;
+    /// A provider on the shared pool with default settings.
+    fn provider(&self) -> Self::Provider;
+    /// A provider with options (own pool, clock).
+    fn provider_with(&self, opts: Opts) -> impl Future<Output = Self::Provider> + Send;
+    /// A provider for another table on the same database, not migrated.
+    fn provider_for_table(&self, table: &str) -> Self::Provider;
+    fn row(&self, name: &str) -> impl Future<Output = Option<Row>> + Send;
+    async fn delete_row(&self, name: &str);
+    /// Inserts a row that expired a minute ago, as an older run or another tool might leave.
+    async fn insert_expired_row(&self, name: &str, token: i64);
+    /// Runs one statement (DDL in tests).
+    fn exec(&self, sql: &str) -> impl Future<Output = ()> + Send;
+    /// Records one run in this test's runs table (created on first use): the tick in ms, who
+    /// ran it, its fencing token.
+    fn record_run(
+        &self,
+        tick_ms: i64,
+        instance: &str,
+        token: i64,
+    ) -> impl Future<Output = ()> + Send;
+    /// Every recorded run, ordered by token (none yet: empty; a failing query fails the test).
+    fn runs(&self) -> impl Future<Output = Vec<(i64, String, i64)>> + Send;
+    /// Creates this test's runs table if it is not there yet; its name.
+    fn ran_table(&self) -> impl Future<Output = String> + Send {
+        async {
+            let table = format!("{}_ran", self.table());
+            self.exec(&format!(
+                "CREATE TABLE IF NOT EXISTS {table} (tick BIGINT NOT NULL, instance VARCHAR(64) NOT NULL, token BIGINT NOT NULL)"
+            ))
+            .await;
+            table
+        }
+    }
+    /// Holds the lock row `name` until the blocker is released: PostgreSQL and MySQL in an
+    /// open transaction (`SELECT … FOR UPDATE`, or with `touch` an `UPDATE` that writes a new
+    /// version of the row, as a concurrent acquire or extend would); SQLite holds the whole
+    /// database's write lock (`BEGIN IMMEDIATE`).
+    fn block(&self, name: &str, touch: bool) -> impl Future<Output = Blocker> + Send;
+    /// A provider on a pool of its own that reaches the server through a [`Proxy`]; `None` for
+    /// SQLite, which has no wire.
+    fn provider_via_proxy(
+        &self,
+        opts: Opts,
+    ) -> impl Future<Output = Option<(Self::Provider, Proxy)>> + Send;
+    /// A provider for `table`, unqualified, in a place no other test uses, so that a name such
+    /// as `user` cannot collide: a schema of its own first on the search path (PostgreSQL), a
+    /// database of its own (MySQL), this test's own file (SQLite). Returns the provider and the
+    /// place, for [`drop_place`](Self::drop_place).
+    fn provider_in_own_place(
+        &self,
+        table: &str,
+    ) -> impl Future<Output = (Self::Provider, String)> + Send;
+    /// Drops what [`provider_in_own_place`](Self::provider_in_own_place) made.
+    fn drop_place(&self, place: &str) -> impl Future<Output = ()> + Send;
+    /// Another database on this backend's server, of its own and empty, for what runs before
+    /// shedlock's table exists: PostgreSQL and MySQL a new database, dropped by its
+    /// [`teardown`](Self::teardown); SQLite a new file. Its lock table is the default
+    /// `shedlock`, not created.
+    async fn empty_database(&self) -> Self;
+    /// Runs an application's sqlx migrations on this database, as `sqlx migrate run` would.
+    async fn run_migrations(&self, migrator: &Migrator) -> Result<(), MigrateError>;
+    /// `(version, description)` of every migration recorded in the sqlx history table `table`
+    /// (`_sqlx_migrations`, `_shedlock_migrations`), by version.
+    async fn migrations(&self, table: &str) -> Vec<(i64, String)>;
+    /// Drops the table (a database of its own: the database) and closes the pool.
+    async fn teardown(self);
+}
+
+/// A backend's own SQL for what [`TestDb`] reads and writes, `{table}` standing for the table's
+/// name; the code around it is the same on every backend (`alike_on_every_backend!`).
+struct Statements {
+    /// `locked_by`, `fencing_token`, `locked_until` less the database's time in milliseconds and
+    /// `last_tick` in milliseconds since the epoch, of the row of the name bound first.
+    row: &'static str,
+    /// Deletes the row of the name bound first.
+    delete: &'static str,
+    /// Inserts a row for the name bound first, with the token bound second, that expired a
+    /// minute ago.
+    insert_expired: &'static str,
+    /// Records one run in the runs table: its tick, instance and token, bound in that order.
+    record_run: &'static str,
+}
+
+/// The methods of [`TestDb`] that read the same on every backend, written once for each
+/// backend's `$provider` and `Statements`: over its fields `pool` and `table`, and its
+/// `own_pool(&Opts)` (a pool of its own with the session settings of the options).
+macro_rules! alike_on_every_backend {
+    ($provider:ident, $sql:expr) => {
+        fn table(&self) -> &str {
+            &self.table
+        }
+
+        fn provider(&self) -> Self::Provider {
+            self.provider_for_table(&self.table)
+        }
+
+        async fn provider_with(&self, opts: $crate::Opts) -> Self::Provider {
+            let pool = if opts.own_pool {
+                self.own_pool(&opts).await
+            } else {
+                self.pool.clone()
+            };
+            opts.apply($provider::builder(pool).table_name(&self.table))
+                .build()
+                .unwrap()
+        }
+
+        fn provider_for_table(&self, table: &str) -> Self::Provider {
+            $provider::builder(self.pool.clone())
+                .table_name(table)
+                .build()
+                .unwrap()
+        }
+
+        async fn row(&self, name: &str) -> Option<$crate::Row> {
+            let sql = $sql.row.replace("{table}", &self.table);
+            sqlx::query_as::<_, (String, i64, i64, Option<i64>)>(sqlx::AssertSqlSafe(sql))
+                .bind(name)
+                .fetch_optional(&self.pool)
+                .await
+                .unwrap()
+                .map($crate::Row::from)
+        }
+
+        async fn delete_row(&self, name: &str) {
+            sqlx::query(sqlx::AssertSqlSafe(
+                $sql.delete.replace("{table}", &self.table),
+            ))
+            .bind(name)
+            .execute(&self.pool)
+            .await
+            .unwrap();
+        }
+
+        async fn insert_expired_row(&self, name: &str, token: i64) {
+            let sql = $sql.insert_expired.replace("{table}", &self.table);
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(name)
+                .bind(token)
+                .execute(&self.pool)
+                .await
+                .unwrap();
+        }
+
+        async fn record_run(&self, tick_ms: i64, instance: &str, token: i64) {
+            let table = self.ran_table().await;
+            sqlx::query(sqlx::AssertSqlSafe(
+                $sql.record_run.replace("{table}", &table),
+            ))
+            .bind(tick_ms)
+            .bind(instance)
+            .bind(token)
+            .execute(&self.pool)
+            .await
+            .unwrap();
+        }
+
+        async fn exec(&self, sql: &str) {
+            sqlx::Executor::execute(&self.pool, sqlx::AssertSqlSafe(sql.to_owned()))
+                .await
+                .unwrap();
+        }
+
+        async fn runs(&self) -> Vec<(i64, String, i64)> {
+            let table = self.ran_table().await;
+            sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                "SELECT tick, instance, token FROM {table} ORDER BY token"
+            )))
+            .fetch_all(&self.pool)
+            .await
+            .expect("reading the recorded runs")
+        }
+
+        async fn run_migrations(
+            &self,
+            migrator: &sqlx::migrate::Migrator,
+        ) -> Result<(), sqlx::migrate::MigrateError> {
+            migrator.run(&self.pool).await
+        }
+
+        async fn migrations(&self, table: &str) -> Vec<(i64, String)> {
+            let sql = format!("SELECT version, description FROM {table} ORDER BY version");
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .fetch_all(&self.pool)
+                .await
+                .unwrap()
+        }
+    };
+}
+
+/// A [`Blocker`] that runs `$sql` (binding `$name`) in a transaction of its own on `$pool`
+/// and keeps the transaction open until released: the same for PostgreSQL and MySQL, whose
+/// pools differ in type.
+macro_rules! hold_in_transaction {
+    ($pool:expr, $sql:expr, $name:expr) => {{
+        let (pool, sql, name) = ($pool, $sql, $name);
+        Blocker::spawn(|ready, release| async move {
+            let mut tx = pool.begin().await.unwrap();
+            sqlx::query(AssertSqlSafe(sql))
+                .bind(name)
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            let _ = ready.send(());
+            let _ = release.await;
+            tx.commit().await.unwrap();
+        })
+        .await
+    }};
+}
+
+mod mysql;
+mod postgres;
+mod sqlite;
+
+pub use mysql::{MySql, mysql_pool, mysql_pool_with};
+pub use postgres::{Postgres, postgres_pool, postgres_pool_with};
+pub use sqlite::{Sqlite, sqlite_pool, sqlite_pool_with};
+
+/// A row lock held by another session ([`TestDb::block`]).
+#[derive(Debug)]
+pub struct Blocker {
+    release: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Blocker {
+    /// Runs `hold` (which takes the lock, signals `ready`, waits for `release`, then ends its
+    /// transaction) and returns once the lock is taken.
+    async fn spawn<F, Fut>(hold: F) -> Self
+    where
+        F: FnOnce(tokio::sync::oneshot::Sender<()>, tokio::sync::oneshot::Receiver<()>) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let (release_tx, release_rx) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(hold(ready_tx, release_rx));
+        ready_rx.await.expect("the blocker took its lock");
+        Self {
+            release: Some(release_tx),
+            task,
+        }
+    }
+
+    /// Ends the blocking transaction and waits until it has.
+    pub async fn release(mut self) {
+        if let Some(release) = self.release.take() {
+            let _ = release.send(());
+        }
+        (&mut self.task).await.expect("the blocker ended cleanly");
+    }
+}

@@ -1,0 +1,163 @@
+//! PostgreSQL: a lock table of its own per test in the database of `SHEDLOCK_POSTGRES_URL`.
+
+use std::time::Duration;
+
+use shedlock::{Backend, DEFAULT_TABLE_NAME, PostgresLockProvider};
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{AssertSqlSafe, Executor, PgPool};
+
+use super::{Blocker, Opts, Statements, TestDb};
+use crate::{
+    Proxy, drop_postgres_database, host_port, postgres_database, postgres_url, reach, unique_name,
+};
+
+#[derive(Debug)]
+pub struct Postgres {
+    pool: PgPool,
+    table: String,
+    /// A database of its own ([`TestDb::empty_database`]), dropped by the teardown.
+    database: Option<String>,
+}
+
+pub async fn postgres_pool(url: &str, max: u32) -> Result<PgPool, sqlx::Error> {
+    postgres_pool_with(url, max, &Opts::default()).await
+}
+
+/// A pool whose sessions have the lock timeout and isolation level of `opts`.
+pub async fn postgres_pool_with(url: &str, max: u32, opts: &Opts) -> Result<PgPool, sqlx::Error> {
+    postgres_pool_options(max)
+        .connect_with(postgres_options(url, opts)?)
+        .await
+}
+
+fn postgres_pool_options(max: u32) -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(max)
+        .acquire_timeout(Duration::from_secs(20))
+}
+
+fn postgres_options(
+    url: &str,
+    opts: &Opts,
+) -> Result<sqlx::postgres::PgConnectOptions, sqlx::Error> {
+    let mut options: sqlx::postgres::PgConnectOptions = url.parse()?;
+    if let Some(timeout) = opts.lock_timeout {
+        options = options.options([("lock_timeout", format!("{}ms", timeout.as_millis()))]);
+    }
+    if let Some(level) = opts.isolation {
+        options = options.options([("default_transaction_isolation", level)]);
+    }
+    Ok(options)
+}
+
+const STATEMENTS: Statements = Statements {
+    row: "SELECT locked_by::TEXT, fencing_token,
+                    (EXTRACT(EPOCH FROM (locked_until - clock_timestamp())) * 1000)::BIGINT,
+                    (EXTRACT(EPOCH FROM last_tick) * 1000)::BIGINT
+             FROM {table} WHERE name = $1",
+    delete: "DELETE FROM {table} WHERE name = $1",
+    insert_expired: "INSERT INTO {table} (name, locked_until, locked_at, locked_by, fencing_token)
+             VALUES ($1, clock_timestamp() - INTERVAL '1 minute', clock_timestamp() - INTERVAL '2 minutes', 'old run', $2)",
+    record_run: "INSERT INTO {table} (tick, instance, token) VALUES ($1, $2, $3)",
+};
+
+impl TestDb for Postgres {
+    type Provider = PostgresLockProvider;
+    const BACKEND: Backend = Backend::Postgres;
+
+    alike_on_every_backend!(PostgresLockProvider, STATEMENTS);
+
+    async fn setup() -> Option<Self> {
+        let pool = reach(Self::BACKEND, &postgres_url(), async |url| {
+            postgres_pool(url, 5).await
+        })
+        .await?;
+        let db = Self {
+            pool,
+            table: unique_name("shedlock_t"),
+            database: None,
+        };
+        db.provider().migrate().await.expect("migrate");
+        Some(db)
+    }
+
+    async fn block(&self, name: &str, touch: bool) -> Blocker {
+        let (pool, name) = (self.pool.clone(), name.to_owned());
+        let sql = if touch {
+            format!(
+                "UPDATE {} SET locked_by = locked_by WHERE name = $1",
+                self.table
+            )
+        } else {
+            format!("SELECT 1 FROM {} WHERE name = $1 FOR UPDATE", self.table)
+        };
+        hold_in_transaction!(pool, sql, name)
+    }
+
+    async fn provider_via_proxy(&self, opts: Opts) -> Option<(Self::Provider, Proxy)> {
+        let url = postgres_url();
+        let proxy = Proxy::start(host_port(&url, 5432)).await;
+        // No ping when a connection is handed out: a statement goes out at once.
+        let pool = postgres_pool_options(4)
+            .test_before_acquire(false)
+            .connect_with(postgres_options(&proxy.url(&url), &opts).unwrap())
+            .await
+            .unwrap();
+        let provider = opts
+            .apply(PostgresLockProvider::builder(pool).table_name(&self.table))
+            .build()
+            .unwrap();
+        Some((provider, proxy))
+    }
+
+    async fn provider_in_own_place(&self, table: &str) -> (Self::Provider, String) {
+        let schema = unique_name("shedlock_s");
+        self.exec(&format!("CREATE SCHEMA {schema}")).await;
+        let options = postgres_options(&postgres_url(), &Opts::default())
+            .unwrap()
+            .options([("search_path", schema.as_str())]);
+        let pool = postgres_pool_options(2)
+            .connect_with(options)
+            .await
+            .unwrap();
+        let provider = PostgresLockProvider::builder(pool)
+            .table_name(table)
+            .build()
+            .unwrap();
+        (provider, schema)
+    }
+
+    async fn drop_place(&self, schema: &str) {
+        self.exec(&format!("DROP SCHEMA {schema} CASCADE")).await;
+    }
+
+    async fn empty_database(&self) -> Self {
+        let (url, database) = postgres_database("shedlock_mig").await;
+        Self {
+            pool: postgres_pool(&url, 2).await.unwrap(),
+            table: DEFAULT_TABLE_NAME.into(),
+            database: Some(database),
+        }
+    }
+
+    async fn teardown(self) {
+        let _ = self
+            .pool
+            .execute(AssertSqlSafe(format!(
+                "DROP TABLE IF EXISTS {t}, _{t}_migrations, {t}_runs, {t}_ran",
+                t = self.table
+            )))
+            .await;
+        self.pool.close().await;
+        if let Some(database) = self.database {
+            drop_postgres_database(&database).await;
+        }
+    }
+}
+
+impl Postgres {
+    /// A pool of its own whose sessions have the settings of `opts`.
+    async fn own_pool(&self, opts: &Opts) -> PgPool {
+        postgres_pool_with(&postgres_url(), 4, opts).await.unwrap()
+    }
+}

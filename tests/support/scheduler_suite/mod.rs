@@ -1,0 +1,30 @@
+//! The scheduler and keep-alive tests, written once, in a file per topic, and run on every
+//! backend by [`backend_tests!`](macro@crate::backend_tests) in `tests/scheduler.rs`.
+//!
+//! A case takes `&Arc<D>`: it hands the database to jobs and tasks that outlive a borrow.
+
+use std::time::Duration;
+
+mod clock;
+mod keep_alive;
+mod runs;
+
+pub use clock::*;
+pub use keep_alive::*;
+pub use runs::*;
+
+const MS: Duration = Duration::from_millis(1);
+
+/// Polls `pred` every 100 ms until it holds or `within` passes; whether it held.
+async fn eventually(within: Duration, mut pred: impl AsyncFnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if pred().await {
+            return true;
+        }
+        if tokio::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(100 * MS).await;
+    }
+}

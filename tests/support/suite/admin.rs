@@ -1,0 +1,127 @@
+//! What an operator sees and does: lock states read by the database's clock, and a forced
+//! release that keeps the token and the claimed tick.
+
+use std::time::Duration;
+
+use shedlock::LockProvider;
+
+use super::{LONG, SEC, cfg, tick};
+use crate::{Opts, TestDb};
+
+pub async fn lock_states_read_by_the_database_clock<D: TestDb>(db: &D) {
+    let provider = db.provider();
+    assert_eq!(
+        provider.locks().await.unwrap(),
+        vec![],
+        "a new table has no locks"
+    );
+    let held = provider
+        .lock(&cfg("b_held", LONG, Duration::ZERO))
+        .await
+        .unwrap()
+        .unwrap();
+    let free = provider
+        .lock(&cfg("a_free", LONG, Duration::ZERO).for_tick(tick(7)))
+        .await
+        .unwrap()
+        .unwrap();
+    let free_token = free.fencing_token();
+    assert!(free.unlock().await.unwrap());
+    let locks = provider.locks().await.unwrap();
+    let names: Vec<&str> = locks.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["a_free", "b_held"], "ordered by name");
+    let (a, b) = (&locks[0], &locks[1]);
+    assert!(!a.is_held(), "{a:?}");
+    assert_eq!(a.remaining(), Duration::ZERO);
+    assert_eq!(a.fencing_token, free_token);
+    assert_eq!(a.last_tick, Some(tick(7)));
+    assert!(b.is_held(), "{b:?}");
+    assert_eq!(b.fencing_token, held.fencing_token());
+    assert_eq!(b.locked_by, provider.locked_by());
+    assert_eq!(b.last_tick, None);
+    assert!(
+        (LONG - 5 * SEC..=LONG).contains(&b.remaining()),
+        "{:?}",
+        b.remaining()
+    );
+    assert!(b.locked_at <= b.read_at && b.read_at < b.locked_until);
+    let one = provider
+        .lock_state("b_held")
+        .await
+        .unwrap()
+        .expect("exists");
+    assert_eq!(
+        (
+            &one.name,
+            one.fencing_token,
+            &one.locked_by,
+            one.locked_until
+        ),
+        (&b.name, b.fencing_token, &b.locked_by, b.locked_until)
+    );
+    assert_eq!(provider.lock_state("nope").await.unwrap(), None);
+    drop(held);
+}
+
+pub async fn operator_release_ends_the_lock_and_keeps_token_and_tick<D: TestDb>(db: &D) {
+    let provider = db.provider();
+    let other = db.provider_with(Opts::own_pool().locked_by("other")).await;
+    let guard = provider
+        .lock(&cfg("stuck", LONG, Duration::ZERO).for_tick(tick(1)))
+        .await
+        .unwrap()
+        .unwrap();
+    let token = guard.fencing_token();
+    assert!(
+        !provider.force_release("stuck", token - 1).await.unwrap(),
+        "a token other than the one shown releases nothing"
+    );
+    assert!(
+        provider
+            .lock_state("stuck")
+            .await
+            .unwrap()
+            .unwrap()
+            .is_held()
+    );
+    assert!(provider.force_release("stuck", token).await.unwrap());
+    let state = provider.lock_state("stuck").await.unwrap().unwrap();
+    assert!(!state.is_held(), "{state:?}");
+    assert_eq!(state.fencing_token, token, "no token bumped");
+    assert_eq!(
+        state.last_tick,
+        Some(tick(1)),
+        "the claimed tick stays claimed"
+    );
+    assert!(
+        !provider.force_release("stuck", token).await.unwrap(),
+        "releasing a free lock does nothing"
+    );
+    assert!(
+        other
+            .lock(&cfg("stuck", LONG, Duration::ZERO).for_tick(tick(1)))
+            .await
+            .unwrap()
+            .is_none(),
+        "the released tick does not run again"
+    );
+    let next = other
+        .lock(&cfg("stuck", LONG, Duration::ZERO))
+        .await
+        .unwrap()
+        .expect("free after the release");
+    assert!(next.fencing_token() > token);
+    assert!(
+        !guard.unlock().await.unwrap(),
+        "the old holder cannot touch the new lock"
+    );
+    assert!(
+        provider
+            .lock_state("stuck")
+            .await
+            .unwrap()
+            .unwrap()
+            .is_held()
+    );
+    assert!(!provider.force_release("missing", 1).await.unwrap());
+}

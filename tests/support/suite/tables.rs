@@ -1,0 +1,202 @@
+//! The lock table itself: missing tables and columns, `migrate()` run again and at once by a
+//! fleet, table names refused before any SQL, and reserved words as names.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use shedlock::{Error, LockProvider};
+
+use super::{LONG, cfg, tick};
+use crate::{Opts, TestDb, unique_name};
+
+pub async fn missing_table_says_run_migrate<D: TestDb>(db: &D) {
+    let table = unique_name("never_made");
+    let p = db.provider_for_table(&table);
+    let err = p.lock(&cfg("job", LONG, Duration::ZERO)).await.unwrap_err();
+    assert!(matches!(&err, Error::TableMissing { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains(&table) && text.contains("migrate()"),
+        "{text}"
+    );
+}
+
+pub async fn missing_columns_are_named<D: TestDb>(db: &D) {
+    // A Java ShedLock table: same idea, other columns.
+    let table = unique_name("java_shedlock");
+    let ts = match D::BACKEND {
+        shedlock::Backend::Postgres => "TIMESTAMPTZ",
+        shedlock::Backend::MySql => "DATETIME(6)",
+        _ => "INTEGER",
+    };
+    db.exec(&format!(
+        "CREATE TABLE {table} (name VARCHAR(64) NOT NULL PRIMARY KEY, lock_until {ts} NOT NULL, \
+         locked_at {ts} NOT NULL, locked_by VARCHAR(255) NOT NULL)"
+    ))
+    .await;
+    let p = db.provider_for_table(&table);
+    let err = p.lock(&cfg("job", LONG, Duration::ZERO)).await.unwrap_err();
+    match &err {
+        Error::MissingColumns { columns, .. } => {
+            assert_eq!(columns, &["locked_until", "fencing_token", "last_tick"])
+        }
+        other => panic!("expected MissingColumns, got {other:?}"),
+    }
+    assert!(
+        err.to_string()
+            .contains("locked_until, fencing_token, last_tick"),
+        "{err}"
+    );
+    let err = p.migrate().await.unwrap_err();
+    assert!(
+        matches!(err, Error::MissingColumns { .. }),
+        "migrate refuses the foreign table: {err:?}"
+    );
+    db.exec(&format!("DROP TABLE {table}")).await;
+    db.exec(&format!("DROP TABLE IF EXISTS _{table}_migrations"))
+        .await;
+}
+
+pub async fn migrate_is_idempotent_and_concurrent_safe<D: TestDb>(db: &D) {
+    db.provider()
+        .migrate()
+        .await
+        .expect("second migrate is a no-op");
+    let table = unique_name("concurrent");
+    let mut providers = Vec::new();
+    for _ in 0..3 {
+        let p = db.provider_with(Opts::own_pool()).await;
+        providers.push(p);
+    }
+    // Every instance of a fleet calls migrate() at start-up, at the same moment.
+    let runs = providers.iter().map(|p| {
+        let p = shedlock_provider_for(p, &table);
+        async move { p.migrate().await }
+    });
+    for result in futures_util::future::join_all(runs).await {
+        result.expect("concurrent migrate");
+    }
+    let p = db.provider_for_table(&table);
+    assert!(
+        p.lock(&cfg("job", LONG, Duration::ZERO))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    db.exec(&format!("DROP TABLE {table}")).await;
+    db.exec(&format!("DROP TABLE IF EXISTS _{table}_migrations"))
+        .await;
+}
+
+/// The same pool as `p`, another table.
+fn shedlock_provider_for<P: LockProvider + Clone + 'static>(
+    p: &P,
+    table: &str,
+) -> Arc<dyn LockProvider> {
+    use std::any::Any;
+    let any: &dyn Any = p;
+    if let Some(p) = any.downcast_ref::<shedlock::PostgresLockProvider>() {
+        return Arc::new(
+            shedlock::PostgresLockProvider::builder(p.pool().clone())
+                .table_name(table)
+                .build()
+                .unwrap(),
+        );
+    }
+    if let Some(p) = any.downcast_ref::<shedlock::MySqlLockProvider>() {
+        return Arc::new(
+            shedlock::MySqlLockProvider::builder(p.pool().clone())
+                .table_name(table)
+                .build()
+                .unwrap(),
+        );
+    }
+    let p = any
+        .downcast_ref::<shedlock::SqliteLockProvider>()
+        .expect("a known provider");
+    Arc::new(
+        shedlock::SqliteLockProvider::builder(p.pool().clone())
+            .table_name(table)
+            .build()
+            .unwrap(),
+    )
+}
+
+pub async fn bad_table_name_is_refused_before_any_sql<D: TestDb>(db: &D) {
+    for bad in ["shedlock; drop table x", "locks--", "a b", "x.y.z", ""] {
+        let err = shedlock_builder_error::<D>(db, bad).await;
+        assert!(
+            matches!(&err, Error::InvalidTableName { .. }),
+            "{bad}: {err:?}"
+        );
+        assert!(err.to_string().contains("invalid table name"), "{err}");
+    }
+    // Nothing was touched: the real table still works.
+    assert!(
+        db.provider()
+            .lock(&cfg("job", LONG, Duration::ZERO))
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+async fn shedlock_builder_error<D: TestDb>(db: &D, table: &str) -> Error {
+    use std::any::Any;
+    let p = db.provider();
+    let any: &dyn Any = &p;
+    if let Some(p) = any.downcast_ref::<shedlock::PostgresLockProvider>() {
+        return shedlock::PostgresLockProvider::builder(p.pool().clone())
+            .table_name(table)
+            .build()
+            .unwrap_err();
+    }
+    if let Some(p) = any.downcast_ref::<shedlock::MySqlLockProvider>() {
+        return shedlock::MySqlLockProvider::builder(p.pool().clone())
+            .table_name(table)
+            .build()
+            .unwrap_err();
+    }
+    let p = any.downcast_ref::<shedlock::SqliteLockProvider>().unwrap();
+    shedlock::SqliteLockProvider::builder(p.pool().clone())
+        .table_name(table)
+        .build()
+        .unwrap_err()
+}
+
+/// A table named with a reserved word (`user`, `order`) works: every identifier is quoted.
+pub async fn reserved_words_name_tables<D: TestDb>(db: &D) {
+    use shedlock::{NewRun, RunOutcome, RunQuery};
+    for word in ["user", "order"] {
+        let (p, place) = db.provider_in_own_place(word).await;
+        p.migrate().await.unwrap_or_else(|e| panic!("{word}: {e}"));
+        p.migrate().await.expect("again: nothing to do");
+        let mut guard = p
+            .lock(&cfg("job", LONG, Duration::ZERO).for_tick(tick(1)))
+            .await
+            .unwrap()
+            .expect("taken");
+        assert!(guard.extend(LONG, Duration::ZERO).await.unwrap());
+        assert!(p.is_held("job", guard.fencing_token()).await.unwrap());
+        assert_eq!(p.locks().await.unwrap().len(), 1);
+        let id = p
+            .record_run(&NewRun::new(
+                "job",
+                "job",
+                Some(tick(1)),
+                RunOutcome::Running,
+            ))
+            .await
+            .unwrap();
+        p.finish_run(id, RunOutcome::Executed, None).await.unwrap();
+        assert_eq!(p.runs(&RunQuery::latest(5)).await.unwrap().len(), 1);
+        // Started under an older token of the lock: the sweep closes it.
+        let stale = NewRun::new("job", "job", Some(tick(0)), RunOutcome::Running)
+            .fencing_token(Some(guard.fencing_token() - 1));
+        p.record_run(&stale).await.unwrap();
+        assert_eq!(p.close_abandoned_runs().await.unwrap(), 1, "{word}");
+        p.prune_runs(LONG).await.unwrap();
+        assert!(guard.unlock().await.unwrap());
+        db.drop_place(&place).await;
+    }
+}
