@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, DurationRound, TimeDelta, Timelike, Utc};
 use shedlock::{
-    Backend, Job, LockConfiguration, LockProvider, PostgresLockProvider, Schedule, Scheduler,
-    SqliteLockProvider, run_locked,
+    Backend, Job, LockAdmin, LockConfiguration, LockProvider, PostgresLockProvider, Schedule,
+    Scheduler, SqliteLockProvider, run_locked,
 };
 use shedlock_suite::{how_to_start, postgres_url, skipped, unique_name};
 use sqlx::{AssertSqlSafe, Executor};
@@ -145,7 +145,7 @@ async fn instance_provider(
     table: &str,
     instance: usize,
     path: &std::path::Path,
-) -> Arc<dyn LockProvider> {
+) -> Arc<dyn LockAdmin> {
     let who = format!("instance_{instance}");
     match backend {
         Backend::Postgres => {
@@ -188,7 +188,7 @@ async fn instance_provider(
 
 /// Takes and releases a lock on every connection of the pool at once, so connections are open
 /// and statements prepared before T.
-async fn warm_up(provider: &Arc<dyn LockProvider>, instance: usize, connections: usize) {
+async fn warm_up(provider: &Arc<dyn LockAdmin>, instance: usize, connections: usize) {
     let attempts = (0..connections).map(|c| {
         let provider = Arc::clone(provider);
         async move {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shedlock::{
-    Backend, LockConfiguration, LockProvider, MySqlLockProvider, PostgresLockProvider,
+    Backend, LockAdmin, LockConfiguration, LockProvider, MySqlLockProvider, PostgresLockProvider,
     SqliteLockProvider, test_util,
 };
 use shedlock_suite::{mysql_url, postgres_url, skipped, unique_name};
@@ -65,7 +65,7 @@ async fn provider(
     connections: u32,
     kind: PoolKind,
     path: &std::path::Path,
-) -> Arc<dyn LockProvider> {
+) -> Arc<dyn LockAdmin> {
     let test = kind == PoolKind::Default;
     let held = if kind == PoolKind::Held {
         connections as usize
@@ -129,7 +129,7 @@ async fn provider(
 }
 
 /// `connections` workers, each cycling its own lock name (no contention), for `seconds`.
-async fn cycles(provider: Arc<dyn LockProvider>, connections: usize, seconds: u64) -> Stats {
+async fn cycles(provider: Arc<dyn LockAdmin>, connections: usize, seconds: u64) -> Stats {
     provider.migrate().await.unwrap();
     // Warm up: prepare the statements on every connection.
     for w in 0..connections {
@@ -541,7 +541,7 @@ async fn sqlite_durability(seconds: u64, dir: &std::path::Path) {
             .connect_with(options)
             .await
             .unwrap();
-        let provider: Arc<dyn LockProvider> = Arc::new(
+        let provider: Arc<dyn LockAdmin> = Arc::new(
             SqliteLockProvider::builder(pool)
                 .table_name(unique_name("sync"))
                 .hold_connections(1)

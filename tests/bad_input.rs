@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
 use shedlock::{
-    Error, Job, JobStats, LockConfiguration, LockGuard, LockProvider, MAX_LOCK_DURATION,
+    Error, Job, JobStats, LockAdmin, LockConfiguration, LockGuard, LockProvider, MAX_LOCK_DURATION,
     MySqlLockProvider, PostgresLockProvider, Schedule, Scheduler, SqliteLockProvider, TaskResult,
 };
 use shedlock_suite::{MySql, Opts, Postgres, Sqlite, TestDb, mysql_url, postgres_url, unique_name};

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use shedlock::{Backend, LockConfiguration, LockProvider};
+use shedlock::{Backend, LockAdmin, LockConfiguration, LockProvider, RunStore};
 use shedlock_suite::{TestDb, backend_name};
 use sqlx::AssertSqlSafe;
 use sqlx::migrate::{Migration, MigrationType, Migrator};

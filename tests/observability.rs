@@ -12,8 +12,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use shedlock::{
-    Job, KeepAlive, LockConfiguration, LockProvider, RunFinished, RunHistory, RunInfo, RunOutcome,
-    RunQuery, Schedule, Scheduler, SchedulerListener, metric_names, run_locked,
+    Job, KeepAlive, LockAdmin, LockConfiguration, RunFinished, RunHistory, RunInfo, RunOutcome,
+    RunQuery, RunStore, Schedule, Scheduler, SchedulerListener, metric_names, run_locked,
 };
 use shedlock_suite::{Opts, Sqlite, TestDb, unique_name};
 use tracing::field::{Field, Visit};
@@ -246,7 +246,7 @@ where
 }
 
 /// A scheduler with an hour of history and a [`Recorder`] for `instance`.
-fn recorded(provider: impl LockProvider + 'static, instance: &str, heard: &Heard) -> Scheduler {
+fn recorded(provider: impl RunStore + 'static, instance: &str, heard: &Heard) -> Scheduler {
     Scheduler::builder(provider)
         .misfire_grace(Duration::ZERO)
         .history(RunHistory::keep_for(Duration::from_secs(3600)))

@@ -74,8 +74,8 @@ mod postgres {
     async fn a_finish_that_waited_behind_a_sweep_lands_at_repeatable_read() {
         use std::time::Duration;
 
-        use shedlock::statements::postgres::{NOW, RUN_ABANDON};
-        use shedlock::{LockProvider, NewRun, RunOutcome, RunQuery};
+        use shedlock::test_util::statement;
+        use shedlock::{Backend, NewRun, RunOutcome, RunQuery, RunStore};
         use shedlock_suite::{Opts, Postgres, TestDb};
         use sqlx::{AssertSqlSafe, Executor};
 
@@ -96,10 +96,7 @@ mod postgres {
             .await
             .unwrap();
         let t = db.table();
-        let sweep = RUN_ABANDON
-            .replace("{runs}", &format!("\"{t}_runs\""))
-            .replace("{table}", &format!("\"{t}\""))
-            .replace("{now}", NOW);
+        let sweep = statement(Backend::Postgres, "run_abandon", t).unwrap();
         let mut sweeping = admin.begin().await.unwrap();
         let closed = sweeping.execute(AssertSqlSafe(sweep)).await.unwrap();
         assert_eq!(closed.rows_affected(), 1);

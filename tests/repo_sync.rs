@@ -34,7 +34,9 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock::{LockProvider, SqliteLockProvider, TaskResult, with_provider, with_tick};
+use shedlock::{
+    LockAdmin, LockProvider, RunStore, SqliteLockProvider, TaskResult, with_provider, with_tick,
+};
 
 use crate::chunk::ChunkConfig;
 use crate::db::{Db, Location};
@@ -900,7 +902,7 @@ async fn schedules_are_reread_while_running_and_sync_now_says_who_holds_the_lock
 /// database of its own, dropped at the end.
 struct On {
     ctx: Ctx,
-    provider: Arc<dyn LockProvider>,
+    provider: Arc<dyn shedlock_suite::AdminAndRuns>,
     location: Location,
     pg_database: Option<String>,
     _dir: tempfile::TempDir,
@@ -910,7 +912,11 @@ impl On {
     /// `None` when PostgreSQL is wanted but left out of this run (scripts/test says so).
     async fn open(postgres: bool) -> Option<On> {
         let dir = tempfile::tempdir().unwrap();
-        let (location, provider, pg_database): (Location, Arc<dyn LockProvider>, _) = if postgres {
+        let (location, provider, pg_database): (
+            Location,
+            Arc<dyn shedlock_suite::AdminAndRuns>,
+            _,
+        ) = if postgres {
             if shedlock_suite::skipped(shedlock::Backend::Postgres) {
                 return None;
             }

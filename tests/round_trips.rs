@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use shedlock::{LockConfiguration, LockProvider, MySqlLockProvider, PostgresLockProvider};
+use shedlock::{LockAdmin, LockConfiguration, MySqlLockProvider, PostgresLockProvider};
 use shedlock_suite::{MySql, Postgres, TestDb, skipped, unique_name};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -98,11 +98,7 @@ async fn count<T>(turns: &Turns, op: impl Future<Output = T>) -> (T, (usize, usi
 }
 
 /// Warms the prepared statements up, then counts each operation.
-async fn assert_one_round_trip_each<P: LockProvider>(
-    provider: &P,
-    turns: &Turns,
-    max_pings: usize,
-) {
+async fn assert_one_round_trip_each<P: LockAdmin>(provider: &P, turns: &Turns, max_pings: usize) {
     let cfg =
         LockConfiguration::new(unique_name("rt"), Duration::from_secs(60), Duration::ZERO).unwrap();
     provider.migrate().await.unwrap();

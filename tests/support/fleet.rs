@@ -34,7 +34,7 @@ impl Target {
     }
 
     /// A provider on the target's lock table (and its run history), on a pool of its own.
-    pub async fn provider(&self) -> std::sync::Arc<dyn shedlock::LockProvider> {
+    pub async fn provider(&self) -> std::sync::Arc<dyn crate::AdminAndRuns> {
         use shedlock::{MySqlLockProvider, PostgresLockProvider, SqliteLockProvider};
         match self.backend {
             Backend::Postgres => {

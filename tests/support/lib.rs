@@ -17,9 +17,14 @@ pub mod suite;
 
 pub use backends::{
     Blocker, MySql, Opts, Postgres, Row, Sqlite, TestDb, mysql_pool, mysql_pool_with,
-    postgres_pool, postgres_pool_with, sqlite_pool, sqlite_pool_with,
+    postgres_pool, postgres_pool_with, skewed_clock, sqlite_pool, sqlite_pool_with,
 };
 pub use proxy::Proxy;
+
+/// A provider with its table's administration and its run history, as one trait object.
+pub trait AdminAndRuns: shedlock::LockAdmin + shedlock::RunStore {}
+
+impl<P: shedlock::LockAdmin + shedlock::RunStore> AdminAndRuns for P {}
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -265,7 +270,7 @@ macro_rules! backend_tests {
             row_deleted_by_hand_is_recreated_with_a_higher_token,
             stale_holder_can_neither_unlock_nor_extend_the_new_holder,
             tick_is_claimed_once,
-            app_clock_offset_changes_nothing_in_database_clock_mode,
+            database_clock_mode_decides_expiry_by_the_database_clock,
             app_clock_mode_trusts_skewed_clocks,
             separate_pools_race_for_one_tick_exactly_one_wins,
             fuzz_read_sleep_write_counts_are_exact,

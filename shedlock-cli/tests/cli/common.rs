@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 use serde_json::Value;
-use shedlock::{LockConfiguration, LockProvider, LockState};
+use shedlock::{LockAdmin, LockConfiguration, LockState};
 use shedlock_suite::{MySql, Opts, Postgres, Sqlite, TestDb};
 use tokio::io::AsyncWriteExt;
 
@@ -140,7 +140,7 @@ pub(crate) fn time(value: &Value) -> DateTime<Utc> {
         .with_timezone(&Utc)
 }
 
-pub(crate) async fn state<P: LockProvider>(provider: &P, name: &str) -> LockState {
+pub(crate) async fn state<P: LockAdmin>(provider: &P, name: &str) -> LockState {
     provider
         .lock_state(name)
         .await

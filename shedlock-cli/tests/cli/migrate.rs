@@ -1,6 +1,6 @@
 //! `shedlock migrate`, on every backend.
 
-use shedlock::{LockProvider, RunQuery};
+use shedlock::{LockAdmin, RunQuery, RunStore};
 use shedlock_suite::unique_name;
 
 use crate::common::{CliDb, run};

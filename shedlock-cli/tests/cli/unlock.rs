@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use shedlock::LockProvider;
+use shedlock::{LockAdmin, LockProvider};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::common::{CliDb, HOLDER, TEN_MINUTES, cfg, cli, command, provider, secs, state, tick};

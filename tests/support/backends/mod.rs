@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use shedlock::{AppClock, Backend, ClockMode, KeepAlive, LockProvider, ProviderBuilder};
+use shedlock::{
+    AppClock, Backend, ClockMode, Dialect, KeepAlive, LockAdmin, ProviderBuilder, RunStore,
+};
 use sqlx::migrate::{MigrateError, Migrator};
 
 use crate::Proxy;
@@ -37,7 +39,6 @@ impl From<(String, i64, i64, Option<i64>)> for Row {
 #[derive(Debug, Clone, Default)]
 pub struct Opts {
     pub clock_mode: ClockMode,
-    pub app_clock: Option<AppClock>,
     pub locked_by: Option<String>,
     /// Use a pool of its own (a separate "instance").
     pub own_pool: bool,
@@ -95,11 +96,8 @@ impl Opts {
         self
     }
 
-    fn apply<P>(self, builder: ProviderBuilder<P>) -> ProviderBuilder<P> {
+    fn apply<D: Dialect>(self, builder: ProviderBuilder<D>) -> ProviderBuilder<D> {
         let mut builder = builder.clock_mode(self.clock_mode);
-        if let Some(clock) = self.app_clock {
-            builder = builder.app_clock(clock);
-        }
         if let Some(who) = self.locked_by {
             builder = builder.locked_by(who);
         }
@@ -115,7 +113,7 @@ impl Opts {
 
 /// One backend, on a lock table of its own.
 pub trait TestDb: Sized + Send + Sync + 'static {
-    type Provider: LockProvider + Clone + 'static;
+    type Provider: LockAdmin + RunStore + Clone + 'static;
     const BACKEND: Backend;
 
     /// Connects and creates a uniquely named, migrated lock table; `None` when this backend is
@@ -374,4 +372,9 @@ impl Blocker {
         }
         (&mut self.task).await.expect("the blocker ended cleanly");
     }
+}
+
+/// This machine's clock shifted by `minutes`: a stand-in for an instance whose clock is wrong.
+pub fn skewed_clock(minutes: i64) -> AppClock {
+    AppClock::custom(move || chrono::Utc::now() + chrono::Duration::minutes(minutes))
 }

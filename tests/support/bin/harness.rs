@@ -18,7 +18,7 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use shedlock::{
     AppClock, ClockMode, Job, KeepAlive, LockConfiguration, LockContext, LockProvider,
-    MySqlLockProvider, OnLockLost, PostgresLockProvider, RunHistory, Schedule, Scheduler,
+    MySqlLockProvider, OnLockLost, PostgresLockProvider, RunHistory, RunStore, Schedule, Scheduler,
     SqliteLockProvider, TaskResult, run_locked, with_provider,
 };
 use sqlx::{AssertSqlSafe, MySqlPool, PgPool, SqlitePool};
@@ -176,7 +176,8 @@ async fn main() {
 }
 
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let clock = AppClock::offset(chrono::Duration::seconds(args.clock_offset_secs));
+    let offset = chrono::Duration::seconds(args.clock_offset_secs);
+    let clock = AppClock::custom(move || chrono::Utc::now() + offset);
     let keep_alive = match args.keep_alive.as_str() {
         "off" => KeepAlive::disabled(),
         "on" => KeepAlive::default(),
@@ -189,7 +190,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     });
     let clock_mode = match args.clock_mode {
         ClockArg::Database => ClockMode::Database,
-        ClockArg::Application => ClockMode::Application,
+        ClockArg::Application => ClockMode::Application(clock.clone()),
     };
     let cut = Arc::new(AtomicBool::new(false));
     let lock_url = if args.proxy {
@@ -198,15 +199,14 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         args.url.clone()
     };
 
-    let (provider, results): (Arc<dyn LockProvider>, Results) = match args.backend {
+    let (provider, results): (Arc<dyn RunStore>, Results) = match args.backend {
         BackendArg::Postgres => {
             let pool = pg_pool(&lock_url).await?;
             let provider = PostgresLockProvider::builder(pool)
                 .table_name(&args.table)
                 .locked_by(&args.instance)
                 .keep_alive(keep_alive)
-                .clock_mode(clock_mode)
-                .app_clock(clock.clone())
+                .clock_mode(clock_mode.clone())
                 .build()?;
             provider.migrate().await?;
             (Arc::new(provider), Results::Pg(pg_pool(&args.url).await?))
@@ -217,8 +217,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 .table_name(&args.table)
                 .locked_by(&args.instance)
                 .keep_alive(keep_alive)
-                .clock_mode(clock_mode)
-                .app_clock(clock.clone())
+                .clock_mode(clock_mode.clone())
                 .build()?;
             provider.migrate().await?;
             (Arc::new(provider), Results::My(my_pool(&args.url).await?))
@@ -229,8 +228,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 .table_name(&args.table)
                 .locked_by(&args.instance)
                 .keep_alive(keep_alive)
-                .clock_mode(clock_mode)
-                .app_clock(clock.clone())
+                .clock_mode(clock_mode.clone())
                 .build()?;
             provider.migrate().await?;
             (Arc::new(provider), Results::Lite(pool))
@@ -355,7 +353,7 @@ struct RunSpec {
     work: Duration,
     long_work: Duration,
     fenced: bool,
-    provider: Arc<dyn LockProvider>,
+    provider: Arc<dyn RunStore>,
     /// The lease a run holds its lock on (`lock_at_most_for`, or the keep-alive lease).
     lease: Duration,
     /// Steps of work taken right after a pause longer than the lease (this process was

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use shedlock::{
-    Job, LockConfiguration, LockContext, LockProvider, RunHistory, RunOutcome, RunQuery, Schedule,
-    Scheduler, run_locked,
+    Job, LockConfiguration, LockContext, LockProvider, RunHistory, RunOutcome, RunQuery, RunStore,
+    Schedule, Scheduler, run_locked,
 };
 
 use super::eventually;
@@ -17,12 +17,11 @@ use crate::{Opts, TestDb};
 /// the database and fire every tick when the database's clock reaches it: on time, nothing
 /// refused, nothing claimed early.
 pub async fn a_skewed_instance_fires_by_the_database_clock<D: TestDb>(db: &Arc<D>) {
-    use shedlock::AppClock;
     type Seen = Arc<std::sync::Mutex<Vec<(DateTime<Utc>, DateTime<Utc>)>>>;
     for minutes in [5, -5] {
         let provider = db.provider_with(Opts::own_pool()).await;
         let scheduler = Scheduler::builder(provider)
-            .clock(AppClock::offset(chrono::Duration::minutes(minutes)))
+            .clock(crate::skewed_clock(minutes))
             .misfire_grace(Duration::ZERO)
             .build();
         let seen: Seen = Arc::default();

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use shedlock::{
-    Error, KeepAlive, LockConfiguration, LockContext, LockProvider, OnLockLost, TaskResult,
-    run_locked, with_provider,
+    Error, KeepAlive, LockAdmin, LockConfiguration, LockContext, LockProvider, OnLockLost,
+    TaskResult, run_locked, with_provider,
 };
 
 use super::{MS, eventually};

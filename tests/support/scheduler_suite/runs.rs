@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use chrono::Utc;
 use shedlock::{
-    Job, LockConfiguration, LockContext, LockProvider, RunHistory, RunOutcome, RunQuery, Schedule,
-    Scheduler, TaskResult, run_locked, with_provider,
+    Job, LockAdmin, LockConfiguration, LockContext, RunHistory, RunOutcome, RunQuery, RunStore,
+    Schedule, Scheduler, TaskResult, run_locked, with_provider,
 };
 
 use super::{MS, eventually};
@@ -346,7 +346,7 @@ pub async fn a_sweep_between_unlock_and_finish_leaves_the_real_outcome<D: TestDb
 
     /// Runs the sweep, synchronously, in every `on_finished`; records what each closed.
     struct SweepOnFinish {
-        provider: Arc<dyn LockProvider>,
+        provider: Arc<dyn RunStore>,
         closed: Arc<std::sync::Mutex<Vec<(i64, u64)>>>,
     }
     impl SchedulerListener for SweepOnFinish {
@@ -360,7 +360,7 @@ pub async fn a_sweep_between_unlock_and_finish_leaves_the_real_outcome<D: TestDb
         }
     }
 
-    let provider: Arc<dyn LockProvider> = Arc::new(db.provider_with(Opts::own_pool()).await);
+    let provider: Arc<dyn RunStore> = Arc::new(db.provider_with(Opts::own_pool()).await);
     let closed = Arc::default();
     let scheduler = Scheduler::builder(Arc::clone(&provider))
         .misfire_grace(Duration::ZERO)

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use shedlock::{Error, LockConfiguration, LockProvider, LockingTaskExecutor, TaskResult};
+use shedlock::{
+    Error, LockAdmin, LockConfiguration, LockProvider, LockingTaskExecutor, RunStore, TaskResult,
+};
 
 use super::{LONG, MS, cfg, taken_only_after};
 use crate::{Opts, TestDb};

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use shedlock::LockProvider;
+use shedlock::{LockAdmin, LockProvider};
 
 use super::{LONG, SEC, cfg, tick};
 use crate::{Opts, TestDb};

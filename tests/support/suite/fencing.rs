@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use shedlock::{Error, LockProvider};
+use shedlock::{Error, LockAdmin, LockProvider};
 
 use super::{LONG, MS, SEC, cfg};
 use crate::{Opts, TestDb};

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use shedlock::{Error, LockProvider};
+use shedlock::{Error, LockAdmin, LockProvider, RunStore};
 
 use super::{LONG, MS, SEC, cfg, tick, wait_until_free};
 use crate::{Opts, TestDb, unique_name};

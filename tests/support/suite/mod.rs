@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
-use shedlock::{LockConfiguration, LockProvider};
+use shedlock::{LockAdmin, LockConfiguration};
 
 mod acquire;
 mod admin;
@@ -41,7 +41,7 @@ fn tick(secs: i64) -> DateTime<Utc> {
 /// `other` takes lock `c`, held until `held_until` by the database's clock: at once if that
 /// clock has passed it already (a slow machine), else once it has (waiting up to 30 s). Asserts
 /// that it never gets the lock earlier.
-async fn taken_only_after<P: LockProvider>(
+async fn taken_only_after<P: LockAdmin>(
     other: &P,
     c: &LockConfiguration,
     held_until: DateTime<Utc>,
@@ -67,7 +67,7 @@ async fn taken_only_after<P: LockProvider>(
 }
 
 /// Polls (every 100 ms, for up to 30 s) until lock `name` is free by the database's clock.
-async fn wait_until_free<P: LockProvider>(p: &P, name: &str) -> bool {
+async fn wait_until_free<P: LockAdmin>(p: &P, name: &str) -> bool {
     for _ in 0..300 {
         if !p
             .lock_state(name)

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock::{Error, LockProvider};
+use shedlock::{Error, LockAdmin, LockProvider, RunStore};
 
 use super::{LONG, cfg, tick};
 use crate::{Opts, TestDb, unique_name};
@@ -92,7 +92,7 @@ pub async fn migrate_is_idempotent_and_concurrent_safe<D: TestDb>(db: &D) {
 fn shedlock_provider_for<P: LockProvider + Clone + 'static>(
     p: &P,
     table: &str,
-) -> Arc<dyn LockProvider> {
+) -> Arc<dyn LockAdmin> {
     use std::any::Any;
     let any: &dyn Any = p;
     if let Some(p) = any.downcast_ref::<shedlock::PostgresLockProvider>() {

@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Timelike, Utc};
-use shedlock::{AppClock, ClockMode, Error, LockProvider};
+use shedlock::{ClockMode, Error, LockAdmin, LockProvider};
 
 use super::{LONG, SEC, cfg, taken_only_after, tick};
-use crate::{Opts, Row, TestDb};
+use crate::{Opts, Row, TestDb, skewed_clock};
 
 pub async fn tick_is_claimed_once<D: TestDb>(db: &D) {
     let a = db.provider();
@@ -72,15 +72,19 @@ pub async fn tick_is_claimed_once<D: TestDb>(db: &D) {
     );
 }
 
-pub async fn app_clock_offset_changes_nothing_in_database_clock_mode<D: TestDb>(db: &D) {
-    let skewed = |minutes: i64| Opts {
+/// In database-clock mode the database's clock decides expiry, whatever the instances' clocks.
+///
+/// (Before issue 13 an application clock could be given together with database-clock mode, and
+/// this case gave two instances clocks 7 minutes ahead and behind; `ClockMode::Application`
+/// now carries the clock, so in database mode there is no instance clock to give.)
+pub async fn database_clock_mode_decides_expiry_by_the_database_clock<D: TestDb>(db: &D) {
+    let instance = || Opts {
         own_pool: true,
-        app_clock: Some(AppClock::offset(chrono::Duration::minutes(minutes))),
         clock_mode: ClockMode::Database,
         ..Opts::default()
     };
-    let ahead = db.provider_with(skewed(7)).await;
-    let behind = db.provider_with(skewed(-7)).await;
+    let ahead = db.provider_with(instance()).await;
+    let behind = db.provider_with(instance()).await;
     let c = cfg("job", 2 * SEC, Duration::ZERO);
     let guard = behind.lock(&c).await.unwrap().unwrap();
     let state = ahead.lock_state("job").await.unwrap().unwrap();
@@ -100,8 +104,7 @@ pub async fn app_clock_offset_changes_nothing_in_database_clock_mode<D: TestDb>(
 pub async fn app_clock_mode_trusts_skewed_clocks<D: TestDb>(db: &D) {
     let app = |minutes: i64| Opts {
         own_pool: true,
-        app_clock: Some(AppClock::offset(chrono::Duration::minutes(minutes))),
-        clock_mode: ClockMode::Application,
+        clock_mode: ClockMode::Application(skewed_clock(minutes)),
         ..Opts::default()
     };
     let right = db.provider_with(app(0)).await;
