@@ -72,10 +72,11 @@ impl Rendered {
             let at = st.binds.iter().position(|p| *p == Param::Now);
             let (now, grant_now) = D::clock(at.filter(|_| app).map(|i| i + 1));
             let text = st.sql.replace("{grant_now}", &grant_now);
-            Prepared::new(statement(&text, table, D::BACKEND, &now), st)
+            Prepared::new(statement(&text, table, D::BACKEND, &now), st, true)
         };
         // The operator's and the history's statements always read the database's clock.
-        let db = |st: &Statement| Prepared::new(statement(st.sql, table, D::BACKEND, D::NOW), st);
+        let db =
+            |st: &Statement| Prepared::new(statement(st.sql, table, D::BACKEND, D::NOW), st, false);
         let sql = &D::SQL;
         Self {
             acquire: lock(&sql.acquire),
@@ -105,6 +106,7 @@ macro_rules! run {
             .stash
             .run(
                 &$core.pool,
+                prepared.held,
                 || prepared.args::<D>(app_now, |$param| $values),
                 D::Db::$run,
                 &prepared.sql,

@@ -214,13 +214,17 @@ driver!(sqlx::Sqlite);
 pub(crate) struct Prepared {
     pub(crate) sql: Arc<str>,
     pub(crate) binds: &'static [Param],
+    /// Whether it runs on a held connection ([`Stash`]): the lock statements do; the
+    /// operator's and the history's statements take one from the pool and give it back.
+    pub(crate) held: bool,
 }
 
 impl Prepared {
-    pub(crate) fn new(sql: Arc<str>, statement: &Statement) -> Self {
+    pub(crate) fn new(sql: Arc<str>, statement: &Statement, held: bool) -> Self {
         Self {
             sql,
             binds: statement.binds,
+            held,
         }
     }
 
@@ -294,14 +298,15 @@ impl<DB: Database> Stash<DB> {
         }
     }
 
-    /// Runs `run` on a connection from the stash (or the pool). A statement that lost a
-    /// serialization race ([`lost_a_race`]) is run again, up to [`SERIALIZATION_RETRIES`]
-    /// times: with the server's isolation set to `REPEATABLE READ` or `SERIALIZABLE`, a losing
-    /// acquire is then "held" (`Ok(None)`), not an error. `args` builds each attempt's
-    /// arguments.
+    /// Runs `run` on a connection from the stash (or the pool; only the pool unless `held`).
+    /// A statement that lost a serialization race ([`lost_a_race`]) is run again, up to
+    /// [`SERIALIZATION_RETRIES`] times: with the server's isolation set to `REPEATABLE READ` or
+    /// `SERIALIZABLE`, a losing acquire is then "held" (`Ok(None)`), not an error. `args` builds
+    /// each attempt's arguments.
     pub(crate) async fn run<T, A>(
         &self,
         pool: &Pool<DB>,
+        held: bool,
         args: A,
         run: RunFn<DB, T>,
         sql: &Arc<str>,
@@ -311,13 +316,20 @@ impl<DB: Database> Stash<DB> {
     {
         let mut retries = 0;
         loop {
-            let out = match self.take(pool).await {
+            let conn = if held {
+                self.take(pool).await
+            } else {
+                pool.acquire().await
+            };
+            let out = match conn {
                 Ok(mut conn) => {
                     let out = match args() {
                         Ok(args) => run(&mut conn, Arc::clone(sql), args).await,
                         Err(e) => Err(e),
                     };
-                    self.give(conn, out.is_ok());
+                    if held {
+                        self.give(conn, out.is_ok());
+                    }
                     out
                 }
                 Err(e) => Err(e),
