@@ -53,7 +53,7 @@ pub enum RunOutcome {
     ///
     /// A run whose end was never recorded (its process was killed, or stopped and never came
     /// back, or the statement that finishes the row failed) stays `running` until
-    /// [`LockProvider::close_abandoned_runs`](crate::LockProvider::close_abandoned_runs) finds
+    /// [`RunStore::close_abandoned_runs`](crate::RunStore::close_abandoned_runs) finds
     /// that its lock is no longer held by its fencing token and closes it as
     /// [`Abandoned`](Self::Abandoned). A scheduler with history on does that at start-up and
     /// at every [`RunHistory::prune_every`](crate::RunHistory::prune_every).
@@ -81,7 +81,7 @@ pub enum RunOutcome {
     /// The row was left [`Running`](Self::Running) and its lock is no longer held by its
     /// fencing token: the lock's row is gone, carries a newer token, or expired by the
     /// database's clock. Written by
-    /// [`LockProvider::close_abandoned_runs`](crate::LockProvider::close_abandoned_runs), never
+    /// [`RunStore::close_abandoned_runs`](crate::RunStore::close_abandoned_runs), never
     /// by the run itself; the `error` column says which of the three it found, and
     /// `finished_at` is when it was closed, not when the run ended (which nobody recorded).
     ///
@@ -174,7 +174,7 @@ pub struct NewRun {
     /// The cron tick.
     pub tick: Option<DateTime<Utc>>,
     /// How it ended, or [`RunOutcome::Running`] for a run that is starting (finish it with
-    /// [`LockProvider::finish_run`](crate::LockProvider::finish_run)).
+    /// [`RunStore::finish_run`](crate::RunStore::finish_run)).
     pub outcome: RunOutcome,
     /// The fencing token of the run's lock.
     pub fencing_token: Option<i64>,

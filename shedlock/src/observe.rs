@@ -172,7 +172,7 @@ pub trait SchedulerListener: Send + Sync + 'static {
 /// When the scheduler starts and then every [`prune_every`](Self::prune_every), it closes every
 /// such row whose lock is no longer held by the row's fencing token as
 /// [`RunOutcome::Abandoned`], with the reason in `error`
-/// ([`LockProvider::close_abandoned_runs`]). A row whose lock is still held (a keep-alive lease
+/// ([`RunStore::close_abandoned_runs`](crate::RunStore::close_abandoned_runs)). A row whose lock is still held (a keep-alive lease
 /// or `lock_at_most_for` not yet run out) is closed at a later pass. Each pass that closes rows
 /// logs how many, and counts them in
 /// [`metric_names::RUNS_ABANDONED`](crate::metric_names::RUNS_ABANDONED); a pass that fails is
@@ -490,7 +490,7 @@ impl Probe {
         // below finds this row `running` under a lock its token no longer holds, and closes it
         // as `abandoned`. `finish_run` sets the outcome whatever the row holds (and runs again
         // if it lost a serialization race to the sweep), so the row still ends with the real
-        // outcome (`tests/support/scheduler_suite.rs` runs a sweep in exactly that window).
+        // outcome (`tests/support/scheduler_suite/runs.rs` runs a sweep in exactly that window).
         // Finishing the row before the unlock would not close the window: a sweep can just as
         // well come while the run is stalled past its lease.
         let written = match id {

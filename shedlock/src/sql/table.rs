@@ -94,7 +94,7 @@ impl TableName {
         quote(&format!("{}{suffix}", self.split().1), backend)
     }
 
-    /// The table where [`migrate`](crate::LockProvider::migrate) records what it applied:
+    /// The table where [`migrate`](crate::LockAdmin::migrate) records what it applied:
     /// `_<table>_migrations` beside the lock table, never the application's `_sqlx_migrations`.
     pub(crate) fn history_table(&self) -> String {
         match self.split() {
