@@ -87,9 +87,136 @@ where
         token = tracing::field::Empty,
         outcome = tracing::field::Empty,
     );
-    let out = hold_in_span(provider, config, task)
-        .instrument(span.clone())
-        .await;
+    let out: Result<TaskResult<T>> = async {
+        let keep_alive = provider.keep_alive();
+        let (at_most, at_least) = (config.lock_at_most_for(), config.lock_at_least_for());
+        let lease = if keep_alive.is_enabled() {
+            keep_alive.lease_for(at_most, at_least)
+        } else {
+            at_most
+        };
+        let acquire = if lease < at_most {
+            let short = LockConfiguration::new(config.name(), lease, at_least)?;
+            match config.tick() {
+                Some(tick) => short.for_tick(tick),
+                None => short,
+            }
+        } else {
+            config.clone()
+        };
+        let probe = Probe::attempt(config.name());
+        let sent_at = Instant::now();
+        let Some(mut guard) = provider.lock(&acquire).await? else {
+            tracing::debug!(lock = config.name(), tick = ?config.tick(), "held elsewhere or tick already claimed: skipped");
+            return Ok(TaskResult::Skipped);
+        };
+        tracing::Span::current().record("token", guard.fencing_token());
+        if let Some(probe) = &probe {
+            probe.acquired(guard.fencing_token());
+        }
+        let context = LockContext::new(
+            config.name().to_owned(),
+            guard.fencing_token(),
+            config.tick(),
+        );
+        tracing::debug!(lock = config.name(), token = guard.fencing_token(), tick = ?config.tick(), "lock acquired");
+
+        let body = AssertUnwindSafe(context.scope(task(context.clone()))).catch_unwind();
+        let mut body = pin!(body);
+        let ending = if keep_alive.is_enabled() {
+            let cancel_on_lost = keep_alive.on_lock_lost() != OnLockLost::Notify;
+            let clock = LeaseClock::new(sent_at, lease);
+            let (stop, stopped) = watch::channel(false);
+            let keeper = keep_alive_loop(
+                guard.renewer(),
+                lease,
+                keep_alive.interval_for(lease),
+                &clock,
+                &context,
+                stopped,
+            );
+            let mut keeper = pin!(keeper);
+            // The body is polled only while the lease holds by this process's monotonic clock: after
+            // a pause (a stopped process, a frozen VM, a blocked runtime) that outlasted the lease, it
+            // is not polled again until a renewal proves the lock still ours, and is cancelled (or
+            // told, in notify mode) when none does.
+            let gated = poll_fn(|cx| {
+                if context.is_lost() {
+                    if cancel_on_lost {
+                        return Poll::Ready(None);
+                    }
+                } else if clock.expired() {
+                    return Poll::Pending; // the keeper, in this task too, renews or gives up
+                }
+                body.as_mut().poll(cx).map(Some)
+            });
+            let mut keeper_done = false;
+            let ending = tokio::select! {
+                biased;
+                out = gated => match out {
+                    Some(out) => Ending::Done(out),
+                    None => Ending::Lost,
+                },
+                () = context.lost(), if cancel_on_lost => Ending::Lost,
+                () = &mut keeper => {
+                    keeper_done = true;
+                    Ending::Lost
+                }
+                () = cancelled() => Ending::Cancelled,
+            };
+            let ending = match ending {
+                Ending::Lost if !cancel_on_lost => Ending::LostNotified,
+                other => other,
+            };
+            if matches!(ending, Ending::Lost | Ending::LostNotified) {
+                report_lost(&context, probe.as_deref(), &guard);
+            }
+            let ending = match ending {
+                // Notify mode: the job runs on, told through its context.
+                Ending::LostNotified => Ending::Done(body.await),
+                other => other,
+            };
+            // Stop renewing; a renewal already sent is awaited, so it cannot land after the unlock
+            // and hold the lock for another lease.
+            stop.send_replace(true);
+            if !keeper_done && tokio::time::timeout(IN_FLIGHT_LIMIT, keeper).await.is_err() {
+                tracing::warn!(
+                    lock = config.name(),
+                    "a lock renewal got no answer within 30 s; unlocking anyway"
+                );
+            }
+            if let Some(renewed_at) = clock.renewed_at() {
+                guard.renewed(renewed_at, lease, Duration::ZERO);
+            }
+            ending
+        } else {
+            tokio::select! {
+                biased;
+                out = &mut body => Ending::Done(out),
+                () = cancelled() => Ending::Cancelled,
+            }
+        };
+        release(guard, config.name()).await;
+        match ending {
+            Ending::Done(Ok(value)) => Ok(TaskResult::Executed(value)),
+            Ending::Done(Err(panic)) => std::panic::resume_unwind(panic),
+            Ending::Lost | Ending::LostNotified => Err(Error::LockLost {
+                name: config.name().to_owned(),
+                fencing_token: context.fencing_token(),
+            }),
+            Ending::Cancelled => {
+                tracing::info!(
+                    lock = config.name(),
+                    "run cancelled by shutdown; lock released"
+                );
+                Err(Error::Cancelled {
+                    name: config.name().to_owned(),
+                })
+            }
+        }
+    }
+    .instrument(span.clone())
+    .await;
     span.record(
         "outcome",
         match &out {
@@ -101,143 +228,6 @@ where
         },
     );
     out
-}
-
-async fn hold_in_span<T, F, Fut>(
-    provider: &dyn LockProvider,
-    config: &LockConfiguration,
-    task: F,
-) -> Result<TaskResult<T>>
-where
-    F: FnOnce(LockContext) -> Fut,
-    Fut: Future<Output = T>,
-{
-    let keep_alive = provider.keep_alive();
-    let (at_most, at_least) = (config.lock_at_most_for(), config.lock_at_least_for());
-    let lease = if keep_alive.is_enabled() {
-        keep_alive.lease_for(at_most, at_least)
-    } else {
-        at_most
-    };
-    let acquire = if lease < at_most {
-        let short = LockConfiguration::new(config.name(), lease, at_least)?;
-        match config.tick() {
-            Some(tick) => short.for_tick(tick),
-            None => short,
-        }
-    } else {
-        config.clone()
-    };
-    let probe = Probe::attempt(config.name());
-    let sent_at = Instant::now();
-    let Some(mut guard) = provider.lock(&acquire).await? else {
-        tracing::debug!(lock = config.name(), tick = ?config.tick(), "held elsewhere or tick already claimed: skipped");
-        return Ok(TaskResult::Skipped);
-    };
-    tracing::Span::current().record("token", guard.fencing_token());
-    if let Some(probe) = &probe {
-        probe.acquired(guard.fencing_token());
-    }
-    let context = LockContext::new(
-        config.name().to_owned(),
-        guard.fencing_token(),
-        config.tick(),
-    );
-    tracing::debug!(lock = config.name(), token = guard.fencing_token(), tick = ?config.tick(), "lock acquired");
-
-    let body = AssertUnwindSafe(context.scope(task(context.clone()))).catch_unwind();
-    let mut body = pin!(body);
-    let ending = if keep_alive.is_enabled() {
-        let cancel_on_lost = keep_alive.on_lock_lost() != OnLockLost::Notify;
-        let clock = LeaseClock::new(sent_at, lease);
-        let (stop, stopped) = watch::channel(false);
-        let keeper = keep_alive_loop(
-            guard.renewer(),
-            lease,
-            keep_alive.interval_for(lease),
-            &clock,
-            &context,
-            stopped,
-        );
-        let mut keeper = pin!(keeper);
-        // The body is polled only while the lease holds by this process's monotonic clock: after
-        // a pause (a stopped process, a frozen VM, a blocked runtime) that outlasted the lease, it
-        // is not polled again until a renewal proves the lock still ours, and is cancelled (or
-        // told, in notify mode) when none does.
-        let gated = poll_fn(|cx| {
-            if context.is_lost() {
-                if cancel_on_lost {
-                    return Poll::Ready(None);
-                }
-            } else if clock.expired() {
-                return Poll::Pending; // the keeper, in this task too, renews or gives up
-            }
-            body.as_mut().poll(cx).map(Some)
-        });
-        let mut keeper_done = false;
-        let ending = tokio::select! {
-            biased;
-            out = gated => match out {
-                Some(out) => Ending::Done(out),
-                None => Ending::Lost,
-            },
-            () = context.lost(), if cancel_on_lost => Ending::Lost,
-            () = &mut keeper => {
-                keeper_done = true;
-                Ending::Lost
-            }
-            () = cancelled() => Ending::Cancelled,
-        };
-        let ending = match ending {
-            Ending::Lost if !cancel_on_lost => Ending::LostNotified,
-            other => other,
-        };
-        if matches!(ending, Ending::Lost | Ending::LostNotified) {
-            report_lost(&context, probe.as_deref(), &guard);
-        }
-        let ending = match ending {
-            // Notify mode: the job runs on, told through its context.
-            Ending::LostNotified => Ending::Done(body.await),
-            other => other,
-        };
-        // Stop renewing; a renewal already sent is awaited, so it cannot land after the unlock
-        // and hold the lock for another lease.
-        stop.send_replace(true);
-        if !keeper_done && tokio::time::timeout(IN_FLIGHT_LIMIT, keeper).await.is_err() {
-            tracing::warn!(
-                lock = config.name(),
-                "a lock renewal got no answer within 30 s; unlocking anyway"
-            );
-        }
-        if let Some(renewed_at) = clock.renewed_at() {
-            guard.renewed(renewed_at, lease, Duration::ZERO);
-        }
-        ending
-    } else {
-        tokio::select! {
-            biased;
-            out = &mut body => Ending::Done(out),
-            () = cancelled() => Ending::Cancelled,
-        }
-    };
-    release(guard, config.name()).await;
-    match ending {
-        Ending::Done(Ok(value)) => Ok(TaskResult::Executed(value)),
-        Ending::Done(Err(panic)) => std::panic::resume_unwind(panic),
-        Ending::Lost | Ending::LostNotified => Err(Error::LockLost {
-            name: config.name().to_owned(),
-            fencing_token: context.fencing_token(),
-        }),
-        Ending::Cancelled => {
-            tracing::info!(
-                lock = config.name(),
-                "run cancelled by shutdown; lock released"
-            );
-            Err(Error::Cancelled {
-                name: config.name().to_owned(),
-            })
-        }
-    }
 }
 
 /// How long, after its run ended, a renewal already on its way is waited for before the unlock.

@@ -70,13 +70,12 @@ impl Rendered {
         // application's, bound where the statement says (`Param::Now`).
         let lock = |st: &Statement| {
             let at = st.binds.iter().position(|p| *p == Param::Now);
-            let (now, grant_now) = D::clock(at.filter(|_| app).map(|i| i + 1));
+            let (now, grant_now) = super::dialect::clock::<D>(at.filter(|_| app).map(|i| i + 1));
             let text = st.sql.replace("{grant_now}", &grant_now);
-            Prepared::new(statement(&text, table, D::BACKEND, &now), st, true)
+            Prepared::new(statement::<D>(&text, table, &now), st, true)
         };
         // The operator's and the history's statements always read the database's clock.
-        let db =
-            |st: &Statement| Prepared::new(statement(st.sql, table, D::BACKEND, D::NOW), st, false);
+        let db = |st: &Statement| Prepared::new(statement::<D>(st.sql, table, D::NOW), st, false);
         let sql = &D::SQL;
         Self {
             acquire: lock(&sql.acquire),

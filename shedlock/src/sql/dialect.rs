@@ -69,6 +69,31 @@ pub struct Statements {
     pub runs: Statement,
 }
 
+/// A dialect's [`Statements`] from the constants of its file, named after the fields
+/// (`ACQUIRE`, `UNLOCK`, …, `RUNS`), and the clock read every dialect writes alike.
+#[allow(unused_macros)] // without a backend feature
+macro_rules! statements {
+    () => {
+        $crate::sql::dialect::Statements {
+            acquire: ACQUIRE,
+            unlock: UNLOCK,
+            extend: EXTEND,
+            held: HELD,
+            clock: $crate::sql::standard::CLOCK,
+            columns: COLUMNS,
+            locks: LOCKS,
+            release: RELEASE,
+            run_insert: RUN_INSERT,
+            run_finish: RUN_FINISH,
+            run_prune: RUN_PRUNE,
+            run_abandon: RUN_ABANDON,
+            runs: RUNS,
+        }
+    };
+}
+#[allow(unused_imports)] // without a backend feature
+pub(crate) use statements;
+
 /// What a bound parameter is. The provider supplies each from the operation at hand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Param {
@@ -171,10 +196,19 @@ pub trait Hooks: Send + Sync + Sized + 'static {
     /// [`Answer`] is the statement's result.
     const RETURNING: bool;
 
-    /// `{now}` and `{grant_now}` for the lock statements: the database's clock, or, with the
-    /// application's clock bound as parameter `position` (1-based) of the statement, the
-    /// expression that reads it.
-    fn clock(position: Option<usize>) -> (String, String);
+    /// The database's current time where a lock statement grants or renews a lease (`{now}`
+    /// and `{grant_now}` in the lock statements): the time of the call, not of the statement's
+    /// start where the two differ.
+    const LEASE_NOW: &'static str = Self::NOW;
+
+    /// The expression that reads the application's clock, bound as parameter `position`
+    /// (1-based) of a lock statement ([`Param::Now`]).
+    fn app_now(position: usize) -> String;
+
+    /// `{grant_now}` of the acquire with the application's clock bound at `position`.
+    fn app_grant_now(position: usize) -> String {
+        Self::app_now(position)
+    }
 
     /// Binds a duration as the statements expect it.
     fn bind_duration(
@@ -202,14 +236,28 @@ pub trait Hooks: Send + Sync + Sized + 'static {
         app_now: Option<DateTime<Utc>>,
     ) -> Result<Acquired, sqlx::Error>;
 
-    /// The id of the history row an insert made.
-    fn inserted_id(answer: Answer<Self::Db>) -> Result<i64, sqlx::Error>;
+    /// The id of the history row an insert made: by default the row it returned.
+    fn inserted_id(answer: Answer<Self::Db>) -> Result<i64, sqlx::Error> {
+        match answer {
+            Answer::Row(Some(row)) => Self::Db::int(&row, 0),
+            _ => Err(sqlx::Error::RowNotFound),
+        }
+    }
 
     /// Sorts a database error (missing table, missing column, other).
     fn failure(error: &dyn DatabaseError) -> Failure;
 
     /// Connection options from a URL (or, for SQLite, a path).
-    fn options(url: &str) -> Result<Options<Self>>;
+    fn options(url: &str) -> Result<Options<Self>> {
+        url.parse().map_err(|source| crate::Error::InvalidUrl {
+            backend: Self::BACKEND,
+            source,
+        })
+    }
+
+    /// A time column as ISO-8601 text in UTC with milliseconds (`2026-11-21T12:04:02.000Z`),
+    /// as an SQL expression: what `{iso(<column>)}` in a statement becomes.
+    fn iso_utc(column: &str) -> String;
 
     /// Where the database is, for errors.
     fn address(options: &Options<Self>) -> String;
@@ -233,5 +281,14 @@ pub trait Hooks: Send + Sync + Sized + 'static {
     fn check_shape(core: &Core<Self>) -> impl Future<Output = Result<()>> + Send {
         let _ = core;
         async { Ok(()) }
+    }
+}
+
+/// `{now}` and `{grant_now}` of a lock statement: the database's clock, or the application's,
+/// bound as parameter `position` (1-based).
+pub(crate) fn clock<D: Hooks>(position: Option<usize>) -> (String, String) {
+    match position {
+        Some(n) => (D::app_now(n), D::app_grant_now(n)),
+        None => (D::LEASE_NOW.to_owned(), D::LEASE_NOW.to_owned()),
     }
 }

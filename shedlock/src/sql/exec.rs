@@ -104,12 +104,16 @@ pub trait Driver: Database {
         args: Self::Arguments,
     ) -> BoxFuture<'c, Result<Vec<Self::Row>, sqlx::Error>>;
 
-    /// Runs a statement; its first row, if any.
+    /// Runs a statement; its first row, if any (the statements this runs return one row at
+    /// most).
     fn fetch_optional<'c>(
         conn: &'c mut Self::Connection,
         sql: Arc<str>,
         args: Self::Arguments,
-    ) -> BoxFuture<'c, Result<Option<Self::Row>, sqlx::Error>>;
+    ) -> BoxFuture<'c, Result<Option<Self::Row>, sqlx::Error>> {
+        let rows = Self::fetch_all(conn, sql, args);
+        Box::pin(async move { Ok(rows.await?.into_iter().next()) })
+    }
 
     /// How many rows a statement changed (or matched, where the server reports that).
     fn rows_affected(done: &Self::QueryResult) -> u64;
@@ -162,14 +166,6 @@ macro_rules! driver {
                 args: Self::Arguments,
             ) -> BoxFuture<'c, Result<Vec<Self::Row>, sqlx::Error>> {
                 Box::pin(sqlx::query_with(AssertSqlSafe(sql), args).fetch_all(conn))
-            }
-
-            fn fetch_optional<'c>(
-                conn: &'c mut Self::Connection,
-                sql: Arc<str>,
-                args: Self::Arguments,
-            ) -> BoxFuture<'c, Result<Option<Self::Row>, sqlx::Error>> {
-                Box::pin(sqlx::query_with(AssertSqlSafe(sql), args).fetch_optional(conn))
             }
 
             fn rows_affected(done: &Self::QueryResult) -> u64 {

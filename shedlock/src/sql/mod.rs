@@ -28,6 +28,7 @@ pub(crate) mod postgres;
 pub(crate) mod provider;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
+pub(crate) mod standard;
 mod table;
 
 pub use dialect::Dialect;
@@ -39,20 +40,28 @@ pub(crate) const PRUNE_BATCH: u64 = 10_000;
 
 /// A statement with its placeholders filled in, cheap to clone into each query: `{table}` (the
 /// lock table), `{runs}` (its run history), `{tokens}` (PostgreSQL's token sequence),
-/// `{retired}` (SQLite's record of deleted rows), all quoted for `backend`, and `{now}`.
-pub(crate) fn statement(
+/// `{retired}` (SQLite's record of deleted rows), all quoted for the dialect, `{now}`, and each
+/// `{iso(<column>)}` ([`Hooks::iso_utc`](dialect::Hooks::iso_utc)).
+pub(crate) fn statement<D: dialect::Hooks>(
     template: &str,
     table: &TableName,
-    backend: Backend,
     now: &str,
 ) -> Arc<str> {
-    template
+    let backend = D::BACKEND;
+    let mut text = template
         .replace("{table}", &table.quoted(backend, ""))
         .replace("{runs}", &table.quoted(backend, "_runs"))
         .replace("{tokens}", &table.quoted(backend, "_tokens"))
         .replace("{retired}", &table.quoted(backend, "_retired"))
-        .replace("{now}", now)
-        .into()
+        .replace("{now}", now);
+    while let Some(start) = text.find("{iso(") {
+        let Some(len) = text[start..].find(")}") else {
+            break;
+        };
+        let column = text[start + "{iso(".len()..start + len].to_owned();
+        text.replace_range(start..start + len + ")}".len(), &D::iso_utc(&column));
+    }
+    text.into()
 }
 
 /// A history retention as the statements bind it: whole milliseconds, at most 1000 years (no
@@ -93,7 +102,7 @@ pub(crate) fn statement_text(backend: Backend, name: &str, table: &str) -> Optio
         })
     }
     fn text<D: Hooks>(name: &str, table: &TableName) -> Option<String> {
-        let (now, grant_now) = D::clock(None);
+        let (now, grant_now) = dialect::clock::<D>(None);
         let st = pick(&D::SQL, name)?;
         let sql = st.sql.replace("{grant_now}", &grant_now);
         let now = if name == "acquire" || name == "unlock" || name == "extend" || name == "held" {
@@ -101,7 +110,7 @@ pub(crate) fn statement_text(backend: Backend, name: &str, table: &str) -> Optio
         } else {
             D::NOW.to_owned()
         };
-        Some(statement(&sql, table, D::BACKEND, &now).to_string())
+        Some(statement::<D>(&sql, table, &now).to_string())
     }
     let table = TableName::new(table).ok()?;
     match backend {
@@ -123,17 +132,17 @@ mod tests {
 
     /// The lock statements of `D` as they run with the database's clock.
     fn lock_statements<D: Hooks>() -> [(Statement, Arc<str>); 4] {
-        let (now, grant_now) = D::clock(None);
+        let (now, grant_now) = dialect::clock::<D>(None);
         let table = TableName::new("shedlock").unwrap();
         let sql = D::SQL;
         [sql.acquire, sql.unlock, sql.extend, sql.held].map(|st| {
             let text = st.sql.replace("{grant_now}", &grant_now);
-            (st, statement(&text, &table, D::BACKEND, &now))
+            (st, statement::<D>(&text, &table, &now))
         })
     }
 
     fn single_and_by_the_database_clock<D: Hooks>() {
-        let (now, _) = D::clock(None);
+        let (now, _) = dialect::clock::<D>(None);
         for (_, filled) in lock_statements::<D>() {
             let dialect = D::BACKEND;
             assert!(
@@ -172,10 +181,9 @@ mod tests {
     fn sweep_by_the_database_clock<D: Hooks>() {
         let backend = D::BACKEND;
         let now = D::NOW;
-        let filled = statement(
+        let filled = statement::<D>(
             D::SQL.run_abandon.sql,
             &TableName::new("ops.order").unwrap(),
-            backend,
             now,
         );
         assert!(!filled.contains(';'), "{backend}: one statement: {filled}");
@@ -252,15 +260,10 @@ mod tests {
             let at = st.binds.iter().position(|p| *p == Param::Now);
             for app in [false, true] {
                 let (now, grant_now) = match at {
-                    Some(i) if app => D::clock(Some(i + 1)),
+                    Some(i) if app => dialect::clock::<D>(Some(i + 1)),
                     _ => (D::NOW.to_owned(), D::NOW.to_owned()),
                 };
-                let text = statement(
-                    &st.sql.replace("{grant_now}", &grant_now),
-                    &table,
-                    D::BACKEND,
-                    &now,
-                );
+                let text = statement::<D>(&st.sql.replace("{grant_now}", &grant_now), &table, &now);
                 let bound = st.binds.iter().filter(|p| app || **p != Param::Now).count();
                 assert_eq!(
                     parameters(&text),

@@ -6,7 +6,6 @@
 //! `LAST_INSERT_ID(expr)`, which the server sends in the statement's OK packet: one round trip,
 //! no follow-up `SELECT`. See `docs/adr/0001-statements-and-time.md`.
 
-use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, NaiveDateTime, Utc};
@@ -16,7 +15,9 @@ use sqlx::mysql::{MySqlArguments, MySqlConnectOptions, MySqlRow};
 use sqlx::{Arguments, Row};
 
 use super::core::Core;
-use super::dialect::{Acquired, Answer, Dialect, Failure, Hooks, Param, Statement, Statements};
+use super::dialect::{
+    Acquired, Answer, Dialect, Failure, Hooks, Param as P, Statement, Statements, statements,
+};
 use super::errors::fail;
 use super::micros;
 use crate::{Backend, Error, Result};
@@ -77,7 +78,7 @@ ON DUPLICATE KEY UPDATE
     locked_at = IF(fencing_token = LAST_INSERT_ID(), {grant_now}, locked_at),
     last_tick = IF(fencing_token = LAST_INSERT_ID(), COALESCE(VALUES(last_tick), last_tick), last_tick),
     locked_until = IF(fencing_token = LAST_INSERT_ID(), locked_at + INTERVAL ? MICROSECOND, locked_until)",
-    binds: &[Param::Name, Param::AtMost, Param::LockedBy, Param::Tick, Param::Now, Param::Tick, Param::Tick, Param::Tolerance, Param::AtMost],
+    binds: &[P::Name, P::AtMost, P::LockedBy, P::Tick, P::Now, P::Tick, P::Tick, P::Tolerance, P::AtMost],
 };
 
 /// What the acquire reports as its last-insert-id when the lock is held: 2⁶⁴ − 1.
@@ -92,7 +93,7 @@ const UNLOCK: Statement = Statement {
 UPDATE {table}
 SET locked_until = GREATEST({now}, locked_at + INTERVAL ? MICROSECOND, locked_until - INTERVAL ? MICROSECOND)
 WHERE name = ? AND fencing_token = ?",
-    binds: &[Param::Now, Param::AtLeast, Param::Slack, Param::Name, Param::Token],
+    binds: &[P::Now, P::AtLeast, P::Slack, P::Name, P::Token],
 };
 
 /// Extend: hold until `now + lock_at_most_for`, only while the token matches and the lock has
@@ -104,19 +105,7 @@ const EXTEND: Statement = Statement {
 UPDATE {table}
 SET locked_until = {now} + INTERVAL ? MICROSECOND
 WHERE name = ? AND fencing_token = ? AND locked_until > {now}",
-    binds: &[
-        Param::Now,
-        Param::AtMost,
-        Param::Name,
-        Param::Token,
-        Param::Now,
-    ],
-};
-
-/// The database's current time, for the scheduler's clock offset.
-const CLOCK: Statement = Statement {
-    sql: "SELECT {now}",
-    binds: &[],
+    binds: &[P::Now, P::AtMost, P::Name, P::Token, P::Now],
 };
 
 /// The columns of the lock table with what the shape check needs: type, `AUTO_INCREMENT`,
@@ -133,7 +122,7 @@ WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?";
 const HELD: Statement = Statement {
     sql: "\
 SELECT COUNT(*) FROM {table} WHERE name = ? AND fencing_token = ? AND locked_until > {now}",
-    binds: &[Param::Name, Param::Token, Param::Now],
+    binds: &[P::Name, P::Token, P::Now],
 };
 
 /// The columns the lock table has.
@@ -141,7 +130,7 @@ const COLUMNS: Statement = Statement {
     sql: "\
 SELECT CAST(column_name AS CHAR) FROM information_schema.columns
 WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?",
-    binds: &[Param::Schema, Param::Table],
+    binds: &[P::Schema, P::Table],
 };
 
 /// Serializes `migrate()` across instances: a named lock, waited for up to the given seconds.
@@ -158,7 +147,7 @@ SELECT name, locked_until, locked_at, locked_by, fencing_token, last_tick, {now}
 FROM {table}
 WHERE ? IS NULL OR name = ?
 ORDER BY name",
-    binds: &[Param::NameFilter, Param::NameFilter],
+    binds: &[P::NameFilter, P::NameFilter],
 };
 
 /// An operator's release: ends the lock now, only while it carries the token the operator was
@@ -169,7 +158,7 @@ const RELEASE: Statement = Statement {
     sql: "\
 UPDATE {table} SET locked_until = {now}
 WHERE name = ? AND fencing_token = ? AND locked_until > {now}",
-    binds: &[Param::Name, Param::Token],
+    binds: &[P::Name, P::Token],
 };
 
 /// A history row; a finished outcome gets `finished_at = started_at`. The id comes back as the
@@ -180,21 +169,21 @@ const RUN_INSERT: Statement = Statement {
     sql: "\
 INSERT INTO {runs} (job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error)
 VALUES (?, ?, ?, {now}, IF(?, NULL, {now}), ?, ?, ?, ?)",
-    binds: &[Param::Job, Param::Name, Param::Tick, Param::Running, Param::Outcome, Param::LockedBy, Param::Token, Param::Error],
+    binds: &[P::Job, P::Name, P::Tick, P::Running, P::Outcome, P::LockedBy, P::Token, P::Error],
 };
 
 /// Finishes a history row. Binds: outcome, error, id.
 const RUN_FINISH: Statement = Statement {
     sql: "\
 UPDATE {runs} SET finished_at = {now}, outcome = ?, error = ? WHERE id = ?",
-    binds: &[Param::Outcome, Param::Error, Param::Id],
+    binds: &[P::Outcome, P::Error, P::Id],
 };
 
 /// Deletes up to 10,000 history rows older than the retention (µs); run until it deletes fewer.
 const RUN_PRUNE: Statement = Statement {
     sql: "\
 DELETE FROM {runs} WHERE started_at < {now} - INTERVAL ? MICROSECOND ORDER BY id LIMIT 10000",
-    binds: &[Param::Retention],
+    binds: &[P::Retention],
 };
 
 /// Closes every history row still `running` whose lock is no longer held by its fencing token:
@@ -214,10 +203,10 @@ SET r.outcome = 'abandoned', r.finished_at = {now},
             'has no row in the lock table (it was deleted) while this run was still recorded as running'
         WHEN l.fencing_token <> r.fencing_token THEN
             CONCAT('was taken over by fencing token ', l.fencing_token, ' at ',
-                   LEFT(DATE_FORMAT(l.locked_at, '%Y-%m-%dT%H:%i:%s.%f'), 23), 'Z',
+                   {iso(l.locked_at)},
                    ' while this run was still recorded as running')
         ELSE
-            CONCAT('expired at ', LEFT(DATE_FORMAT(l.locked_until, '%Y-%m-%dT%H:%i:%s.%f'), 23), 'Z',
+            CONCAT('expired at ', {iso(l.locked_until)},
                    ' while this run was still recorded as running (its process died or stopped, or its end could not be written)')
         END)
 WHERE r.outcome = 'running' AND r.fencing_token IS NOT NULL
@@ -234,12 +223,12 @@ WHERE (? IS NULL OR name = ? OR job = ?) AND (? IS NULL OR outcome = ?)
 ORDER BY id DESC
 LIMIT ?",
     binds: &[
-        Param::NameFilter,
-        Param::NameFilter,
-        Param::NameFilter,
-        Param::OutcomeFilter,
-        Param::OutcomeFilter,
-        Param::Limit,
+        P::NameFilter,
+        P::NameFilter,
+        P::NameFilter,
+        P::OutcomeFilter,
+        P::OutcomeFilter,
+        P::Limit,
     ],
 };
 
@@ -279,30 +268,20 @@ impl Hooks for MySql {
     const BACKEND: Backend = Backend::MySql;
     const MIGRATIONS: &'static [(i64, &'static str, &'static str)] = MIGRATIONS;
     const NOW: &'static str = NOW;
-    const SQL: Statements = Statements {
-        acquire: ACQUIRE,
-        unlock: UNLOCK,
-        extend: EXTEND,
-        held: HELD,
-        clock: CLOCK,
-        columns: COLUMNS,
-        locks: LOCKS,
-        release: RELEASE,
-        run_insert: RUN_INSERT,
-        run_finish: RUN_FINISH,
-        run_prune: RUN_PRUNE,
-        run_abandon: RUN_ABANDON,
-        runs: RUNS,
-    };
+    const SQL: Statements = statements!();
     const RETURNING: bool = false;
 
-    /// The lock statements read the time when they run; the application's time is bound at
-    /// each `{now}` (once for the acquire, whose update reads it back as `VALUES(locked_at)`).
-    fn clock(position: Option<usize>) -> (String, String) {
-        match position {
-            Some(_) => ("CAST(? AS DATETIME(6))".into(), "VALUES(locked_at)".into()),
-            None => (GRANT_NOW.into(), GRANT_NOW.into()),
-        }
+    /// The lock statements read the time when they run.
+    const LEASE_NOW: &'static str = GRANT_NOW;
+
+    /// The application's time is bound at each `{now}`.
+    fn app_now(_position: usize) -> String {
+        "CAST(? AS DATETIME(6))".into()
+    }
+
+    /// Bound once for the acquire, whose update reads it back.
+    fn app_grant_now(_position: usize) -> String {
+        "VALUES(locked_at)".into()
     }
 
     fn bind_duration(args: &mut MySqlArguments, value: Duration) -> Result<(), BoxDynError> {
@@ -360,11 +339,8 @@ impl Hooks for MySql {
         }
     }
 
-    fn options(url: &str) -> Result<MySqlConnectOptions> {
-        MySqlConnectOptions::from_str(url).map_err(|source| Error::InvalidUrl {
-            backend: Backend::MySql,
-            source,
-        })
+    fn iso_utc(column: &str) -> String {
+        format!("CONCAT(LEFT(DATE_FORMAT({column}, '%Y-%m-%dT%H:%i:%s.%f'), 23), 'Z')")
     }
 
     fn address(options: &MySqlConnectOptions) -> String {

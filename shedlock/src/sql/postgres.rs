@@ -4,7 +4,6 @@
 //! Expiry is decided by the server's `clock_timestamp()`; fencing tokens come from the sequence
 //! `<table>_tokens`.
 
-use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -13,9 +12,11 @@ use sqlx::postgres::types::PgInterval;
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgRow};
 use sqlx::{Arguments, Row};
 
-use super::dialect::{Acquired, Answer, Dialect, Failure, Hooks, Param, Statement, Statements};
+use super::dialect::{
+    Acquired, Answer, Dialect, Failure, Hooks, Param as P, Statement, Statements, statements,
+};
 use super::micros;
-use crate::{Backend, Error, Result};
+use crate::{Backend, Result};
 
 /// The database's current time: `clock_timestamp()`, the wall clock at the moment of the call.
 /// (`now()` would be the start of the transaction, which can be far in the past.)
@@ -56,7 +57,7 @@ taken AS (
     RETURNING l.fencing_token)
 SELECT (SELECT fencing_token FROM taken), (EXTRACT(EPOCH FROM ($4 - n.now)) * 1000000)::BIGINT
 FROM n",
-    binds: &[Param::Name, Param::AtMost, Param::LockedBy, Param::Tick, Param::Tolerance, Param::Now],
+    binds: &[P::Name, P::AtMost, P::LockedBy, P::Tick, P::Tolerance, P::Now],
 };
 
 /// Unlock: keep the lock until `lock_at_least_for` after it was taken (and after the newest
@@ -69,13 +70,7 @@ UPDATE {table} AS l
 SET locked_until = GREATEST(n.now, l.locked_at + $3, l.locked_until - $4)
 FROM (SELECT {now} AS now) AS n
 WHERE l.name = $1 AND l.fencing_token = $2",
-    binds: &[
-        Param::Name,
-        Param::Token,
-        Param::AtLeast,
-        Param::Slack,
-        Param::Now,
-    ],
+    binds: &[P::Name, P::Token, P::AtLeast, P::Slack, P::Now],
 };
 
 /// Extend: hold until `now + lock_at_most_for`, only while the token matches and the lock has
@@ -88,13 +83,7 @@ const EXTEND: Statement = Statement {
 UPDATE {table}
 SET locked_until = {now} + $3
 WHERE name = $1 AND fencing_token = $2 AND locked_until > {now}",
-    binds: &[Param::Name, Param::Token, Param::AtMost, Param::Now],
-};
-
-/// The database's current time, for the scheduler's clock offset.
-const CLOCK: Statement = Statement {
-    sql: "SELECT {now}",
-    binds: &[],
+    binds: &[P::Name, P::Token, P::AtMost, P::Now],
 };
 
 /// Is this token still the holder? The row carries it and the lock has not expired.
@@ -104,7 +93,7 @@ const HELD: Statement = Statement {
     sql: "\
 SELECT COUNT(*) FROM {table} AS l, (SELECT {now} AS now) AS n
 WHERE l.name = $1 AND l.fencing_token = $2 AND l.locked_until > n.now",
-    binds: &[Param::Name, Param::Token, Param::Now],
+    binds: &[P::Name, P::Token, P::Now],
 };
 
 /// The columns the lock table has (unquoted names fold to lower case in PostgreSQL).
@@ -112,7 +101,7 @@ const COLUMNS: Statement = Statement {
     sql: "\
 SELECT column_name::TEXT FROM information_schema.columns
 WHERE table_schema = COALESCE($1, current_schema()) AND table_name = $2",
-    binds: &[Param::Schema, Param::Table],
+    binds: &[P::Schema, P::Table],
 };
 
 /// Every lock, or one: each row with the database time it was read at.
@@ -124,7 +113,7 @@ SELECT l.name::TEXT, l.locked_until, l.locked_at, l.locked_by::TEXT, l.fencing_t
 FROM {table} AS l, (SELECT {now} AS now) AS n
 WHERE $1::TEXT IS NULL OR l.name = $1
 ORDER BY l.name",
-    binds: &[Param::NameFilter],
+    binds: &[P::NameFilter],
 };
 
 /// An operator's release: ends the lock now, only while it carries the token the operator was
@@ -137,7 +126,7 @@ UPDATE {table} AS l
 SET locked_until = n.now
 FROM (SELECT {now} AS now) AS n
 WHERE l.name = $1 AND l.fencing_token = $2 AND l.locked_until > n.now",
-    binds: &[Param::Name, Param::Token],
+    binds: &[P::Name, P::Token],
 };
 
 /// A history row; a finished outcome gets `finished_at = started_at`.
@@ -150,14 +139,14 @@ INSERT INTO {runs} (job, name, tick, started_at, finished_at, outcome, locked_by
 SELECT $1, $2, $3, n.now, CASE WHEN $4 THEN NULL ELSE n.now END, $5, $6, $7, $8
 FROM (SELECT {now} AS now) AS n
 RETURNING id",
-    binds: &[Param::Job, Param::Name, Param::Tick, Param::Running, Param::Outcome, Param::LockedBy, Param::Token, Param::Error],
+    binds: &[P::Job, P::Name, P::Tick, P::Running, P::Outcome, P::LockedBy, P::Token, P::Error],
 };
 
 /// Finishes a history row. `$1` id, `$2` outcome, `$3` error.
 const RUN_FINISH: Statement = Statement {
     sql: "\
 UPDATE {runs} SET finished_at = {now}, outcome = $2, error = $3 WHERE id = $1",
-    binds: &[Param::Id, Param::Outcome, Param::Error],
+    binds: &[P::Id, P::Outcome, P::Error],
 };
 
 /// Deletes up to 10,000 history rows older than the retention (`$1`, interval); run until it
@@ -166,43 +155,11 @@ const RUN_PRUNE: Statement = Statement {
     sql: "\
 DELETE FROM {runs} WHERE id IN (
     SELECT id FROM {runs} WHERE started_at < {now} - $1 LIMIT 10000)",
-    binds: &[Param::Retention],
+    binds: &[P::Retention],
 };
 
-/// Closes every history row still `running` whose lock is no longer held by its fencing token:
-/// the lock row is gone, carries another token, or expired by the database's clock. Sets
-/// `abandoned`, `finished_at = now` and an `error` naming what was found. No binds.
-///
-/// A concurrent `RUN_FINISH` of the same row wins either way: if it commits first, the outer
-/// `r.outcome = 'running'` is checked again on the row it wrote (READ COMMITTED re-evaluates
-/// the condition on the newest version; at REPEATABLE READ or SERIALIZABLE this statement fails
-/// with a serialization error instead, and the next sweep finds the row finished) and the row
-/// is skipped; if it commits after, it overwrites this (run again by the provider if it lost a
-/// serialization race to this).
-const RUN_ABANDON: Statement = Statement {
-    sql: "\
-UPDATE {runs} AS r
-SET outcome = 'abandoned', finished_at = c.now, error = c.reason
-FROM (
-    SELECT a.id, n.now, 'abandoned: lock \"' || a.name || '\" ' || CASE
-        WHEN l.name IS NULL THEN
-            'has no row in the lock table (it was deleted) while this run was still recorded as running'
-        WHEN l.fencing_token <> a.fencing_token THEN
-            'was taken over by fencing token ' || l.fencing_token || ' at '
-            || to_char(l.locked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')
-            || ' while this run was still recorded as running'
-        ELSE
-            'expired at ' || to_char(l.locked_until AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')
-            || ' while this run was still recorded as running (its process died or stopped, or its end could not be written)'
-        END AS reason
-    FROM {runs} AS a
-    CROSS JOIN (SELECT {now} AS now) AS n
-    LEFT JOIN {table} AS l ON l.name = a.name
-    WHERE a.outcome = 'running' AND a.fencing_token IS NOT NULL
-      AND (l.name IS NULL OR l.fencing_token <> a.fencing_token OR l.locked_until <= n.now)) AS c
-WHERE r.id = c.id AND r.outcome = 'running'",
-    binds: &[],
-};
+/// Closes the runs whose lock is gone: the standard-SQL statement both dialects share.
+const RUN_ABANDON: Statement = super::standard::RUN_ABANDON;
 
 /// History rows, newest first. `$1` lock or job name (nullable), `$2` outcome (nullable),
 /// `$3` limit.
@@ -214,7 +171,7 @@ FROM {runs}
 WHERE ($1::TEXT IS NULL OR name = $1 OR job = $1) AND ($2::TEXT IS NULL OR outcome = $2)
 ORDER BY id DESC
 LIMIT $3",
-    binds: &[Param::NameFilter, Param::OutcomeFilter, Param::Limit],
+    binds: &[P::NameFilter, P::OutcomeFilter, P::Limit],
 };
 
 const MIGRATIONS: &[(i64, &str, &str)] = &[
@@ -250,29 +207,11 @@ impl Hooks for Postgres {
     const BACKEND: Backend = Backend::Postgres;
     const MIGRATIONS: &'static [(i64, &'static str, &'static str)] = MIGRATIONS;
     const NOW: &'static str = NOW;
-    const SQL: Statements = Statements {
-        acquire: ACQUIRE,
-        unlock: UNLOCK,
-        extend: EXTEND,
-        held: HELD,
-        clock: CLOCK,
-        columns: COLUMNS,
-        locks: LOCKS,
-        release: RELEASE,
-        run_insert: RUN_INSERT,
-        run_finish: RUN_FINISH,
-        run_prune: RUN_PRUNE,
-        run_abandon: RUN_ABANDON,
-        runs: RUNS,
-    };
+    const SQL: Statements = statements!();
     const RETURNING: bool = true;
 
-    fn clock(position: Option<usize>) -> (String, String) {
-        let now = match position {
-            Some(n) => format!("${n}::TIMESTAMPTZ"),
-            None => NOW.to_owned(),
-        };
-        (now.clone(), now)
+    fn app_now(position: usize) -> String {
+        format!("${position}::TIMESTAMPTZ")
     }
 
     fn bind_duration(args: &mut PgArguments, value: Duration) -> Result<(), BoxDynError> {
@@ -304,13 +243,6 @@ impl Hooks for Postgres {
         })
     }
 
-    fn inserted_id(answer: Answer<sqlx::Postgres>) -> Result<i64, sqlx::Error> {
-        match answer {
-            Answer::Row(Some(row)) => row.try_get(0),
-            _ => Err(sqlx::Error::RowNotFound),
-        }
-    }
-
     /// SQLSTATE codes for a missing table, schema or column.
     fn failure(error: &dyn DatabaseError) -> Failure {
         match error.code().as_deref() {
@@ -320,11 +252,8 @@ impl Hooks for Postgres {
         }
     }
 
-    fn options(url: &str) -> Result<PgConnectOptions> {
-        PgConnectOptions::from_str(url).map_err(|source| Error::InvalidUrl {
-            backend: Backend::Postgres,
-            source,
-        })
+    fn iso_utc(column: &str) -> String {
+        format!("to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')")
     }
 
     fn address(options: &PgConnectOptions) -> String {

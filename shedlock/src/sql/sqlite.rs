@@ -16,7 +16,9 @@ use sqlx::sqlite::{
 use sqlx::{Arguments, Row};
 
 use super::core::Core;
-use super::dialect::{Acquired, Answer, Dialect, Failure, Hooks, Param, Statement, Statements};
+use super::dialect::{
+    Acquired, Answer, Dialect, Failure, Hooks, Param as P, Statement, Statements, statements,
+};
 use super::migrate::retry_lost_race;
 use super::millis_ceil;
 use crate::{Backend, Error, Result, SqlLockProvider};
@@ -54,12 +56,12 @@ WHERE l.locked_until <= excluded.locked_at
   AND (excluded.last_tick IS NULL OR l.last_tick IS NULL OR l.last_tick < excluded.last_tick)
 RETURNING fencing_token",
     binds: &[
-        Param::Name,
-        Param::AtMost,
-        Param::LockedBy,
-        Param::Tick,
-        Param::Tolerance,
-        Param::Now,
+        P::Name,
+        P::AtMost,
+        P::LockedBy,
+        P::Tick,
+        P::Tolerance,
+        P::Now,
     ],
 };
 
@@ -72,13 +74,7 @@ const UNLOCK: Statement = Statement {
 UPDATE {table}
 SET locked_until = MAX({now}, locked_at + ?3, locked_until - ?4)
 WHERE name = ?1 AND fencing_token = ?2",
-    binds: &[
-        Param::Name,
-        Param::Token,
-        Param::AtLeast,
-        Param::Slack,
-        Param::Now,
-    ],
+    binds: &[P::Name, P::Token, P::AtLeast, P::Slack, P::Now],
 };
 
 /// Extend: hold until `now + lock_at_most_for`, only while the token matches and the lock has
@@ -90,13 +86,7 @@ const EXTEND: Statement = Statement {
 UPDATE {table}
 SET locked_until = {now} + ?3
 WHERE name = ?1 AND fencing_token = ?2 AND locked_until > {now}",
-    binds: &[Param::Name, Param::Token, Param::AtMost, Param::Now],
-};
-
-/// The current time, for the scheduler's clock offset.
-const CLOCK: Statement = Statement {
-    sql: "SELECT {now}",
-    binds: &[],
+    binds: &[P::Name, P::Token, P::AtMost, P::Now],
 };
 
 /// Is this token still the holder? The row carries it and the lock has not expired.
@@ -105,13 +95,13 @@ const CLOCK: Statement = Statement {
 const HELD: Statement = Statement {
     sql: "\
 SELECT COUNT(*) FROM {table} WHERE name = ?1 AND fencing_token = ?2 AND locked_until > {now}",
-    binds: &[Param::Name, Param::Token, Param::Now],
+    binds: &[P::Name, P::Token, P::Now],
 };
 
 /// The columns the lock table has.
 const COLUMNS: Statement = Statement {
     sql: "SELECT name FROM pragma_table_info(?1, COALESCE(?2, 'main'))",
-    binds: &[Param::Table, Param::Schema],
+    binds: &[P::Table, P::Schema],
 };
 
 /// Every lock, or one: each row with the database time it was read at.
@@ -123,7 +113,7 @@ SELECT name, locked_until, locked_at, locked_by, fencing_token, last_tick, {now}
 FROM {table}
 WHERE ?1 IS NULL OR name = ?1
 ORDER BY name",
-    binds: &[Param::NameFilter],
+    binds: &[P::NameFilter],
 };
 
 /// An operator's release: ends the lock now, only while it carries the token the operator was
@@ -134,7 +124,7 @@ const RELEASE: Statement = Statement {
     sql: "\
 UPDATE {table} SET locked_until = {now}
 WHERE name = ?1 AND fencing_token = ?2 AND locked_until > {now}",
-    binds: &[Param::Name, Param::Token],
+    binds: &[P::Name, P::Token],
 };
 
 /// A history row; a finished outcome gets `finished_at = started_at`.
@@ -146,14 +136,14 @@ const RUN_INSERT: Statement = Statement {
 INSERT INTO {runs} (job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error)
 VALUES (?1, ?2, ?3, {now}, CASE WHEN ?4 THEN NULL ELSE {now} END, ?5, ?6, ?7, ?8)
 RETURNING id",
-    binds: &[Param::Job, Param::Name, Param::Tick, Param::Running, Param::Outcome, Param::LockedBy, Param::Token, Param::Error],
+    binds: &[P::Job, P::Name, P::Tick, P::Running, P::Outcome, P::LockedBy, P::Token, P::Error],
 };
 
 /// Finishes a history row. `?1` id, `?2` outcome, `?3` error.
 const RUN_FINISH: Statement = Statement {
     sql: "\
 UPDATE {runs} SET finished_at = {now}, outcome = ?2, error = ?3 WHERE id = ?1",
-    binds: &[Param::Id, Param::Outcome, Param::Error],
+    binds: &[P::Id, P::Outcome, P::Error],
 };
 
 /// Deletes up to 10,000 history rows older than the retention (`?1`, ms); run until it deletes
@@ -162,39 +152,11 @@ const RUN_PRUNE: Statement = Statement {
     sql: "\
 DELETE FROM {runs} WHERE id IN (
     SELECT id FROM {runs} WHERE started_at < {now} - ?1 LIMIT 10000)",
-    binds: &[Param::Retention],
+    binds: &[P::Retention],
 };
 
-/// Closes every history row still `running` whose lock is no longer held by its fencing token:
-/// the lock row is gone, carries another token, or expired by the clock. Sets `abandoned`,
-/// `finished_at = now` and an `error` naming what was found. No binds.
-///
-/// SQLite runs one writer at a time, so a `RUN_FINISH` of the same row lands wholly before this
-/// (the row is no longer `running`) or after it (and overwrites it).
-const RUN_ABANDON: Statement = Statement {
-    sql: "\
-UPDATE {runs} AS r
-SET outcome = 'abandoned', finished_at = c.now, error = c.reason
-FROM (
-    SELECT a.id, n.now, 'abandoned: lock \"' || a.name || '\" ' || CASE
-        WHEN l.name IS NULL THEN
-            'has no row in the lock table (it was deleted) while this run was still recorded as running'
-        WHEN l.fencing_token <> a.fencing_token THEN
-            'was taken over by fencing token ' || l.fencing_token || ' at '
-            || strftime('%Y-%m-%dT%H:%M:%fZ', l.locked_at / 1000.0, 'unixepoch')
-            || ' while this run was still recorded as running'
-        ELSE
-            'expired at ' || strftime('%Y-%m-%dT%H:%M:%fZ', l.locked_until / 1000.0, 'unixepoch')
-            || ' while this run was still recorded as running (its process died or stopped, or its end could not be written)'
-        END AS reason
-    FROM {runs} AS a
-    CROSS JOIN (SELECT {now} AS now) AS n
-    LEFT JOIN {table} AS l ON l.name = a.name
-    WHERE a.outcome = 'running' AND a.fencing_token IS NOT NULL
-      AND (l.name IS NULL OR l.fencing_token <> a.fencing_token OR l.locked_until <= n.now)) AS c
-WHERE r.id = c.id",
-    binds: &[],
-};
+/// Closes the runs whose lock is gone: the standard-SQL statement both dialects share.
+const RUN_ABANDON: Statement = super::standard::RUN_ABANDON;
 
 /// History rows, newest first. `?1` lock or job name (nullable), `?2` outcome (nullable),
 /// `?3` limit.
@@ -205,7 +167,7 @@ FROM {runs}
 WHERE (?1 IS NULL OR name = ?1 OR job = ?1) AND (?2 IS NULL OR outcome = ?2)
 ORDER BY id DESC
 LIMIT ?3",
-    binds: &[Param::NameFilter, Param::OutcomeFilter, Param::Limit],
+    binds: &[P::NameFilter, P::OutcomeFilter, P::Limit],
 };
 
 const MIGRATIONS: &[(i64, &str, &str)] = &[
@@ -270,29 +232,11 @@ impl Hooks for Sqlite {
     const BACKEND: Backend = Backend::Sqlite;
     const MIGRATIONS: &'static [(i64, &'static str, &'static str)] = MIGRATIONS;
     const NOW: &'static str = NOW;
-    const SQL: Statements = Statements {
-        acquire: ACQUIRE,
-        unlock: UNLOCK,
-        extend: EXTEND,
-        held: HELD,
-        clock: CLOCK,
-        columns: COLUMNS,
-        locks: LOCKS,
-        release: RELEASE,
-        run_insert: RUN_INSERT,
-        run_finish: RUN_FINISH,
-        run_prune: RUN_PRUNE,
-        run_abandon: RUN_ABANDON,
-        runs: RUNS,
-    };
+    const SQL: Statements = statements!();
     const RETURNING: bool = true;
 
-    fn clock(position: Option<usize>) -> (String, String) {
-        let now = match position {
-            Some(n) => format!("?{n}"),
-            None => NOW.to_owned(),
-        };
-        (now.clone(), now)
+    fn app_now(position: usize) -> String {
+        format!("?{position}")
     }
 
     fn bind_duration(args: &mut SqliteArguments, value: Duration) -> Result<(), BoxDynError> {
@@ -339,13 +283,6 @@ impl Hooks for Sqlite {
         })
     }
 
-    fn inserted_id(answer: Answer<sqlx::Sqlite>) -> Result<i64, sqlx::Error> {
-        match answer {
-            Answer::Row(Some(row)) => row.try_get(0),
-            _ => Err(sqlx::Error::RowNotFound),
-        }
-    }
-
     /// SQLite reports a missing table or column only in the message; a file that cannot be
     /// opened is `SQLITE_CANTOPEN` (14).
     fn failure(error: &dyn DatabaseError) -> Failure {
@@ -372,6 +309,10 @@ impl Hooks for Sqlite {
             SqliteConnectOptions::new().filename(path_or_url)
         };
         Ok(SqlLockProvider::<Sqlite>::recommended_options(options))
+    }
+
+    fn iso_utc(column: &str) -> String {
+        format!("strftime('%Y-%m-%dT%H:%M:%fZ', {column} / 1000.0, 'unixepoch')")
     }
 
     fn address(options: &SqliteConnectOptions) -> String {
