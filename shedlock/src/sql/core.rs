@@ -153,23 +153,27 @@ impl<D: Hooks> Core<D> {
             Ok(acquired) => acquired,
             Err(e) => return Err(fail(self, format!("acquire lock {:?}", config.name()), e).await),
         };
-        let too_far = |ahead_by| Error::TickInFuture {
+        let too_far = |tick, ahead_by| Error::TickInFuture {
             name: config.name().to_owned(),
-            tick: config.tick().unwrap_or_default(),
+            tick,
             tolerance,
             ahead_by,
         };
-        match acquired {
-            Acquired::Token(token) => {
+        match (acquired, config.tick()) {
+            (Acquired::Token(token), _) => {
                 let lease = Arc::clone(self) as Arc<dyn Lease>;
                 Ok(Some(LockGuard::new(config, token, lease, sent_at)))
             }
-            Acquired::NotTaken {
-                ahead_us: Some(ahead),
-            } if config.tick().is_some() && ahead > micros(tolerance) => {
-                Err(too_far(Some(Duration::from_micros(ahead.unsigned_abs()))))
+            (
+                Acquired::NotTaken {
+                    ahead_us: Some(ahead),
+                },
+                Some(tick),
+            ) if ahead > micros(tolerance) => {
+                let ahead_by = Duration::from_micros(ahead.unsigned_abs());
+                Err(too_far(tick, Some(ahead_by)))
             }
-            Acquired::TickRefused if config.tick().is_some() => Err(too_far(None)),
+            (Acquired::TickRefused, Some(tick)) => Err(too_far(tick, None)),
             _ => Ok(None),
         }
     }
