@@ -44,7 +44,7 @@ pub(crate) enum RunEnd {
 
 type RunFn = dyn Fn() -> BoxFuture<'static, RunEnd> + Send + Sync;
 
-/// A job for the [`Scheduler`]: a name, a [`Schedule`], and a function that takes its own lock
+/// A job for the [`Scheduler`](crate::Scheduler): a name, a [`Schedule`], and a function that takes its own lock
 /// (a `#[scheduler_lock]` function, or a closure around [`run_locked`](crate::run_locked)).
 ///
 /// `#[scheduled]` makes one for you: `my_job::job(args…)`.

@@ -93,8 +93,9 @@ impl<D: Dialect> SqlLockProvider<D> {
     /// Connects a new pool to `url` and builds a provider with default settings (for SQLite,
     /// `url` may also be a file path; see [`dialect::Sqlite`](crate::dialect::Sqlite)).
     ///
-    /// An unparsable URL is [`Error::InvalidUrl`]; a server that cannot be reached is
-    /// [`Error::Unreachable`] naming the address.
+    /// An unparsable URL is [`Error::InvalidUrl`](crate::Error::InvalidUrl); a server that
+    /// cannot be reached is [`Error::Unreachable`](crate::Error::Unreachable) naming the
+    /// address.
     pub async fn connect(url: &str) -> Result<Self> {
         let options = D::options(url)?;
         let address = D::address(&options);
