@@ -1,4 +1,5 @@
-//! Compile-time tests of `#[scheduler_lock]` and `#[scheduled]`: every `tests/ui/pass` program
+//! Compile-time tests of `#[scheduler_lock]` and `#[scheduled]` (and of what the types refuse,
+//! such as history on a provider without a `RunStore`): every `tests/ui/pass` program
 //! compiles and runs, every `tests/ui/fail` program fails with exactly its `.stderr`.
 //!
 //! Regenerate the `.stderr` files after changing a message with

@@ -100,7 +100,7 @@ pub struct SchedulerBuilder<P> {
     clock_check_every: Duration,
     misfire_grace: Duration,
     shutdown_timeout: Duration,
-    history: Option<(Arc<dyn RunStore>, RunHistory)>,
+    run_history: Option<(Arc<dyn RunStore>, RunHistory)>,
     listeners: Vec<Arc<dyn SchedulerListener>>,
 }
 
@@ -156,7 +156,7 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
         Scheduler {
             inner: Arc::new(Inner {
                 observer: Arc::new(Observer {
-                    history: self.history,
+                    history: self.run_history,
                     listeners: self.listeners,
                 }),
                 provider: self.provider as Arc<dyn LockProvider>,
@@ -181,7 +181,7 @@ impl<P: RunStore + 'static> SchedulerBuilder<P> {
     /// The table is created by the provider's `migrate()`. Only a provider that keeps a run
     /// history ([`RunStore`]) has this option.
     pub fn history(mut self, history: RunHistory) -> Self {
-        self.history = Some((Arc::clone(&self.provider) as Arc<dyn RunStore>, history));
+        self.run_history = Some((Arc::clone(&self.provider) as Arc<dyn RunStore>, history));
         self
     }
 }
@@ -210,7 +210,7 @@ impl Scheduler {
             clock_check_every: Duration::from_secs(60),
             misfire_grace: Duration::from_secs(300),
             shutdown_timeout: Duration::from_secs(30),
-            history: None,
+            run_history: None,
             listeners: Vec::new(),
         }
     }
