@@ -126,6 +126,12 @@ impl<D: Hooks> Core<D> {
         }
     }
 
+    /// Statements this provider sent (each attempt of a retried one counts).
+    #[cfg(feature = "test-util")]
+    pub(crate) fn statements_sent(&self) -> u64 {
+        self.stash.sent()
+    }
+
     pub(crate) async fn acquire(
         self: &Arc<Self>,
         config: &LockConfiguration,

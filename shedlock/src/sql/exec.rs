@@ -267,6 +267,8 @@ impl Prepared {
 pub(crate) struct Stash<DB: Database> {
     held: std::sync::Mutex<Vec<PoolConnection<DB>>>,
     capacity: usize,
+    /// Statements sent through this stash (each attempt counts), for tests and benchmarks.
+    sent: std::sync::atomic::AtomicU64,
 }
 
 impl<DB: Database> Stash<DB> {
@@ -274,7 +276,14 @@ impl<DB: Database> Stash<DB> {
         Self {
             held: std::sync::Mutex::new(Vec::new()),
             capacity,
+            sent: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// How many statements were sent through this stash.
+    #[cfg(feature = "test-util")]
+    pub(crate) fn sent(&self) -> u64 {
+        self.sent.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     async fn take(&self, pool: &Pool<DB>) -> Result<PoolConnection<DB>, sqlx::Error> {
@@ -319,6 +328,7 @@ impl<DB: Database> Stash<DB> {
             };
             let out = match conn {
                 Ok(mut conn) => {
+                    self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let out = match args() {
                         Ok(args) => run(&mut conn, Arc::clone(sql), args).await,
                         Err(e) => Err(e),

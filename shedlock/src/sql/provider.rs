@@ -136,6 +136,14 @@ impl<D: Dialect> SqlLockProvider<D> {
         super::migrate::migrate(&self.core).await
     }
 
+    /// How many statements this provider has sent to the database (the migrations aside; a
+    /// statement run again after a lost serialization race counts twice). For tests and
+    /// benchmarks that count round trips.
+    #[cfg(feature = "test-util")]
+    pub fn statements_sent(&self) -> u64 {
+        self.core.statements_sent()
+    }
+
     pub(crate) fn from_parts(pool: Pool<D::Db>, settings: Settings) -> Self {
         Self {
             core: Arc::new(Core::new(pool, settings)),
