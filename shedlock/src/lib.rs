@@ -208,8 +208,8 @@ pub type SqliteLockProvider = SqlLockProvider<dialect::Sqlite>;
 pub mod test_util {
     use crate::Backend;
 
-    /// The text of statement `name` (`acquire`, `unlock`, `extend`, `held`, `locks`,
-    /// `release`, `run_insert`, `run_finish`, `run_prune`, `run_abandon`, `runs`) of
+    /// The text of statement `name` (`acquire`, `acquire_many`, `unlock`, `extend`, `held`,
+    /// `locks`, `release`, `run_insert`, `run_finish`, `run_prune`, `run_abandon`, `runs`) of
     /// `backend` for lock table `table`, reading the database's clock, with its parameters
     /// left as placeholders; `None` for an unknown name or table name.
     pub fn statement(backend: Backend, name: &str, table: &str) -> Option<String> {

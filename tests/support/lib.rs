@@ -290,7 +290,11 @@ macro_rules! backend_tests {
             tokens_never_go_back_after_rows_are_deleted,
             odd_durations_are_honoured_alike,
             losing_is_held_at_every_isolation_level,
-            reserved_words_name_tables
+            reserved_words_name_tables,
+            a_batch_mixes_free_held_claimed_and_future_ticks,
+            two_instances_racing_one_batch_take_each_tick_once,
+            a_name_twice_in_one_batch_is_taken_once,
+            a_batch_reads_the_application_clock_in_application_mode
         ]);
     };
     (in $backend:ident: $($module:ident)::+ => [$($case:ident),* $(,)?]) => {

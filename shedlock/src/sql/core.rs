@@ -33,6 +33,9 @@ pub struct Core<D: Hooks> {
     stash: Stash<D::Db>,
     /// Set once the table's shape was checked ([`Hooks::check_shape`]).
     shape_checked: tokio::sync::OnceCell<()>,
+    /// Set once the server turned out not to know the batch acquire
+    /// ([`Hooks::batch_unsupported`]): locks are then taken one by one.
+    batch_unsupported: std::sync::atomic::AtomicBool,
 }
 
 impl<D: Hooks> fmt::Debug for Core<D> {
@@ -48,6 +51,7 @@ impl<D: Hooks> fmt::Debug for Core<D> {
 #[derive(Debug)]
 struct Rendered {
     acquire: Prepared,
+    acquire_many: Prepared,
     unlock: Prepared,
     extend: Prepared,
     held: Prepared,
@@ -79,6 +83,7 @@ impl Rendered {
         let sql = &D::SQL;
         Self {
             acquire: lock(&sql.acquire),
+            acquire_many: lock(&sql.acquire_many),
             unlock: lock(&sql.unlock),
             extend: lock(&sql.extend),
             held: lock(&sql.held),
@@ -121,6 +126,7 @@ impl<D: Hooks> Core<D> {
             sql: Rendered::new::<D>(&settings),
             stash: Stash::new(settings.hold_connections),
             shape_checked: tokio::sync::OnceCell::new(),
+            batch_unsupported: std::sync::atomic::AtomicBool::new(false),
             pool,
             settings,
         }
@@ -155,10 +161,21 @@ impl<D: Hooks> Core<D> {
             run!(self, self.sql.acquire, execute, |p| values(p)).map(Answer::Done)
         };
         let acquired = answer.and_then(|a| D::acquired(a, config.tick(), self.settings.app_now()));
-        let acquired = match acquired {
-            Ok(acquired) => acquired,
-            Err(e) => return Err(fail(self, format!("acquire lock {:?}", config.name()), e).await),
-        };
+        match acquired {
+            Ok(acquired) => self.decide(config, acquired, sent_at),
+            Err(e) => Err(fail(self, format!("acquire lock {:?}", config.name()), e).await),
+        }
+    }
+
+    /// What an acquire of `config` that came to `acquired` answers: a guard, `None`, or a tick
+    /// refused as too far ahead.
+    fn decide(
+        self: &Arc<Self>,
+        config: &LockConfiguration,
+        acquired: Acquired,
+        sent_at: Instant,
+    ) -> Result<Option<LockGuard>> {
+        let tolerance = self.settings.tick_tolerance;
         let too_far = |tick, ahead_by| Error::TickInFuture {
             name: config.name().to_owned(),
             tick,
@@ -182,6 +199,105 @@ impl<D: Hooks> Core<D> {
             (Acquired::TickRefused, Some(tick)) => Err(too_far(tick, None)),
             _ => Ok(None),
         }
+    }
+
+    /// Takes many locks in one statement ([`Statements::acquire_many`]): one answer per config,
+    /// in order. A name given twice is claimed once in the statement and then, for its later
+    /// configs, one by one (a statement cannot take one row twice).
+    ///
+    /// [`Statements::acquire_many`]: super::dialect::Statements::acquire_many
+    pub(crate) async fn acquire_many(
+        self: &Arc<Self>,
+        configs: &[LockConfiguration],
+    ) -> Result<Vec<Result<Option<LockGuard>>>> {
+        use std::sync::atomic::Ordering;
+        if configs.len() < 2 || self.batch_unsupported.load(Ordering::Relaxed) {
+            let mut answers = Vec::with_capacity(configs.len());
+            for config in configs {
+                answers.push(self.acquire(config).await);
+            }
+            return Ok(answers);
+        }
+        self.check_shape().await?;
+        let mut seen = std::collections::HashSet::new();
+        let (batch, again): (Vec<usize>, Vec<usize>) =
+            (0..configs.len()).partition(|&i| seen.insert(configs[i].name()));
+        let items: Vec<_> = batch
+            .iter()
+            .map(|&i| {
+                let config = &configs[i];
+                (
+                    config.name(),
+                    D::batch_duration(config.lock_at_most_for()),
+                    config.tick().map(D::batch_time),
+                )
+            })
+            .collect();
+        let json = match serde_json::to_string(&items) {
+            Ok(json) => json,
+            Err(e) => {
+                let what = format!("write {} lock names as JSON", batch.len());
+                return Err(fail(self, what, sqlx::Error::Encode(Box::new(e))).await);
+            }
+        };
+        let sent_at = Instant::now();
+        let tolerance = self.settings.tick_tolerance;
+        let rows = run!(self, self.sql.acquire_many, fetch_all, |p| match p {
+            Param::Batch => Some(json.as_str().into()),
+            Param::LockedBy => Some(self.settings.locked_by.as_str().into()),
+            Param::Tolerance => Some(tolerance.into()),
+            _ => None,
+        });
+        let rows = match rows {
+            Err(e) if D::batch_unsupported(&e) => {
+                tracing::info!(backend = %D::BACKEND, error = %e,
+                    "the server has no batch acquire (no RETURNING): taking locks one by one");
+                self.batch_unsupported.store(true, Ordering::Relaxed);
+                return Box::pin(self.acquire_many(configs)).await;
+            }
+            Err(e) => {
+                let what = format!("claim {} locks in one statement", batch.len());
+                return Err(fail(self, what, e).await);
+            }
+            Ok(rows) => rows,
+        };
+        let mut reported = std::collections::HashMap::with_capacity(rows.len());
+        for row in &rows {
+            let read = (|| -> Result<_, sqlx::Error> {
+                Ok((
+                    D::Db::text(row, 0)?,
+                    D::Db::opt_int(row, 1)?,
+                    D::Db::opt_int(row, 2)?,
+                ))
+            })();
+            match read {
+                Ok((name, token, ahead_us)) => {
+                    let acquired = match token {
+                        Some(token) if token > 0 => Acquired::Token(token),
+                        _ => Acquired::NotTaken { ahead_us },
+                    };
+                    reported.insert(name, acquired);
+                }
+                Err(e) => {
+                    let what = format!("read the answer of a claim of {} locks", batch.len());
+                    return Err(fail(self, what, e).await);
+                }
+            }
+        }
+        let app_now = self.settings.app_now();
+        let mut answers: Vec<Option<Result<Option<LockGuard>>>> =
+            configs.iter().map(|_| None).collect();
+        for &i in &batch {
+            let config = &configs[i];
+            let acquired = reported
+                .remove(config.name())
+                .unwrap_or_else(|| D::batch_missing(config.tick(), app_now));
+            answers[i] = Some(self.decide(config, acquired, sent_at));
+        }
+        for &i in &again {
+            answers[i] = Some(self.acquire(&configs[i]).await);
+        }
+        Ok(answers.into_iter().flatten().collect())
     }
 
     pub(crate) async fn is_held(&self, name: &str, token: i64) -> Result<bool> {

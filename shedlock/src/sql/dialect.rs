@@ -43,6 +43,9 @@ pub struct Statement {
 pub struct Statements {
     /// Take or take over a lock (one statement, see each dialect).
     pub acquire: Statement,
+    /// Take or take over many locks in one statement ([`Param::Batch`]), answering a row
+    /// `(name, token, tick - now in µs)` per lock it reports on (see each dialect).
+    pub acquire_many: Statement,
     /// Release a lock, honouring `lock_at_least_for`, while the token matches.
     pub unlock: Statement,
     /// Extend a held lock while the token matches and it has not expired.
@@ -76,6 +79,7 @@ macro_rules! statements {
     () => {
         $crate::sql::dialect::Statements {
             acquire: ACQUIRE,
+            acquire_many: ACQUIRE_MANY,
             unlock: UNLOCK,
             extend: EXTEND,
             held: HELD,
@@ -137,6 +141,10 @@ pub enum Param {
     Schema,
     /// The lock table's name without its schema.
     Table,
+    /// The locks of a batch acquire: a JSON array of `[name, lock_at_most_for, tick]`, the
+    /// duration and the tick (or null) as integers in the dialect's units
+    /// ([`Hooks::batch_duration`], [`Hooks::batch_time`]).
+    Batch,
 }
 
 /// What an acquire statement answered: a row (PostgreSQL, SQLite) or the statement's result
@@ -235,6 +243,31 @@ pub trait Hooks: Send + Sync + Sized + 'static {
         tick: Option<DateTime<Utc>>,
         app_now: Option<DateTime<Utc>>,
     ) -> Result<Acquired, sqlx::Error>;
+
+    /// A duration as an integer in a batch acquire's JSON ([`Param::Batch`]): the unit the
+    /// dialect's statements count in.
+    fn batch_duration(value: Duration) -> i64;
+
+    /// A time as an integer in a batch acquire's JSON: exactly the value [`bind_time`]
+    /// would store, in the table's unit, so a tick claimed in a batch compares equal to the
+    /// same tick claimed alone.
+    ///
+    /// [`bind_time`]: Hooks::bind_time
+    fn batch_time(value: DateTime<Utc>) -> i64;
+
+    /// What a batch acquire came to for a lock whose row it did not return: by default not
+    /// taken (the dialects that return a row for every lock never miss one).
+    fn batch_missing(tick: Option<DateTime<Utc>>, app_now: Option<DateTime<Utc>>) -> Acquired {
+        let _ = (tick, app_now);
+        Acquired::NotTaken { ahead_us: None }
+    }
+
+    /// Whether the server does not know the batch acquire's syntax (MySQL 8 has no
+    /// `RETURNING`): the provider then takes the locks one by one from then on.
+    fn batch_unsupported(error: &sqlx::Error) -> bool {
+        let _ = error;
+        false
+    }
 
     /// The id of the history row an insert made: by default the row it returned.
     fn inserted_id(answer: Answer<Self::Db>) -> Result<i64, sqlx::Error> {

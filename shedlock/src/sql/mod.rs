@@ -88,6 +88,7 @@ pub(crate) fn statement_text(backend: Backend, name: &str, table: &str) -> Optio
     fn pick(sql: &Statements, name: &str) -> Option<Statement> {
         Some(match name {
             "acquire" => sql.acquire,
+            "acquire_many" => sql.acquire_many,
             "unlock" => sql.unlock,
             "extend" => sql.extend,
             "held" => sql.held,
@@ -105,7 +106,12 @@ pub(crate) fn statement_text(backend: Backend, name: &str, table: &str) -> Optio
         let (now, grant_now) = dialect::clock::<D>(None);
         let st = pick(&D::SQL, name)?;
         let sql = st.sql.replace("{grant_now}", &grant_now);
-        let now = if name == "acquire" || name == "unlock" || name == "extend" || name == "held" {
+        let now = if name == "acquire"
+            || name == "acquire_many"
+            || name == "unlock"
+            || name == "extend"
+            || name == "held"
+        {
             now
         } else {
             D::NOW.to_owned()
@@ -244,6 +250,7 @@ mod tests {
         let sql = D::SQL;
         for st in [
             sql.acquire,
+            sql.acquire_many,
             sql.unlock,
             sql.extend,
             sql.held,

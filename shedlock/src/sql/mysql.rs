@@ -81,6 +81,49 @@ ON DUPLICATE KEY UPDATE
     binds: &[P::Name, P::AtMost, P::LockedBy, P::Tick, P::Now, P::Tick, P::Tick, P::Tolerance, P::AtMost],
 };
 
+/// Acquire many (MariaDB 10.5 and later): [`ACQUIRE`] for every lock of a JSON array, in one
+/// `INSERT … SELECT … ON DUPLICATE KEY UPDATE … RETURNING`.
+///
+/// Binds: locked_by, the array `[[name, lock_at_most_for in µs, tick in µs since the epoch or
+/// null], …]` (names distinct), \[now\], tick tolerance (µs).
+///
+/// Each row is decided as [`ACQUIRE`] decides it, and `LAST_INSERT_ID` carries the decision
+/// from the row's assignments to its `RETURNING`: the new token, or 2⁶⁴ − 1 (−1 once cast to
+/// `SIGNED`) for "held". A lock the statement does not return was refused as a tick too far
+/// ahead. Rows are inserted and taken over in name order, so racing batches wait rather than
+/// deadlock. The lease of a row taken over is its own `lock_at_most_for`, read back as
+/// `VALUES(locked_until) - VALUES(locked_at)`.
+///
+/// MySQL 8 has no `RETURNING` and refuses the statement as a syntax error; the provider then
+/// takes the locks one by one ([`Hooks::batch_unsupported`]).
+const ACQUIRE_MANY: Statement = Statement {
+    sql: "\
+INSERT INTO {table} (name, locked_until, locked_at, locked_by, fencing_token, last_tick)
+SELECT b.name, g.now + INTERVAL b.at_most MICROSECOND, g.now, ?,
+       LAST_INSERT_ID(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', g.now)),
+       TIMESTAMPADD(MICROSECOND, b.tick, '1970-01-01 00:00:00')
+FROM JSON_TABLE(?, '$[*]' COLUMNS (name VARCHAR(255) PATH '$[0]', at_most BIGINT PATH '$[1]',
+                                   tick BIGINT PATH '$[2]')) AS b,
+     (SELECT {now} AS now) AS g
+WHERE b.tick IS NULL
+   OR TIMESTAMPADD(MICROSECOND, b.tick, '1970-01-01 00:00:00') <= g.now + INTERVAL ? MICROSECOND
+ORDER BY b.name
+ON DUPLICATE KEY UPDATE
+    fencing_token = IF(locked_until <= {grant_now}
+                       AND (VALUES(last_tick) IS NULL OR last_tick IS NULL OR last_tick < VALUES(last_tick)),
+                       LAST_INSERT_ID(GREATEST(fencing_token + 1,
+                           TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {grant_now}))),
+                       fencing_token + 0 * LAST_INSERT_ID(18446744073709551615)),
+    locked_by = IF(fencing_token = LAST_INSERT_ID(), VALUES(locked_by), locked_by),
+    locked_at = IF(fencing_token = LAST_INSERT_ID(), {grant_now}, locked_at),
+    last_tick = IF(fencing_token = LAST_INSERT_ID(), COALESCE(VALUES(last_tick), last_tick), last_tick),
+    locked_until = IF(fencing_token = LAST_INSERT_ID(),
+                      locked_at + INTERVAL TIMESTAMPDIFF(MICROSECOND, VALUES(locked_at), VALUES(locked_until)) MICROSECOND,
+                      locked_until)
+RETURNING name, CAST(LAST_INSERT_ID() AS SIGNED), NULL",
+    binds: &[P::LockedBy, P::Batch, P::Now, P::Tolerance],
+};
+
 /// What the acquire reports as its last-insert-id when the lock is held: 2⁶⁴ − 1.
 const HELD_SENTINEL: u64 = u64::MAX;
 
@@ -293,6 +336,32 @@ impl Hooks for MySql {
         value: Option<DateTime<Utc>>,
     ) -> Result<(), BoxDynError> {
         args.add(value.map(|t| t.naive_utc()))
+    }
+
+    fn batch_duration(value: Duration) -> i64 {
+        micros(value)
+    }
+
+    fn batch_time(value: DateTime<Utc>) -> i64 {
+        value.timestamp_micros()
+    }
+
+    /// Not returned: the `WHERE` refused the tick as too far ahead.
+    fn batch_missing(tick: Option<DateTime<Utc>>, _app_now: Option<DateTime<Utc>>) -> Acquired {
+        match tick {
+            Some(_) => Acquired::TickRefused,
+            None => Acquired::NotTaken { ahead_us: None },
+        }
+    }
+
+    /// MySQL 8 refuses `RETURNING` as a syntax error (1064, SQLSTATE `42000`).
+    fn batch_unsupported(error: &sqlx::Error) -> bool {
+        match error {
+            sqlx::Error::Database(db) => {
+                db.code().as_deref() == Some("42000") && db.message().contains("RETURNING")
+            }
+            _ => false,
+        }
     }
 
     /// A `DATETIME(6)` holding UTC.

@@ -60,6 +60,44 @@ FROM n",
     binds: &[P::Name, P::AtMost, P::LockedBy, P::Tick, P::Tolerance, P::Now],
 };
 
+/// Acquire many: [`ACQUIRE`] for every lock of a JSON array, in one statement.
+///
+/// `$1` is `[[name, lock_at_most_for in µs, tick in µs since the epoch or null], …]` (names
+/// distinct), `$2` locked_by, `$3` tick tolerance (interval). Each row is decided as
+/// [`ACQUIRE`] decides it; rows are inserted and taken over in name order, so two batches
+/// racing over the same names wait for each other instead of deadlocking.
+///
+/// Answers `(name, token, tick - now in µs)` for every lock of the array, in its order.
+const ACQUIRE_MANY: Statement = Statement {
+    sql: "\
+WITH n AS (SELECT {now} AS now),
+r AS (
+    SELECT e.v->>0 AS name, (e.v->>1)::BIGINT * INTERVAL '1 microsecond' AS at_most,
+           TIMESTAMPTZ 'epoch' + (e.v->>2)::BIGINT * INTERVAL '1 microsecond' AS tick, e.i
+    FROM jsonb_array_elements($1::TEXT::JSONB) WITH ORDINALITY AS e(v, i)),
+taken AS (
+    INSERT INTO {table} AS l (name, locked_until, locked_at, locked_by, fencing_token, last_tick)
+    SELECT r.name, n.now + r.at_most, n.now, $2, nextval('{tokens}'), r.tick
+    FROM r, n
+    WHERE r.tick IS NULL OR r.tick <= n.now + $3
+    ORDER BY r.name
+    ON CONFLICT (name) DO UPDATE
+    SET (locked_at, locked_until) = (
+            SELECT g.now, g.now + a.at_most
+            FROM (SELECT {grant_now} AS now) AS g, r AS a
+            WHERE a.name = EXCLUDED.name),
+        locked_by = EXCLUDED.locked_by,
+        fencing_token = GREATEST(l.fencing_token + 1, nextval('{tokens}')),
+        last_tick = COALESCE(EXCLUDED.last_tick, l.last_tick)
+    WHERE l.locked_until <= {grant_now}
+      AND (EXCLUDED.last_tick IS NULL OR l.last_tick IS NULL OR l.last_tick < EXCLUDED.last_tick)
+    RETURNING l.name, l.fencing_token)
+SELECT r.name, t.fencing_token, (EXTRACT(EPOCH FROM (r.tick - n.now)) * 1000000)::BIGINT
+FROM r CROSS JOIN n LEFT JOIN taken AS t ON t.name = r.name
+ORDER BY r.i",
+    binds: &[P::Batch, P::LockedBy, P::Tolerance, P::Now],
+};
+
 /// Unlock: keep the lock until `lock_at_least_for` after it was taken (and after the newest
 /// extension's `lock_at_least_for`), or release it now; only while the token matches.
 ///
@@ -220,6 +258,14 @@ impl Hooks for Postgres {
 
     fn bind_time(args: &mut PgArguments, value: Option<DateTime<Utc>>) -> Result<(), BoxDynError> {
         args.add(value)
+    }
+
+    fn batch_duration(value: Duration) -> i64 {
+        micros(value)
+    }
+
+    fn batch_time(value: DateTime<Utc>) -> i64 {
+        value.timestamp_micros()
     }
 
     fn time(row: &PgRow, index: usize) -> Result<Option<DateTime<Utc>>, sqlx::Error> {

@@ -167,6 +167,13 @@ impl<D: Dialect> LockProvider for SqlLockProvider<D> {
         Box::pin(self.core.acquire(config))
     }
 
+    fn lock_many<'a>(
+        &'a self,
+        configs: &'a [LockConfiguration],
+    ) -> BoxFuture<'a, Result<Vec<Result<Option<LockGuard>>>>> {
+        Box::pin(self.core.acquire_many(configs))
+    }
+
     fn is_held<'a>(&'a self, name: &'a str, fencing_token: i64) -> BoxFuture<'a, Result<bool>> {
         Box::pin(self.core.is_held(name, fencing_token))
     }

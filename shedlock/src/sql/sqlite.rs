@@ -65,6 +65,38 @@ RETURNING fencing_token",
     ],
 };
 
+/// Acquire many: [`ACQUIRE`] for every lock of a JSON array, in one statement.
+///
+/// `?1` is `[[name, lock_at_most_for in ms, tick in ms since the epoch or null], …]` (names
+/// distinct), `?2` locked_by, `?3` tick tolerance (ms). Each row is decided as [`ACQUIRE`]
+/// decides it (SQLite runs one writer at a time, so the batch is one transaction against
+/// every other claim).
+///
+/// Answers `(name, token, NULL)` for each lock it took; a lock it did not return was not
+/// taken (held, tick claimed, or tick too far ahead: [`Hooks::batch_missing`] tells which
+/// from the clock, as the single acquire does).
+const ACQUIRE_MANY: Statement = Statement {
+    sql: "\
+INSERT INTO {table} AS l (name, locked_until, locked_at, locked_by, fencing_token, last_tick)
+SELECT b.name, {now} + b.at_most, {now}, ?2, MAX({now} * 1000, COALESCE(r.fencing_token + 1, 0)), b.tick
+FROM (SELECT json_extract(e.value, '$[0]') AS name, json_extract(e.value, '$[1]') AS at_most,
+             json_extract(e.value, '$[2]') AS tick
+      FROM json_each(?1) AS e) AS b
+LEFT JOIN {retired} AS r ON r.name = b.name
+WHERE (b.tick IS NULL OR b.tick <= {now} + ?3)
+  AND (b.tick IS NULL OR r.last_tick IS NULL OR r.last_tick < b.tick)
+ON CONFLICT (name) DO UPDATE
+SET locked_until = excluded.locked_until,
+    locked_at = excluded.locked_at,
+    locked_by = excluded.locked_by,
+    fencing_token = l.fencing_token + 1,
+    last_tick = COALESCE(excluded.last_tick, l.last_tick)
+WHERE l.locked_until <= excluded.locked_at
+  AND (excluded.last_tick IS NULL OR l.last_tick IS NULL OR l.last_tick < excluded.last_tick)
+RETURNING name, fencing_token, NULL",
+    binds: &[P::Batch, P::LockedBy, P::Tolerance, P::Now],
+};
+
 /// Unlock: keep the lock until `lock_at_least_for` after it was taken (and after the newest
 /// extension's `lock_at_least_for`), or release it now; only while the token matches.
 ///
@@ -248,6 +280,23 @@ impl Hooks for Sqlite {
         value: Option<DateTime<Utc>>,
     ) -> Result<(), BoxDynError> {
         args.add(value.map(|t| t.timestamp_millis()))
+    }
+
+    fn batch_duration(value: Duration) -> i64 {
+        millis_ceil(value)
+    }
+
+    fn batch_time(value: DateTime<Utc>) -> i64 {
+        value.timestamp_millis()
+    }
+
+    /// Not returned: not taken; how far ahead the tick was is read from this machine's clock
+    /// (SQLite's), as for the single acquire.
+    fn batch_missing(tick: Option<DateTime<Utc>>, app_now: Option<DateTime<Utc>>) -> Acquired {
+        let now_ms = app_now.unwrap_or_else(Utc::now).timestamp_millis();
+        Acquired::NotTaken {
+            ahead_us: tick.map(|tick| (tick.timestamp_millis() - now_ms).saturating_mul(1000)),
+        }
     }
 
     /// Milliseconds since the Unix epoch, as the table stores times.

@@ -121,6 +121,8 @@ pub trait TestDb: Sized + Send + Sync + 'static {
     async fn setup() -> Option<Self>;
     /// The lock table's name.
     fn table(&self) -> &str;
+    /// How many statements `provider` has sent (`SqlLockProvider::statements_sent`).
+    fn statements_sent(provider: &Self::Provider) -> u64;
     /// A provider on the shared pool with default settings.
     fn provider(&self) -> Self::Provider;
     /// A provider with options (own pool, clock).
@@ -211,6 +213,10 @@ macro_rules! alike_on_every_backend {
     ($provider:ident, $sql:expr) => {
         fn table(&self) -> &str {
             &self.table
+        }
+
+        fn statements_sent(provider: &Self::Provider) -> u64 {
+            provider.statements_sent()
         }
 
         fn provider(&self) -> Self::Provider {
