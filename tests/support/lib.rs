@@ -290,7 +290,8 @@ macro_rules! backend_tests {
             tokens_never_go_back_after_rows_are_deleted,
             odd_durations_are_honoured_alike,
             losing_is_held_at_every_isolation_level,
-            reserved_words_name_tables
+            reserved_words_name_tables,
+            connect_provider_recovers_when_the_server_ends_its_sessions
         ]);
     };
     (in $backend:ident: $($module:ident)::+ => [$($case:ident),* $(,)?]) => {

@@ -12,6 +12,7 @@ use shedlock::{LockAdmin, LockConfiguration};
 
 mod acquire;
 mod admin;
+mod connect;
 mod contention;
 mod fencing;
 mod history;
@@ -20,6 +21,7 @@ mod ticks;
 
 pub use acquire::*;
 pub use admin::*;
+pub use connect::*;
 pub use contention::*;
 pub use fencing::*;
 pub use history::*;
