@@ -1,5 +1,6 @@
-//! Lock cycle (acquire, then release) throughput and latency, per backend, on 1 and 8
-//! connections; beside it, in the same run, pgbench running the identical statements. Also the
+//! Lock cycle (acquire, then release) throughput and latency, per backend, with 1 and 8
+//! workers: through `connect(url)` as a user calls it, and through the builder on pools of 1 and
+//! 8 connections set up three ways (each row's label says how); beside it, in the same run, pgbench running the identical statements. Also the
 //! statements per operation as the PostgreSQL server logs them, and acquire latency as the lock
 //! table grows.
 //!
@@ -29,6 +30,97 @@ enum PoolKind {
     NoTestBeforeAcquire,
     /// `hold_connections(n)` on a pool of n + 1 with `test_before_acquire(false)`: no ping at all.
     Held,
+    /// `connect(url)` exactly as a user calls it: the provider's own pool (sqlx's default size,
+    /// 10), which it holds connections of for every statement. Its table is the default
+    /// `shedlock`, so it runs on a database (SQLite: a file) of its own.
+    Connect,
+}
+
+impl PoolKind {
+    /// What the rows of `n` workers set up.
+    fn label(self, n: usize) -> String {
+        match self {
+            PoolKind::Held => format!(
+                "builder, pool of {}, test_before_acquire(false), hold_connections({n})",
+                n + 1
+            ),
+            PoolKind::NoTestBeforeAcquire => {
+                format!("builder, pool of {n}, test_before_acquire(false)")
+            }
+            PoolKind::Default => format!("builder, pool of {n}, sqlx's defaults"),
+            PoolKind::Connect => "connect(url): its own pool of 10 (the default)".into(),
+        }
+    }
+}
+
+/// Where [`PoolKind::Connect`] connects: a database of its own on each server, made once per
+/// run and dropped at the end.
+struct ConnectUrls {
+    postgres: Option<(String, String)>,
+    mysql: Option<(String, String)>,
+}
+
+impl ConnectUrls {
+    async fn new() -> Self {
+        let postgres = if skipped(Backend::Postgres) {
+            None
+        } else {
+            Some(shedlock_suite::postgres_database("bench_connect").await)
+        };
+        let mysql = if skipped(Backend::MySql) {
+            None
+        } else {
+            let database = unique_name("bench_connect");
+            let admin = sqlx::MySqlPool::connect(&mysql_url()).await.unwrap();
+            admin
+                .execute(AssertSqlSafe(format!("CREATE DATABASE {database}")))
+                .await
+                .unwrap();
+            let base = mysql_url();
+            let url = format!("{}/{database}", base.rsplit_once('/').unwrap().0);
+            Some((url, database))
+        };
+        Self { postgres, mysql }
+    }
+
+    async fn drop(self) {
+        if let Some((_, database)) = self.postgres {
+            shedlock_suite::drop_postgres_database(&database).await;
+        }
+        if let Some((_, database)) = self.mysql {
+            let admin = sqlx::MySqlPool::connect(&mysql_url()).await.unwrap();
+            let _ = admin
+                .execute(AssertSqlSafe(format!("DROP DATABASE {database}")))
+                .await;
+        }
+    }
+}
+
+/// A provider from `connect(url)`, migrated: what a user's code does.
+async fn connected(
+    backend: Backend,
+    urls: &ConnectUrls,
+    path: &std::path::Path,
+) -> Arc<dyn LockAdmin> {
+    let p: Arc<dyn LockAdmin> = match backend {
+        Backend::Postgres => Arc::new(
+            PostgresLockProvider::connect(&urls.postgres.as_ref().unwrap().0)
+                .await
+                .unwrap(),
+        ),
+        Backend::MySql => Arc::new(
+            MySqlLockProvider::connect(&urls.mysql.as_ref().unwrap().0)
+                .await
+                .unwrap(),
+        ),
+        _ => Arc::new(
+            SqliteLockProvider::connect(path.to_str().unwrap())
+                .await
+                .unwrap(),
+        ),
+    };
+    p.migrate().await.unwrap();
+    p
 }
 
 struct Stats {
@@ -417,6 +509,7 @@ async fn main() {
         .find_map(|a| a.parse().ok())
         .unwrap_or(10);
     let dir = tempfile::tempdir().unwrap();
+    let urls = ConnectUrls::new().await;
     println!(
         "lock cycle = acquire + release, each worker its own lock name, {seconds} s per row\n"
     );
@@ -452,20 +545,22 @@ async fn main() {
                 None
             };
             for kind in [
+                PoolKind::Connect,
                 PoolKind::Held,
                 PoolKind::NoTestBeforeAcquire,
                 PoolKind::Default,
             ] {
                 let path = dir.path().join(format!("{}.db", unique_name("lite")));
-                let p = provider(backend, &table, connections as u32, kind, &path).await;
-                let stats = cycles(p, connections, seconds).await;
-                let label = match kind {
-                    PoolKind::Held => "hold_connections(n)",
-                    PoolKind::Default => "default pool",
-                    PoolKind::NoTestBeforeAcquire => "pool with test_before_acquire(false)",
+                let p = match kind {
+                    PoolKind::Connect => connected(backend, &urls, &path).await,
+                    _ => provider(backend, &table, connections as u32, kind, &path).await,
                 };
+                let stats = cycles(p, connections, seconds).await;
                 row(
-                    &format!("shedlock {backend}, {connections} connection(s), {label}"),
+                    &format!(
+                        "shedlock {backend}, {connections} worker(s), {}",
+                        kind.label(connections)
+                    ),
                     &stats,
                     reference.as_ref(),
                 );
@@ -496,6 +591,8 @@ async fn main() {
         }
         drop_table(Backend::Postgres, &table, dir.path()).await;
     }
+
+    urls.drop().await;
 
     sqlite_durability(seconds, dir.path()).await;
 

@@ -6,10 +6,11 @@
 mod postgres {
     shedlock_suite::backend_tests!(in postgres: provider suite);
 
-    /// A held connection (`hold_connections`) that the server killed fails one statement, which
-    /// reports the error, and is dropped: the next call works on a fresh connection.
+    /// A held connection (`hold_connections`) that the server killed fails its statement on a
+    /// connection-level error; the provider drops it and runs the statement again on a fresh
+    /// connection, so the caller sees no error.
     #[tokio::test]
-    async fn a_held_connection_killed_by_the_server_fails_once_then_recovers() {
+    async fn a_held_connection_killed_by_the_server_costs_no_failed_call() {
         use std::time::Duration;
 
         use shedlock::{LockConfiguration, PostgresLockProvider};
@@ -53,16 +54,11 @@ mod postgres {
             .await
             .unwrap();
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let first = provider.lock(&cfg).await;
-        assert!(
-            first.is_err(),
-            "the killed connection fails its statement: {first:?}"
-        );
         let guard = provider
             .lock(&cfg)
             .await
-            .unwrap()
-            .expect("a fresh connection works");
+            .expect("the statement runs again on a fresh connection")
+            .expect("free");
         assert!(guard.unlock().await.unwrap());
         db.teardown().await;
     }

@@ -217,6 +217,78 @@ async fn mysql_round_trips(held: usize) {
     .unwrap();
 }
 
+/// A provider made by `connect(url)`, as a user would (its own pool, sqlx's default size of 10),
+/// on a database of its own reached through the counting proxy: one statement round trip per
+/// operation and no ping at all, counted on the wire (the proxy sees PostgreSQL's lone `Sync`
+/// and MySQL's `COM_PING`, which no server statistic counts as a statement:
+/// `pg_stat_database.xact_commit` does not move for a `Sync`), and one statement per operation
+/// by the provider's own count (`statements_sent`).
+#[tokio::test]
+async fn postgres_connect_url_one_round_trip_and_no_ping() {
+    if skipped(Postgres::BACKEND) {
+        return;
+    }
+    let (url, database) = shedlock_suite::postgres_database("shedlock_rt").await;
+    let (port, turns) = proxy(shedlock_suite::host_port(&url, 5432)).await;
+    let provider = PostgresLockProvider::connect(&via(&url, port))
+        .await
+        .unwrap();
+    assert_one_round_trip_each(&provider, &turns, 0).await;
+    assert_one_statement_each(&provider).await;
+    provider.close().await;
+    shedlock_suite::drop_postgres_database(&database).await;
+}
+
+/// [`postgres_connect_url_one_round_trip_and_no_ping`] on MariaDB / MySQL.
+#[tokio::test]
+async fn mysql_connect_url_one_round_trip_and_no_ping() {
+    if skipped(MySql::BACKEND) {
+        return;
+    }
+    let admin = sqlx::MySqlPool::connect(&shedlock_suite::mysql_url())
+        .await
+        .unwrap();
+    let database = unique_name("shedlock_rt");
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
+        .execute(&admin)
+        .await
+        .unwrap();
+    let base = shedlock_suite::mysql_url();
+    let url = format!("{}/{database}", base.rsplit_once('/').unwrap().0);
+    let (port, turns) = proxy(shedlock_suite::host_port(&url, 3306)).await;
+    let provider = MySqlLockProvider::connect(&via(&url, port)).await.unwrap();
+    assert_one_round_trip_each(&provider, &turns, 0).await;
+    assert_one_statement_each(&provider).await;
+    provider.close().await;
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE {database}")))
+        .execute(&admin)
+        .await
+        .unwrap();
+}
+
+/// `url` pointed at the proxy on `port`.
+fn via(url: &str, port: u16) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let user = authority
+        .rsplit_once('@')
+        .map(|(user, _)| format!("{user}@"))
+        .unwrap_or_default();
+    format!("{scheme}://{user}127.0.0.1:{port}{path}")
+}
+
+/// 100 acquire + unlock cycles: 200 statements by the provider's own count.
+async fn assert_one_statement_each<D: shedlock::Dialect>(provider: &shedlock::SqlLockProvider<D>) {
+    let cfg =
+        LockConfiguration::new(unique_name("st"), Duration::from_secs(60), Duration::ZERO).unwrap();
+    let before = provider.statements_sent();
+    for _ in 0..100 {
+        let guard = provider.lock(&cfg).await.unwrap().unwrap();
+        assert!(guard.unlock().await.unwrap());
+    }
+    assert_eq!(provider.statements_sent() - before, 200);
+}
+
 /// Pings allowed per operation: sqlx's release ping, unless connections are held.
 fn hold_pings(held: usize) -> usize {
     if held > 0 { 0 } else { 1 }

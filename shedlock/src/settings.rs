@@ -276,6 +276,9 @@ pub(crate) struct Settings {
     pub(crate) clock_mode: ClockMode,
     pub(crate) keep_alive: KeepAlive,
     pub(crate) hold_connections: usize,
+    /// Every statement runs on a held connection, not only the lock statements (a provider
+    /// that owns its pool: [`connect`](crate::SqlLockProvider::connect)).
+    pub(crate) hold_all: bool,
     /// How far ahead of the database clock a tick may be (whole milliseconds).
     pub(crate) tick_tolerance: Duration,
 }
@@ -297,6 +300,7 @@ impl Settings {
             clock_mode: ClockMode::Database,
             keep_alive: KeepAlive::default(),
             hold_connections: 0,
+            hold_all: false,
             tick_tolerance: DEFAULT_TICK_TOLERANCE,
         }
     }
@@ -377,14 +381,21 @@ impl<D: Dialect> ProviderBuilder<D> {
         self
     }
 
-    /// Keep up to `n` connections checked out between statements (default 0: none).
+    /// Keep up to `n` connections checked out between lock statements (default 0: none).
     ///
     /// sqlx pings each connection it takes back into the pool: one more round trip after every
-    /// statement. Held connections skip it: on one PostgreSQL connection the lock cycle went
-    /// from 0.83 to 1.02 of pgbench running the same statements (BENCHMARKS.md). Held connections are not
-    /// available to the rest of the pool, so give the provider a pool of its own (with more
-    /// than `n` connections) rather than the application's. A held connection that broke (a
-    /// server restart) fails one statement, which returns its error, and is then dropped.
+    /// statement (and another before handing it out, with `test_before_acquire`, sqlx's
+    /// default). Held connections skip both: on one PostgreSQL connection the lock cycle went
+    /// from 0.81 to 0.99 of pgbench running the same statements (BENCHMARKS.md). Held
+    /// connections are not available to the rest of the pool, so give the provider a pool of
+    /// its own (with more than `n` connections) rather than the application's. A held
+    /// connection the server closed (a restart, a terminated session) fails its statement on a
+    /// connection-level error; the provider drops it and runs the statement once more on a
+    /// fresh connection from the pool.
+    ///
+    /// This is for a pool of your own; a provider from
+    /// [`SqlLockProvider::connect`](crate::SqlLockProvider::connect) owns its pool and already
+    /// holds connections for all its statements, as many as the pool has.
     pub fn hold_connections(mut self, n: usize) -> Self {
         self.hold_connections = n;
         self
@@ -401,6 +412,7 @@ impl<D: Dialect> ProviderBuilder<D> {
                 clock_mode: self.clock_mode,
                 keep_alive: self.keep_alive,
                 hold_connections: self.hold_connections,
+                hold_all: false,
                 tick_tolerance: validate_tick_tolerance(self.tick_tolerance)?,
             },
         ))

@@ -294,7 +294,8 @@ macro_rules! backend_tests {
             a_batch_mixes_free_held_claimed_and_future_ticks,
             two_instances_racing_one_batch_take_each_tick_once,
             a_name_twice_in_one_batch_is_taken_once,
-            a_batch_reads_the_application_clock_in_application_mode
+            a_batch_reads_the_application_clock_in_application_mode,
+            connect_provider_recovers_when_the_server_ends_its_sessions
         ]);
     };
     (in $backend:ident: $($module:ident)::+ => [$($case:ident),* $(,)?]) => {

@@ -1,5 +1,8 @@
 //! shedlock's PostgreSQL lock beside the `distributed-lock` crate's PostgreSQL advisory lock:
-//! acquire + release cycles on the same server, the same number of connections, in one run.
+//! acquire + release cycles on the same server, in one run, each crate as its README sets it up
+//! from a URL: `PostgresLockProvider::connect(url)` and
+//! `PostgresLockProviderBuilder::connection_string(url)`. Both then own a pool of sqlx's default
+//! size, 10 connections; the workers (1, then 8) use at most that many at once.
 //!
 //! `cargo run --release --manifest-path benches/peers/Cargo.toml -- [seconds]`
 //! (`SHEDLOCK_POSTGRES_URL`, default `postgres://postgres@127.0.0.1:5432/test`)
@@ -22,16 +25,18 @@ fn report(label: &str, mut latencies: Vec<Duration>, seconds: f64) -> f64 {
     rate
 }
 
-async fn shedlock_cycles(connections: usize, seconds: u64) -> f64 {
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(connections as u32)
-        .min_connections(connections as u32)
-        .test_before_acquire(false)
-        .connect(&url())
-        .await
-        .unwrap();
-    let table = format!("peers_{}", std::process::id());
-    let provider = Arc::new(PostgresLockProvider::builder(pool).table_name(&table).build().unwrap());
+/// The pool size of both crates' providers built from a URL: sqlx's default `max_connections`.
+const POOL: u32 = 10;
+
+/// `url` with its database replaced by `database`.
+fn with_database(url: &str, database: &str) -> String {
+    let (base, _) = url.rsplit_once('/').unwrap();
+    format!("{base}/{database}")
+}
+
+async fn shedlock_cycles(url: &str, connections: usize, seconds: u64) -> f64 {
+    let provider = Arc::new(PostgresLockProvider::connect(url).await.unwrap());
+    assert_eq!(provider.pool().options().get_max_connections(), POOL);
     provider.migrate().await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let started = Instant::now();
@@ -54,16 +59,18 @@ async fn shedlock_cycles(connections: usize, seconds: u64) -> f64 {
         all.extend(w.await.unwrap());
     }
     let seconds = started.elapsed().as_secs_f64();
-    let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP TABLE {table}, _{table}_migrations")))
-        .execute(provider.pool())
-        .await;
-    report(&format!("shedlock (table row, fencing token), {connections} connection(s)"), all, seconds)
+    provider.close().await;
+    report(
+        &format!("shedlock, connect(url): table row, fencing token; pool of {POOL}, {connections} worker(s)"),
+        all,
+        seconds,
+    )
 }
 
-async fn advisory_cycles(connections: usize, seconds: u64) -> f64 {
+async fn advisory_cycles(url: &str, connections: usize, seconds: u64) -> f64 {
     let provider = Arc::new(
         distributed_lock_postgres::PostgresLockProvider::builder()
-            .connection_string(url())
+            .connection_string(url)
             .build()
             .await
             .unwrap(),
@@ -90,7 +97,7 @@ async fn advisory_cycles(connections: usize, seconds: u64) -> f64 {
         all.extend(w.await.unwrap());
     }
     report(
-        &format!("distributed-lock-postgres 0.2 (pg_try_advisory_lock), {connections} connection(s)"),
+        &format!("distributed-lock-postgres 0.2, connection_string(url): pg_try_advisory_lock; pool of {POOL} (PgPool::connect), {connections} worker(s)"),
         all,
         started.elapsed().as_secs_f64(),
     )
@@ -99,12 +106,19 @@ async fn advisory_cycles(connections: usize, seconds: u64) -> f64 {
 #[tokio::main]
 async fn main() {
     let seconds: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(10);
-    println!("acquire + release cycles, each worker its own lock name, {seconds} s per row\n");
+    // shedlock's provider from a URL uses the default table, so a database of its own.
+    let database = format!("peers_{}", std::process::id());
+    let admin = sqlx::PgPool::connect(&url()).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}"))).execute(&admin).await.unwrap();
+    let url = with_database(&url(), &database);
+    println!("acquire + release cycles, each worker its own lock name, {seconds} s per row;");
+    println!("each crate's provider built from a URL, so each with its own pool of {POOL} connections (sqlx's default)\n");
     println!("| what | cycles/s | p50 µs | p99 µs |");
     println!("|---|---|---|---|");
-    for connections in [1, 8] {
-        let ours = shedlock_cycles(connections, seconds).await;
-        let theirs = advisory_cycles(connections, seconds).await;
-        println!("| ratio shedlock / advisory lock, {connections} connection(s) | {:.2} | | |", ours / theirs);
+    for workers in [1, 8] {
+        let ours = shedlock_cycles(&url, workers, seconds).await;
+        let theirs = advisory_cycles(&url, workers, seconds).await;
+        println!("| ratio shedlock / advisory lock, {workers} worker(s) | {:.2} | | |", ours / theirs);
     }
+    let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE {database} WITH (FORCE)"))).execute(&admin).await;
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
+use sqlx::pool::PoolConnection;
 use sqlx::{Database, Pool};
 use tokio::time::Instant;
 
@@ -124,12 +125,38 @@ impl<D: Hooks> Core<D> {
         Self {
             address: D::address(&pool.connect_options()),
             sql: Rendered::new::<D>(&settings),
-            stash: Stash::new(settings.hold_connections),
+            stash: Stash::new(
+                settings.hold_connections,
+                settings.hold_all,
+                D::connection_lost,
+            ),
             shape_checked: tokio::sync::OnceCell::new(),
             batch_unsupported: std::sync::atomic::AtomicBool::new(false),
             pool,
             settings,
         }
+    }
+
+    /// A connection for statements that do not go through [`run!`] (the migrator, the shape
+    /// check): a held one first, so none waits for a connection idle in the stash; checked with a
+    /// ping, so a connection the server closed is replaced rather than failing them. Give it
+    /// back with [`Core::give_back`].
+    pub(crate) async fn connection(&self) -> Result<PoolConnection<D::Db>, sqlx::Error> {
+        self.stash.live(&self.pool, true).await
+    }
+
+    /// Returns a connection from [`Core::connection`]: kept for the next statement after
+    /// success, else to the pool, which checks it.
+    pub(crate) fn give_back(&self, conn: PoolConnection<D::Db>, succeeded: bool) {
+        if succeeded {
+            self.stash.give(conn);
+        }
+    }
+
+    /// Gives the held connections back and closes the pool.
+    pub(crate) async fn close(&self) {
+        self.stash.drain();
+        self.pool.close().await;
     }
 
     /// Statements this provider sent (each attempt of a retried one counts).

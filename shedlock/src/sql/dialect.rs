@@ -301,12 +301,25 @@ pub trait Hooks: Send + Sync + Sized + 'static {
         name.to_owned()
     }
 
-    /// Runs the migrator, serialised across instances as the database allows.
+    /// Whether a database error says the server closed the session (the connection is gone
+    /// and the statement did not run): see [`connection_lost`](super::exec::connection_lost).
+    fn connection_lost(error: &dyn DatabaseError) -> bool {
+        let _ = error;
+        false
+    }
+
+    /// Runs the migrator on a connection of the provider's ([`Core::connection`]), serialised
+    /// across instances as the database allows.
     fn run_migrator<'a>(
         core: &'a Core<Self>,
         migrator: &'a Migrator,
     ) -> impl Future<Output = Result<(), MigrateError>> + Send + 'a {
-        super::migrate::retry_lost_race(|| Self::Db::run_migrator(migrator, &core.pool))
+        async move {
+            let mut conn = core.connection().await?;
+            let outcome = super::migrate::retry_lost_race::<Self::Db>(migrator, &mut conn).await;
+            core.give_back(conn, outcome.is_ok());
+            outcome
+        }
     }
 
     /// Checks, once per provider, that the table's shape keeps the guarantees (where a backend

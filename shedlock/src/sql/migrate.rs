@@ -9,6 +9,7 @@ use sqlx::migrate::{MigrateError, Migration, MigrationType, Migrator};
 use super::core::Core;
 use super::dialect::{Failure, Hooks};
 use super::errors::{classify, fail};
+use super::exec::Driver;
 use crate::sql::TableName;
 use crate::{Backend, Error, Result};
 
@@ -176,29 +177,21 @@ fn legacy_for_table(text: &str, table: &TableName, backend: Backend) -> String {
     .replace("ON shedlock_runs (", &format!("ON {on} ("))
 }
 
-/// Connections a provider keeps checked out between statements ([`hold_connections`]).
-///
-/// sqlx pings every connection it takes back into its pool, a round trip after each statement.
-/// A held connection skips that. With a capacity of 0 (the default) every statement takes a
-/// connection from the pool and gives it back, exactly as executing on the pool does. A
-/// statement that failed never returns its connection here: the pool checks it.
-///
 /// Runs a migrator, again if it lost a race: instances starting together can both find the
 /// version unapplied and both try to record it (sqlx takes no lock on SQLite, and its MySQL lock
 /// does not cover this); the loser's second run finds it recorded, checks its checksum, and
 /// succeeds. The table itself is `CREATE TABLE IF NOT EXISTS`, so running it twice is harmless.
-pub(crate) async fn retry_lost_race<F, Fut>(run: F) -> Result<(), MigrateError>
-where
-    F: Fn() -> Fut,
-    Fut: Future<Output = Result<(), MigrateError>>,
-{
-    let mut outcome = run().await;
+pub(crate) async fn retry_lost_race<DB: Driver>(
+    migrator: &Migrator,
+    conn: &mut DB::Connection,
+) -> Result<(), MigrateError> {
+    let mut outcome = DB::run_migrator(migrator, conn).await;
     for _ in 0..3 {
         match &outcome {
             Err(MigrateError::Execute(sqlx::Error::Database(e)))
                 if e.kind() == sqlx::error::ErrorKind::UniqueViolation =>
             {
-                outcome = run().await;
+                outcome = DB::run_migrator(migrator, conn).await;
             }
             _ => break,
         }
@@ -215,7 +208,6 @@ pub(crate) fn missing_columns(found: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// How a failed statement is reported.
 /// `migrate()` for every backend: run the embedded migrations, then check that the table has
 /// every column (a table of the same name made by something else is refused by name) and the
 /// shape the dialect needs.

@@ -399,6 +399,16 @@ impl Hooks for MySql {
         }
     }
 
+    /// The server closed the session: killed (`KILL`: MariaDB's 1927, "connection was
+    /// killed"), shutting down (1053) or gone (2006, 2013, SQLSTATE `08S01`).
+    fn connection_lost(error: &dyn DatabaseError) -> bool {
+        let number = error
+            .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+            .map(|e| e.number());
+        matches!(number, Some(1927 | 1053 | 2006 | 2013))
+            || error.code().is_some_and(|code| code.starts_with("08"))
+    }
+
     /// SQLSTATE codes for a missing table or column (the same on MySQL and MariaDB).
     fn failure(error: &dyn DatabaseError) -> Failure {
         match error.code().as_deref() {
@@ -420,7 +430,7 @@ impl Hooks for MySql {
     /// once instead of waiting, so instances starting together would interleave. This holds a
     /// named lock of our own on the connection the migrator runs on.
     async fn run_migrator(core: &Core<Self>, migrator: &Migrator) -> Result<(), MigrateError> {
-        let mut conn = core.pool.acquire().await?;
+        let mut conn = core.connection().await?;
         let key = format!("shedlock:{}", core.settings.table.as_str());
         let locked: Option<i64> = sqlx::query_scalar(MIGRATE_LOCK)
             .bind(&key)
@@ -434,10 +444,11 @@ impl Hooks for MySql {
             ))));
         }
         let outcome = migrator.run_direct(None, &mut *conn, false).await;
-        let _ = sqlx::query(MIGRATE_UNLOCK)
+        let unlocked = sqlx::query(MIGRATE_UNLOCK)
             .bind(&key)
             .execute(&mut *conn)
             .await;
+        core.give_back(conn, outcome.is_ok() && unlocked.is_ok());
         outcome
     }
 
@@ -450,12 +461,19 @@ impl Hooks for MySql {
     /// exist yet is left to the statements to report.
     async fn check_shape(core: &Core<Self>) -> Result<()> {
         let (schema, table) = core.settings.table.split();
-        let columns: Vec<(String, String, String, i64)> = match sqlx::query_as(SHAPE)
-            .bind(schema)
-            .bind(table)
-            .fetch_all(&core.pool)
-            .await
-        {
+        let columns = match core.connection().await {
+            Ok(mut conn) => {
+                let columns: Result<Vec<(String, String, String, i64)>, _> = sqlx::query_as(SHAPE)
+                    .bind(schema)
+                    .bind(table)
+                    .fetch_all(&mut *conn)
+                    .await;
+                core.give_back(conn, columns.is_ok());
+                columns
+            }
+            Err(e) => Err(e),
+        };
+        let columns = match columns {
             Ok(columns) => columns,
             Err(e) => return Err(fail(core, "check the lock table's shape".into(), e).await),
         };

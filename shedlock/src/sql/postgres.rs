@@ -289,6 +289,14 @@ impl Hooks for Postgres {
         })
     }
 
+    /// The server closed the session: a terminated backend or a shutdown (`57P01`), a crash of
+    /// another backend (`57P02`), or a connection exception (class `08`).
+    fn connection_lost(error: &dyn DatabaseError) -> bool {
+        error.code().is_some_and(|code| {
+            matches!(&*code, "57P01" | "57P02" | "57P03") || code.starts_with("08")
+        })
+    }
+
     /// SQLSTATE codes for a missing table, schema or column.
     fn failure(error: &dyn DatabaseError) -> Failure {
         match error.code().as_deref() {

@@ -93,6 +93,21 @@ impl<D: Dialect> SqlLockProvider<D> {
     /// Connects a new pool to `url` and builds a provider with default settings (for SQLite,
     /// `url` may also be a file path; see [`dialect::Sqlite`](crate::dialect::Sqlite)).
     ///
+    /// The pool is the provider's own: sqlx's defaults (up to 10 connections) with a 10 s
+    /// acquire timeout and without `test_before_acquire`, and the provider keeps the
+    /// connections it used checked out between statements (as
+    /// [`hold_connections`](ProviderBuilder::hold_connections) with the pool's size, for every
+    /// statement, not only the lock statements). So no statement pays sqlx's ping when a
+    /// connection returns to the pool or leaves it: one round trip per statement, as fast as
+    /// the database runs it. A connection the server closed in between (a terminated session,
+    /// a restart, an idle timeout) fails its statement on a connection-level error; the
+    /// provider then drops it and runs the statement once more on a fresh connection, so the
+    /// caller sees no error for it. One idle for longer than the pool's idle timeout (10
+    /// minutes) is closed rather than used. Because the provider keeps idle connections, run
+    /// the application's own queries on a pool of their own, not on [`pool`](Self::pool); to
+    /// share a pool, build the provider with [`builder`](Self::builder). At shutdown, call
+    /// [`close`](Self::close) rather than `pool().close()`.
+    ///
     /// An unparsable URL is [`Error::InvalidUrl`](crate::Error::InvalidUrl); a server that
     /// cannot be reached is [`Error::Unreachable`](crate::Error::Unreachable) naming the
     /// address.
@@ -107,14 +122,31 @@ impl<D: Dialect> SqlLockProvider<D> {
             .map_err(|source| connect_error(D::BACKEND, address, source, D::failure))?;
         let pool = PoolOptions::<D::Db>::new()
             .acquire_timeout(Duration::from_secs(10))
+            .test_before_acquire(false)
             .connect_lazy_with(options);
         drop(first);
-        Ok(Self::new(pool))
+        let settings = Settings {
+            hold_connections: pool.options().get_max_connections() as usize,
+            hold_all: true,
+            ..Settings::defaults()
+        };
+        Ok(Self::from_parts(pool, settings))
     }
 
-    /// The pool this provider uses.
+    /// The pool this provider uses. A provider from [`connect`](Self::connect) keeps the
+    /// connections it used checked out between its statements, so a query of the application's
+    /// on this pool may wait for a free one, and `pool().close()` waits for them until the
+    /// provider is dropped: use [`close`](Self::close).
     pub fn pool(&self) -> &Pool<D::Db> {
         &self.core.pool
+    }
+
+    /// Closes the pool, first giving back the connections this provider keeps between
+    /// statements: what to call at shutdown. (`pool().close()` waits for every connection
+    /// checked out, and a provider from [`connect`](Self::connect) keeps its connections until it
+    /// is dropped.) Statements after this fail as the closed pool's do.
+    pub async fn close(&self) {
+        self.core.close().await;
     }
 
     /// Tries to take the lock without waiting: `Ok(None)` when it is held elsewhere (or the

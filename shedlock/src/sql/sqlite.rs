@@ -374,21 +374,22 @@ impl Hooks for Sqlite {
     /// wrote nothing, so it is run again. Then a pool whose connections sync less than `FULL`
     /// gets a warning: a power loss could undo the last acquisitions.
     async fn run_migrator(core: &Core<Self>, migrator: &Migrator) -> Result<(), MigrateError> {
-        let mut outcome = retry_lost_race(|| migrator.run(&core.pool)).await;
+        let mut conn = core.connection().await?;
+        let mut outcome = retry_lost_race::<sqlx::Sqlite>(migrator, &mut conn).await;
         for attempt in 1..=5 {
             match &outcome {
                 Err(MigrateError::Execute(sqlx::Error::Database(e)))
                     if matches!(e.code().as_deref(), Some("5" | "517")) =>
                 {
                     tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
-                    outcome = retry_lost_race(|| migrator.run(&core.pool)).await;
+                    outcome = retry_lost_race::<sqlx::Sqlite>(migrator, &mut conn).await;
                 }
                 _ => break,
             }
         }
         if outcome.is_ok()
             && let Ok(level) = sqlx::query_scalar::<_, i64>("PRAGMA synchronous")
-                .fetch_one(&core.pool)
+                .fetch_one(&mut *conn)
                 .await
             && level < 2
         {
@@ -400,6 +401,7 @@ impl Hooks for Sqlite {
                  with SqliteLockProvider::recommended_options"
             );
         }
+        core.give_back(conn, outcome.is_ok());
         outcome
     }
 }

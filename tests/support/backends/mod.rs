@@ -182,6 +182,15 @@ pub trait TestDb: Sized + Send + Sync + 'static {
     /// [`teardown`](Self::teardown); SQLite a new file. Its lock table is the default
     /// `shedlock`, not created.
     async fn empty_database(&self) -> Self;
+    /// A provider made as the README shows, by `connect(url)` on this database (a pool of the
+    /// provider's own, the default table `shedlock`: use it on an
+    /// [`empty_database`](Self::empty_database)).
+    fn connect(&self) -> impl Future<Output = Self::Provider> + Send;
+    /// Ends every other session on this database from the server's side (PostgreSQL
+    /// `pg_terminate_backend`, MariaDB `KILL`): how many it ended. Only on a database of its own
+    /// ([`empty_database`](Self::empty_database)): no other test's sessions are there. `None`
+    /// for SQLite, which has no server and no session to end.
+    fn kill_sessions(&self) -> impl Future<Output = Option<u64>> + Send;
     /// Runs an application's sqlx migrations on this database, as `sqlx migrate run` would.
     async fn run_migrations(&self, migrator: &Migrator) -> Result<(), MigrateError>;
     /// `(version, description)` of every migration recorded in the sqlx history table `table`

@@ -135,6 +135,38 @@ impl TestDb for MySql {
         }
     }
 
+    async fn connect(&self) -> Self::Provider {
+        let database = self
+            .database
+            .as_deref()
+            .expect("connect() on an empty_database()");
+        let base = mysql_url();
+        let url = format!("{}/{database}", base.rsplit_once('/').unwrap().0);
+        MySqlLockProvider::connect(&url).await.unwrap()
+    }
+
+    async fn kill_sessions(&self) -> Option<u64> {
+        use sqlx::Connection;
+        let database = self
+            .database
+            .as_deref()
+            .expect("kill_sessions() on an empty_database()");
+        let mut admin = sqlx::MySqlConnection::connect(&mysql_url()).await.unwrap();
+        let ids: Vec<i64> = sqlx::query_scalar(
+            "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()",
+        )
+        .bind(database)
+        .fetch_all(&mut admin)
+        .await
+        .unwrap();
+        for id in &ids {
+            // One may have ended by itself in between.
+            let _ = admin.execute(AssertSqlSafe(format!("KILL {id}"))).await;
+        }
+        let _ = admin.close().await;
+        Some(ids.len() as u64)
+    }
+
     async fn teardown(self) {
         let drop = match &self.database {
             Some(database) => format!("DROP DATABASE {database}"),

@@ -140,6 +140,34 @@ impl TestDb for Postgres {
         }
     }
 
+    async fn connect(&self) -> Self::Provider {
+        let database = self
+            .database
+            .as_deref()
+            .expect("connect() on an empty_database()");
+        let base = postgres_url();
+        let url = format!("{}/{database}", base.rsplit_once('/').unwrap().0);
+        PostgresLockProvider::connect(&url).await.unwrap()
+    }
+
+    async fn kill_sessions(&self) -> Option<u64> {
+        let database = self
+            .database
+            .as_deref()
+            .expect("kill_sessions() on an empty_database()");
+        let admin = sqlx::PgPool::connect(&postgres_url()).await.unwrap();
+        let killed: i64 = sqlx::query_scalar(
+            "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity
+             WHERE datname = $1 AND pid <> pg_backend_pid()",
+        )
+        .bind(database)
+        .fetch_one(&admin)
+        .await
+        .unwrap();
+        admin.close().await;
+        Some(killed as u64)
+    }
+
     async fn teardown(self) {
         let _ = self
             .pool

@@ -86,6 +86,16 @@ impl TestDb for Sqlite {
         None
     }
 
+    async fn connect(&self) -> Self::Provider {
+        SqliteLockProvider::connect(self.path.to_str().unwrap())
+            .await
+            .unwrap()
+    }
+
+    async fn kill_sessions(&self) -> Option<u64> {
+        None
+    }
+
     async fn provider_in_own_place(&self, table: &str) -> (Self::Provider, String) {
         (self.provider_for_table(table), table.to_owned()) // this test's own file
     }

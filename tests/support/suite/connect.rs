@@ -1,0 +1,71 @@
+//! A provider made by `connect(url)`, as the README shows: it owns its pool and keeps the
+//! connections it used checked out between statements (no pool pings), so a connection the
+//! server closed in the meantime must cost no failed call.
+
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use shedlock::{LockAdmin, LockProvider, NewRun, RunOutcome, RunQuery, RunStore};
+
+use super::{LONG, cfg};
+use crate::TestDb;
+
+/// Every session of a provider from `connect(url)` ended by the server (PostgreSQL
+/// `pg_terminate_backend`, MariaDB `KILL`), twice: each time the next `lock()` still takes the
+/// lock, with no error (the statement that met a closed connection ran again on a fresh one),
+/// and so do four locks at once (every held connection was closed), the unlocks, the operator's
+/// listing and the run history. The table shows the tokens the guards were given. SQLite has no
+/// server and no session to end: there the case runs the same calls, nothing is killed.
+pub async fn connect_provider_recovers_when_the_server_ends_its_sessions<D: TestDb>(db: &D) {
+    let empty = db.empty_database().await;
+    let provider = empty.connect().await;
+    provider
+        .migrate()
+        .await
+        .expect("migrate through connect(url)");
+    let configs: Vec<_> = (0..4)
+        .map(|i| cfg(&format!("w{i}"), LONG, Duration::ZERO))
+        .collect();
+    // Four connections in use at once, then held by the provider.
+    let four = async || {
+        let guards = join_all(configs.iter().map(|c| provider.lock(c)))
+            .await
+            .into_iter()
+            .map(|g| {
+                g.expect("lock after the sessions were ended")
+                    .expect("free")
+            })
+            .collect::<Vec<_>>();
+        for guard in guards {
+            assert!(guard.unlock().await.expect("unlock"));
+        }
+    };
+    four().await;
+    for round in 0..2 {
+        match empty.kill_sessions().await {
+            Some(killed) => assert!(killed >= 1, "round {round}: no session to end"),
+            None => assert_eq!(D::BACKEND, shedlock::Backend::Sqlite),
+        }
+        // Let the server finish closing them.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let guard = provider
+            .lock(&cfg("job", LONG, Duration::ZERO))
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: the first lock() after the kill: {e}"))
+            .expect("free");
+        let row = empty.row("job").await.expect("the lock's row");
+        assert_eq!(row.fencing_token, guard.fencing_token(), "round {round}");
+        assert!(row.remaining_ms > 0, "round {round}: held, {row:?}");
+        assert!(guard.unlock().await.expect("unlock"));
+        four().await;
+        let listed = provider.locks().await.expect("locks() after the kill");
+        assert_eq!(listed.len(), 5, "round {round}: {listed:?}");
+        let id = provider
+            .record_run(&NewRun::new("job", "job", None, RunOutcome::Executed))
+            .await
+            .expect("record_run after the kill");
+        let runs = provider.runs(&RunQuery::latest(10)).await.unwrap();
+        assert_eq!(runs[0].id, id, "round {round}");
+    }
+    empty.teardown().await;
+}
