@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures_util::future::BoxFuture;
 
-use crate::{Error, Result, Schedule, TaskResult};
+use crate::{Error, LockConfiguration, Result, Schedule, TaskResult};
 
 /// What a scheduled function may return, so the scheduler can tell a failed run from a good
 /// one: `()` or any `Result<T, E>` whose error is `Display`.
@@ -48,11 +48,24 @@ type RunFn = dyn Fn() -> BoxFuture<'static, RunEnd> + Send + Sync;
 /// (a `#[scheduler_lock]` function, or a closure around [`run_locked`](crate::run_locked)).
 ///
 /// `#[scheduled]` makes one for you: `my_job::job(args…)`.
+///
+/// # Claiming ticks together
+///
+/// When many jobs are due at the same instant, the scheduler claims all their ticks with one
+/// [`LockProvider::lock_many`](crate::LockProvider::lock_many) call (one statement on the SQL
+/// providers) before calling them, for every job whose lock it knows: the one given to
+/// [`with_lock`](Self::with_lock), else the first lock the job's previous run took (so a job
+/// joins from its second tick on). The run's own lock call then takes that answer instead of
+/// sending its own acquire. A job whose lock it does not know, or that is still running, claims
+/// its tick alone, as its lock call does outside a scheduler.
 #[derive(Clone)]
 pub struct Job {
-    pub(crate) name: String,
+    /// Shared with the scheduler's index of jobs by name.
+    pub(crate) name: Arc<str>,
     pub(crate) schedule: Schedule,
     pub(crate) run: Arc<RunFn>,
+    /// The lock its runs take, as given to [`with_lock`](Self::with_lock).
+    pub(crate) lock: Option<Arc<LockConfiguration>>,
 }
 
 impl Job {
@@ -75,16 +88,47 @@ impl Job {
             })
         };
         Self {
-            name: name.into(),
+            name: name.into().into(),
             schedule,
             run: Arc::new(run),
+            lock: None,
         }
     }
 
     /// The same job under another name (job names are unique within a scheduler).
     #[must_use]
     pub fn named(mut self, name: impl Into<String>) -> Self {
-        self.name = name.into();
+        self.name = name.into().into();
+        self
+    }
+
+    /// The lock this job's run takes (the configuration its `run_locked` or
+    /// `#[scheduler_lock]` function asks for; its tick, if any, is replaced by each run's), so its
+    /// tick can be claimed together with those of the other jobs due at the same instant, from
+    /// the first tick on (see [Claiming ticks together](Self#claiming-ticks-together)).
+    ///
+    /// The job's function is still called on every tick and still decides what it does: its
+    /// lock call with this name on the scheduler's provider gets the claimed answer (the lock,
+    /// or a skip when another instance holds it or claimed the tick). A run that does not take
+    /// the claimed lock has it released when it ends; the tick stays claimed, so no instance runs
+    /// it. If the run asks for another `lock_at_most_for` or `lock_at_least_for`, the claimed
+    /// lock is extended to the run's (the one given here still counts from the claim).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shedlock::{Job, LockConfiguration, Schedule, run_locked};
+    ///
+    /// let lock = LockConfiguration::new("report", Duration::from_secs(60), Duration::ZERO)?;
+    /// let job = Job::new("report", Schedule::parse("0 * * * * *", "UTC")?, {
+    ///     let lock = lock.clone();
+    ///     move || run_locked(lock.clone(), async { /* the work */ })
+    /// })
+    /// .with_lock(lock);
+    /// # Ok::<(), shedlock::Error>(())
+    /// ```
+    #[must_use]
+    pub fn with_lock(mut self, config: LockConfiguration) -> Self {
+        self.lock = Some(Arc::new(config));
         self
     }
 
@@ -104,6 +148,7 @@ impl fmt::Debug for Job {
         f.debug_struct("Job")
             .field("name", &self.name)
             .field("schedule", &self.schedule)
+            .field("lock", &self.lock)
             .finish_non_exhaustive()
     }
 }
