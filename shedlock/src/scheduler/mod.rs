@@ -18,7 +18,7 @@ mod job;
 mod tick_loop;
 
 pub use job::{Job, JobOutput, JobStats};
-use tick_loop::{JobState, Jobs, prune_loop, timer_loop};
+use tick_loop::{Jobs, prune_loop, timer_loop};
 
 struct Inner {
     provider: Arc<dyn LockProvider>,
@@ -228,21 +228,18 @@ impl Scheduler {
     /// Adds a job; it starts firing at once if the scheduler is running. Names are unique:
     /// a second job with a taken name is [`Error::DuplicateJob`].
     pub fn add(&self, job: Job) -> Result<()> {
-        let mut jobs = self.inner.jobs();
-        if jobs.by_name.contains_key(job.name()) {
+        if let Err(job) = self.inner.jobs().insert(job) {
             return Err(Error::DuplicateJob {
                 name: job.name().to_owned(),
             });
         }
-        jobs.insert(JobState::new(job));
-        drop(jobs);
         self.inner.wake.notify_one();
         Ok(())
     }
 
     /// Removes a job: it fires no more; a run in progress finishes. Returns whether it existed.
     pub fn remove(&self, name: &str) -> bool {
-        let removed = self.inner.jobs().remove(name).is_some();
+        let removed = self.inner.jobs().remove(name);
         if removed {
             self.inner.wake.notify_one();
         }
@@ -255,8 +252,8 @@ impl Scheduler {
             .inner
             .jobs()
             .by_name
-            .keys()
-            .map(|name| name.to_string())
+            .iter()
+            .map(|job| job.0.job.name().to_owned())
             .collect();
         names.sort();
         names
@@ -265,21 +262,17 @@ impl Scheduler {
     /// This instance's counters for a job.
     pub fn stats(&self, name: &str) -> Option<JobStats> {
         let jobs = self.inner.jobs();
-        jobs.by_name
-            .get(name)
-            .map(|slot| slot.state.counters.snapshot())
+        jobs.by_name.get(name).map(|job| job.0.counters.snapshot())
     }
 
     /// The next tick a job will fire at, once the scheduler runs.
     pub fn next_tick(&self, name: &str) -> Option<DateTime<Utc>> {
         let (planned, schedule) = {
             let jobs = self.inner.jobs();
-            let slot = jobs.by_name.get(name)?;
-            (slot.planned, slot.state.job.schedule.clone())
+            let job = &jobs.by_name.get(name)?.0;
+            (job.planned(), job.job.schedule.clone())
         };
-        planned
-            .map(|(tick, _)| tick)
-            .or_else(|| schedule.next_after(self.inner.clock.now()))
+        planned.or_else(|| schedule.next_after(self.inner.clock.now()))
     }
 
     /// The database's clock minus this instance's, as last measured (at start and every
@@ -318,12 +311,16 @@ impl Scheduler {
                     .await;
                 });
         }
+        let jobs = {
+            let mut jobs = self.inner.jobs();
+            jobs.start();
+            jobs.by_name.len()
+        };
         let mut loops = self.inner.loops.lock().unwrap_or_else(|e| e.into_inner());
         loops.spawn(timer_loop(Arc::clone(&self.inner)));
         if let Some((_, history)) = self.inner.observer.history {
             loops.spawn(prune_loop(Arc::clone(&self.inner), history));
         }
-        let jobs = self.inner.jobs().by_name.len();
         tracing::info!(jobs, "scheduler started");
     }
 

@@ -9,9 +9,11 @@
 //! answer for its lock name and tick (see `crate::run::hold`); a claimed lock the run did not
 //! take is released when it ends. If the claim as a whole fails, the runs claim their own locks.
 
-use std::collections::{BTreeMap, HashMap};
+use std::borrow::Borrow;
+use std::collections::{BTreeMap, HashSet};
+use std::hash::{Hash, Hasher};
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -30,81 +32,131 @@ use crate::observe::{Probe, RunInfo};
 use crate::run::acquire_config;
 use crate::{Error, LockConfiguration, RunHistory, RunOutcome};
 
-/// One registered job and its running state.
+/// One registered job and its running state. About 170 bytes (the job's name, expression and
+/// function are allocations of their own): with 100,000 jobs every byte here is 100 KB.
 pub(super) struct JobState {
     pub(super) job: Job,
     pub(super) counters: Counters,
     /// Whether a run of it is going (a tick that comes meanwhile is an overlap skip).
     running: AtomicBool,
+    /// Tells jobs due at the same instant apart in the timer's queue (the order added).
+    id: u64,
+    /// Its next tick (its key in the timer's queue, with `id`), in microseconds since the epoch;
+    /// [`NOT_PLANNED`] before the timer planned it and once its schedule fires no more. Written
+    /// only with [`Jobs`] locked.
+    planned: AtomicI64,
     /// The lock its runs take, if known: [`Job::with_lock`]'s, else the first lock its latest
     /// run attempted (for this run's tick). Its ticks are claimed in batches; its name is in the
     /// history row of an overlap skip.
     lock: Mutex<Option<Arc<LockConfiguration>>>,
 }
 
-impl JobState {
-    pub(super) fn new(job: Job) -> Arc<Self> {
-        Arc::new(Self {
-            lock: Mutex::new(job.lock.clone()),
-            job,
-            counters: Counters::default(),
-            running: AtomicBool::new(false),
-        })
-    }
+/// [`JobState::planned`] of a job not in the queue.
+const NOT_PLANNED: i64 = i64::MIN;
 
+impl JobState {
     fn lock(&self) -> Option<Arc<LockConfiguration>> {
         self.lock.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
+
+    /// Its next tick, once the timer planned it.
+    pub(super) fn planned(&self) -> Option<DateTime<Utc>> {
+        match self.planned.load(Ordering::Relaxed) {
+            NOT_PLANNED => None,
+            micros => DateTime::from_timestamp_micros(micros),
+        }
+    }
+
+    /// Its key in the timer's queue, if it is there.
+    fn key(&self) -> Option<(DateTime<Utc>, u64)> {
+        self.planned().map(|tick| (tick, self.id))
+    }
 }
 
-/// A job's place in [`Jobs`].
-pub(super) struct Slot {
-    pub(super) state: Arc<JobState>,
-    /// Its key in the timer's queue, once planned; `None` before, and once the schedule fires
-    /// no more.
-    pub(super) planned: Option<(DateTime<Utc>, u64)>,
+/// A registered job, found by its name in [`Jobs::by_name`] (the set holds one pointer per
+/// job, the name being the job's own).
+pub(super) struct ByName(pub(super) Arc<JobState>);
+
+impl Borrow<str> for ByName {
+    fn borrow(&self) -> &str {
+        self.0.job.name()
+    }
 }
+
+impl Hash for ByName {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.job.name().hash(state);
+    }
+}
+
+impl PartialEq for ByName {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.job.name() == other.0.job.name()
+    }
+}
+
+impl Eq for ByName {}
 
 /// The registered jobs, and the timer's queue of their next ticks.
 #[derive(Default)]
 pub(super) struct Jobs {
-    pub(super) by_name: HashMap<Arc<str>, Slot>,
-    /// Every planned job by its next tick, earliest first (`u64`: the order planned, to tell
-    /// jobs due at the same instant apart).
+    pub(super) by_name: HashSet<ByName>,
+    /// Every planned job by its next tick, earliest first (then by id).
     queue: BTreeMap<(DateTime<Utc>, u64), Arc<JobState>>,
-    /// Jobs added and not yet planned by the timer (catch-up, then the first tick).
+    /// Jobs added and not yet planned by the timer (catch-up, then the first tick); filled
+    /// once the scheduler starts.
     pending: Vec<Arc<JobState>>,
-    seq: u64,
+    /// Whether the timer plans added jobs: the scheduler was started (and not stopped).
+    started: bool,
+    next_id: u64,
 }
 
 impl Jobs {
-    /// Registers a job; the timer plans it when it next wakes (or when it starts).
-    pub(super) fn insert(&mut self, state: Arc<JobState>) {
-        self.pending.push(Arc::clone(&state));
-        self.by_name.insert(
-            Arc::clone(&state.job.name),
-            Slot {
-                state,
-                planned: None,
-            },
-        );
+    /// Registers a job; the timer plans it when it next wakes (or when it starts). `Err` gives
+    /// it back when its name is taken.
+    pub(super) fn insert(&mut self, job: Job) -> std::result::Result<(), Job> {
+        if self.by_name.contains(job.name()) {
+            return Err(job);
+        }
+        self.next_id += 1;
+        let state = Arc::new(JobState {
+            lock: Mutex::new(job.lock.clone()),
+            job,
+            counters: Counters::default(),
+            running: AtomicBool::new(false),
+            id: self.next_id,
+            planned: AtomicI64::new(NOT_PLANNED),
+        });
+        if self.started {
+            self.pending.push(Arc::clone(&state));
+        }
+        self.by_name.insert(ByName(state));
+        Ok(())
+    }
+
+    /// The timer starts: every registered job is to be planned.
+    pub(super) fn start(&mut self) {
+        self.started = true;
+        self.pending = self.by_name.iter().map(|job| Arc::clone(&job.0)).collect();
     }
 
     /// Unregisters a job: it leaves the queue (a job still pending is dropped when the timer
-    /// finds it gone).
-    pub(super) fn remove(&mut self, name: &str) -> Option<Slot> {
-        let slot = self.by_name.remove(name)?;
-        if let Some(key) = slot.planned {
+    /// finds it gone). Whether it was registered.
+    pub(super) fn remove(&mut self, name: &str) -> bool {
+        let Some(ByName(state)) = self.by_name.take(name) else {
+            return false;
+        };
+        if let Some(key) = state.key() {
             self.queue.remove(&key);
         }
-        Some(slot)
+        true
     }
 
     /// Whether `state` is (still) the job registered under its name.
     fn is_registered(&self, state: &Arc<JobState>) -> bool {
         self.by_name
             .get(state.job.name())
-            .is_some_and(|slot| Arc::ptr_eq(&slot.state, state))
+            .is_some_and(|job| Arc::ptr_eq(&job.0, state))
     }
 
     /// Puts a registered job's next tick in the queue (`None`: its schedule fires no more).
@@ -112,17 +164,13 @@ impl Jobs {
         if !self.is_registered(state) {
             return;
         }
-        let key = next.map(|tick| {
-            self.seq += 1;
-            (tick, self.seq)
-        });
-        if let Some(key) = key {
-            self.queue.insert(key, Arc::clone(state));
-        }
-        if let Some(slot) = self.by_name.get_mut(state.job.name())
-            && let Some(old) = std::mem::replace(&mut slot.planned, key)
-        {
+        if let Some(old) = state.key() {
             self.queue.remove(&old);
+        }
+        let micros = next.map_or(NOT_PLANNED, |tick| tick.timestamp_micros());
+        state.planned.store(micros, Ordering::Relaxed);
+        if let Some(key) = state.key() {
+            self.queue.insert(key, Arc::clone(state));
         }
     }
 
@@ -139,6 +187,9 @@ impl Jobs {
         due
     }
 }
+
+/// How many added jobs the timer plans before it fires what is due and yields.
+const PLAN_CHUNK: usize = 1000;
 
 /// Closes abandoned runs and deletes history rows past the retention at start and then every
 /// `prune_every`, until shutdown.
@@ -167,14 +218,29 @@ pub(super) async fn timer_loop(inner: Arc<Inner>) {
         _ = stop_firing.wait_for(|stop| *stop) => return,
     }
     loop {
-        let pending = std::mem::take(&mut inner.jobs().pending);
-        if !pending.is_empty() {
-            plan_added(&inner, pending);
+        // Added jobs are planned a chunk at a time, with due ticks fired in between: 100,000
+        // jobs at start take seconds of schedule evaluation, and must not hold the runtime's
+        // thread (or other jobs' ticks) that long.
+        let (added, more) = {
+            let mut jobs = inner.jobs();
+            let at = jobs.pending.len().saturating_sub(PLAN_CHUNK);
+            let added = jobs.pending.split_off(at);
+            if jobs.pending.is_empty() {
+                jobs.pending = Vec::new(); // give the start's list back
+            }
+            (added, !jobs.pending.is_empty())
+        };
+        if !added.is_empty() {
+            plan_added(&inner, added);
         }
         let now = inner.clock.now();
         let due = inner.jobs().take_due(now);
         if !due.is_empty() {
             fire_due(&inner, due, now);
+        }
+        if more {
+            tokio::task::yield_now().await;
+            continue;
         }
         // Sleep on the monotonic clock until the database's clock (as estimated) reaches the
         // earliest tick, re-checking on waking (the wall clock may have been adjusted while we

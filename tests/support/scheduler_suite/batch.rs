@@ -95,8 +95,12 @@ fn every_second() -> Schedule {
 }
 
 fn lock_config(job: usize) -> LockConfiguration {
-    LockConfiguration::new(format!("batch_{job:02}"), Duration::from_secs(30), Duration::ZERO)
-        .unwrap()
+    LockConfiguration::new(
+        format!("batch_{job:02}"),
+        Duration::from_secs(30),
+        Duration::ZERO,
+    )
+    .unwrap()
 }
 
 /// Job `job`: its lock via `run_locked`, inside which it records (tick, `batch_<job>@<who>`,
@@ -135,6 +139,9 @@ fn stats_of(schedulers: &[Scheduler], job: &str) -> JobStats {
 /// every (job, tick) that any instance fired ran exactly once, each job's fencing tokens grow
 /// with its ticks, and every fired tick either ran or was skipped as claimed elsewhere.
 pub async fn many_jobs_on_three_instances_run_every_tick_once<D: TestDb>(db: &Arc<D>) {
+    // Created before the jobs race to create it (PostgreSQL's `CREATE TABLE IF NOT EXISTS` can
+    // fail on a concurrent one).
+    db.ran_table().await;
     let mut schedulers = Vec::new();
     let mut counters = Vec::new();
     for i in 0..3 {
@@ -190,12 +197,12 @@ pub async fn many_jobs_on_three_instances_run_every_tick_once<D: TestDb>(db: &Ar
         assert!(ran.len() >= 3, "{name}: only {} ticks ran", ran.len());
         // Every tick this job fired on some instance ran (on one of them).
         let fired_ticks = schedulers.len() as u64 * ticks.len() as u64;
-        assert!(stats.fired <= fired_ticks, "{name}: {stats:?} for {ticks:?}");
+        assert!(
+            stats.fired <= fired_ticks,
+            "{name}: {stats:?} for {ticks:?}"
+        );
     }
-    let batched: usize = counters
-        .iter()
-        .flat_map(|c| c.lock_many_sizes())
-        .sum();
+    let batched: usize = counters.iter().flat_map(|c| c.lock_many_sizes()).sum();
     let single: u64 = counters.iter().map(|c| c.locks()).sum();
     eprintln!(
         "{} runs of {JOBS} jobs on 3 instances; {batched} ticks claimed in batches, {single} alone",
@@ -207,6 +214,7 @@ pub async fn many_jobs_on_three_instances_run_every_tick_once<D: TestDb>(db: &Ar
 /// Twenty jobs with [`Job::with_lock`] due at the same instants: each instant is claimed with
 /// one `lock_many` call carrying the twenty locks, and no run sends a `lock` of its own.
 pub async fn jobs_with_a_lock_are_claimed_in_one_call_per_tick<D: TestDb>(db: &Arc<D>) {
+    db.ran_table().await;
     let provider = Counting::new(db.provider_with(Opts::own_pool()).await);
     let scheduler = Scheduler::builder(Arc::clone(&provider))
         .misfire_grace(Duration::ZERO)
@@ -229,15 +237,26 @@ pub async fn jobs_with_a_lock_are_claimed_in_one_call_per_tick<D: TestDb>(db: &A
 
     let sizes = provider.lock_many_sizes();
     assert_eq!(provider.locks(), 0, "no run claimed its tick alone");
-    assert_eq!(sizes.first(), Some(&JOBS), "the first tick: one call for all: {sizes:?}");
+    assert_eq!(
+        sizes.first(),
+        Some(&JOBS),
+        "the first tick: one call for all: {sizes:?}"
+    );
     let claimed: usize = sizes.iter().sum();
     let mut attempted = 0;
     for name in &names {
         let stats = scheduler.stats(name).unwrap();
-        assert_eq!(stats.executed + stats.skipped_overlap, stats.fired, "{name}: {stats:?}");
+        assert_eq!(
+            stats.executed + stats.skipped_overlap,
+            stats.fired,
+            "{name}: {stats:?}"
+        );
         attempted += stats.executed as usize;
     }
-    assert_eq!(claimed, attempted, "each run's tick was claimed once: {sizes:?}");
+    assert_eq!(
+        claimed, attempted,
+        "each run's tick was claimed once: {sizes:?}"
+    );
     // One call per tick instant: at most as many calls as the ticks a job fired.
     let fired = names
         .iter()
@@ -252,6 +271,7 @@ pub async fn jobs_with_a_lock_are_claimed_in_one_call_per_tick<D: TestDb>(db: &A
 /// Twenty jobs built with [`Job::new`] around `run_locked`, no `with_lock`: their first tick
 /// each sends a `lock` of its own, and from their second tick on they are claimed in batches.
 pub async fn a_learned_lock_is_claimed_in_batches_from_the_second_tick<D: TestDb>(db: &Arc<D>) {
+    db.ran_table().await;
     let provider = Counting::new(db.provider_with(Opts::own_pool()).await);
     let scheduler = Scheduler::builder(Arc::clone(&provider))
         .misfire_grace(Duration::ZERO)
@@ -281,7 +301,11 @@ pub async fn a_learned_lock_is_claimed_in_batches_from_the_second_tick<D: TestDb
         .iter()
         .map(|name| {
             let stats = scheduler.stats(name).unwrap();
-            assert_eq!(stats.executed + stats.skipped_overlap, stats.fired, "{name}: {stats:?}");
+            assert_eq!(
+                stats.executed + stats.skipped_overlap,
+                stats.fired,
+                "{name}: {stats:?}"
+            );
             stats.executed
         })
         .sum();
