@@ -236,7 +236,7 @@ pub(super) async fn timer_loop(inner: Arc<Inner>) {
         let now = inner.clock.now();
         let due = inner.jobs().take_due(now);
         if !due.is_empty() {
-            fire_due(&inner, due, now);
+            fire_due(&inner, due);
         }
         if more {
             tokio::task::yield_now().await;
@@ -309,25 +309,27 @@ fn plan_added(inner: &Arc<Inner>, added: Vec<Arc<JobState>>) {
     }
 }
 
-/// Fires the jobs taken out of the queue, by tick instant, and queues each one's next tick. If
-/// we are late by more than a tick (a suspended VM, a blocked runtime), the ticks in between
-/// are not fired: the next one is computed from now.
-fn fire_due(inner: &Arc<Inner>, due: Vec<(DateTime<Utc>, Arc<JobState>)>, now: DateTime<Utc>) {
-    let next: Vec<_> = due
+/// Fires the jobs taken out of the queue, by tick instant, then queues each one's next tick
+/// (evaluating the schedules after firing, so no run waits for them). If we are late by more
+/// than a tick (a suspended VM, a blocked runtime), the ticks in between are not fired: the
+/// next one is computed from now.
+fn fire_due(inner: &Arc<Inner>, due: Vec<(DateTime<Utc>, Arc<JobState>)>) {
+    let mut fired = Vec::with_capacity(due.len());
+    for (tick, group) in groups(due) {
+        fired.extend(group.iter().map(|state| (tick, Arc::clone(state))));
+        fire_group(inner, tick, group);
+    }
+    let now = inner.clock.now();
+    let next: Vec<_> = fired
         .iter()
         .map(|(tick, state)| state.job.schedule().next_after((*tick).max(now)))
         .collect();
-    {
-        let mut jobs = inner.jobs();
-        for ((_, state), next) in due.iter().zip(next) {
-            if next.is_none() && jobs.is_registered(state) {
-                tracing::info!(job = state.job.name(), "the schedule fires no more");
-            }
-            jobs.plan(state, next);
+    let mut jobs = inner.jobs();
+    for ((_, state), next) in fired.iter().zip(next) {
+        if next.is_none() && jobs.is_registered(state) {
+            tracing::info!(job = state.job.name(), "the schedule fires no more");
         }
-    }
-    for (tick, group) in groups(due) {
-        fire_group(inner, tick, group);
+        jobs.plan(state, next);
     }
 }
 
