@@ -16,6 +16,11 @@ shedlock_suite::backend_tests!(shedlock_suite::scheduler_suite => [
     a_renewal_in_flight_lands_before_the_unlock,
     a_failed_unlock_is_retried_until_it_releases,
     a_sweep_between_unlock_and_finish_leaves_the_real_outcome,
+    many_jobs_on_three_instances_run_every_tick_once,
+    jobs_with_a_lock_are_claimed_in_one_call_per_tick,
+    a_learned_lock_is_claimed_in_batches_from_the_second_tick,
+    a_claimed_lock_the_run_does_not_take_is_released,
+    a_run_that_asks_for_another_lease_gets_it,
 ]);
 
 mod single_process {

@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::{NewRun, RunOutcome, RunStore};
+use crate::{LockConfiguration, NewRun, RunOutcome, RunStore};
 
 /// Names of the metrics the scheduler records through the [`metrics`] facade. Every one has a
 /// `job` label (the scheduler's job name); install any `metrics` recorder (for example
@@ -356,6 +356,8 @@ pub(crate) struct Probe {
 
 struct ProbeState {
     info: RunInfo,
+    /// The configuration of the run's first lock (name, durations, tick), once attempted.
+    config: Option<LockConfiguration>,
     acquired_at: Option<Instant>,
     lost: bool,
     /// The background insert of the `running` history row.
@@ -368,6 +370,7 @@ impl Probe {
             observer,
             state: Mutex::new(ProbeState {
                 info,
+                config: None,
                 acquired_at: None,
                 lost: false,
                 row: None,
@@ -381,15 +384,17 @@ impl Probe {
         PROBE.scope(Arc::clone(self), future).await
     }
 
-    /// The probe of the run this task is in, for the first lock attempt only.
-    pub(crate) fn attempt(lock: &str) -> Option<Arc<Probe>> {
+    /// The probe of the run this task is in, for the first lock attempt only: `config` is the
+    /// lock the run asked for (before keep-alive's lease shortening).
+    pub(crate) fn attempt(config: &LockConfiguration) -> Option<Arc<Probe>> {
         let probe = PROBE.try_with(Arc::clone).ok()?;
         if probe.claimed.swap(true, Ordering::SeqCst) {
             return None;
         }
         let info = {
             let mut state = probe.lock_state();
-            state.info.lock = Some(lock.to_owned());
+            state.info.lock = Some(config.name().to_owned());
+            state.config = Some(config.clone());
             state.info.clone()
         };
         metrics::counter!(names::ATTEMPTS, "job" => info.job.clone()).increment(1);
@@ -446,9 +451,10 @@ impl Probe {
         metrics::counter!(names::LOCK_LOST, "job" => job).increment(1);
     }
 
-    /// The lock name the run attempted, if any.
-    pub(crate) fn lock_name(&self) -> Option<String> {
-        self.lock_state().info.lock.clone()
+    /// The configuration of the first lock the run attempted, if any (the scheduler learns
+    /// the job's lock from it).
+    pub(crate) fn lock_config(&self) -> Option<LockConfiguration> {
+        self.lock_state().config.clone()
     }
 
     /// How the run ended: reports it and finishes (or writes) its history row. `outcome` is the

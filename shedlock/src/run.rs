@@ -11,10 +11,14 @@ use futures_util::FutureExt;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::context::{LockContext, cancelled, current_provider, current_tick};
+use crate::context::{
+    LockContext, PreClaim, cancelled, current_provider, current_tick, take_pre_claim,
+};
 use crate::guard::Renewer;
 use crate::observe::Probe;
-use crate::{Error, LockConfiguration, LockGuard, LockProvider, OnLockLost, Result, TaskResult};
+use crate::{
+    Error, KeepAlive, LockConfiguration, LockGuard, LockProvider, OnLockLost, Result, TaskResult,
+};
 use tracing::Instrument;
 
 /// Runs `body` under the lock `config` describes, with the provider of the current scope (see
@@ -57,6 +61,76 @@ pub async fn run_locked<T>(
     hold(provider.as_ref(), &config, |_| body).await
 }
 
+/// What `hold` sends to take `config` with `keep_alive`, and the lease it keeps the lock
+/// alive with: `config` itself, or with keep-alive on a shorter lease (`lock_at_most_for`
+/// replaced by the lease, the tick kept). The scheduler sends the same configuration when it
+/// claims the ticks of a group of jobs at once ([`LockProvider::lock_many`]), so the run's own
+/// lock call can take the answer in its place.
+pub(crate) fn acquire_config(
+    keep_alive: &KeepAlive,
+    config: &LockConfiguration,
+) -> Result<(LockConfiguration, Duration)> {
+    let (at_most, at_least) = (config.lock_at_most_for(), config.lock_at_least_for());
+    let lease = if keep_alive.is_enabled() {
+        keep_alive.lease_for(at_most, at_least)
+    } else {
+        at_most
+    };
+    let acquire = if lease < at_most {
+        let short = LockConfiguration::new(config.name(), lease, at_least)?;
+        match config.tick() {
+            Some(tick) => short.for_tick(tick),
+            None => short,
+        }
+    } else {
+        config.clone()
+    };
+    Ok((acquire, lease))
+}
+
+/// The answer of a scheduler's pre-claim, as `provider.lock(acquire)` would have given it, and
+/// the instant the lease counts from.
+///
+/// When the run's lock asks for another lease or `lock_at_least_for` than the scheduler sent
+/// (the job's body changed its configuration since the scheduler learned it, or
+/// [`Job::with_lock`](crate::Job::with_lock) says otherwise), a won lock is extended at once to
+/// the run's lease and at-least, so keep-alive, expiry and the unlock follow the run's
+/// configuration. (The pre-claim's own at-least, counted from the acquire, still holds too: an
+/// unlock keeps the lock until the later of the two.) An extension refused (the lock was lost in
+/// between) makes the tick a skip, as a refused acquire does; one that fails is the run's error.
+async fn pre_claimed(
+    claim: PreClaim,
+    acquire: &LockConfiguration,
+) -> Result<(Option<LockGuard>, Instant)> {
+    let Some(mut guard) = claim.answer? else {
+        return Ok((None, claim.sent_at));
+    };
+    if claim.sent.lock_at_most_for() == acquire.lock_at_most_for()
+        && claim.sent.lock_at_least_for() == acquire.lock_at_least_for()
+    {
+        return Ok((Some(guard), claim.sent_at));
+    }
+    let sent_at = Instant::now();
+    if guard
+        .extend(acquire.lock_at_most_for(), acquire.lock_at_least_for())
+        .await?
+    {
+        tracing::debug!(
+            lock = acquire.name(),
+            token = guard.fencing_token(),
+            "the run asked for another lease than the scheduler claimed: extended to it"
+        );
+        Ok((Some(guard), sent_at))
+    } else {
+        tracing::warn!(
+            lock = acquire.name(),
+            token = guard.fencing_token(),
+            "the lock the scheduler claimed for this run was lost before the run took it: skipped"
+        );
+        Ok((None, sent_at))
+    }
+}
+
 /// How a held run ended.
 enum Ending<T> {
     Done(std::thread::Result<T>),
@@ -71,6 +145,11 @@ enum Ending<T> {
 /// [`LockContext::current`]), keeps the lock alive as the provider's [`KeepAlive`] says, and
 /// releases it. All of it happens in a `shedlock.lock` span with the lock name, the tick, the
 /// fencing token and the outcome; inside a scheduled run it reports to the run's probe.
+///
+/// Inside a scheduled run whose tick the scheduler already claimed (with the ticks of other jobs
+/// due at the same instant, see [`LockProvider::lock_many`]), the first lock call for that lock
+/// name and tick on the scheduler's provider takes the scheduler's answer instead of sending its
+/// own acquire (see `pre_claimed`).
 pub(crate) async fn hold<T, F, Fut>(
     provider: &dyn LockProvider,
     config: &LockConfiguration,
@@ -89,24 +168,16 @@ where
     );
     let out: Result<TaskResult<T>> = async {
         let keep_alive = provider.keep_alive();
-        let (at_most, at_least) = (config.lock_at_most_for(), config.lock_at_least_for());
-        let lease = if keep_alive.is_enabled() {
-            keep_alive.lease_for(at_most, at_least)
-        } else {
-            at_most
-        };
-        let acquire = if lease < at_most {
-            let short = LockConfiguration::new(config.name(), lease, at_least)?;
-            match config.tick() {
-                Some(tick) => short.for_tick(tick),
-                None => short,
+        let (acquire, lease) = acquire_config(&keep_alive, config)?;
+        let probe = Probe::attempt(config);
+        let (answer, sent_at) = match take_pre_claim(provider, config) {
+            Some(claim) => pre_claimed(claim, &acquire).await?,
+            None => {
+                let sent_at = Instant::now();
+                (provider.lock(&acquire).await?, sent_at)
             }
-        } else {
-            config.clone()
         };
-        let probe = Probe::attempt(config.name());
-        let sent_at = Instant::now();
-        let Some(mut guard) = provider.lock(&acquire).await? else {
+        let Some(mut guard) = answer else {
             tracing::debug!(lock = config.name(), tick = ?config.tick(), "held elsewhere or tick already claimed: skipped");
             return Ok(TaskResult::Skipped);
         };

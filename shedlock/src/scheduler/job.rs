@@ -4,11 +4,11 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use futures_util::future::BoxFuture;
 
-use crate::{Error, Result, Schedule, TaskResult};
+use crate::{Error, LockConfiguration, Result, Schedule, TaskResult};
 
 /// What a scheduled function may return, so the scheduler can tell a failed run from a good
 /// one: `()` or any `Result<T, E>` whose error is `Display`.
@@ -48,11 +48,24 @@ type RunFn = dyn Fn() -> BoxFuture<'static, RunEnd> + Send + Sync;
 /// (a `#[scheduler_lock]` function, or a closure around [`run_locked`](crate::run_locked)).
 ///
 /// `#[scheduled]` makes one for you: `my_job::job(args…)`.
+///
+/// # Claiming ticks together
+///
+/// When many jobs are due at the same instant, the scheduler claims all their ticks with one
+/// [`LockProvider::lock_many`](crate::LockProvider::lock_many) call (one statement on the SQL
+/// providers) before calling them, for every job whose lock it knows: the one given to
+/// [`with_lock`](Self::with_lock), else the first lock the job's previous run took (so a job
+/// joins from its second tick on). The run's own lock call then takes that answer instead of
+/// sending its own acquire. A job whose lock it does not know, or that is still running, claims
+/// its tick alone, as its lock call does outside a scheduler.
 #[derive(Clone)]
 pub struct Job {
-    pub(crate) name: String,
+    /// Shared with the scheduler's index of jobs by name.
+    pub(crate) name: Arc<str>,
     pub(crate) schedule: Schedule,
     pub(crate) run: Arc<RunFn>,
+    /// The lock its runs take, as given to [`with_lock`](Self::with_lock).
+    pub(crate) lock: Option<Arc<LockConfiguration>>,
 }
 
 impl Job {
@@ -75,16 +88,47 @@ impl Job {
             })
         };
         Self {
-            name: name.into(),
+            name: name.into().into(),
             schedule,
             run: Arc::new(run),
+            lock: None,
         }
     }
 
     /// The same job under another name (job names are unique within a scheduler).
     #[must_use]
     pub fn named(mut self, name: impl Into<String>) -> Self {
-        self.name = name.into();
+        self.name = name.into().into();
+        self
+    }
+
+    /// The lock this job's run takes (the configuration its `run_locked` or
+    /// `#[scheduler_lock]` function asks for; its tick, if any, is replaced by each run's), so its
+    /// tick can be claimed together with those of the other jobs due at the same instant, from
+    /// the first tick on (see [Claiming ticks together](Self#claiming-ticks-together)).
+    ///
+    /// The job's function is still called on every tick and still decides what it does: its
+    /// lock call with this name on the scheduler's provider gets the claimed answer (the lock,
+    /// or a skip when another instance holds it or claimed the tick). A run that does not take
+    /// the claimed lock has it released when it ends; the tick stays claimed, so no instance runs
+    /// it. If the run asks for another `lock_at_most_for` or `lock_at_least_for`, the claimed
+    /// lock is extended to the run's (the one given here still counts from the claim).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shedlock::{Job, LockConfiguration, Schedule, run_locked};
+    ///
+    /// let lock = LockConfiguration::new("report", Duration::from_secs(60), Duration::ZERO)?;
+    /// let job = Job::new("report", Schedule::parse("0 * * * * *", "UTC")?, {
+    ///     let lock = lock.clone();
+    ///     move || run_locked(lock.clone(), async { /* the work */ })
+    /// })
+    /// .with_lock(lock);
+    /// # Ok::<(), shedlock::Error>(())
+    /// ```
+    #[must_use]
+    pub fn with_lock(mut self, config: LockConfiguration) -> Self {
+        self.lock = Some(Arc::new(config));
         self
     }
 
@@ -104,6 +148,7 @@ impl fmt::Debug for Job {
         f.debug_struct("Job")
             .field("name", &self.name)
             .field("schedule", &self.schedule)
+            .field("lock", &self.lock)
             .finish_non_exhaustive()
     }
 }
@@ -139,25 +184,28 @@ pub struct JobStats {
     pub clock_skew: u64,
 }
 
+/// One job's counters. Each is a `u32`: a job fires at most once a second (cron's finest
+/// field), and every counter counts fired ticks or fewer, so none wraps within 136 years of
+/// one process; half the size of `u64`s, for the scheduler with 100,000 jobs.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    pub(crate) fired: AtomicU64,
-    pub(crate) executed: AtomicU64,
-    pub(crate) failed: AtomicU64,
-    pub(crate) skipped_held: AtomicU64,
-    pub(crate) skipped_overlap: AtomicU64,
-    pub(crate) lock_errors: AtomicU64,
-    pub(crate) lock_lost: AtomicU64,
-    pub(crate) cancelled: AtomicU64,
-    pub(crate) misfires_run: AtomicU64,
-    pub(crate) misfires_skipped: AtomicU64,
-    pub(crate) panicked: AtomicU64,
-    pub(crate) clock_skew: AtomicU64,
+    pub(crate) fired: AtomicU32,
+    pub(crate) executed: AtomicU32,
+    pub(crate) failed: AtomicU32,
+    pub(crate) skipped_held: AtomicU32,
+    pub(crate) skipped_overlap: AtomicU32,
+    pub(crate) lock_errors: AtomicU32,
+    pub(crate) lock_lost: AtomicU32,
+    pub(crate) cancelled: AtomicU32,
+    pub(crate) misfires_run: AtomicU32,
+    pub(crate) misfires_skipped: AtomicU32,
+    pub(crate) panicked: AtomicU32,
+    pub(crate) clock_skew: AtomicU32,
 }
 
 impl Counters {
     pub(crate) fn snapshot(&self) -> JobStats {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let get = |c: &AtomicU32| u64::from(c.load(Ordering::Relaxed));
         JobStats {
             fired: get(&self.fired),
             executed: get(&self.executed),
@@ -175,6 +223,6 @@ impl Counters {
     }
 }
 
-pub(crate) fn bump(counter: &AtomicU64) {
+pub(crate) fn bump(counter: &AtomicU32) {
     counter.fetch_add(1, Ordering::Relaxed);
 }

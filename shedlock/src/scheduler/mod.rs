@@ -1,14 +1,13 @@
 //! [`Scheduler`]: fires each job at its cron ticks and runs it under its lock, once per tick
-//! across instances. The tick loop is in [`tick_loop`]; jobs are in [`job`].
+//! across instances. The timer (one per scheduler) is in [`tick_loop`]; jobs are in [`job`].
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 
 use crate::clock_sync::{DbClock, clock_loop};
@@ -18,19 +17,8 @@ use crate::{AppClock, Error, LockProvider, Result, RunHistory, RunStore, Schedul
 mod job;
 mod tick_loop;
 
-use job::Counters;
 pub use job::{Job, JobOutput, JobStats};
-use tick_loop::{LoopJob, prune_loop, tick_loop};
-
-/// One registered job and its running state.
-struct Entry {
-    job: Job,
-    counters: Arc<Counters>,
-    running: Arc<AtomicBool>,
-    next_tick: Arc<Mutex<Option<DateTime<Utc>>>>,
-    /// Dropping it stops the job's tick loop.
-    stop: Option<watch::Sender<bool>>,
-}
+use tick_loop::{Jobs, prune_loop, timer_loop};
 
 struct Inner {
     provider: Arc<dyn LockProvider>,
@@ -40,16 +28,26 @@ struct Inner {
     clock_check_every: Duration,
     misfire_grace: Duration,
     shutdown_timeout: Duration,
-    jobs: Mutex<HashMap<String, Entry>>,
+    /// The registered jobs and the timer's queue of their next ticks.
+    jobs: Mutex<Jobs>,
+    /// Wakes the timer: a job was added or removed.
+    wake: Notify,
     started: AtomicBool,
-    /// Turns true when shutdown begins: tick loops stop firing.
+    /// Turns true when shutdown begins: the timer stops firing.
     stop_firing: watch::Sender<bool>,
     /// Turns true when the shutdown timeout has passed: running jobs are cancelled.
     cancel_runs: watch::Sender<bool>,
     runs: Mutex<JoinSet<()>>,
     loops: Mutex<JoinSet<()>>,
-    /// History rows of overlap skips, written after the fact.
+    /// History rows of overlap skips, written after the fact, and the claims of many ticks at
+    /// once.
     chores: Mutex<JoinSet<()>>,
+}
+
+impl Inner {
+    fn jobs(&self) -> MutexGuard<'_, Jobs> {
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// Fires jobs at their cron ticks; each run claims its tick through the lock, so across any
@@ -74,6 +72,17 @@ struct Inner {
 /// scheduler.shutdown().await;
 /// # Ok(()) }
 /// ```
+///
+/// # How it fires
+///
+/// One timer task per scheduler keeps every job's next tick in order and sleeps until the
+/// earliest, by the database's clock as this instance estimates it (see
+/// [`clock_offset`](Self::clock_offset)); so 100,000 registered jobs cost memory for their
+/// entries, not a task each. On waking it fires every job due by then. Jobs due at the same
+/// instant are fired together: the ticks of those whose lock is known ([`Job::with_lock`], or
+/// learned from the job's previous run) are claimed with one
+/// [`LockProvider::lock_many`](crate::LockProvider::lock_many) call, and each run's lock call
+/// takes its answer (see [Claiming ticks together](Job#claiming-ticks-together)).
 ///
 /// # What it does on each tick
 ///
@@ -164,7 +173,8 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
                 clock_check_every: self.clock_check_every,
                 misfire_grace: self.misfire_grace,
                 shutdown_timeout: self.shutdown_timeout,
-                jobs: Mutex::new(HashMap::new()),
+                jobs: Mutex::new(Jobs::default()),
+                wake: Notify::new(),
                 started: AtomicBool::new(false),
                 stop_firing: watch::Sender::new(false),
                 cancel_runs: watch::Sender::new(false),
@@ -218,50 +228,32 @@ impl Scheduler {
     /// Adds a job; it starts firing at once if the scheduler is running. Names are unique:
     /// a second job with a taken name is [`Error::DuplicateJob`].
     pub fn add(&self, job: Job) -> Result<()> {
-        let mut jobs = self.inner.jobs.lock().unwrap_or_else(|e| e.into_inner());
-        if jobs.contains_key(job.name()) {
+        if let Err(job) = self.inner.jobs().insert(job) {
             return Err(Error::DuplicateJob {
                 name: job.name().to_owned(),
             });
         }
-        let name = job.name().to_owned();
-        let mut entry = Entry {
-            job,
-            counters: Arc::default(),
-            running: Arc::default(),
-            next_tick: Arc::default(),
-            stop: None,
-        };
-        if self.inner.started.load(Ordering::SeqCst) && !*self.inner.stop_firing.borrow() {
-            self.spawn_loop(&mut entry);
-        }
-        jobs.insert(name, entry);
+        self.inner.wake.notify_one();
         Ok(())
     }
 
     /// Removes a job: it fires no more; a run in progress finishes. Returns whether it existed.
     pub fn remove(&self, name: &str) -> bool {
-        let removed = self
-            .inner
-            .jobs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(name);
-        if let Some(stop) = removed.as_ref().and_then(|entry| entry.stop.as_ref()) {
-            stop.send_replace(true);
+        let removed = self.inner.jobs().remove(name);
+        if removed {
+            self.inner.wake.notify_one();
         }
-        removed.is_some()
+        removed
     }
 
     /// The names of the registered jobs.
     pub fn job_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self
             .inner
-            .jobs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .cloned()
+            .jobs()
+            .by_name
+            .iter()
+            .map(|job| job.0.job.name().to_owned())
             .collect();
         names.sort();
         names
@@ -269,16 +261,18 @@ impl Scheduler {
 
     /// This instance's counters for a job.
     pub fn stats(&self, name: &str) -> Option<JobStats> {
-        let jobs = self.inner.jobs.lock().unwrap_or_else(|e| e.into_inner());
-        jobs.get(name).map(|entry| entry.counters.snapshot())
+        let jobs = self.inner.jobs();
+        jobs.by_name.get(name).map(|job| job.0.counters.snapshot())
     }
 
     /// The next tick a job will fire at, once the scheduler runs.
     pub fn next_tick(&self, name: &str) -> Option<DateTime<Utc>> {
-        let jobs = self.inner.jobs.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = jobs.get(name)?;
-        let planned = *entry.next_tick.lock().unwrap_or_else(|e| e.into_inner());
-        planned.or_else(|| entry.job.schedule.next_after(self.inner.clock.now()))
+        let (planned, schedule) = {
+            let jobs = self.inner.jobs();
+            let job = &jobs.by_name.get(name)?.0;
+            (job.planned(), job.job.schedule.clone())
+        };
+        planned.or_else(|| schedule.next_after(self.inner.clock.now()))
     }
 
     /// The database's clock minus this instance's, as last measured (at start and every
@@ -300,7 +294,6 @@ impl Scheduler {
         if self.inner.started.swap(true, Ordering::SeqCst) {
             return;
         }
-        let mut jobs = self.inner.jobs.lock().unwrap_or_else(|e| e.into_inner());
         {
             let inner = Arc::clone(&self.inner);
             self.inner
@@ -318,35 +311,17 @@ impl Scheduler {
                     .await;
                 });
         }
-        for entry in jobs.values_mut() {
-            self.spawn_loop(entry);
-        }
+        let jobs = {
+            let mut jobs = self.inner.jobs();
+            jobs.start();
+            jobs.by_name.len()
+        };
+        let mut loops = self.inner.loops.lock().unwrap_or_else(|e| e.into_inner());
+        loops.spawn(timer_loop(Arc::clone(&self.inner)));
         if let Some((_, history)) = self.inner.observer.history {
-            self.inner
-                .loops
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .spawn(prune_loop(Arc::clone(&self.inner), history));
+            loops.spawn(prune_loop(Arc::clone(&self.inner), history));
         }
-        tracing::info!(jobs = jobs.len(), "scheduler started");
-    }
-
-    fn spawn_loop(&self, entry: &mut Entry) {
-        let (stop, stopped) = watch::channel(false);
-        entry.stop = Some(stop);
-        let job = Arc::new(LoopJob {
-            job: entry.job.clone(),
-            counters: Arc::clone(&entry.counters),
-            running: Arc::clone(&entry.running),
-            next_tick: Arc::clone(&entry.next_tick),
-            last_lock: Mutex::new(None),
-        });
-        let inner = Arc::clone(&self.inner);
-        self.inner
-            .loops
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .spawn(tick_loop(inner, job, stopped));
+        tracing::info!(jobs, "scheduler started");
     }
 
     /// Stops firing, waits up to the shutdown timeout for running jobs, cancels those still

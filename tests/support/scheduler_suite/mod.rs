@@ -5,10 +5,12 @@
 
 use std::time::Duration;
 
+mod batch;
 mod clock;
 mod keep_alive;
 mod runs;
 
+pub use batch::*;
 pub use clock::*;
 pub use keep_alive::*;
 pub use runs::*;

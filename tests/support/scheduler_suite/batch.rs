@@ -1,0 +1,409 @@
+//! Ticks due at one instant, claimed together: many jobs on three instances still run every
+//! (job, tick) once; the jobs whose lock the scheduler knows ([`Job::with_lock`], or learned
+//! from their previous run) are claimed with one `lock_many` call per tick instead of a `lock`
+//! call each; a claimed lock the run does not take is released.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures_util::future::BoxFuture;
+use shedlock::{
+    Backend, Job, JobStats, KeepAlive, LockConfiguration, LockContext, LockGuard, LockProvider,
+    Result, Schedule, Scheduler, TaskResult, run_locked,
+};
+
+use super::{MS, eventually};
+use crate::{Opts, TestDb};
+
+/// How many jobs each case registers, all due every second.
+const JOBS: usize = 20;
+
+/// A provider that counts the calls the scheduler and the runs make: `lock` calls, and the
+/// size of each `lock_many` call (forwarded to the wrapped provider's own `lock_many`).
+#[derive(Debug)]
+struct Counting<P> {
+    inner: P,
+    locks: AtomicU64,
+    lock_many: Mutex<Vec<usize>>,
+}
+
+impl<P> Counting<P> {
+    fn new(inner: P) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            locks: AtomicU64::new(0),
+            lock_many: Mutex::default(),
+        })
+    }
+
+    fn locks(&self) -> u64 {
+        self.locks.load(Ordering::SeqCst)
+    }
+
+    /// The number of configurations of each `lock_many` call, in order.
+    fn lock_many_sizes(&self) -> Vec<usize> {
+        self.lock_many.lock().unwrap().clone()
+    }
+}
+
+impl<P: LockProvider> LockProvider for Counting<P> {
+    fn lock<'a>(
+        &'a self,
+        config: &'a LockConfiguration,
+    ) -> BoxFuture<'a, Result<Option<LockGuard>>> {
+        self.locks.fetch_add(1, Ordering::SeqCst);
+        self.inner.lock(config)
+    }
+
+    fn lock_many<'a>(
+        &'a self,
+        configs: &'a [LockConfiguration],
+    ) -> BoxFuture<'a, Result<Vec<Result<Option<LockGuard>>>>> {
+        self.lock_many.lock().unwrap().push(configs.len());
+        self.inner.lock_many(configs)
+    }
+
+    fn is_held<'a>(&'a self, name: &'a str, fencing_token: i64) -> BoxFuture<'a, Result<bool>> {
+        self.inner.is_held(name, fencing_token)
+    }
+
+    fn backend(&self) -> Backend {
+        self.inner.backend()
+    }
+
+    fn table_name(&self) -> &str {
+        self.inner.table_name()
+    }
+
+    fn locked_by(&self) -> &str {
+        self.inner.locked_by()
+    }
+
+    fn keep_alive(&self) -> KeepAlive {
+        self.inner.keep_alive()
+    }
+
+    fn now(&self) -> BoxFuture<'_, Result<DateTime<Utc>>> {
+        self.inner.now()
+    }
+}
+
+fn every_second() -> Schedule {
+    Schedule::parse("* * * * * *", "UTC").unwrap()
+}
+
+fn lock_config(job: usize) -> LockConfiguration {
+    LockConfiguration::new(
+        format!("batch_{job:02}"),
+        Duration::from_secs(30),
+        Duration::ZERO,
+    )
+    .unwrap()
+}
+
+/// Job `job`: its lock via `run_locked`, inside which it records (tick, `batch_<job>@<who>`,
+/// token) in the test's runs table.
+fn recording_job<D: TestDb>(db: &Arc<D>, job: usize, who: &str) -> Job {
+    let (db, who) = (Arc::clone(db), format!("batch_{job:02}@{who}"));
+    Job::new(format!("batch_{job:02}"), every_second(), move || {
+        let (db, who) = (Arc::clone(&db), who.clone());
+        run_locked(lock_config(job), async move {
+            let ctx = LockContext::current().expect("inside the lock");
+            let tick = ctx.tick().expect("scheduled runs carry their tick");
+            tokio::time::sleep(5 * MS).await;
+            db.record_run(tick.timestamp_millis(), &who, ctx.fencing_token())
+                .await;
+        })
+    })
+}
+
+/// The sum of a job's counters over schedulers.
+fn stats_of(schedulers: &[Scheduler], job: &str) -> JobStats {
+    let mut sum = JobStats::default();
+    for s in schedulers {
+        let one = s.stats(job).unwrap();
+        sum.fired += one.fired;
+        sum.executed += one.executed;
+        sum.skipped_held += one.skipped_held;
+        sum.skipped_overlap += one.skipped_overlap;
+        sum.lock_errors += one.lock_errors;
+        sum.failed += one.failed;
+    }
+    sum
+}
+
+/// Three schedulers on three pools, 20 jobs each, all due every second (half with
+/// [`Job::with_lock`], half learning their lock from their first run), for about six ticks:
+/// every (job, tick) that any instance fired ran exactly once, each job's fencing tokens grow
+/// with its ticks, and every fired tick either ran or was skipped as claimed elsewhere.
+pub async fn many_jobs_on_three_instances_run_every_tick_once<D: TestDb>(db: &Arc<D>) {
+    // Created before the jobs race to create it (PostgreSQL's `CREATE TABLE IF NOT EXISTS` can
+    // fail on a concurrent one).
+    db.ran_table().await;
+    let mut schedulers = Vec::new();
+    let mut counters = Vec::new();
+    for i in 0..3 {
+        let who = format!("instance-{i}");
+        let provider = Counting::new(db.provider_with(Opts::own_pool().locked_by(&who)).await);
+        let scheduler = Scheduler::builder(Arc::clone(&provider))
+            .misfire_grace(Duration::ZERO)
+            .build();
+        for job in 0..JOBS {
+            let mut job_def = recording_job(db, job, &who);
+            if job % 2 == 0 {
+                job_def = job_def.with_lock(lock_config(job));
+            }
+            scheduler.add(job_def).unwrap();
+        }
+        schedulers.push(scheduler);
+        counters.push(provider);
+    }
+    for s in &schedulers {
+        s.start();
+    }
+    tokio::time::sleep(Duration::from_millis(6_500)).await;
+    for s in &schedulers {
+        s.shutdown().await;
+    }
+
+    let runs = db.runs().await; // ordered by token... of different locks: regroup per job
+    let mut per_job: Vec<Vec<(i64, i64)>> = vec![Vec::new(); JOBS];
+    for (tick, who, token) in &runs {
+        let job: usize = who[6..8].parse().unwrap();
+        per_job[job].push((*tick, *token));
+    }
+    for (job, ran) in per_job.iter_mut().enumerate() {
+        ran.sort_unstable();
+        let name = format!("batch_{job:02}");
+        let mut ticks: Vec<i64> = ran.iter().map(|(tick, _)| *tick).collect();
+        ticks.dedup();
+        assert_eq!(ticks.len(), ran.len(), "{name}: a tick ran twice: {ran:?}");
+        assert!(
+            ran.windows(2).all(|w| w[1].1 > w[0].1),
+            "{name}: tokens grow with the ticks: {ran:?}"
+        );
+        let stats = stats_of(&schedulers, &name);
+        assert_eq!(stats.executed as usize, ran.len(), "{name}: {stats:?}");
+        assert_eq!(
+            stats.fired,
+            stats.executed + stats.skipped_held + stats.skipped_overlap,
+            "{name}: every fired tick ran, or was skipped: {stats:?}"
+        );
+        assert_eq!(stats.lock_errors + stats.failed, 0, "{name}: {stats:?}");
+        // About six ticks in the window; a loaded machine may fire a few late enough to skip
+        // one (a tick more than a tick late is not replayed), but not most of them.
+        assert!(ran.len() >= 3, "{name}: only {} ticks ran", ran.len());
+        // Every tick this job fired on some instance ran (on one of them).
+        let fired_ticks = schedulers.len() as u64 * ticks.len() as u64;
+        assert!(
+            stats.fired <= fired_ticks,
+            "{name}: {stats:?} for {ticks:?}"
+        );
+    }
+    let batched: usize = counters.iter().flat_map(|c| c.lock_many_sizes()).sum();
+    let single: u64 = counters.iter().map(|c| c.locks()).sum();
+    eprintln!(
+        "{} runs of {JOBS} jobs on 3 instances; {batched} ticks claimed in batches, {single} alone",
+        runs.len()
+    );
+    assert!(batched > 0, "the ticks were claimed in batches");
+}
+
+/// Twenty jobs with [`Job::with_lock`] due at the same instants: each instant is claimed with
+/// one `lock_many` call carrying the twenty locks, and no run sends a `lock` of its own.
+pub async fn jobs_with_a_lock_are_claimed_in_one_call_per_tick<D: TestDb>(db: &Arc<D>) {
+    db.ran_table().await;
+    let provider = Counting::new(db.provider_with(Opts::own_pool()).await);
+    let scheduler = Scheduler::builder(Arc::clone(&provider))
+        .misfire_grace(Duration::ZERO)
+        .build();
+    for job in 0..JOBS {
+        scheduler
+            .add(recording_job(db, job, "one").with_lock(lock_config(job)))
+            .unwrap();
+    }
+    scheduler.start();
+    let names: Vec<String> = (0..JOBS).map(|job| format!("batch_{job:02}")).collect();
+    let done = eventually(Duration::from_secs(20), async || {
+        names
+            .iter()
+            .all(|name| scheduler.stats(name).unwrap().executed >= 2)
+    })
+    .await;
+    scheduler.shutdown().await;
+    assert!(done, "every job ran twice within 20 s");
+
+    let sizes = provider.lock_many_sizes();
+    assert_eq!(provider.locks(), 0, "no run claimed its tick alone");
+    assert_eq!(
+        sizes.first(),
+        Some(&JOBS),
+        "the first tick: one call for all: {sizes:?}"
+    );
+    let claimed: usize = sizes.iter().sum();
+    let mut attempted = 0;
+    for name in &names {
+        let stats = scheduler.stats(name).unwrap();
+        assert_eq!(
+            stats.executed + stats.skipped_overlap,
+            stats.fired,
+            "{name}: {stats:?}"
+        );
+        attempted += stats.executed as usize;
+    }
+    assert_eq!(
+        claimed, attempted,
+        "each run's tick was claimed once: {sizes:?}"
+    );
+    // One call per tick instant: at most as many calls as the ticks a job fired.
+    let fired = names
+        .iter()
+        .map(|name| scheduler.stats(name).unwrap().fired)
+        .max()
+        .unwrap();
+    assert!(sizes.len() as u64 <= fired, "{sizes:?} for {fired} ticks");
+    let rows = db.runs().await;
+    assert_eq!(rows.len(), attempted, "every claimed run did its work");
+}
+
+/// Twenty jobs built with [`Job::new`] around `run_locked`, no `with_lock`: their first tick
+/// each sends a `lock` of its own, and from their second tick on they are claimed in batches.
+pub async fn a_learned_lock_is_claimed_in_batches_from_the_second_tick<D: TestDb>(db: &Arc<D>) {
+    db.ran_table().await;
+    let provider = Counting::new(db.provider_with(Opts::own_pool()).await);
+    let scheduler = Scheduler::builder(Arc::clone(&provider))
+        .misfire_grace(Duration::ZERO)
+        .build();
+    for job in 0..JOBS {
+        scheduler.add(recording_job(db, job, "one")).unwrap();
+    }
+    scheduler.start();
+    let names: Vec<String> = (0..JOBS).map(|job| format!("batch_{job:02}")).collect();
+    let done = eventually(Duration::from_secs(20), async || {
+        names
+            .iter()
+            .all(|name| scheduler.stats(name).unwrap().executed >= 3)
+    })
+    .await;
+    scheduler.shutdown().await;
+    assert!(done, "every job ran three times within 20 s");
+
+    let sizes = provider.lock_many_sizes();
+    assert_eq!(
+        provider.locks(),
+        JOBS as u64,
+        "each job claimed its first tick alone, then never again: {sizes:?}"
+    );
+    let claimed: usize = sizes.iter().sum();
+    let attempted: u64 = names
+        .iter()
+        .map(|name| {
+            let stats = scheduler.stats(name).unwrap();
+            assert_eq!(
+                stats.executed + stats.skipped_overlap,
+                stats.fired,
+                "{name}: {stats:?}"
+            );
+            stats.executed
+        })
+        .sum();
+    assert_eq!(
+        claimed as u64 + JOBS as u64,
+        attempted,
+        "every later tick was claimed in a batch: {sizes:?}"
+    );
+    assert!(sizes.len() >= 2, "{sizes:?}");
+}
+
+/// A job whose lock the scheduler claims ([`Job::with_lock`], a 60 s lease) but whose function
+/// takes no lock at all: the claimed lock is released when the run ends (free for a lock by
+/// hand at once, long before its lease), and the tick stays claimed.
+pub async fn a_claimed_lock_the_run_does_not_take_is_released<D: TestDb>(db: &Arc<D>) {
+    let provider = db.provider_with(Opts::own_pool()).await;
+    let scheduler = Scheduler::builder(provider.clone())
+        .misfire_grace(Duration::ZERO)
+        .build();
+    let config =
+        LockConfiguration::new("claimed_unused", Duration::from_secs(60), Duration::ZERO).unwrap();
+    scheduler
+        .add(
+            Job::new("claimed_unused", every_second(), || async {
+                Ok(TaskResult::Executed(()))
+            })
+            .with_lock(config.clone()),
+        )
+        .unwrap();
+    scheduler.start();
+    let ran = eventually(Duration::from_secs(15), async || {
+        scheduler.stats("claimed_unused").unwrap().executed >= 1
+    })
+    .await;
+    scheduler.shutdown().await;
+    assert!(ran, "the job ran");
+    let row = db
+        .row("claimed_unused")
+        .await
+        .expect("the scheduler claimed the lock");
+    assert!(row.last_tick_ms.is_some(), "the tick is claimed: {row:?}");
+    assert!(
+        row.remaining_ms <= 0,
+        "released, not held for its 60 s lease: {row:?}"
+    );
+    let guard = provider
+        .lock(&config)
+        .await
+        .unwrap()
+        .expect("the lock is free afterwards");
+    guard.unlock().await.unwrap();
+}
+
+/// A job whose [`Job::with_lock`] says a 60 s lease with no `lock_at_least_for`, while its
+/// function asks for 20 s and 10 s: the claimed lock is extended to the run's lease, and kept
+/// after the run for the run's `lock_at_least_for`.
+pub async fn a_run_that_asks_for_another_lease_gets_it<D: TestDb>(db: &Arc<D>) {
+    let provider = db.provider_with(Opts::own_pool()).await;
+    let scheduler = Scheduler::builder(provider)
+        .misfire_grace(Duration::ZERO)
+        .build();
+    let claimed = LockConfiguration::new("relet", Duration::from_secs(60), Duration::ZERO).unwrap();
+    let leases = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&leases);
+    let db_in_job = Arc::clone(db);
+    scheduler
+        .add(
+            Job::new("relet", every_second(), move || {
+                let (seen, db) = (Arc::clone(&seen), Arc::clone(&db_in_job));
+                let asked = LockConfiguration::new(
+                    "relet",
+                    Duration::from_secs(20),
+                    Duration::from_secs(10),
+                )
+                .unwrap();
+                run_locked(asked, async move {
+                    let row = db.row("relet").await.unwrap();
+                    seen.lock().unwrap().push(row.remaining_ms);
+                })
+            })
+            .with_lock(claimed),
+        )
+        .unwrap();
+    scheduler.start();
+    let ran = eventually(Duration::from_secs(15), async || {
+        scheduler.stats("relet").unwrap().executed >= 1
+    })
+    .await;
+    scheduler.shutdown().await;
+    assert!(ran, "the job ran");
+    let remaining = leases.lock().unwrap()[0];
+    assert!(
+        remaining > 15_000 && remaining <= 20_000,
+        "the run's 20 s lease, not the claimed 60 s: {remaining} ms left"
+    );
+    let row = db.row("relet").await.unwrap();
+    assert!(
+        row.remaining_ms > 0 && row.remaining_ms <= 10_000,
+        "kept for the run's 10 s lock_at_least_for after it: {row:?}"
+    );
+}
