@@ -34,7 +34,7 @@ use shedlock::{
 };
 
 const GOAL_RSS_MB: f64 = 64.0;
-const GOAL_IDLE_CPU_PERCENT: f64 = 2.0;
+const GOAL_IDLE_CPU_PERCENT: f64 = 1.0;
 const GOAL_LATENESS_P99_MS: f64 = 10.0;
 
 struct Args {
