@@ -252,7 +252,7 @@ async fn provider(dir: &std::path::Path, pool: Option<u32>) -> SqliteLockProvide
     provider
 }
 
-/// Waits until the scheduler's start-up work is over: every tick loop has run its catch-up
+/// Waits until the scheduler's start-up work is over: the timer has run every job's catch-up
 /// (each counts one skipped misfire, the grace being zero) and a whole second passes using
 /// under 5% of a core. Returns the seconds waited.
 async fn settle(scheduler: &Scheduler, names: &[String], ticks: f64) -> f64 {
@@ -591,7 +591,7 @@ fn print_idle(v: &Value) {
         f(v, "rss_registered_mb")
     );
     println!(
-        "| RSS after start, tick loops settled | {:.1} MB |",
+        "| RSS after start, timer settled | {:.1} MB |",
         f(v, "rss_started_mb")
     );
     println!(
@@ -609,7 +609,7 @@ fn print_idle(v: &Value) {
         f(v, "register_s")
     );
     println!(
-        "| `start()` returns / tick loops settled (catch-up + first `next_after`) | {:.3} s / {:.2} s |",
+        "| `start()` returns / timer settled (catch-up + first `next_after`) | {:.3} s / {:.2} s |",
         f(v, "start_s"),
         f(v, "settle_s")
     );

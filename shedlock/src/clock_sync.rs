@@ -16,7 +16,7 @@ use crate::{AppClock, LockProvider, Result};
 /// midpoint is the closest to when the database read its clock).
 const SAMPLES: usize = 3;
 
-/// How long tick loops wait at start for the first measurement before firing by this
+/// How long the scheduler's timer waits at start for the first measurement before firing by this
 /// instance's own clock (the database may be down; measuring goes on in the background).
 pub(crate) const FIRST_MEASUREMENT_WAIT: Duration = Duration::from_secs(5);
 
@@ -31,7 +31,7 @@ const LARGE_OFFSET: chrono::TimeDelta = chrono::TimeDelta::seconds(1);
 pub(crate) struct DbClock {
     local: AppClock,
     state: Mutex<Option<Measured>>,
-    /// Bumped on every new measurement, so sleeping tick loops recompute their wait.
+    /// Bumped on every new measurement, so the sleeping timer recomputes its wait.
     changed: watch::Sender<u64>,
 }
 
