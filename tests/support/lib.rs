@@ -295,7 +295,8 @@ macro_rules! backend_tests {
             two_instances_racing_one_batch_take_each_tick_once,
             a_name_twice_in_one_batch_is_taken_once,
             a_batch_reads_the_application_clock_in_application_mode,
-            connect_provider_recovers_when_the_server_ends_its_sessions
+            connect_provider_recovers_when_the_server_ends_its_sessions,
+            more_statements_at_once_than_connections_all_get_one
         ]);
     };
     (in $backend:ident: $($module:ident)::+ => [$($case:ident),* $(,)?]) => {

@@ -289,6 +289,10 @@ pub(crate) struct Stash<DB: Database> {
     sent: std::sync::atomic::AtomicU64,
     /// Set by [`Stash::drain`]: nothing is held any more.
     closed: std::sync::atomic::AtomicBool,
+    /// Signalled when a connection is put back into the stash. A statement waiting for the
+    /// pool waits for this too: a connection given back goes to the stash, not to the pool,
+    /// so without it a waiter could wait out the pool's timeout beside idle held connections.
+    returned: tokio::sync::Notify,
 }
 
 impl<DB: Database> Stash<DB> {
@@ -300,6 +304,7 @@ impl<DB: Database> Stash<DB> {
             lost,
             sent: std::sync::atomic::AtomicU64::new(0),
             closed: std::sync::atomic::AtomicBool::new(false),
+            returned: tokio::sync::Notify::new(),
         }
     }
 
@@ -333,7 +338,15 @@ impl<DB: Database> Stash<DB> {
                     conn.close_on_drop();
                 }
                 Some((conn, _)) => return Ok((conn, true)),
-                None => return Ok((pool.acquire().await?, false)),
+                None if self.capacity == 0 => return Ok((pool.acquire().await?, false)),
+                None => {
+                    // Whichever comes first: a connection from the pool, or one given back to
+                    // the stash (then taken from it on the next turn, if no one was quicker).
+                    tokio::select! {
+                        conn = pool.acquire() => return Ok((conn?, false)),
+                        () = self.returned.notified() => {}
+                    }
+                }
             }
         }
     }
@@ -344,6 +357,8 @@ impl<DB: Database> Stash<DB> {
             let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
             if held.len() < self.capacity {
                 held.push((conn, Instant::now()));
+                drop(held);
+                self.returned.notify_one();
             }
         }
     }

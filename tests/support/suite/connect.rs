@@ -69,3 +69,41 @@ pub async fn connect_provider_recovers_when_the_server_ends_its_sessions<D: Test
     }
     empty.teardown().await;
 }
+
+/// Many more statements at once than a `connect(url)` provider has connections (its pool of
+/// 10, every one kept between statements): every one gets a connection, as connections come
+/// back to the provider, and none waits out the pool's 10 s timeout beside idle held
+/// connections (a waiter for the pool is also woken by a connection given back).
+pub async fn more_statements_at_once_than_connections_all_get_one<D: TestDb>(db: &D) {
+    let empty = db.empty_database().await;
+    let provider = empty.connect().await;
+    provider.migrate().await.expect("migrate");
+    for round in 0..3 {
+        let configs: Vec<_> = (0..200)
+            .map(|i| cfg(&format!("many_{round}_{i}"), LONG, Duration::ZERO))
+            .collect();
+        let started = std::time::Instant::now();
+        let answers = join_all(configs.iter().map(|c| provider.lock(c))).await;
+        let failed: Vec<String> = answers
+            .iter()
+            .filter_map(|a| a.as_ref().err().map(ToString::to_string))
+            .collect();
+        assert!(
+            failed.is_empty(),
+            "round {round}: {} of 200 locks failed after {:?}, first: {}",
+            failed.len(),
+            started.elapsed(),
+            failed[0]
+        );
+        let guards: Vec<_> = answers
+            .into_iter()
+            .map(|a| a.unwrap().expect("free"))
+            .collect();
+        let unlocked = join_all(guards.into_iter().map(|g| g.unlock())).await;
+        assert!(
+            unlocked.into_iter().all(|u| u.expect("unlock")),
+            "round {round}"
+        );
+    }
+    empty.teardown().await;
+}
