@@ -18,6 +18,7 @@
 //! cargo bench --bench scheduler_scale -- --short           # 10 s per phase
 //! cargo bench --bench scheduler_scale -- --seconds 30 --jobs 20000 --phase idle|firing|schedule
 //! cargo bench --bench scheduler_scale -- --sqlite-pool 2   # a pool of 2 instead of connect()'s
+//! cargo bench --bench scheduler_scale -- --phase firing --with-lock   # jobs declare their lock
 //! ```
 //! Figures go to BENCHMARKS.md; nothing here asserts a time.
 #![allow(missing_docs)]
@@ -46,6 +47,10 @@ struct Args {
     child: Option<String>,
     /// The SQLite pool's size; `None`: `SqliteLockProvider::connect`'s pool (sqlx's default, 10).
     pool: Option<u32>,
+    /// Firing: the jobs declare their lock (`Job::with_lock`), so the scheduler claims the
+    /// ticks due at each second in one statement from the first tick on; without it, it learns
+    /// each job's lock from its first run (batched from the second minute on).
+    with_lock: bool,
 }
 
 fn args() -> Args {
@@ -55,6 +60,7 @@ fn args() -> Args {
         phase: None,
         child: None,
         pool: None,
+        with_lock: false,
     };
     let mut seconds = None;
     let mut it = std::env::args().skip(1);
@@ -70,6 +76,7 @@ fn args() -> Args {
             }
             "--phase" => args.phase = it.next(),
             "--child" => args.child = it.next(),
+            "--with-lock" => args.with_lock = true,
             "--sqlite-pool" => {
                 args.pool = Some(
                     it.next()
@@ -371,7 +378,7 @@ async fn idle(jobs: usize, seconds: u64, pool: Option<u32>) -> Value {
 
 // --- phase 2: firing ------------------------------------------------------------------------
 
-async fn firing(jobs: usize, seconds: u64, pool: Option<u32>) -> Value {
+async fn firing(jobs: usize, seconds: u64, pool: Option<u32>, with_lock: bool) -> Value {
     let ticks = clock_ticks();
     let rss_process_start = rss_mb();
     let dir = tempfile::tempdir().unwrap();
@@ -393,26 +400,32 @@ async fn firing(jobs: usize, seconds: u64, pool: Option<u32>) -> Value {
         let (called, body, decided) =
             (Arc::clone(&called), Arc::clone(&body), Arc::clone(&decided));
         let schedule = Schedule::parse(&format!("{} * * * * *", i % 60), "UTC").unwrap();
+        let declared = LockConfiguration::new(&name, Duration::from_secs(30), Duration::ZERO)
+            .expect("a valid lock");
+        let job = Job::new(&name, schedule, move || {
+            let tick = current_tick().expect("a scheduled run has a tick");
+            called.lock().unwrap().push(millis_since(tick));
+            let (lock, body, decided) = (lock.clone(), Arc::clone(&body), Arc::clone(&decided));
+            async move {
+                let cfg = LockConfiguration::new(lock, Duration::from_secs(30), Duration::ZERO)?;
+                let out = run_locked(cfg, async move {
+                    let tick = LockContext::current()
+                        .and_then(|ctx| ctx.tick())
+                        .or_else(current_tick)
+                        .expect("the lock claimed the tick");
+                    body.lock().unwrap().push(millis_since(tick));
+                })
+                .await;
+                decided.lock().unwrap().push(millis_since(tick));
+                out
+            }
+        });
         scheduler
-            .add(Job::new(&name, schedule, move || {
-                let tick = current_tick().expect("a scheduled run has a tick");
-                called.lock().unwrap().push(millis_since(tick));
-                let (lock, body, decided) = (lock.clone(), Arc::clone(&body), Arc::clone(&decided));
-                async move {
-                    let cfg =
-                        LockConfiguration::new(lock, Duration::from_secs(30), Duration::ZERO)?;
-                    let out = run_locked(cfg, async move {
-                        let tick = LockContext::current()
-                            .and_then(|ctx| ctx.tick())
-                            .or_else(current_tick)
-                            .expect("the lock claimed the tick");
-                        body.lock().unwrap().push(millis_since(tick));
-                    })
-                    .await;
-                    decided.lock().unwrap().push(millis_since(tick));
-                    out
-                }
-            }))
+            .add(if with_lock {
+                job.with_lock(declared)
+            } else {
+                job
+            })
             .unwrap();
         names.push(name);
     }
@@ -449,6 +462,7 @@ async fn firing(jobs: usize, seconds: u64, pool: Option<u32>) -> Value {
     json!({
         "phase": "firing",
         "jobs": jobs,
+        "with_lock": with_lock,
         "seconds": wall_s,
         "expected_fires": expected_fires,
         "rss_process_start_mb": rss_process_start,
@@ -525,6 +539,9 @@ fn run_child(phase: &str, args: &Args) -> Option<Value> {
     ]);
     if let Some(pool) = args.pool {
         command.args(["--sqlite-pool", &pool.to_string()]);
+    }
+    if args.with_lock {
+        command.arg("--with-lock");
     }
     let out = command
         .stderr(std::process::Stdio::inherit())
@@ -632,6 +649,15 @@ fn print_firing(v: &Value) {
         jobs / 60.0,
         f(v, "seconds")
     );
+    if v["with_lock"].as_bool() == Some(true) {
+        println!(
+            "Jobs declare their lock (`Job::with_lock`, `--with-lock`): every second's due ticks are claimed in one statement.\n"
+        );
+    } else {
+        println!(
+            "Jobs do not declare their lock: each is claimed alone at its first tick, and in one statement per second from its second tick on (learned).\n"
+        );
+    }
     println!("| figure | measured | goal | met |");
     println!("|---|---|---|---|");
     for (key, label) in [
@@ -736,7 +762,7 @@ fn main() {
         let result = runtime.block_on(async {
             match phase.as_str() {
                 "idle" => idle(args.jobs, args.seconds, args.pool).await,
-                "firing" => firing(args.jobs, args.seconds, args.pool).await,
+                "firing" => firing(args.jobs, args.seconds, args.pool, args.with_lock).await,
                 "schedule" => schedules(args.jobs),
                 other => panic!("unknown phase {other:?}: idle, firing or schedule"),
             }
