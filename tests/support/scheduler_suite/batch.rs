@@ -407,3 +407,93 @@ pub async fn a_run_that_asks_for_another_lease_gets_it<D: TestDb>(db: &Arc<D>) {
         "kept for the run's 10 s lock_at_least_for after it: {row:?}"
     );
 }
+
+/// One scheduler, twelve jobs with [`Job::with_lock`] due every second: four free, four whose
+/// lock another instance holds, four whose ticks were already claimed (the row's `last_tick` a
+/// day ahead, as after a claim by an instance whose clock ran ahead). Every tick instant is one
+/// `lock_many` call for all twelve; the free jobs run, the others are skipped as held, tick by
+/// tick, and nothing is an error.
+pub async fn a_batch_mixing_free_held_and_claimed_jobs_runs_only_the_free_ones<D: TestDb>(
+    db: &Arc<D>,
+) {
+    db.ran_table().await;
+    let other = db.provider_with(Opts::own_pool().locked_by("other")).await;
+    let mut held = Vec::new();
+    for job in 4..8 {
+        held.push(other.lock(&lock_config(job)).await.unwrap().expect("free"));
+    }
+    let day_ahead = match D::BACKEND {
+        Backend::Postgres => "clock_timestamp() + INTERVAL '1 day'",
+        Backend::MySql => "UTC_TIMESTAMP(6) + INTERVAL 1 DAY",
+        Backend::Sqlite => "CAST(unixepoch('subsec') * 1000 AS INTEGER) + 86400000",
+        _ => unreachable!("a backend without a test database"),
+    };
+    for job in 8..12 {
+        let name = lock_config(job).name().to_owned();
+        db.insert_expired_row(&name, 1).await;
+        db.exec(&format!(
+            "UPDATE {} SET last_tick = {day_ahead} WHERE name = '{name}'",
+            db.table()
+        ))
+        .await;
+    }
+    let provider = Counting::new(db.provider_with(Opts::own_pool().locked_by("one")).await);
+    let scheduler = Scheduler::builder(Arc::clone(&provider))
+        .misfire_grace(Duration::ZERO)
+        .build();
+    for job in 0..12 {
+        scheduler
+            .add(recording_job(db, job, "one").with_lock(lock_config(job)))
+            .unwrap();
+    }
+    scheduler.start();
+    let name = |job: usize| format!("batch_{job:02}");
+    let done = eventually(Duration::from_secs(20), async || {
+        (0..12).all(|job| {
+            let stats = scheduler.stats(&name(job)).unwrap();
+            stats.executed + stats.skipped_held >= 2
+        })
+    })
+    .await;
+    scheduler.shutdown().await;
+    assert!(done, "every job decided two ticks within 20 s");
+    for job in 0..12 {
+        let stats = scheduler.stats(&name(job)).unwrap();
+        assert_eq!(
+            stats.lock_errors + stats.failed + stats.clock_skew,
+            0,
+            "{}: {stats:?}",
+            name(job)
+        );
+        if job < 4 {
+            assert!(
+                stats.executed >= 2 && stats.skipped_held == 0,
+                "free {}: {stats:?}",
+                name(job)
+            );
+        } else {
+            assert!(
+                stats.executed == 0 && stats.skipped_held >= 2,
+                "{}: {stats:?}",
+                name(job)
+            );
+        }
+    }
+    assert_eq!(provider.locks(), 0, "no run claimed its tick alone");
+    let sizes = provider.lock_many_sizes();
+    assert_eq!(
+        sizes.first(),
+        Some(&12),
+        "one call for the twelve: {sizes:?}"
+    );
+    // The held locks are still the other instance's, and the claimed ticks untouched.
+    for guard in held {
+        assert!(guard.unlock().await.unwrap(), "still held by its owner");
+    }
+    let ran = db.runs().await;
+    assert!(
+        ran.iter()
+            .all(|(_, who, _)| who[6..8].parse::<usize>().unwrap() < 4),
+        "only the free jobs ran: {ran:?}"
+    );
+}
