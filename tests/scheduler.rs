@@ -22,6 +22,7 @@ shedlock_suite::backend_tests!(shedlock_suite::scheduler_suite => [
     a_claimed_lock_the_run_does_not_take_is_released,
     a_run_that_asks_for_another_lease_gets_it,
     a_batch_mixing_free_held_and_claimed_jobs_runs_only_the_free_ones,
+    a_batch_of_future_ticks_is_refused_as_clock_skew,
 ]);
 
 mod single_process {

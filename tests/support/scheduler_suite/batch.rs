@@ -27,14 +27,22 @@ struct Counting<P> {
     inner: P,
     locks: AtomicU64,
     lock_many: Mutex<Vec<usize>>,
+    /// Added to the wrapped provider's clock: a scheduler that measures its offset to it
+    /// fires that much early, by the database's real clock.
+    clock_ahead: chrono::TimeDelta,
 }
 
 impl<P> Counting<P> {
     fn new(inner: P) -> Arc<Self> {
+        Self::with_clock_ahead(inner, chrono::TimeDelta::zero())
+    }
+
+    fn with_clock_ahead(inner: P, clock_ahead: chrono::TimeDelta) -> Arc<Self> {
         Arc::new(Self {
             inner,
             locks: AtomicU64::new(0),
             lock_many: Mutex::default(),
+            clock_ahead,
         })
     }
 
@@ -86,7 +94,9 @@ impl<P: LockProvider> LockProvider for Counting<P> {
     }
 
     fn now(&self) -> BoxFuture<'_, Result<DateTime<Utc>>> {
-        self.inner.now()
+        let ahead = self.clock_ahead;
+        let now = self.inner.now();
+        Box::pin(async move { now.await.map(|now| now + ahead) })
     }
 }
 
@@ -496,4 +506,49 @@ pub async fn a_batch_mixing_free_held_and_claimed_jobs_runs_only_the_free_ones<D
             .all(|(_, who, _)| who[6..8].parse::<usize>().unwrap() < 4),
         "only the free jobs ran: {ran:?}"
     );
+}
+
+/// A batch of future ticks: a scheduler whose provider's clock reads an hour ahead (so it fires
+/// an hour early by the database's real clock) claims each instant's five jobs with one
+/// `lock_many`; the database refuses every tick as too far ahead, each run reports clock skew,
+/// none runs, and nothing is written.
+pub async fn a_batch_of_future_ticks_is_refused_as_clock_skew<D: TestDb>(db: &Arc<D>) {
+    let provider = Counting::with_clock_ahead(
+        db.provider_with(Opts::own_pool()).await,
+        chrono::TimeDelta::hours(1),
+    );
+    let scheduler = Scheduler::builder(Arc::clone(&provider))
+        .misfire_grace(Duration::ZERO)
+        .build();
+    for job in 0..5 {
+        scheduler
+            .add(recording_job(db, job, "ahead").with_lock(lock_config(job)))
+            .unwrap();
+    }
+    scheduler.start();
+    let name = |job: usize| format!("batch_{job:02}");
+    let refused = eventually(Duration::from_secs(30), async || {
+        (0..5).all(|job| scheduler.stats(&name(job)).unwrap().clock_skew >= 2)
+    })
+    .await;
+    scheduler.shutdown().await;
+    for job in 0..5 {
+        let stats = scheduler.stats(&name(job)).unwrap();
+        assert!(refused, "{}: {stats:?}", name(job));
+        assert_eq!(
+            (stats.executed, stats.skipped_held, stats.lock_errors),
+            (0, 0, 0),
+            "{}: {stats:?}",
+            name(job)
+        );
+        assert_eq!(
+            db.row(&name(job)).await,
+            None,
+            "nothing claimed for {}",
+            name(job)
+        );
+    }
+    assert_eq!(provider.locks(), 0, "no run claimed its tick alone");
+    let sizes = provider.lock_many_sizes();
+    assert_eq!(sizes.first(), Some(&5), "one call for the five: {sizes:?}");
 }
