@@ -36,6 +36,24 @@ const NOW: &str = "UTC_TIMESTAMP(6)";
 const GRANT_NOW: &str = "(UTC_TIMESTAMP(6) + INTERVAL GREATEST(0, \
 CAST((UNIX_TIMESTAMP(SYSDATE(6)) - UNIX_TIMESTAMP(NOW(6))) * 1000000 AS SIGNED)) MICROSECOND)";
 
+/// The takeover both acquires share, up to the new lease (each computes its own): see
+/// [`ACQUIRE`].
+macro_rules! takeover {
+    () => {
+        "\
+ON DUPLICATE KEY UPDATE
+    fencing_token = IF(locked_until <= {grant_now}
+                       AND (VALUES(last_tick) IS NULL OR last_tick IS NULL OR last_tick < VALUES(last_tick)),
+                       LAST_INSERT_ID(GREATEST(fencing_token + 1,
+                           TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {grant_now}))),
+                       fencing_token + 0 * LAST_INSERT_ID(18446744073709551615)),
+    locked_by = IF(fencing_token = LAST_INSERT_ID(), VALUES(locked_by), locked_by),
+    locked_at = IF(fencing_token = LAST_INSERT_ID(), {grant_now}, locked_at),
+    last_tick = IF(fencing_token = LAST_INSERT_ID(), COALESCE(VALUES(last_tick), last_tick), last_tick),
+"
+    };
+}
+
 /// Acquire: one `INSERT … SELECT … ON DUPLICATE KEY UPDATE`.
 ///
 /// Binds: name, lock_at_most_for (µs), locked_by, tick (nullable), \[now\], tick, tick, tick
@@ -62,23 +80,28 @@ CAST((UNIX_TIMESTAMP(SYSDATE(6)) - UNIX_TIMESTAMP(NOW(6))) * 1000000 AS SIGNED))
 /// The client reads the OK packet's last-insert-id: 0 = tick refused as too far ahead,
 /// 2⁶⁴ − 1 = held elsewhere (or tick already claimed), otherwise the token.
 const ACQUIRE: Statement = Statement {
-    sql: "\
+    sql: concat!(
+        "\
 INSERT INTO {table} (name, locked_until, locked_at, locked_by, fencing_token, last_tick)
 SELECT ?, g.now + INTERVAL ? MICROSECOND, g.now, ?,
        LAST_INSERT_ID(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', g.now)), ?
 FROM (SELECT {now} AS now) AS g
 WHERE ? IS NULL OR ? <= g.now + INTERVAL ? MICROSECOND
-ON DUPLICATE KEY UPDATE
-    fencing_token = IF(locked_until <= {grant_now}
-                       AND (VALUES(last_tick) IS NULL OR last_tick IS NULL OR last_tick < VALUES(last_tick)),
-                       LAST_INSERT_ID(GREATEST(fencing_token + 1,
-                           TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {grant_now}))),
-                       fencing_token + 0 * LAST_INSERT_ID(18446744073709551615)),
-    locked_by = IF(fencing_token = LAST_INSERT_ID(), VALUES(locked_by), locked_by),
-    locked_at = IF(fencing_token = LAST_INSERT_ID(), {grant_now}, locked_at),
-    last_tick = IF(fencing_token = LAST_INSERT_ID(), COALESCE(VALUES(last_tick), last_tick), last_tick),
-    locked_until = IF(fencing_token = LAST_INSERT_ID(), locked_at + INTERVAL ? MICROSECOND, locked_until)",
-    binds: &[P::Name, P::AtMost, P::LockedBy, P::Tick, P::Now, P::Tick, P::Tick, P::Tolerance, P::AtMost],
+",
+        takeover!(),
+        "    locked_until = IF(fencing_token = LAST_INSERT_ID(), locked_at + INTERVAL ? MICROSECOND, locked_until)"
+    ),
+    binds: &[
+        P::Name,
+        P::AtMost,
+        P::LockedBy,
+        P::Tick,
+        P::Now,
+        P::Tick,
+        P::Tick,
+        P::Tolerance,
+        P::AtMost,
+    ],
 };
 
 /// Acquire many (MariaDB 10.5 and later): [`ACQUIRE`] for every lock of a JSON array, in one
@@ -97,7 +120,8 @@ ON DUPLICATE KEY UPDATE
 /// MySQL 8 has no `RETURNING` and refuses the statement as a syntax error; the provider then
 /// takes the locks one by one ([`Hooks::batch_unsupported`]).
 const ACQUIRE_MANY: Statement = Statement {
-    sql: "\
+    sql: concat!(
+        "\
 INSERT INTO {table} (name, locked_until, locked_at, locked_by, fencing_token, last_tick)
 SELECT b.name, g.now + INTERVAL b.at_most MICROSECOND, g.now, ?,
        LAST_INSERT_ID(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', g.now)),
@@ -108,19 +132,14 @@ FROM JSON_TABLE(?, '$[*]' COLUMNS (name VARCHAR(255) PATH '$[0]', at_most BIGINT
 WHERE b.tick IS NULL
    OR TIMESTAMPADD(MICROSECOND, b.tick, '1970-01-01 00:00:00') <= g.now + INTERVAL ? MICROSECOND
 ORDER BY b.name
-ON DUPLICATE KEY UPDATE
-    fencing_token = IF(locked_until <= {grant_now}
-                       AND (VALUES(last_tick) IS NULL OR last_tick IS NULL OR last_tick < VALUES(last_tick)),
-                       LAST_INSERT_ID(GREATEST(fencing_token + 1,
-                           TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {grant_now}))),
-                       fencing_token + 0 * LAST_INSERT_ID(18446744073709551615)),
-    locked_by = IF(fencing_token = LAST_INSERT_ID(), VALUES(locked_by), locked_by),
-    locked_at = IF(fencing_token = LAST_INSERT_ID(), {grant_now}, locked_at),
-    last_tick = IF(fencing_token = LAST_INSERT_ID(), COALESCE(VALUES(last_tick), last_tick), last_tick),
+",
+        takeover!(),
+        "\
     locked_until = IF(fencing_token = LAST_INSERT_ID(),
                       locked_at + INTERVAL TIMESTAMPDIFF(MICROSECOND, VALUES(locked_at), VALUES(locked_until)) MICROSECOND,
                       locked_until)
-RETURNING name, CAST(LAST_INSERT_ID() AS SIGNED), NULL",
+RETURNING name, CAST(LAST_INSERT_ID() AS SIGNED), NULL"
+    ),
     binds: &[P::LockedBy, P::Batch, P::Now, P::Tolerance],
 };
 

@@ -27,6 +27,23 @@ use crate::{Backend, Error, Result, SqlLockProvider};
 /// whole of one statement step, so every use in one statement sees the same instant.
 const NOW: &str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
 
+/// The takeover both acquires share: an existing row is taken when it has expired and, for a
+/// tick, when the tick is newer than the last one claimed; its token goes up by one.
+macro_rules! takeover {
+    () => {
+        "\
+ON CONFLICT (name) DO UPDATE
+SET locked_until = excluded.locked_until,
+    locked_at = excluded.locked_at,
+    locked_by = excluded.locked_by,
+    fencing_token = l.fencing_token + 1,
+    last_tick = COALESCE(excluded.last_tick, l.last_tick)
+WHERE l.locked_until <= excluded.locked_at
+  AND (excluded.last_tick IS NULL OR l.last_tick IS NULL OR l.last_tick < excluded.last_tick)
+"
+    };
+}
+
 /// Acquire: one upsert (`INSERT … SELECT … ON CONFLICT DO UPDATE … RETURNING`).
 ///
 /// `?1` name, `?2` lock_at_most_for (ms, rounded up), `?3` locked_by, `?4` tick (ms, nullable),
@@ -40,21 +57,17 @@ const NOW: &str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
 /// - `'now'` is read once the statement runs, after any wait for the write lock, so the lease
 ///   counts from when it is granted.
 const ACQUIRE: Statement = Statement {
-    sql: "\
+    sql: concat!(
+        "\
 INSERT INTO {table} AS l (name, locked_until, locked_at, locked_by, fencing_token, last_tick)
 SELECT ?1, {now} + ?2, {now}, ?3, MAX({now} * 1000, COALESCE(r.fencing_token + 1, 0)), ?4
 FROM (SELECT 1) AS one LEFT JOIN {retired} AS r ON r.name = ?1
 WHERE (?4 IS NULL OR ?4 <= {now} + ?5)
   AND (?4 IS NULL OR r.last_tick IS NULL OR r.last_tick < ?4)
-ON CONFLICT (name) DO UPDATE
-SET locked_until = excluded.locked_until,
-    locked_at = excluded.locked_at,
-    locked_by = excluded.locked_by,
-    fencing_token = l.fencing_token + 1,
-    last_tick = COALESCE(excluded.last_tick, l.last_tick)
-WHERE l.locked_until <= excluded.locked_at
-  AND (excluded.last_tick IS NULL OR l.last_tick IS NULL OR l.last_tick < excluded.last_tick)
-RETURNING fencing_token",
+",
+        takeover!(),
+        "RETURNING fencing_token"
+    ),
     binds: &[
         P::Name,
         P::AtMost,
@@ -76,7 +89,8 @@ RETURNING fencing_token",
 /// taken (held, tick claimed, or tick too far ahead: [`Hooks::batch_missing`] tells which
 /// from the clock, as the single acquire does).
 const ACQUIRE_MANY: Statement = Statement {
-    sql: "\
+    sql: concat!(
+        "\
 INSERT INTO {table} AS l (name, locked_until, locked_at, locked_by, fencing_token, last_tick)
 SELECT b.name, {now} + b.at_most, {now}, ?2, MAX({now} * 1000, COALESCE(r.fencing_token + 1, 0)), b.tick
 FROM (SELECT json_extract(e.value, '$[0]') AS name, json_extract(e.value, '$[1]') AS at_most,
@@ -85,15 +99,10 @@ FROM (SELECT json_extract(e.value, '$[0]') AS name, json_extract(e.value, '$[1]'
 LEFT JOIN {retired} AS r ON r.name = b.name
 WHERE (b.tick IS NULL OR b.tick <= {now} + ?3)
   AND (b.tick IS NULL OR r.last_tick IS NULL OR r.last_tick < b.tick)
-ON CONFLICT (name) DO UPDATE
-SET locked_until = excluded.locked_until,
-    locked_at = excluded.locked_at,
-    locked_by = excluded.locked_by,
-    fencing_token = l.fencing_token + 1,
-    last_tick = COALESCE(excluded.last_tick, l.last_tick)
-WHERE l.locked_until <= excluded.locked_at
-  AND (excluded.last_tick IS NULL OR l.last_tick IS NULL OR l.last_tick < excluded.last_tick)
-RETURNING name, fencing_token, NULL",
+",
+        takeover!(),
+        "RETURNING name, fencing_token, NULL"
+    ),
     binds: &[P::Batch, P::LockedBy, P::Tolerance, P::Now],
 };
 
