@@ -20,6 +20,8 @@ use crate::{Opts, TestDb};
 /// How many jobs each case registers, all due every second.
 const JOBS: usize = 20;
 
+const SEC: Duration = Duration::from_secs(1);
+
 /// A provider that counts the calls the scheduler and the runs make: `lock` calls, and the
 /// size of each `lock_many` call (forwarded to the wrapped provider's own `lock_many`).
 #[derive(Debug)]
@@ -129,6 +131,26 @@ fn recording_job<D: TestDb>(db: &Arc<D>, job: usize, who: &str) -> Job {
     })
 }
 
+/// A scheduler on `provider` (misfire grace zero) with `jobs`, started, run until `done` holds
+/// of it (checked every 100 ms for up to `within`), then shut down; and whether `done` held.
+async fn run_until<P: LockProvider + 'static>(
+    provider: P,
+    jobs: impl IntoIterator<Item = Job>,
+    within: Duration,
+    done: impl Fn(&Scheduler) -> bool,
+) -> (Scheduler, bool) {
+    let scheduler = Scheduler::builder(provider)
+        .misfire_grace(Duration::ZERO)
+        .build();
+    for job in jobs {
+        scheduler.add(job).unwrap();
+    }
+    scheduler.start();
+    let held = eventually(within, async || done(&scheduler)).await;
+    scheduler.shutdown().await;
+    (scheduler, held)
+}
+
 /// The sum of a job's counters over schedulers.
 fn stats_of(schedulers: &[Scheduler], job: &str) -> JobStats {
     let mut sum = JobStats::default();
@@ -226,23 +248,14 @@ pub async fn many_jobs_on_three_instances_run_every_tick_once<D: TestDb>(db: &Ar
 pub async fn jobs_with_a_lock_are_claimed_in_one_call_per_tick<D: TestDb>(db: &Arc<D>) {
     db.ran_table().await;
     let provider = Counting::new(db.provider_with(Opts::own_pool()).await);
-    let scheduler = Scheduler::builder(Arc::clone(&provider))
-        .misfire_grace(Duration::ZERO)
-        .build();
-    for job in 0..JOBS {
-        scheduler
-            .add(recording_job(db, job, "one").with_lock(lock_config(job)))
-            .unwrap();
-    }
-    scheduler.start();
     let names: Vec<String> = (0..JOBS).map(|job| format!("batch_{job:02}")).collect();
-    let done = eventually(Duration::from_secs(20), async || {
+    let jobs = (0..JOBS).map(|job| recording_job(db, job, "one").with_lock(lock_config(job)));
+    let (scheduler, done) = run_until(Arc::clone(&provider), jobs, 20 * SEC, |s| {
         names
             .iter()
-            .all(|name| scheduler.stats(name).unwrap().executed >= 2)
+            .all(|name| s.stats(name).unwrap().executed >= 2)
     })
     .await;
-    scheduler.shutdown().await;
     assert!(done, "every job ran twice within 20 s");
 
     let sizes = provider.lock_many_sizes();
@@ -283,21 +296,14 @@ pub async fn jobs_with_a_lock_are_claimed_in_one_call_per_tick<D: TestDb>(db: &A
 pub async fn a_learned_lock_is_claimed_in_batches_from_the_second_tick<D: TestDb>(db: &Arc<D>) {
     db.ran_table().await;
     let provider = Counting::new(db.provider_with(Opts::own_pool()).await);
-    let scheduler = Scheduler::builder(Arc::clone(&provider))
-        .misfire_grace(Duration::ZERO)
-        .build();
-    for job in 0..JOBS {
-        scheduler.add(recording_job(db, job, "one")).unwrap();
-    }
-    scheduler.start();
     let names: Vec<String> = (0..JOBS).map(|job| format!("batch_{job:02}")).collect();
-    let done = eventually(Duration::from_secs(20), async || {
+    let jobs = (0..JOBS).map(|job| recording_job(db, job, "one"));
+    let (scheduler, done) = run_until(Arc::clone(&provider), jobs, 20 * SEC, |s| {
         names
             .iter()
-            .all(|name| scheduler.stats(name).unwrap().executed >= 3)
+            .all(|name| s.stats(name).unwrap().executed >= 3)
     })
     .await;
-    scheduler.shutdown().await;
     assert!(done, "every job ran three times within 20 s");
 
     let sizes = provider.lock_many_sizes();
@@ -332,25 +338,16 @@ pub async fn a_learned_lock_is_claimed_in_batches_from_the_second_tick<D: TestDb
 /// hand at once, long before its lease), and the tick stays claimed.
 pub async fn a_claimed_lock_the_run_does_not_take_is_released<D: TestDb>(db: &Arc<D>) {
     let provider = db.provider_with(Opts::own_pool()).await;
-    let scheduler = Scheduler::builder(provider.clone())
-        .misfire_grace(Duration::ZERO)
-        .build();
     let config =
         LockConfiguration::new("claimed_unused", Duration::from_secs(60), Duration::ZERO).unwrap();
-    scheduler
-        .add(
-            Job::new("claimed_unused", every_second(), || async {
-                Ok(TaskResult::Executed(()))
-            })
-            .with_lock(config.clone()),
-        )
-        .unwrap();
-    scheduler.start();
-    let ran = eventually(Duration::from_secs(15), async || {
-        scheduler.stats("claimed_unused").unwrap().executed >= 1
+    let job = Job::new("claimed_unused", every_second(), || async {
+        Ok(TaskResult::Executed(()))
+    })
+    .with_lock(config.clone());
+    let (_, ran) = run_until(provider.clone(), [job], 15 * SEC, |s| {
+        s.stats("claimed_unused").unwrap().executed >= 1
     })
     .await;
-    scheduler.shutdown().await;
     assert!(ran, "the job ran");
     let row = db
         .row("claimed_unused")
@@ -374,37 +371,25 @@ pub async fn a_claimed_lock_the_run_does_not_take_is_released<D: TestDb>(db: &Ar
 /// after the run for the run's `lock_at_least_for`.
 pub async fn a_run_that_asks_for_another_lease_gets_it<D: TestDb>(db: &Arc<D>) {
     let provider = db.provider_with(Opts::own_pool()).await;
-    let scheduler = Scheduler::builder(provider)
-        .misfire_grace(Duration::ZERO)
-        .build();
     let claimed = LockConfiguration::new("relet", Duration::from_secs(60), Duration::ZERO).unwrap();
     let leases = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&leases);
     let db_in_job = Arc::clone(db);
-    scheduler
-        .add(
-            Job::new("relet", every_second(), move || {
-                let (seen, db) = (Arc::clone(&seen), Arc::clone(&db_in_job));
-                let asked = LockConfiguration::new(
-                    "relet",
-                    Duration::from_secs(20),
-                    Duration::from_secs(10),
-                )
+    let job = Job::new("relet", every_second(), move || {
+        let (seen, db) = (Arc::clone(&seen), Arc::clone(&db_in_job));
+        let asked =
+            LockConfiguration::new("relet", Duration::from_secs(20), Duration::from_secs(10))
                 .unwrap();
-                run_locked(asked, async move {
-                    let row = db.row("relet").await.unwrap();
-                    seen.lock().unwrap().push(row.remaining_ms);
-                })
-            })
-            .with_lock(claimed),
-        )
-        .unwrap();
-    scheduler.start();
-    let ran = eventually(Duration::from_secs(15), async || {
-        scheduler.stats("relet").unwrap().executed >= 1
+        run_locked(asked, async move {
+            let row = db.row("relet").await.unwrap();
+            seen.lock().unwrap().push(row.remaining_ms);
+        })
+    })
+    .with_lock(claimed);
+    let (_, ran) = run_until(provider, [job], 15 * SEC, |s| {
+        s.stats("relet").unwrap().executed >= 1
     })
     .await;
-    scheduler.shutdown().await;
     assert!(ran, "the job ran");
     let remaining = leases.lock().unwrap()[0];
     assert!(
@@ -448,24 +433,15 @@ pub async fn a_batch_mixing_free_held_and_claimed_jobs_runs_only_the_free_ones<D
         .await;
     }
     let provider = Counting::new(db.provider_with(Opts::own_pool().locked_by("one")).await);
-    let scheduler = Scheduler::builder(Arc::clone(&provider))
-        .misfire_grace(Duration::ZERO)
-        .build();
-    for job in 0..12 {
-        scheduler
-            .add(recording_job(db, job, "one").with_lock(lock_config(job)))
-            .unwrap();
-    }
-    scheduler.start();
     let name = |job: usize| format!("batch_{job:02}");
-    let done = eventually(Duration::from_secs(20), async || {
+    let jobs = (0..12).map(|job| recording_job(db, job, "one").with_lock(lock_config(job)));
+    let (scheduler, done) = run_until(Arc::clone(&provider), jobs, 20 * SEC, |s| {
         (0..12).all(|job| {
-            let stats = scheduler.stats(&name(job)).unwrap();
+            let stats = s.stats(&name(job)).unwrap();
             stats.executed + stats.skipped_held >= 2
         })
     })
     .await;
-    scheduler.shutdown().await;
     assert!(done, "every job decided two ticks within 20 s");
     for job in 0..12 {
         let stats = scheduler.stats(&name(job)).unwrap();
@@ -517,21 +493,12 @@ pub async fn a_batch_of_future_ticks_is_refused_as_clock_skew<D: TestDb>(db: &Ar
         db.provider_with(Opts::own_pool()).await,
         chrono::TimeDelta::hours(1),
     );
-    let scheduler = Scheduler::builder(Arc::clone(&provider))
-        .misfire_grace(Duration::ZERO)
-        .build();
-    for job in 0..5 {
-        scheduler
-            .add(recording_job(db, job, "ahead").with_lock(lock_config(job)))
-            .unwrap();
-    }
-    scheduler.start();
     let name = |job: usize| format!("batch_{job:02}");
-    let refused = eventually(Duration::from_secs(30), async || {
-        (0..5).all(|job| scheduler.stats(&name(job)).unwrap().clock_skew >= 2)
+    let jobs = (0..5).map(|job| recording_job(db, job, "ahead").with_lock(lock_config(job)));
+    let (scheduler, refused) = run_until(Arc::clone(&provider), jobs, 30 * SEC, |s| {
+        (0..5).all(|job| s.stats(&name(job)).unwrap().clock_skew >= 2)
     })
     .await;
-    scheduler.shutdown().await;
     for job in 0..5 {
         let stats = scheduler.stats(&name(job)).unwrap();
         assert!(refused, "{}: {stats:?}", name(job));
