@@ -16,6 +16,8 @@ pub enum Backend {
     MySql,
     /// SQLite.
     Sqlite,
+    /// Redis (a single primary), through [`RedisLockProvider`](crate::RedisLockProvider).
+    Redis,
 }
 
 impl fmt::Display for Backend {
@@ -24,6 +26,7 @@ impl fmt::Display for Backend {
             Backend::Postgres => "PostgreSQL",
             Backend::MySql => "MySQL/MariaDB",
             Backend::Sqlite => "SQLite",
+            Backend::Redis => "Redis",
         })
     }
 }
@@ -292,6 +295,78 @@ pub enum Error {
         problem: String,
     },
 
+    /// A Redis URL could not be read.
+    #[error("invalid Redis URL {url:?}: {reason}")]
+    InvalidRedisUrl {
+        /// The URL as given, its password replaced by `***`.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A Redis key prefix that cannot be used.
+    #[error("invalid Redis key prefix {prefix:?}: {reason}")]
+    InvalidKeyPrefix {
+        /// The prefix as given.
+        prefix: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// The Redis server could not be reached.
+    #[cfg(feature = "redis")]
+    #[error("cannot reach the Redis server at {address}: {source}")]
+    RedisUnreachable {
+        /// Host and port.
+        address: String,
+        /// What redis-rs said.
+        #[source]
+        source: redis::RedisError,
+    },
+
+    /// The Redis server refused the user name or password.
+    #[cfg(feature = "redis")]
+    #[error(
+        "the Redis server at {address} refused the credentials: {source}; check the user and \
+         password in the URL (redis://user:password@host:port)"
+    )]
+    RedisAuth {
+        /// Host and port.
+        address: String,
+        /// What redis-rs said.
+        #[source]
+        source: redis::RedisError,
+    },
+
+    /// A key where shedlock keeps a lock holds another type of value: another program uses the
+    /// same key prefix. Nothing was written.
+    #[error(
+        "the Redis key {key:?} at {address} holds a {found}, not the hash (or set) shedlock keeps \
+         there: another program uses this key prefix; choose another prefix \
+         (RedisLockProvider::builder(url).key_prefix(..)) or remove the key"
+    )]
+    RedisWrongType {
+        /// Host and port.
+        address: String,
+        /// The key.
+        key: String,
+        /// The type Redis reported (`string`, `list`, ...).
+        found: String,
+    },
+
+    /// The Redis server refused or failed a script.
+    #[cfg(feature = "redis")]
+    #[error("Redis error at {address} while trying to {operation}: {source}")]
+    Redis {
+        /// Host and port.
+        address: String,
+        /// What shedlock was doing, e.g. `acquire lock "nightly"`.
+        operation: String,
+        /// What redis-rs said.
+        #[source]
+        source: redis::RedisError,
+    },
+
     /// The database refused or failed a statement.
     #[error("{backend} error while trying to {operation} (table `{table}`): {source}")]
     Database {
@@ -312,5 +387,6 @@ fn migration_dir(backend: Backend) -> &'static str {
         Backend::Postgres => "postgres",
         Backend::MySql => "mysql",
         Backend::Sqlite => "sqlite",
+        Backend::Redis => "redis",
     }
 }

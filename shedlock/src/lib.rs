@@ -76,7 +76,12 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // Without a backend feature the crate is configuration only; its internals have no user.
 #![cfg_attr(
-    not(any(feature = "postgres", feature = "mysql", feature = "sqlite")),
+    not(any(
+        feature = "postgres",
+        feature = "mysql",
+        feature = "sqlite",
+        feature = "redis"
+    )),
     allow(dead_code)
 )]
 
@@ -89,6 +94,8 @@ mod guard;
 mod history;
 mod observe;
 mod provider;
+#[cfg(feature = "redis")]
+mod redis;
 mod run;
 mod schedule;
 mod scheduler;
@@ -165,6 +172,13 @@ pub use settings::{
     MAX_TABLE_NAME_BYTES, OnLockLost, ProviderBuilder, default_locked_by,
 };
 pub use sql::{Dialect, SqlLockProvider};
+
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use redis::{
+    DEFAULT_KEY_PREFIX, DEFAULT_RESPONSE_TIMEOUT, MAX_KEY_PREFIX_BYTES, RedisLockProvider,
+    RedisProviderBuilder,
+};
 
 // The README's examples compile as doctests.
 #[cfg(all(doctest, feature = "postgres"))]

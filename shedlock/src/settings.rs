@@ -239,7 +239,7 @@ fn default_locked_by_from(env: impl Fn(&str) -> Option<String>) -> String {
     value.chars().take(MAX_LOCKED_BY_CHARS).collect()
 }
 
-fn validate_locked_by(value: String) -> Result<String> {
+pub(crate) fn validate_locked_by(value: String) -> Result<String> {
     let refuse = |reason| {
         Err(Error::InvalidLockedBy {
             value: value.clone(),
@@ -258,7 +258,7 @@ fn validate_locked_by(value: String) -> Result<String> {
     Ok(value)
 }
 
-fn validate_tick_tolerance(tolerance: Duration) -> Result<Duration> {
+pub(crate) fn validate_tick_tolerance(tolerance: Duration) -> Result<Duration> {
     if tolerance > crate::MAX_LOCK_DURATION {
         return Err(Error::InvalidTickTolerance(format!(
             "{} is longer than the limit of 1000 years",

@@ -315,6 +315,7 @@ mod tests {
                     "{qualified}"
                 ),
                 Backend::MySql => assert!(qualified.contains("INDEX by_name"), "{qualified}"),
+                Backend::Redis => unreachable!("only the SQL backends are listed"),
             }
         }
     }
