@@ -33,6 +33,7 @@ use shedlock::Backend;
 
 pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 pub const DEFAULT_MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/test";
+pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 
 pub fn postgres_url() -> String {
     std::env::var("SHEDLOCK_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_POSTGRES_URL.into())
@@ -40,6 +41,10 @@ pub fn postgres_url() -> String {
 
 pub fn mysql_url() -> String {
     std::env::var("SHEDLOCK_MYSQL_URL").unwrap_or_else(|_| DEFAULT_MYSQL_URL.into())
+}
+
+pub fn redis_url() -> String {
+    std::env::var("SHEDLOCK_REDIS_URL").unwrap_or_else(|_| DEFAULT_REDIS_URL.into())
 }
 
 /// How to start each backend's local server, as DEVELOPERS.md says.
@@ -51,6 +56,9 @@ pub fn how_to_start(backend: Backend) -> &'static str {
         Backend::MySql => {
             "start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd"
         }
+        Backend::Redis => {
+            "redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save \"\" --appendonly no"
+        }
         _ => "nothing to start: SQLite is embedded",
     }
 }
@@ -61,6 +69,7 @@ pub fn backend_name(backend: Backend) -> &'static str {
     match backend {
         Backend::Postgres => "postgres",
         Backend::MySql => "mysql",
+        Backend::Redis => "redis",
         _ => "sqlite",
     }
 }
