@@ -30,7 +30,8 @@
 //! one microsecond could issue), and that time has passed.
 
 /// Helpers every script starts with: `num` writes an integer exactly; `check` refuses a key
-/// that holds something other than a hash, naming it (`SHEDLOCK_WRONGTYPE <type> <key>`);
+/// that holds something other than a hash, naming it (`SHEDLOCK_WRONGTYPE <type> <key>`), and
+/// `check_set` one that holds something other than a set;
 /// `clock` reads `TIME` and the deciding time.
 macro_rules! prelude {
     () => {
@@ -39,6 +40,12 @@ local function num(x) return string.format('%.0f', x) end
 local function check(key)
   local t = redis.call('TYPE', key)['ok']
   if t ~= 'none' and t ~= 'hash' then
+    error({err = 'SHEDLOCK_WRONGTYPE ' .. t .. ' ' .. key})
+  end
+end
+local function check_set(key)
+  local t = redis.call('TYPE', key)['ok']
+  if t ~= 'none' and t ~= 'set' then
     error({err = 'SHEDLOCK_WRONGTYPE ' .. t .. ' ' .. key})
   end
 end
@@ -64,16 +71,20 @@ local function ttl(us) return math.max(1, math.ceil(us / 1000)) end
 /// else takes it: a new token, a lease until `now + lock_at_most_for`, the tick recorded.
 /// Answers `{token or 0, tick - now in µs or nil}` per lock. A name given twice is taken by its
 /// first entry; the second finds it held.
+///
+/// Every key's type is checked before anything is written: a script that fails part way keeps
+/// what it wrote (Redis does not roll scripts back), and a lock taken by a claim that then
+/// reports an error would stay held with nobody to run or release it.
 pub(super) const ACQUIRE: &str = concat!(
     prelude!(),
     "
 local server, now = clock(ARGV[3])
 local tolerance = tonumber(ARGV[2])
 local out = {}
+check_set(KEYS[1])
+for i = 2, #KEYS do check(KEYS[i]) end
 for i = 1, (#KEYS - 1) / 2 do
   local lock, meta = KEYS[2 * i], KEYS[2 * i + 1]
-  check(lock)
-  check(meta)
   local name, at_most, tick = ARGV[3 * i + 1], tonumber(ARGV[3 * i + 2]), ARGV[3 * i + 3]
   if tick == '' then tick = nil else tick = tonumber(tick) end
   local answer = 0
@@ -210,8 +221,7 @@ local names
 if ARGV[2] ~= '' then
   names = {ARGV[2]}
 else
-  local t = redis.call('TYPE', KEYS[1])['ok']
-  if t ~= 'none' and t ~= 'set' then error({err = 'SHEDLOCK_WRONGTYPE ' .. t .. ' ' .. KEYS[1]}) end
+  check_set(KEYS[1])
   names = redis.call('SMEMBERS', KEYS[1])
   table.sort(names)
 end
