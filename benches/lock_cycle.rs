@@ -4,9 +4,14 @@
 //! statements per operation as the PostgreSQL server logs them, and acquire latency as the lock
 //! table grows.
 //!
+//! Redis: the provider's acquire script run by `redis-benchmark` (`EVALSHA`, the same script
+//! text and arguments) against shedlock's acquire on the same server, with 1 and 8 clients, and
+//! shedlock's lock cycle on Redis beside the SQL rows.
+//!
 //! ```text
 //! cargo bench --bench lock_cycle                    # 10 s per measurement
 //! cargo bench --bench lock_cycle -- 3               # seconds per measurement
+//! cargo bench --bench lock_cycle -- 5 redis         # only the Redis rows
 //! ```
 //! Figures go to BENCHMARKS.md; nothing here asserts a time.
 #![allow(missing_docs)]
@@ -513,6 +518,10 @@ async fn main() {
     println!(
         "lock cycle = acquire + release, each worker its own lock name, {seconds} s per row\n"
     );
+    if std::env::args().any(|a| a == "redis") {
+        redis_rows(seconds).await;
+        return;
+    }
     println!("| what | cycles/s | p50 µs | p99 µs | ratio to pgbench |");
     println!("|---|---|---|---|---|");
     for backend in [Backend::Postgres, Backend::MySql, Backend::Sqlite] {
@@ -568,6 +577,8 @@ async fn main() {
             drop_table(backend, &table, &dir.path().join("x.db")).await;
         }
     }
+
+    redis_rows(seconds).await;
 
     if !skipped(Backend::Postgres) {
         let table = unique_name("bench_rt");
@@ -657,4 +668,191 @@ async fn sqlite_durability(seconds: u64, dir: &std::path::Path) {
             stats.p99_us
         );
     }
+}
+
+/// The Redis rows: `redis-benchmark` running the provider's acquire script by `EVALSHA` on
+/// free locks, against shedlock's `lock()` of free locks, with 1 and 8 clients; then shedlock's
+/// lock cycle (acquire + unlock of one name per worker), as the SQL rows measure it.
+///
+/// Every acquire takes a lock never taken before (`redis-benchmark` writes `__rand_int__`, a
+/// random 12-digit number, into the name; shedlock a counter), so both run the script's
+/// taking path: read the lease and the record, write both, set the expiry, add the name.
+/// `redis-benchmark` draws a number per placeholder, so its lease, record and name of one
+/// call differ; the commands run are the same.
+async fn redis_rows(seconds: u64) {
+    use shedlock::RedisLockProvider;
+    println!("\nRedis, {seconds} s per row:\n");
+    if skipped(Backend::Redis) {
+        println!("Redis: skipped (unreachable)");
+        return;
+    }
+    let url = shedlock_suite::redis_url();
+    let address = shedlock_suite::host_port(&url, 6379);
+    let (host, port) = address.rsplit_once(':').unwrap();
+    let prefix = unique_name("bench_redis");
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let script = test_util::redis_script("acquire").unwrap();
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(script)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let provider = Arc::new(
+        RedisLockProvider::builder(&url)
+            .key_prefix(&prefix)
+            .build()
+            .await
+            .unwrap(),
+    );
+    println!("| what | per s | p50 µs | p99 µs | ratio to redis-benchmark |");
+    println!("|---|---|---|---|---|");
+    for clients in [1usize, 8] {
+        let reference = redis_benchmark(host, port, &sha, &prefix, clients, seconds);
+        if let Some(r) = &reference {
+            row(
+                &format!(
+                    "redis-benchmark EVALSHA acquire (the provider's script), a free lock each call, {clients} connection(s)"
+                ),
+                r,
+                None,
+            );
+        }
+        let stats = redis_acquires(Arc::clone(&provider), clients, seconds).await;
+        row(
+            &format!(
+                "shedlock Redis lock(), a free lock each call, {clients} worker(s) on the provider's one multiplexed connection"
+            ),
+            &stats,
+            reference.as_ref(),
+        );
+        let p: Arc<dyn LockAdmin> = Arc::clone(&provider) as _;
+        let stats = cycles(p, clients, seconds).await;
+        row(
+            &format!(
+                "shedlock Redis lock cycle (acquire + unlock), {clients} worker(s) on the provider's one multiplexed connection"
+            ),
+            &stats,
+            None,
+        );
+    }
+    // The benchmark's keys: SCAN and delete, never FLUSH (the server may be shared).
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("{{{prefix}}}:*"))
+            .arg("COUNT")
+            .arg(10_000)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        if !keys.is_empty() {
+            let _: i64 = redis::cmd("UNLINK")
+                .arg(&keys)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+        }
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+}
+
+/// shedlock's `lock()` of a new name each call, by `workers` tasks, for `seconds`.
+async fn redis_acquires(
+    provider: Arc<shedlock::RedisLockProvider>,
+    workers: usize,
+    seconds: u64,
+) -> Stats {
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(seconds);
+    let mut tasks = Vec::new();
+    for w in 0..workers {
+        let provider = Arc::clone(&provider);
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::with_capacity(100_000);
+            let mut i = 0u64;
+            while Instant::now() < deadline {
+                i += 1;
+                let cfg = LockConfiguration::new(
+                    format!("free_{w}_{i}"),
+                    Duration::from_secs(30),
+                    Duration::ZERO,
+                )
+                .unwrap();
+                let t = Instant::now();
+                let guard = provider.lock(&cfg).await.unwrap().expect("a new name");
+                latencies.push(t.elapsed());
+                // Not released: the guard's drop would send an unlock in the background.
+                std::mem::forget(guard);
+            }
+            latencies
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    Stats::from(all, started.elapsed().as_secs_f64())
+}
+
+/// `redis-benchmark` running the acquire script (`EVALSHA sha`) with `clients` connections:
+/// first 5,000 calls to learn its rate, then as many as that rate does in `seconds`. Its rate
+/// and latencies (from its CSV output); `None`, said on stderr, when it is not installed.
+fn redis_benchmark(
+    host: &str,
+    port: &str,
+    sha: &str,
+    prefix: &str,
+    clients: usize,
+    seconds: u64,
+) -> Option<Stats> {
+    let run = |requests: u64| -> Option<(f64, f64, f64)> {
+        let tag = format!("{{{prefix}}}:");
+        let out = std::process::Command::new("redis-benchmark")
+            .args(["-h", host, "-p", port, "-c", &clients.to_string()])
+            .args(["-n", &requests.to_string(), "-r", "1000000000000", "--csv"])
+            .args(["EVALSHA", sha, "3"])
+            .arg(format!("{tag}names"))
+            .arg(format!("{tag}lock:rb__rand_int__"))
+            .arg(format!("{tag}meta:rb__rand_int__"))
+            // locked_by, tolerance (µs), application time (none), then name, lease (µs), tick
+            .args(["redis-benchmark", "1000000", ""])
+            .args(["rb__rand_int__", "30000000", ""])
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            eprintln!(
+                "redis-benchmark failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return None;
+        }
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let line = text.lines().last()?;
+        let fields: Vec<f64> = line
+            .rsplit("\",\"")
+            .take(7)
+            .map(|f| f.trim_matches('"').parse().unwrap_or(f64::NAN))
+            .collect();
+        // fields, from the end: max, p99, p95, p50, min, avg, rps (ms, rps)
+        Some((fields[6], fields[3] * 1000.0, fields[1] * 1000.0))
+    };
+    let Some((rate, _, _)) = run(5_000) else {
+        eprintln!("redis-benchmark not run: is it installed (Debian package redis-tools)?");
+        return None;
+    };
+    let requests = (rate * seconds as f64).max(1_000.0) as u64;
+    let (rps, p50_us, p99_us) = run(requests)?;
+    Some(Stats {
+        cycles: requests as usize,
+        seconds: requests as f64 / rps,
+        p50_us,
+        p99_us,
+    })
 }

@@ -229,4 +229,13 @@ pub mod test_util {
     pub fn statement(backend: Backend, name: &str, table: &str) -> Option<String> {
         crate::sql::statement_text(backend, name, table)
     }
+
+    /// The Lua text of [`RedisLockProvider`](crate::RedisLockProvider)'s script `name`
+    /// (`acquire`, `extend`, `unlock`, `is_held`, `release`, `states`, `now`), exactly as the
+    /// provider sends it; `None` for an unknown name. Its `KEYS` and `ARGV` are described on
+    /// each script in `shedlock/src/redis/scripts.rs`.
+    #[cfg(feature = "redis")]
+    pub fn redis_script(name: &str) -> Option<&'static str> {
+        crate::redis::script_text(name)
+    }
 }

@@ -475,22 +475,26 @@ impl Inner {
         Ok(parse_time(&micros))
     }
 
-    async fn states(&self, name: Option<&str>) -> Result<Vec<LockState>> {
+    /// The states of every lock (`All`), of one, or of none (`Check`: only checks that the
+    /// name set is a set and the server answers).
+    async fn states(&self, which: Which<'_>) -> Result<Vec<LockState>> {
         type Row = (String, String, String, String, String, Option<String>);
         let mut invocation = self.scripts.states.prepare_invoke();
-        invocation
-            .key(format!("{}names", self.tag))
-            .arg(&self.tag)
-            .arg(name.unwrap_or_default());
-        if let Some(name) = name {
-            invocation
+        invocation.key(format!("{}names", self.tag)).arg(&self.tag);
+        match which {
+            Which::All => invocation.arg("all"),
+            Which::Check => invocation.arg("none"),
+            Which::One(name) => invocation
                 .key(self.key("lock:", name))
-                .key(self.key("meta:", name));
-        }
+                .key(self.key("meta:", name))
+                .arg("one")
+                .arg(name),
+        };
         let (now, rows): (String, Vec<Row>) = self
-            .run(&invocation, || match name {
-                Some(name) => format!("read lock {name:?}"),
-                None => format!("list the locks under {:?}", self.tag),
+            .run(&invocation, || match which {
+                Which::One(name) => format!("read lock {name:?}"),
+                Which::All => format!("list the locks under {:?}", self.tag),
+                Which::Check => format!("check the key {:?}", format!("{}names", self.tag)),
             })
             .await?;
         let read_at = parse_time(&now);
@@ -519,6 +523,14 @@ impl Inner {
             .await?;
         Ok(released == 1)
     }
+}
+
+/// What [`Inner::states`] reads.
+#[derive(Debug, Clone, Copy)]
+enum Which<'a> {
+    All,
+    One(&'a str),
+    Check,
 }
 
 impl Lease for Inner {
@@ -621,17 +633,17 @@ impl LockProvider for RedisLockProvider {
 
 impl LockAdmin for RedisLockProvider {
     /// Nothing to create in Redis: checks that the server answers and that the key prefix's
-    /// set of names is a set (or absent).
+    /// set of names (`{<prefix>}:names`) is a set or absent, in one script.
     fn migrate(&self) -> BoxFuture<'_, Result<()>> {
-        Box::pin(async move { self.inner.states(Some("")).await.map(drop) })
+        Box::pin(async move { self.inner.states(Which::Check).await.map(drop) })
     }
 
     fn locks(&self) -> BoxFuture<'_, Result<Vec<LockState>>> {
-        Box::pin(self.inner.states(None))
+        Box::pin(self.inner.states(Which::All))
     }
 
     fn lock_state<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<LockState>>> {
-        Box::pin(async move { Ok(self.inner.states(Some(name)).await?.pop()) })
+        Box::pin(async move { Ok(self.inner.states(Which::One(name)).await?.pop()) })
     }
 
     fn force_release<'a>(
@@ -641,6 +653,21 @@ impl LockAdmin for RedisLockProvider {
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(self.inner.force_release(name, fencing_token))
     }
+}
+
+/// The text of script `name`, for [`test_util::redis_script`](crate::test_util::redis_script).
+#[cfg(feature = "test-util")]
+pub(crate) fn script_text(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "acquire" => scripts::ACQUIRE,
+        "extend" => scripts::EXTEND,
+        "unlock" => scripts::UNLOCK,
+        "is_held" => scripts::IS_HELD,
+        "release" => scripts::RELEASE,
+        "states" => scripts::STATES,
+        "now" => scripts::NOW,
+        _ => return None,
+    })
 }
 
 /// A time the scripts wrote, in microseconds since the epoch.

@@ -207,21 +207,22 @@ return 1
 "
 );
 
-/// List: the state of every lock named in `{P}:names` (or of the one name given), by name,
-/// with the server's time it was read at.
+/// List: the state of every lock named in `{P}:names`, or of one lock, by name, with the
+/// server's time it was read at.
 ///
-/// `KEYS`: `{P}:names`. `ARGV`: the key prefix up to the name (`{P}:`), and a name or empty
-/// for every lock. Answers `{now, {{name, token, by, at, until, tick or nil}, …}}`: the lease
-/// where it exists, else the record; a name with neither is left out.
+/// `KEYS`: `{P}:names`, and with one name its `lock` and `meta`. `ARGV`: the key prefix up to
+/// the name (`{P}:`), what to read (`all`, `one`, or `none`: only check the set's type), and
+/// the name for `one`. Answers `{now, {{name, token, by, at, until, tick or nil}, …}}`: the
+/// lease where it exists, else the record; a name with neither is left out.
 pub(super) const STATES: &str = concat!(
     prelude!(),
     "
 local server, now = clock('')
-local names
-if ARGV[2] ~= '' then
-  names = {ARGV[2]}
-else
-  check_set(KEYS[1])
+check_set(KEYS[1])
+local names = {}
+if ARGV[2] == 'one' then
+  names = {ARGV[3]}
+elseif ARGV[2] == 'all' then
   names = redis.call('SMEMBERS', KEYS[1])
   table.sort(names)
 end
