@@ -30,18 +30,24 @@
 //! one microsecond could issue), and that time has passed.
 
 /// Helpers every script starts with: `num` writes an integer exactly; `check` refuses a key
-/// that holds something other than a hash, naming it (`SHEDLOCK_WRONGTYPE <type> <key>`);
-/// `clock` reads `TIME` and the deciding time.
+/// that holds something other than a hash, `check_set` one that holds something other than a
+/// set, naming it (`SHEDLOCK_WRONGTYPE <type> <key>`); `clock` reads `TIME` and the deciding
+/// time.
+///
+/// A script checks every key it may write before it writes any: Redis does not undo the
+/// writes of a script that fails later on.
 macro_rules! prelude {
     () => {
         "
 local function num(x) return string.format('%.0f', x) end
-local function check(key)
+local function check_type(key, kind)
   local t = redis.call('TYPE', key)['ok']
-  if t ~= 'none' and t ~= 'hash' then
+  if t ~= 'none' and t ~= kind then
     error({err = 'SHEDLOCK_WRONGTYPE ' .. t .. ' ' .. key})
   end
 end
+local function check(key) check_type(key, 'hash') end
+local function check_set(key) check_type(key, 'set') end
 local function clock(app)
   local t = redis.call('TIME')
   local server = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -59,7 +65,9 @@ local function ttl(us) return math.max(1, math.ceil(us / 1000)) end
 /// (µs), application time (µs, or empty), then `name`, `lock_at_most_for` (µs), tick (µs, or
 /// empty) of each lock.
 ///
-/// For each lock, refuses a tick further ahead of now than the tolerance (nothing written); else
+/// First checks the type of every key, so that a key of the wrong type fails the whole request
+/// with nothing written (not the locks before it in a batch either). Then, for each lock,
+/// refuses a tick further ahead of now than the tolerance (nothing written); else
 /// refuses while the lease is held, or when its tick is not newer than the last claimed one;
 /// else takes it: a new token, a lease until `now + lock_at_most_for`, the tick recorded.
 /// Answers `{token or 0, tick - now in µs or nil}` per lock. A name given twice is taken by its
@@ -69,11 +77,11 @@ pub(super) const ACQUIRE: &str = concat!(
     "
 local server, now = clock(ARGV[3])
 local tolerance = tonumber(ARGV[2])
+check_set(KEYS[1])
+for i = 2, #KEYS do check(KEYS[i]) end
 local out = {}
 for i = 1, (#KEYS - 1) / 2 do
   local lock, meta = KEYS[2 * i], KEYS[2 * i + 1]
-  check(lock)
-  check(meta)
   local name, at_most, tick = ARGV[3 * i + 1], tonumber(ARGV[3 * i + 2]), ARGV[3 * i + 3]
   if tick == '' then tick = nil else tick = tonumber(tick) end
   local answer = 0
@@ -210,8 +218,7 @@ local names
 if ARGV[2] ~= '' then
   names = {ARGV[2]}
 else
-  local t = redis.call('TYPE', KEYS[1])['ok']
-  if t ~= 'none' and t ~= 'set' then error({err = 'SHEDLOCK_WRONGTYPE ' .. t .. ' ' .. KEYS[1]}) end
+  check_set(KEYS[1])
   names = redis.call('SMEMBERS', KEYS[1])
   table.sort(names)
 end
