@@ -16,7 +16,7 @@ pub mod scheduler_suite;
 pub mod suite;
 
 pub use backends::{
-    Blocker, MySql, Opts, Postgres, Row, Sqlite, TestDb, mysql_pool, mysql_pool_with,
+    Blocker, MySql, Opts, Postgres, Redis, Row, Sqlite, TestDb, mysql_pool, mysql_pool_with,
     postgres_pool, postgres_pool_with, skewed_clock, sqlite_pool, sqlite_pool_with,
 };
 pub use proxy::Proxy;
@@ -357,6 +357,7 @@ macro_rules! backend_tests {
     (@type postgres) => { $crate::Postgres };
     (@type mysql) => { $crate::MySql };
     (@type sqlite) => { $crate::Sqlite };
+    (@type redis) => { $crate::Redis };
     ($($cases:tt)+) => {
         $crate::backend_tests!([postgres, mysql, sqlite]: $($cases)+);
     };

@@ -430,10 +430,12 @@ macro_rules! hold_in_transaction {
 
 mod mysql;
 mod postgres;
+mod redis;
 mod sqlite;
 
 pub use mysql::{MySql, mysql_pool, mysql_pool_with};
 pub use postgres::{Postgres, postgres_pool, postgres_pool_with};
+pub use redis::Redis;
 pub use sqlite::{Sqlite, sqlite_pool, sqlite_pool_with};
 
 /// A row lock held by another session ([`TestDb::block`]).
