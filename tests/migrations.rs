@@ -78,7 +78,10 @@ fn cfg() -> LockConfiguration {
 
 /// Both histories stay apart: the app's in `_sqlx_migrations`, ours in `_shedlock_migrations`,
 /// and re-running either finds nothing to do.
-async fn both_orders<D: TestDb>(db: &D, app: &Migrator, order: Order) {
+async fn both_orders<D: TestDb>(db: &D, app: &Migrator, order: Order)
+where
+    D::Provider: RunStore,
+{
     let provider = db.provider();
     let folder = backend_name(D::BACKEND);
     match order {
@@ -167,7 +170,10 @@ async fn both_orders<D: TestDb>(db: &D, app: &Migrator, order: Order) {
     guard.unlock().await.unwrap();
 }
 
-async fn app_and_shedlock_migrations_coexist_in_either_order<D: TestDb>(db: &D) {
+async fn app_and_shedlock_migrations_coexist_in_either_order<D: TestDb>(db: &D)
+where
+    D::Provider: RunStore,
+{
     let dir = tempfile::tempdir().unwrap();
     let int = if D::BACKEND == Backend::Sqlite {
         "INTEGER"

@@ -3,8 +3,8 @@
 //! [`suite`] and the scheduler's in [`scheduler_suite`], written once, and [`backend_tests!`],
 //! which runs such cases on every backend.
 //!
-//! Database addresses come from `SHEDLOCK_POSTGRES_URL` and `SHEDLOCK_MYSQL_URL`, with local
-//! defaults. A backend whose server is down fails its tests with a message saying how to start
+//! Server addresses come from `SHEDLOCK_POSTGRES_URL`, `SHEDLOCK_MYSQL_URL` and
+//! `SHEDLOCK_REDIS_URL`, with local defaults. A backend whose server is down fails its tests with a message saying how to start
 //! it, unless it is named in `SHEDLOCK_SKIP_BACKENDS` (which `scripts/test` sets, after
 //! reporting the backend by name, when not in strict mode).
 #![allow(missing_docs, unreachable_pub, async_fn_in_trait)]
@@ -16,7 +16,7 @@ pub mod scheduler_suite;
 pub mod suite;
 
 pub use backends::{
-    Blocker, MySql, Opts, Postgres, Row, Sqlite, TestDb, mysql_pool, mysql_pool_with,
+    Blocker, MySql, Opts, Postgres, Redis, Row, Sqlite, TestDb, mysql_pool, mysql_pool_with,
     postgres_pool, postgres_pool_with, skewed_clock, sqlite_pool, sqlite_pool_with,
 };
 pub use proxy::Proxy;
@@ -84,10 +84,10 @@ pub fn skipped(backend: Backend) -> bool {
 /// What `connect` makes of `url`, the address of `backend`'s server; `None`, said on stderr, when
 /// `scripts/test` reported the backend unreachable and asked to skip it. Panics, saying how to
 /// start the server, when it is down and not skipped.
-async fn reach<P>(
+async fn reach<P, E: std::fmt::Display>(
     backend: Backend,
     url: &str,
-    connect: impl AsyncFnOnce(&str) -> Result<P, sqlx::Error>,
+    connect: impl AsyncFnOnce(&str) -> Result<P, E>,
 ) -> Option<P> {
     if skipped(backend) {
         eprintln!("skipped: {backend} was reported unreachable by scripts/test");
@@ -240,9 +240,10 @@ pub async fn run_case<D: TestDb>(case: impl AsyncFnOnce(&Arc<D>)) {
 ///
 /// A case is `async fn case<D: TestDb>(db: &D)` (`D` may be bounded by a trait of the test's
 /// own that every backend implements), or takes `db: &Arc<D>` when it hands the database to
-/// jobs or tasks that outlive a borrow. Backends are named `postgres`, `mysql` and `sqlite`;
-/// each gets a module of that name, so tests are named `postgres::case` and a run can leave a
-/// backend out by name (`--skip postgres`, as `scripts/test` does when its server is down).
+/// jobs or tasks that outlive a borrow. Backends are named `postgres`, `mysql`, `sqlite` and
+/// `redis`; each gets a module of that name, so tests are named `postgres::case` and a run can
+/// leave a backend out by name (`--skip postgres`, as `scripts/test` does when its server is
+/// down).
 ///
 /// ```ignore
 /// // postgres::case_a, mysql::case_a, sqlite::case_a, postgres::case_b, …: the cases are in
@@ -250,19 +251,22 @@ pub async fn run_case<D: TestDb>(case: impl AsyncFnOnce(&Arc<D>)) {
 /// backend_tests!(super => [case_a, case_b]);
 /// // Only the backends listed, a module each.
 /// backend_tests!([sqlite, postgres]: super => [case_a]);
+/// // Cases that only mean something for SQL, after `sql only:`, are left out for `redis`.
+/// backend_tests!([sqlite, redis]: super => [case_a], sql only: [case_b]);
 /// // One backend, in the module of the call, beside tests of its own.
 /// mod postgres {
 ///     backend_tests!(in postgres: provider suite);
 /// }
 /// ```
 ///
-/// `provider suite` stands for every case of [`suite`], listed here once.
+/// `provider suite` stands for every case of [`suite`], listed here once: on `redis`, the
+/// cases that apply to Redis.
 #[macro_export]
 macro_rules! backend_tests {
     // The provider suite's cases (`tests/support/suite/`), listed once: a new case there gets
-    // its line here.
+    // its line here, under `sql only` when it cannot mean anything on Redis (with the reason).
     (in $backend:ident: provider suite) => {
-        $crate::backend_tests!(@tests $backend, [$crate::suite], [
+        $crate::backend_tests!(@split $backend, [$crate::suite], [
             creates_lock,
             no_second_lock_while_held,
             two_names_are_independent,
@@ -283,30 +287,42 @@ macro_rules! backend_tests {
             app_clock_mode_trusts_skewed_clocks,
             separate_pools_race_for_one_tick_exactly_one_wins,
             fuzz_read_sleep_write_counts_are_exact,
-            missing_table_says_run_migrate,
-            missing_columns_are_named,
-            migrate_is_idempotent_and_concurrent_safe,
-            bad_table_name_is_refused_before_any_sql,
             guard_dropped_without_unlock_releases_in_background,
             executor_runs_skips_and_releases_after_panic,
             lock_states_read_by_the_database_clock,
             operator_release_ends_the_lock_and_keeps_token_and_tick,
-            run_history_round_trips_filters_and_prunes,
-            abandoned_runs_are_closed_with_the_reason,
-            a_run_finished_after_a_sweep_keeps_its_real_outcome,
             a_tick_too_far_ahead_is_refused_as_clock_skew,
-            an_acquire_that_waited_gets_a_fresh_lease,
             tokens_never_go_back_after_rows_are_deleted,
             odd_durations_are_honoured_alike,
-            losing_is_held_at_every_isolation_level,
-            reserved_words_name_tables,
             a_batch_mixes_free_held_claimed_and_future_ticks,
             two_instances_racing_one_batch_take_each_tick_once,
             a_name_twice_in_one_batch_is_taken_once,
             a_batch_reads_the_application_clock_in_application_mode,
             connect_provider_recovers_when_the_server_ends_its_sessions,
             more_statements_at_once_than_connections_all_get_one
+        ], [
+            // A lock table that does not exist, or has other columns: Redis has no table (a
+            // prefix without keys is an empty one), nothing to create or to find missing.
+            missing_table_says_run_migrate,
+            missing_columns_are_named,
+            // DDL that a fleet runs at once: Redis's migrate() creates nothing.
+            migrate_is_idempotent_and_concurrent_safe,
+            // Table names (and identifiers quoted in SQL); Redis key prefixes are checked by
+            // the provider's own unit tests and tests/redis.rs.
+            bad_table_name_is_refused_before_any_sql,
+            reserved_words_name_tables,
+            // The run history (`RunStore`), which the Redis provider does not implement.
+            run_history_round_trips_filters_and_prunes,
+            abandoned_runs_are_closed_with_the_reason,
+            a_run_finished_after_a_sweep_keeps_its_real_outcome,
+            // Statements that wait behind another transaction's row lock (`TestDb::block`), at
+            // every isolation level: a Redis script never waits for a key.
+            an_acquire_that_waited_gets_a_fresh_lease,
+            losing_is_held_at_every_isolation_level
         ]);
+    };
+    (in $backend:ident: $($module:ident)::+ => [$($case:ident),* $(,)?], sql only: [$($sql:ident),* $(,)?]) => {
+        $crate::backend_tests!(@split $backend, [$($module)::+], [$($case),*], [$($sql),*]);
     };
     (in $backend:ident: $($module:ident)::+ => [$($case:ident),* $(,)?]) => {
         $crate::backend_tests!(@tests $backend, [$($module)::+], [$($case),*]);
@@ -318,6 +334,14 @@ macro_rules! backend_tests {
         $crate::backend_tests!([$($more),*]: $($cases)+);
     };
     ([]: $($cases:tt)+) => {};
+    // The cases of every backend, then, but on Redis, the SQL ones.
+    (@split redis, [$($module:tt)+], [$($case:ident),* $(,)?], [$($sql:ident),* $(,)?]) => {
+        $crate::backend_tests!(@tests redis, [$($module)+], [$($case),*]);
+    };
+    (@split $backend:ident, [$($module:tt)+], [$($case:ident),* $(,)?], [$($sql:ident),* $(,)?]) => {
+        $crate::backend_tests!(@tests $backend, [$($module)+], [$($case),*]);
+        $crate::backend_tests!(@tests $backend, [$($module)+], [$($sql),*]);
+    };
     (@tests $backend:ident, [$($module:tt)+], [$case:ident $(, $more:ident)*]) => {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $case() {
@@ -333,6 +357,7 @@ macro_rules! backend_tests {
     (@type postgres) => { $crate::Postgres };
     (@type mysql) => { $crate::MySql };
     (@type sqlite) => { $crate::Sqlite };
+    (@type redis) => { $crate::Redis };
     ($($cases:tt)+) => {
         $crate::backend_tests!([postgres, mysql, sqlite]: $($cases)+);
     };

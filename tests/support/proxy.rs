@@ -1,7 +1,8 @@
 //! A loopback TCP proxy in front of a database server, for tests that need a statement "on the
 //! wire": [`Proxy::stall`] holds back what clients send on the connections open at that moment
 //! (the server sees nothing of it) while connections opened later pass, until
-//! [`Proxy::release`] lets the held bytes through, in order.
+//! [`Proxy::release`] lets the held bytes through, in order; [`Proxy::sever`] closes the
+//! connections open at that moment, as a server ending its sessions would.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -29,6 +30,10 @@ struct Shared {
     /// Client bytes held back since the stall began.
     held_bytes: AtomicU64,
     closed: AtomicBool,
+    /// Connections numbered below this are closed.
+    severed_below: watch::Sender<usize>,
+    /// Connections whose copying still runs.
+    open: AtomicUsize,
 }
 
 impl Proxy {
@@ -42,6 +47,8 @@ impl Proxy {
             stalled: watch::Sender::new(false),
             held_bytes: AtomicU64::new(0),
             closed: AtomicBool::new(false),
+            severed_below: watch::Sender::new(0),
+            open: AtomicUsize::new(0),
         });
         let accepting = Arc::clone(&shared);
         let accept = tokio::spawn(async move {
@@ -50,6 +57,7 @@ impl Proxy {
                     continue;
                 };
                 let number = accepting.connections.fetch_add(1, Ordering::SeqCst);
+                accepting.open.fetch_add(1, Ordering::SeqCst);
                 let shared = Arc::clone(&accepting);
                 tokio::spawn(pipe(client, server, number, shared));
             }
@@ -104,6 +112,17 @@ impl Proxy {
     pub fn release(&self) {
         self.shared.stalled.send_replace(false);
     }
+
+    /// Closes every connection open at this moment, both ways, as a server ending its sessions
+    /// would (the client reads the end of its stream); connections opened later pass. How many
+    /// were open.
+    pub fn sever(&self) -> usize {
+        let open = self.shared.open.load(Ordering::SeqCst);
+        self.shared
+            .severed_below
+            .send_replace(self.shared.connections.load(Ordering::SeqCst));
+        open
+    }
 }
 
 impl Drop for Proxy {
@@ -114,7 +133,8 @@ impl Drop for Proxy {
     }
 }
 
-/// Copies both ways; client-to-server bytes wait while this connection is stalled.
+/// Copies both ways; client-to-server bytes wait while this connection is stalled; ends (closing
+/// both sides) when it is severed.
 async fn pipe(client: TcpStream, server: TcpStream, number: usize, shared: Arc<Shared>) {
     let (mut cr, mut cw) = client.into_split();
     let (mut sr, mut sw) = server.into_split();
@@ -150,8 +170,11 @@ async fn pipe(client: TcpStream, server: TcpStream, number: usize, shared: Arc<S
             }
         }
     };
+    let mut severed = shared.severed_below.subscribe();
     tokio::select! {
         () = up => {}
         () = down => {}
+        _ = severed.wait_for(|below| number < *below) => {}
     }
+    shared.open.fetch_sub(1, Ordering::SeqCst);
 }

@@ -82,8 +82,8 @@ pub(crate) async fn run(args: &[&str], env: &[(&str, &str)], stdin: &str) -> Out
     finish(child.wait_with_output().await.unwrap())
 }
 
-/// A backend the tool can be pointed at.
-pub(crate) trait CliDb: TestDb {
+/// A backend the tool can be pointed at (an SQL one: its cases read the run history).
+pub(crate) trait CliDb: TestDb<Provider: shedlock::RunStore> {
     /// What `--database-url` gets.
     fn url(&self) -> String;
 }

@@ -2,16 +2,19 @@
 //! back ([`Row`]), the options of the providers it builds ([`Opts`]) and the row locks it holds
 //! for a test ([`Blocker`]); each backend's impl is in a file of its own.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use shedlock::{
-    AppClock, Backend, ClockMode, Dialect, KeepAlive, LockAdmin, ProviderBuilder, RunStore,
+    AppClock, Backend, ClockMode, Dialect, KeepAlive, LockAdmin, ProviderBuilder, RunHistory,
+    RunStore, SchedulerBuilder,
 };
 use sqlx::migrate::{MigrateError, Migrator};
 
 use crate::Proxy;
 
-/// What the suite reads back from the lock table, with times measured by the database clock.
+/// What the suite reads back from the lock table (on Redis: a lock's lease key, or once that is
+/// gone its record), with times measured by the database clock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Row {
     pub locked_by: String,
@@ -35,7 +38,9 @@ impl From<(String, i64, i64, Option<i64>)> for Row {
     }
 }
 
-/// Options for a provider the suite builds.
+/// Options for a provider the suite builds. On Redis only the clock mode, `locked_by`,
+/// keep-alive and tick tolerance apply (every Redis provider has a connection of its own; there
+/// are no row locks, isolation levels or held connections).
 #[derive(Debug, Clone, Default)]
 pub struct Opts {
     pub clock_mode: ClockMode,
@@ -111,9 +116,15 @@ impl Opts {
     }
 }
 
-/// One backend, on a lock table of its own.
+/// One backend, on a lock table of its own (on Redis: a key prefix of its own).
+///
+/// Every provider administers its locks ([`LockAdmin`]); the run history ([`RunStore`]) is the
+/// SQL providers' alone, so a case that needs it says `where D::Provider: RunStore`, and one
+/// that only looks at it in passing asks [`run_store`](Self::run_store). The methods that only
+/// mean something for SQL (statements, row locks, schemas, migrations) panic on Redis, saying so;
+/// the cases that use them are not run there.
 pub trait TestDb: Sized + Send + Sync + 'static {
-    type Provider: LockAdmin + RunStore + Clone + 'static;
+    type Provider: LockAdmin + Clone + 'static;
     const BACKEND: Backend;
 
     /// Connects and creates a uniquely named, migrated lock table; `None` when this backend is
@@ -121,8 +132,17 @@ pub trait TestDb: Sized + Send + Sync + 'static {
     async fn setup() -> Option<Self>;
     /// The lock table's name.
     fn table(&self) -> &str;
-    /// How many statements `provider` has sent (`SqlLockProvider::statements_sent`).
+    /// How many statements `provider` has sent (`statements_sent`: on Redis, scripts).
     fn statements_sent(provider: &Self::Provider) -> u64;
+    /// The run history of `provider`, where this backend keeps one (every SQL backend); `None`
+    /// on Redis, whose provider implements no [`RunStore`].
+    fn run_store(provider: &Self::Provider) -> Option<Arc<dyn RunStore>>;
+    /// `builder` keeping `history`, where this backend keeps one; on Redis `builder` as it is
+    /// (`SchedulerBuilder::history` does not compile for a provider without a [`RunStore`]).
+    fn with_history(
+        builder: SchedulerBuilder<Self::Provider>,
+        history: RunHistory,
+    ) -> SchedulerBuilder<Self::Provider>;
     /// A provider on the shared pool with default settings.
     fn provider(&self) -> Self::Provider;
     /// A provider with options (own pool, clock).
@@ -130,10 +150,21 @@ pub trait TestDb: Sized + Send + Sync + 'static {
     /// A provider for another table on the same database, not migrated.
     fn provider_for_table(&self, table: &str) -> Self::Provider;
     fn row(&self, name: &str) -> impl Future<Output = Option<Row>> + Send;
+    /// Deletes the row of `name` by hand (on Redis: both keys of the lock, and its name from the
+    /// set of names), as an operator clearing a stuck lock would.
     async fn delete_row(&self, name: &str);
+    /// Deletes every lock of this test by hand: the table emptied (`TRUNCATE`, `DELETE`), or
+    /// on Redis every key of the prefix.
+    async fn empty_table(&self);
     /// Inserts a row that expired a minute ago, as an older run or another tool might leave.
     async fn insert_expired_row(&self, name: &str, token: i64);
-    /// Runs one statement (DDL in tests).
+    /// Raises the fencing token of lock `name` by 1000 by hand, as a new holder taking over
+    /// would: its holder's renewals are refused from then on.
+    fn bump_token(&self, name: &str) -> impl Future<Output = ()> + Send;
+    /// Sets the last claimed tick of lock `name` (which exists) to `ahead` past the database's
+    /// clock, as a claim by an instance whose clock ran ahead would leave it.
+    async fn set_last_tick_ahead(&self, name: &str, ahead: Duration);
+    /// Runs one statement (DDL in tests). SQL only.
     fn exec(&self, sql: &str) -> impl Future<Output = ()> + Send;
     /// Records one run in this test's runs table (created on first use): the tick in ms, who
     /// ran it, its fencing token.
@@ -159,10 +190,11 @@ pub trait TestDb: Sized + Send + Sync + 'static {
     /// Holds the lock row `name` until the blocker is released: PostgreSQL and MySQL in an
     /// open transaction (`SELECT … FOR UPDATE`, or with `touch` an `UPDATE` that writes a new
     /// version of the row, as a concurrent acquire or extend would); SQLite holds the whole
-    /// database's write lock (`BEGIN IMMEDIATE`).
+    /// database's write lock (`BEGIN IMMEDIATE`). SQL only: a Redis script never waits for a
+    /// key.
     fn block(&self, name: &str, touch: bool) -> impl Future<Output = Blocker> + Send;
-    /// A provider on a pool of its own that reaches the server through a [`Proxy`]; `None` for
-    /// SQLite, which has no wire.
+    /// A provider on a pool (Redis: a connection) of its own that reaches the server through a
+    /// [`Proxy`]; `None` for SQLite, which has no wire.
     fn provider_via_proxy(
         &self,
         opts: Opts,
@@ -170,33 +202,40 @@ pub trait TestDb: Sized + Send + Sync + 'static {
     /// A provider for `table`, unqualified, in a place no other test uses, so that a name such
     /// as `user` cannot collide: a schema of its own first on the search path (PostgreSQL), a
     /// database of its own (MySQL), this test's own file (SQLite). Returns the provider and the
-    /// place, for [`drop_place`](Self::drop_place).
+    /// place, for [`drop_place`](Self::drop_place). SQL only.
     fn provider_in_own_place(
         &self,
         table: &str,
     ) -> impl Future<Output = (Self::Provider, String)> + Send;
-    /// Drops what [`provider_in_own_place`](Self::provider_in_own_place) made.
+    /// Drops what [`provider_in_own_place`](Self::provider_in_own_place) made. SQL only.
     fn drop_place(&self, place: &str) -> impl Future<Output = ()> + Send;
     /// Another database on this backend's server, of its own and empty, for what runs before
     /// shedlock's table exists: PostgreSQL and MySQL a new database, dropped by its
-    /// [`teardown`](Self::teardown); SQLite a new file. Its lock table is the default
-    /// `shedlock`, not created.
+    /// [`teardown`](Self::teardown); SQLite a new file; Redis a new key prefix, whose provider
+    /// reaches the server through a [`Proxy`] of its own. Its lock table is the default
+    /// `shedlock`, not created (on Redis, where a default prefix would be shared with every
+    /// other test on the server, the new prefix).
     async fn empty_database(&self) -> Self;
     /// A provider made as the README shows, by `connect(url)` on this database (a pool of the
     /// provider's own, the default table `shedlock`: use it on an
-    /// [`empty_database`](Self::empty_database)).
+    /// [`empty_database`](Self::empty_database)). On Redis the builder with the database's own
+    /// prefix, through its proxy.
     fn connect(&self) -> impl Future<Output = Self::Provider> + Send;
     /// Ends every other session on this database from the server's side (PostgreSQL
     /// `pg_terminate_backend`, MariaDB `KILL`): how many it ended. Only on a database of its own
-    /// ([`empty_database`](Self::empty_database)): no other test's sessions are there. `None`
-    /// for SQLite, which has no server and no session to end.
+    /// ([`empty_database`](Self::empty_database)): no other test's sessions are there. On
+    /// Redis, whose server cannot tell one test's connections from another's, the database's
+    /// proxy closes every connection it carries, as the server ending them would. `None` for
+    /// SQLite, which has no server and no session to end.
     fn kill_sessions(&self) -> impl Future<Output = Option<u64>> + Send;
     /// Runs an application's sqlx migrations on this database, as `sqlx migrate run` would.
+    /// SQL only.
     async fn run_migrations(&self, migrator: &Migrator) -> Result<(), MigrateError>;
     /// `(version, description)` of every migration recorded in the sqlx history table `table`
-    /// (`_sqlx_migrations`, `_shedlock_migrations`), by version.
+    /// (`_sqlx_migrations`, `_shedlock_migrations`), by version. SQL only.
     async fn migrations(&self, table: &str) -> Vec<(i64, String)>;
-    /// Drops the table (a database of its own: the database) and closes the pool.
+    /// Drops the table (a database of its own: the database) and closes the pool; on Redis
+    /// deletes every key of the prefix (found by `SCAN`).
     async fn teardown(self);
 }
 
@@ -208,9 +247,16 @@ struct Statements {
     row: &'static str,
     /// Deletes the row of the name bound first.
     delete: &'static str,
+    /// Deletes every row.
+    empty: &'static str,
     /// Inserts a row for the name bound first, with the token bound second, that expired a
     /// minute ago.
     insert_expired: &'static str,
+    /// Adds 1000 to the fencing token of the row of the name bound first.
+    bump_token: &'static str,
+    /// Sets `last_tick` of the row of the name bound second to the database's time plus the
+    /// milliseconds bound first.
+    last_tick_ahead: &'static str,
     /// Records one run in the runs table: its tick, instance and token, bound in that order.
     record_run: &'static str,
 }
@@ -226,6 +272,17 @@ macro_rules! alike_on_every_backend {
 
         fn statements_sent(provider: &Self::Provider) -> u64 {
             provider.statements_sent()
+        }
+
+        fn run_store(provider: &Self::Provider) -> Option<std::sync::Arc<dyn shedlock::RunStore>> {
+            Some(std::sync::Arc::new(provider.clone()))
+        }
+
+        fn with_history(
+            builder: shedlock::SchedulerBuilder<Self::Provider>,
+            history: shedlock::RunHistory,
+        ) -> shedlock::SchedulerBuilder<Self::Provider> {
+            builder.history(history)
         }
 
         fn provider(&self) -> Self::Provider {
@@ -268,6 +325,30 @@ macro_rules! alike_on_every_backend {
             .execute(&self.pool)
             .await
             .unwrap();
+        }
+
+        async fn empty_table(&self) {
+            self.exec(&$sql.empty.replace("{table}", &self.table)).await;
+        }
+
+        async fn bump_token(&self, name: &str) {
+            sqlx::query(sqlx::AssertSqlSafe(
+                $sql.bump_token.replace("{table}", &self.table),
+            ))
+            .bind(name)
+            .execute(&self.pool)
+            .await
+            .unwrap();
+        }
+
+        async fn set_last_tick_ahead(&self, name: &str, ahead: std::time::Duration) {
+            let sql = $sql.last_tick_ahead.replace("{table}", &self.table);
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(ahead.as_millis() as i64)
+                .bind(name)
+                .execute(&self.pool)
+                .await
+                .unwrap();
         }
 
         async fn insert_expired_row(&self, name: &str, token: i64) {
@@ -349,10 +430,12 @@ macro_rules! hold_in_transaction {
 
 mod mysql;
 mod postgres;
+mod redis;
 mod sqlite;
 
 pub use mysql::{MySql, mysql_pool, mysql_pool_with};
 pub use postgres::{Postgres, postgres_pool, postgres_pool_with};
+pub use redis::Redis;
 pub use sqlite::{Sqlite, sqlite_pool, sqlite_pool_with};
 
 /// A row lock held by another session ([`TestDb::block`]).

@@ -59,8 +59,11 @@ const STATEMENTS: Statements = Statements {
                     CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', last_tick) DIV 1000 AS SIGNED)
              FROM {table} WHERE name = ?",
     delete: "DELETE FROM {table} WHERE name = ?",
+    empty: "TRUNCATE TABLE {table}",
     insert_expired: "INSERT INTO {table} (name, locked_until, locked_at, locked_by, fencing_token)
              VALUES (?, UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE, UTC_TIMESTAMP(6) - INTERVAL 2 MINUTE, 'old run', ?)",
+    bump_token: "UPDATE {table} SET fencing_token = fencing_token + 1000 WHERE name = ?",
+    last_tick_ahead: "UPDATE {table} SET last_tick = TIMESTAMPADD(MICROSECOND, ? * 1000, UTC_TIMESTAMP(6)) WHERE name = ?",
     record_run: "INSERT INTO {table} (tick, instance, token) VALUES (?, ?, ?)",
 };
 

@@ -56,8 +56,11 @@ const STATEMENTS: Statements = Statements {
                     (EXTRACT(EPOCH FROM last_tick) * 1000)::BIGINT
              FROM {table} WHERE name = $1",
     delete: "DELETE FROM {table} WHERE name = $1",
+    empty: "TRUNCATE {table}",
     insert_expired: "INSERT INTO {table} (name, locked_until, locked_at, locked_by, fencing_token)
              VALUES ($1, clock_timestamp() - INTERVAL '1 minute', clock_timestamp() - INTERVAL '2 minutes', 'old run', $2)",
+    bump_token: "UPDATE {table} SET fencing_token = fencing_token + 1000 WHERE name = $1",
+    last_tick_ahead: "UPDATE {table} SET last_tick = clock_timestamp() + $1 * INTERVAL '1 millisecond' WHERE name = $2",
     record_run: "INSERT INTO {table} (tick, instance, token) VALUES ($1, $2, $3)",
 };
 

@@ -42,9 +42,12 @@ const STATEMENTS: Statements = Statements {
     row: "SELECT locked_by, fencing_token, locked_until - CAST(unixepoch('subsec') * 1000 AS INTEGER), last_tick
              FROM {table} WHERE name = ?1",
     delete: "DELETE FROM {table} WHERE name = ?1",
+    empty: "DELETE FROM {table}",
     insert_expired: "INSERT INTO {table} (name, locked_until, locked_at, locked_by, fencing_token)
              VALUES (?1, CAST(unixepoch('subsec') * 1000 AS INTEGER) - 60000,
                      CAST(unixepoch('subsec') * 1000 AS INTEGER) - 120000, 'old run', ?2)",
+    bump_token: "UPDATE {table} SET fencing_token = fencing_token + 1000 WHERE name = ?1",
+    last_tick_ahead: "UPDATE {table} SET last_tick = CAST(unixepoch('subsec') * 1000 AS INTEGER) + ?1 WHERE name = ?2",
     record_run: "INSERT INTO {table} (tick, instance, token) VALUES (?1, ?2, ?3)",
 };
 

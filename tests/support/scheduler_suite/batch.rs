@@ -417,20 +417,11 @@ pub async fn a_batch_mixing_free_held_and_claimed_jobs_runs_only_the_free_ones<D
     for job in 4..8 {
         held.push(other.lock(&lock_config(job)).await.unwrap().expect("free"));
     }
-    let day_ahead = match D::BACKEND {
-        Backend::Postgres => "clock_timestamp() + INTERVAL '1 day'",
-        Backend::MySql => "UTC_TIMESTAMP(6) + INTERVAL 1 DAY",
-        Backend::Sqlite => "CAST(unixepoch('subsec') * 1000 AS INTEGER) + 86400000",
-        _ => unreachable!("a backend without a test database"),
-    };
     for job in 8..12 {
         let name = lock_config(job).name().to_owned();
         db.insert_expired_row(&name, 1).await;
-        db.exec(&format!(
-            "UPDATE {} SET last_tick = {day_ahead} WHERE name = '{name}'",
-            db.table()
-        ))
-        .await;
+        db.set_last_tick_ahead(&name, Duration::from_secs(86_400))
+            .await;
     }
     let provider = Counting::new(db.provider_with(Opts::own_pool().locked_by("one")).await);
     let name = |job: usize| format!("batch_{job:02}");

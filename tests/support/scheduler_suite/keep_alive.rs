@@ -104,7 +104,7 @@ pub async fn lost_lock_notifies_the_job_in_notify_mode<D: TestDb>(db: &Arc<D>) {
     assert_eq!(outcome, TaskResult::Executed(("told", true)));
 }
 
-/// Bumps the row's token after `delay`, as a new holder taking over would.
+/// Bumps the lock's token after `delay`, as a new holder taking over would.
 fn steal_after<D: TestDb>(
     db: &Arc<D>,
     name: &'static str,
@@ -113,11 +113,7 @@ fn steal_after<D: TestDb>(
     let db = Arc::clone(db);
     tokio::spawn(async move {
         tokio::time::sleep(delay).await;
-        db.exec(&format!(
-            "UPDATE {} SET fencing_token = fencing_token + 1000 WHERE name = '{name}'",
-            db.table()
-        ))
-        .await;
+        db.bump_token(name).await;
     })
 }
 

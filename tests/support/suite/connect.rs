@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use shedlock::{LockAdmin, LockProvider, NewRun, RunOutcome, RunQuery, RunStore};
+use shedlock::{LockAdmin, LockProvider, NewRun, RunOutcome, RunQuery};
 
 use super::{LONG, cfg};
 use crate::TestDb;
@@ -14,8 +14,10 @@ use crate::TestDb;
 /// `pg_terminate_backend`, MariaDB `KILL`), twice: each time the next `lock()` still takes the
 /// lock, with no error (the statement that met a closed connection ran again on a fresh one),
 /// and so do four locks at once (every held connection was closed), the unlocks, the operator's
-/// listing and the run history. The table shows the tokens the guards were given. SQLite has no
-/// server and no session to end: there the case runs the same calls, nothing is killed.
+/// listing and the run history (where the backend keeps one). The table shows the tokens the
+/// guards were given. SQLite has no server and no session to end: there the case runs the same
+/// calls, nothing is killed. On Redis, whose provider has one connection, the connections are
+/// closed by a proxy in front of the server (`TestDb::kill_sessions`).
 pub async fn connect_provider_recovers_when_the_server_ends_its_sessions<D: TestDb>(db: &D) {
     let empty = db.empty_database().await;
     let provider = empty.connect().await;
@@ -60,12 +62,14 @@ pub async fn connect_provider_recovers_when_the_server_ends_its_sessions<D: Test
         four().await;
         let listed = provider.locks().await.expect("locks() after the kill");
         assert_eq!(listed.len(), 5, "round {round}: {listed:?}");
-        let id = provider
-            .record_run(&NewRun::new("job", "job", None, RunOutcome::Executed))
-            .await
-            .expect("record_run after the kill");
-        let runs = provider.runs(&RunQuery::latest(10)).await.unwrap();
-        assert_eq!(runs[0].id, id, "round {round}");
+        if let Some(history) = D::run_store(&provider) {
+            let id = history
+                .record_run(&NewRun::new("job", "job", None, RunOutcome::Executed))
+                .await
+                .expect("record_run after the kill");
+            let runs = history.runs(&RunQuery::latest(10)).await.unwrap();
+            assert_eq!(runs[0].id, id, "round {round}");
+        }
     }
     empty.teardown().await;
 }

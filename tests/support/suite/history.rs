@@ -9,7 +9,10 @@ use shedlock::{Error, LockAdmin, LockProvider, RunStore};
 use super::{LONG, MS, SEC, cfg, tick, wait_until_free};
 use crate::{Opts, TestDb, unique_name};
 
-pub async fn run_history_round_trips_filters_and_prunes<D: TestDb>(db: &D) {
+pub async fn run_history_round_trips_filters_and_prunes<D: TestDb>(db: &D)
+where
+    D::Provider: RunStore,
+{
     use shedlock::{NewRun, RunOutcome, RunQuery};
     let provider = db.provider();
     let old = provider
@@ -128,7 +131,10 @@ pub async fn run_history_round_trips_filters_and_prunes<D: TestDb>(db: &D) {
 /// their token: expired by the database's clock, taken over by a newer token, or deleted; each
 /// with a reason that names it. A row whose lock its token still holds, a `running` row without
 /// a token and a finished row are left as they are.
-pub async fn abandoned_runs_are_closed_with_the_reason<D: TestDb>(db: &D) {
+pub async fn abandoned_runs_are_closed_with_the_reason<D: TestDb>(db: &D)
+where
+    D::Provider: RunStore,
+{
     use chrono::SecondsFormat;
     use shedlock::{NewRun, RunOutcome, RunQuery, RunRecord};
     let p = db.provider();
@@ -284,7 +290,10 @@ pub async fn abandoned_runs_are_closed_with_the_reason<D: TestDb>(db: &D) {
 /// can come in between and close the row as abandoned; the finish then writes the real outcome
 /// over it. A lock kept by `lock_at_least_for` after its run is still held by its token, and its
 /// row is left alone.
-pub async fn a_run_finished_after_a_sweep_keeps_its_real_outcome<D: TestDb>(db: &D) {
+pub async fn a_run_finished_after_a_sweep_keeps_its_real_outcome<D: TestDb>(db: &D)
+where
+    D::Provider: RunStore,
+{
     use shedlock::{NewRun, RunOutcome, RunQuery};
     let p = db.provider();
     let guard = p

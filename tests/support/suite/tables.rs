@@ -165,7 +165,10 @@ async fn shedlock_builder_error<D: TestDb>(db: &D, table: &str) -> Error {
 }
 
 /// A table named with a reserved word (`user`, `order`) works: every identifier is quoted.
-pub async fn reserved_words_name_tables<D: TestDb>(db: &D) {
+pub async fn reserved_words_name_tables<D: TestDb>(db: &D)
+where
+    D::Provider: RunStore,
+{
     use shedlock::{NewRun, RunOutcome, RunQuery};
     for word in ["user", "order"] {
         let (p, place) = db.provider_in_own_place(word).await;
