@@ -1,14 +1,19 @@
 //! Faults, with many OS processes (`shedlock-harness`) against one database: steady state,
-//! crashes, a database outage, clock skew, a lost connection, rolling restarts. Each scenario
-//! counts what happened from the results table the processes write; `docs/reliability.md`
-//! states the promise each one checks. `SHEDLOCK_SOAK=1` runs the long variants.
+//! crashes, a database outage, clock skew, a lost connection, rolling restarts, and for Redis a
+//! server restarted mid-run, with and without its data. Each scenario counts what happened from
+//! the results table the processes write (for Redis, in an SQLite file beside); `docs/
+//! reliability.md` states the promise each one checks. `SHEDLOCK_SOAK=1` runs the long variants.
+//!
+//! The Redis scenarios that stop or restart the server run on a private `redis-server` of
+//! their own ([`RedisServer`]); the others share the test Redis under a unique key prefix.
 #![allow(missing_docs)]
 
 use std::time::Duration;
 
-use shedlock::{Backend, RunOutcome, RunQuery};
+use shedlock::{Backend, LockAdmin, RunOutcome, RunQuery};
 use shedlock_suite::fleet::{self, Exited, Instance, Target, check, db_now_ms, soak, spawn};
-use shedlock_suite::{postgres_url, skipped, unique_name};
+use shedlock_suite::redis_server::delete_prefix;
+use shedlock_suite::{host_port, postgres_url, redis_url, skipped, unique_name};
 use sqlx::{AssertSqlSafe, Executor};
 
 const HARNESS: &str = env!("CARGO_BIN_EXE_shedlock-harness");
@@ -27,15 +32,25 @@ async fn new_place(backend: Backend) -> Option<Place> {
     let url = match backend {
         Backend::Postgres => postgres_url(),
         Backend::MySql => shedlock_suite::mysql_url(),
+        Backend::Redis => redis_url(),
         _ => logs.path().join("locks.db").display().to_string(),
     };
+    Some(place_at(backend, url, logs))
+}
+
+/// A place on the lock database at `url`, with a unique table (key prefix); Redis's results go
+/// to an SQLite file beside the logs.
+fn place_at(backend: Backend, url: String, logs: tempfile::TempDir) -> Place {
+    let results =
+        (backend == Backend::Redis).then(|| logs.path().join("results.db").display().to_string());
     let target = Target {
         backend,
         url,
         table: unique_name("faults"),
+        results,
         harness: HARNESS,
     };
-    Some(Place { target, logs })
+    Place { target, logs }
 }
 
 impl Place {
@@ -56,6 +71,7 @@ impl Place {
                 let pool = sqlx::MySqlPool::connect(&self.target.url).await.unwrap();
                 let _ = pool.execute(AssertSqlSafe(drop)).await;
             }
+            Backend::Redis => delete_prefix(&host_port(&self.target.url, 6379), t),
             _ => {}
         }
     }
@@ -64,6 +80,11 @@ impl Place {
     async fn held_rows(&self) -> i64 {
         let t = &self.target.table;
         match self.target.backend {
+            Backend::Redis => {
+                let provider = self.target.redis_provider().await;
+                let locks = provider.locks().await.unwrap();
+                locks.iter().filter(|l| l.is_held()).count() as i64
+            }
             Backend::Postgres => {
                 let pool = sqlx::PgPool::connect(&self.target.url).await.unwrap();
                 sqlx::query_scalar(AssertSqlSafe(format!(
@@ -200,6 +221,11 @@ async fn steady_state_sqlite() {
     steady_state(Backend::Sqlite).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steady_state_redis() {
+    steady_state(Backend::Redis).await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // 2. Crash: kill -9 the holder mid-run.
 
@@ -278,6 +304,11 @@ async fn crash_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_sqlite() {
     crash(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_redis() {
+    crash(Backend::Redis).await;
 }
 
 /// Runs the `shedlock` tool on the place's database and table; its exit code and stdout.
@@ -462,6 +493,7 @@ async fn database_outage_postgres() {
         backend: Backend::Postgres,
         url,
         table: "locks".into(),
+        results: None,
         harness: HARNESS,
     };
     let args = [
@@ -655,6 +687,11 @@ async fn clock_skew_sqlite() {
     clock_skew(Backend::Sqlite).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clock_skew_redis() {
+    clock_skew(Backend::Redis).await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // 5. Lost connection while holding: the holder's lock connection is cut; its lease lapses;
 // another process takes over; the stale holder's late write is refused by the fence.
@@ -733,6 +770,11 @@ async fn lost_connection_mysql() {
     lost_connection(Backend::MySql).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_connection_redis() {
+    lost_connection(Backend::Redis).await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // 6. Rolling restart: replace K = 3 processes one by one, a new one up before an old one
 // gets SIGTERM.
@@ -783,6 +825,11 @@ async fn rolling_restart_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rolling_restart_sqlite() {
     rolling_restart(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_restart_redis() {
+    rolling_restart(Backend::Redis).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -878,4 +925,9 @@ async fn paused_holder_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_holder_sqlite() {
     paused_holder(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_holder_redis() {
+    paused_holder(Backend::Redis).await;
 }
