@@ -204,17 +204,19 @@ impl RedisProviderBuilder {
     }
 
     /// How long a script may go without an answer before it fails as [`Error::Timeout`]
-    /// (default [`DEFAULT_RESPONSE_TIMEOUT`], 10 s). It also bounds the first connection.
+    /// (default [`DEFAULT_RESPONSE_TIMEOUT`], 10 s). It also bounds `build()`: the first
+    /// connection, with its retries, and its first command.
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self
     }
 
-    /// Validates the settings, connects and builds the provider.
+    /// Validates the settings, connects, checks that the server answers a `PING`, and builds
+    /// the provider.
     ///
     /// A URL redis-rs cannot read is [`Error::InvalidRedisUrl`]; a server that does not answer
-    /// is [`Error::RedisUnreachable`], one that refuses the password [`Error::RedisAuth`], each
-    /// naming the address.
+    /// within the response timeout is [`Error::RedisUnreachable`], one that refuses the
+    /// password (or wants one the URL lacks) [`Error::RedisAuth`], each naming the address.
     pub async fn build(self) -> Result<RedisLockProvider> {
         let prefix = validate_prefix(self.prefix)?;
         let locked_by = validate_locked_by(self.locked_by.unwrap_or_else(default_locked_by))?;
@@ -236,9 +238,29 @@ impl RedisProviderBuilder {
             .set_response_timeout(Some(self.response_timeout))
             .set_number_of_retries(3)
             .set_max_delay(Duration::from_secs(1));
-        let conn = ConnectionManager::new_with_config(client, config)
-            .await
-            .map_err(|source| connect_error(&address, source))?;
+        let tls = self.url.starts_with("rediss:");
+        let connect = async {
+            let mut conn = ConnectionManager::new_with_config(client, config).await?;
+            // A server that wants a password the URL lacks accepts the connection and refuses
+            // its first command: ask it now, not at the first lock.
+            redis::cmd("PING")
+                .query_async::<()>(&mut conn)
+                .await
+                .map(|()| conn)
+        };
+        let conn = match tokio::time::timeout(self.response_timeout, connect).await {
+            Ok(connected) => connected.map_err(|source| connect_error(&address, tls, source))?,
+            Err(_) => {
+                let source = RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "no answer within {}",
+                        humantime::format_duration(self.response_timeout)
+                    ),
+                ));
+                return Err(connect_error(&address, tls, source));
+            }
+        };
         Ok(RedisLockProvider {
             inner: Arc::new(Inner {
                 conn,
@@ -369,7 +391,7 @@ impl Inner {
         }
         if source.is_timeout() {
             return Error::Timeout {
-                operation,
+                operation: format!("{operation} on the Redis server at {}", self.address),
                 after: self.response_timeout,
             };
         }
@@ -696,23 +718,38 @@ fn redact(url: &str) -> String {
     }
 }
 
+/// Whether the server refused the credentials, or wants some it was not given: `NOAUTH`,
+/// `WRONGPASS`, or the protocol error Redis 7 gives an unauthenticated client whose command is
+/// too long to read before `AUTH` (every script call of more than a few keys).
 fn is_auth(e: &RedisError) -> bool {
     e.kind() == redis::ErrorKind::AuthenticationFailed
         || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"))
+        || e.detail()
+            .is_some_and(|d| d.starts_with("Protocol error: unauthenticated"))
 }
 
-/// What a failed first connection becomes: refused credentials, or an unreachable server.
-fn connect_error(address: &str, source: RedisError) -> Error {
+/// What a failed first connection becomes: refused credentials, or an unreachable server. A
+/// `rediss://` URL's failure says that the port may not serve TLS: a plain Redis port answers a
+/// TLS handshake with nothing (it waits for the end of a line) or with an error that is no TLS.
+fn connect_error(address: &str, tls: bool, source: RedisError) -> Error {
     if is_auth(&source) {
-        Error::RedisAuth {
+        return Error::RedisAuth {
             address: address.to_owned(),
             source,
-        }
+        };
+    }
+    let source = if tls {
+        RedisError::from((
+            redis::ErrorKind::Io,
+            "TLS connection failed (the URL is rediss://: does this port serve TLS?)",
+            source.to_string(),
+        ))
     } else {
-        Error::RedisUnreachable {
-            address: address.to_owned(),
-            source,
-        }
+        source
+    };
+    Error::RedisUnreachable {
+        address: address.to_owned(),
+        source,
     }
 }
 
