@@ -98,6 +98,10 @@ struct Inner {
     scripts: Scripts,
     /// Scripts sent (each attempt of a retried one counts).
     sent: AtomicU64,
+    /// What makes this provider's acquire request ids unique: its process and start time.
+    request_prefix: String,
+    /// Acquire calls made, the rest of each request id.
+    requests: AtomicU64,
 }
 
 /// The scripts, hashed once.
@@ -274,6 +278,8 @@ impl RedisProviderBuilder {
                 response_timeout: self.response_timeout,
                 scripts: Scripts::new(),
                 sent: AtomicU64::new(0),
+                request_prefix: request_prefix(),
+                requests: AtomicU64::new(0),
             }),
         })
     }
@@ -348,7 +354,10 @@ impl Inner {
     }
 
     /// Runs a prepared script: one `EVALSHA` (and a `SCRIPT LOAD` the first time a server
-    /// meets it), once more on a fresh connection when the connection broke.
+    /// meets it), once more on a fresh connection when the connection broke. The first attempt
+    /// may have run before the break, so a second run must do no harm: extend, unlock, the
+    /// operator's release and the reads change nothing more (a release then answers 0), and an
+    /// acquire carries a request id with which it gets its own lease back.
     async fn run<T: FromRedisValue>(
         &self,
         invocation: &ScriptInvocation<'_>,
@@ -406,12 +415,22 @@ impl Inner {
         self: &Arc<Self>,
         configs: &[LockConfiguration],
     ) -> Result<Vec<Result<Option<LockGuard>>>> {
+        // One id per call, the same for its retry: a retry whose first attempt took the lock
+        // (the connection broke before the answer came) gets that lease back, instead of
+        // finding the lock held (by itself) and the tick claimed, and leaving both unused
+        // until the lease runs out.
+        let request = format!(
+            "{}-{}",
+            self.request_prefix,
+            self.requests.fetch_add(1, Ordering::Relaxed)
+        );
         let mut invocation = self.scripts.acquire.prepare_invoke();
         invocation
             .key(format!("{}names", self.tag))
             .arg(&self.locked_by)
             .arg(micros(self.tick_tolerance))
-            .arg(self.app_now());
+            .arg(self.app_now())
+            .arg(request);
         for config in configs {
             invocation
                 .key(self.key("lock:", config.name()))
@@ -663,6 +682,17 @@ impl LockAdmin for RedisLockProvider {
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(self.inner.force_release(name, fencing_token))
     }
+}
+
+/// The start of this provider's acquire request ids: its process id, the time it was built in
+/// ns and how many were built before it in this process, which no other provider shares.
+fn request_prefix() -> String {
+    static BUILT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let built = BUILT.fetch_add(1, Ordering::Relaxed);
+    format!("{:x}.{nanos:x}.{built}", std::process::id())
 }
 
 /// A time the scripts wrote, in microseconds since the epoch.
