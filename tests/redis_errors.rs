@@ -259,3 +259,106 @@ async fn a_redis_server_that_stops_answering_times_out_naming_the_server() {
     );
     eprintln!("paused server: {e} after {took:?}");
 }
+
+/// A loopback proxy to `upstream` that, once `drop_reply` is set, lets the next request
+/// through to the server but closes the client's connection instead of passing the server's
+/// answer back: the script ran, its answer is lost.
+async fn answer_dropping_proxy(
+    upstream: String,
+    drop_reply: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> u16 {
+    use std::sync::atomic::Ordering;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let server = tokio::net::TcpStream::connect(&upstream).await.unwrap();
+            let drop_reply = std::sync::Arc::clone(&drop_reply);
+            tokio::spawn(async move {
+                let (mut cr, mut cw) = client.into_split();
+                let (mut sr, mut sw) = server.into_split();
+                let up = tokio::io::copy(&mut cr, &mut sw);
+                let down = async {
+                    let mut buf = vec![0u8; 65536];
+                    loop {
+                        let n = match sr.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => n,
+                        };
+                        if drop_reply.swap(false, Ordering::SeqCst) {
+                            return; // the answer is dropped and the connection closed
+                        }
+                        if cw.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                };
+                tokio::select! {
+                    _ = up => {}
+                    () = down => {}
+                }
+            });
+        }
+    });
+    port
+}
+
+/// The connection breaks after an acquire script ran but before its answer came back: the
+/// provider sends it once more on a new connection, and that retry gets the lease its first
+/// attempt took (same token), rather than finding the lock held by itself and its tick
+/// claimed, and giving up a lock nobody then uses until its lease runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_acquire_whose_answer_was_lost_gets_its_lease_back_on_retry() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let server = RedisServer::start(&[]);
+    let drop_reply = Arc::new(AtomicBool::new(false));
+    let port = answer_dropping_proxy(server.address(), Arc::clone(&drop_reply)).await;
+    let provider = build(&format!("redis://127.0.0.1:{port}"), Duration::from_secs(3))
+        .await
+        .unwrap();
+    let other = RedisLockProvider::builder(server.url())
+        .key_prefix("errors")
+        .locked_by("someone-else")
+        .build()
+        .await
+        .unwrap();
+    // The script is loaded once (a first EVALSHA meets NOSCRIPT) before answers are dropped.
+    let warm = provider.lock(&cfg("warm")).await.unwrap().expect("free");
+    warm.unlock().await.unwrap();
+    let tick = chrono::Utc::now() - chrono::Duration::milliseconds(10);
+    for (name, tick) in [("single", None), ("ticked", Some(tick))] {
+        let mut config = cfg(name);
+        if let Some(tick) = tick {
+            config = config.for_tick(tick);
+        }
+        let sent_before = provider.statements_sent();
+        drop_reply.store(true, Ordering::SeqCst);
+        let guard =
+            provider.lock(&config).await.unwrap().unwrap_or_else(|| {
+                panic!("{name}: the retry got the lease its first attempt took")
+            });
+        assert!(!drop_reply.load(Ordering::SeqCst), "an answer was dropped");
+        assert_eq!(
+            provider.statements_sent() - sent_before,
+            2,
+            "{name}: sent twice"
+        );
+        let state = other.lock_state(name).await.unwrap().unwrap();
+        assert_eq!(state.fencing_token, guard.fencing_token(), "{name}");
+        assert_eq!(state.locked_by, "redis-errors-test");
+        assert!(other.lock(&config).await.unwrap().is_none(), "{name}: held");
+        guard.unlock().await.unwrap();
+        // The retry took nothing more: the tick stays claimed once, the lock is free.
+        if tick.is_some() {
+            assert!(other.lock(&config).await.unwrap().is_none(), "tick claimed");
+        } else {
+            other
+                .lock(&config)
+                .await
+                .unwrap()
+                .expect("free after the unlock");
+        }
+    }
+}
