@@ -1,14 +1,19 @@
 //! Faults, with many OS processes (`shedlock-harness`) against one database: steady state,
-//! crashes, a database outage, clock skew, a lost connection, rolling restarts. Each scenario
-//! counts what happened from the results table the processes write; `docs/reliability.md`
-//! states the promise each one checks. `SHEDLOCK_SOAK=1` runs the long variants.
+//! crashes, a database outage, clock skew, a lost connection, rolling restarts, and for Redis a
+//! server restarted mid-run, with and without its data. Each scenario counts what happened from
+//! the results table the processes write (for Redis, in an SQLite file beside); `docs/
+//! reliability.md` states the promise each one checks. `SHEDLOCK_SOAK=1` runs the long variants.
+//!
+//! The Redis scenarios that stop or restart the server run on a private `redis-server` of
+//! their own ([`RedisServer`]); the others share the test Redis under a unique key prefix.
 #![allow(missing_docs)]
 
 use std::time::Duration;
 
-use shedlock::{Backend, RunOutcome, RunQuery};
+use shedlock::{Backend, LockAdmin, RunOutcome, RunQuery};
 use shedlock_suite::fleet::{self, Exited, Instance, Target, check, db_now_ms, soak, spawn};
-use shedlock_suite::{postgres_url, skipped, unique_name};
+use shedlock_suite::redis_server::{RedisServer, delete_prefix};
+use shedlock_suite::{host_port, postgres_url, redis_url, skipped, unique_name};
 use sqlx::{AssertSqlSafe, Executor};
 
 const HARNESS: &str = env!("CARGO_BIN_EXE_shedlock-harness");
@@ -27,15 +32,25 @@ async fn new_place(backend: Backend) -> Option<Place> {
     let url = match backend {
         Backend::Postgres => postgres_url(),
         Backend::MySql => shedlock_suite::mysql_url(),
+        Backend::Redis => redis_url(),
         _ => logs.path().join("locks.db").display().to_string(),
     };
+    Some(place_at(backend, url, logs))
+}
+
+/// A place on the lock database at `url`, with a unique table (key prefix); Redis's results go
+/// to an SQLite file beside the logs.
+fn place_at(backend: Backend, url: String, logs: tempfile::TempDir) -> Place {
+    let results =
+        (backend == Backend::Redis).then(|| logs.path().join("results.db").display().to_string());
     let target = Target {
         backend,
         url,
         table: unique_name("faults"),
+        results,
         harness: HARNESS,
     };
-    Some(Place { target, logs })
+    Place { target, logs }
 }
 
 impl Place {
@@ -56,6 +71,7 @@ impl Place {
                 let pool = sqlx::MySqlPool::connect(&self.target.url).await.unwrap();
                 let _ = pool.execute(AssertSqlSafe(drop)).await;
             }
+            Backend::Redis => delete_prefix(&host_port(&self.target.url, 6379), t),
             _ => {}
         }
     }
@@ -64,6 +80,11 @@ impl Place {
     async fn held_rows(&self) -> i64 {
         let t = &self.target.table;
         match self.target.backend {
+            Backend::Redis => {
+                let provider = self.target.redis_provider().await;
+                let locks = provider.locks().await.unwrap();
+                locks.iter().filter(|l| l.is_held()).count() as i64
+            }
             Backend::Postgres => {
                 let pool = sqlx::PgPool::connect(&self.target.url).await.unwrap();
                 sqlx::query_scalar(AssertSqlSafe(format!(
@@ -200,6 +221,11 @@ async fn steady_state_sqlite() {
     steady_state(Backend::Sqlite).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steady_state_redis() {
+    steady_state(Backend::Redis).await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // 2. Crash: kill -9 the holder mid-run.
 
@@ -278,6 +304,11 @@ async fn crash_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_sqlite() {
     crash(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_redis() {
+    crash(Backend::Redis).await;
 }
 
 /// Runs the `shedlock` tool on the place's database and table; its exit code and stdout.
@@ -462,6 +493,7 @@ async fn database_outage_postgres() {
         backend: Backend::Postgres,
         url,
         table: "locks".into(),
+        results: None,
         harness: HARNESS,
     };
     let args = [
@@ -655,6 +687,11 @@ async fn clock_skew_sqlite() {
     clock_skew(Backend::Sqlite).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clock_skew_redis() {
+    clock_skew(Backend::Redis).await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // 5. Lost connection while holding: the holder's lock connection is cut; its lease lapses;
 // another process takes over; the stale holder's late write is refused by the fence.
@@ -733,6 +770,11 @@ async fn lost_connection_mysql() {
     lost_connection(Backend::MySql).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_connection_redis() {
+    lost_connection(Backend::Redis).await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // 6. Rolling restart: replace K = 3 processes one by one, a new one up before an old one
 // gets SIGTERM.
@@ -783,6 +825,11 @@ async fn rolling_restart_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rolling_restart_sqlite() {
     rolling_restart(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_restart_redis() {
+    rolling_restart(Backend::Redis).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -878,4 +925,320 @@ async fn paused_holder_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_holder_sqlite() {
     paused_holder(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_holder_redis() {
+    paused_holder(Backend::Redis).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 8. Redis restarted mid-run (a private server): killed with SIGKILL 3 ms after a tick, while
+// the fleet's claims of that tick are on the wire and the long job holds its lock, and started
+// again on the same port; once at once, once after 3 s down (as long as the long job's lease).
+//
+// Without persistence the restarted server has forgotten every lease and claimed tick. What
+// the code still guarantees, and this test checks:
+// - every process reconnects (the connection manager) and the fleet keeps firing: ticks are
+//   missed only from the second before the kill to 2.5 s after the server is back;
+// - tokens never go back: a token issued after the restart is at least the server's clock then
+//   (`TIME` in µs), above every token issued before;
+// - a tick runs twice only if its claims were on the wire at the kill: one instance claimed it
+//   before, another's claim failed with the connection and its one retry (or the run's own
+//   claim) reached the empty server. So only the tick of the second before the kill, at most
+//   twice, on two instances; and two runs of one job overlap only across a restart (the holder
+//   of the long job learns at its next renewal that its lease is gone).
+// With `appendonly yes` and `appendfsync always` a claim is on disk before its answer leaves
+// the server: no tick runs twice, and a holder that keeps renewing keeps its lock across a
+// restart shorter than its lease; a takeover after a longer one never overlaps the old
+// holder's work (it stopped at its own lease's end). A claim the server ran and wrote just
+// before the kill, its answer lost, is taken back by its retry (same request id) rather than
+// left held and unused for a lease. `SHEDLOCK_FAULTS_DUMP=1` prints every run and log line.
+
+/// One crash of the server: when it was killed and when it answered again (ms).
+#[derive(Debug, Clone, Copy)]
+struct Crash {
+    down_at: i64,
+    up_at: i64,
+    down_for: Duration,
+}
+
+impl Crash {
+    /// Whether a tick missed at `tick` falls in this crash's window.
+    fn covers_missed(&self, tick: i64) -> bool {
+        tick > self.down_at - 1000 && tick <= self.up_at + 2500
+    }
+}
+
+async fn redis_restart(persistent: bool) {
+    let extra: &[&str] = if persistent {
+        &["--appendonly", "yes", "--appendfsync", "always"]
+    } else {
+        &[]
+    };
+    let mut server = RedisServer::start(extra);
+    let place = place_at(Backend::Redis, server.url(), tempfile::tempdir().unwrap());
+    let args = [
+        "--jobs",
+        "3",
+        "--work",
+        "300ms",
+        "--long-work",
+        "120s",
+        "--keep-alive",
+        "3s",
+        "--at-most",
+        "60s",
+        "--shutdown-timeout",
+        "1s",
+        "--response-timeout",
+        "2s",
+    ];
+    let mut fleet = Vec::new();
+    for i in 0..4 {
+        fleet.push(place.spawn(&format!("p{i}"), &args).await);
+    }
+    let from = db_now_ms(&place.target).await;
+    wait_for_runs(&place.target, Duration::from_secs(20), |r| {
+        r.iter().any(|r| r.job == "long") && r.iter().filter(|r| r.job == "job_0").count() >= 2
+    })
+    .await;
+    let mut crashes = Vec::new();
+    for down_for in [Duration::ZERO, Duration::from_secs(3)] {
+        // 3 ms after a whole second: the claims of that tick are being sent.
+        let now = chrono::Utc::now().timestamp_millis();
+        let wait = 1000 - now.rem_euclid(1000) + 3;
+        tokio::time::sleep(Duration::from_millis(wait as u64)).await;
+        let down_at = db_now_ms(&place.target).await;
+        tokio::task::block_in_place(|| server.kill());
+        tokio::time::sleep(down_for).await;
+        tokio::task::block_in_place(|| server.restart());
+        let up_at = db_now_ms(&place.target).await;
+        crashes.push(Crash {
+            down_at,
+            up_at,
+            down_for,
+        });
+        tokio::time::sleep(Duration::from_secs(6)).await;
+    }
+    // Every process is connected to the restarted server (besides this command's connection).
+    let clients =
+        shedlock_suite::redis_server::command(&server.address(), &["CLIENT", "LIST"]).unwrap();
+    let connected = clients.text().unwrap_or_default().lines().count() - 1;
+    let to = db_now_ms(&place.target).await;
+    let exited = stop_all(fleet).await;
+    assert_clean_exits(&exited);
+    assert!(connected >= 4, "every process reconnected: {clients:?}");
+    let runs = place.target.runs().await;
+    let report = check(&runs, None);
+    let dump = || {
+        runs.iter()
+            .map(|r| format!("{r:?}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let name = if persistent {
+        "AOF always"
+    } else {
+        "no persistence"
+    };
+    if std::env::var("SHEDLOCK_FAULTS_DUMP").is_ok_and(|v| v == "1") {
+        eprintln!("{name}: crashes {crashes:?}\n{}", dump());
+        for e in &exited {
+            for line in e
+                .log
+                .lines()
+                .filter(|l| !l.contains(" INFO shedlock::scheduler"))
+            {
+                eprintln!("  {}: {line}", e.name);
+            }
+        }
+    }
+
+    // Tokens never go back. Per lock, a claim needs a tick newer than the last claimed one, so
+    // tokens follow ticks; across a restart that lost every record that holds only because a
+    // new token is never below the server's clock (a tick is claimed at most the tick
+    // tolerance, 1 s, before its time).
+    assert!(
+        report.token_order.is_empty(),
+        "{:?}\n{}",
+        report.token_order,
+        dump()
+    );
+    for job in ["job_0", "job_1", "job_2", "long"] {
+        let mut list: Vec<_> = runs.iter().filter(|r| r.job == job).collect();
+        list.sort_by_key(|r| (r.tick_ms, r.token));
+        for pair in list.windows(2) {
+            assert!(
+                pair[1].token > pair[0].token,
+                "{name}: {job}'s token went back: {:?} then {:?}",
+                pair[0],
+                pair[1]
+            );
+        }
+    }
+    for r in &runs {
+        let tick = r.tick_ms.expect("scheduled runs have ticks");
+        assert!(
+            r.token >= (tick - 1000) * 1000,
+            "{name}: token below the server's clock: {r:?}"
+        );
+    }
+    let mut token_figures = Vec::new();
+    for crash in &crashes {
+        let before = runs
+            .iter()
+            .filter(|r| r.tick_ms.is_some_and(|t| t < crash.down_at))
+            .map(|r| r.token)
+            .max()
+            .unwrap();
+        let after = runs
+            .iter()
+            .filter(|r| r.tick_ms.is_some_and(|t| t > crash.up_at))
+            .map(|r| r.token)
+            .min()
+            .expect("ticks run after the restart");
+        assert!(
+            after > before,
+            "{name}: token {after} for a tick after the restart, {before} before the kill"
+        );
+        let first_after = runs
+            .iter()
+            .filter(|r| r.started_ms > crash.up_at && r.job != "long")
+            .map(|r| r.started_ms)
+            .min()
+            .unwrap();
+        token_figures.push(format!(
+            "down {} ms: max token of ticks before {before}, min of ticks after {after}, first run {} ms after the server was back",
+            crash.up_at - crash.down_at,
+            first_after - crash.up_at
+        ));
+    }
+
+    // The fleet keeps firing: ticks missed only around a crash.
+    let mut missed = 0;
+    for job in ["job_0", "job_1", "job_2"] {
+        for tick in report.missing(job, from + 1000, to - 1000) {
+            missed += 1;
+            assert!(
+                crashes.iter().any(|c| c.covers_missed(tick)),
+                "{name}: {job} missed tick {tick} away from the crashes {crashes:?}\n{}",
+                dump()
+            );
+        }
+    }
+
+    // Ticks run twice: only the one whose claims were on the wire at a kill, and only without
+    // persistence.
+    for (job, tick) in &report.duplicated {
+        let mut twice: Vec<_> = runs
+            .iter()
+            .filter(|r| &r.job == job && r.tick_ms == Some(*tick))
+            .collect();
+        twice.sort_by_key(|r| r.token);
+        assert!(
+            !persistent,
+            "with the AOF fsynced at every write no tick runs twice: {job} {tick}: {twice:?}"
+        );
+        assert_eq!(twice.len(), 2, "at most twice: {twice:?}");
+        assert_ne!(twice[0].instance, twice[1].instance, "{twice:?}");
+        let crash = crashes
+            .iter()
+            .find(|c| *tick > c.down_at - 1000 && *tick <= c.down_at)
+            .unwrap_or_else(|| panic!("{job} {tick} ran twice away from the kills {crashes:?}"));
+        assert!(
+            twice[0].token < crash.down_at * 1000 + 100_000,
+            "claimed before the kill: {twice:?}"
+        );
+        assert!(
+            twice[1].token >= crash.down_at * 1000,
+            "claimed again after the restart: {twice:?}"
+        );
+    }
+
+    // Overlapping runs: only across a restart (the earlier claimed before a kill, the later
+    // after it); with persistence, only a takeover after the holder's lease ran out, and never
+    // while the old holder still worked.
+    for (job, a, b) in &report.overlaps {
+        assert!(
+            crashes
+                .iter()
+                .any(|c| *a < c.down_at * 1000 + 100_000 && *b >= c.down_at * 1000),
+            "{name}: runs of {job} overlapped away from a restart: tokens {a} and {b}\n{}",
+            dump()
+        );
+        if persistent {
+            assert_eq!(
+                job, "long",
+                "only the long job's lease can run out: {a} {b}"
+            );
+        }
+    }
+    if persistent {
+        assert!(
+            report.worked_on.is_empty(),
+            "with persistence the old holder stops at its lease's end: {:?}\n{}",
+            report.worked_on,
+            dump()
+        );
+        // A restart shorter than the lease: the long job's holder kept its lock.
+        let quick = crashes[0];
+        let taken = runs
+            .iter()
+            .filter(|r| r.job == "long")
+            .filter(|r| r.token > quick.down_at * 1000 && r.token < crashes[1].down_at * 1000)
+            .count();
+        assert_eq!(
+            taken,
+            0,
+            "the long job kept its lock across an instant restart\n{}",
+            dump()
+        );
+    }
+    let lost: u64 = exited.iter().map(|e| e.stat("lock_lost")).sum();
+    let per_crash: Vec<String> = crashes
+        .iter()
+        .map(|c| {
+            let doubled = report
+                .duplicated
+                .iter()
+                .filter(|(_, t)| *t > c.down_at - 1000 && *t <= c.down_at)
+                .count();
+            let mut missed = 0;
+            for job in ["job_0", "job_1", "job_2"] {
+                missed += report
+                    .missing(job, from + 1000, to - 1000)
+                    .into_iter()
+                    .filter(|t| c.covers_missed(*t))
+                    .count();
+            }
+            format!(
+                "killed {} ms after a tick, down {:?} ({} ms to answer again): {doubled} ticks run twice, {missed} missed",
+                c.down_at.rem_euclid(1000),
+                c.down_for,
+                c.up_at - c.down_at
+            )
+        })
+        .collect();
+    eprintln!(
+        "redis restart ({name}): 4 processes, 3 jobs every second + a long job; {} runs; {}; \
+         {} ticks run twice, {missed} missed in all; {} overlapping pairs ({} where the earlier \
+         still worked after the later started); long job lost its lock {lost} times; {}",
+        runs.len(),
+        per_crash.join("; "),
+        report.duplicated.len(),
+        report.overlaps.len(),
+        report.worked_on.len(),
+        token_figures.join("; ")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_restart_mid_run() {
+    redis_restart(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_restart_mid_run_with_aof() {
+    redis_restart(true).await;
 }

@@ -16,10 +16,13 @@ use tokio::process::{Child, Command};
 #[derive(Debug, Clone)]
 pub struct Target {
     pub backend: Backend,
-    /// Database URL, or the SQLite file path.
+    /// Database URL, the SQLite file path, or the Redis URL.
     pub url: String,
-    /// Lock table (results in `<table>_results`).
+    /// Lock table, or Redis key prefix (results in `<table>_results`).
     pub table: String,
+    /// An SQLite file the harness records its runs in instead of the lock database (`None`:
+    /// in the lock database). Redis needs one.
+    pub results: Option<String>,
     /// The `shedlock-harness` binary: `env!("CARGO_BIN_EXE_shedlock-harness")` in a test.
     pub harness: &'static str,
 }
@@ -29,8 +32,21 @@ impl Target {
         match self.backend {
             Backend::Postgres => "postgres",
             Backend::MySql => "mysql",
+            Backend::Redis => "redis",
             _ => "sqlite",
         }
+    }
+
+    /// A Redis provider on the target's key prefix (Redis keeps no run history, so
+    /// [`Target::provider`] has none to give).
+    pub async fn redis_provider(&self) -> shedlock::RedisLockProvider {
+        assert_eq!(self.backend, Backend::Redis, "a Redis target");
+        shedlock::RedisLockProvider::builder(&self.url)
+            .key_prefix(&self.table)
+            .locked_by("faults-test")
+            .build()
+            .await
+            .unwrap()
     }
 
     /// A provider on the target's lock table (and its run history), on a pool of its own.
@@ -55,6 +71,7 @@ impl Target {
                         .unwrap(),
                 )
             }
+            Backend::Redis => panic!("Redis keeps no run history: use Target::redis_provider"),
             _ => {
                 let p = SqliteLockProvider::connect(&self.url).await.unwrap();
                 std::sync::Arc::new(
@@ -83,26 +100,31 @@ impl Target {
             Option<i64>,
             String,
         );
-        let rows: Vec<Row> = match self.backend {
-            Backend::Postgres => {
+        let sqlite = match (&self.results, self.backend) {
+            (Some(path), _) => Some(path.as_str()),
+            (None, Backend::Postgres | Backend::MySql) => None,
+            (None, _) => Some(self.url.as_str()),
+        };
+        let rows: Vec<Row> = match (sqlite, self.backend) {
+            (Some(path), _) => {
+                let options =
+                    sqlx::sqlite::SqliteConnectOptions::from_str(&format!("sqlite://{path}"))
+                        .unwrap();
+                let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+                sqlx::query_as(AssertSqlSafe(sql))
+                    .fetch_all(&pool)
+                    .await
+                    .expect("reading the results table")
+            }
+            (None, Backend::Postgres) => {
                 let pool = sqlx::PgPool::connect(&self.url).await.unwrap();
                 sqlx::query_as(AssertSqlSafe(sql))
                     .fetch_all(&pool)
                     .await
                     .expect("reading the results table")
             }
-            Backend::MySql => {
+            (None, _) => {
                 let pool = sqlx::MySqlPool::connect(&self.url).await.unwrap();
-                sqlx::query_as(AssertSqlSafe(sql))
-                    .fetch_all(&pool)
-                    .await
-                    .expect("reading the results table")
-            }
-            _ => {
-                let options =
-                    sqlx::sqlite::SqliteConnectOptions::from_str(&format!("sqlite://{}", self.url))
-                        .unwrap();
-                let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
                 sqlx::query_as(AssertSqlSafe(sql))
                     .fetch_all(&pool)
                     .await
@@ -358,6 +380,10 @@ pub async fn spawn(
 ) -> Instance {
     let log = logs.join(format!("{name}.log"));
     let stderr = std::fs::File::create(&log).unwrap();
+    let results = target
+        .results
+        .iter()
+        .flat_map(|path| ["--results", path.as_str()]);
     let child = Command::new(target.harness)
         .args([
             "--backend",
@@ -369,6 +395,7 @@ pub async fn spawn(
             "--instance",
             name,
         ])
+        .args(results)
         .args(extra)
         .env("RUST_LOG", "info")
         .stdout(Stdio::piped())
@@ -396,9 +423,11 @@ pub async fn spawn(
     );
 }
 
-/// The database clock now, in ms (for windows of expected ticks).
+/// The database clock now, in ms (for windows of expected ticks). With results in an SQLite
+/// file (SQLite, Redis), this machine's clock, which stamped them.
 pub async fn db_now_ms(target: &Target) -> i64 {
     match target.backend {
+        _ if target.results.is_some() => chrono::Utc::now().timestamp_millis(),
         Backend::Postgres => {
             let pool = sqlx::PgPool::connect(&target.url).await.unwrap();
             sqlx::query_scalar("SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT")

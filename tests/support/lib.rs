@@ -12,6 +12,7 @@
 mod backends;
 pub mod fleet;
 pub mod proxy;
+pub mod redis_server;
 pub mod scheduler_suite;
 pub mod suite;
 
@@ -20,6 +21,7 @@ pub use backends::{
     postgres_pool, postgres_pool_with, skewed_clock, sqlite_pool, sqlite_pool_with,
 };
 pub use proxy::Proxy;
+pub use redis_server::RedisServer;
 
 /// A provider with its table's administration and its run history, as one trait object.
 pub trait AdminAndRuns: shedlock::LockAdmin + shedlock::RunStore {}

@@ -98,6 +98,10 @@ struct Inner {
     scripts: Scripts,
     /// Scripts sent (each attempt of a retried one counts).
     sent: AtomicU64,
+    /// What makes this provider's acquire request ids unique: its process and start time.
+    request_prefix: String,
+    /// Acquire calls made, the rest of each request id.
+    requests: AtomicU64,
 }
 
 /// The scripts, hashed once.
@@ -204,17 +208,19 @@ impl RedisProviderBuilder {
     }
 
     /// How long a script may go without an answer before it fails as [`Error::Timeout`]
-    /// (default [`DEFAULT_RESPONSE_TIMEOUT`], 10 s). It also bounds the first connection.
+    /// (default [`DEFAULT_RESPONSE_TIMEOUT`], 10 s). It also bounds `build()`: the first
+    /// connection, with its retries, and its first command.
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self
     }
 
-    /// Validates the settings, connects and builds the provider.
+    /// Validates the settings, connects, checks that the server answers a `PING`, and builds
+    /// the provider.
     ///
     /// A URL redis-rs cannot read is [`Error::InvalidRedisUrl`]; a server that does not answer
-    /// is [`Error::RedisUnreachable`], one that refuses the password [`Error::RedisAuth`], each
-    /// naming the address.
+    /// within the response timeout is [`Error::RedisUnreachable`], one that refuses the
+    /// password (or wants one the URL lacks) [`Error::RedisAuth`], each naming the address.
     pub async fn build(self) -> Result<RedisLockProvider> {
         let prefix = validate_prefix(self.prefix)?;
         let locked_by = validate_locked_by(self.locked_by.unwrap_or_else(default_locked_by))?;
@@ -236,9 +242,29 @@ impl RedisProviderBuilder {
             .set_response_timeout(Some(self.response_timeout))
             .set_number_of_retries(3)
             .set_max_delay(Duration::from_secs(1));
-        let conn = ConnectionManager::new_with_config(client, config)
-            .await
-            .map_err(|source| connect_error(&address, source))?;
+        let tls = self.url.starts_with("rediss:");
+        let connect = async {
+            let mut conn = ConnectionManager::new_with_config(client, config).await?;
+            // A server that wants a password the URL lacks accepts the connection and refuses
+            // its first command: ask it now, not at the first lock.
+            redis::cmd("PING")
+                .query_async::<()>(&mut conn)
+                .await
+                .map(|()| conn)
+        };
+        let conn = match tokio::time::timeout(self.response_timeout, connect).await {
+            Ok(connected) => connected.map_err(|source| connect_error(&address, tls, source))?,
+            Err(_) => {
+                let source = RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "no answer within {}",
+                        humantime::format_duration(self.response_timeout)
+                    ),
+                ));
+                return Err(connect_error(&address, tls, source));
+            }
+        };
         Ok(RedisLockProvider {
             inner: Arc::new(Inner {
                 conn,
@@ -252,6 +278,8 @@ impl RedisProviderBuilder {
                 response_timeout: self.response_timeout,
                 scripts: Scripts::new(),
                 sent: AtomicU64::new(0),
+                request_prefix: request_prefix(),
+                requests: AtomicU64::new(0),
             }),
         })
     }
@@ -326,7 +354,10 @@ impl Inner {
     }
 
     /// Runs a prepared script: one `EVALSHA` (and a `SCRIPT LOAD` the first time a server
-    /// meets it), once more on a fresh connection when the connection broke.
+    /// meets it), once more on a fresh connection when the connection broke. The first attempt
+    /// may have run before the break, so a second run must do no harm: extend, unlock, the
+    /// operator's release and the reads change nothing more (a release then answers 0), and an
+    /// acquire carries a request id with which it gets its own lease back.
     async fn run<T: FromRedisValue>(
         &self,
         invocation: &ScriptInvocation<'_>,
@@ -369,7 +400,7 @@ impl Inner {
         }
         if source.is_timeout() {
             return Error::Timeout {
-                operation,
+                operation: format!("{operation} on the Redis server at {}", self.address),
                 after: self.response_timeout,
             };
         }
@@ -384,12 +415,22 @@ impl Inner {
         self: &Arc<Self>,
         configs: &[LockConfiguration],
     ) -> Result<Vec<Result<Option<LockGuard>>>> {
+        // One id per call, the same for its retry: a retry whose first attempt took the lock
+        // (the connection broke before the answer came) gets that lease back, instead of
+        // finding the lock held (by itself) and the tick claimed, and leaving both unused
+        // until the lease runs out.
+        let request = format!(
+            "{}-{}",
+            self.request_prefix,
+            self.requests.fetch_add(1, Ordering::Relaxed)
+        );
         let mut invocation = self.scripts.acquire.prepare_invoke();
         invocation
             .key(format!("{}names", self.tag))
             .arg(&self.locked_by)
             .arg(micros(self.tick_tolerance))
-            .arg(self.app_now());
+            .arg(self.app_now())
+            .arg(request);
         for config in configs {
             invocation
                 .key(self.key("lock:", config.name()))
@@ -670,6 +711,17 @@ pub(crate) fn script_text(name: &str) -> Option<&'static str> {
     })
 }
 
+/// The start of this provider's acquire request ids: its process id, the time it was built in
+/// ns and how many were built before it in this process, which no other provider shares.
+fn request_prefix() -> String {
+    static BUILT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let built = BUILT.fetch_add(1, Ordering::Relaxed);
+    format!("{:x}.{nanos:x}.{built}", std::process::id())
+}
+
 /// A time the scripts wrote, in microseconds since the epoch.
 fn parse_time(micros: &str) -> DateTime<Utc> {
     micros
@@ -723,23 +775,38 @@ fn redact(url: &str) -> String {
     }
 }
 
+/// Whether the server refused the credentials, or wants some it was not given: `NOAUTH`,
+/// `WRONGPASS`, or the protocol error Redis 7 gives an unauthenticated client whose command is
+/// too long to read before `AUTH` (every script call of more than a few keys).
 fn is_auth(e: &RedisError) -> bool {
     e.kind() == redis::ErrorKind::AuthenticationFailed
         || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"))
+        || e.detail()
+            .is_some_and(|d| d.starts_with("Protocol error: unauthenticated"))
 }
 
-/// What a failed first connection becomes: refused credentials, or an unreachable server.
-fn connect_error(address: &str, source: RedisError) -> Error {
+/// What a failed first connection becomes: refused credentials, or an unreachable server. A
+/// `rediss://` URL's failure says that the port may not serve TLS: a plain Redis port answers a
+/// TLS handshake with nothing (it waits for the end of a line) or with an error that is no TLS.
+fn connect_error(address: &str, tls: bool, source: RedisError) -> Error {
     if is_auth(&source) {
-        Error::RedisAuth {
+        return Error::RedisAuth {
             address: address.to_owned(),
             source,
-        }
+        };
+    }
+    let source = if tls {
+        RedisError::from((
+            redis::ErrorKind::Io,
+            "TLS connection failed (the URL is rediss://: does this port serve TLS?)",
+            source.to_string(),
+        ))
     } else {
-        Error::RedisUnreachable {
-            address: address.to_owned(),
-            source,
-        }
+        source
+    };
+    Error::RedisUnreachable {
+        address: address.to_owned(),
+        source,
     }
 }
 

@@ -6,8 +6,10 @@
 //! Every key of one prefix `P` (default `shedlock`) carries the cluster hash tag `{P}`, so all
 //! of them live in one slot, as an SQL lock table lives on one server:
 //!
-//! - `{P}:lock:<name>`: the lease, a hash `token`, `by`, `at`, `until`, that Redis expires
-//!   when the lease runs out (`PEXPIRE`). It exists exactly while someone may hold the lock.
+//! - `{P}:lock:<name>`: the lease, a hash `token`, `by`, `at`, `until`, `req`, that Redis
+//!   expires when the lease runs out (`PEXPIRE`). It exists exactly while someone may hold the
+//!   lock. `req` names the acquire call that took it, so that the same call sent once more
+//!   (its connection broke before the answer came) gets its own lease back.
 //! - `{P}:meta:<name>`: the lock's record, a hash `token`, `by`, `at`, `until`, `tick`, that
 //!   never expires: the newest fencing token and the newest claimed tick outlive the lease.
 //! - `{P}:names`: a set of every lock name, for the operator's list.
@@ -63,12 +65,15 @@ local function ttl(us) return math.max(1, math.ceil(us / 1000)) end
 /// Acquire: claims every lock of the request in order, each as the SQL acquire decides it.
 ///
 /// `KEYS`: `{P}:names`, then `lock`, `meta` of each lock. `ARGV`: `locked_by`, tick tolerance
-/// (µs), application time (µs, or empty), then `name`, `lock_at_most_for` (µs), tick (µs, or
-/// empty) of each lock.
+/// (µs), application time (µs, or empty), request id (unique per acquire call, the same for
+/// its retry), then `name`, `lock_at_most_for` (µs), tick (µs, or empty) of each lock.
 ///
 /// For each lock, refuses a tick further ahead of now than the tolerance (nothing written); else
-/// refuses while the lease is held, or when its tick is not newer than the last claimed one;
-/// else takes it: a new token, a lease until `now + lock_at_most_for`, the tick recorded.
+/// answers the lease's token when the lease is held and was taken by this request (a retry
+/// whose first attempt was run, its answer lost); else refuses while the lease is held, or when
+/// its tick is not newer than the last claimed one; else takes it: a new token, a lease until
+/// `now + lock_at_most_for`, the tick recorded. A lease taken by this very run is not "this
+/// request's" for a later entry of the same name.
 /// Answers `{token or 0, tick - now in µs or nil}` per lock. A name given twice is taken by its
 /// first entry; the second finds it held.
 ///
@@ -80,12 +85,14 @@ pub(super) const ACQUIRE: &str = concat!(
     "
 local server, now = clock(ARGV[3])
 local tolerance = tonumber(ARGV[2])
+local req = ARGV[4]
+local taken = {}
 local out = {}
 check_set(KEYS[1])
 for i = 2, #KEYS do check(KEYS[i]) end
 for i = 1, (#KEYS - 1) / 2 do
   local lock, meta = KEYS[2 * i], KEYS[2 * i + 1]
-  local name, at_most, tick = ARGV[3 * i + 1], tonumber(ARGV[3 * i + 2]), ARGV[3 * i + 3]
+  local name, at_most, tick = ARGV[3 * i + 2], tonumber(ARGV[3 * i + 3]), ARGV[3 * i + 4]
   if tick == '' then tick = nil else tick = tonumber(tick) end
   local answer = 0
   if tick == nil or tick <= now + tolerance then
@@ -93,16 +100,20 @@ for i = 1, (#KEYS - 1) / 2 do
     local last = tonumber(redis.call('HGET', meta, 'tick'))
     local held = held_until ~= nil and held_until > now
     local claimed = tick ~= nil and last ~= nil and last >= tick
-    if not held and not claimed then
+    if held and not taken[lock] and req ~= '' and redis.call('HGET', lock, 'req') == req then
+      answer = tonumber(redis.call('HGET', lock, 'token'))
+    elseif not held and not claimed then
       local previous = math.max(tonumber(redis.call('HGET', meta, 'token')) or 0,
                                 tonumber(redis.call('HGET', lock, 'token')) or 0)
       local token = num(math.max(previous + 1, server))
       local untl = num(now + at_most)
-      redis.call('HSET', lock, 'token', token, 'by', ARGV[1], 'at', num(now), 'until', untl)
+      redis.call('HSET', lock, 'token', token, 'by', ARGV[1], 'at', num(now), 'until', untl,
+                 'req', req)
       redis.call('PEXPIRE', lock, ttl(at_most))
       redis.call('HSET', meta, 'token', token, 'by', ARGV[1], 'at', num(now), 'until', untl)
       if tick ~= nil then redis.call('HSET', meta, 'tick', num(tick)) end
       redis.call('SADD', KEYS[1], name)
+      taken[lock] = true
       answer = tonumber(token)
     end
   end

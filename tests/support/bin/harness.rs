@@ -2,6 +2,11 @@
 //! tests (`tests/faults.rs`). Every run writes a row to `<table>_results`: job, tick, instance,
 //! fencing token, started and finished (database clock, ms), outcome.
 //!
+//! With `--backend redis` the locks are a [`RedisLockProvider`]'s (`--url` the Redis URL,
+//! `--table` the key prefix) and the results go to the SQLite file `--results` (times by this
+//! machine's clock, which is the Redis server's on a loopback test); Redis keeps no run
+//! history, so `--history` is refused.
+//!
 //! Signals: SIGTERM shuts down gracefully (exit 0); SIGUSR1 cuts the lock connection (the
 //! provider talks to the database through an in-process proxy with `--proxy`), SIGUSR2
 //! restores it. Prints `STATS <job> <fired> <executed> <failed> <skipped_held>
@@ -17,9 +22,10 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use shedlock::{
-    AppClock, ClockMode, Job, KeepAlive, LockConfiguration, LockContext, LockProvider,
-    MySqlLockProvider, OnLockLost, PostgresLockProvider, RunHistory, RunStore, Schedule, Scheduler,
-    SqliteLockProvider, TaskResult, run_locked, with_provider,
+    AppClock, ClockMode, Job, KeepAlive, LockAdmin, LockConfiguration, LockContext, LockProvider,
+    MySqlLockProvider, OnLockLost, PostgresLockProvider, RedisLockProvider, RunHistory, RunStore,
+    Schedule, Scheduler, SchedulerBuilder, SqliteLockProvider, TaskResult, run_locked,
+    with_provider,
 };
 use sqlx::{AssertSqlSafe, MySqlPool, PgPool, SqlitePool};
 use tokio::io::AsyncWriteExt;
@@ -30,6 +36,7 @@ enum BackendArg {
     Postgres,
     Mysql,
     Sqlite,
+    Redis,
 }
 
 #[derive(Debug, Parser)]
@@ -37,12 +44,20 @@ enum BackendArg {
 struct Args {
     #[arg(long, value_enum)]
     backend: BackendArg,
-    /// Database URL (SQLite: a file path).
+    /// Database URL (SQLite: a file path; Redis: a `redis://` URL).
     #[arg(long)]
     url: String,
-    /// Lock table; results go to `<table>_results`, fenced writes to `<table>_fenced`.
+    /// Lock table (Redis: the key prefix); results go to `<table>_results`, fenced writes to
+    /// `<table>_fenced`.
     #[arg(long)]
     table: String,
+    /// An SQLite file for `<table>_results` and `<table>_fenced` instead of the lock database
+    /// (required with `--backend redis`).
+    #[arg(long)]
+    results: Option<String>,
+    /// How long a Redis script may go unanswered (`--backend redis`; default the provider's).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    response_timeout: Option<Duration>,
     #[arg(long)]
     instance: String,
     /// Jobs named job_0, job_1, ...
@@ -97,6 +112,12 @@ struct Args {
 enum ClockArg {
     Database,
     Application,
+}
+
+/// The lock provider: one of the SQL ones (which also keep a run history), or Redis's.
+enum Store {
+    Sql(Arc<dyn RunStore>),
+    Redis(Arc<RedisLockProvider>),
 }
 
 /// The results store: a pool of its own, never through the proxy.
@@ -199,7 +220,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         args.url.clone()
     };
 
-    let (provider, results): (Arc<dyn RunStore>, Results) = match args.backend {
+    let (provider, results) = match args.backend {
         BackendArg::Postgres => {
             let pool = pg_pool(&lock_url).await?;
             let provider = PostgresLockProvider::builder(pool)
@@ -209,7 +230,10 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 .clock_mode(clock_mode.clone())
                 .build()?;
             provider.migrate().await?;
-            (Arc::new(provider), Results::Pg(pg_pool(&args.url).await?))
+            (
+                Store::Sql(Arc::new(provider)),
+                Results::Pg(pg_pool(&args.url).await?),
+            )
         }
         BackendArg::Mysql => {
             let pool = my_pool(&lock_url).await?;
@@ -220,7 +244,10 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 .clock_mode(clock_mode.clone())
                 .build()?;
             provider.migrate().await?;
-            (Arc::new(provider), Results::My(my_pool(&args.url).await?))
+            (
+                Store::Sql(Arc::new(provider)),
+                Results::My(my_pool(&args.url).await?),
+            )
         }
         BackendArg::Sqlite => {
             let pool = lite_pool(&args.url).await?;
@@ -231,8 +258,41 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 .clock_mode(clock_mode.clone())
                 .build()?;
             provider.migrate().await?;
-            (Arc::new(provider), Results::Lite(pool))
+            (Store::Sql(Arc::new(provider)), Results::Lite(pool))
         }
+        BackendArg::Redis => {
+            if args.history {
+                return Err("--history needs an SQL backend: Redis keeps no run history".into());
+            }
+            let results = args
+                .results
+                .as_deref()
+                .ok_or("--backend redis needs --results <SQLite file>")?;
+            let mut builder = RedisLockProvider::builder(&lock_url)
+                .key_prefix(&args.table)
+                .locked_by(&args.instance)
+                .keep_alive(keep_alive)
+                .clock_mode(clock_mode.clone());
+            if let Some(timeout) = args.response_timeout {
+                builder = builder.response_timeout(timeout);
+            }
+            let provider = builder.build().await?;
+            provider.migrate().await?;
+            (
+                Store::Redis(Arc::new(provider)),
+                Results::Lite(lite_pool(results).await?),
+            )
+        }
+    };
+    let results = match (&args.results, args.backend) {
+        (Some(path), BackendArg::Postgres | BackendArg::Mysql | BackendArg::Sqlite) => {
+            Results::Lite(lite_pool(path).await?)
+        }
+        _ => results,
+    };
+    let locks: Arc<dyn LockProvider> = match &provider {
+        Store::Sql(p) => Arc::clone(p) as Arc<dyn LockProvider>,
+        Store::Redis(p) => Arc::clone(p) as Arc<dyn LockProvider>,
     };
     let t = &args.table;
     for ddl in [
@@ -261,7 +321,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         work: args.work,
         long_work: args.long_work.unwrap_or_default(),
         fenced: args.fenced_write,
-        provider: Arc::clone(&provider),
+        provider: Arc::clone(&locks),
         lease: match args.keep_alive.as_str() {
             "off" | "on" => args.at_most,
             lease => humantime::parse_duration(lease)?.min(args.at_most),
@@ -269,20 +329,18 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         late_steps: Arc::default(),
     };
     let late_steps = Arc::clone(&work.late_steps);
-    let mut scheduler = Scheduler::builder(Arc::clone(&provider))
-        .clock(clock.clone())
-        .misfire_grace(args.misfire_grace)
-        .shutdown_timeout(args.shutdown_timeout);
-    if args.history {
-        scheduler = scheduler.history(RunHistory::keep_for(Duration::from_secs(86_400)));
-    }
-    let scheduler = scheduler.build();
+    let scheduler = match &provider {
+        Store::Sql(p) if args.history => settings(Scheduler::builder(Arc::clone(p)), &args, &clock)
+            .history(RunHistory::keep_for(Duration::from_secs(86_400)))
+            .build(),
+        _ => settings(Scheduler::builder(Arc::clone(&locks)), &args, &clock).build(),
+    };
     let schedule = Schedule::parse(&args.cron, "UTC")?;
     let mut manual = Vec::new();
     for (job, _) in &jobs {
         let cfg = LockConfiguration::new(job.as_str(), args.at_most, args.at_least)?;
         if args.manual {
-            let (spec, cfg, provider) = (work.clone(), cfg.clone(), Arc::clone(&provider));
+            let (spec, cfg, provider) = (work.clone(), cfg.clone(), Arc::clone(&locks));
             manual.push(tokio::spawn(async move {
                 loop {
                     let _ = with_provider(Arc::clone(&provider), spec.run(cfg.clone())).await;
@@ -344,6 +402,18 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// The scheduler settings every backend shares.
+fn settings<P: LockProvider + 'static>(
+    builder: SchedulerBuilder<P>,
+    args: &Args,
+    clock: &AppClock,
+) -> SchedulerBuilder<P> {
+    builder
+        .clock(clock.clone())
+        .misfire_grace(args.misfire_grace)
+        .shutdown_timeout(args.shutdown_timeout)
+}
+
 /// What each run does: record its start, work, optionally write fenced, record its end.
 #[derive(Clone)]
 struct RunSpec {
@@ -353,7 +423,7 @@ struct RunSpec {
     work: Duration,
     long_work: Duration,
     fenced: bool,
-    provider: Arc<dyn RunStore>,
+    provider: Arc<dyn LockProvider>,
     /// The lease a run holds its lock on (`lock_at_most_for`, or the keep-alive lease).
     lease: Duration,
     /// Steps of work taken right after a pause longer than the lease (this process was
