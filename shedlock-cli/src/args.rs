@@ -7,13 +7,20 @@ use shedlock::{DEFAULT_TABLE_NAME, RunOutcome, UnknownOutcome};
 
 const AFTER_HELP: &str = "\
 Database URL: postgres:// or postgresql:// (PostgreSQL), mysql:// or mariadb:// (MySQL/MariaDB),
-an sqlite: URL or a plain file path (SQLite; only `migrate` creates a missing file).
+an sqlite: URL or a plain file path (SQLite; only `migrate` creates a missing file),
+redis:// or rediss:// (Redis; rediss:// is TLS).
+
+Redis: --table (alias --key-prefix) is the key prefix: the keys are {NAME}:lock:<lock>,
+{NAME}:meta:<lock> and {NAME}:names. `migrate` creates nothing there (it checks that the server
+answers and the keys' types); `history` is refused: Redis keeps no run history.
 
 Exit codes:
   0  success (including `unlock` of a lock that is already free)
-  1  the database failed: unreachable, a table or SQLite file missing, a statement failed
-  2  usage error: bad arguments, an unsupported URL scheme, a bad table name
-  3  unlock: no lock of that name in the table
+  1  the database failed: unreachable, a table or SQLite file missing, a Redis key of the
+     wrong type, a statement failed
+  2  usage error: bad arguments, an unsupported URL scheme, a bad table name or key prefix,
+     `history` on Redis
+  3  unlock: no lock of that name in the table (or under the key prefix)
   4  unlock: not released (declined at the prompt, or the lock changed hands or expired)";
 
 /// Inspect and repair shedlock's lock table: list locks, release a stuck one, read the run
@@ -27,7 +34,8 @@ Exit codes:
     arg_required_else_help = true
 )]
 pub(crate) struct Cli {
-    /// The database: postgres://…, mysql://…, mariadb://…, sqlite:… or an SQLite file path.
+    /// The database: postgres://…, mysql://…, mariadb://…, sqlite:… or an SQLite file path,
+    /// or Redis: redis://… or rediss://… (TLS).
     #[arg(
         long,
         env = "DATABASE_URL",
@@ -37,9 +45,11 @@ pub(crate) struct Cli {
     )]
     pub(crate) database_url: Option<String>,
 
-    /// The lock table; the run history is `<NAME>_runs` beside it.
+    /// The lock table; the run history is `<NAME>_runs` beside it. On Redis, the key prefix
+    /// (keys `{NAME}:lock:<lock>`, `{NAME}:meta:<lock>`, `{NAME}:names`).
     #[arg(
         long,
+        visible_alias = "key-prefix",
         env = "SHEDLOCK_TABLE",
         default_value = DEFAULT_TABLE_NAME,
         global = true,
@@ -69,7 +79,8 @@ pub(crate) enum Command {
     ///
     /// Use this rather than deleting the row by hand: a deleted row takes its claimed tick with
     /// it on PostgreSQL and MySQL/MariaDB, so that tick can run again (SQLite keeps it, and
-    /// tokens never go back on any backend).
+    /// tokens never go back on any backend). On Redis, deleting the lock's `{PREFIX}:meta:<NAME>`
+    /// key does the same.
     Unlock {
         /// The lock name.
         name: String,
@@ -77,9 +88,13 @@ pub(crate) enum Command {
         #[arg(long, short = 'y')]
         yes: bool,
     },
-    /// Recent runs from the history table, newest first.
+    /// Recent runs from the history table, newest first (not on Redis, which keeps no run
+    /// history).
     History(HistoryArgs),
     /// Create or upgrade the lock table and the run history table (idempotent).
+    ///
+    /// On Redis there is nothing to create: it checks that the server answers and that
+    /// `{PREFIX}:names` and the keys of the locks it lists hold the types shedlock keeps there.
     Migrate,
 }
 

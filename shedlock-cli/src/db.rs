@@ -1,13 +1,14 @@
 //! Where the database is (`--database-url`), the checks made before opening it, and the
-//! provider the commands run on.
+//! provider the commands run on: a lock table in PostgreSQL, MySQL/MariaDB or SQLite, or the
+//! keys under a key prefix in Redis.
 
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
 use shedlock::{
-    Backend, Error, LockAdmin, MySqlLockProvider, PostgresLockProvider, RunStore,
-    SqliteLockProvider,
+    Backend, Error, LockAdmin, MySqlLockProvider, PostgresLockProvider, RedisLockProvider,
+    RunStore, SqliteLockProvider,
 };
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 
@@ -23,6 +24,8 @@ pub(crate) enum Target {
     MySql(String),
     /// An `sqlite:` URL or a file path.
     Sqlite(String),
+    /// A `redis://` or `rediss://` (TLS) URL.
+    Redis(String),
 }
 
 impl Target {
@@ -44,11 +47,14 @@ impl Target {
             )))
         } else if lower.starts_with("sqlite:") {
             Ok(Target::Sqlite(url.to_owned()))
+        } else if lower.starts_with("redis://") || lower.starts_with("rediss://") {
+            Ok(Target::Redis(url.to_owned()))
         } else if let Some((scheme, _)) = url.split_once("://") {
             // Only the scheme is repeated: the rest may hold a password.
             Err(Failure::Usage(format!(
                 "unsupported database URL scheme {scheme:?}: use postgres:// or postgresql:// (PostgreSQL), \
-                 mysql:// or mariadb:// (MySQL/MariaDB), or an sqlite: URL or a file path (SQLite)"
+                 mysql:// or mariadb:// (MySQL/MariaDB), an sqlite: URL or a file path (SQLite), \
+                 or redis:// or rediss:// (Redis; rediss:// is TLS)"
             )))
         } else {
             Ok(Target::Sqlite(url.to_owned()))
@@ -60,30 +66,50 @@ impl Target {
             Target::Postgres(_) => Backend::Postgres,
             Target::MySql(_) => Backend::MySql,
             Target::Sqlite(_) => Backend::Sqlite,
+            Target::Redis(_) => Backend::Redis,
         }
+    }
+
+    /// Whether the locks are in Redis, where `--table` is the key prefix and there is no run
+    /// history.
+    pub(crate) fn is_redis(&self) -> bool {
+        matches!(self, Target::Redis(_))
     }
 }
 
-/// A connected provider of one of the three backends.
+/// A connected provider of one of the four backends.
 #[derive(Debug)]
 pub(crate) enum Db {
     Postgres(PostgresLockProvider),
     MySql(MySqlLockProvider),
     Sqlite(SqliteLockProvider),
+    Redis(RedisLockProvider),
 }
 
-/// What the tool needs of a provider: its table ([`LockAdmin`]) and its run history
-/// ([`RunStore`]).
+/// What `history` needs of a provider: its locks ([`LockAdmin`]) and its run history
+/// ([`RunStore`]), which only the SQL backends keep.
 pub(crate) trait Operated: LockAdmin + RunStore {}
 
 impl<P: LockAdmin + RunStore> Operated for P {}
 
 impl Db {
-    pub(crate) fn provider(&self) -> &dyn Operated {
+    /// The locks, on every backend.
+    pub(crate) fn admin(&self) -> &dyn LockAdmin {
         match self {
             Db::Postgres(p) => p,
             Db::MySql(p) => p,
             Db::Sqlite(p) => p,
+            Db::Redis(p) => p,
+        }
+    }
+
+    /// The locks and the run history; `None` on Redis, which keeps no run history.
+    pub(crate) fn with_history(&self) -> Option<&dyn Operated> {
+        match self {
+            Db::Postgres(p) => Some(p),
+            Db::MySql(p) => Some(p),
+            Db::Sqlite(p) => Some(p),
+            Db::Redis(_) => None,
         }
     }
 
@@ -92,9 +118,25 @@ impl Db {
             Db::Postgres(p) => p.pool().close().await,
             Db::MySql(p) => p.pool().close().await,
             Db::Sqlite(p) => p.pool().close().await,
+            // Its connection closes when the provider is dropped.
+            Db::Redis(p) => drop(p),
         }
     }
 }
+
+/// Where the locks are, as the messages say it: `in table shedlock`, or `under key prefix
+/// shedlock` on Redis.
+pub(crate) fn place(provider: &dyn LockAdmin) -> String {
+    match provider.backend() {
+        Backend::Redis => format!("under key prefix {}", provider.table_name()),
+        _ => format!("in table {}", provider.table_name()),
+    }
+}
+
+/// The message of `history` on Redis.
+pub(crate) const NO_HISTORY_IN_REDIS: &str = "`shedlock history` cannot read Redis: Redis keeps no run history \
+     (a scheduler on RedisLockProvider records none); run history is kept only in PostgreSQL, \
+     MySQL/MariaDB and SQLite";
 
 /// Refuses a bad `--table` before anything is opened, by the library's own rule: the builder
 /// of a provider over an SQLite pool that never connects (nothing is opened or spawned).
@@ -115,11 +157,43 @@ pub(crate) fn check_table_name(table: &str) -> Result<(), Failure> {
 pub(crate) async fn connect(target: &Target, table: &str, create: bool) -> Result<Db, Failure> {
     match tokio::time::timeout(CONNECT_TIMEOUT, open(target, table, create)).await {
         Ok(db) => Ok(db?),
-        Err(_) => Err(Failure::Database(format!(
-            "cannot reach the {} database: no answer within {}",
-            target.backend(),
-            humantime::format_duration(CONNECT_TIMEOUT)
-        ))),
+        Err(_) => Err(Failure::Database(match target {
+            Target::Redis(url) => {
+                let tls = if url.to_ascii_lowercase().starts_with("rediss://") {
+                    " (rediss:// expects TLS on that port: check that the server speaks TLS there)"
+                } else {
+                    ""
+                };
+                format!(
+                    "cannot reach the Redis server at {}: no answer within {}{tls}",
+                    redis_address(url),
+                    humantime::format_duration(CONNECT_TIMEOUT)
+                )
+            }
+            _ => format!(
+                "cannot reach the {} database: no answer within {}",
+                target.backend(),
+                humantime::format_duration(CONNECT_TIMEOUT)
+            ),
+        })),
+    }
+}
+
+/// `host:port` of a Redis URL (port 6379 where it has none), without user or password.
+fn redis_address(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?']).next().unwrap_or_default();
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    // `[::1]` has colons but no port; `[::1]:6380` and `cache:6380` have one.
+    let has_port = host
+        .rsplit_once(':')
+        .is_some_and(|(before, _)| !before.starts_with('[') || before.ends_with(']'));
+    if has_port {
+        host.to_owned()
+    } else {
+        format!("{host}:6379")
     }
 }
 
@@ -141,6 +215,13 @@ async fn open(target: &Target, table: &str, create: bool) -> Result<Db, Error> {
                     .build()?,
             )
         }
+        // The builder checks the key prefix before it connects.
+        Target::Redis(url) => Db::Redis(
+            RedisLockProvider::builder(url.as_str())
+                .key_prefix(table)
+                .build()
+                .await?,
+        ),
         Target::Sqlite(path_or_url) => {
             let options = sqlite_options(path_or_url)?;
             let address = options.get_filename().display().to_string();
@@ -216,13 +297,37 @@ mod tests {
             Target::parse("var/locks.db"),
             Ok(Target::Sqlite(_))
         ));
-        let Err(Failure::Usage(text)) = Target::parse("redis://u:secret@h/0") else {
-            panic!("redis:// is refused");
+        assert!(matches!(
+            Target::parse("redis://u:secret@h/0"),
+            Ok(Target::Redis(url)) if url == "redis://u:secret@h/0"
+        ));
+        assert!(matches!(
+            Target::parse("REDISS://h:6380"),
+            Ok(Target::Redis(_))
+        ));
+        let Err(Failure::Usage(text)) = Target::parse("mongodb://u:secret@h/0") else {
+            panic!("mongodb:// is refused");
         };
         assert!(
-            text.contains("\"redis\"") && !text.contains("secret"),
+            text.contains("\"mongodb\"")
+                && text.contains("redis:// or rediss://")
+                && !text.contains("secret"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn redis_addresses_leave_the_password_out() {
+        for (url, address) in [
+            ("redis://:secret@cache:6380/0", "cache:6380"),
+            ("rediss://app:secret@cache/1", "cache:6379"),
+            ("redis://127.0.0.1", "127.0.0.1:6379"),
+            ("redis://[::1]:6380", "[::1]:6380"),
+            ("redis://[::1]", "[::1]:6379"),
+            ("redis://u@h:1?protocol=resp3", "h:1"),
+        ] {
+            assert_eq!(redis_address(url), address, "{url}");
+        }
     }
 
     #[test]

@@ -16,8 +16,9 @@ pub(crate) enum Failure {
     Usage(String),
     /// The database could not be used, in words of the tool (exit 1).
     Database(String),
-    /// `unlock` of a name that has no row (exit 3).
-    NoSuchLock { name: String, table: String },
+    /// `unlock` of a name that has no row or keys (exit 3); `place` is where it was looked for
+    /// (`in table shedlock`, `under key prefix shedlock`).
+    NoSuchLock { name: String, place: String },
     /// `unlock` did not release (exit 4).
     NotReleased(String),
 }
@@ -32,7 +33,10 @@ impl Failure {
     pub(crate) fn code(&self) -> u8 {
         match self {
             Failure::Library(error) => match **error {
-                Error::InvalidUrl { .. } | Error::InvalidTableName { .. } => EXIT_USAGE,
+                Error::InvalidUrl { .. }
+                | Error::InvalidTableName { .. }
+                | Error::InvalidRedisUrl { .. }
+                | Error::InvalidKeyPrefix { .. } => EXIT_USAGE,
                 _ => EXIT_DATABASE,
             },
             Failure::Usage(_) => EXIT_USAGE,
@@ -51,17 +55,30 @@ impl Failure {
             Failure::Usage(text) | Failure::Database(text) => {
                 format!("shedlock: error: {}", one_line(text))
             }
-            Failure::NoSuchLock { name, table } => format!(
-                "shedlock: no lock named {name:?} in table {table}; `shedlock list` shows the locks there"
+            Failure::NoSuchLock { name, place } => format!(
+                "shedlock: no lock named {name:?} {place}; `shedlock list` shows the locks there"
             ),
             Failure::NotReleased(text) => format!("shedlock: {}", one_line(text)),
         }
     }
 }
 
-/// The library's error as one line: a missing table says to run `shedlock migrate`, anything
-/// else is its message with whatever its sources add.
+/// The library's error as one line: a missing table says to run `shedlock migrate`, a Redis key
+/// of the wrong type names the tool's option for another prefix, anything else is its message
+/// with whatever its sources add.
 fn library_error_line(error: &Error, table: &str) -> String {
+    if let Error::RedisWrongType {
+        address,
+        key,
+        found,
+    } = error
+    {
+        return format!(
+            "the Redis key {key:?} at {address} holds a {found}, not the hash (or set) shedlock keeps \
+             there: another program uses this key prefix; choose another prefix (--key-prefix) or \
+             remove the key"
+        );
+    }
     if let Error::TableMissing {
         backend,
         table: missing,

@@ -1,4 +1,6 @@
-//! The `shedlock` command-line tool: what an operator needs on a bad day, for every backend.
+//! The `shedlock` command-line tool: what an operator needs on a bad day, for every backend:
+//! PostgreSQL, MySQL/MariaDB and SQLite, and Redis (without `history`: Redis keeps no run
+//! history).
 //!
 //! Install it from the workspace with `cargo install --path shedlock-cli` (or run it in place
 //! with `cargo run -p shedlock-cli -- …`).
@@ -10,40 +12,48 @@
 //! shedlock --database-url URL [--table NAME] migrate
 //! ```
 //!
-//! - `list`: every lock of the table, held or free, with its holder, its time remaining (by the
-//!   database clock), its fencing token and the last tick claimed through it.
+//! - `list`: every lock of the table (on Redis, under the key prefix), held or free, with its
+//!   holder, its time remaining (by the database clock), its fencing token and the last tick
+//!   claimed through it.
 //! - `unlock`: an emergency release of a lock whose holder is stuck. It shows the holder, asks
 //!   for confirmation (unless `--yes`), and ends the lock only while it still carries the
 //!   fencing token that was shown ([`LockAdmin::force_release`]):
 //!   a lock that changed hands in between is left alone. The token stays, so the next holder
 //!   gets a higher one and the released holder's token is stale; `last_tick` stays, so the tick
 //!   it claimed does not run again. Use it rather than deleting the row by hand: a deleted row
-//!   takes its claimed tick with it on PostgreSQL and MySQL/MariaDB (SQLite keeps it).
+//!   takes its claimed tick with it on PostgreSQL and MySQL/MariaDB (SQLite keeps it), as
+//!   deleting a lock's `{<prefix>}:meta:<name>` key does on Redis.
 //! - `history`: the run history (`<table>_runs`), newest first, filtered by lock or job name and
 //!   by outcome. An `abandoned` run shows why in full in the `ERROR` column. A run still
 //!   `running` shows `running` as its duration while its lock is held by its fencing token, and
 //!   `unfinished` once it is not: the next sweep ([`RunStore::close_abandoned_runs`], run by
 //!   every scheduler with history on at start-up and every `RunHistory::prune_every`) closes it
 //!   as `abandoned`. `--close-abandoned` runs that sweep first (without it, `history` only
-//!   reads) and says on stderr how many runs it closed.
-//! - `migrate`: creates or upgrades the lock table and the run history table.
+//!   reads) and says on stderr how many runs it closed. On Redis it is a usage error (exit 2):
+//!   Redis keeps no run history; it is kept only in PostgreSQL, MySQL/MariaDB and SQLite.
+//! - `migrate`: creates or upgrades the lock table and the run history table. On Redis there is
+//!   nothing to create: it checks that the server answers and that `{<prefix>}:names` and the
+//!   keys of the locks it lists hold the types shedlock keeps there, and says so.
 //!
 //! # Database URL
 //!
 //! `--database-url` (or `DATABASE_URL`) chooses the backend: `postgres://` or `postgresql://`
-//! is PostgreSQL, `mysql://` or `mariadb://` is MySQL/MariaDB, and an `sqlite:` URL or a plain
-//! file path is SQLite. Only `migrate` creates a missing SQLite file: the other commands say it
-//! does not exist, so a typo in a path is not mistaken for an empty database. `--table` (or
-//! `SHEDLOCK_TABLE`, default `shedlock`) is the lock table.
+//! is PostgreSQL, `mysql://` or `mariadb://` is MySQL/MariaDB, an `sqlite:` URL or a plain
+//! file path is SQLite, and `redis://` or `rediss://` (TLS) is Redis. Only `migrate` creates a
+//! missing SQLite file: the other commands say it does not exist, so a typo in a path is not
+//! mistaken for an empty database. `--table` (or `SHEDLOCK_TABLE`, default `shedlock`) is the
+//! lock table; on Redis it is the key prefix (its alias `--key-prefix` says so), whose keys are
+//! `{<prefix>}:lock:<name>`, `{<prefix>}:meta:<name>` and `{<prefix>}:names`. Messages name a
+//! Redis server by host and port only, and a Redis URL they repeat has its password masked.
 //!
 //! # Exit codes
 //!
 //! | code | meaning |
 //! |---|---|
 //! | 0 | success (including `unlock` of a lock that is already free) |
-//! | 1 | the database failed: unreachable, a table or SQLite file missing, a statement failed |
-//! | 2 | usage error: bad arguments, an unsupported URL scheme, a bad table name |
-//! | 3 | `unlock`: no lock of that name in the table |
+//! | 1 | the database failed: unreachable, a table or SQLite file missing, a Redis key of the wrong type, a statement failed |
+//! | 2 | usage error: bad arguments, an unsupported URL scheme, a bad table name or key prefix, `history` on Redis |
+//! | 3 | `unlock`: no lock of that name in the table (or under the key prefix) |
 //! | 4 | `unlock`: not released (declined at the prompt, or the lock changed hands or expired) |
 //!
 //! Each failure is one line on stderr: `shedlock: error: …` for codes 1 and 2, `shedlock: …`
@@ -87,6 +97,9 @@ where
         Ok(cli) => cli,
         Err(e) => return clap_failure(&e),
     };
+    // rediss:// needs a process-wide TLS cryptography provider; one installed already (by a
+    // service embedding the tool) is kept.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -147,18 +160,28 @@ async fn execute(cli: Cli) -> Result<(), Failure> {
     };
     let target = db::Target::parse(url)?;
     let table = cli.table;
-    db::check_table_name(&table)?;
+    if target.is_redis() {
+        // Refused before anything is opened. The key prefix is checked by the provider's
+        // builder, before it connects.
+        if matches!(cli.command, Command::History(_)) {
+            return Err(Failure::Usage(db::NO_HISTORY_IN_REDIS.into()));
+        }
+    } else {
+        db::check_table_name(&table)?;
+    }
     let create = matches!(cli.command, Command::Migrate);
     if let (db::Target::Sqlite(path_or_url), false) = (&target, create) {
         db::check_sqlite_file_exists(path_or_url)?;
     }
     let db = db::connect(&target, &table, create).await?;
-    let provider = db.provider();
     let outcome = match cli.command {
-        Command::List { json } => list::list(provider, json).await,
-        Command::Unlock { name, yes } => unlock::unlock(provider, &name, yes).await,
-        Command::History(args) => history::history(provider, &args).await,
-        Command::Migrate => migrate::migrate(provider).await,
+        Command::List { json } => list::list(db.admin(), json).await,
+        Command::Unlock { name, yes } => unlock::unlock(db.admin(), &name, yes).await,
+        Command::History(args) => match db.with_history() {
+            Some(provider) => history::history(provider, &args).await,
+            None => Err(Failure::Usage(db::NO_HISTORY_IN_REDIS.into())),
+        },
+        Command::Migrate => migrate::migrate(&db).await,
     };
     db.close().await;
     outcome

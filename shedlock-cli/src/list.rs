@@ -1,8 +1,9 @@
-//! `shedlock list`: every lock of the table, held or free.
+//! `shedlock list`: every lock of the table (or the Redis key prefix), held or free.
 
 use serde_json::{Value, json};
 use shedlock::{LockAdmin, LockState};
 
+use crate::db::place;
 use crate::failure::Failure;
 use crate::output::{json_time, pretty, print, remaining, render_table, time};
 
@@ -15,8 +16,8 @@ pub(crate) async fn list(provider: &dyn LockAdmin, json: bool) -> Result<(), Fai
     }
     if locks.is_empty() {
         print(&format!(
-            "no locks in table {} ({})\n",
-            provider.table_name(),
+            "no locks {} ({})\n",
+            place(provider),
             provider.backend()
         ));
         return Ok(());

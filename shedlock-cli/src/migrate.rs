@@ -1,11 +1,27 @@
-//! `shedlock migrate`: creates or upgrades the lock table and the run history table.
+//! `shedlock migrate`: creates or upgrades the lock table and the run history table; on Redis,
+//! where there is nothing to create, checks the server and the key prefix instead.
 
-use shedlock::LockAdmin;
+use shedlock::LockAdmin as _;
 
+use crate::db::Db;
 use crate::failure::Failure;
 use crate::output::print;
 
-pub(crate) async fn migrate(provider: &dyn LockAdmin) -> Result<(), Failure> {
+pub(crate) async fn migrate(db: &Db) -> Result<(), Failure> {
+    if let Db::Redis(provider) = db {
+        // Creates nothing: reads the set of lock names and every listed lock's keys, refusing
+        // one of the wrong type.
+        provider.migrate().await?;
+        let prefix = provider.key_prefix();
+        print(&format!(
+            "nothing to migrate: Redis needs no tables or schema; the server at {} answers, and \
+             {{{prefix}}}:names and the keys of the locks it lists hold the types shedlock keeps \
+             there (key prefix {prefix})\n",
+            provider.address()
+        ));
+        return Ok(());
+    }
+    let provider = db.admin();
     provider.migrate().await?;
     let table = provider.table_name();
     print(&format!(

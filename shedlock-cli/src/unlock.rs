@@ -5,19 +5,20 @@ use std::io::{IsTerminal as _, Write as _};
 
 use shedlock::LockAdmin;
 
+use crate::db::place;
 use crate::failure::Failure;
 use crate::output::{print, remaining, time};
 
 pub(crate) async fn unlock(provider: &dyn LockAdmin, name: &str, yes: bool) -> Result<(), Failure> {
-    let table = provider.table_name().to_owned();
+    let place = place(provider);
     let Some(state) = provider.lock_state(name).await? else {
         return Err(Failure::NoSuchLock {
             name: name.to_owned(),
-            table,
+            place,
         });
     };
     let token = state.fencing_token;
-    let mut shown = format!("lock {name:?} in table {table}:\n");
+    let mut shown = format!("lock {name:?} {place}:\n");
     for (label, value) in [
         ("locked_by", state.locked_by.clone()),
         ("locked_at", time(state.locked_at)),

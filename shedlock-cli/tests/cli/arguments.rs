@@ -14,14 +14,15 @@ async fn bad_arguments_are_usage_errors_with_exit_2() {
         (
             &[
                 "--database-url",
-                "redis://admin:hunter2@cache:6379/0",
+                "mongodb://admin:hunter2@cache:27017/0",
                 "list",
             ],
             &[
-                "unsupported database URL scheme \"redis\"",
+                "unsupported database URL scheme \"mongodb\"",
                 "postgres://",
                 "mariadb://",
                 "sqlite:",
+                "redis:// or rediss://",
             ],
         ),
         (
@@ -88,6 +89,15 @@ async fn help_lists_the_exit_codes() {
         assert!(out.stdout.contains(line), "{line:?} in {}", out.stdout);
     }
     assert!(!out.stdout.contains("hunter2"), "{}", out.stdout);
+    let text = out.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    for redis in [
+        "redis:// or rediss:// (Redis; rediss:// is TLS)",
+        "[alias: --key-prefix]",
+        "On Redis, the key prefix",
+        "`history` is refused: Redis keeps no run history",
+    ] {
+        assert!(text.contains(redis), "{redis:?} in {text}");
+    }
     // Where an operator reads before deleting a row by hand.
     let out = run(&["unlock", "--help"], &[], "").await;
     assert_eq!(out.code, 0, "{out:#?}");

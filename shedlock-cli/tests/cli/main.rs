@@ -1,10 +1,12 @@
 //! The `shedlock` command-line tool, run as a subprocess (the binary cargo builds for these
-//! tests) against PostgreSQL, MariaDB and SQLite.
+//! tests) against PostgreSQL, MariaDB, SQLite and Redis.
 //!
 //! The cases are written once, generic over the backend, and instantiated per backend by
 //! `shedlock_suite::backend_tests!`; each uses its own uniquely named table, dropped at the
 //! end. What every backend answers the same way (bad arguments, unreachable servers, missing
-//! files) is tested once, in `arguments.rs` and `databases.rs`.
+//! files) is tested once, in `arguments.rs` and `databases.rs`. Redis, which has no run history
+//! and keys instead of a table, has its own cases in `redis.rs`, each under a key prefix of its
+//! own.
 #![allow(missing_docs)]
 
 mod arguments;
@@ -13,6 +15,7 @@ mod databases;
 mod history;
 mod list;
 mod migrate;
+mod redis;
 mod unlock;
 
 use history::{history_closes_abandoned_runs_on_request, history_lists_runs_newest_first};
