@@ -821,8 +821,9 @@ fn redis_benchmark(
             .arg(format!("{tag}names"))
             .arg(format!("{tag}lock:rb__rand_int__"))
             .arg(format!("{tag}meta:rb__rand_int__"))
-            // locked_by, tolerance (µs), application time (none), then name, lease (µs), tick
-            .args(["redis-benchmark", "1000000", ""])
+            // locked_by, tolerance (µs), application time (none), request id, then name, lease
+            // (µs), tick (none)
+            .args(["redis-benchmark", "1000000", "", "rb"])
             .args(["rb__rand_int__", "30000000", ""])
             .output()
             .ok()?;

@@ -231,6 +231,11 @@ impl RedisProviderBuilder {
                 reason: "the response timeout must be greater than zero".into(),
             });
         }
+        if self.url.to_ascii_lowercase().starts_with("rediss://") {
+            // rustls needs a process-wide cryptography provider; one the application installed
+            // is kept.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
         let client =
             redis::Client::open(self.url.as_str()).map_err(|e| Error::InvalidRedisUrl {
                 url: redact(&self.url),

@@ -14,6 +14,7 @@
 
 use std::sync::Arc;
 
+#[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
 use crate::Backend;
 
 pub(crate) mod core;
