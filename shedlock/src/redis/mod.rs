@@ -521,15 +521,13 @@ impl Inner {
         Ok(parse_time(&micros))
     }
 
-    /// The states of every lock (`All`), of one, or of none (`Check`: only checks that the
-    /// name set is a set and the server answers).
+    /// The states of every lock (`All`) or of one.
     async fn states(&self, which: Which<'_>) -> Result<Vec<LockState>> {
         type Row = (String, String, String, String, String, Option<String>);
         let mut invocation = self.scripts.states.prepare_invoke();
         invocation.key(format!("{}names", self.tag)).arg(&self.tag);
         match which {
             Which::All => invocation.arg("all"),
-            Which::Check => invocation.arg("none"),
             Which::One(name) => invocation
                 .key(self.key("lock:", name))
                 .key(self.key("meta:", name))
@@ -540,7 +538,6 @@ impl Inner {
             .run(&invocation, || match which {
                 Which::One(name) => format!("read lock {name:?}"),
                 Which::All => format!("list the locks under {:?}", self.tag),
-                Which::Check => format!("check the key {:?}", format!("{}names", self.tag)),
             })
             .await?;
         let read_at = parse_time(&now);
@@ -576,7 +573,6 @@ impl Inner {
 enum Which<'a> {
     All,
     One(&'a str),
-    Check,
 }
 
 impl Lease for Inner {
@@ -678,10 +674,11 @@ impl LockProvider for RedisLockProvider {
 }
 
 impl LockAdmin for RedisLockProvider {
-    /// Nothing to create in Redis: checks that the server answers and that the key prefix's
-    /// set of names (`{<prefix>}:names`) is a set or absent, in one script.
+    /// Nothing to create in Redis: checks, in one script, that the server answers, that the key
+    /// prefix's set of names (`{<prefix>}:names`) is a set or absent, and that the keys of every
+    /// lock it names are hashes or absent.
     fn migrate(&self) -> BoxFuture<'_, Result<()>> {
-        Box::pin(async move { self.inner.states(Which::Check).await.map(drop) })
+        Box::pin(async move { self.inner.states(Which::All).await.map(drop) })
     }
 
     fn locks(&self) -> BoxFuture<'_, Result<Vec<LockState>>> {

@@ -222,7 +222,7 @@ return 1
 /// server's time it was read at.
 ///
 /// `KEYS`: `{P}:names`, and with one name its `lock` and `meta`. `ARGV`: the key prefix up to
-/// the name (`{P}:`), what to read (`all`, `one`, or `none`: only check the set's type), and
+/// the name (`{P}:`), what to read (`all` or `one`), and
 /// the name for `one`. Answers `{now, {{name, token, by, at, until, tick or nil}, …}}`: the
 /// lease where it exists, else the record; a name with neither is left out.
 pub(super) const STATES: &str = concat!(
