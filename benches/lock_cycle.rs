@@ -780,7 +780,7 @@ async fn redis_acquires(
             while Instant::now() < deadline {
                 i += 1;
                 let cfg = LockConfiguration::new(
-                    format!("free_{w}_{i}"),
+                    format!("free_{workers}_{w}_{i}"),
                     Duration::from_secs(30),
                     Duration::ZERO,
                 )
