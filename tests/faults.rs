@@ -60,8 +60,9 @@ impl Place {
 
     async fn cleanup(&self) {
         let t = &self.target.table;
-        let drop =
-            format!("DROP TABLE IF EXISTS {t}, _{t}_migrations, {t}_runs, {t}_results, {t}_fenced");
+        let drop = format!(
+            "DROP TABLE IF EXISTS {t}, _{t}_migrations, {t}_runs, {t}_results, {t}_fenced, {t}_terms"
+        );
         match self.target.backend {
             Backend::Postgres => {
                 let pool = sqlx::PgPool::connect(&self.target.url).await.unwrap();
@@ -780,18 +781,31 @@ async fn lost_connection_redis() {
 // gets SIGTERM.
 
 async fn rolling_restart(backend: Backend) {
-    let Some(place) = new_place(backend).await else {
-        return;
-    };
+    rolling_restart_with(backend, &[]).await;
+}
+
+/// Three old processes replaced one by one by three new ones, each started 1.5 s before the
+/// old one gets SIGTERM, with `extra` harness arguments; no tick may run twice. Without leader
+/// election no tick may be lost either; with it, at most one per job and hand-over. Returns the
+/// ticks lost per job.
+async fn rolling_restart_with(backend: Backend, extra: &[&str]) -> Option<usize> {
+    let place = new_place(backend).await?;
+    let mut args = vec!["--jobs", "2"];
+    args.extend_from_slice(extra);
+    let leader = extra.contains(&"--leader");
     let mut fleet = Vec::new();
     for i in 0..3 {
-        fleet.push(place.spawn(&format!("old{i}"), &["--jobs", "2"]).await);
+        fleet.push(place.spawn(&format!("old{i}"), &args).await);
+    }
+    if leader {
+        let terms = wait_for_terms(&place.target, Duration::from_secs(20), |t| !t.is_empty()).await;
+        assert!(!terms.is_empty(), "a leader within 20 s");
     }
     let from = db_now_ms(&place.target).await;
     let mut exited = Vec::new();
     for i in 0..3 {
         tokio::time::sleep(Duration::from_millis(1500)).await;
-        fleet.push(place.spawn(&format!("new{i}"), &["--jobs", "2"]).await);
+        fleet.push(place.spawn(&format!("new{i}"), &args).await);
         let old = fleet.remove(0);
         old.signal("TERM");
         exited.push(old.wait().await);
@@ -802,19 +816,33 @@ async fn rolling_restart(backend: Backend) {
     assert_clean_exits(&exited);
     let report = check(&place.target.runs().await, None);
     report.assert_exactly_once_no_overlap();
+    let handovers = if leader {
+        place.target.terms().await.len().saturating_sub(1)
+    } else {
+        0
+    };
+    let mut lost = 0;
     for job in ["job_0", "job_1"] {
         let missing = report.missing(job, from + 1000, to - 1000);
         assert!(
-            missing.is_empty(),
-            "{job} lost ticks {missing:?} during the restarts"
+            missing.len() <= handovers,
+            "{job} lost ticks {missing:?} during the restarts ({handovers} hand-overs of the leadership)"
         );
+        lost += missing.len();
     }
     assert_eq!(place.held_rows().await, 0, "shutdown released every lock");
     eprintln!(
-        "rolling restart {backend}: 3 replacements, {} ticks of job_0, none lost or doubled",
-        report.ticks["job_0"].len()
+        "rolling restart {backend}{}: 3 replacements, {} ticks of job_0, {lost} lost (2 jobs), none doubled{}",
+        if leader { " with leader election" } else { "" },
+        report.ticks["job_0"].len(),
+        if leader {
+            format!(", {handovers} hand-overs of the leadership")
+        } else {
+            String::new()
+        }
     );
     place.cleanup().await;
+    Some(lost)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1241,4 +1269,434 @@ async fn redis_restart_mid_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_restart_mid_run_with_aof() {
     redis_restart(true).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 10. Leader election (`--leader`): only the leader fires. Four processes; the leader is
+// killed (kill -9), then the next one's connection is cut (not on SQLite, which has no wire),
+// then the next one stops gracefully; then the whole fleet is restarted one by one. Every tick
+// runs once; the ticks lost around each hand-over are counted.
+
+/// Lease 6 s, renew deadline 4 s, retry period 300 ms.
+const LEADER: &str = "6s,4s,300ms";
+
+/// Waits until `pred` holds for the recorded terms, or `within` passes.
+async fn wait_for_terms(
+    target: &Target,
+    within: Duration,
+    pred: impl Fn(&[fleet::Term]) -> bool,
+) -> Vec<fleet::Term> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let terms = target.terms().await;
+        if pred(&terms) || tokio::time::Instant::now() > deadline {
+            return terms;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits for two runs by `instance` since `since_ms` (it leads and fires).
+async fn wait_for_runs_by(target: &Target, instance: &str, since_ms: i64) {
+    let runs = wait_for_runs(target, Duration::from_secs(20), |runs| {
+        runs.iter()
+            .filter(|r| r.instance == instance && r.started_ms >= since_ms)
+            .count()
+            >= 2
+    })
+    .await;
+    assert!(
+        runs.iter()
+            .filter(|r| r.instance == instance && r.started_ms >= since_ms)
+            .count()
+            >= 2,
+        "{instance} leads and runs the jobs"
+    );
+}
+
+/// The next term after `terms_seen` terms, within 30 s.
+async fn next_term(target: &Target, terms_seen: usize) -> fleet::Term {
+    let terms = wait_for_terms(target, Duration::from_secs(30), |t| t.len() > terms_seen).await;
+    assert!(
+        terms.len() > terms_seen,
+        "a new leader within 30 s: {terms:?}"
+    );
+    terms[terms_seen].clone()
+}
+
+async fn leader_failover(backend: Backend) {
+    let Some(place) = new_place(backend).await else {
+        return;
+    };
+    let wire = backend != Backend::Sqlite;
+    let mut args = vec!["--jobs", "2", "--leader", LEADER, "--misfire-grace", "30s"];
+    if wire {
+        args.push("--proxy");
+    }
+    let mut fleet = Vec::new();
+    for i in 0..4 {
+        fleet.push(place.spawn(&format!("p{i}"), &args).await);
+    }
+    let take = |fleet: &mut Vec<Instance>, name: &str| {
+        let at = fleet.iter().position(|i| i.name == name).unwrap();
+        fleet.remove(at)
+    };
+    let first = next_term(&place.target, 0).await;
+    let from = first.started_ms;
+    wait_for_runs_by(&place.target, &first.instance, from).await;
+
+    // kill -9 of the leader: its lease lapses.
+    let victim = take(&mut fleet, &first.instance);
+    victim.signal("KILL");
+    let killed_at = db_now_ms(&place.target).await;
+    assert_eq!(victim.wait().await.code, None, "killed by a signal");
+    let second = next_term(&place.target, 1).await;
+    assert!(second.token > first.token);
+    let after_kill = second.started_ms - killed_at;
+    assert!(
+        after_kill <= 20_000,
+        "a follower leads within the lease and a retry of the kill: {after_kill} ms"
+    );
+    wait_for_runs_by(&place.target, &second.instance, second.started_ms).await;
+    let mut terms_seen = 2;
+
+    // The leader's connection cut: it steps down at its renew deadline, before its lease
+    // lapses and another takes over.
+    let mut cut = None;
+    if wire {
+        let leader = fleet.iter().find(|i| i.name == second.instance).unwrap();
+        leader.signal("USR1");
+        let cut_at = db_now_ms(&place.target).await;
+        let third = next_term(&place.target, terms_seen).await;
+        terms_seen += 1;
+        let ended = wait_for_terms(&place.target, Duration::from_secs(10), |t| {
+            t.iter()
+                .any(|t| t.token == second.token && t.ended_ms.is_some())
+        })
+        .await
+        .into_iter()
+        .find(|t| t.token == second.token)
+        .and_then(|t| t.ended_ms)
+        .expect("the cut-off leader recorded stepping down");
+        assert!(
+            ended <= third.started_ms,
+            "the cut-off leader stepped down ({} ms after the cut) before the next began ({} ms)",
+            ended - cut_at,
+            third.started_ms - cut_at
+        );
+        leader.signal("USR2");
+        wait_for_runs_by(&place.target, &third.instance, third.started_ms).await;
+        cut = Some((ended - cut_at, third.started_ms - cut_at));
+    }
+
+    // A graceful stop: the leader resigns and a follower takes over within a retry period or
+    // so, not after the lease.
+    let current = place.target.terms().await[terms_seen - 1].clone();
+    let stopping = take(&mut fleet, &current.instance);
+    let stopped_at = db_now_ms(&place.target).await;
+    stopping.signal("TERM");
+    let mut exited = vec![stopping.wait().await];
+    let next = next_term(&place.target, terms_seen).await;
+    let after_stop = next.started_ms - stopped_at;
+    assert!(
+        after_stop < 6_000,
+        "a resignation hands over before the 6 s lease could lapse: {after_stop} ms"
+    );
+    wait_for_runs_by(&place.target, &next.instance, next.started_ms).await;
+    let to = db_now_ms(&place.target).await;
+    exited.extend(stop_all(fleet).await);
+    assert_clean_exits(&exited);
+
+    let runs = place.target.runs().await;
+    let report = check(&runs, Some(killed_at));
+    report.assert_exactly_once_no_overlap();
+    let terms = place.target.terms().await;
+    let leaders: Vec<&str> = terms.iter().map(|t| t.instance.as_str()).collect();
+    assert!(
+        runs.iter().all(|r| leaders.contains(&r.instance.as_str())),
+        "only instances that led ran jobs: leaders {leaders:?}"
+    );
+    let lost: Vec<usize> = ["job_0", "job_1"]
+        .iter()
+        .map(|job| report.missing(job, from + 1000, to - 1000).len())
+        .collect();
+    let fired: u64 = exited.iter().map(|e| e.stat("fired")).sum();
+    let executed: u64 = exited.iter().map(|e| e.stat("executed")).sum();
+    eprintln!(
+        "leader election {backend} (lease 6 s, renew deadline 4 s, retry 300 ms): new leader {after_kill} ms after kill -9; {}; \
+         {after_stop} ms after a graceful stop; {} runs, {} ticks run twice, lost per job {lost:?} \
+         (of {} ticks); fired {fired} / executed {executed} by the processes that exited cleanly",
+        match cut {
+            Some((down, next)) =>
+                format!("connection cut: stepped down after {down} ms, next leader after {next} ms"),
+            None => "no connection cut (SQLite has no wire)".to_owned(),
+        },
+        runs.len(),
+        report.duplicated.len(),
+        (to - from) / 1000,
+    );
+    place.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_failover_postgres() {
+    leader_failover(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_failover_sqlite() {
+    leader_failover(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_failover_redis() {
+    leader_failover(Backend::Redis).await;
+}
+
+const LEADER_ARGS: [&str; 4] = ["--leader", LEADER, "--misfire-grace", "30s"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_restart_with_leader_postgres() {
+    rolling_restart_with(Backend::Postgres, &LEADER_ARGS).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_restart_with_leader_sqlite() {
+    rolling_restart_with(Backend::Sqlite, &LEADER_ARGS).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_restart_with_leader_redis() {
+    rolling_restart_with(Backend::Redis, &LEADER_ARGS).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 11. Worker mode (`--role scheduler` hands each claimed tick to an apalis queue, `--role
+// worker` processes run them): a worker killed mid-run, a scheduler that dies between a claim
+// and its enqueue. Every tick handed off runs to completion exactly once.
+
+/// Waits until `pred` holds for the workers' runs, or `within` passes.
+async fn wait_for_work(
+    target: &Target,
+    within: Duration,
+    pred: impl Fn(&[fleet::Work]) -> bool,
+) -> Vec<fleet::Work> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let work = target.work().await;
+        if pred(&work) || tokio::time::Instant::now() > deadline {
+            return work;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Deletes the test's queue (apalis's rows or keys).
+async fn drop_queue(place: &Place) {
+    let queue = format!("{}_q", place.target.table);
+    match place.target.backend {
+        Backend::Postgres => {
+            let pool = sqlx::PgPool::connect(&place.target.url).await.unwrap();
+            for sql in [
+                "DELETE FROM apalis.jobs WHERE job_type = $1",
+                "DELETE FROM apalis.workers WHERE worker_type = $1",
+            ] {
+                let _ = sqlx::query(sql).bind(&queue).execute(&pool).await;
+            }
+        }
+        Backend::Redis => {
+            shedlock_suite::redis_server::delete_keys(
+                &host_port(&place.target.url, 6379),
+                &format!("{queue}*"),
+            );
+        }
+        _ => {} // a file in the test's directory
+    }
+}
+
+async fn worker_mode(backend: Backend) {
+    let Some(place) = new_place(backend).await else {
+        return;
+    };
+    let queue = match backend {
+        Backend::Postgres => "postgres".to_owned(),
+        Backend::Redis => format!("redis:{}", place.target.url),
+        _ => format!("sqlite:{}", place.logs.path().join("queue.db").display()),
+    };
+    let scheduler = [
+        "--role",
+        "scheduler",
+        "--queue",
+        &queue,
+        "--jobs",
+        "2",
+        "--misfire-grace",
+        "30s",
+        // The hand-off's lock: a dead scheduler's claim blocks the job for this long.
+        "--at-most",
+        "3s",
+    ];
+    let worker = [
+        "--role",
+        "worker",
+        "--queue",
+        &queue,
+        "--work",
+        "600ms",
+        "--heartbeat",
+        "1s",
+    ];
+    let s1 = place.spawn("s1", &scheduler).await;
+    let mut workers = Vec::new();
+    for i in 0..3 {
+        workers.push(place.spawn(&format!("w{i}"), &worker).await);
+    }
+    let work = wait_for_work(&place.target, Duration::from_secs(20), |w| {
+        w.iter().filter(|w| w.finished_ms.is_some()).count() >= 4
+    })
+    .await;
+    assert!(work.len() >= 4, "workers run the hand-offs: {work:?}");
+
+    // A worker killed mid-run: the queue runs its hand-off again on another worker.
+    let running = wait_for_work(&place.target, Duration::from_secs(10), |w| {
+        w.iter().any(|w| w.finished_ms.is_none())
+    })
+    .await
+    .into_iter()
+    .find(|w| w.finished_ms.is_none())
+    .expect("a run in progress");
+    let at = workers
+        .iter()
+        .position(|w| w.name == running.instance)
+        .unwrap();
+    let victim = workers.remove(at);
+    victim.signal("KILL");
+    let killed_at = db_now_ms(&place.target).await;
+    assert_eq!(victim.wait().await.code, None);
+    let retried = wait_for_work(&place.target, Duration::from_secs(30), |w| {
+        w.iter().any(|w| {
+            w.job == running.job
+                && w.tick_ms == running.tick_ms
+                && w.instance != running.instance
+                && w.finished_ms.is_some()
+        })
+    })
+    .await
+    .into_iter()
+    .find(|w| {
+        w.job == running.job && w.tick_ms == running.tick_ms && w.instance != running.instance
+    })
+    .expect("the killed worker's hand-off ran again on another worker within 30 s");
+    assert_eq!(
+        retried.token, running.token,
+        "the claim's token travels with it"
+    );
+    let retried_after = retried.started_ms - killed_at;
+
+    // The scheduler replaced by one that dies between its second claim and that enqueue; then
+    // a third that recovers the lost hand-off.
+    s1.signal("TERM");
+    let s1 = s1.wait().await;
+    let s2 = place
+        .spawn(
+            "s2",
+            &[&scheduler[..], &["--die-after-claim", "2"]].concat(),
+        )
+        .await;
+    let s2 = s2.wait().await;
+    assert_eq!(s2.code, Some(3), "s2 exits at its second claim: {}", s2.log);
+    let lost_ms: i64 = s2
+        .log
+        .split("tick_ms=")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|ms| ms.parse().ok())
+        .expect("s2 says which tick it claimed");
+    let lost_job = s2
+        .log
+        .split("the claim of ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap()
+        .to_owned();
+    let s3 = place.spawn("s3", &scheduler).await;
+    let recovered = wait_for_work(&place.target, Duration::from_secs(30), |w| {
+        w.iter()
+            .any(|w| w.job == lost_job && w.tick_ms == lost_ms && w.finished_ms.is_some())
+    })
+    .await;
+    assert!(
+        recovered
+            .iter()
+            .any(|w| w.job == lost_job && w.tick_ms == lost_ms && w.finished_ms.is_some()),
+        "the tick s2 claimed and did not enqueue ({lost_job} at {lost_ms}) ran after s3 started"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    s3.signal("TERM");
+    let s3 = s3.wait().await;
+    let (e1, a1) = s1.handoffs.expect("s1 reports its hand-offs");
+    let (e3, a3) = s3.handoffs.expect("s3 reports its hand-offs");
+    let enqueued = e1 + 1 + e3; // s2 enqueued one before its second claim
+    // The workers drain the queue (every hand-off enqueued has completed), then stop.
+    let drained = wait_for_work(&place.target, Duration::from_secs(30), |w| {
+        let done: std::collections::BTreeSet<_> = w
+            .iter()
+            .filter(|w| w.finished_ms.is_some())
+            .map(|w| (&w.job, w.tick_ms))
+            .collect();
+        done.len() as u64 >= enqueued
+    })
+    .await;
+    let exited = stop_all(workers).await;
+    assert_clean_exits(&exited);
+    assert_clean_exits(std::slice::from_ref(&s1));
+    assert_clean_exits(std::slice::from_ref(&s3));
+
+    let mut finished: std::collections::BTreeMap<(String, i64), usize> = Default::default();
+    for w in drained.iter().filter(|w| w.finished_ms.is_some()) {
+        *finished.entry((w.job.clone(), w.tick_ms)).or_default() += 1;
+    }
+    let ran: std::collections::BTreeSet<(String, i64)> =
+        drained.iter().map(|w| (w.job.clone(), w.tick_ms)).collect();
+    let doubled: Vec<_> = finished.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(doubled.is_empty(), "hand-offs completed twice: {doubled:?}");
+    let unfinished: Vec<_> = ran.iter().filter(|t| !finished.contains_key(*t)).collect();
+    assert!(
+        unfinished.is_empty(),
+        "hand-offs never completed: {unfinished:?}"
+    );
+    assert_eq!(
+        ran.len() as u64,
+        enqueued,
+        "every enqueued hand-off ran, and nothing else (s1 {e1} + s2 1 + s3 {e3})"
+    );
+    let retries = drained.iter().filter(|w| w.attempt > 1).count();
+    eprintln!(
+        "worker mode {backend}: 1 scheduler at a time, 3 workers (one killed), 2 jobs every second; \
+         {} hand-offs enqueued (found already queued: {a1} by s1, {a3} by s3), {} runs, {} completed once, 0 twice, \
+         {} run again after the kill ({retries} with attempt > 1), the killed run retried {retried_after} ms \
+         after the kill (heartbeat 1 s, 3 missed); the tick claimed by the scheduler that died before its \
+         enqueue ran after the next scheduler started",
+        enqueued,
+        drained.len(),
+        finished.len(),
+        drained.iter().filter(|w| w.finished_ms.is_none()).count(),
+    );
+    drop_queue(&place).await;
+    place.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_mode_sqlite() {
+    worker_mode(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_mode_postgres() {
+    worker_mode(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_mode_redis() {
+    worker_mode(Backend::Redis).await;
 }

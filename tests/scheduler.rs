@@ -20,6 +20,10 @@ shedlock_suite::backend_tests!([postgres, mysql, sqlite, redis]: shedlock_suite:
     a_run_that_asks_for_another_lease_gets_it,
     a_batch_mixing_free_held_and_claimed_jobs_runs_only_the_free_ones,
     a_batch_of_future_ticks_is_refused_as_clock_skew,
+    one_elector_leads_and_a_resignation_hands_over_at_once,
+    an_operator_release_ends_the_term,
+    a_cut_off_leader_steps_down_before_another_takes_over,
+    only_the_leader_fires_and_a_successor_takes_over,
 ], sql only: [
     // An acquire, and an unlock, that wait behind another transaction's row lock
     // (`TestDb::block`): a Redis script never waits for a key. tests/redis.rs has a failed

@@ -41,7 +41,12 @@ pub(crate) async fn sync_locked(
     let id = repository_id;
     let lock = LockContext::current().ok_or("not under a lock")?;
     let token = lock.fencing_token();
-    let tick = lock.tick().map(|t| t.timestamp_millis());
+    // A worker's sync takes the plain lock (the scheduler claimed the tick): its tick is the
+    // hand-off's.
+    let tick = lock.tick().map(|t| t.timestamp_millis()).or(match trigger {
+        Trigger::Tick { tick_ms, .. } => Some(tick_ms),
+        Trigger::Manual => None,
+    });
     let db = &ctx.db;
     let session = db
         .session(id)

@@ -22,6 +22,7 @@ mod gitlab;
 mod http;
 mod job;
 mod refresh;
+mod roles;
 mod source;
 mod store;
 mod sync;
@@ -30,10 +31,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
+use shedlock::handoff::TickQueue;
 use shedlock::{
-    Job, LockProvider, PostgresLockProvider, RunHistory, RunStore, Schedule, Scheduler,
-    SqliteLockProvider, TaskResult, current_tick, with_provider,
+    Job, LockAdmin, LockConfiguration, LockProvider, PostgresLockProvider, RunHistory, RunStore,
+    Schedule, Scheduler, SqliteLockProvider, TaskResult, current_tick, with_provider,
 };
 
 use crate::chunk::ChunkConfig;
@@ -41,6 +43,7 @@ use crate::db::{Db, Location, lock_name, now_ms};
 use crate::embed::{Embedder, HttpEmbedder, LexicalHashEmbedder};
 use crate::job::{Outcome, Trigger, sync_locked};
 use crate::refresh::Breaker;
+use crate::roles::QueuePlace;
 use crate::store::SqlVectorStore;
 use crate::sync::{Ctx, Summary};
 
@@ -87,10 +90,32 @@ struct Cli {
     command: Option<Command>,
 }
 
+/// What a `run` process does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Role {
+    /// Fires each repository's ticks and syncs them (one kind of process; start several).
+    All,
+    /// Fires each repository's ticks and hands each claimed tick to the queue; syncs nothing.
+    Scheduler,
+    /// Takes the queue's hand-offs and syncs them; fires nothing.
+    Worker,
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the scheduler: every active repository on its cron, schedules re-read periodically.
+    /// With `--role scheduler` it hands the ticks to a queue, which `--role worker` processes
+    /// take them from.
     Run {
+        /// `all`: fire and sync (every instance the same, each tick claimed once). `scheduler`
+        /// and `worker`: fire in scheduler processes, sync in worker processes, through a
+        /// queue beside the database (SQLite: `repo_sync_queue.db` in the same directory;
+        /// PostgreSQL: the same database, schema `apalis`).
+        #[arg(long, value_enum, default_value = "all")]
+        role: Role,
+        /// `--role worker`: syncs at once.
+        #[arg(long, default_value_t = 1)]
+        concurrency: usize,
         /// How often to re-read the schedules.
         #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
         reload_every: Duration,
@@ -161,14 +186,20 @@ async fn main() {
 
 type AnyError = Box<dyn std::error::Error + Send + Sync>;
 
+/// A lock provider that also keeps a run history.
+trait Locks: LockAdmin + RunStore {}
+
+impl<P: LockAdmin + RunStore> Locks for P {}
+
 async fn run(cli: Cli) -> Result<(), AnyError> {
     let location = match &cli.database_url {
         Some(url) => Location::parse(url)?,
         None => Location::default_for(&std::env::current_dir()?),
     };
     let db = Db::open(&location).await?;
-    // A provider that keeps a run history (`RunStore`), whichever the database.
-    let provider: Arc<dyn RunStore> = match &location {
+    // A provider that keeps a run history (`RunStore`) and lists its locks (`LockAdmin`),
+    // whichever the database.
+    let provider: Arc<dyn Locks> = match &location {
         Location::Postgres(url) => {
             let provider = PostgresLockProvider::connect(url).await?;
             provider.migrate().await?;
@@ -222,6 +253,17 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
     match cli.command {
         None => first_run(&ctx, provider).await,
         Some(Command::Run {
+            role: Role::Worker,
+            concurrency,
+            run_for,
+            ..
+        }) => {
+            let queue = QueuePlace::beside(&location)?;
+            roles::run_worker(ctx, provider, queue, concurrency, run_for).await
+        }
+        Some(Command::Run {
+            role,
+            concurrency: _,
             reload_every,
             run_for,
             metrics_addr,
@@ -236,7 +278,14 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
                 .history(RunHistory::keep_for(keep_history))
                 .shutdown_timeout(shutdown_timeout)
                 .build();
-            run_scheduler(ctx, provider, scheduler, reload_every, run_for).await
+            let hand_off = match role {
+                Role::Scheduler => {
+                    let queue = QueuePlace::beside(&location)?.tick_queue().await?;
+                    Some((queue, Arc::clone(&provider) as Arc<dyn LockAdmin>))
+                }
+                _ => None,
+            };
+            run_scheduler(ctx, provider, scheduler, hand_off, reload_every, run_for).await
         }
         Some(Command::Add {
             path,
@@ -574,10 +623,15 @@ fn serve_metrics(addr: std::net::SocketAddr) -> Result<(), AnyError> {
 /// The scheduler: one job per active repository, re-read every `reload_every` (when runs
 /// left `running` by a stopped instance are closed as abandoned, too); its run history goes
 /// to `shedlock_runs` (read it with `shedlock history`).
+/// With `--role scheduler`: the queue ticks are handed to, and the lock table the hand-off
+/// jobs read their records from.
+type HandOffTo = Option<(Arc<dyn TickQueue>, Arc<dyn LockAdmin>)>;
+
 async fn run_scheduler(
     ctx: Ctx,
-    provider: Arc<dyn LockProvider>,
+    provider: Arc<dyn Locks>,
     scheduler: Scheduler,
+    hand_off: HandOffTo,
     reload_every: Duration,
     run_for: Option<Duration>,
 ) -> Result<(), AnyError> {
@@ -585,8 +639,13 @@ async fn run_scheduler(
     let ctx = Arc::new(ctx);
     scheduler.start();
     println!(
-        "repo_sync scheduler running as {} (Ctrl-C to stop)",
-        provider.locked_by()
+        "repo_sync scheduler running as {}{} (Ctrl-C to stop)",
+        provider.locked_by(),
+        if hand_off.is_some() {
+            ", handing the ticks to the queue for `run --role worker` processes"
+        } else {
+            ""
+        }
     );
     let stop = async {
         match run_for {
@@ -598,7 +657,7 @@ async fn run_scheduler(
     };
     tokio::pin!(stop);
     loop {
-        reload(&ctx, &scheduler, &mut registered).await?;
+        reload(&ctx, &scheduler, &hand_off, &mut registered).await?;
         match ctx.db.close_abandoned().await {
             Ok(0) => {}
             Ok(n) => {
@@ -625,6 +684,7 @@ async fn run_scheduler(
 async fn reload(
     ctx: &Arc<Ctx>,
     scheduler: &Scheduler,
+    hand_off: &HandOffTo,
     registered: &mut HashMap<i64, (String, String)>,
 ) -> Result<(), AnyError> {
     let sessions = ctx.db.sessions().await?;
@@ -651,6 +711,25 @@ async fn reload(
                 continue;
             }
         };
+        if let Some((queue, locks)) = hand_off {
+            // The tick is claimed through a lock of its own, held only while it is enqueued;
+            // the worker's sync takes `repo_sync_<id>` itself.
+            let lock = LockConfiguration::new(
+                format!("{}_handoff", lock_name(id)),
+                Duration::from_secs(60),
+                Duration::ZERO,
+            )?;
+            scheduler.add(Job::hand_off(
+                lock_name(id),
+                schedule,
+                lock,
+                Arc::clone(locks),
+                Arc::clone(queue),
+            ))?;
+            registered.insert(id, (cron.clone(), tz.clone()));
+            println!("scheduled #{id} on \"{cron}\" in {tz}, handed off to workers");
+            continue;
+        }
         let (job_ctx, job_schedule) = (Arc::clone(ctx), schedule.clone());
         scheduler.add(Job::new(lock_name(id), schedule, move || {
             let (ctx, schedule) = (Arc::clone(&job_ctx), job_schedule.clone());

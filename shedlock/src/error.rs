@@ -128,6 +128,24 @@ pub enum Error {
     #[error("invalid tick tolerance: {0}")]
     InvalidTickTolerance(String),
 
+    /// A hand-off job ([`Job::hand_off`](crate::Job::hand_off)) could not hand its tick off.
+    #[error("hand-off of job {job:?}: {reason}")]
+    HandOff {
+        /// The job's name.
+        job: String,
+        /// What went wrong (the queue's error, named).
+        reason: String,
+    },
+
+    /// A leader election's lease, renew deadline and retry period contradict each other.
+    #[error("invalid leader election {name:?}: {reason}")]
+    InvalidLeaderElection {
+        /// The election's lock name.
+        name: String,
+        /// What is wrong with the timing.
+        reason: String,
+    },
+
     /// A database URL could not be parsed.
     #[error("invalid {backend} database URL: {source}")]
     InvalidUrl {

@@ -44,6 +44,11 @@
 //! - **Running a job under a lock**: [`run_locked`], [`LockingTaskExecutor`], [`LockContext`].
 //! - **Scheduling**: [`Scheduler`] of [`Job`]s on a [`Schedule`], with [`RunHistory`] and
 //!   [`SchedulerListener`]s; metrics named in [`metric_names`].
+//! - **Leader election**: [`LeaderElector`] over a [`LeaderElection`] (a lease that is a lock),
+//!   on its own or in the scheduler ([`SchedulerBuilder::leader_election`]), so only the
+//!   leader fires.
+//! - **Worker mode**: [`Job::hand_off`] claims each tick and hands it to a job queue
+//!   ([`handoff::TickQueue`]; apalis's in [`handoff::apalis`]) for worker processes.
 //! - **Macros**: [`scheduler_lock`] and [`scheduled`].
 //! - **Errors**: [`Error`], each naming what went wrong.
 //!
@@ -91,7 +96,9 @@ mod context;
 mod error;
 mod executor;
 mod guard;
+pub mod handoff;
 mod history;
+mod leader;
 mod observe;
 mod provider;
 #[cfg(feature = "redis")]
@@ -110,6 +117,7 @@ pub use error::{Backend, Error, Result};
 pub use executor::{LockingTaskExecutor, TaskResult};
 pub use guard::LockGuard;
 pub use history::{LockState, NewRun, RunOutcome, RunQuery, RunRecord, UnknownOutcome};
+pub use leader::{LeaderElection, LeaderElector, Leadership};
 pub use observe::{RunFinished, RunHistory, RunInfo, SchedulerListener, names as metric_names};
 pub use run::run_locked;
 pub use schedule::Schedule;

@@ -63,6 +63,18 @@ pub mod names {
     /// measured it (at start and every [`clock_check_every`](crate::SchedulerBuilder::clock_check_every)).
     /// The scheduler fires ticks by the database's time, so a skewed instance still fires on time.
     pub const CLOCK_OFFSET: &str = "shedlock_clock_offset_seconds";
+    /// Gauge: 1 while this instance leads the `election` (a [`LeaderElector`](crate::LeaderElector),
+    /// also the scheduler's with
+    /// [`leader_election`](crate::SchedulerBuilder::leader_election)), 0 once it stepped down.
+    pub const LEADER: &str = "shedlock_leader";
+    /// Counter: ticks a scheduler with leader election did not fire because it did not lead,
+    /// by `job`.
+    pub const NOT_LEADER: &str = "shedlock_not_leader_total";
+    /// Counter: hand-offs of claimed ticks to a queue ([`Job::hand_off`](crate::Job::hand_off)),
+    /// by `job` and `outcome`: `enqueued`, `already-queued` (the queue had the tick's key),
+    /// `recovered` (a claimed tick whose hand-off had been lost, enqueued by a later run) or
+    /// `failed` (the queue refused or did not answer).
+    pub const HAND_OFFS: &str = "shedlock_hand_offs_total";
 }
 
 /// One fired tick of one job, as listeners see it.

@@ -100,37 +100,7 @@ impl Target {
             Option<i64>,
             String,
         );
-        let sqlite = match (&self.results, self.backend) {
-            (Some(path), _) => Some(path.as_str()),
-            (None, Backend::Postgres | Backend::MySql) => None,
-            (None, _) => Some(self.url.as_str()),
-        };
-        let rows: Vec<Row> = match (sqlite, self.backend) {
-            (Some(path), _) => {
-                let options =
-                    sqlx::sqlite::SqliteConnectOptions::from_str(&format!("sqlite://{path}"))
-                        .unwrap();
-                let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
-                sqlx::query_as(AssertSqlSafe(sql))
-                    .fetch_all(&pool)
-                    .await
-                    .expect("reading the results table")
-            }
-            (None, Backend::Postgres) => {
-                let pool = sqlx::PgPool::connect(&self.url).await.unwrap();
-                sqlx::query_as(AssertSqlSafe(sql))
-                    .fetch_all(&pool)
-                    .await
-                    .expect("reading the results table")
-            }
-            (None, _) => {
-                let pool = sqlx::MySqlPool::connect(&self.url).await.unwrap();
-                sqlx::query_as(AssertSqlSafe(sql))
-                    .fetch_all(&pool)
-                    .await
-                    .expect("reading the results table")
-            }
-        };
+        let rows: Vec<Row> = self.results_rows(sql).await;
         rows.into_iter()
             .map(
                 |(job, tick_ms, instance, token, started_ms, finished_ms, progress_ms, outcome)| {
@@ -148,6 +118,119 @@ impl Target {
             )
             .collect()
     }
+}
+
+impl Target {
+    /// Every term of the election `leader` the harness processes recorded (`--leader`), in
+    /// the order they began.
+    pub async fn terms(&self) -> Vec<Term> {
+        let sql = format!(
+            "SELECT instance, token, started_ms, ended_ms FROM {}_terms ORDER BY started_ms, token",
+            self.table
+        );
+        let rows: Vec<(String, i64, i64, Option<i64>)> = self.results_rows(sql).await;
+        rows.into_iter()
+            .map(|(instance, token, started_ms, ended_ms)| Term {
+                instance,
+                token,
+                started_ms,
+                ended_ms,
+            })
+            .collect()
+    }
+
+    /// The rows of a query on the results store: the SQLite file of `results`, else the lock
+    /// database.
+    async fn results_rows<R>(&self, sql: String) -> Vec<R>
+    where
+        R: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
+            + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>
+            + for<'r> sqlx::FromRow<'r, sqlx::mysql::MySqlRow>
+            + Send
+            + Unpin,
+    {
+        let sqlite = match (&self.results, self.backend) {
+            (Some(path), _) => Some(path.as_str()),
+            (None, Backend::Postgres | Backend::MySql) => None,
+            (None, _) => Some(self.url.as_str()),
+        };
+        match (sqlite, self.backend) {
+            (Some(path), _) => {
+                let options =
+                    sqlx::sqlite::SqliteConnectOptions::from_str(&format!("sqlite://{path}"))
+                        .unwrap();
+                let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+                sqlx::query_as(AssertSqlSafe(sql))
+                    .fetch_all(&pool)
+                    .await
+                    .expect("reading the results store")
+            }
+            (None, Backend::Postgres) => {
+                let pool = sqlx::PgPool::connect(&self.url).await.unwrap();
+                sqlx::query_as(AssertSqlSafe(sql))
+                    .fetch_all(&pool)
+                    .await
+                    .expect("reading the results store")
+            }
+            (None, _) => {
+                let pool = sqlx::MySqlPool::connect(&self.url).await.unwrap();
+                sqlx::query_as(AssertSqlSafe(sql))
+                    .fetch_all(&pool)
+                    .await
+                    .expect("reading the results store")
+            }
+        }
+    }
+}
+
+impl Target {
+    /// Every run of a worker (`--role worker`), in start order.
+    pub async fn work(&self) -> Vec<Work> {
+        let sql = format!(
+            "SELECT job, tick_ms, instance, token, attempt, started_ms, finished_ms FROM {}_work ORDER BY started_ms, attempt",
+            self.table
+        );
+        type Row = (String, i64, String, i64, i64, i64, Option<i64>);
+        let rows: Vec<Row> = self.results_rows(sql).await;
+        rows.into_iter()
+            .map(
+                |(job, tick_ms, instance, token, attempt, started_ms, finished_ms)| Work {
+                    job,
+                    tick_ms,
+                    instance,
+                    token,
+                    attempt,
+                    started_ms,
+                    finished_ms,
+                },
+            )
+            .collect()
+    }
+}
+
+/// One run of a hand-off by a worker process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Work {
+    pub job: String,
+    pub tick_ms: i64,
+    pub instance: String,
+    /// The fencing token of the tick's claim, carried by the hand-off.
+    pub token: i64,
+    /// apalis's attempt number (1 for the first run).
+    pub attempt: i64,
+    pub started_ms: i64,
+    /// `None`: the run did not finish (its worker was killed).
+    pub finished_ms: Option<i64>,
+}
+
+/// One term of a leader, as the harness recorded it (database clock, ms).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Term {
+    pub instance: String,
+    pub token: i64,
+    pub started_ms: i64,
+    /// `None` while it leads, or when its process was killed.
+    pub ended_ms: Option<i64>,
 }
 
 /// One run as the harness recorded it (times by the database clock, ms since the epoch).
@@ -320,6 +403,10 @@ impl Instance {
             late_steps: stdout
                 .lines()
                 .find_map(|l| l.strip_prefix("LATE_STEPS ")?.parse().ok()),
+            handoffs: stdout.lines().find_map(|l| {
+                let (new, already) = l.strip_prefix("HANDOFFS ")?.split_once(' ')?;
+                Some((new.parse().ok()?, already.parse().ok()?))
+            }),
             log: std::fs::read_to_string(&self.log).unwrap_or_default(),
         }
     }
@@ -334,6 +421,9 @@ pub struct Exited {
     /// Steps of work its runs took right after a pause longer than their lease (`None`: the
     /// process did not say, e.g. it was killed).
     pub late_steps: Option<u64>,
+    /// A `--role scheduler` process's hand-offs: (enqueued, already queued); `None` when it did
+    /// not say (another role, or it died).
+    pub handoffs: Option<(u64, u64)>,
     pub log: String,
 }
 

@@ -1,7 +1,8 @@
 //! A loopback TCP proxy in front of a database server, for tests that need a statement "on the
 //! wire": [`Proxy::stall`] holds back what clients send on the connections open at that moment
 //! (the server sees nothing of it) while connections opened later pass, until
-//! [`Proxy::release`] lets the held bytes through, in order; [`Proxy::sever`] closes the
+//! [`Proxy::release`] lets the held bytes through, in order; [`Proxy::partition`] holds back
+//! every connection's, also those opened later; [`Proxy::sever`] closes the
 //! connections open at that moment, as a server ending its sessions would.
 
 use std::sync::Arc;
@@ -88,6 +89,14 @@ impl Proxy {
             self.shared.connections.load(Ordering::SeqCst),
             Ordering::SeqCst,
         );
+        self.shared.stalled.send_replace(true);
+    }
+
+    /// A network partition: holds back everything clients send from now on, over every
+    /// connection, those open now and those opened later, until [`release`](Self::release).
+    pub fn partition(&self) {
+        self.shared.held_bytes.store(0, Ordering::SeqCst);
+        self.shared.stall_below.store(usize::MAX, Ordering::SeqCst);
         self.shared.stalled.send_replace(true);
     }
 

@@ -260,7 +260,12 @@ fn read_reply(reader: &mut impl BufRead) -> std::io::Result<Reply> {
 
 /// Deletes every key of a key prefix (`{<prefix>}:*`) on the server at `address`.
 pub fn delete_prefix(address: &str, prefix: &str) {
-    let keys = command(address, &["KEYS", &format!("{{{prefix}}}:*")]).unwrap();
+    delete_keys(address, &format!("{{{prefix}}}:*"));
+}
+
+/// Deletes every key matching the `KEYS` pattern `pattern` (a test's own keys).
+pub fn delete_keys(address: &str, pattern: &str) {
+    let keys = command(address, &["KEYS", pattern]).unwrap();
     let keys: Vec<String> = keys
         .items()
         .iter()

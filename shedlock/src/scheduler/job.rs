@@ -66,6 +66,9 @@ pub struct Job {
     pub(crate) run: Arc<RunFn>,
     /// The lock its runs take, as given to [`with_lock`](Self::with_lock).
     pub(crate) lock: Option<Arc<LockConfiguration>>,
+    /// Its runs claim their own ticks, never the scheduler for them (a hand-off job reads its
+    /// lock's record before its claim).
+    pub(crate) claims_in_run: bool,
 }
 
 impl Job {
@@ -92,6 +95,7 @@ impl Job {
             schedule,
             run: Arc::new(run),
             lock: None,
+            claims_in_run: false,
         }
     }
 
@@ -182,6 +186,9 @@ pub struct JobStats {
     /// Ticks the database refused as too far ahead of its clock (this instance's clock runs
     /// ahead of the database's by more than the tick tolerance).
     pub clock_skew: u64,
+    /// Ticks not fired because this instance did not lead (a scheduler with
+    /// [`leader_election`](crate::SchedulerBuilder::leader_election)).
+    pub not_leader: u64,
 }
 
 /// One job's counters. Each is a `u32`: a job fires at most once a second (cron's finest
@@ -201,6 +208,7 @@ pub(crate) struct Counters {
     pub(crate) misfires_skipped: AtomicU32,
     pub(crate) panicked: AtomicU32,
     pub(crate) clock_skew: AtomicU32,
+    pub(crate) not_leader: AtomicU32,
 }
 
 impl Counters {
@@ -219,6 +227,7 @@ impl Counters {
             misfires_skipped: get(&self.misfires_skipped),
             panicked: get(&self.panicked),
             clock_skew: get(&self.clock_skew),
+            not_leader: get(&self.not_leader),
         }
     }
 }

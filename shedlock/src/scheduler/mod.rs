@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -12,13 +12,16 @@ use tokio::task::JoinSet;
 
 use crate::clock_sync::{DbClock, clock_loop};
 use crate::observe::Observer;
-use crate::{AppClock, Error, LockProvider, Result, RunHistory, RunStore, SchedulerListener};
+use crate::{
+    AppClock, Error, LeaderElection, LeaderElector, LockProvider, Result, RunHistory, RunStore,
+    SchedulerListener,
+};
 
 mod job;
 mod tick_loop;
 
 pub use job::{Job, JobOutput, JobStats};
-use tick_loop::{Jobs, prune_loop, timer_loop};
+use tick_loop::{Jobs, leader_loop, prune_loop, timer_loop};
 
 struct Inner {
     provider: Arc<dyn LockProvider>,
@@ -42,11 +45,20 @@ struct Inner {
     /// History rows of overlap skips, written after the fact, and the claims of many ticks at
     /// once.
     chores: Mutex<JoinSet<()>>,
+    /// With leader election: the election, and its elector once started.
+    election: Option<LeaderElection>,
+    leader: OnceLock<LeaderElector>,
 }
 
 impl Inner {
     fn jobs(&self) -> MutexGuard<'_, Jobs> {
         self.jobs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether this instance fires ticks: always without leader election, only while leading
+    /// with it.
+    fn fires(&self) -> bool {
+        self.election.is_none() || self.leader.get().is_some_and(LeaderElector::is_leader)
     }
 }
 
@@ -111,6 +123,7 @@ pub struct SchedulerBuilder<P> {
     shutdown_timeout: Duration,
     run_history: Option<(Arc<dyn RunStore>, RunHistory)>,
     listeners: Vec<Arc<dyn SchedulerListener>>,
+    election: Option<LeaderElection>,
 }
 
 impl fmt::Debug for dyn SchedulerListener {
@@ -160,6 +173,21 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
         self
     }
 
+    /// Only the leader of `election` fires ticks; the other instances keep their jobs
+    /// registered and planned, fire nothing, and take over when the leader's lease lapses or it
+    /// resigns (on [`shutdown`](Scheduler::shutdown)). Off by default: every instance fires
+    /// every tick and the tick's claim picks the one that runs it.
+    ///
+    /// The tick claims stay on: during a hand-over two instances may both fire for a moment,
+    /// and each tick still runs once. An instance that becomes leader runs each job's latest
+    /// past tick within the misfire grace that no instance ran (the tick the old leader did
+    /// not fire). [`Scheduler::leader_elector`] gives the elector (whether this instance
+    /// leads, the term's fencing token). See [`LeaderElector`] for how it elects.
+    pub fn leader_election(mut self, election: LeaderElection) -> Self {
+        self.election = Some(election);
+        self
+    }
+
     /// The scheduler (not yet started).
     pub fn build(self) -> Scheduler {
         Scheduler {
@@ -181,6 +209,8 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
                 runs: Mutex::new(JoinSet::new()),
                 loops: Mutex::new(JoinSet::new()),
                 chores: Mutex::new(JoinSet::new()),
+                election: self.election,
+                leader: OnceLock::new(),
             }),
         }
     }
@@ -222,6 +252,7 @@ impl Scheduler {
             shutdown_timeout: Duration::from_secs(30),
             run_history: None,
             listeners: Vec::new(),
+            election: None,
         }
     }
 
@@ -282,8 +313,15 @@ impl Scheduler {
         self.inner.clock.offset()
     }
 
-    /// Starts firing every job (in tasks on the current Tokio runtime). Calling it again, or
-    /// after [`shutdown`](Self::shutdown), does nothing.
+    /// The leader elector, once started, of a scheduler built with
+    /// [`leader_election`](SchedulerBuilder::leader_election).
+    pub fn leader_elector(&self) -> Option<LeaderElector> {
+        self.inner.leader.get().cloned()
+    }
+
+    /// Starts firing every job (in tasks on the current Tokio runtime); with leader election,
+    /// starts taking part in it and fires only while leading. Calling it again, or after
+    /// [`shutdown`](Self::shutdown), does nothing.
     pub fn start(&self) {
         if *self.inner.stop_firing.borrow() {
             tracing::warn!(
@@ -317,6 +355,13 @@ impl Scheduler {
             jobs.by_name.len()
         };
         let mut loops = self.inner.loops.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(election) = &self.inner.election {
+            let elector =
+                LeaderElector::start_arc(Arc::clone(&self.inner.provider), election.clone());
+            let changes = elector.subscribe();
+            let _ = self.inner.leader.set(elector);
+            loops.spawn(leader_loop(Arc::clone(&self.inner), changes));
+        }
         loops.spawn(timer_loop(Arc::clone(&self.inner)));
         if let Some((_, history)) = self.inner.observer.history {
             loops.spawn(prune_loop(Arc::clone(&self.inner), history));
@@ -324,14 +369,18 @@ impl Scheduler {
         tracing::info!(jobs, "scheduler started");
     }
 
-    /// Stops firing, waits up to the shutdown timeout for running jobs, cancels those still
-    /// running (which releases their locks, honouring `lock_at_least_for`), and returns when
-    /// every run has ended.
+    /// Stops firing (with leader election: resigns, so another instance leads at once), waits
+    /// up to the shutdown timeout for running jobs, cancels those still running (which
+    /// releases their locks, honouring `lock_at_least_for`), and returns when every run has
+    /// ended.
     pub async fn shutdown(&self) -> ShutdownReport {
         self.inner.stop_firing.send_replace(true);
         let mut loops =
             std::mem::take(&mut *self.inner.loops.lock().unwrap_or_else(|e| e.into_inner()));
         while loops.join_next().await.is_some() {}
+        if let Some(elector) = self.inner.leader.get() {
+            elector.resign().await;
+        }
         let mut runs =
             std::mem::take(&mut *self.inner.runs.lock().unwrap_or_else(|e| e.into_inner()));
         let mut report = ShutdownReport {

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -30,7 +30,7 @@ use crate::context::{
 };
 use crate::observe::{Probe, RunInfo};
 use crate::run::acquire_config;
-use crate::{Error, LockConfiguration, RunHistory, RunOutcome};
+use crate::{Error, Leadership, LockConfiguration, RunHistory, RunOutcome};
 
 /// One registered job and its running state. About 170 bytes (the job's name, expression and
 /// function are allocations of their own): with 100,000 jobs every byte here is 100 KB.
@@ -120,7 +120,8 @@ impl Jobs {
         }
         self.next_id += 1;
         let state = Arc::new(JobState {
-            lock: Mutex::new(job.lock.clone()),
+            // A job that claims its ticks in its run is never claimed for.
+            lock: Mutex::new(job.lock.clone().filter(|_| !job.claims_in_run)),
             job,
             counters: Counters::default(),
             running: AtomicBool::new(false),
@@ -263,6 +264,35 @@ pub(super) async fn timer_loop(inner: Arc<Inner>) {
     }
 }
 
+/// With leader election: each time this instance becomes leader, every job is planned again
+/// as at start, so the latest past tick within the misfire grace that no instance ran (the
+/// one the old leader did not fire) runs now; until shutdown.
+pub(super) async fn leader_loop(inner: Arc<Inner>, mut changes: watch::Receiver<Leadership>) {
+    let mut stop_firing = inner.stop_firing.subscribe();
+    loop {
+        tokio::select! {
+            changed = changes.changed() => if changed.is_err() { return },
+            _ = stop_firing.wait_for(|stop| *stop) => return,
+        }
+        let leadership = *changes.borrow_and_update();
+        if let Leadership::Leader { fencing_token } = leadership {
+            let jobs = {
+                let mut jobs = inner.jobs();
+                jobs.start();
+                jobs.by_name.len()
+            };
+            tracing::info!(
+                fencing_token,
+                jobs,
+                "leading: firing every job, with the latest missed tick of each"
+            );
+            inner.wake.notify_one();
+        } else {
+            tracing::info!("not leading: firing nothing");
+        }
+    }
+}
+
 /// Sleeps for `wait`; forever for `None`.
 async fn sleep_for(wait: Option<Duration>) {
     match wait {
@@ -349,6 +379,15 @@ fn groups(sorted: Vec<(DateTime<Utc>, Arc<JobState>)>) -> Vec<(DateTime<Utc>, Ve
 /// is known and that are not still running. The claim goes out in a task of its own; each
 /// claimed run waits for its answer before its job is called.
 fn fire_group(inner: &Arc<Inner>, tick: DateTime<Utc>, group: Vec<Arc<JobState>>) {
+    if !inner.fires() {
+        for state in &group {
+            bump(&state.counters.not_leader);
+            metrics::counter!(crate::metric_names::NOT_LEADER, "job" => state.job.name().to_owned())
+                .increment(1);
+        }
+        tracing::debug!(%tick, jobs = group.len(), "not the leader: ticks not fired");
+        return;
+    }
     let keep_alive = inner.provider.keep_alive();
     let mut batch: Vec<(LockConfiguration, oneshot::Sender<PreClaim>)> = Vec::new();
     for state in &group {
@@ -551,7 +590,7 @@ fn fire(
         };
         tracing::Span::current().record("outcome", outcome.as_str());
         release_unused(&slot).await;
-        if job.job.lock.is_none() {
+        if job.job.lock.is_none() && !job.job.claims_in_run {
             // Learned: the lock this run took for its tick is claimed with the others' next
             // time (a run that took none, or not for its tick, is not claimed for).
             let learned = probe.lock_config().filter(|lock| lock.tick() == Some(tick));

@@ -22,13 +22,16 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use shedlock::{
-    AppClock, ClockMode, Job, KeepAlive, LockAdmin, LockConfiguration, LockContext, LockProvider,
-    MySqlLockProvider, OnLockLost, PostgresLockProvider, RedisLockProvider, RunHistory, RunStore,
-    Schedule, Scheduler, SchedulerBuilder, SqliteLockProvider, TaskResult, run_locked,
-    with_provider,
+    AppClock, ClockMode, Job, KeepAlive, LeaderElection, LeaderElector, Leadership, LockAdmin,
+    LockConfiguration, LockContext, LockProvider, MySqlLockProvider, OnLockLost,
+    PostgresLockProvider, RedisLockProvider, RunHistory, Schedule, Scheduler, SchedulerBuilder,
+    SqliteLockProvider, TaskResult, run_locked, with_provider,
 };
+use shedlock_suite::AdminAndRuns;
 use sqlx::{AssertSqlSafe, MySqlPool, PgPool, SqlitePool};
 use tokio::io::AsyncWriteExt;
+
+mod worker;
 use tokio::net::{TcpListener, TcpStream};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -106,6 +109,32 @@ struct Args {
     /// closes abandoned runs at start-up (and hourly).
     #[arg(long)]
     history: bool,
+    /// Fire only while leading the election `leader` with this lease, renew deadline and
+    /// retry period (`3s,2s,200ms`); each term is recorded in `<table>_terms`.
+    #[arg(long)]
+    leader: Option<String>,
+    /// `all` (default): the scheduler runs the jobs. `scheduler`: it hands each claimed tick to
+    /// the queue (`--queue`) instead. `worker`: no scheduler; runs the queue's hand-offs.
+    #[arg(long, value_enum, default_value = "all")]
+    role: RoleArg,
+    /// The worker-mode queue: `sqlite:<file>`, `postgres` (the `--url` database) or
+    /// `redis:<url>`; its name is `<table>_q`.
+    #[arg(long)]
+    queue: Option<String>,
+    /// Worker mode's heartbeat (a killed worker's hand-off runs again after three missed).
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    heartbeat: Duration,
+    /// `--role scheduler`: exit (code 3) at the n-th hand-off, after its claim and before its
+    /// enqueue, as a scheduler that dies between the two.
+    #[arg(long)]
+    die_after_claim: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum RoleArg {
+    All,
+    Scheduler,
+    Worker,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -116,7 +145,7 @@ enum ClockArg {
 
 /// The lock provider: one of the SQL ones (which also keep a run history), or Redis's.
 enum Store {
-    Sql(Arc<dyn RunStore>),
+    Sql(Arc<dyn AdminAndRuns>),
     Redis(Arc<RedisLockProvider>),
 }
 
@@ -294,6 +323,10 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         Store::Sql(p) => Arc::clone(p) as Arc<dyn LockProvider>,
         Store::Redis(p) => Arc::clone(p) as Arc<dyn LockProvider>,
     };
+    let admin: Arc<dyn LockAdmin> = match &provider {
+        Store::Sql(p) => Arc::clone(p) as Arc<dyn LockAdmin>,
+        Store::Redis(p) => Arc::clone(p) as Arc<dyn LockAdmin>,
+    };
     let t = &args.table;
     for ddl in [
         format!(
@@ -303,6 +336,15 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         ),
         format!(
             "CREATE TABLE IF NOT EXISTS {t}_fenced (job VARCHAR(64) NOT NULL PRIMARY KEY, token BIGINT NOT NULL)"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {t}_terms (instance VARCHAR(64) NOT NULL, token BIGINT NOT NULL, \
+             started_ms BIGINT NOT NULL, ended_ms BIGINT NULL)"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {t}_work (job VARCHAR(64) NOT NULL, tick_ms BIGINT NOT NULL, \
+             instance VARCHAR(64) NOT NULL, token BIGINT NOT NULL, attempt BIGINT NOT NULL, \
+             started_ms BIGINT NOT NULL, finished_ms BIGINT NULL)"
         ),
     ] {
         results.exec(ddl, vec![]).await?;
@@ -329,11 +371,27 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         late_steps: Arc::default(),
     };
     let late_steps = Arc::clone(&work.late_steps);
+    let election = args.leader.as_deref().map(election).transpose()?;
     let scheduler = match &provider {
-        Store::Sql(p) if args.history => settings(Scheduler::builder(Arc::clone(p)), &args, &clock)
-            .history(RunHistory::keep_for(Duration::from_secs(86_400)))
-            .build(),
-        _ => settings(Scheduler::builder(Arc::clone(&locks)), &args, &clock).build(),
+        Store::Sql(p) if args.history => {
+            settings(Scheduler::builder(Arc::clone(p)), &args, &clock, election)
+                .history(RunHistory::keep_for(Duration::from_secs(86_400)))
+                .build()
+        }
+        _ => settings(
+            Scheduler::builder(Arc::clone(&locks)),
+            &args,
+            &clock,
+            election,
+        )
+        .build(),
+    };
+    if args.role == RoleArg::Worker {
+        return worker::run(&args, results).await;
+    }
+    let queue = match args.role {
+        RoleArg::Scheduler => Some(worker::queue(&args).await?),
+        _ => None,
     };
     let schedule = Schedule::parse(&args.cron, "UTC")?;
     let mut manual = Vec::new();
@@ -347,6 +405,14 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                     tokio::time::sleep(Duration::from_millis(1000)).await;
                 }
             }));
+        } else if let Some(queue) = &queue {
+            scheduler.add(Job::hand_off(
+                job.as_str(),
+                schedule.clone(),
+                cfg,
+                Arc::clone(&admin),
+                Arc::clone(queue),
+            ))?;
         } else {
             let spec = work.clone();
             scheduler.add(Job::new(job.as_str(), schedule.clone(), move || {
@@ -356,6 +422,14 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     scheduler.start();
+    let terms = scheduler.leader_elector().map(|elector| {
+        tokio::spawn(record_terms(
+            elector,
+            results.clone(),
+            args.table.clone(),
+            args.instance.clone(),
+        ))
+    });
     eprintln!("shedlock-harness: {} ready", args.instance);
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -380,8 +454,16 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         task.abort();
     }
     let report = scheduler.shutdown().await;
+    if let Some(terms) = terms {
+        // The elector resigned in shutdown: the task records the term's end, then ends.
+        let _ = tokio::time::timeout(Duration::from_secs(10), terms).await;
+    }
     eprintln!("shedlock-harness: {} stopped ({report:?})", args.instance);
     println!("LATE_STEPS {}", late_steps.load(Ordering::SeqCst));
+    if let Some(queue) = &queue {
+        let (new, already) = queue.counts();
+        println!("HANDOFFS {new} {already}");
+    }
     for (job, _) in &jobs {
         if let Some(s) = scheduler.stats(job) {
             println!(
@@ -407,11 +489,61 @@ fn settings<P: LockProvider + 'static>(
     builder: SchedulerBuilder<P>,
     args: &Args,
     clock: &AppClock,
+    election: Option<LeaderElection>,
 ) -> SchedulerBuilder<P> {
-    builder
+    let builder = builder
         .clock(clock.clone())
         .misfire_grace(args.misfire_grace)
-        .shutdown_timeout(args.shutdown_timeout)
+        .shutdown_timeout(args.shutdown_timeout);
+    match election {
+        Some(election) => builder.leader_election(election),
+        None => builder,
+    }
+}
+
+/// `--leader LEASE,RENEW,RETRY`: the election `leader` with that timing.
+fn election(spec: &str) -> Result<LeaderElection, Box<dyn std::error::Error>> {
+    let parts: Vec<Duration> = spec
+        .split(',')
+        .map(|part| humantime::parse_duration(part.trim()))
+        .collect::<Result<_, _>>()?;
+    let [lease, renew, retry] = parts[..] else {
+        return Err(format!("--leader wants LEASE,RENEW,RETRY, got {spec:?}").into());
+    };
+    Ok(LeaderElection::new("leader")?.timing(lease, renew, retry)?)
+}
+
+/// Records each term of this instance in `<table>_terms`: a row when it becomes leader (the
+/// database's time), its end when it steps down or resigns. Ends when the elector resigned.
+async fn record_terms(elector: LeaderElector, results: Results, table: String, instance: String) {
+    let mut changes = elector.subscribe();
+    let mut current: Option<i64> = None;
+    loop {
+        let leadership = *changes.borrow_and_update();
+        let now = results.now_ms();
+        match (leadership, current) {
+            (Leadership::Leader { fencing_token }, None) => {
+                let sql = format!(
+                    "INSERT INTO {table}_terms (instance, token, started_ms) VALUES (?, ?, {now})"
+                );
+                let _ = results
+                    .exec(sql, vec![Bind::S(instance.clone()), Bind::I(fencing_token)])
+                    .await;
+                eprintln!("shedlock-harness: {instance} leads (token {fencing_token})");
+                current = Some(fencing_token);
+            }
+            (Leadership::Follower, Some(token)) => {
+                let sql = format!("UPDATE {table}_terms SET ended_ms = {now} WHERE token = ?");
+                let _ = results.exec(sql, vec![Bind::I(token)]).await;
+                eprintln!("shedlock-harness: {instance} stepped down (token {token})");
+                current = None;
+            }
+            _ => {}
+        }
+        if changes.changed().await.is_err() {
+            return;
+        }
+    }
 }
 
 /// What each run does: record its start, work, optionally write fenced, record its end.

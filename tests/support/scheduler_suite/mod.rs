@@ -8,11 +8,14 @@ use std::time::Duration;
 mod batch;
 mod clock;
 mod keep_alive;
+mod leader;
 mod runs;
 
 pub use batch::*;
 pub use clock::*;
 pub use keep_alive::*;
+pub use leader::*;
+use runs::recording_job;
 pub use runs::*;
 
 const MS: Duration = Duration::from_millis(1);

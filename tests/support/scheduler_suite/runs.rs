@@ -16,7 +16,7 @@ use super::{MS, eventually};
 use crate::{Opts, TestDb};
 
 /// The job every instance runs: claim the tick, work 5 ms, write one row.
-fn recording_job<D: TestDb>(db: &Arc<D>, instance: &str) -> Job {
+pub(super) fn recording_job<D: TestDb>(db: &Arc<D>, instance: &str) -> Job {
     let (db, instance) = (Arc::clone(db), instance.to_owned());
     Job::new(
         "every_second",

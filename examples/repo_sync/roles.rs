@@ -1,0 +1,186 @@
+//! `run --role scheduler` and `run --role worker`: the scheduler claims each repository's tick
+//! and hands it to a job queue (apalis, through `shedlock::handoff`); workers, started apart
+//! and as many as wanted, take the hand-offs and sync. `--role all` (the default) is one
+//! process doing both, as before: see `main.rs`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apalis::prelude::*;
+use apalis_postgres::PostgresStorage;
+use apalis_sqlite::SqliteStorage;
+use shedlock::handoff::apalis::{
+    DEFAULT_HEARTBEAT, PostgresTickQueue, SqliteTickQueue, postgres_worker_config,
+    sqlite_worker_config,
+};
+use shedlock::handoff::{HandOff, TickQueue};
+use shedlock::{LockProvider, Schedule, TaskResult, with_provider};
+
+use crate::AnyError;
+use crate::db::Location;
+use crate::job::{Outcome, Trigger, sync_locked};
+use crate::sync::Ctx;
+
+/// The queue's name (apalis's `job_type`).
+pub(crate) const QUEUE: &str = "repo_sync";
+
+/// Where the hand-offs wait: beside the database.
+#[derive(Debug, Clone)]
+pub(crate) enum QueuePlace {
+    /// An SQLite file of its own (apalis keeps its migrations in the file's
+    /// `_sqlx_migrations`), `repo_sync_queue.db` next to the SQLite database.
+    Sqlite(std::path::PathBuf),
+    /// The PostgreSQL database itself (apalis's schema `apalis`).
+    Postgres(String),
+}
+
+impl QueuePlace {
+    /// The queue beside the database at `location`.
+    pub(crate) fn beside(location: &Location) -> Result<Self, AnyError> {
+        Ok(match location {
+            Location::Postgres(url) => QueuePlace::Postgres(url.clone()),
+            Location::Sqlite(_) => {
+                let db = location.sqlite_file()?.unwrap_or_default();
+                QueuePlace::Sqlite(db.with_file_name("repo_sync_queue.db"))
+            }
+        })
+    }
+
+    async fn sqlite_pool(path: &std::path::Path) -> Result<sqlx::SqlitePool, AnyError> {
+        let options = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+            .busy_timeout(Duration::from_secs(30));
+        Ok(sqlx::sqlite::SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await?)
+    }
+
+    /// The queue a scheduler hands its claimed ticks to.
+    pub(crate) async fn tick_queue(&self) -> Result<Arc<dyn TickQueue>, AnyError> {
+        Ok(match self {
+            QueuePlace::Sqlite(path) => {
+                Arc::new(SqliteTickQueue::new(Self::sqlite_pool(path).await?, QUEUE).await?)
+            }
+            QueuePlace::Postgres(url) => {
+                let pool = sqlx::PgPool::connect(url).await?;
+                Arc::new(PostgresTickQueue::new(pool, QUEUE).await?)
+            }
+        })
+    }
+}
+
+/// What every sync of a worker shares.
+struct Worker {
+    ctx: Arc<Ctx>,
+    provider: Arc<dyn LockProvider>,
+}
+
+/// One hand-off: the repository's sync under its lock (a plain lock: the tick was claimed by
+/// the scheduler), with the tick's adaptive refresh and breaker. A sync that fails is recorded
+/// as failed in the history and counts for the breaker; the queue does not run it again (the
+/// next tick does). The queue runs a hand-off again only when its worker died mid-run.
+async fn sync(hand_off: HandOff, worker: Data<Arc<Worker>>) -> Result<(), BoxDynError> {
+    let id: i64 = hand_off
+        .job
+        .strip_prefix("repo_sync_")
+        .and_then(|id| id.parse().ok())
+        .ok_or_else(|| format!("hand-off of an unknown job {:?}", hand_off.job))?;
+    let Some(session) = worker.ctx.db.session(id).await? else {
+        println!(
+            "#{id}: no longer registered: hand-off of {} dropped",
+            hand_off.tick
+        );
+        return Ok(());
+    };
+    let schedule = Schedule::parse(&session.cron, &session.time_zone)?;
+    let trigger = Trigger::Tick {
+        tick_ms: hand_off.tick.timestamp_millis(),
+        interval_ms: crate::interval_ms(&schedule, hand_off.tick),
+    };
+    let outcome = with_provider(
+        Arc::clone(&worker.provider),
+        sync_locked(&worker.ctx, id, trigger),
+    )
+    .await?;
+    match outcome {
+        TaskResult::Executed(Ok(Outcome::Synced(s))) => println!(
+            "#{id} tick {} (claim token {}): {} files, {} chunks",
+            hand_off.tick, hand_off.fencing_token, s.files, s.chunks_written
+        ),
+        TaskResult::Executed(Ok(Outcome::NotSynced(reason))) => {
+            println!("#{id} tick {}: not synced: {reason}", hand_off.tick);
+        }
+        TaskResult::Executed(Err(error)) => {
+            println!("#{id} tick {}: sync failed: {error}", hand_off.tick);
+        }
+        TaskResult::Skipped => println!(
+            "#{id} tick {}: another worker is syncing it; skipped",
+            hand_off.tick
+        ),
+    }
+    Ok(())
+}
+
+/// `run --role worker`: takes hand-offs from the queue and syncs, `concurrency` at a time,
+/// until Ctrl-C (a sync in progress finishes; one not started goes back to the queue) or
+/// `run_for`.
+pub(crate) async fn run_worker(
+    ctx: Ctx,
+    provider: Arc<dyn LockProvider>,
+    queue: QueuePlace,
+    concurrency: usize,
+    run_for: Option<Duration>,
+) -> Result<(), AnyError> {
+    let name = format!("{}-{}", provider.locked_by(), std::process::id());
+    let worker = Arc::new(Worker {
+        ctx: Arc::new(ctx),
+        provider,
+    });
+    let stop = async move {
+        match run_for {
+            Some(d) => tokio::time::sleep(d).await,
+            None => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+        Ok::<(), std::io::Error>(())
+    };
+    println!("repo_sync worker {name} taking hand-offs from the queue (Ctrl-C to stop)");
+    let concurrency = concurrency.max(1);
+    match queue {
+        QueuePlace::Sqlite(path) => {
+            let pool = QueuePlace::sqlite_pool(&path).await?;
+            SqliteStorage::<()>::migrations().run(&pool).await?;
+            let storage = SqliteStorage::<HandOff>::new(&pool).with_config(
+                sqlite_worker_config(QUEUE, DEFAULT_HEARTBEAT).batch_size(concurrency),
+            );
+            WorkerBuilder::new(name)
+                .backend(storage)
+                .data(Arc::clone(&worker))
+                .concurrency(concurrency)
+                .build(sync)
+                .run_until(stop)
+                .await?;
+        }
+        QueuePlace::Postgres(url) => {
+            let pool = sqlx::PgPool::connect(&url).await?;
+            PostgresStorage::<()>::setup(&pool).await?;
+            let storage = PostgresStorage::<HandOff>::new(&pool).with_config(
+                postgres_worker_config(QUEUE, DEFAULT_HEARTBEAT).batch_size(concurrency),
+            );
+            WorkerBuilder::new(name)
+                .backend(storage)
+                .data(Arc::clone(&worker))
+                .concurrency(concurrency)
+                .build(sync)
+                .run_until(stop)
+                .await?;
+        }
+    }
+    worker.ctx.pending.wait().await;
+    println!("worker stopped");
+    Ok(())
+}

@@ -1,0 +1,290 @@
+//! apalis 1.0 queues for worker mode: [`SqliteTickQueue`] (feature `apalis-sqlite`),
+//! [`PostgresTickQueue`] (`apalis-postgres`) and [`RedisTickQueue`] (`apalis-redis`), each a
+//! [`TickQueue`] that enqueues a [`HandOff`] as an apalis task whose idempotency key is
+//! [`HandOff::key`]; and the storage settings for a worker of that queue
+//! ([`worker_config`]-style functions), so a killed worker's task is taken up again within
+//! seconds rather than apalis's default minutes.
+//!
+//! A worker is an ordinary apalis worker over the same queue with [`HandOff`] as its task type:
+//!
+//! ```ignore
+//! use apalis::prelude::*;
+//! let storage = SqliteStorage::<HandOff>::new(&pool).with_config(sqlite_worker_config("jobs", HEARTBEAT));
+//! WorkerBuilder::new("worker-1").backend(storage).build(|h: HandOff| async move { run(h).await })
+//! ```
+//!
+//! Why apalis, and what it does when a worker dies: `docs/adr/0009-worker-mode.md`.
+
+use std::time::Duration;
+
+use apalis_core::task::builder::TaskBuilder;
+use futures_util::future::BoxFuture;
+
+use super::{Enqueued, HandOff, TickQueue};
+use crate::{Error, Result};
+
+/// How many times the queue runs a hand-off whose run fails before it gives up (apalis's
+/// default, 25, made explicit). A worker killed mid-run does not count against it in apalis.
+pub const MAX_ATTEMPTS: usize = 25;
+
+/// The heartbeat interval [`sqlite_worker_config`] and the others use by default: a worker
+/// that missed three heartbeats (15 s) is taken for dead and its tasks are run again.
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
+
+/// Missed heartbeats after which a worker is taken for dead.
+const MISSED_HEARTBEATS: usize = 3;
+
+/// The apalis task of a hand-off: the JSON of `hand_off` (what apalis's JSON codec decodes
+/// into a [`HandOff`] on the worker) under the hand-off's key.
+fn task(hand_off: &HandOff) -> Result<apalis_core::task::Task<Vec<u8>>> {
+    let bytes = serde_json::to_vec(hand_off).map_err(|e| Error::HandOff {
+        job: hand_off.job.clone(),
+        reason: format!("could not encode the hand-off: {e}"),
+    })?;
+    Ok(TaskBuilder::new(bytes)
+        .idempotency_key(hand_off.key())
+        .max_attempts(MAX_ATTEMPTS)
+        .build())
+}
+
+/// The error of a queue that refused or did not answer, naming it.
+fn queue_error(
+    hand_off: &HandOff,
+    what: &str,
+    queue: &str,
+    error: impl std::fmt::Display,
+) -> Error {
+    Error::HandOff {
+        job: hand_off.job.clone(),
+        reason: format!(
+            "enqueueing tick {} into the {what} queue {queue:?} failed: {error}",
+            hand_off.tick
+        ),
+    }
+}
+
+#[cfg(feature = "apalis-sqlite")]
+pub use sqlite::{SqliteTickQueue, sqlite_worker_config};
+
+#[cfg(feature = "apalis-sqlite")]
+mod sqlite {
+    use super::*;
+    use sqlx::SqlitePool;
+
+    /// apalis-sqlite's queue `queue` in the SQLite database of `pool` (its `Jobs` and
+    /// `Workers` tables). Keep it in a database file of its own: apalis records its migrations
+    /// in that database's `_sqlx_migrations`, and its worker storage lowers `synchronous` on the
+    /// connection it sets up.
+    #[derive(Debug, Clone)]
+    pub struct SqliteTickQueue {
+        pool: SqlitePool,
+        queue: String,
+    }
+
+    impl SqliteTickQueue {
+        /// Creates apalis's tables if they are not there (its migrations) and returns the
+        /// queue.
+        pub async fn new(pool: SqlitePool, queue: impl Into<String>) -> Result<Self> {
+            let queue = queue.into();
+            apalis_sqlite::SqliteStorage::<()>::migrations()
+                .run(&pool)
+                .await
+                .map_err(|e| Error::HandOff {
+                    job: String::new(),
+                    reason: format!(
+                        "creating apalis's SQLite tables for queue {queue:?} failed: {e}"
+                    ),
+                })?;
+            Ok(Self { pool, queue })
+        }
+
+        /// The queue's name (apalis's `job_type`).
+        pub fn queue(&self) -> &str {
+            &self.queue
+        }
+    }
+
+    impl TickQueue for SqliteTickQueue {
+        fn enqueue<'a>(&'a self, hand_off: &'a HandOff) -> BoxFuture<'a, Result<Enqueued>> {
+            Box::pin(async move {
+                let task = task(hand_off)?;
+                let fail =
+                    |e: &dyn std::fmt::Display| queue_error(hand_off, "SQLite", &self.queue, e);
+                let mut tx = self.pool.begin().await.map_err(|e| fail(&e))?;
+                apalis_sqlite::queries::push_tasks(&mut *tx, &self.queue, &[task])
+                    .await
+                    .map_err(|e| fail(&e))?;
+                // The insert is `ON CONFLICT (job_type, idempotency_key) DO NOTHING`.
+                let added: i64 = sqlx::query_scalar("SELECT changes()")
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(|e| fail(&e))?;
+                tx.commit().await.map_err(|e| fail(&e))?;
+                Ok(if added > 0 {
+                    Enqueued::New
+                } else {
+                    Enqueued::AlreadyQueued
+                })
+            })
+        }
+    }
+
+    /// apalis-sqlite's settings for a worker of the queue `queue`: a heartbeat every
+    /// `heartbeat` (whole seconds), a worker that missed three taken for dead (its tasks run
+    /// again), one task fetched at a time.
+    pub fn sqlite_worker_config(queue: &str, heartbeat: Duration) -> apalis_sqlite::Config {
+        apalis_sqlite::Config::default()
+            .queue(queue)
+            .heartbeat_interval(heartbeat)
+            .missed_heartbeats(MISSED_HEARTBEATS)
+            .batch_size(1)
+    }
+}
+
+#[cfg(feature = "apalis-postgres")]
+pub use postgres::{PostgresTickQueue, postgres_worker_config};
+
+#[cfg(feature = "apalis-postgres")]
+mod postgres {
+    use super::*;
+    use sqlx::PgPool;
+
+    /// apalis-postgres's queue `queue` (schema `apalis`, which its migrations create, with the
+    /// `hstore` extension).
+    #[derive(Debug, Clone)]
+    pub struct PostgresTickQueue {
+        pool: PgPool,
+        queue: String,
+    }
+
+    impl PostgresTickQueue {
+        /// Runs apalis's migrations (idempotent) and returns the queue.
+        pub async fn new(pool: PgPool, queue: impl Into<String>) -> Result<Self> {
+            let queue = queue.into();
+            apalis_postgres::PostgresStorage::<()>::setup(&pool)
+                .await
+                .map_err(|e| Error::HandOff {
+                    job: String::new(),
+                    reason: format!(
+                        "creating apalis's PostgreSQL tables for queue {queue:?} failed: {e}"
+                    ),
+                })?;
+            Ok(Self { pool, queue })
+        }
+
+        /// The queue's name (apalis's `job_type`).
+        pub fn queue(&self) -> &str {
+            &self.queue
+        }
+    }
+
+    impl TickQueue for PostgresTickQueue {
+        fn enqueue<'a>(&'a self, hand_off: &'a HandOff) -> BoxFuture<'a, Result<Enqueued>> {
+            Box::pin(async move {
+                let task = task(hand_off)?;
+                let fail =
+                    |e: &dyn std::fmt::Display| queue_error(hand_off, "PostgreSQL", &self.queue, e);
+                let mut conn = self.pool.acquire().await.map_err(|e| fail(&e))?;
+                match apalis_postgres::queries::push_tasks(&mut *conn, &self.queue, vec![task])
+                    .await
+                {
+                    Ok(()) => Ok(Enqueued::New),
+                    // A plain INSERT: a second task with the key violates its unique index.
+                    Err(apalis_postgres::Error::Database(sqlx::Error::Database(e)))
+                        if e.code().as_deref() == Some("23505") =>
+                    {
+                        Ok(Enqueued::AlreadyQueued)
+                    }
+                    Err(e) => Err(fail(&e)),
+                }
+            })
+        }
+    }
+
+    /// apalis-postgres's settings for a worker of the queue `queue` (see
+    /// [`sqlite_worker_config`](super::sqlite_worker_config)).
+    pub fn postgres_worker_config(queue: &str, heartbeat: Duration) -> apalis_postgres::Config {
+        apalis_postgres::Config::default()
+            .queue(queue)
+            .heartbeat_interval(heartbeat)
+            .missed_heartbeats(MISSED_HEARTBEATS)
+            .batch_size(1)
+    }
+}
+
+#[cfg(feature = "apalis-redis")]
+pub use self::redis::{REDIS_KEY_TTL, RedisTickQueue, redis_worker_config};
+
+#[cfg(feature = "apalis-redis")]
+mod redis {
+    use super::*;
+    use ::redis::aio::ConnectionManager;
+
+    /// How long a hand-off's key is kept in Redis, so a second enqueue of the same tick is
+    /// refused: 30 days. (apalis-redis 1.0.0 without a TTL expires the key at once, which would
+    /// let a duplicate in.)
+    pub const REDIS_KEY_TTL: Duration = Duration::from_secs(30 * 86_400);
+
+    /// apalis-redis's queue `queue` (its keys start with the queue's name).
+    #[derive(Clone)]
+    pub struct RedisTickQueue {
+        conn: ConnectionManager,
+        config: apalis_redis::Config,
+        queue: String,
+    }
+
+    impl std::fmt::Debug for RedisTickQueue {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("RedisTickQueue")
+                .field("queue", &self.queue)
+                .finish_non_exhaustive()
+        }
+    }
+
+    impl RedisTickQueue {
+        /// The queue `queue` on the server of `url` (`redis://` or `rediss://`).
+        pub async fn connect(url: &str, queue: &str) -> Result<Self> {
+            let conn = apalis_redis::connect(url)
+                .await
+                .map_err(|e| Error::HandOff {
+                    job: String::new(),
+                    reason: format!("cannot reach the Redis server of queue {queue:?}: {e}"),
+                })?;
+            Ok(Self {
+                conn,
+                config: redis_worker_config(queue, DEFAULT_HEARTBEAT),
+                queue: queue.to_owned(),
+            })
+        }
+    }
+
+    impl TickQueue for RedisTickQueue {
+        fn enqueue<'a>(&'a self, hand_off: &'a HandOff) -> BoxFuture<'a, Result<Enqueued>> {
+            Box::pin(async move {
+                let task = task(hand_off)?;
+                let mut conn = self.conn.clone();
+                let (enqueued, scheduled) =
+                    apalis_redis::queries::push_tasks(&mut conn, &self.config, &[task])
+                        .await
+                        .map_err(|e| queue_error(hand_off, "Redis", &self.queue, e))?;
+                Ok(if enqueued + scheduled > 0 {
+                    Enqueued::New
+                } else {
+                    Enqueued::AlreadyQueued
+                })
+            })
+        }
+    }
+
+    /// apalis-redis's settings for a worker (and the enqueuer) of the queue `queue` (see
+    /// [`sqlite_worker_config`](super::sqlite_worker_config)), with hand-off keys kept
+    /// [`REDIS_KEY_TTL`].
+    pub fn redis_worker_config(queue: &str, heartbeat: Duration) -> apalis_redis::Config {
+        apalis_redis::Config::default()
+            .queue(queue)
+            .heartbeat_interval(heartbeat)
+            .missed_heartbeats(MISSED_HEARTBEATS)
+            .batch_size(1)
+            .idempotency_ttl(Some(REDIS_KEY_TTL))
+    }
+}
