@@ -2,7 +2,7 @@
 //! [`PostgresTickQueue`] (`apalis-postgres`) and [`RedisTickQueue`] (`apalis-redis`), each a
 //! [`TickQueue`] that enqueues a [`HandOff`] as an apalis task whose idempotency key is
 //! [`HandOff::key`]; and the storage settings for a worker of that queue
-//! ([`worker_config`]-style functions), so a killed worker's task is taken up again within
+//! (`sqlite_worker_config` and the others), so a killed worker's task is taken up again within
 //! seconds rather than apalis's default minutes.
 //!
 //! A worker is an ordinary apalis worker over the same queue with [`HandOff`] as its task type:
