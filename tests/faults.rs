@@ -1514,20 +1514,23 @@ async fn drop_queue(place: &Place) {
     }
 }
 
-async fn worker_mode(backend: Backend) {
-    let Some(place) = new_place(backend).await else {
-        return;
-    };
-    let queue = match backend {
+/// The harness's `--queue` for the place's backend: an SQLite file beside the logs, the
+/// PostgreSQL database, or the Redis server.
+fn queue_spec(place: &Place) -> String {
+    match place.target.backend {
         Backend::Postgres => "postgres".to_owned(),
         Backend::Redis => format!("redis:{}", place.target.url),
         _ => format!("sqlite:{}", place.logs.path().join("queue.db").display()),
-    };
-    let scheduler = [
+    }
+}
+
+/// A `--role scheduler` process's arguments: 2 jobs every second handed to `queue`.
+fn scheduler_args(queue: &str) -> Vec<&str> {
+    vec![
         "--role",
         "scheduler",
         "--queue",
-        &queue,
+        queue,
         "--jobs",
         "2",
         "--misfire-grace",
@@ -1535,17 +1538,54 @@ async fn worker_mode(backend: Backend) {
         // The hand-off's lock: a dead scheduler's claim blocks the job for this long.
         "--at-most",
         "3s",
-    ];
-    let worker = [
+    ]
+}
+
+/// A `--role worker` process's arguments: `work` per hand-off, heartbeat 1 s.
+fn worker_args<'a>(queue: &'a str, work: &'a str) -> Vec<&'a str> {
+    vec![
         "--role",
         "worker",
         "--queue",
-        &queue,
+        queue,
         "--work",
-        "600ms",
+        work,
         "--heartbeat",
         "1s",
-    ];
+    ]
+}
+
+/// Waits (up to 30 s) until `enqueued` distinct hand-offs have completed; the workers' runs.
+async fn drain(target: &Target, enqueued: u64) -> Vec<fleet::Work> {
+    wait_for_work(target, Duration::from_secs(30), |w| {
+        let done: std::collections::BTreeSet<_> = w
+            .iter()
+            .filter(|w| w.finished_ms.is_some())
+            .map(|w| (&w.job, w.tick_ms))
+            .collect();
+        done.len() as u64 >= enqueued
+    })
+    .await
+}
+
+/// How many times each (job, tick) completed; asserts none did twice.
+fn completions(work: &[fleet::Work]) -> std::collections::BTreeMap<(String, i64), usize> {
+    let mut completed: std::collections::BTreeMap<(String, i64), usize> = Default::default();
+    for w in work.iter().filter(|w| w.finished_ms.is_some()) {
+        *completed.entry((w.job.clone(), w.tick_ms)).or_default() += 1;
+    }
+    let doubled: Vec<_> = completed.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(doubled.is_empty(), "hand-offs completed twice: {doubled:?}");
+    completed
+}
+
+async fn worker_mode(backend: Backend) {
+    let Some(place) = new_place(backend).await else {
+        return;
+    };
+    let queue = queue_spec(&place);
+    let scheduler = scheduler_args(&queue);
+    let worker = worker_args(&queue, "600ms");
     let s1 = place.spawn("s1", &scheduler).await;
     let mut workers = Vec::new();
     for i in 0..3 {
@@ -1638,28 +1678,15 @@ async fn worker_mode(backend: Backend) {
     let (e3, a3) = s3.handoffs.expect("s3 reports its hand-offs");
     let enqueued = e1 + 1 + e3; // s2 enqueued one before its second claim
     // The workers drain the queue (every hand-off enqueued has completed), then stop.
-    let drained = wait_for_work(&place.target, Duration::from_secs(30), |w| {
-        let done: std::collections::BTreeSet<_> = w
-            .iter()
-            .filter(|w| w.finished_ms.is_some())
-            .map(|w| (&w.job, w.tick_ms))
-            .collect();
-        done.len() as u64 >= enqueued
-    })
-    .await;
+    let drained = drain(&place.target, enqueued).await;
     let exited = stop_all(workers).await;
     assert_clean_exits(&exited);
     assert_clean_exits(std::slice::from_ref(&s1));
     assert_clean_exits(std::slice::from_ref(&s3));
 
-    let mut finished: std::collections::BTreeMap<(String, i64), usize> = Default::default();
-    for w in drained.iter().filter(|w| w.finished_ms.is_some()) {
-        *finished.entry((w.job.clone(), w.tick_ms)).or_default() += 1;
-    }
+    let finished = completions(&drained);
     let ran: std::collections::BTreeSet<(String, i64)> =
         drained.iter().map(|w| (w.job.clone(), w.tick_ms)).collect();
-    let doubled: Vec<_> = finished.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(doubled.is_empty(), "hand-offs completed twice: {doubled:?}");
     let unfinished: Vec<_> = ran.iter().filter(|t| !finished.contains_key(*t)).collect();
     assert!(
         unfinished.is_empty(),
@@ -1709,33 +1736,9 @@ async fn worker_fleet_rolling_restart(backend: Backend) {
     let Some(place) = new_place(backend).await else {
         return;
     };
-    let queue = match backend {
-        Backend::Postgres => "postgres".to_owned(),
-        Backend::Redis => format!("redis:{}", place.target.url),
-        _ => format!("sqlite:{}", place.logs.path().join("queue.db").display()),
-    };
-    let scheduler = [
-        "--role",
-        "scheduler",
-        "--queue",
-        &queue,
-        "--jobs",
-        "2",
-        "--misfire-grace",
-        "30s",
-        "--at-most",
-        "3s",
-    ];
-    let worker = [
-        "--role",
-        "worker",
-        "--queue",
-        &queue,
-        "--work",
-        "300ms",
-        "--heartbeat",
-        "1s",
-    ];
+    let queue = queue_spec(&place);
+    let scheduler = scheduler_args(&queue);
+    let worker = worker_args(&queue, "300ms");
     let mut schedulers = vec![place.spawn("s_old", &scheduler).await];
     let mut workers = Vec::new();
     for i in 0..2 {
@@ -1761,25 +1764,12 @@ async fn worker_fleet_rolling_restart(backend: Backend) {
     s_new.signal("TERM");
     let s_new = s_new.wait().await;
     let enqueued = s_old.handoffs.unwrap_or_default().0 + s_new.handoffs.unwrap_or_default().0;
-    let work = wait_for_work(&place.target, Duration::from_secs(30), |w| {
-        let done: std::collections::BTreeSet<_> = w
-            .iter()
-            .filter(|w| w.finished_ms.is_some())
-            .map(|w| (&w.job, w.tick_ms))
-            .collect();
-        done.len() as u64 >= enqueued
-    })
-    .await;
+    let work = drain(&place.target, enqueued).await;
     exited.extend(stop_all(workers).await);
     exited.push(s_old);
     exited.push(s_new);
     assert_clean_exits(&exited);
-    let mut completed: std::collections::BTreeMap<(String, i64), usize> = Default::default();
-    for w in work.iter().filter(|w| w.finished_ms.is_some()) {
-        *completed.entry((w.job.clone(), w.tick_ms)).or_default() += 1;
-    }
-    let doubled: Vec<_> = completed.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(doubled.is_empty(), "hand-offs completed twice: {doubled:?}");
+    let completed = completions(&work);
     assert_eq!(
         completed.len() as u64,
         enqueued,
