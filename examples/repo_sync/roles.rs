@@ -150,6 +150,18 @@ pub(crate) async fn run_worker(
     };
     println!("repo_sync worker {name} taking hand-offs from the queue (Ctrl-C to stop)");
     let concurrency = concurrency.max(1);
+    // One worker over the queue's storage, whichever backend it is (each is a type of its own).
+    macro_rules! run {
+        ($storage:expr) => {
+            WorkerBuilder::new(name)
+                .backend($storage)
+                .data(Arc::clone(&worker))
+                .concurrency(concurrency)
+                .build(sync)
+                .run_until(stop)
+                .await?
+        };
+    }
     match queue {
         QueuePlace::Sqlite(path) => {
             let pool = QueuePlace::sqlite_pool(&path).await?;
@@ -157,13 +169,7 @@ pub(crate) async fn run_worker(
             let storage = SqliteStorage::<HandOff>::new(&pool).with_config(
                 sqlite_worker_config(QUEUE, DEFAULT_HEARTBEAT).batch_size(concurrency),
             );
-            WorkerBuilder::new(name)
-                .backend(storage)
-                .data(Arc::clone(&worker))
-                .concurrency(concurrency)
-                .build(sync)
-                .run_until(stop)
-                .await?;
+            run!(storage);
         }
         QueuePlace::Postgres(url) => {
             let pool = sqlx::PgPool::connect(&url).await?;
@@ -171,13 +177,7 @@ pub(crate) async fn run_worker(
             let storage = PostgresStorage::<HandOff>::new(&pool).with_config(
                 postgres_worker_config(QUEUE, DEFAULT_HEARTBEAT).batch_size(concurrency),
             );
-            WorkerBuilder::new(name)
-                .backend(storage)
-                .data(Arc::clone(&worker))
-                .concurrency(concurrency)
-                .build(sync)
-                .run_until(stop)
-                .await?;
+            run!(storage);
         }
     }
     worker.ctx.pending.wait().await;

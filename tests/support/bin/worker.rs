@@ -229,43 +229,37 @@ pub(crate) async fn run(args: &Args, results: Results) -> Result<(), BoxError> {
         Ok::<(), std::io::Error>(())
     };
     eprintln!("shedlock-harness: {} ready (worker)", args.instance);
+    // One worker over the queue's storage, whichever backend it is (each is a type of its own).
+    macro_rules! run {
+        ($storage:expr) => {
+            WorkerBuilder::new(worker_name)
+                .backend($storage)
+                .data(state)
+                .concurrency(1)
+                .build(handle)
+                .run_until(stop)
+                .await?
+        };
+    }
     match QueueArg::parse(args)? {
         QueueArg::Sqlite(path) => {
             let pool = sqlite_pool(&path).await?;
             SqliteStorage::<()>::migrations().run(&pool).await?;
             let storage = SqliteStorage::<HandOff>::new(&pool)
                 .with_config(sqlite_worker_config(&name, args.heartbeat));
-            WorkerBuilder::new(worker_name)
-                .backend(storage)
-                .data(state)
-                .concurrency(1)
-                .build(handle)
-                .run_until(stop)
-                .await?;
+            run!(storage);
         }
         QueueArg::Postgres => {
             let pool = sqlx::PgPool::connect(&args.url).await?;
             let storage = PostgresStorage::<HandOff>::new(&pool)
                 .with_config(postgres_worker_config(&name, args.heartbeat));
-            WorkerBuilder::new(worker_name)
-                .backend(storage)
-                .data(state)
-                .concurrency(1)
-                .build(handle)
-                .run_until(stop)
-                .await?;
+            run!(storage);
         }
         QueueArg::Redis(url) => {
             let conn = apalis_redis::connect(url.as_str()).await?;
             let storage = RedisStorage::<HandOff>::new(conn)
                 .with_config(redis_worker_config(&name, args.heartbeat));
-            WorkerBuilder::new(worker_name)
-                .backend(storage)
-                .data(state)
-                .concurrency(1)
-                .build(handle)
-                .run_until(stop)
-                .await?;
+            run!(storage);
         }
     }
     eprintln!("shedlock-harness: {} stopped (worker)", args.instance);
