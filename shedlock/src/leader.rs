@@ -240,6 +240,10 @@ impl LeaderElector {
 
     /// A watch of this instance's leadership: it changes when this instance becomes leader
     /// (with the term's token) and when it steps down or resigns.
+    ///
+    /// Do not keep a `Ref` of it (what `borrow()` and `wait_for()` return) across an
+    /// `.await`: the elector cannot record a change while one is held. Copy the
+    /// [`Leadership`] out (it is `Copy`).
     pub fn subscribe(&self) -> watch::Receiver<Leadership> {
         self.shared.state.clone()
     }

@@ -125,10 +125,10 @@ pub async fn an_operator_release_ends_the_term<D: TestDb>(db: &Arc<D>) {
         db.provider().force_release("leader", token).await.unwrap(),
         "released by its token"
     );
-    let stepped_down = tokio::time::timeout(
-        Duration::from_secs(15),
-        changes.wait_for(|l| !l.is_leader()),
-    )
+    // The watch's `Ref` is dropped at once: held, it would block the elector's next change.
+    let stepped_down = tokio::time::timeout(Duration::from_secs(15), async {
+        changes.wait_for(|l| !l.is_leader()).await.is_ok()
+    })
     .await;
     assert!(
         stepped_down.is_ok(),
@@ -184,8 +184,11 @@ pub async fn a_cut_off_leader_steps_down_before_another_takes_over<D: TestDb>(db
         "two leaders at once: the cut-off one had not stepped down when the follower took over"
     );
     assert!(token2 > token);
-    let stepped_down =
-        tokio::time::timeout(Duration::from_secs(5), changes.wait_for(|l| !l.is_leader())).await;
+    // The watch's `Ref` is dropped at once: held, it would block the elector's next change.
+    let stepped_down = tokio::time::timeout(Duration::from_secs(5), async {
+        changes.wait_for(|l| !l.is_leader()).await.is_ok()
+    })
+    .await;
     assert!(stepped_down.is_ok());
     eprintln!(
         "{}: follower led {took_over:?} after the leader was cut off (renew deadline 2 s, lease 4 s)",
