@@ -63,6 +63,48 @@ mod postgres {
         db.teardown().await;
     }
 
+    /// A provider from `connect(url)` runs its statements at READ COMMITTED whatever the URL
+    /// says: its pool's sessions are set so when they open, while a session opened from the
+    /// same URL without the provider keeps the URL's level.
+    #[tokio::test]
+    async fn a_connect_provider_decides_at_read_committed_whatever_the_url_says() {
+        use sqlx::Connection;
+
+        use shedlock_suite::{Postgres, TestDb};
+
+        let Some(db) = Postgres::setup().await else {
+            return;
+        };
+        let empty = db.empty_database().await;
+        for level in ["repeatable read", "serializable"] {
+            let provider = empty.connect_at(level).await.expect("a URL with options");
+            provider.migrate().await.unwrap();
+            let mut conn = provider.pool().acquire().await.unwrap();
+            let theirs: String = sqlx::query_scalar("SHOW transaction_isolation")
+                .fetch_one(&mut *conn)
+                .await
+                .unwrap();
+            assert_eq!(
+                theirs, "read committed",
+                "the provider's session, URL at {level}"
+            );
+            drop(conn);
+            provider.close().await;
+            let url = empty.connect_url(level);
+            let mut plain = sqlx::PgConnection::connect(&url).await.unwrap();
+            let plains: String = sqlx::query_scalar("SHOW transaction_isolation")
+                .fetch_one(&mut plain)
+                .await
+                .unwrap();
+            assert_eq!(
+                plains, level,
+                "a session of the same URL without the provider"
+            );
+        }
+        empty.teardown().await;
+        db.teardown().await;
+    }
+
     /// At REPEATABLE READ, a run's finish that waited for the row lock of a sweep closing the
     /// same row as abandoned fails with a serialization error once the sweep commits; the
     /// provider runs it again, so the row still ends with the run's real outcome.

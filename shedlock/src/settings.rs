@@ -388,10 +388,17 @@ impl<D: Dialect> ProviderBuilder<D> {
     /// default). Held connections skip both: on one PostgreSQL connection the lock cycle went
     /// from 0.81 to 0.99 of pgbench running the same statements (BENCHMARKS.md). Held
     /// connections are not available to the rest of the pool, so give the provider a pool of
-    /// its own (with more than `n` connections) rather than the application's. A held
-    /// connection the server closed (a restart, a terminated session) fails its statement on a
-    /// connection-level error; the provider drops it and runs the statement once more on a
-    /// fresh connection from the pool.
+    /// its own (with more than `n` connections) rather than the application's. The provider
+    /// holds at most as many as the pool's `max_connections`, takes one more from the pool
+    /// whenever a lock statement finds every held one busy, and serves the lock statements
+    /// waiting meanwhile in the order they came. A held connection the server closed (a
+    /// restart, a terminated session) fails its statement on a connection-level error; the
+    /// provider drops it and runs the statement once more on another.
+    ///
+    /// The provider leaves the sessions of this pool as they are. On PostgreSQL, if they
+    /// default to `REPEATABLE READ` or `SERIALIZABLE`, a lock statement that loses a race for
+    /// its row (a serialization failure) runs again inside `BEGIN ISOLATION LEVEL READ
+    /// COMMITTED … COMMIT`, which it cannot lose: two more round trips, only then.
     ///
     /// This is for a pool of your own; a provider from
     /// [`SqlLockProvider::connect`](crate::SqlLockProvider::connect) owns its pool and already

@@ -301,7 +301,8 @@ macro_rules! backend_tests {
             a_name_twice_in_one_batch_is_taken_once,
             a_batch_reads_the_application_clock_in_application_mode,
             connect_provider_recovers_when_the_server_ends_its_sessions,
-            more_statements_at_once_than_connections_all_get_one
+            more_statements_at_once_than_connections_all_get_one,
+            workers_on_a_connect_provider_each_get_their_turn
         ], [
             // A lock table that does not exist, or has other columns: Redis has no table (a
             // prefix without keys is an empty one), nothing to create or to find missing.
@@ -320,7 +321,8 @@ macro_rules! backend_tests {
             // Statements that wait behind another transaction's row lock (`TestDb::block`), at
             // every isolation level: a Redis script never waits for a key.
             an_acquire_that_waited_gets_a_fresh_lease,
-            losing_is_held_at_every_isolation_level
+            losing_is_held_at_every_isolation_level,
+            a_contended_lock_never_errs_at_any_isolation_level
         ]);
     };
     (in $backend:ident: $($module:ident)::+ => [$($case:ident),* $(,)?], sql only: [$($sql:ident),* $(,)?]) => {

@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
-use sqlx::pool::PoolConnection;
 use sqlx::{Database, Pool};
 use tokio::time::Instant;
 
 use super::dialect::{Acquired, Answer, Hooks, Param, Statement};
 use super::errors::{fail, fail_runs};
-use super::exec::{Driver, Prepared, Stash, Value};
+use super::exec::{Driver, Prepared, Value};
+use super::stash::{Lent, Stash};
 use super::{PRUNE_BATCH, micros, retention, statement};
 use crate::guard::Lease;
 use crate::history::parse_outcome;
@@ -129,6 +129,7 @@ impl<D: Hooks> Core<D> {
                 settings.hold_connections,
                 settings.hold_all,
                 D::connection_lost,
+                D::READ_COMMITTED.map(|(_, begin)| begin),
             ),
             shape_checked: tokio::sync::OnceCell::new(),
             batch_unsupported: std::sync::atomic::AtomicBool::new(false),
@@ -141,15 +142,15 @@ impl<D: Hooks> Core<D> {
     /// check): a held one first, so none waits for a connection idle in the stash; checked with a
     /// ping, so a connection the server closed is replaced rather than failing them. Give it
     /// back with [`Core::give_back`].
-    pub(crate) async fn connection(&self) -> Result<PoolConnection<D::Db>, sqlx::Error> {
+    pub(crate) async fn connection(&self) -> Result<Lent<'_, D::Db>, sqlx::Error> {
         self.stash.live(&self.pool, true).await
     }
 
     /// Returns a connection from [`Core::connection`]: kept for the next statement after
     /// success, else to the pool, which checks it.
-    pub(crate) fn give_back(&self, conn: PoolConnection<D::Db>, succeeded: bool) {
-        if succeeded {
-            self.stash.give(conn);
+    pub(crate) fn give_back(&self, conn: Lent<'_, D::Db>, succeeded: bool) {
+        if !succeeded {
+            conn.give_to_pool();
         }
     }
 

@@ -204,6 +204,23 @@ pub trait Hooks: Send + Sync + Sized + 'static {
     /// [`Answer`] is the statement's result.
     const RETURNING: bool;
 
+    /// The most connections the pool of a provider from
+    /// [`connect`](crate::SqlLockProvider::connect) opens, each only once that many
+    /// statements run at once. A server commits the statements of concurrent connections
+    /// together (one log flush for several), so a lock cycle needs as many connections as it
+    /// has concurrent callers to run at the database's pace: PostgreSQL and MySQL 32. SQLite
+    /// writes one at a time, and keeps sqlx's 10.
+    const OWN_POOL_SIZE: u32 = 10;
+
+    /// `(for the session, for one transaction)`: the statements that make a session's
+    /// transactions, or the next one, run at `READ COMMITTED`, where the database has levels
+    /// at which a lock statement can lose a race instead of waiting for the row and deciding
+    /// on its newest version (PostgreSQL's `REPEATABLE READ` and `SERIALIZABLE` answer with a
+    /// serialization failure). A provider's own pool sets the first on every connection it
+    /// opens; a statement on another connection that lost such a race runs again inside the
+    /// second. `None` where every level decides alike (ADR 0001).
+    const READ_COMMITTED: Option<(&'static str, &'static str)> = None;
+
     /// The database's current time where a lock statement grants or renews a lease (`{now}`
     /// and `{grant_now}` in the lock statements): the time of the call, not of the statement's
     /// start where the two differ.

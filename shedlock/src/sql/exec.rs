@@ -1,19 +1,19 @@
-//! How the SQL provider runs a statement: its parameters bound by meaning ([`Param`]), on a
-//! connection from the provider's [`Stash`], again when it lost a serialization race.
+//! How the SQL provider binds a statement's parameters by meaning ([`Param`]) and runs it
+//! ([`Driver`]), and which failures say the connection was gone ([`connection_lost`]) or the
+//! statement lost a race ([`lost_a_race`]). Where it runs is the [`Stash`](super::stash::Stash)'s
+//! business.
 //!
 //! [`Driver`] is what sqlx offers for each database but cannot offer generically without
 //! naming every type it encodes: it is implemented once, by [`driver!`], for the three.
 #![allow(unreachable_pub)]
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
 use sqlx::error::{BoxDynError, DatabaseError};
 use sqlx::migrate::{MigrateError, Migrator};
-use sqlx::pool::PoolConnection;
-use sqlx::{Arguments, AssertSqlSafe, Connection, Database, Pool};
+use sqlx::{Arguments, AssertSqlSafe, Database};
 
 use super::dialect::{Hooks, Param, Statement};
 
@@ -211,7 +211,7 @@ driver!(sqlx::Sqlite);
 pub(crate) struct Prepared {
     pub(crate) sql: Arc<str>,
     pub(crate) binds: &'static [Param],
-    /// Whether it runs on a held connection ([`Stash`]) when the builder set
+    /// Whether it runs on a held connection ([`Stash`](super::stash::Stash)) when the builder set
     /// `hold_connections`: the lock statements do; the operator's and the history's statements
     /// take one from the pool and give it back (a provider from `connect` holds them all).
     pub(crate) held: bool,
@@ -254,214 +254,6 @@ impl Prepared {
             .map_err(sqlx::Error::Encode)?;
         }
         Ok(args)
-    }
-}
-
-/// Connections a provider keeps checked out between statements: up to
-/// [`hold_connections`] set on the builder (the lock statements only), or, for a provider that
-/// owns its pool ([`connect`]), as many as the pool has, for every statement.
-///
-/// sqlx pings every connection it takes back into its pool, a round trip after each statement
-/// (and, with `test_before_acquire`, another before handing it out). A held connection skips
-/// both. With a capacity of 0 (the builder's default) every statement takes a connection from
-/// the pool and gives it back, exactly as executing on the pool does.
-///
-/// A held connection is not tested before use, so one the server closed while it sat here (a
-/// terminated backend, `KILL`, a restart, `wait_timeout`) is found out by the statement run on
-/// it: a statement that fails with a connection-level error ([`connection_lost`]) drops its
-/// connection and runs once more on a fresh one, checked with a ping first. A connection idle
-/// here for longer than the pool's `idle_timeout` is closed instead of used, as the pool
-/// would have (a connection a firewall dropped silently would otherwise hang the statement).
-/// A statement that failed otherwise gives its connection to the pool, which checks it.
-///
-/// [`hold_connections`]: crate::ProviderBuilder::hold_connections
-/// [`connect`]: crate::SqlLockProvider::connect
-#[derive(Debug)]
-pub(crate) struct Stash<DB: Database> {
-    held: std::sync::Mutex<Vec<(PoolConnection<DB>, Instant)>>,
-    capacity: usize,
-    /// Every statement runs on a held connection, not only the lock statements.
-    all: bool,
-    /// Whether a database error says the connection is gone (the dialect's
-    /// [`Hooks::connection_lost`]).
-    lost: fn(&dyn DatabaseError) -> bool,
-    /// Statements sent through this stash (each attempt counts), for tests and benchmarks.
-    sent: std::sync::atomic::AtomicU64,
-    /// Set by [`Stash::drain`]: nothing is held any more.
-    closed: std::sync::atomic::AtomicBool,
-    /// Signalled when a connection is put back into the stash. A statement waiting for the
-    /// pool waits for this too: a connection given back goes to the stash, not to the pool,
-    /// so without it a waiter could wait out the pool's timeout beside idle held connections.
-    returned: tokio::sync::Notify,
-}
-
-impl<DB: Database> Stash<DB> {
-    pub(crate) fn new(capacity: usize, all: bool, lost: fn(&dyn DatabaseError) -> bool) -> Self {
-        Self {
-            held: std::sync::Mutex::new(Vec::new()),
-            capacity,
-            all,
-            lost,
-            sent: std::sync::atomic::AtomicU64::new(0),
-            closed: std::sync::atomic::AtomicBool::new(false),
-            returned: tokio::sync::Notify::new(),
-        }
-    }
-
-    /// Gives every held connection back to the pool and holds none from now on (the pool is
-    /// closing: it waits for every connection checked out, held ones included).
-    pub(crate) fn drain(&self) {
-        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
-        let held = std::mem::take(&mut *self.held.lock().unwrap_or_else(|e| e.into_inner()));
-        drop(held);
-    }
-
-    /// How many statements were sent through this stash.
-    #[cfg(feature = "test-util")]
-    pub(crate) fn sent(&self) -> u64 {
-        self.sent.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Whether a statement (a lock statement when `held`) runs on a held connection.
-    fn holds(&self, held: bool) -> bool {
-        self.capacity > 0 && (held || self.all)
-    }
-
-    /// The most recently held connection (closing any idle past the pool's `idle_timeout`), or
-    /// one from the pool; and whether it was held.
-    async fn take(&self, pool: &Pool<DB>) -> Result<(PoolConnection<DB>, bool), sqlx::Error> {
-        let idle_timeout = pool.options().get_idle_timeout();
-        loop {
-            let held = self.held.lock().unwrap_or_else(|e| e.into_inner()).pop();
-            match held {
-                Some((mut conn, since)) if idle_timeout.is_some_and(|t| since.elapsed() >= t) => {
-                    conn.close_on_drop();
-                }
-                Some((conn, _)) => return Ok((conn, true)),
-                None if self.capacity == 0 => return Ok((pool.acquire().await?, false)),
-                None => {
-                    // Whichever comes first: a connection from the pool, or one given back to
-                    // the stash (then taken from it on the next turn, if no one was quicker).
-                    tokio::select! {
-                        conn = pool.acquire() => return Ok((conn?, false)),
-                        () = self.returned.notified() => {}
-                    }
-                }
-            }
-        }
-    }
-
-    /// Keeps `conn` for the next statement if there is room; else gives it to the pool.
-    pub(crate) fn give(&self, conn: PoolConnection<DB>) {
-        if self.capacity > 0 && !self.closed.load(std::sync::atomic::Ordering::SeqCst) {
-            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-            if held.len() < self.capacity {
-                held.push((conn, Instant::now()));
-                drop(held);
-                self.returned.notify_one();
-            }
-        }
-    }
-
-    /// A connection that answered a ping: a held one first if `held_first`, else one from the
-    /// pool; one that fails the ping is dropped and the next one tried. For the rare
-    /// statements (the migrations, the shape check) and the second run after a lost
-    /// connection, where a ping costs nothing that matters.
-    pub(crate) async fn live(
-        &self,
-        pool: &Pool<DB>,
-        held_first: bool,
-    ) -> Result<PoolConnection<DB>, sqlx::Error> {
-        // Every connection of the pool (held or idle) may be dead after a server restart; one
-        // more is a new one.
-        let mut tries = pool.options().get_max_connections() + 1;
-        loop {
-            let mut conn = if held_first {
-                self.take(pool).await?.0
-            } else {
-                pool.acquire().await?
-            };
-            match conn.ping().await {
-                Ok(()) => return Ok(conn),
-                Err(e) => {
-                    drop(conn.detach());
-                    tries -= 1;
-                    if tries == 0 {
-                        return Err(e);
-                    }
-                    tracing::debug!(error = %e, "a pooled connection failed its ping; trying another");
-                }
-            }
-        }
-    }
-
-    /// Runs `run` on a connection: a held one ([`Stash`]) if there is one, else one from the
-    /// pool; kept afterwards when the stash holds this kind of statement (`held`: a lock
-    /// statement) or the connection was held already. (Never waiting for the pool while a
-    /// connection sits idle here: with the pool's every connection held, that would wait out the
-    /// acquire timeout.)
-    ///
-    /// A statement that failed because its connection was gone ([`connection_lost`]: the
-    /// server closed it, so the statement did not run to completion) is run once more on a
-    /// fresh connection. A statement that lost a serialization race ([`lost_a_race`]) is run
-    /// again, up to [`SERIALIZATION_RETRIES`] times: with the server's isolation set to
-    /// `REPEATABLE READ` or `SERIALIZABLE`, a losing acquire is then "held" (`Ok(None)`), not an
-    /// error. `args` builds each attempt's arguments.
-    pub(crate) async fn run<T, A>(
-        &self,
-        pool: &Pool<DB>,
-        held: bool,
-        args: A,
-        run: RunFn<DB, T>,
-        sql: &Arc<str>,
-    ) -> Result<T, sqlx::Error>
-    where
-        A: Fn() -> Result<DB::Arguments, sqlx::Error>,
-    {
-        let holds = self.holds(held);
-        let mut retries = 0;
-        let mut reconnected = false;
-        loop {
-            let (mut conn, was_held) = if reconnected {
-                (self.live(pool, false).await?, false)
-            } else {
-                self.take(pool).await?
-            };
-            let args = match args() {
-                Ok(args) => args,
-                Err(e) => {
-                    self.give(conn);
-                    return Err(e);
-                }
-            };
-            self.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            match run(&mut conn, Arc::clone(sql), args).await {
-                Ok(out) => {
-                    if holds || was_held {
-                        self.give(conn);
-                    }
-                    return Ok(out);
-                }
-                Err(e) if connection_lost(&e, self.lost) => {
-                    // Closed without a goodbye: it is broken, and its slot frees at once.
-                    drop(conn.detach());
-                    if reconnected {
-                        return Err(e);
-                    }
-                    reconnected = true;
-                    tracing::debug!(error = %e, "the connection was gone; running the statement again on a fresh one");
-                }
-                Err(e) => {
-                    drop(conn);
-                    if retries < SERIALIZATION_RETRIES && lost_a_race(&e) {
-                        retries += 1;
-                        tracing::debug!(error = %e, retries, "statement lost a serialization race; running it again");
-                    } else {
-                        return Err(e);
-                    }
-                }
-            }
-        }
     }
 }
 

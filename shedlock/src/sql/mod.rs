@@ -4,8 +4,9 @@
 //! - [`dialect`]: what a dialect supplies ([`Hooks`](dialect::Hooks)).
 //! - [`postgres`], [`mysql`], [`sqlite`]: each dialect's statements, encodings and hooks, and
 //!   nothing else. Adding a database means one more such file.
-//! - [`exec`]: binding and running a statement; [`errors`]: how a failure is reported;
-//!   [`migrate`]: the embedded migrations.
+//! - [`exec`]: binding and running a statement; [`stash`]: the connections a provider keeps
+//!   between statements, and the retries of a statement; [`errors`]: how a failure is
+//!   reported; [`migrate`]: the embedded migrations.
 // With only some backend features on, some shared helpers have no user.
 #![cfg_attr(
     not(all(feature = "postgres", feature = "mysql", feature = "sqlite")),
@@ -30,6 +31,7 @@ pub(crate) mod provider;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
 pub(crate) mod standard;
+pub(crate) mod stash;
 mod table;
 
 pub use dialect::Dialect;

@@ -332,6 +332,7 @@ impl Hooks for MySql {
     const NOW: &'static str = NOW;
     const SQL: Statements = statements!();
     const RETURNING: bool = false;
+    const OWN_POOL_SIZE: u32 = 32;
 
     /// The lock statements read the time when they run.
     const LEASE_NOW: &'static str = GRANT_NOW;

@@ -22,6 +22,21 @@ use crate::{Backend, Result};
 /// (`now()` would be the start of the transaction, which can be far in the past.)
 const NOW: &str = "clock_timestamp()";
 
+/// What every connection of a provider's own pool (`connect(url)`) runs once, when it opens:
+/// its transactions, so every lock statement, run at `READ COMMITTED`, whatever the server's,
+/// the database's, the role's or the URL's `default_transaction_isolation`. At `REPEATABLE
+/// READ` or `SERIALIZABLE` a statement that meets a row a concurrent transaction changed after
+/// its snapshot fails with a serialization failure (40001) instead of waiting for the row and
+/// deciding on its newest version; under contention that is every few statements. A session
+/// setting, not a startup option (`options=-c …`), which PgBouncer refuses.
+const SESSION_READ_COMMITTED: &str =
+    "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED";
+
+/// How a lock statement on a connection that is not the provider's own (a pool passed to
+/// `builder`, whose sessions are the application's and stay as it set them) runs again after a
+/// serialization failure: inside a transaction at `READ COMMITTED`, which it cannot lose.
+const BEGIN_READ_COMMITTED: &str = "BEGIN ISOLATION LEVEL READ COMMITTED";
+
 /// Acquire: one statement, an upsert inside a `WITH`, so that it always answers with one row.
 ///
 /// - Inserts the row, or takes it over when it has expired (and, for a tick, when this tick is
@@ -252,6 +267,9 @@ impl Hooks for Postgres {
     const NOW: &'static str = NOW;
     const SQL: Statements = statements!();
     const RETURNING: bool = true;
+    const OWN_POOL_SIZE: u32 = 32;
+    const READ_COMMITTED: Option<(&'static str, &'static str)> =
+        Some((SESSION_READ_COMMITTED, BEGIN_READ_COMMITTED));
 
     fn app_now(position: usize) -> String {
         format!("${position}::TIMESTAMPTZ")

@@ -8,12 +8,14 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
+use futures_util::{FutureExt, TryFutureExt};
 use sqlx::pool::PoolOptions;
 use sqlx::{ConnectOptions, Pool};
 
 use super::core::Core;
 use super::dialect::Dialect;
 use super::errors::connect_error;
+use super::exec::Driver;
 use crate::settings::{ProviderBuilder, Settings};
 use crate::{
     Backend, KeepAlive, LockAdmin, LockConfiguration, LockGuard, LockProvider, LockState, NewRun,
@@ -93,19 +95,32 @@ impl<D: Dialect> SqlLockProvider<D> {
     /// Connects a new pool to `url` and builds a provider with default settings (for SQLite,
     /// `url` may also be a file path; see [`dialect::Sqlite`](crate::dialect::Sqlite)).
     ///
-    /// The pool is the provider's own: sqlx's defaults (up to 10 connections) with a 10 s
-    /// acquire timeout and without `test_before_acquire`, and the provider keeps the
-    /// connections it used checked out between statements (as
-    /// [`hold_connections`](ProviderBuilder::hold_connections) with the pool's size, for every
-    /// statement, not only the lock statements). So no statement pays sqlx's ping when a
-    /// connection returns to the pool or leaves it: one round trip per statement, as fast as
-    /// the database runs it. A connection the server closed in between (a terminated session,
-    /// a restart, an idle timeout) fails its statement on a connection-level error; the
-    /// provider then drops it and runs the statement once more on a fresh connection, so the
-    /// caller sees no error for it. One idle for longer than the pool's idle timeout (10
-    /// minutes) is closed rather than used. Because the provider keeps idle connections, run
-    /// the application's own queries on a pool of their own, not on [`pool`](Self::pool); to
-    /// share a pool, build the provider with [`builder`](Self::builder). At shutdown, call
+    /// The pool is the provider's own: up to 32 connections on PostgreSQL and MySQL, 10 on
+    /// SQLite, each opened only when that many statements run at once (a server commits
+    /// concurrent connections' statements together, so a lock cycle needs a connection per
+    /// concurrent caller to run at the database's pace; SQLite writes one at a time); a 10 s
+    /// acquire timeout; no `test_before_acquire`. The provider keeps the connections it used
+    /// checked out between statements (as [`hold_connections`](ProviderBuilder::hold_connections)
+    /// with the pool's size, for every statement, not only the lock statements), so no
+    /// statement pays sqlx's ping when a connection returns to the pool or leaves it: one round
+    /// trip per statement, as fast as the database runs it. A statement that finds every
+    /// connection busy waits for the next one given back, in the order they came.
+    ///
+    /// On PostgreSQL each connection runs `SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION
+    /// LEVEL READ COMMITTED` once, when it opens: the lock statements decide at `READ
+    /// COMMITTED` whatever `default_transaction_isolation` the server, the database, the role
+    /// or the URL sets (at `REPEATABLE READ` or `SERIALIZABLE` a statement that meets a row
+    /// changed after its snapshot fails instead of waiting for it).
+    ///
+    /// A connection the server closed in between (a terminated session, a restart, an idle
+    /// timeout) fails its statement on a connection-level error; the provider then drops it and
+    /// runs the statement once more on another, so the caller sees no error for it. A
+    /// connection left idle for longer than the pool's idle timeout (10 minutes) is closed at
+    /// the next statement rather than kept. Because the provider keeps idle connections, run the
+    /// application's own queries on a pool of their own, not on [`pool`](Self::pool); to share
+    /// a pool, or to open fewer connections (many instances against one server), build a pool
+    /// of the size you want and the provider with [`builder`](Self::builder) and
+    /// [`hold_connections`](ProviderBuilder::hold_connections). At shutdown, call
     /// [`close`](Self::close) rather than `pool().close()`.
     ///
     /// An unparsable URL is [`Error::InvalidUrl`](crate::Error::InvalidUrl); a server that
@@ -120,10 +135,18 @@ impl<D: Dialect> SqlLockProvider<D> {
             .connect()
             .await
             .map_err(|source| connect_error(D::BACKEND, address, source, D::failure))?;
-        let pool = PoolOptions::<D::Db>::new()
+        let mut pool = PoolOptions::<D::Db>::new()
+            .max_connections(D::OWN_POOL_SIZE)
             .acquire_timeout(Duration::from_secs(10))
-            .test_before_acquire(false)
-            .connect_lazy_with(options);
+            .test_before_acquire(false);
+        if let Some((session, _)) = D::READ_COMMITTED {
+            pool = pool.after_connect(move |conn, _| {
+                D::Db::execute(conn, Arc::from(session), Default::default())
+                    .map_ok(drop)
+                    .boxed()
+            });
+        }
+        let pool = pool.connect_lazy_with(options);
         drop(first);
         let settings = Settings {
             hold_connections: pool.options().get_max_connections() as usize,

@@ -221,6 +221,17 @@ pub trait TestDb: Sized + Send + Sync + 'static {
     /// [`empty_database`](Self::empty_database)). On Redis the builder with the database's own
     /// prefix, through its proxy.
     fn connect(&self) -> impl Future<Output = Self::Provider> + Send;
+    /// [`connect`](Self::connect) with a URL that sets the sessions' default transaction
+    /// isolation to `level` (`"repeatable read"`, `"serializable"`), as a user's URL can:
+    /// PostgreSQL's `options=-c default_transaction_isolation=…`. `None` where a URL cannot say
+    /// it (MySQL's sessions take the server's global default; SQLite and Redis have no levels).
+    fn connect_at(
+        &self,
+        level: &'static str,
+    ) -> impl Future<Output = Option<Self::Provider>> + Send {
+        let _ = level;
+        async { None }
+    }
     /// Ends every other session on this database from the server's side (PostgreSQL
     /// `pg_terminate_backend`, MariaDB `KILL`): how many it ended. Only on a database of its own
     /// ([`empty_database`](Self::empty_database)): no other test's sessions are there. On

@@ -148,6 +148,17 @@ impl TestDb for MySql {
         MySqlLockProvider::connect(&url).await.unwrap()
     }
 
+    /// MySQL's sessions start at the server's global level, which no URL changes: a provider
+    /// from `connect(url)` when `level` is that level, `None` otherwise.
+    async fn connect_at(&self, level: &'static str) -> Option<Self::Provider> {
+        let global: String = sqlx::query_scalar("SELECT @@GLOBAL.tx_isolation")
+            .fetch_one(&self.pool)
+            .await
+            .unwrap();
+        (global.replace('-', " ").eq_ignore_ascii_case(level)).then_some(())?;
+        Some(self.connect().await)
+    }
+
     async fn kill_sessions(&self) -> Option<u64> {
         use sqlx::Connection;
         let database = self

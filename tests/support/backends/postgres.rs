@@ -64,6 +64,29 @@ const STATEMENTS: Statements = Statements {
     record_run: "INSERT INTO {table} (tick, instance, token) VALUES ($1, $2, $3)",
 };
 
+impl Postgres {
+    /// The URL of this [`empty_database`](TestDb::empty_database) with its sessions' default
+    /// isolation set to `level`, as a user's URL sets it: `options=-c
+    /// default_transaction_isolation=…`, percent-encoded, the space escaped for the server.
+    pub fn connect_url(&self, level: &str) -> String {
+        let database = self
+            .database
+            .as_deref()
+            .expect("connect_url() on an empty_database()");
+        let base = postgres_url();
+        let options = format!(
+            "-c default_transaction_isolation={}",
+            level.replace(' ', "\\ ")
+        );
+        let options =
+            percent_encoding::utf8_percent_encode(&options, percent_encoding::NON_ALPHANUMERIC);
+        format!(
+            "{}/{database}?options={options}",
+            base.rsplit_once('/').unwrap().0
+        )
+    }
+}
+
 impl TestDb for Postgres {
     type Provider = PostgresLockProvider;
     const BACKEND: Backend = Backend::Postgres;
@@ -151,6 +174,14 @@ impl TestDb for Postgres {
         let base = postgres_url();
         let url = format!("{}/{database}", base.rsplit_once('/').unwrap().0);
         PostgresLockProvider::connect(&url).await.unwrap()
+    }
+
+    async fn connect_at(&self, level: &'static str) -> Option<Self::Provider> {
+        Some(
+            PostgresLockProvider::connect(&self.connect_url(level))
+                .await
+                .unwrap(),
+        )
     }
 
     async fn kill_sessions(&self) -> Option<u64> {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use shedlock::LockProvider;
+use shedlock::{LockAdmin, LockProvider};
 use tokio::sync::Mutex;
 
 use super::{LONG, MS, SEC, cfg, tick};
@@ -186,4 +186,165 @@ pub async fn losing_is_held_at_every_isolation_level<D: TestDb>(db: &D) {
         blocker.release().await;
         assert!(unlock.await.unwrap().unwrap(), "{level}: unlock");
     }
+}
+
+/// Six workers on one provider take and release one lock as fast as they can for 2 s (extending
+/// it while they hold it), and every fourth turn claim it together with a second lock in one
+/// batch (`lock_many`): at every isolation level the backend has (PostgreSQL and MySQL: READ
+/// COMMITTED, REPEATABLE READ and SERIALIZABLE as the sessions' default), on a pool of the
+/// application's (`builder`, without and with held connections) and, where a URL can set the
+/// level, on the provider's own (`connect`). Not one call errs: losing is `Ok(None)` however
+/// busy the row is, and extend and unlock of a held lock say it still held. Nobody holds the
+/// lock while another does. Wins and losses are printed (and both must occur: the row was
+/// contended).
+pub async fn a_contended_lock_never_errs_at_any_isolation_level<D: TestDb>(db: &D) {
+    let levels: &[&'static str] = match D::BACKEND {
+        shedlock::Backend::Postgres | shedlock::Backend::MySql => {
+            &["read committed", "repeatable read", "serializable"]
+        }
+        _ => &[""],
+    };
+    let mut failures = Vec::new();
+    let empty = db.empty_database().await;
+    for &level in levels {
+        let mut opts = Opts::own_pool();
+        if !level.is_empty() {
+            opts = opts.isolation(level);
+        }
+        let mut providers = vec![
+            ("builder(pool)", db.provider_with(opts.clone()).await),
+            (
+                "builder(pool).hold_connections(4)",
+                db.provider_with(opts.hold_connections(4)).await,
+            ),
+        ];
+        if let Some(connected) = empty.connect_at(level).await {
+            connected
+                .migrate()
+                .await
+                .expect("migrate through connect(url)");
+            providers.push(("connect(url)", connected));
+        }
+        for (path, provider) in providers {
+            let tally = hammer(provider, 6, 2 * SEC).await;
+            let level = if level.is_empty() {
+                "its one level"
+            } else {
+                level
+            };
+            eprintln!(
+                "{} at {level}, {path}: {} wins, {} losses, {} batches with a win, {} errors{}",
+                D::BACKEND,
+                tally.wins,
+                tally.losses,
+                tally.batch_wins,
+                tally.errors.len(),
+                tally
+                    .errors
+                    .first()
+                    .map_or(String::new(), |e| format!(", first: {e}"))
+            );
+            if !tally.errors.is_empty() || tally.wins == 0 || tally.losses == 0 {
+                failures.push(format!(
+                    "{level} {path}: {} errors (first: {:?}), {} wins, {} losses",
+                    tally.errors.len(),
+                    tally.errors.first(),
+                    tally.wins,
+                    tally.losses
+                ));
+            }
+            assert_eq!(tally.overlaps, 0, "{level} {path}: two holders at once");
+        }
+    }
+    empty.teardown().await;
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// What [`hammer`] counted.
+#[derive(Debug, Default)]
+struct Tally {
+    wins: usize,
+    losses: usize,
+    batch_wins: usize,
+    overlaps: usize,
+    errors: Vec<String>,
+}
+
+/// `workers` tasks taking and releasing lock `hot` on `provider` until `time` has passed:
+/// three turns in four a plain lock (extended once while held), the fourth a batch of `hot`
+/// and `warm`.
+async fn hammer<P: LockProvider + Clone + 'static>(
+    provider: P,
+    workers: usize,
+    time: Duration,
+) -> Tally {
+    let deadline = tokio::time::Instant::now() + time;
+    let holding = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let tally = Arc::new(std::sync::Mutex::new(Tally::default()));
+    let hot = cfg("hot", LONG, Duration::ZERO);
+    let batch = [hot.clone(), cfg("warm", LONG, Duration::ZERO)];
+    let tasks = (0..workers).map(|_| {
+        let (provider, holding, tally) = (provider.clone(), holding.clone(), tally.clone());
+        let (hot, batch) = (hot.clone(), batch.clone());
+        tokio::spawn(async move {
+            let mut turn = 0usize;
+            while tokio::time::Instant::now() < deadline {
+                turn += 1;
+                let guards = if turn.is_multiple_of(4) {
+                    match provider.lock_many(&batch).await {
+                        Ok(answers) => answers,
+                        Err(e) => vec![Err(e)],
+                    }
+                } else {
+                    vec![provider.lock(&hot).await]
+                };
+                let mut won_hot = false;
+                let mut won = Vec::new();
+                for (i, answer) in guards.into_iter().enumerate() {
+                    match answer {
+                        Ok(Some(guard)) => {
+                            if i == 0 {
+                                won_hot = true;
+                            }
+                            won.push(guard);
+                        }
+                        Ok(None) if i == 0 => tally.lock().unwrap().losses += 1,
+                        Ok(None) => {}
+                        Err(e) => tally.lock().unwrap().errors.push(format!("lock: {e}")),
+                    }
+                }
+                if won_hot {
+                    let mut t = tally.lock().unwrap();
+                    t.wins += 1;
+                    t.batch_wins += usize::from(turn.is_multiple_of(4));
+                    if holding.swap(true, Ordering::SeqCst) {
+                        t.overlaps += 1;
+                    }
+                }
+                for mut guard in won {
+                    let is_hot = guard.name() == "hot";
+                    match guard.extend(LONG, Duration::ZERO).await {
+                        Ok(true) => {}
+                        Ok(false) => tally.lock().unwrap().errors.push("extend: lost".into()),
+                        Err(e) => tally.lock().unwrap().errors.push(format!("extend: {e}")),
+                    }
+                    if is_hot {
+                        holding.store(false, Ordering::SeqCst);
+                    }
+                    match guard.unlock().await {
+                        Ok(true) => {}
+                        Ok(false) => tally.lock().unwrap().errors.push("unlock: lost".into()),
+                        Err(e) => tally.lock().unwrap().errors.push(format!("unlock: {e}")),
+                    }
+                }
+            }
+        })
+    });
+    for task in futures_util::future::join_all(tasks).await {
+        task.expect("a worker panicked");
+    }
+    Arc::try_unwrap(tally)
+        .expect("the workers ended")
+        .into_inner()
+        .unwrap()
 }
