@@ -12,6 +12,9 @@
 //! cargo bench --bench lock_cycle                    # 10 s per measurement
 //! cargo bench --bench lock_cycle -- 3               # seconds per measurement
 //! cargo bench --bench lock_cycle -- 5 redis         # only the Redis rows
+//! cargo bench --bench lock_cycle -- 5 series 10     # PostgreSQL only: 10 runs in a row of
+//!                                                   # pgbench, connect(url) and the held path
+//!                                                   # with 1, 8 and 32 workers, every figure
 //! ```
 //! Figures go to BENCHMARKS.md; nothing here asserts a time.
 #![allow(missing_docs)]
@@ -35,15 +38,16 @@ enum PoolKind {
     NoTestBeforeAcquire,
     /// `hold_connections(n)` on a pool of n + 1 with `test_before_acquire(false)`: no ping at all.
     Held,
-    /// `connect(url)` exactly as a user calls it: the provider's own pool (sqlx's default size,
-    /// 10), which it holds connections of for every statement. Its table is the default
+    /// `connect(url)` exactly as a user calls it: the provider's own pool (up to 32 connections
+    /// on PostgreSQL and MySQL, 10 on SQLite, opened as statements wait), which it holds
+    /// connections of for every statement. Its table is the default
     /// `shedlock`, so it runs on a database (SQLite: a file) of its own.
     Connect,
 }
 
 impl PoolKind {
     /// What the rows of `n` workers set up.
-    fn label(self, n: usize) -> String {
+    fn label(self, n: usize, own_pool: u32) -> String {
         match self {
             PoolKind::Held => format!(
                 "builder, pool of {}, test_before_acquire(false), hold_connections({n})",
@@ -53,7 +57,9 @@ impl PoolKind {
                 format!("builder, pool of {n}, test_before_acquire(false)")
             }
             PoolKind::Default => format!("builder, pool of {n}, sqlx's defaults"),
-            PoolKind::Connect => "connect(url): its own pool of 10 (the default)".into(),
+            PoolKind::Connect => {
+                format!("connect(url): its own pool of up to {own_pool}, opened as needed")
+            }
         }
     }
 }
@@ -101,31 +107,41 @@ impl ConnectUrls {
     }
 }
 
-/// A provider from `connect(url)`, migrated: what a user's code does.
+/// A provider from `connect(url)`, migrated: what a user's code does; and the most connections
+/// its pool opens.
 async fn connected(
     backend: Backend,
     urls: &ConnectUrls,
     path: &std::path::Path,
-) -> Arc<dyn LockAdmin> {
-    let p: Arc<dyn LockAdmin> = match backend {
-        Backend::Postgres => Arc::new(
-            PostgresLockProvider::connect(&urls.postgres.as_ref().unwrap().0)
+) -> (Arc<dyn LockAdmin>, u32) {
+    fn own<P: LockAdmin + 'static>(p: P, max: u32) -> (Arc<dyn LockAdmin>, u32) {
+        (Arc::new(p), max)
+    }
+    let (p, max) = match backend {
+        Backend::Postgres => {
+            let p = PostgresLockProvider::connect(&urls.postgres.as_ref().unwrap().0)
                 .await
-                .unwrap(),
-        ),
-        Backend::MySql => Arc::new(
-            MySqlLockProvider::connect(&urls.mysql.as_ref().unwrap().0)
+                .unwrap();
+            let max = p.pool().options().get_max_connections();
+            own(p, max)
+        }
+        Backend::MySql => {
+            let p = MySqlLockProvider::connect(&urls.mysql.as_ref().unwrap().0)
                 .await
-                .unwrap(),
-        ),
-        _ => Arc::new(
-            SqliteLockProvider::connect(path.to_str().unwrap())
+                .unwrap();
+            let max = p.pool().options().get_max_connections();
+            own(p, max)
+        }
+        _ => {
+            let p = SqliteLockProvider::connect(path.to_str().unwrap())
                 .await
-                .unwrap(),
-        ),
+                .unwrap();
+            let max = p.pool().options().get_max_connections();
+            own(p, max)
+        }
     };
     p.migrate().await.unwrap();
-    p
+    (p, max)
 }
 
 struct Stats {
@@ -271,6 +287,260 @@ async fn cycles(provider: Arc<dyn LockAdmin>, connections: usize, seconds: u64) 
     Stats::from(all, started.elapsed().as_secs_f64())
 }
 
+/// `runs` runs in a row, each measuring, for 1, 8 and 32 workers: pgbench with as many
+/// clients; a provider from `connect(url)`; and `builder(pool)` with `hold_connections(n)` on a
+/// pool of n + 1 opened two ways: all n + 1 connections opened by `connect`
+/// (`min_connections`), and only the one sqlx opens to check the URL, the rest as the provider
+/// asks (as a pool built with `PgPoolOptions::new().max_connections(n + 1)` is). All on one
+/// database of their own and its default table `shedlock` (the same rows: pgbench's client `i`
+/// and worker `i` cycle lock `w<i>`).
+///
+/// The four are interleaved in slices of 1 s, `seconds` slices each (pgbench, connect, held,
+/// held as asked, pgbench, …), so that each meets the same machine: on one connection a lock
+/// cycle is two commits, each waiting for the log's flush, and this machine's disk flushes
+/// 15 % slower in one 5 s window than in the next (measured beside each figure, below). Each
+/// slice's provider is new and closed after it, as a process starting would make it; pgbench's
+/// rate is its own `tps`, without its connection time.
+///
+/// Every run's figures are printed, then the lowest ratio of each column. Beside each row: the
+/// time it started; per column, the median time of an 8 KiB write and `fdatasync` to a file
+/// beside the run (the same disk as the server's on the project's machine), one every 20 ms;
+/// the share of the machine's CPU time the hypervisor gave other guests (steal, `/proc/stat`)
+/// where over 2 %; and the columns during which a checkpoint of the server began
+/// (`pg_stat_bgwriter`). So a figure off its neighbours can be told from the machine or the
+/// server.
+async fn series(runs: usize, seconds: u64, dir: &std::path::Path) {
+    const WORKERS: [usize; 3] = [1, 8, 32];
+    const COLUMNS: [&str; 4] = ["pgbench", "connect", "held", "held, opened as asked"];
+    let (url, database) = shedlock_suite::postgres_database("bench_series").await;
+    let first = PostgresLockProvider::connect(&url).await.unwrap();
+    first.migrate().await.unwrap();
+    first.close().await;
+    let admin = sqlx::PgPool::connect(&postgres_url()).await.unwrap();
+    let checkpoints = async || -> i64 {
+        sqlx::query_scalar("SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter")
+            .fetch_one(&admin)
+            .await
+            .unwrap_or(0)
+    };
+    println!(
+        "PostgreSQL, {runs} runs in a row, {seconds} s per figure in slices of 1 s, interleaved; ratios to pgbench with as many clients in the same run\n"
+    );
+    println!(
+        "| run | workers | pgbench cycles/s | connect(url) (its own pool of up to {}) cycles/s | ratio | builder, pool of n + 1 opened ahead (min_connections), test_before_acquire(false), hold_connections(n) cycles/s | ratio | the same, pool of n + 1 opened as asked | ratio | started (UTC) | fsync p50 µs (pgbench, connect, held, held as asked) | steal over 2 % | checkpoint began during |",
+        first.pool().options().get_max_connections()
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut lowest = [[f64::INFINITY; 3]; WORKERS.len()];
+    for run in 1..=runs {
+        for (i, &workers) in WORKERS.iter().enumerate() {
+            let started = chrono::Utc::now().format("%H:%M:%S");
+            let mut cycles_done = [0f64; 4];
+            let mut elapsed = [0f64; 4];
+            let mut flushes: [Vec<Duration>; 4] = Default::default();
+            let mut stolen = [(0u64, 0u64); 4];
+            let mut during = [false; 4];
+            for _ in 0..seconds {
+                for (c, column) in COLUMNS.into_iter().enumerate() {
+                    let before = checkpoints().await;
+                    let cpu_before = cpu_times();
+                    let probe = FsyncProbe::start(dir);
+                    let (done, took) = match column {
+                        "pgbench" => {
+                            let Some(tps) = pgbench_tps(&url, "shedlock", workers, 1, dir) else {
+                                return;
+                            };
+                            (tps, 1.0)
+                        }
+                        "connect" => {
+                            let connected = PostgresLockProvider::connect(&url).await.unwrap();
+                            let stats = cycles(Arc::new(connected.clone()), workers, 1).await;
+                            connected.close().await;
+                            (stats.cycles as f64, stats.seconds)
+                        }
+                        _ => {
+                            let n = workers as u32 + 1;
+                            let ahead = column == "held";
+                            let pool = sqlx::postgres::PgPoolOptions::new()
+                                .max_connections(n)
+                                .min_connections(if ahead { n } else { 0 })
+                                .test_before_acquire(false)
+                                .connect(&url)
+                                .await
+                                .unwrap();
+                            let held = PostgresLockProvider::builder(pool)
+                                .hold_connections(workers)
+                                .build()
+                                .unwrap();
+                            let stats = cycles(Arc::new(held.clone()), workers, 1).await;
+                            held.close().await;
+                            (stats.cycles as f64, stats.seconds)
+                        }
+                    };
+                    cycles_done[c] += done;
+                    elapsed[c] += took;
+                    flushes[c].extend(probe.stop());
+                    if let (Some((total0, steal0)), Some((total1, steal1))) =
+                        (cpu_before, cpu_times())
+                    {
+                        stolen[c].0 += total1 - total0;
+                        stolen[c].1 += steal1 - steal0;
+                    }
+                    during[c] |= checkpoints().await > before;
+                }
+            }
+            let rates: Vec<f64> = cycles_done
+                .iter()
+                .zip(elapsed)
+                .map(|(done, took)| done / took)
+                .collect();
+            let ratios: Vec<f64> = rates[1..].iter().map(|r| r / rates[0]).collect();
+            for (low, ratio) in lowest[i].iter_mut().zip(&ratios) {
+                *low = low.min(*ratio);
+            }
+            let medians: Vec<String> = flushes
+                .iter_mut()
+                .map(|times| {
+                    times.sort();
+                    times
+                        .get(times.len() / 2)
+                        .map_or("-".into(), |t| format!("{:.0}", t.as_secs_f64() * 1e6))
+                })
+                .collect();
+            let steal: Vec<String> = COLUMNS
+                .iter()
+                .zip(stolen)
+                .filter(|(_, (total, steal))| *total > 0 && *steal as f64 / *total as f64 > 0.02)
+                .map(|(column, (total, steal))| {
+                    format!("{column} {:.0} %", steal as f64 / total as f64 * 100.0)
+                })
+                .collect();
+            let checkpointed: Vec<&str> = COLUMNS
+                .iter()
+                .zip(during)
+                .filter(|(_, began)| *began)
+                .map(|(column, _)| *column)
+                .collect();
+            println!(
+                "| {run} | {workers} | {:.0} | {:.0} | {:.2} | {:.0} | {:.2} | {:.0} | {:.2} | {started} | {} | {} | {} |",
+                rates[0],
+                rates[1],
+                ratios[0],
+                rates[2],
+                ratios[1],
+                rates[3],
+                ratios[2],
+                medians.join(", "),
+                steal.join(", "),
+                checkpointed.join(", ")
+            );
+            std::io::stdout().flush().ok();
+        }
+    }
+    println!("\nlowest ratio over the {runs} runs:\n");
+    println!("| workers | connect(url) | held, opened ahead | held, opened as asked |");
+    println!("|---|---|---|---|");
+    for (workers, [connect, ahead, asked]) in WORKERS.iter().zip(lowest) {
+        println!("| {workers} | {connect:.2} | {ahead:.2} | {asked:.2} |");
+    }
+    admin.close().await;
+    shedlock_suite::drop_postgres_database(&database).await;
+}
+
+/// pgbench's own rate (`tps = … (without initial connection time)`) running the lock cycle with
+/// `clients` for `seconds` on the database at `url`.
+fn pgbench_tps(
+    url: &str,
+    table: &str,
+    clients: usize,
+    seconds: u64,
+    dir: &std::path::Path,
+) -> Option<f64> {
+    let script = dir.join(format!("cycle_{clients}.sql"));
+    std::fs::write(&script, pgbench_script(table)).unwrap();
+    let out = std::process::Command::new("pgbench")
+        .args(["-n", "-M", "prepared", "-f"])
+        .arg(&script)
+        .args([
+            "-c",
+            &clients.to_string(),
+            "-j",
+            &clients.min(2).to_string(),
+        ])
+        .args(["-T", &seconds.to_string()])
+        .arg(url)
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let tps = text
+        .lines()
+        .find_map(|line| line.strip_prefix("tps = "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|tps| tps.parse().ok());
+    if tps.is_none() {
+        eprintln!(
+            "pgbench gave no rate: {}{}",
+            text,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    tps
+}
+
+/// Writes 8 KiB to a file of its own and `fdatasync`s it every 20 ms on a thread of its own,
+/// until stopped.
+struct FsyncProbe {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<Duration>>,
+}
+
+impl FsyncProbe {
+    fn start(dir: &std::path::Path) -> Self {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let path = dir.join(format!("{}.fsync", unique_name("probe")));
+        let thread = std::thread::spawn({
+            let stop = Arc::clone(&stop);
+            move || {
+                let mut file = std::fs::File::create(&path).unwrap();
+                let block = [7u8; 8192];
+                let mut times = Vec::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let t = Instant::now();
+                    file.write_all(&block).unwrap();
+                    file.sync_data().unwrap();
+                    times.push(t.elapsed());
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                let _ = std::fs::remove_file(&path);
+                times
+            }
+        });
+        Self { stop, thread }
+    }
+
+    /// Stops it; the time each write and flush took.
+    fn stop(self) -> Vec<Duration> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
+/// The machine's CPU time so far, in clock ticks, all of it and the part stolen by the
+/// hypervisor for other guests (`/proc/stat`'s first line); `None` where there is no such file.
+fn cpu_times() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()?
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal (guest time is counted in user already)
+    let total = fields.iter().take(8).sum();
+    Some((total, *fields.get(7)?))
+}
+
 /// The pgbench script: the provider's acquire and unlock statements (as
 /// `shedlock::test_util::statement` renders them) with the parameters written as pgbench
 /// variables, so the server runs the same statements.
@@ -309,10 +579,23 @@ fn pgbench_script(table: &str) -> String {
 /// Runs pgbench with `clients` for `seconds`; returns its transactions per second and the
 /// per-transaction latencies from its log.
 fn pgbench(table: &str, clients: usize, seconds: u64, dir: &std::path::Path) -> Option<Stats> {
+    pgbench_at(&postgres_url(), table, clients, seconds, dir)
+}
+
+/// [`pgbench`] on the database at `url`.
+fn pgbench_at(
+    url: &str,
+    table: &str,
+    clients: usize,
+    seconds: u64,
+    dir: &std::path::Path,
+) -> Option<Stats> {
     let script = dir.join(format!("cycle_{clients}.sql"));
     std::fs::write(&script, pgbench_script(table)).unwrap();
+    // A fresh log directory per run: the latencies are read from every file pgbench wrote.
+    let logs = tempfile::tempdir_in(dir).unwrap();
+    let dir = logs.path();
     let prefix = dir.join(format!("pgb{clients}"));
-    let url = postgres_url();
     let out = std::process::Command::new("pgbench")
         .args(["-n", "-M", "prepared", "-f"])
         .arg(&script)
@@ -327,7 +610,7 @@ fn pgbench(table: &str, clients: usize, seconds: u64, dir: &std::path::Path) -> 
             "--log-prefix",
         ])
         .arg(&prefix)
-        .arg(&url)
+        .arg(url)
         .output()
         .ok()?;
     if !out.status.success() {
@@ -522,6 +805,15 @@ async fn main() {
         redis_rows(seconds).await;
         return;
     }
+    if let Some(runs) = std::env::args()
+        .skip_while(|a| a != "series")
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+    {
+        series(runs, seconds, dir.path()).await;
+        urls.drop().await;
+        return;
+    }
     println!("| what | cycles/s | p50 µs | p99 µs | ratio to pgbench |");
     println!("|---|---|---|---|---|");
     for backend in [Backend::Postgres, Backend::MySql, Backend::Sqlite] {
@@ -560,15 +852,18 @@ async fn main() {
                 PoolKind::Default,
             ] {
                 let path = dir.path().join(format!("{}.db", unique_name("lite")));
-                let p = match kind {
+                let (p, own_pool) = match kind {
                     PoolKind::Connect => connected(backend, &urls, &path).await,
-                    _ => provider(backend, &table, connections as u32, kind, &path).await,
+                    _ => (
+                        provider(backend, &table, connections as u32, kind, &path).await,
+                        0,
+                    ),
                 };
                 let stats = cycles(p, connections, seconds).await;
                 row(
                     &format!(
                         "shedlock {backend}, {connections} worker(s), {}",
-                        kind.label(connections)
+                        kind.label(connections, own_pool)
                     ),
                     &stats,
                     reference.as_ref(),

@@ -1,8 +1,9 @@
 //! shedlock's PostgreSQL lock beside the `distributed-lock` crate's PostgreSQL advisory lock:
 //! acquire + release cycles on the same server, in one run, each crate as its README sets it up
 //! from a URL: `PostgresLockProvider::connect(url)` and
-//! `PostgresLockProviderBuilder::connection_string(url)`. Both then own a pool of sqlx's default
-//! size, 10 connections; the workers (1, then 8) use at most that many at once.
+//! `PostgresLockProviderBuilder::connection_string(url)`. Both then own a pool: shedlock's of up
+//! to 32 connections, the peer's of sqlx's default, 10; each opens a connection only when a
+//! worker needs one, so with 1, then 8 workers both use at most as many as there are workers.
 //!
 //! `cargo run --release --manifest-path benches/peers/Cargo.toml -- [seconds]`
 //! (`SHEDLOCK_POSTGRES_URL`, default `postgres://postgres@127.0.0.1:5432/test`)
@@ -25,7 +26,10 @@ fn report(label: &str, mut latencies: Vec<Duration>, seconds: f64) -> f64 {
     rate
 }
 
-/// The pool size of both crates' providers built from a URL: sqlx's default `max_connections`.
+/// The most connections shedlock's provider from a URL opens on PostgreSQL (issue 24).
+const SHEDLOCK_POOL: u32 = 32;
+
+/// The peer's pool size from a URL: sqlx's default `max_connections`.
 const POOL: u32 = 10;
 
 /// `url` with its database replaced by `database`.
@@ -36,7 +40,7 @@ fn with_database(url: &str, database: &str) -> String {
 
 async fn shedlock_cycles(url: &str, connections: usize, seconds: u64) -> f64 {
     let provider = Arc::new(PostgresLockProvider::connect(url).await.unwrap());
-    assert_eq!(provider.pool().options().get_max_connections(), POOL);
+    assert_eq!(provider.pool().options().get_max_connections(), SHEDLOCK_POOL);
     provider.migrate().await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let started = Instant::now();
@@ -61,7 +65,7 @@ async fn shedlock_cycles(url: &str, connections: usize, seconds: u64) -> f64 {
     let seconds = started.elapsed().as_secs_f64();
     provider.close().await;
     report(
-        &format!("shedlock, connect(url): table row, fencing token; pool of {POOL}, {connections} worker(s)"),
+        &format!("shedlock, connect(url): table row, fencing token; pool of up to {SHEDLOCK_POOL}, {connections} worker(s)"),
         all,
         seconds,
     )
@@ -112,7 +116,7 @@ async fn main() {
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}"))).execute(&admin).await.unwrap();
     let url = with_database(&url(), &database);
     println!("acquire + release cycles, each worker its own lock name, {seconds} s per row;");
-    println!("each crate's provider built from a URL, so each with its own pool of {POOL} connections (sqlx's default)\n");
+    println!("each crate's provider built from a URL, each with its own pool (shedlock up to {SHEDLOCK_POOL} connections, the peer {POOL}, sqlx's default), opened as workers need them\n");
     println!("| what | cycles/s | p50 µs | p99 µs |");
     println!("|---|---|---|---|");
     for workers in [1, 8] {

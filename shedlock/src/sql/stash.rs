@@ -151,27 +151,32 @@ impl<DB: Database> Shared<DB> {
     /// Asks the pool for one more connection in a task of its own (already counted in
     /// `owned`), so that no statement served meanwhile cancels it half-made.
     fn grow(self: &Arc<Self>, pool: &Pool<DB>) {
-        let (shared, pool) = (Arc::clone(self), pool.clone());
+        let growing = Growing {
+            shared: Some(Arc::clone(self)),
+        };
+        let pool = pool.clone();
         tokio::spawn(async move {
-            match pool.acquire().await {
-                Ok(conn) => shared.give(conn),
-                Err(e) => shared.failed(e),
-            }
+            let outcome = pool.acquire().await;
+            growing.done(outcome);
         });
     }
 
-    /// The pool could not give the stash a connection. If the stash still holds some, the
-    /// waiters get those as they come back; if it holds none, the longest-waiting statement
-    /// gets the error and the others go to the pool themselves (each then gets its own answer,
-    /// as a statement on the pool would).
-    fn failed(&self, error: sqlx::Error) {
+    /// The pool gave the stash no connection (`error`; `None`: the task asking for it was
+    /// dropped, its runtime shutting down). If the stash still holds some, the waiters get
+    /// those as they come back; if it holds none, the longest-waiting statement gets the error
+    /// and the others go to the pool themselves (each then gets its own answer, as a statement
+    /// on the pool would).
+    fn failed(&self, error: Option<sqlx::Error>) {
         let mut state = self.state();
         state.owned -= 1;
         if state.owned > 0 {
-            tracing::debug!(%error, "the pool gave the stash no connection; waiters wait for a held one");
+            tracing::debug!(
+                ?error,
+                "the pool gave the stash no connection; waiters wait for a held one"
+            );
             return;
         }
-        let mut error = Some(error);
+        let mut error = error;
         for waiter in std::mem::take(&mut state.waiters) {
             let handed = match error.take() {
                 Some(e) => Handed::Failed(e),
@@ -180,6 +185,31 @@ impl<DB: Database> Shared<DB> {
             if let Err(Handed::Failed(e)) = waiter.send(handed) {
                 error = Some(e);
             }
+        }
+    }
+}
+
+/// One connection asked of the pool for the stash ([`Shared::grow`]), counted in `owned` until
+/// it arrives or fails, or the task asking for it is dropped unfinished.
+struct Growing<DB: Database> {
+    shared: Option<Arc<Shared<DB>>>,
+}
+
+impl<DB: Database> Growing<DB> {
+    fn done(mut self, outcome: Result<PoolConnection<DB>, sqlx::Error>) {
+        if let Some(shared) = self.shared.take() {
+            match outcome {
+                Ok(conn) => shared.give(conn),
+                Err(e) => shared.failed(Some(e)),
+            }
+        }
+    }
+}
+
+impl<DB: Database> Drop for Growing<DB> {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.take() {
+            shared.failed(None);
         }
     }
 }
