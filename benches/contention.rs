@@ -101,6 +101,9 @@ struct Args {
     measure: Measure,
     /// `--per-tick`: the numbers of due jobs for the one-instance table.
     per_tick: Option<Vec<usize>>,
+    /// `--help-after MS`: each scheduler's `SchedulerBuilder::help_after` (0: no sharing, every
+    /// instance claims every job at once; default: the builder's 250 ms).
+    help_after: Option<Duration>,
 }
 
 fn args() -> Args {
@@ -111,6 +114,7 @@ fn args() -> Args {
         runs: 1,
         measure: Measure::Warmup,
         per_tick: None,
+        help_after: None,
     };
     let mut it = std::env::args().skip(1).peekable();
     let number = |v: Option<String>, what: &str| -> usize {
@@ -131,6 +135,10 @@ fn args() -> Args {
             "--instances" => args.instances = number(it.next(), "--instances"),
             "--jobs" => args.jobs = number(it.next(), "--jobs"),
             "--runs" => args.runs = number(it.next(), "--runs"),
+            "--help-after" => {
+                let ms = number(it.next(), "--help-after (milliseconds)");
+                args.help_after = Some(Duration::from_millis(ms as u64));
+            }
             "--measure" => {
                 args.measure = match it.next().as_deref() {
                     Some("warmup" | "warm-up") => Measure::Warmup,
@@ -688,6 +696,7 @@ async fn race(
     jobs: usize,
     run: usize,
     measure: Measure,
+    help_after: Option<Duration>,
     print: bool,
 ) -> Outcome {
     let connections = connections(backend);
@@ -758,14 +767,17 @@ async fn race(
     });
     let mut schedulers = Vec::with_capacity(instances);
     for (k, provider) in providers.iter().enumerate() {
-        let scheduler = Scheduler::builder(provider.admin())
+        let mut builder = Scheduler::builder(provider.admin())
             .misfire_grace(Duration::ZERO)
             .clock_check_every(Duration::from_secs(3600))
             .listener(Decisions {
                 shared: Arc::clone(&shared),
                 instance: k,
-            })
-            .build();
+            });
+        if let Some(help_after) = help_after {
+            builder = builder.help_after(help_after);
+        }
+        let scheduler = builder.build();
         for i in 0..jobs {
             let shared = Arc::clone(&shared);
             let cfg = LockConfiguration::new(
@@ -995,6 +1007,15 @@ async fn race(
             "\n### Run {run}: {backend}, {instances} instances × {jobs} jobs due at one tick, pool of {connections} per instance\n"
         );
         println!("measured tick: {}", measure.describe());
+        println!(
+            "sharing: {}",
+            match help_after {
+                Some(d) if d.is_zero() =>
+                    "off (`help_after(0)`: every instance claims every job at once)".to_owned(),
+                Some(d) => format!("`help_after({d:?})`"),
+                None => "the default (`help_after` 250 ms)".to_owned(),
+            }
+        );
         if !warm_note.is_empty() {
             println!("warm-up tick: {warm_note}");
         }
@@ -1225,7 +1246,7 @@ async fn main() {
         let mut rows = Vec::new();
         for &backend in &backends {
             for &n in sizes {
-                let outcome = race(backend, 1, n, 1, args.measure, false).await;
+                let outcome = race(backend, 1, n, 1, args.measure, args.help_after, false).await;
                 eprintln!(
                     "  {backend}, N = {n}: {:.0} statements, {} executions, last decision {:.1} ms",
                     outcome.main_per_instance(),
@@ -1247,7 +1268,16 @@ async fn main() {
     );
     for backend in backends {
         for run in 1..=args.runs {
-            race(backend, args.instances, args.jobs, run, args.measure, true).await;
+            race(
+                backend,
+                args.instances,
+                args.jobs,
+                run,
+                args.measure,
+                args.help_after,
+                true,
+            )
+            .await;
         }
     }
 }

@@ -601,6 +601,107 @@ async fn three_copies_of_run_sync_each_repository_once_per_tick() {
     );
 }
 
+/// `run --max-concurrent-syncs 1`: three copies with four repositories due at each tick. No
+/// copy ever syncs two at once (its executions never overlap in time), every repository runs
+/// each tick once, and the ticks' work is spread over the copies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_limit_keeps_each_copy_to_its_slots_and_every_tick_runs_once() {
+    let bin = example_binary();
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("limit.db").display()
+    );
+    let repos: Vec<TempRepo> = (0..4).map(|_| TempRepo::new()).collect();
+    for (i, repo) in repos.iter().enumerate() {
+        repo.write("lib.rs", &lines(&format!("repo{i}"), 20));
+        repo.commit("first");
+        add_repo(&bin, &url, repo, "*/3 * * * * *");
+    }
+    let mut children = Vec::new();
+    for i in 0..3 {
+        children.push(
+            tokio::process::Command::new(&bin)
+                .args([
+                    "--database-url",
+                    &url,
+                    "run",
+                    "--max-concurrent-syncs",
+                    "1",
+                    "--run-for",
+                    "12s",
+                    "--reload-every",
+                    "1s",
+                ])
+                .env("SHEDLOCK_LOCKED_BY", format!("copy-{i}"))
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+    }
+    for child in children {
+        let out = child.wait_with_output().await.unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let db = Db::open(&Location::parse(&url).unwrap()).await.unwrap();
+    let logs = db.logs(None, 1000).await.unwrap();
+    let mut per_tick = std::collections::BTreeMap::<(i64, i64), usize>::new();
+    let mut per_copy = std::collections::BTreeMap::<String, Vec<(i64, i64)>>::new();
+    for log in logs.iter().filter(|l| l.tick.is_some()) {
+        *per_tick
+            .entry((log.schedule_id, log.tick.unwrap()))
+            .or_default() += 1;
+        per_copy
+            .entry(log.locked_by.clone().unwrap())
+            .or_default()
+            .push((log.started_at, log.completed_at.unwrap_or(i64::MAX)));
+    }
+    assert!(
+        per_tick.values().all(|n| *n == 1),
+        "one execution per tick per repository: {per_tick:?}"
+    );
+    assert!(
+        per_tick.len() >= 8,
+        "at least two ticks of each repository: {per_tick:?}"
+    );
+    for (copy, runs) in &mut per_copy {
+        runs.sort_unstable();
+        assert!(
+            runs.windows(2).all(|w| w[1].0 >= w[0].1),
+            "{copy} synced two repositories at once: {runs:?}"
+        );
+    }
+    assert!(
+        per_copy.len() >= 2,
+        "the work was spread over the copies: {per_copy:?}"
+    );
+    eprintln!(
+        "{} executions, per copy {:?}",
+        per_tick.len(),
+        per_copy
+            .iter()
+            .map(|(c, r)| (c, r.len()))
+            .collect::<Vec<_>>()
+    );
+}
+
+/// `run --max-concurrent-syncs 0` is refused before anything starts, naming the option.
+#[test]
+fn a_sync_limit_of_zero_is_refused() {
+    let out = std::process::Command::new(example_binary())
+        .args(["run", "--max-concurrent-syncs", "0"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("--max-concurrent-syncs"), "{stderr}");
+}
+
 /// `run --metrics-addr` serves the scheduler's counters for Prometheus while it runs; the
 /// figures agree with the run history written by the same process.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

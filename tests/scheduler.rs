@@ -24,6 +24,9 @@ shedlock_suite::backend_tests!([postgres, mysql, sqlite, redis]: shedlock_suite:
     an_operator_release_ends_the_term,
     a_cut_off_leader_steps_down_before_another_takes_over,
     only_the_leader_fires_and_a_successor_takes_over,
+    four_instances_share_each_tick,
+    every_missed_tick_runs_once_with_misfire_policy_all,
+    a_run_limit_bounds_each_instance_and_the_fleet_runs_every_job,
 ], sql only: [
     // An acquire, and an unlock, that wait behind another transaction's row lock
     // (`TestDb::block`): a Redis script never waits for a key. tests/redis.rs has a failed

@@ -116,6 +116,12 @@ enum Command {
         /// `--role worker`: syncs at once.
         #[arg(long, default_value_t = 1)]
         concurrency: usize,
+        /// `--role all`: at most this many syncs at once in this process (default: no limit).
+        /// A repository due while every slot is taken is left for another instance, and synced
+        /// here when a slot frees if none took it; 1,000 repositories due at once are spread
+        /// over the pods.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        max_concurrent_syncs: Option<u32>,
         /// How often to re-read the schedules.
         #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
         reload_every: Duration,
@@ -264,6 +270,7 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
         Some(Command::Run {
             role,
             concurrency: _,
+            max_concurrent_syncs,
             reload_every,
             run_for,
             metrics_addr,
@@ -273,11 +280,14 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
             if let Some(addr) = metrics_addr {
                 serve_metrics(addr)?;
             }
-            let scheduler = Scheduler::builder(Arc::clone(&provider))
+            let mut scheduler = Scheduler::builder(Arc::clone(&provider))
                 .misfire_grace(Duration::from_secs(120))
                 .history(RunHistory::keep_for(keep_history))
-                .shutdown_timeout(shutdown_timeout)
-                .build();
+                .shutdown_timeout(shutdown_timeout);
+            if let Some(limit) = max_concurrent_syncs {
+                scheduler = scheduler.max_concurrent_runs(limit as usize);
+            }
+            let scheduler = scheduler.build();
             let hand_off = match role {
                 Role::Scheduler => {
                     let queue = QueuePlace::beside(&location)?.tick_queue().await?;

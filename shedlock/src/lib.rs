@@ -121,7 +121,9 @@ pub use leader::{LeaderElection, LeaderElector, Leadership};
 pub use observe::{RunFinished, RunHistory, RunInfo, SchedulerListener, names as metric_names};
 pub use run::run_locked;
 pub use schedule::Schedule;
-pub use scheduler::{Job, JobOutput, JobStats, Scheduler, SchedulerBuilder, ShutdownReport};
+pub use scheduler::{
+    FleetView, Job, JobOutput, JobStats, MisfirePolicy, Scheduler, SchedulerBuilder, ShutdownReport,
+};
 
 #[cfg(feature = "macros")]
 #[cfg_attr(docsrs, doc(cfg(feature = "macros")))]

@@ -75,6 +75,9 @@ pub mod names {
     /// `recovered` (a claimed tick whose hand-off had been lost, enqueued by a later run) or
     /// `failed` (the queue refused or did not answer).
     pub const HAND_OFFS: &str = "shedlock_hand_offs_total";
+    /// Counter: ticks that waited for a slot of a scheduler's run limit
+    /// ([`max_concurrent_runs`](crate::SchedulerBuilder::max_concurrent_runs)), by `job`.
+    pub const DEFERRED: &str = "shedlock_deferred_total";
 }
 
 /// One fired tick of one job, as listeners see it.

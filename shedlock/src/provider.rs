@@ -93,6 +93,17 @@ pub trait LockProvider: Send + Sync + fmt::Debug {
     fn now(&self) -> BoxFuture<'_, Result<DateTime<Utc>>> {
         Box::pin(async { Ok(Utc::now()) })
     }
+
+    /// This provider's operator view, if it has one. The [`Scheduler`](crate::Scheduler)
+    /// reads the seats of its fleet through it, to share each tick's jobs among the instances
+    /// (see [Sharing a tick](crate::Scheduler#sharing-a-tick)).
+    ///
+    /// The default is `None`: a scheduler over such a provider claims every due job at once, as
+    /// every instance does then, and the first claim to arrive takes them all. A provider that
+    /// implements [`LockAdmin`] returns `Some(self)`.
+    fn as_admin(&self) -> Option<&dyn LockAdmin> {
+        None
+    }
 }
 
 /// The lock table itself and an operator's view of it: create it, list its rows, release a
@@ -202,6 +213,9 @@ macro_rules! forward {
             }
             fn now(&self) -> BoxFuture<'_, Result<DateTime<Utc>>> {
                 (**self).now()
+            }
+            fn as_admin(&self) -> Option<&dyn LockAdmin> {
+                (**self).as_admin()
             }
         }
 

@@ -671,6 +671,9 @@ impl LockProvider for RedisLockProvider {
     fn now(&self) -> BoxFuture<'_, Result<DateTime<Utc>>> {
         Box::pin(self.inner.now())
     }
+    fn as_admin(&self) -> Option<&dyn LockAdmin> {
+        Some(self)
+    }
 }
 
 impl LockAdmin for RedisLockProvider {

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use futures_util::future::BoxFuture;
 
+use super::misfire::MisfirePolicy;
 use crate::{Error, LockConfiguration, Result, Schedule, TaskResult};
 
 /// What a scheduled function may return, so the scheduler can tell a failed run from a good
@@ -69,6 +70,8 @@ pub struct Job {
     /// Its runs claim their own ticks, never the scheduler for them (a hand-off job reads its
     /// lock's record before its claim).
     pub(crate) claims_in_run: bool,
+    /// Its own misfire policy, else the scheduler's.
+    pub(crate) misfire_policy: Option<MisfirePolicy>,
 }
 
 impl Job {
@@ -96,6 +99,7 @@ impl Job {
             run: Arc::new(run),
             lock: None,
             claims_in_run: false,
+            misfire_policy: None,
         }
     }
 
@@ -133,6 +137,14 @@ impl Job {
     #[must_use]
     pub fn with_lock(mut self, config: LockConfiguration) -> Self {
         self.lock = Some(Arc::new(config));
+        self
+    }
+
+    /// What happens to this job's ticks that were not fired on time (default: the scheduler's,
+    /// [`SchedulerBuilder::misfire_policy`](crate::SchedulerBuilder::misfire_policy)).
+    #[must_use]
+    pub fn misfire_policy(mut self, policy: MisfirePolicy) -> Self {
+        self.misfire_policy = Some(policy);
         self
     }
 
@@ -177,9 +189,12 @@ pub struct JobStats {
     pub lock_lost: u64,
     /// Runs cancelled by shutdown.
     pub cancelled: u64,
-    /// Missed ticks run at start-up because they were within the misfire grace.
+    /// Missed ticks run late because they were within the misfire grace (at start-up, when
+    /// added, on becoming leader; under [`MisfirePolicy::All`](crate::MisfirePolicy::All) also
+    /// each tick that waited for the runs before it).
     pub misfires_run: u64,
-    /// Missed ticks not run because they were older than the misfire grace.
+    /// Missed ticks not run: older than the misfire grace, skipped by the misfire policy, or
+    /// waiting for a slot of the run limit when a newer tick of the job came.
     pub misfires_skipped: u64,
     /// Runs whose job panicked (caught; the lock was released and the next tick runs).
     pub panicked: u64,
@@ -189,6 +204,9 @@ pub struct JobStats {
     /// Ticks not fired because this instance did not lead (a scheduler with
     /// [`leader_election`](crate::SchedulerBuilder::leader_election)).
     pub not_leader: u64,
+    /// Ticks that waited for a slot of the run limit
+    /// ([`max_concurrent_runs`](crate::SchedulerBuilder::max_concurrent_runs)), unclaimed.
+    pub deferred_capacity: u64,
 }
 
 /// One job's counters. Each is a `u32`: a job fires at most once a second (cron's finest
@@ -209,6 +227,7 @@ pub(crate) struct Counters {
     pub(crate) panicked: AtomicU32,
     pub(crate) clock_skew: AtomicU32,
     pub(crate) not_leader: AtomicU32,
+    pub(crate) deferred_capacity: AtomicU32,
 }
 
 impl Counters {
@@ -228,6 +247,7 @@ impl Counters {
             panicked: get(&self.panicked),
             clock_skew: get(&self.clock_skew),
             not_leader: get(&self.not_leader),
+            deferred_capacity: get(&self.deferred_capacity),
         }
     }
 }

@@ -252,6 +252,9 @@ impl<D: Dialect> LockProvider for SqlLockProvider<D> {
     fn now(&self) -> BoxFuture<'_, Result<DateTime<Utc>>> {
         Box::pin(self.core.now())
     }
+    fn as_admin(&self) -> Option<&dyn LockAdmin> {
+        Some(self)
+    }
 }
 
 impl<D: Dialect> LockAdmin for SqlLockProvider<D> {

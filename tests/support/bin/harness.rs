@@ -23,7 +23,7 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use shedlock::{
     AppClock, ClockMode, Job, KeepAlive, LeaderElection, LeaderElector, Leadership, LockAdmin,
-    LockConfiguration, LockContext, LockProvider, MySqlLockProvider, OnLockLost,
+    LockConfiguration, LockContext, LockProvider, MisfirePolicy, MySqlLockProvider, OnLockLost,
     PostgresLockProvider, RedisLockProvider, RunHistory, Schedule, Scheduler, SchedulerBuilder,
     SqliteLockProvider, TaskResult, run_locked, with_provider,
 };
@@ -103,6 +103,9 @@ struct Args {
     run_for: Option<Duration>,
     #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
     misfire_grace: Duration,
+    /// The scheduler's misfire policy: `skip`, `latest` (the default) or `all`.
+    #[arg(long, value_enum, default_value = "latest")]
+    misfire_policy: MisfireArg,
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     shutdown_timeout: Duration,
     /// Write the scheduler's run history (`<table>_runs`), kept a day; the scheduler then also
@@ -135,6 +138,13 @@ enum RoleArg {
     All,
     Scheduler,
     Worker,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum MisfireArg {
+    Skip,
+    Latest,
+    All,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -494,6 +504,11 @@ fn settings<P: LockProvider + 'static>(
     let builder = builder
         .clock(clock.clone())
         .misfire_grace(args.misfire_grace)
+        .misfire_policy(match args.misfire_policy {
+            MisfireArg::Skip => MisfirePolicy::Skip,
+            MisfireArg::Latest => MisfirePolicy::Latest,
+            MisfireArg::All => MisfirePolicy::All,
+        })
         .shutdown_timeout(args.shutdown_timeout);
     match election {
         Some(election) => builder.leader_election(election),

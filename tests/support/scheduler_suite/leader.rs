@@ -284,3 +284,82 @@ pub async fn only_the_leader_fires_and_a_successor_takes_over<D: TestDb>(db: &Ar
         stats[third].not_leader
     );
 }
+
+/// Every missed tick, on request: a scheduler runs a per-second job, stops, and 4 s later
+/// another starts with [`shedlock::MisfirePolicy::All`]. It runs each tick missed in between,
+/// oldest first, and then the new ones: from the first run to the last, every tick ran, and
+/// none twice. The same with the default policy runs only the latest missed tick, so it leaves the
+/// gap (checked too, as the difference the policy makes).
+pub async fn every_missed_tick_runs_once_with_misfire_policy_all<D: TestDb>(db: &Arc<D>) {
+    use shedlock::MisfirePolicy;
+    let grace = Duration::from_secs(30);
+    let ticks_of = async || {
+        let mut ticks: Vec<i64> = db.runs().await.iter().map(|(tick, _, _)| *tick).collect();
+        ticks.sort_unstable();
+        ticks
+    };
+    let mut gaps = Vec::new();
+    for (round, policy) in [MisfirePolicy::Latest, MisfirePolicy::All]
+        .into_iter()
+        .enumerate()
+    {
+        let before = ticks_of().await.len();
+        let first = Scheduler::builder(db.provider_with(Opts::own_pool().locked_by("first")).await)
+            .misfire_grace(grace)
+            .misfire_policy(policy)
+            .build();
+        first.add(recording_job(db, "first")).unwrap();
+        first.start();
+        let ran = eventually(Duration::from_secs(20), async || {
+            ticks_of().await.len() >= before + 3
+        })
+        .await;
+        assert!(ran, "the first scheduler runs the job");
+        first.shutdown().await;
+        let stopped = Utc::now().timestamp_millis();
+        tokio::time::sleep(Duration::from_secs(4)).await; // four ticks or so nobody fires
+        let second =
+            Scheduler::builder(db.provider_with(Opts::own_pool().locked_by("second")).await)
+                .misfire_grace(grace)
+                .misfire_policy(policy)
+                .build();
+        second.add(recording_job(db, "second")).unwrap();
+        second.start();
+        let caught_up = eventually(Duration::from_secs(20), async || {
+            ticks_of()
+                .await
+                .iter()
+                .filter(|tick| **tick > stopped + 6000)
+                .count()
+                >= 2
+        })
+        .await;
+        assert!(caught_up, "the second scheduler runs the job");
+        second.shutdown().await;
+
+        let ticks = ticks_of().await;
+        let mut unique = ticks.clone();
+        unique.dedup();
+        assert_eq!(unique.len(), ticks.len(), "a tick ran twice: {ticks:?}");
+        // This round's ticks: those after the previous round's last.
+        let ours: Vec<i64> = ticks[before..].to_vec();
+        let span = Schedule::parse("* * * * * *", "UTC")
+            .unwrap()
+            .ticks_between(
+                chrono::DateTime::from_timestamp_millis(ours[0] - 1).unwrap(),
+                chrono::DateTime::from_timestamp_millis(*ours.last().unwrap()).unwrap(),
+                1000,
+            )
+            .len();
+        gaps.push(span - ours.len());
+        eprintln!(
+            "round {round} ({policy:?}): {} ticks ran of the {span} from the first run to the last",
+            ours.len()
+        );
+    }
+    assert_eq!(gaps[1], 0, "with MisfirePolicy::All no tick is missing");
+    assert!(
+        gaps[0] >= 2,
+        "with the default policy the ticks missed between the schedulers stay missed: {gaps:?}"
+    );
+}

@@ -7,12 +7,14 @@ use std::time::Duration;
 
 mod batch;
 mod clock;
+mod fleet;
 mod keep_alive;
 mod leader;
 mod runs;
 
 pub use batch::*;
 pub use clock::*;
+pub use fleet::*;
 pub use keep_alive::*;
 pub use leader::*;
 use runs::recording_job;

@@ -1,0 +1,230 @@
+//! The run limit ([`max_concurrent_runs`](super::SchedulerBuilder::max_concurrent_runs)): at
+//! most `n` job bodies at once on this instance.
+//!
+//! A due job beyond the limit is neither started nor claimed: its tick stays free for the
+//! other instances, and the job waits here for a slot. Each slot that frees takes the oldest
+//! waiting tick (this instance's share of it before the others', see [`Fleet::order`]), as
+//! long as it is within the misfire grace; older ones are counted as skipped misfires. A newer
+//! tick of a waiting job takes its place (the latest tick is what runs, as at start-up).
+//!
+//! [`Fleet::order`]: super::fleet::Fleet::order
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+
+use super::Inner;
+use super::fire::{claim_and_fire, fire_next};
+use super::job::bump;
+use super::misfire::{MisfirePolicy, policy};
+use super::registry::JobState;
+
+/// Jobs of one tick instant, each with its slot, to claim and fire together.
+type Admitted = (DateTime<Utc>, Vec<(Arc<JobState>, Option<Slot>)>);
+
+/// Where a waiting job stands: its tick, its place in the fleet's order, its id.
+type WaitKey = (DateTime<Utc>, usize, u64, u64);
+
+/// The slots of the run limit, and the jobs waiting for one.
+pub(super) struct Capacity {
+    slots: Arc<Semaphore>,
+    /// Told when a slot frees (and when a job starts waiting while one is free).
+    freed: Arc<Notify>,
+    waiting: Mutex<Waiting>,
+}
+
+#[derive(Default)]
+struct Waiting {
+    queue: BTreeMap<WaitKey, Arc<JobState>>,
+    /// Each waiting job's key, by job id: a job waits for one tick at most.
+    by_job: HashMap<u64, WaitKey>,
+}
+
+/// One of the run limit's slots, held by a run until it ends.
+pub(super) struct Slot {
+    permit: Option<OwnedSemaphorePermit>,
+    freed: Arc<Notify>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        drop(self.permit.take()); // free first, then tell
+        self.freed.notify_one();
+    }
+}
+
+impl Capacity {
+    pub(super) fn new(limit: usize) -> Self {
+        Self {
+            slots: Arc::new(Semaphore::new(limit.min(Semaphore::MAX_PERMITS))),
+            freed: Arc::new(Notify::new()),
+            waiting: Mutex::new(Waiting::default()),
+        }
+    }
+
+    fn waiting(&self) -> MutexGuard<'_, Waiting> {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A free slot, if any.
+    pub(super) fn take_slot(&self) -> Option<Slot> {
+        let permit = Arc::clone(&self.slots).try_acquire_owned().ok()?;
+        Some(Slot {
+            permit: Some(permit),
+            freed: Arc::clone(&self.freed),
+        })
+    }
+
+    /// Whether `job` waits for a slot.
+    pub(super) fn is_waiting(&self, job: &JobState) -> bool {
+        self.waiting().by_job.contains_key(&job.id)
+    }
+
+    /// Jobs waiting for a slot.
+    pub(super) fn waiting_len(&self) -> usize {
+        self.waiting().queue.len()
+    }
+
+    /// The jobs of `tick` that start now, each with its slot (a job still running needs none:
+    /// its tick is an overlap skip); the others wait for one.
+    pub(super) fn admit(
+        &self,
+        inner: &Inner,
+        tick: DateTime<Utc>,
+        jobs: Vec<Arc<JobState>>,
+    ) -> Vec<(Arc<JobState>, Option<Slot>)> {
+        let mut admitted = Vec::with_capacity(jobs.len());
+        let mut deferred = 0usize;
+        for job in jobs {
+            if job.running.load(Ordering::SeqCst) {
+                admitted.push((job, None));
+                continue;
+            }
+            match self.take_slot() {
+                Some(slot) => {
+                    self.supersede(&job);
+                    admitted.push((job, Some(slot)));
+                }
+                None => {
+                    self.wait(inner, tick, job);
+                    deferred += 1;
+                }
+            }
+        }
+        if deferred > 0 {
+            tracing::debug!(%tick, deferred, started = admitted.len(),
+                "run limit reached: the other jobs' ticks wait for a slot, unclaimed");
+            if self.slots.available_permits() > 0 {
+                self.freed.notify_one(); // a slot freed while we deferred
+            }
+        }
+        admitted
+    }
+
+    /// Puts `job`'s run of `tick` in the queue for a slot, in place of an older tick it waited
+    /// for.
+    pub(super) fn wait(&self, inner: &Inner, tick: DateTime<Utc>, job: Arc<JobState>) {
+        let (place, hash) = inner.fleet.order(job.job.name(), tick);
+        let key = (tick, place, hash, job.id);
+        bump(&job.counters.deferred_capacity);
+        metrics::counter!(crate::metric_names::DEFERRED, "job" => job.job.name().to_owned())
+            .increment(1);
+        if policy(inner, &job) == MisfirePolicy::All && self.is_waiting(&job) {
+            // Every tick runs: this one after the one waiting, from the job's backlog.
+            inner.backlog.extend(&job, [tick]);
+            return;
+        }
+        self.supersede(&job);
+        let mut waiting = self.waiting();
+        waiting.by_job.insert(job.id, key);
+        waiting.queue.insert(key, job);
+    }
+
+    /// Drops the tick `job` waits for, if any: a newer tick of it runs or waits instead.
+    fn supersede(&self, job: &JobState) {
+        let mut waiting = self.waiting();
+        if let Some(key) = waiting.by_job.remove(&job.id) {
+            waiting.queue.remove(&key);
+            drop(waiting);
+            bump(&job.counters.misfires_skipped);
+            tracing::info!(job = job.job.name(), tick = %key.0,
+                "a newer tick came while this one waited for a slot: only the newer one runs");
+        }
+    }
+
+    /// Takes the oldest waiting ticks, as many as slots are free, each with its slot; drops
+    /// those past the misfire grace (and, on an instance that does not fire, all of them).
+    fn take_ready(&self, inner: &Arc<Inner>) -> Vec<Admitted> {
+        let fires = inner.fires();
+        let now = inner.clock.now();
+        let mut taken = Vec::new();
+        let mut dropped = Vec::new();
+        {
+            let mut waiting = self.waiting();
+            while let Some(entry) = waiting.queue.first_entry() {
+                let tick = entry.key().0;
+                let age = (now - tick).to_std().unwrap_or_default();
+                if !fires || inner.misfire_grace.is_zero() || age > inner.misfire_grace {
+                    let (key, job) = entry.remove_entry();
+                    waiting.by_job.remove(&key.3);
+                    dropped.push((tick, age, job));
+                    continue;
+                }
+                let Some(slot) = self.take_slot() else { break };
+                let (key, job) = entry.remove_entry();
+                waiting.by_job.remove(&key.3);
+                taken.push((tick, job, slot));
+            }
+        }
+        for (tick, age, job) in dropped {
+            if fires {
+                bump(&job.counters.misfires_skipped);
+                tracing::info!(job = job.job.name(), %tick, age = %humantime::format_duration(round(age)),
+                    "waited for a slot past the misfire grace: not run here");
+                if let Some(next) = inner.backlog.next(inner, &job) {
+                    fire_next(inner, next, job);
+                }
+            } else {
+                bump(&job.counters.not_leader);
+            }
+        }
+        let jobs = inner.jobs();
+        let mut groups: Vec<Admitted> = Vec::new();
+        for (tick, job, slot) in taken {
+            if !jobs.is_registered(&job) {
+                continue; // removed while it waited; its slot frees here
+            }
+            match groups.last_mut() {
+                Some((last, group)) if *last == tick => group.push((job, Some(slot))),
+                _ => groups.push((tick, vec![(job, Some(slot))])),
+            }
+        }
+        groups
+    }
+}
+
+fn round(age: Duration) -> Duration {
+    Duration::from_millis(age.as_millis() as u64)
+}
+
+/// Starts waiting jobs whenever a slot frees, oldest tick first, each tick instant's jobs
+/// claimed together; until shutdown.
+pub(super) async fn capacity_loop(inner: Arc<Inner>) {
+    let Some(capacity) = &inner.capacity else {
+        return;
+    };
+    let mut stop = inner.stop_firing.subscribe();
+    loop {
+        tokio::select! {
+            () = capacity.freed.notified() => {}
+            _ = stop.wait_for(|stop| *stop) => return,
+        }
+        for (tick, group) in capacity.take_ready(&inner) {
+            claim_and_fire(&inner, tick, group);
+        }
+    }
+}

@@ -1,0 +1,347 @@
+//! Firing one tick instant: the jobs due are shared with the fleet ([`super::fleet`]), held to
+//! the run limit ([`super::capacity`]), their ticks claimed with one
+//! [`LockProvider::lock_many`](crate::LockProvider::lock_many) call, and each run started in a
+//! task of its own, where the job's lock call picks up the claimed answer for its lock name and
+//! tick (see `crate::run::hold`); a claimed lock the run did not take is released when it ends.
+//! If the claim as a whole fails, the runs claim their own locks.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Utc};
+use futures_util::FutureExt;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::Inner;
+use super::capacity::Slot;
+use super::job::{RunEnd, bump};
+use super::misfire::{MisfirePolicy, policy};
+use super::registry::JobState;
+use crate::context::{
+    PreClaim, PreClaimSlot, with_cancel, with_pre_claim, with_provider_arc, with_tick,
+};
+use crate::observe::{Probe, RunInfo};
+use crate::run::acquire_config;
+use crate::{Error, LockConfiguration, RunOutcome};
+
+/// Fires every job of one tick instant that is due now: under [`MisfirePolicy::All`] a job
+/// still running, or with older ticks waiting, queues this one behind them (see
+/// [`super::misfire`]); the others are fired by [`fire_ready`].
+///
+/// [`MisfirePolicy::All`]: super::MisfirePolicy::All
+pub(super) fn fire_group(inner: &Arc<Inner>, tick: DateTime<Utc>, group: Vec<Arc<JobState>>) {
+    let group = if inner.fires() {
+        inner.backlog.admit(inner, tick, group)
+    } else {
+        group
+    };
+    fire_ready(inner, tick, group);
+}
+
+/// Fires the next tick of a job's backlog (its previous run ended).
+pub(super) fn fire_next(inner: &Arc<Inner>, tick: DateTime<Utc>, job: Arc<JobState>) {
+    bump(&job.counters.misfires_run);
+    fire_ready(inner, tick, vec![job]);
+}
+
+/// Fires jobs of one tick instant: this instance's share of them at once, the other
+/// instances' shares after the fleet's help delay (see [`super::fleet`]); each within the run
+/// limit (see [`super::capacity`]).
+pub(super) fn fire_ready(inner: &Arc<Inner>, tick: DateTime<Utc>, group: Vec<Arc<JobState>>) {
+    if group.is_empty() {
+        return;
+    }
+    if !inner.fires() {
+        for state in &group {
+            bump(&state.counters.not_leader);
+            metrics::counter!(crate::metric_names::NOT_LEADER, "job" => state.job.name().to_owned())
+                .increment(1);
+        }
+        tracing::debug!(%tick, jobs = group.len(), "not the leader: ticks not fired");
+        return;
+    }
+    let (now, later) = inner.fleet.split(tick, group);
+    start(inner, tick, now);
+    if later.is_empty() {
+        return;
+    }
+    // In the loops' set, which shutdown joins before it takes the runs: a help that wakes
+    // after shutdown began starts nothing.
+    let help_inner = Arc::clone(inner);
+    let help = async move {
+        tokio::time::sleep(help_inner.fleet.help_after()).await;
+        if *help_inner.stop_firing.borrow() || !help_inner.fires() {
+            return;
+        }
+        start(&help_inner, tick, later);
+    };
+    let mut loops = inner.loops.lock().unwrap_or_else(|e| e.into_inner());
+    while loops.try_join_next().is_some() {}
+    loops.spawn(help);
+}
+
+/// Starts the runs of `jobs` for `tick`, as many as the run limit lets (the others wait for a
+/// slot, unclaimed), and claims their ticks together.
+fn start(inner: &Arc<Inner>, tick: DateTime<Utc>, jobs: Vec<Arc<JobState>>) {
+    let admitted = match &inner.capacity {
+        None => jobs.into_iter().map(|job| (job, None)).collect(),
+        Some(capacity) => capacity.admit(inner, tick, jobs),
+    };
+    claim_and_fire(inner, tick, admitted);
+}
+
+/// Fires each job of one tick instant (with its slot of the run limit, if any), after claiming
+/// at once the ticks of those whose lock is known and that are not still running. The claim
+/// goes out in a task of its own; each claimed run waits for its answer before its job is
+/// called.
+pub(super) fn claim_and_fire(
+    inner: &Arc<Inner>,
+    tick: DateTime<Utc>,
+    group: Vec<(Arc<JobState>, Option<Slot>)>,
+) {
+    if group.is_empty() {
+        return;
+    }
+    let keep_alive = inner.provider.keep_alive();
+    let mut batch: Vec<(LockConfiguration, oneshot::Sender<PreClaim>)> = Vec::new();
+    for (state, run_slot) in group {
+        let claim = state.lock().and_then(|lock| {
+            let config = LockConfiguration::clone(&lock).for_tick(tick);
+            acquire_config(&keep_alive, &config)
+                .ok()
+                .map(|(acquire, _)| acquire)
+        });
+        let answer = fire(inner, &state, tick, claim.is_some(), run_slot);
+        if let (Some(acquire), Some(answer)) = (claim, answer) {
+            batch.push((acquire, answer));
+        }
+    }
+    if batch.is_empty() {
+        return;
+    }
+    let provider = Arc::clone(&inner.provider);
+    let claim = async move {
+        let (configs, answers): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+        let sent_at = Instant::now();
+        match provider.lock_many(&configs).await {
+            Ok(results) if results.len() == configs.len() => {
+                for ((sent, answer), result) in configs.into_iter().zip(answers).zip(results) {
+                    // A run that is gone drops its claim: a won lock's guard releases it.
+                    let _ = answer.send(PreClaim {
+                        provider: Arc::clone(&provider),
+                        sent,
+                        sent_at,
+                        answer: result,
+                    });
+                }
+            }
+            Ok(results) => {
+                tracing::error!(%tick, locks = configs.len(), answers = results.len(),
+                    "the provider answered a claim of many ticks with another number of answers: each run claims its own tick");
+            }
+            Err(error) => {
+                tracing::warn!(%tick, locks = configs.len(), %error,
+                    "could not claim the ticks due at once: each run claims its own tick");
+            }
+        }
+        // Answers not sent (dropped here) let their runs claim their own ticks.
+    };
+    let mut chores = inner.chores.lock().unwrap_or_else(|e| e.into_inner());
+    while chores.try_join_next().is_some() {}
+    chores.spawn(claim);
+}
+
+/// Clears a job's running flag when dropped.
+struct Running<'a>(&'a AtomicBool);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+/// The message of a caught panic: its `&str` or `String` payload, or a placeholder.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic with a payload that is not a string".to_owned())
+}
+
+/// Starts the run of `tick` unless the previous run of this job is still going. With `claimed`,
+/// the run waits for the answer of the scheduler's claim of its lock: it returns where to send
+/// it (`None`: the tick was skipped as an overlap, or waits for a slot of the run limit). An
+/// answer never sent (the claim failed) lets the run claim its own lock.
+fn fire(
+    inner: &Arc<Inner>,
+    job: &Arc<JobState>,
+    tick: DateTime<Utc>,
+    claimed: bool,
+    run_slot: Option<Slot>,
+) -> Option<oneshot::Sender<PreClaim>> {
+    let running = job.running.swap(true, Ordering::SeqCst);
+    // A job that was running when the run limit admitted its tick (and so got no slot) and
+    // has ended since needs one now.
+    let run_slot = match (&inner.capacity, run_slot) {
+        _ if running => None,
+        (Some(capacity), None) => match capacity.take_slot() {
+            Some(slot) => Some(slot),
+            None => {
+                job.running.store(false, Ordering::SeqCst);
+                capacity.wait(inner, tick, Arc::clone(job));
+                return None;
+            }
+        },
+        (_, slot) => slot,
+    };
+    bump(&job.counters.fired);
+    let info = RunInfo {
+        job: job.job.name().to_owned(),
+        tick,
+        fired_at: inner.clock.now(),
+        lock: None,
+        fencing_token: None,
+    };
+    inner.observer.fired(&info);
+    let span = tracing::info_span!(
+        "shedlock.run",
+        job = job.job.name(),
+        tick = %tick,
+        outcome = tracing::field::Empty,
+    );
+    if running {
+        bump(&job.counters.skipped_overlap);
+        span.record("outcome", RunOutcome::SkippedOverlap.as_str());
+        span.in_scope(|| tracing::warn!("previous run still going: tick skipped"));
+        let info = RunInfo {
+            lock: job.lock().map(|lock| lock.name().to_owned()),
+            ..info
+        };
+        let observer = Arc::clone(&inner.observer);
+        let mut chores = inner.chores.lock().unwrap_or_else(|e| e.into_inner());
+        while chores.try_join_next().is_some() {}
+        chores.spawn(async move {
+            observer
+                .not_acquired(&info, RunOutcome::SkippedOverlap, None)
+                .await;
+        });
+        return None;
+    }
+    let (answer, pre_claim) = if claimed {
+        let (answer, pre_claim) = oneshot::channel();
+        (Some(answer), Some(pre_claim))
+    } else {
+        (None, None)
+    };
+    let provider = Arc::clone(&inner.provider);
+    let cancel = inner.cancel_runs.subscribe();
+    let probe = Probe::new(Arc::clone(&inner.observer), info);
+    let job = Arc::clone(job);
+    let run_inner = Arc::clone(inner);
+    let future = async move {
+        // Whatever happens below, the job is no longer running afterwards: a panic must not
+        // leave it marked running (every later tick would count as an overlap).
+        let _running = Running(&job.running);
+        // The scheduler's claim of this run's lock, when it made one: taken by the run's lock
+        // call (see `crate::run::hold`).
+        let slot: PreClaimSlot = match pre_claim {
+            Some(pre_claim) => Arc::new(Mutex::new(pre_claim.await.ok())),
+            None => PreClaimSlot::default(),
+        };
+        // The job's closure is called inside the scopes, so even its synchronous part sees
+        // the tick and the provider. A panic in it or in its future is caught here, at the
+        // run's boundary: the lock was already released by `hold`, and the next tick runs.
+        let run = async { (job.job.run)().await };
+        let end = AssertUnwindSafe(probe.scope(with_cancel(
+            cancel,
+            with_provider_arc(provider, with_tick(tick, with_pre_claim(Arc::clone(&slot), run))),
+        )))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| RunEnd::Panicked(panic_message(panic.as_ref())));
+        let name = job.job.name();
+        let counters = &job.counters;
+        let (outcome, error) = match end {
+            RunEnd::Executed(None) => {
+                bump(&counters.executed);
+                (RunOutcome::Executed, None)
+            }
+            RunEnd::Executed(Some(failure)) => {
+                bump(&counters.failed);
+                tracing::warn!(job = name, %tick, %failure, "job failed");
+                (RunOutcome::Failed, Some(failure))
+            }
+            RunEnd::Skipped => {
+                bump(&counters.skipped_held);
+                (RunOutcome::SkippedHeld, None)
+            }
+            RunEnd::Panicked(message) => {
+                bump(&counters.panicked);
+                tracing::error!(job = name, %tick, panic = %message, "job panicked; its lock was released and the next tick runs");
+                (RunOutcome::Panicked, Some(format!("panicked: {message}")))
+            }
+            RunEnd::Failed(error @ Error::LockLost { .. }) => {
+                bump(&counters.lock_lost);
+                (RunOutcome::CancelledLostLock, Some(error.to_string()))
+            }
+            RunEnd::Failed(error @ Error::Cancelled { .. }) => {
+                bump(&counters.cancelled);
+                (RunOutcome::CancelledShutdown, Some(error.to_string()))
+            }
+            RunEnd::Failed(error @ Error::TickInFuture { .. }) => {
+                bump(&counters.clock_skew);
+                let report = format!("{error}; {}", run_inner.clock.describe());
+                tracing::error!(job = name, %tick, "clock skew: {report}");
+                (RunOutcome::SkippedClockSkew, Some(report))
+            }
+            RunEnd::Failed(error) => {
+                bump(&counters.lock_errors);
+                tracing::error!(job = name, %tick, %error, "could not run the job");
+                (RunOutcome::Error, Some(error.to_string()))
+            }
+        };
+        tracing::Span::current().record("outcome", outcome.as_str());
+        release_unused(&slot).await;
+        if job.job.lock.is_none() && !job.job.claims_in_run {
+            // Learned: the lock this run took for its tick is claimed with the others' next
+            // time (a run that took none, or not for its tick, is not claimed for).
+            let learned = probe.lock_config().filter(|lock| lock.tick() == Some(tick));
+            *job.lock.lock().unwrap_or_else(|e| e.into_inner()) = learned.map(Arc::new);
+        }
+        drop(_running);
+        drop(run_slot); // the run limit's next waiting tick may start
+        if policy(&run_inner, &job) == MisfirePolicy::All
+            && let Some(next) = run_inner.backlog.next(&run_inner, &job)
+        {
+            fire_next(&run_inner, next, Arc::clone(&job));
+        }
+        probe.finish(outcome, error).await;
+    }
+    .instrument(span);
+    let mut runs = inner.runs.lock().unwrap_or_else(|e| e.into_inner());
+    while runs.try_join_next().is_some() {} // reap finished runs so the set stays small
+    runs.spawn(future);
+    answer
+}
+
+/// Releases a lock the scheduler claimed for a run that did not take it.
+async fn release_unused(slot: &PreClaimSlot) {
+    let unused = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let Some(PreClaim {
+        answer: Ok(Some(guard)),
+        ..
+    }) = unused
+    else {
+        return;
+    };
+    let (name, token) = (guard.name().to_owned(), guard.fencing_token());
+    tracing::info!(lock = %name, token,
+        "the run did not take the lock claimed for its tick: released (the tick stays claimed)");
+    if let Err(error) = guard.unlock().await {
+        tracing::warn!(lock = %name, token, %error, "unlock failed; retrying in the background until the lease runs out");
+    }
+}

@@ -1,0 +1,274 @@
+//! The fleet: how many instances fire the same jobs, learned from seats in the lock table, and
+//! how the jobs due at one tick are shared among them (ADR 0010).
+//!
+//! Each scheduler holds one seat, an ordinary lock named `shedlock.fleet/<fleet>/<n>` taken at
+//! the lowest free `n` and renewed every [`SEAT_RENEW`], and reads which seats are held (its
+//! provider's [`LockAdmin::lock_state`](crate::LockAdmin::lock_state), through
+//! [`LockProvider::as_admin`](crate::LockProvider::as_admin)). With `K` seats held and its own
+//! at rank `r` among them, it fires at once the jobs of a tick whose owner, a hash of the job's
+//! name and the tick modulo `K`, is `r`, and the others after the help delay, when their owners
+//! have claimed them: a job whose owner is gone, or whose owner could not take it (its run
+//! limit), is claimed by whoever helps first. The lock still decides every tick, so a fleet
+//! that disagrees about its size (an instance joining, one dying) costs only time, never a
+//! duplicate or a lost tick.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::Inner;
+use super::registry::JobState;
+use crate::{LockConfiguration, LockGuard, LockProvider};
+
+/// How long a seat lasts without renewal: an instance gone for this long stops counting.
+const SEAT_LEASE: Duration = Duration::from_secs(10);
+/// How often an instance renews its seat and reads the others'.
+const SEAT_RENEW: Duration = Duration::from_secs(3);
+/// Seats read past this instance's own: free seats in a row after which none higher is read
+/// (seats are taken lowest first, so a fleet's seats have few holes).
+const SEAT_GAP: usize = 3;
+/// The most seats a fleet has.
+const MAX_SEATS: usize = 1024;
+
+/// Which instances fire this scheduler's ticks, as this instance last read its fleet's seats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FleetView {
+    /// Instances holding a seat (this one included).
+    pub instances: usize,
+    /// This instance's place among them, from 0: the share of each tick it fires at once.
+    pub position: usize,
+}
+
+/// The fleet as this scheduler sees it, and how it shares a tick.
+pub(super) struct Fleet {
+    /// Seat lock names: the prefix and the seat's number.
+    prefix: String,
+    /// How long after a tick this instance helps with the jobs of the others' shares (zero:
+    /// no spread, every job at once).
+    help_after: Duration,
+    view: Mutex<Option<FleetView>>,
+}
+
+impl Fleet {
+    pub(super) fn new(name: &str, help_after: Duration) -> Self {
+        Self {
+            prefix: format!("shedlock.fleet/{name}/"),
+            help_after,
+            view: Mutex::new(None),
+        }
+    }
+
+    /// Whether ticks are shared at all.
+    pub(super) fn spreads(&self) -> bool {
+        !self.help_after.is_zero()
+    }
+
+    pub(super) fn help_after(&self) -> Duration {
+        self.help_after
+    }
+
+    /// The fleet as last read; `None` before the first reading, or without a seat.
+    pub(super) fn view(&self) -> Option<FleetView> {
+        *self.view.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set_view(&self, view: Option<FleetView>) {
+        *self.view.lock().unwrap_or_else(|e| e.into_inner()) = view;
+    }
+
+    /// The jobs of `tick` this instance fires at once (its share), and those it helps with
+    /// after [`help_after`](Self::help_after) (empty when it is alone or does not know).
+    pub(super) fn split(
+        &self,
+        tick: DateTime<Utc>,
+        group: Vec<Arc<JobState>>,
+    ) -> (Vec<Arc<JobState>>, Vec<Arc<JobState>>) {
+        match self.view() {
+            Some(view) if self.spreads() && view.instances > 1 => group
+                .into_iter()
+                .partition(|job| owner(job.job.name(), tick, view.instances) == view.position),
+            _ => (group, Vec::new()),
+        }
+    }
+
+    /// Where a job waiting for a slot stands among the waiting jobs of its tick: its owner's
+    /// distance after this instance (its own share first, then the next instance's, …), then
+    /// its hash, so two instances with free slots take different waiting jobs first.
+    pub(super) fn order(&self, name: &str, tick: DateTime<Utc>) -> (usize, u64) {
+        let hash = share_hash(name, tick);
+        match self.view() {
+            Some(view) if self.spreads() && view.instances > 1 => {
+                let owner = (hash % view.instances as u64) as usize;
+                let distance = (owner + view.instances - view.position) % view.instances;
+                (distance, hash)
+            }
+            _ => (0, hash),
+        }
+    }
+
+    fn seat_name(&self, seat: usize) -> String {
+        format!("{}{seat}", self.prefix)
+    }
+
+    fn seat_config(&self, seat: usize) -> Option<LockConfiguration> {
+        LockConfiguration::new(self.seat_name(seat), SEAT_LEASE, Duration::ZERO).ok()
+    }
+}
+
+/// The instance that owns `name`'s run of `tick` among `instances`.
+fn owner(name: &str, tick: DateTime<Utc>, instances: usize) -> usize {
+    (share_hash(name, tick) % instances as u64) as usize
+}
+
+/// FNV-1a over the job's name and the tick: the same on every instance and every build (the
+/// standard library's hashers promise neither), and a different owner for a job each tick.
+fn share_hash(name: &str, tick: DateTime<Utc>) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0100_0000_01b3;
+    let micros = tick.timestamp_micros().to_le_bytes();
+    let mut hash = OFFSET;
+    for byte in name.bytes().chain(micros) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(PRIME);
+    }
+    // FNV's low bits mix poorly for short inputs: fold the high half in.
+    hash ^ (hash >> 32)
+}
+
+/// Holds this instance's seat and reads the fleet's every [`SEAT_RENEW`], until shutdown,
+/// when it gives the seat back (the others count one fewer at their next reading).
+pub(super) async fn fleet_loop(inner: Arc<Inner>) {
+    let fleet = &inner.fleet;
+    let provider = inner.provider.as_ref();
+    if provider.as_admin().is_none() {
+        tracing::info!(
+            "the provider cannot show other instances' seats: every instance claims every tick at once"
+        );
+        return;
+    }
+    let mut stop = inner.stop_firing.subscribe();
+    let mut seat: Option<(usize, LockGuard)> = None;
+    loop {
+        seat = renew_seat(fleet, provider, seat).await;
+        let view = match &seat {
+            Some((mine, _)) => read_fleet(fleet, provider, *mine).await,
+            None => None,
+        };
+        if view != fleet.view() {
+            if let Some(view) = view {
+                tracing::info!(
+                    instances = view.instances,
+                    position = view.position,
+                    "fleet: sharing each tick's jobs"
+                );
+            }
+            fleet.set_view(view);
+        }
+        tokio::select! {
+            () = tokio::time::sleep(SEAT_RENEW) => {}
+            _ = stop.wait_for(|stop| *stop) => break,
+        }
+    }
+    fleet.set_view(None);
+    if let Some((_, guard)) = seat {
+        let _ = guard.unlock().await;
+    }
+}
+
+/// Renews the seat held, or takes the lowest free one.
+async fn renew_seat(
+    fleet: &Fleet,
+    provider: &dyn LockProvider,
+    seat: Option<(usize, LockGuard)>,
+) -> Option<(usize, LockGuard)> {
+    if let Some((n, mut guard)) = seat {
+        match guard.extend(SEAT_LEASE, Duration::ZERO).await {
+            Ok(true) => return Some((n, guard)),
+            Ok(false) => tracing::warn!(seat = n, "fleet: seat lost; taking a free one"),
+            Err(error) => {
+                // Not renewed this time; the lease outlasts a few failed renewals.
+                tracing::warn!(seat = n, %error, "fleet: could not renew the seat");
+                return Some((n, guard));
+            }
+        }
+    }
+    for n in 0..MAX_SEATS {
+        let config = fleet.seat_config(n)?;
+        match provider.lock(&config).await {
+            Ok(Some(guard)) => return Some((n, guard)),
+            Ok(None) => {}
+            Err(error) => {
+                tracing::warn!(%error, "fleet: could not take a seat; claiming every tick at once");
+                return None;
+            }
+        }
+    }
+    tracing::warn!(
+        seats = MAX_SEATS,
+        "fleet: every seat is held; claiming every tick at once"
+    );
+    None
+}
+
+/// The fleet's seats held now, and this instance's place among them.
+async fn read_fleet(fleet: &Fleet, provider: &dyn LockProvider, mine: usize) -> Option<FleetView> {
+    let admin = provider.as_admin()?;
+    let (mut instances, mut position, mut free_in_a_row) = (0, None, 0);
+    for n in 0..MAX_SEATS {
+        let held = if n == mine {
+            true
+        } else {
+            match admin.lock_state(&fleet.seat_name(n)).await {
+                Ok(state) => state.is_some_and(|state| state.is_held()),
+                Err(error) => {
+                    tracing::warn!(%error, "fleet: could not read the seats");
+                    return fleet.view();
+                }
+            }
+        };
+        if n == mine {
+            position = Some(instances);
+        }
+        if held {
+            instances += 1;
+            free_in_a_row = 0;
+        } else {
+            free_in_a_row += 1;
+            if n > mine && free_in_a_row >= SEAT_GAP {
+                break;
+            }
+        }
+    }
+    position.map(|position| FleetView {
+        instances,
+        position,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_are_near_fair_and_move_between_ticks() {
+        let tick = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        let mut shares = [0usize; 4];
+        for job in 0..200 {
+            shares[owner(&format!("job-{job}"), tick, 4)] += 1;
+        }
+        assert!(
+            shares.iter().all(|&share| (35..=65).contains(&share)),
+            "{shares:?}"
+        );
+        let next = tick + chrono::TimeDelta::seconds(10);
+        let moved = (0..200)
+            .filter(|job| {
+                let name = format!("job-{job}");
+                owner(&name, tick, 4) != owner(&name, next, 4)
+            })
+            .count();
+        assert!(moved > 100, "only {moved} of 200 jobs changed owner");
+    }
+}

@@ -1,0 +1,118 @@
+//! What happens to ticks an instance did not fire on time ([`MisfirePolicy`]), and the backlog
+//! of the jobs whose policy is to run every one of them.
+//!
+//! Under [`MisfirePolicy::All`] a job's ticks run one after another, oldest first: a tick due
+//! while the job's previous run is still going, or while older ticks of it wait, joins the
+//! job's backlog, and each run that ends starts the next tick of it within the misfire grace.
+//! One at a time is what the lock requires: a tick is claimed only when it is newer than the
+//! last one claimed (so an older one claimed later would be refused as already run), and while
+//! the previous run holds the lock.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use chrono::{DateTime, Utc};
+
+use super::Inner;
+use super::job::bump;
+use super::registry::JobState;
+
+/// What the scheduler does with a job's ticks that were not fired on time: missed while no
+/// instance ran (a restarted fleet, a leader killed before its successor took over), or while
+/// this instance was late or the job still running. Set per scheduler
+/// ([`SchedulerBuilder::misfire_policy`](crate::SchedulerBuilder::misfire_policy)) and per job
+/// ([`Job::misfire_policy`](crate::Job::misfire_policy)); only ticks within the misfire grace
+/// are ever run, and each is still claimed through the lock, so it runs once fleet-wide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum MisfirePolicy {
+    /// Run none of them: only ticks fired on time run.
+    Skip,
+    /// Run the latest missed tick at start-up (and when a job is added, and when an instance
+    /// becomes leader), unless an instance already ran it. The default.
+    #[default]
+    Latest,
+    /// Run every missed tick within the grace, oldest first, one at a time; also a tick that
+    /// came while the job's previous run was still going, once that run ends (instead of
+    /// skipping it as an overlap).
+    All,
+}
+
+/// The ticks waiting for the runs before them, per job (by id), for jobs under
+/// [`MisfirePolicy::All`].
+#[derive(Default)]
+pub(super) struct Backlog(Mutex<HashMap<u64, VecDeque<DateTime<Utc>>>>);
+
+impl Backlog {
+    fn lock(&self) -> MutexGuard<'_, HashMap<u64, VecDeque<DateTime<Utc>>>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The jobs of `group` that fire at `tick` now; the others (under `All`, running or with
+    /// older ticks waiting) wait for their turn.
+    pub(super) fn admit(
+        &self,
+        inner: &Inner,
+        tick: DateTime<Utc>,
+        group: Vec<Arc<JobState>>,
+    ) -> Vec<Arc<JobState>> {
+        let mut backlog = None;
+        group
+            .into_iter()
+            .filter(|job| {
+                if policy(inner, job) != MisfirePolicy::All {
+                    return true;
+                }
+                let backlog = backlog.get_or_insert_with(|| self.lock());
+                let waiting = backlog.get(&job.id).is_some_and(|ticks| !ticks.is_empty());
+                let busy = job.running.load(Ordering::SeqCst)
+                    || inner.capacity.as_ref().is_some_and(|c| c.is_waiting(job));
+                if waiting || busy {
+                    backlog.entry(job.id).or_default().push_back(tick);
+                    false
+                } else {
+                    true
+                }
+            })
+            .collect()
+    }
+
+    /// Queues `ticks` (oldest first) behind whatever `job` waits for.
+    pub(super) fn extend(&self, job: &JobState, ticks: impl IntoIterator<Item = DateTime<Utc>>) {
+        let mut backlog = self.lock();
+        let queue = backlog.entry(job.id).or_default();
+        queue.extend(ticks);
+        if queue.is_empty() {
+            backlog.remove(&job.id);
+        }
+    }
+
+    /// `job`'s run ended (or will not happen): its next tick within the grace, if it has one;
+    /// older ones are dropped and counted.
+    pub(super) fn next(&self, inner: &Inner, job: &JobState) -> Option<DateTime<Utc>> {
+        let mut backlog = self.lock();
+        let queue = backlog.get_mut(&job.id)?;
+        let now = inner.clock.now();
+        let mut next = None;
+        while let Some(tick) = queue.pop_front() {
+            let age = (now - tick).to_std().unwrap_or_default();
+            if !inner.misfire_grace.is_zero() && age <= inner.misfire_grace {
+                next = Some(tick);
+                break;
+            }
+            bump(&job.counters.misfires_skipped);
+            tracing::info!(job = job.job.name(), %tick,
+                "a tick waited for the job's earlier runs past the misfire grace: not run");
+        }
+        if queue.is_empty() {
+            backlog.remove(&job.id);
+        }
+        next
+    }
+}
+
+/// The policy that applies to `job`: its own, else the scheduler's.
+pub(super) fn policy(inner: &Inner, job: &JobState) -> MisfirePolicy {
+    job.job.misfire_policy.unwrap_or(inner.misfire_policy)
+}

@@ -1,0 +1,170 @@
+//! The job registry: every registered job with its running state and counters, found by name,
+//! and the timer's queue of their next ticks.
+
+use std::borrow::Borrow;
+use std::collections::{BTreeMap, HashSet};
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Utc};
+
+use super::job::{Counters, Job};
+use crate::LockConfiguration;
+
+/// One registered job and its running state. About 170 bytes (the job's name, expression and
+/// function are allocations of their own): with 100,000 jobs every byte here is 100 KB.
+pub(super) struct JobState {
+    pub(super) job: Job,
+    pub(super) counters: Counters,
+    /// Whether a run of it is going (a tick that comes meanwhile is an overlap skip).
+    pub(super) running: AtomicBool,
+    /// Tells jobs due at the same instant apart in the timer's queue (the order added).
+    pub(super) id: u64,
+    /// Its next tick (its key in the timer's queue, with `id`), in microseconds since the epoch;
+    /// [`NOT_PLANNED`] before the timer planned it and once its schedule fires no more. Written
+    /// only with [`Jobs`] locked.
+    planned: AtomicI64,
+    /// The lock its runs take, if known: [`Job::with_lock`]'s, else the first lock its latest
+    /// run attempted (for this run's tick). Its ticks are claimed in batches; its name is in the
+    /// history row of an overlap skip.
+    pub(super) lock: Mutex<Option<Arc<LockConfiguration>>>,
+}
+
+/// [`JobState::planned`] of a job not in the queue.
+const NOT_PLANNED: i64 = i64::MIN;
+
+impl JobState {
+    pub(super) fn lock(&self) -> Option<Arc<LockConfiguration>> {
+        self.lock.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Its next tick, once the timer planned it.
+    pub(super) fn planned(&self) -> Option<DateTime<Utc>> {
+        match self.planned.load(Ordering::Relaxed) {
+            NOT_PLANNED => None,
+            micros => DateTime::from_timestamp_micros(micros),
+        }
+    }
+
+    /// Its key in the timer's queue, if it is there.
+    fn key(&self) -> Option<(DateTime<Utc>, u64)> {
+        self.planned().map(|tick| (tick, self.id))
+    }
+}
+
+/// A registered job, found by its name in [`Jobs::by_name`] (the set holds one pointer per
+/// job, the name being the job's own).
+pub(super) struct ByName(pub(super) Arc<JobState>);
+
+impl Borrow<str> for ByName {
+    fn borrow(&self) -> &str {
+        self.0.job.name()
+    }
+}
+
+impl Hash for ByName {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.job.name().hash(state);
+    }
+}
+
+impl PartialEq for ByName {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.job.name() == other.0.job.name()
+    }
+}
+
+impl Eq for ByName {}
+
+/// The registered jobs, and the timer's queue of their next ticks.
+#[derive(Default)]
+pub(super) struct Jobs {
+    pub(super) by_name: HashSet<ByName>,
+    /// Every planned job by its next tick, earliest first (then by id).
+    pub(super) queue: BTreeMap<(DateTime<Utc>, u64), Arc<JobState>>,
+    /// Jobs added and not yet planned by the timer (catch-up, then the first tick); filled
+    /// once the scheduler starts.
+    pub(super) pending: Vec<Arc<JobState>>,
+    /// Whether the timer plans added jobs: the scheduler was started (and not stopped).
+    started: bool,
+    next_id: u64,
+}
+
+impl Jobs {
+    /// Registers a job; the timer plans it when it next wakes (or when it starts). `Err` gives
+    /// it back when its name is taken.
+    pub(super) fn insert(&mut self, job: Job) -> std::result::Result<(), Job> {
+        if self.by_name.contains(job.name()) {
+            return Err(job);
+        }
+        self.next_id += 1;
+        let state = Arc::new(JobState {
+            // A job that claims its ticks in its run is never claimed for.
+            lock: Mutex::new(job.lock.clone().filter(|_| !job.claims_in_run)),
+            job,
+            counters: Counters::default(),
+            running: AtomicBool::new(false),
+            id: self.next_id,
+            planned: AtomicI64::new(NOT_PLANNED),
+        });
+        if self.started {
+            self.pending.push(Arc::clone(&state));
+        }
+        self.by_name.insert(ByName(state));
+        Ok(())
+    }
+
+    /// The timer starts: every registered job is to be planned.
+    pub(super) fn start(&mut self) {
+        self.started = true;
+        self.pending = self.by_name.iter().map(|job| Arc::clone(&job.0)).collect();
+    }
+
+    /// Unregisters a job: it leaves the queue (a job still pending is dropped when the timer
+    /// finds it gone). Whether it was registered.
+    pub(super) fn remove(&mut self, name: &str) -> bool {
+        let Some(ByName(state)) = self.by_name.take(name) else {
+            return false;
+        };
+        if let Some(key) = state.key() {
+            self.queue.remove(&key);
+        }
+        true
+    }
+
+    /// Whether `state` is (still) the job registered under its name.
+    pub(super) fn is_registered(&self, state: &Arc<JobState>) -> bool {
+        self.by_name
+            .get(state.job.name())
+            .is_some_and(|job| Arc::ptr_eq(&job.0, state))
+    }
+
+    /// Puts a registered job's next tick in the queue (`None`: its schedule fires no more).
+    pub(super) fn plan(&mut self, state: &Arc<JobState>, next: Option<DateTime<Utc>>) {
+        if !self.is_registered(state) {
+            return;
+        }
+        if let Some(old) = state.key() {
+            self.queue.remove(&old);
+        }
+        let micros = next.map_or(NOT_PLANNED, |tick| tick.timestamp_micros());
+        state.planned.store(micros, Ordering::Relaxed);
+        if let Some(key) = state.key() {
+            self.queue.insert(key, Arc::clone(state));
+        }
+    }
+
+    /// Takes every job due at or before `now` out of the queue, in tick order.
+    pub(super) fn take_due(&mut self, now: DateTime<Utc>) -> Vec<(DateTime<Utc>, Arc<JobState>)> {
+        let mut due = Vec::new();
+        while let Some(entry) = self.queue.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let ((tick, _), state) = entry.remove_entry();
+            due.push((tick, state));
+        }
+        due
+    }
+}

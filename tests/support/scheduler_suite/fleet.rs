@@ -1,0 +1,233 @@
+//! The fleet shares the work of a tick: four instances scheduling the same 200 jobs each run a
+//! fair part of every tick, with no configuration; with a run limit, none runs more than its
+//! limit at once and the fleet still runs every job of the tick once, within the tick's period.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use shedlock::{Job, LockConfiguration, LockContext, Schedule, Scheduler, run_locked};
+
+use super::eventually;
+use crate::{Opts, TestDb};
+
+const INSTANCES: usize = 4;
+const JOBS: usize = 200;
+
+/// Who ran each (job, tick), and when each body ended.
+#[derive(Default)]
+struct Ledger {
+    runs: Mutex<HashMap<(usize, i64), Vec<usize>>>,
+    ended: Mutex<HashMap<i64, Instant>>,
+}
+
+/// One instance's bodies running now, and the most at once.
+#[derive(Default)]
+struct Concurrency {
+    now: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+/// A job that runs `body` long under its lock (declared with `with_lock`) and records its run.
+fn sharing_job(
+    job: usize,
+    cron: &str,
+    body: Duration,
+    instance: usize,
+    ledger: &Arc<Ledger>,
+    running: &Arc<Concurrency>,
+) -> Job {
+    let name = format!("share_{job:03}");
+    let lock = LockConfiguration::new(&name, Duration::from_secs(60), Duration::ZERO).unwrap();
+    let (ledger, running) = (Arc::clone(ledger), Arc::clone(running));
+    let run_lock = lock.clone();
+    Job::new(name, Schedule::parse(cron, "UTC").unwrap(), move || {
+        let (ledger, running, lock) = (Arc::clone(&ledger), Arc::clone(&running), run_lock.clone());
+        run_locked(lock, async move {
+            let now = running.now.fetch_add(1, Ordering::SeqCst) + 1;
+            running.peak.fetch_max(now, Ordering::SeqCst);
+            let tick = LockContext::current().and_then(|c| c.tick()).unwrap();
+            tokio::time::sleep(body).await;
+            running.now.fetch_sub(1, Ordering::SeqCst);
+            let tick = tick.timestamp_micros();
+            ledger
+                .runs
+                .lock()
+                .unwrap()
+                .entry((job, tick))
+                .or_default()
+                .push(instance);
+            ledger.ended.lock().unwrap().insert(tick, Instant::now());
+        })
+    })
+    .with_lock(lock)
+}
+
+/// Four instances with the same 200 jobs, started; once each sees the other three, the first
+/// tick at least `lead` after that (so the runs of the tick missed at start, run as a
+/// catch-up, are over).
+async fn fleet_of_four<D: TestDb>(
+    db: &Arc<D>,
+    cron: &str,
+    body: Duration,
+    limit: Option<usize>,
+    lead: Duration,
+) -> (
+    Vec<Scheduler>,
+    Arc<Ledger>,
+    Vec<Arc<Concurrency>>,
+    DateTime<Utc>,
+) {
+    let ledger = Arc::<Ledger>::default();
+    let mut schedulers = Vec::new();
+    let mut concurrency = Vec::new();
+    for instance in 0..INSTANCES {
+        let provider = db
+            .provider_with(Opts::own_pool().locked_by(&format!("instance-{instance}")))
+            .await;
+        let mut builder = Scheduler::builder(provider).misfire_grace(Duration::from_secs(60));
+        if let Some(limit) = limit {
+            builder = builder.max_concurrent_runs(limit);
+        }
+        let scheduler = builder.build();
+        let running = Arc::<Concurrency>::default();
+        for job in 0..JOBS {
+            scheduler
+                .add(sharing_job(job, cron, body, instance, &ledger, &running))
+                .unwrap();
+        }
+        schedulers.push(scheduler);
+        concurrency.push(running);
+    }
+    for scheduler in &schedulers {
+        scheduler.start();
+    }
+    let all_seen = eventually(Duration::from_secs(30), async || {
+        schedulers
+            .iter()
+            .all(|s| s.fleet().is_some_and(|view| view.instances == INSTANCES))
+    })
+    .await;
+    let views: Vec<_> = schedulers.iter().map(Scheduler::fleet).collect();
+    assert!(all_seen, "every instance sees the fleet of four: {views:?}");
+    let positions: std::collections::BTreeSet<_> =
+        views.iter().flatten().map(|view| view.position).collect();
+    assert_eq!(
+        positions.len(),
+        INSTANCES,
+        "each has a place of its own: {views:?}"
+    );
+    // The first tick every instance fires knowing the fleet.
+    let tick = Schedule::parse(cron, "UTC")
+        .unwrap()
+        .next_after(Utc::now() + chrono::TimeDelta::from_std(lead).unwrap())
+        .unwrap();
+    (schedulers, ledger, concurrency, tick)
+}
+
+/// Waits until every job ran `tick` (or 40 s passed), stops the fleet, and returns who ran
+/// each job of it.
+async fn runs_of(
+    schedulers: &[Scheduler],
+    ledger: &Ledger,
+    tick: DateTime<Utc>,
+) -> HashMap<usize, Vec<usize>> {
+    let micros = tick.timestamp_micros();
+    let until = (tick - Utc::now()).to_std().unwrap_or_default() + Duration::from_secs(40);
+    eventually(until, async || {
+        let runs = ledger.runs.lock().unwrap();
+        (0..JOBS).all(|job| runs.contains_key(&(job, micros)))
+    })
+    .await;
+    for scheduler in schedulers {
+        scheduler.shutdown().await;
+    }
+    let runs = ledger.runs.lock().unwrap();
+    for ((job, tick), who) in runs.iter() {
+        assert_eq!(who.len(), 1, "share_{job:03} ran tick {tick} on {who:?}");
+    }
+    runs.iter()
+        .filter(|((_, t), _)| *t == micros)
+        .map(|((job, _), who)| (*job, who.clone()))
+        .collect()
+}
+
+/// Each instance's share of the tick's jobs.
+fn shares(runs: &HashMap<usize, Vec<usize>>) -> [usize; INSTANCES] {
+    let mut shares = [0; INSTANCES];
+    for who in runs.values() {
+        shares[who[0]] += 1;
+    }
+    shares
+}
+
+/// Four instances fire the same 200 jobs at one tick: every job runs once, and no instance
+/// runs more than 40 % of them (a fair share is 25 %), with no configuration.
+pub async fn four_instances_share_each_tick<D: TestDb>(db: &Arc<D>) {
+    let (schedulers, ledger, _, tick) = fleet_of_four(
+        db,
+        "*/5 * * * * *",
+        Duration::from_millis(200),
+        None,
+        Duration::from_secs(1),
+    )
+    .await;
+    let runs = runs_of(&schedulers, &ledger, tick).await;
+    let shares = shares(&runs);
+    eprintln!("tick {tick}: shares of {JOBS} jobs over {INSTANCES} instances {shares:?}");
+    assert_eq!(runs.len(), JOBS, "every job ran the tick: {shares:?}");
+    let largest = shares.iter().max().copied().unwrap_or_default();
+    assert!(
+        largest * 100 <= JOBS * 40,
+        "the largest share is {largest} of {JOBS} (over 40 %): {shares:?}"
+    );
+}
+
+/// Four instances with a run limit of 30 and 200 jobs of 2 s due at one tick: no instance runs
+/// more than 30 bodies at once, every job runs once, and the last body ends within the tick's
+/// period (10 s; two body lengths is 4 s, which the run prints).
+pub async fn a_run_limit_bounds_each_instance_and_the_fleet_runs_every_job<D: TestDb>(db: &Arc<D>) {
+    const LIMIT: usize = 30;
+    let body = Duration::from_secs(2);
+    let (schedulers, ledger, concurrency, tick) =
+        fleet_of_four(db, "*/10 * * * * *", body, Some(LIMIT), 4 * body).await;
+    let tick_at = Instant::now() + (tick - Utc::now()).to_std().unwrap_or_default();
+    let runs = runs_of(&schedulers, &ledger, tick).await;
+    let peaks: Vec<usize> = concurrency
+        .iter()
+        .map(|c| c.peak.load(Ordering::SeqCst))
+        .collect();
+    let deferred: u64 = schedulers
+        .iter()
+        .flat_map(|s| {
+            s.job_names()
+                .into_iter()
+                .filter_map(|name| s.stats(&name))
+                .map(|stats| stats.deferred_capacity)
+                .collect::<Vec<_>>()
+        })
+        .sum();
+    let last_end = ledger
+        .ended
+        .lock()
+        .unwrap()
+        .get(&tick.timestamp_micros())
+        .copied();
+    let after = last_end.map(|end| end.saturating_duration_since(tick_at));
+    eprintln!(
+        "tick {tick}: shares {:?}, peak bodies per instance {peaks:?}, {deferred} ticks deferred, last body ended {after:?} after the tick",
+        shares(&runs)
+    );
+    assert_eq!(runs.len(), JOBS, "every job ran the tick once");
+    assert!(
+        peaks.iter().all(|&peak| peak <= LIMIT),
+        "an instance ran more than {LIMIT} at once: {peaks:?}"
+    );
+    assert!(deferred > 0, "200 jobs over 4 × 30 slots: some waited");
+    assert!(
+        after.is_some_and(|after| after < Duration::from_secs(10)),
+        "the last body ended {after:?} after the tick, past its period"
+    );
+}
