@@ -18,13 +18,16 @@ use chrono::{DateTime, Utc};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use super::Inner;
-use super::fire::{claim_and_fire, fire_next};
+use super::job::MisfirePolicy;
 use super::job::bump;
-use super::misfire::{MisfirePolicy, policy};
+use super::misfire::policy;
 use super::registry::JobState;
 
 /// Jobs of one tick instant, each with its slot, to claim and fire together.
 type Admitted = (DateTime<Utc>, Vec<(Arc<JobState>, Option<Slot>)>);
+
+/// A job's tick to fire.
+type Due = (DateTime<Utc>, Arc<JobState>);
 
 /// Where a waiting job stands: its tick, its place in the fleet's order, its id.
 type WaitKey = (DateTime<Utc>, usize, u64, u64);
@@ -157,12 +160,15 @@ impl Capacity {
     }
 
     /// Takes the oldest waiting ticks, as many as slots are free, each with its slot; drops
-    /// those past the misfire grace (and, on an instance that does not fire, all of them).
-    fn take_ready(&self, inner: &Arc<Inner>) -> Vec<Admitted> {
+    /// those past the misfire grace (and, on an instance that does not fire, all of them). Also
+    /// the next backlog tick of each dropped job under [`MisfirePolicy::All`], to fire in its
+    /// place.
+    pub(super) fn take_ready(&self, inner: &Arc<Inner>) -> (Vec<Admitted>, Vec<Due>) {
         let fires = inner.fires();
         let now = inner.clock.now();
         let mut taken = Vec::new();
         let mut dropped = Vec::new();
+        let mut backlog = Vec::new();
         {
             let mut waiting = self.waiting();
             while let Some(entry) = waiting.queue.first_entry() {
@@ -186,7 +192,7 @@ impl Capacity {
                 tracing::info!(job = job.job.name(), %tick, age = %humantime::format_duration(round(age)),
                     "waited for a slot past the misfire grace: not run here");
                 if let Some(next) = inner.backlog.next(inner, &job) {
-                    fire_next(inner, next, job);
+                    backlog.push((next, job));
                 }
             } else {
                 bump(&job.counters.not_leader);
@@ -203,28 +209,15 @@ impl Capacity {
                 _ => groups.push((tick, vec![(job, Some(slot))])),
             }
         }
-        groups
+        (groups, backlog)
+    }
+
+    /// Waits until a slot frees (or a job starts waiting while one is free).
+    pub(super) async fn freed(&self) {
+        self.freed.notified().await;
     }
 }
 
 fn round(age: Duration) -> Duration {
     Duration::from_millis(age.as_millis() as u64)
-}
-
-/// Starts waiting jobs whenever a slot frees, oldest tick first, each tick instant's jobs
-/// claimed together; until shutdown.
-pub(super) async fn capacity_loop(inner: Arc<Inner>) {
-    let Some(capacity) = &inner.capacity else {
-        return;
-    };
-    let mut stop = inner.stop_firing.subscribe();
-    loop {
-        tokio::select! {
-            () = capacity.freed.notified() => {}
-            _ = stop.wait_for(|stop| *stop) => return,
-        }
-        for (tick, group) in capacity.take_ready(&inner) {
-            claim_and_fire(&inner, tick, group);
-        }
-    }
 }

@@ -17,8 +17,9 @@ use tracing::Instrument;
 
 use super::Inner;
 use super::capacity::Slot;
+use super::job::MisfirePolicy;
 use super::job::{RunEnd, bump};
-use super::misfire::{MisfirePolicy, policy};
+use super::misfire::policy;
 use super::registry::JobState;
 use crate::context::{
     PreClaim, PreClaimSlot, with_cancel, with_pre_claim, with_provider_arc, with_tick,
@@ -343,5 +344,27 @@ async fn release_unused(slot: &PreClaimSlot) {
         "the run did not take the lock claimed for its tick: released (the tick stays claimed)");
     if let Err(error) = guard.unlock().await {
         tracing::warn!(lock = %name, token, %error, "unlock failed; retrying in the background until the lease runs out");
+    }
+}
+
+/// Starts waiting jobs whenever a slot frees, oldest tick first, each tick instant's jobs
+/// claimed together; until shutdown.
+pub(super) async fn capacity_loop(inner: Arc<Inner>) {
+    let Some(capacity) = &inner.capacity else {
+        return;
+    };
+    let mut stop = inner.stop_firing.subscribe();
+    loop {
+        tokio::select! {
+            () = capacity.freed() => {}
+            _ = stop.wait_for(|stop| *stop) => return,
+        }
+        let (ready, backlog) = capacity.take_ready(&inner);
+        for (tick, group) in ready {
+            claim_and_fire(&inner, tick, group);
+        }
+        for (tick, job) in backlog {
+            fire_next(&inner, tick, job);
+        }
     }
 }

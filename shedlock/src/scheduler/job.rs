@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use futures_util::future::BoxFuture;
 
-use super::misfire::MisfirePolicy;
 use crate::{Error, LockConfiguration, Result, Schedule, TaskResult};
 
 /// What a scheduled function may return, so the scheduler can tell a failed run from a good
@@ -32,6 +31,27 @@ impl<T: Send + 'static, E: fmt::Display + Send + 'static> JobOutput for std::res
     fn failure(&self) -> Option<String> {
         self.as_ref().err().map(ToString::to_string)
     }
+}
+
+/// What the scheduler does with a job's ticks that were not fired on time: missed while no
+/// instance ran (a restarted fleet, a leader killed before its successor took over), or while
+/// this instance was late or the job still running. Set per scheduler
+/// ([`SchedulerBuilder::misfire_policy`](crate::SchedulerBuilder::misfire_policy)) and per job
+/// ([`Job::misfire_policy`](crate::Job::misfire_policy)); only ticks within the misfire grace
+/// are ever run, and each is still claimed through the lock, so it runs once fleet-wide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum MisfirePolicy {
+    /// Run none of them: only ticks fired on time run.
+    Skip,
+    /// Run the latest missed tick at start-up (and when a job is added, and when an instance
+    /// becomes leader), unless an instance already ran it. The default.
+    #[default]
+    Latest,
+    /// Run every missed tick within the grace, oldest first, one at a time; also a tick that
+    /// came while the job's previous run was still going, once that run ends (instead of
+    /// skipping it as an overlap).
+    All,
 }
 
 /// How one run ended, as the scheduler counts it.

@@ -1,4 +1,4 @@
-//! What happens to ticks an instance did not fire on time ([`MisfirePolicy`]), and the backlog
+//! What happens to ticks an instance did not fire on time ([`MisfirePolicy`]): the backlog
 //! of the jobs whose policy is to run every one of them.
 //!
 //! Under [`MisfirePolicy::All`] a job's ticks run one after another, oldest first: a tick due
@@ -15,29 +15,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use chrono::{DateTime, Utc};
 
 use super::Inner;
-use super::job::bump;
+use super::job::{MisfirePolicy, bump};
 use super::registry::JobState;
-
-/// What the scheduler does with a job's ticks that were not fired on time: missed while no
-/// instance ran (a restarted fleet, a leader killed before its successor took over), or while
-/// this instance was late or the job still running. Set per scheduler
-/// ([`SchedulerBuilder::misfire_policy`](crate::SchedulerBuilder::misfire_policy)) and per job
-/// ([`Job::misfire_policy`](crate::Job::misfire_policy)); only ticks within the misfire grace
-/// are ever run, and each is still claimed through the lock, so it runs once fleet-wide.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum MisfirePolicy {
-    /// Run none of them: only ticks fired on time run.
-    Skip,
-    /// Run the latest missed tick at start-up (and when a job is added, and when an instance
-    /// becomes leader), unless an instance already ran it. The default.
-    #[default]
-    Latest,
-    /// Run every missed tick within the grace, oldest first, one at a time; also a tick that
-    /// came while the job's previous run was still going, once that run ends (instead of
-    /// skipping it as an overlap).
-    All,
-}
 
 /// The ticks waiting for the runs before them, per job (by id), for jobs under
 /// [`MisfirePolicy::All`].

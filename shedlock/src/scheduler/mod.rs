@@ -25,12 +25,12 @@ mod misfire;
 mod registry;
 mod tick_loop;
 
-use capacity::{Capacity, capacity_loop};
+use capacity::Capacity;
+use fire::capacity_loop;
 pub use fleet::FleetView;
 use fleet::{Fleet, fleet_loop};
-pub use job::{Job, JobOutput, JobStats};
+pub use job::{Job, JobOutput, JobStats, MisfirePolicy};
 use misfire::Backlog;
-pub use misfire::MisfirePolicy;
 use registry::Jobs;
 use tick_loop::{leader_loop, prune_loop, timer_loop};
 

@@ -11,8 +11,9 @@ use tokio::sync::watch;
 
 use super::Inner;
 use super::fire::{fire_group, fire_ready};
+use super::job::MisfirePolicy;
 use super::job::bump;
-use super::misfire::{MisfirePolicy, policy};
+use super::misfire::policy;
 use super::registry::JobState;
 use crate::{Leadership, RunHistory};
 
