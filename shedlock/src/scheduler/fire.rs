@@ -8,6 +8,7 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
@@ -315,10 +316,20 @@ fn fire(
         }
         drop(_running);
         drop(run_slot); // the run limit's next waiting tick may start
-        if policy(&run_inner, &job) == MisfirePolicy::All
-            && let Some(next) = run_inner.backlog.next(&run_inner, &job)
-        {
-            fire_next(&run_inner, next, Arc::clone(&job));
+        if policy(&run_inner, &job) == MisfirePolicy::All {
+            let held = if outcome == RunOutcome::SkippedHeld {
+                held_unclaimed(&run_inner, &job, tick).await
+            } else {
+                None
+            };
+            match held {
+                Some(wait) => retry_when_free(&run_inner, &job, tick, wait),
+                None => {
+                    if let Some(next) = run_inner.backlog.next(&run_inner, &job) {
+                        fire_next(&run_inner, next, Arc::clone(&job));
+                    }
+                }
+            }
         }
         probe.finish(outcome, error).await;
     }
@@ -327,6 +338,40 @@ fn fire(
     while runs.try_join_next().is_some() {} // reap finished runs so the set stays small
     runs.spawn(future);
     answer
+}
+
+/// Under [`MisfirePolicy::All`], after a run of `tick` was skipped: if the lock is held and
+/// `tick` was never claimed (a holder that died mid-run keeps the lock until its lease ends,
+/// and refuses every tick until then), how long until the lease ends; `None` when the tick
+/// was claimed (it ran elsewhere) or the provider cannot tell.
+async fn held_unclaimed(inner: &Inner, job: &JobState, tick: DateTime<Utc>) -> Option<Duration> {
+    let lock = job.lock()?;
+    let admin = inner.provider.as_admin()?;
+    let state = admin.lock_state(lock.name()).await.ok()??;
+    let unclaimed = state.last_tick.is_none_or(|last| last < tick);
+    (state.is_held() && unclaimed).then(|| state.remaining() + Duration::from_millis(50))
+}
+
+/// Queues `tick` again at the head of `job`'s backlog and fires it once the lock's holder's
+/// lease has ended (`wait`), unless shutdown comes first.
+fn retry_when_free(inner: &Arc<Inner>, job: &Arc<JobState>, tick: DateTime<Utc>, wait: Duration) {
+    tracing::info!(job = job.job.name(), %tick, wait = ?wait,
+        "the lock is held and this tick was never claimed: trying it again when the lease ends");
+    inner.backlog.push_front(job, tick);
+    let (retry_inner, job) = (Arc::clone(inner), Arc::clone(job));
+    let mut stop = inner.stop_firing.subscribe();
+    let retry = async move {
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            _ = stop.wait_for(|stop| *stop) => return,
+        }
+        if let Some(next) = retry_inner.backlog.next(&retry_inner, &job) {
+            fire_next(&retry_inner, next, job);
+        }
+    };
+    let mut loops = inner.loops.lock().unwrap_or_else(|e| e.into_inner());
+    while loops.try_join_next().is_some() {}
+    loops.spawn(retry);
 }
 
 /// Releases a lock the scheduler claimed for a run that did not take it.

@@ -57,14 +57,24 @@ impl Backlog {
             .collect()
     }
 
-    /// Queues `ticks` (oldest first) behind whatever `job` waits for.
+    /// Queues `ticks` (oldest first) behind whatever `job` waits for; a tick not newer than
+    /// the last one queued is there already.
     pub(super) fn extend(&self, job: &JobState, ticks: impl IntoIterator<Item = DateTime<Utc>>) {
         let mut backlog = self.lock();
         let queue = backlog.entry(job.id).or_default();
-        queue.extend(ticks);
+        for tick in ticks {
+            if queue.back().is_none_or(|last| *last < tick) {
+                queue.push_back(tick);
+            }
+        }
         if queue.is_empty() {
             backlog.remove(&job.id);
         }
+    }
+
+    /// Puts `tick` back at the head of `job`'s backlog (it is to run before the others).
+    pub(super) fn push_front(&self, job: &JobState, tick: DateTime<Utc>) {
+        self.lock().entry(job.id).or_default().push_front(tick);
     }
 
     /// `job`'s run ended (or will not happen): its next tick within the grace, if it has one;

@@ -157,7 +157,10 @@ fn plan_added(inner: &Arc<Inner>, added: Vec<Arc<JobState>>) {
             jobs.plan(&state, next);
             let mut missed = missed.into_iter();
             if let Some(tick) = missed.next() {
-                inner.backlog.extend(&state, missed);
+                if inner.fires() {
+                    // (An instance that does not fire plans them again when it leads.)
+                    inner.backlog.extend(&state, missed);
+                }
                 catch_ups.push((tick, state));
             }
         }
