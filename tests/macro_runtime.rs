@@ -1,7 +1,8 @@
 //! `#[scheduler_lock]` durations given as expressions (not literals): evaluated on each call,
 //! before the body, in the function's scope; validated as `LockConfiguration::new` validates,
 //! an invalid one failing the call without running the body or touching the lock table; a
-//! valid one is the lock's. On SQLite, which needs no server.
+//! valid one is the lock's. On SQLite, which needs no server. And the lock a `#[scheduled]`
+//! job declares when its durations are literals.
 #![allow(missing_docs)]
 
 use std::sync::Mutex;
@@ -9,7 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use shedlock::{
-    Error, LockConfiguration, MAX_LOCK_DURATION, TaskResult, scheduler_lock, with_provider,
+    Error, LockConfiguration, MAX_LOCK_DURATION, TaskResult, scheduled, scheduler_lock,
+    with_provider,
 };
 use shedlock_suite::{Sqlite, TestDb};
 
@@ -199,4 +201,35 @@ async fn expressions_run_once_per_call_before_the_body_held_or_not() {
             "lock_at_least_for"
         ]
     );
+}
+
+/// A `#[scheduled]` job whose durations are literals.
+#[scheduled(cron = "0 */5 * * * *")]
+#[scheduler_lock(
+    name = "declared_{id}",
+    lock_at_most_for = "10m",
+    lock_at_least_for = "30s"
+)]
+async fn declared(id: u32) {
+    let _ = id;
+}
+
+/// The same with a duration given as an expression.
+#[scheduled(cron = "0 */5 * * * *")]
+#[scheduler_lock(name = "computed_{id}", lock_at_most_for = most())]
+async fn computed(id: u32) {
+    let _ = id;
+}
+
+/// `job(…)` declares a lock known at compile time (its name rendered with the job's
+/// arguments), so the scheduler claims the job's first tick together with the others'; a lock
+/// with a duration computed on each call is learned from the first run instead.
+#[test]
+fn a_scheduled_job_with_literal_durations_declares_its_lock() {
+    let job = declared::job(7);
+    let lock = job.lock().expect("the lock is declared");
+    assert_eq!(lock.name(), "declared_7");
+    assert_eq!(lock.lock_at_most_for(), Duration::from_secs(600));
+    assert_eq!(lock.lock_at_least_for(), Duration::from_secs(30));
+    assert!(computed::job(7).lock().is_none());
 }

@@ -236,6 +236,7 @@ pub(crate) fn scheduled(scheduled: ScheduledFn) -> TokenStream {
         cron,
         time_zone,
         params,
+        declared_lock,
     } = scheduled;
     let ident = &func.sig.ident;
     let vis = &func.vis;
@@ -290,6 +291,21 @@ pub(crate) fn scheduled(scheduled: ScheduledFn) -> TokenStream {
     };
     let job = quote_spanned! {output_span=>
         ::shedlock::__private::job(::core::stringify!(#ident), #cron, #time_zone, #run)
+    };
+    // A lock known at compile time is declared on the job (`Job::with_lock`), so its ticks are
+    // claimed with the others' from the first one on; its name is rendered before the
+    // arguments move into the run.
+    let job = match declared_lock {
+        Some((name, at_most, at_least)) => {
+            let name_var = syn::Ident::new("__shedlock_lock_name", Span::mixed_site());
+            let name = name_expr(&name);
+            let (at_most, at_least) = (duration_expr(at_most), duration_expr(at_least));
+            quote! {
+                let #name_var: ::std::string::String = #name;
+                ::shedlock::__private::declare_lock(#job, #name_var, #at_most, #at_least)
+            }
+        }
+        None => job,
     };
     quote! {
         #func

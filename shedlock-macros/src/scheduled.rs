@@ -2,13 +2,15 @@
 //! sits on, giving a [`ScheduledFn`] or a `syn::Error` spanned on the offending token.
 
 use std::str::FromStr;
+use std::time::Duration;
 
 use proc_macro2::{Span, TokenStream};
+use quote::ToTokens;
 use syn::parse::Parser;
 use syn::{Attribute, FnArg, Ident, ItemFn, LitStr, Pat, Type};
 
 use crate::args::{self, Arguments, Errors};
-use crate::scheduler_lock::check_async;
+use crate::scheduler_lock::{LockDuration, LockName, LockedFn, check_async};
 
 /// A validated `#[scheduled]` function.
 pub(crate) struct ScheduledFn {
@@ -20,6 +22,13 @@ pub(crate) struct ScheduledFn {
     pub(crate) time_zone: LitStr,
     /// The parameters, each a plain `name: Type`.
     pub(crate) params: Vec<(Ident, Type)>,
+    /// The lock its `#[scheduler_lock]` takes, when both durations are literals: `job(…)`
+    /// declares it ([`Job::with_lock`]), so the scheduler claims the job's ticks with the
+    /// others' from the first one on. `None` when a duration is an expression (evaluated on
+    /// each call) or the attribute is not valid (it reports why when it expands).
+    ///
+    /// [`Job::with_lock`]: https://docs.rs/shedlock/latest/shedlock/struct.Job.html#method.with_lock
+    pub(crate) declared_lock: Option<(LockName, Duration, Duration)>,
 }
 
 args::arguments! {
@@ -90,16 +99,35 @@ impl ScheduledFn {
             }
         }
         errors.finish()?;
+        let declared_lock = declared_lock(&func);
         match (cron, time_zone) {
             (Some(cron), Some(time_zone)) => Ok(Self {
                 func,
                 cron,
                 time_zone,
                 params,
+                declared_lock,
             }),
             // Every `None` above pushed an error, so `finish` returned it.
             _ => Err(syn::Error::new(Span::call_site(), "invalid `#[scheduled]`")),
         }
+    }
+}
+
+/// The lock of `func`'s `#[scheduler_lock]`, when its name and both durations are known at
+/// compile time (the name may have `{param}` placeholders: `job(…)` has the same parameters).
+fn declared_lock(func: &ItemFn) -> Option<(LockName, Duration, Duration)> {
+    let attr = func.attrs.iter().find(|a| is_scheduler_lock(a))?;
+    let args = match &attr.meta {
+        syn::Meta::List(list) => list.tokens.clone(),
+        _ => return None,
+    };
+    let mut bare = func.clone();
+    bare.attrs.retain(|a| !is_scheduler_lock(a));
+    let locked = LockedFn::parse(args, bare.to_token_stream()).ok()?;
+    match (locked.lock_at_most_for, locked.lock_at_least_for) {
+        (LockDuration::Fixed(most), LockDuration::Fixed(least)) => Some((locked.name, most, least)),
+        _ => None,
     }
 }
 

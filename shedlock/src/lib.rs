@@ -139,6 +139,16 @@ pub mod __private {
 
     use crate::{Job, JobOutput, LockConfiguration, Result, Schedule, TaskResult};
 
+    /// `job` with its `#[scheduler_lock]` declared ([`Job::with_lock`]), when the rendered
+    /// name and the durations make a valid lock; `job` as it is otherwise (each run's lock
+    /// call reports the error).
+    pub fn declare_lock(job: Job, name: String, at_most: Duration, at_least: Duration) -> Job {
+        match LockConfiguration::new(name, at_most, at_least) {
+            Ok(lock) => job.with_lock(lock),
+            Err(_) => job,
+        }
+    }
+
     /// The body of a `#[scheduler_lock]` function: validates the rendered name, then
     /// [`run_locked`](crate::run_locked).
     pub async fn run_locked<T>(

@@ -75,10 +75,11 @@ type RunFn = dyn Fn() -> BoxFuture<'static, RunEnd> + Send + Sync;
 /// When many jobs are due at the same instant, the scheduler claims all their ticks with one
 /// [`LockProvider::lock_many`](crate::LockProvider::lock_many) call (one statement on the SQL
 /// providers) before calling them, for every job whose lock it knows: the one given to
-/// [`with_lock`](Self::with_lock), else the first lock the job's previous run took (so a job
-/// joins from its second tick on). The run's own lock call then takes that answer instead of
-/// sending its own acquire. A job whose lock it does not know, or that is still running, claims
-/// its tick alone, as its lock call does outside a scheduler.
+/// [`with_lock`](Self::with_lock) (which the `job(…)` of a `#[scheduled]` function calls
+/// itself when its `#[scheduler_lock]` durations are literals), else the first lock the job's
+/// previous run took (so a job joins from its second tick on). The run's own lock call then
+/// takes that answer instead of sending its own acquire. A job whose lock it does not know, or
+/// that is still running, claims its tick alone, as its lock call does outside a scheduler.
 #[derive(Clone)]
 pub struct Job {
     /// Shared with the scheduler's index of jobs by name.
@@ -166,6 +167,13 @@ impl Job {
     pub fn misfire_policy(mut self, policy: MisfirePolicy) -> Self {
         self.misfire_policy = Some(policy);
         self
+    }
+
+    /// The lock this job's runs take, as declared with [`with_lock`](Self::with_lock) (a
+    /// `#[scheduled]` function whose `#[scheduler_lock]` durations are literals declares its
+    /// own), or `None`.
+    pub fn lock(&self) -> Option<&LockConfiguration> {
+        self.lock.as_deref()
     }
 
     /// The job's name.
