@@ -495,6 +495,32 @@ fn add_repo(bin: &Path, url: &str, repo: &TempRepo, cron: &str) {
     );
 }
 
+/// Runs three copies of `repo_sync run` on `url` (`SHEDLOCK_LOCKED_BY` copy-0 … copy-2, schedules
+/// re-read every second) with `args`, and waits for each to exit successfully.
+async fn run_copies(bin: &std::path::Path, url: &str, args: &[&str]) {
+    let mut children = Vec::new();
+    for i in 0..3 {
+        children.push(
+            tokio::process::Command::new(bin)
+                .args(["--database-url", url, "run", "--reload-every", "1s"])
+                .args(args)
+                .env("SHEDLOCK_LOCKED_BY", format!("copy-{i}"))
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+    }
+    for child in children {
+        let out = child.wait_with_output().await.unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_copies_of_run_sync_each_repository_once_per_tick() {
     let bin = example_binary();
@@ -512,34 +538,7 @@ async fn three_copies_of_run_sync_each_repository_once_per_tick() {
     for repo in [&one, &two] {
         add_repo(&bin, &url, repo, "*/2 * * * * *");
     }
-    let mut children = Vec::new();
-    for i in 0..3 {
-        children.push(
-            tokio::process::Command::new(&bin)
-                .args([
-                    "--database-url",
-                    &url,
-                    "run",
-                    "--run-for",
-                    "9s",
-                    "--reload-every",
-                    "1s",
-                ])
-                .env("SHEDLOCK_LOCKED_BY", format!("copy-{i}"))
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap(),
-        );
-    }
-    for child in children {
-        let out = child.wait_with_output().await.unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    run_copies(&bin, &url, &["--run-for", "9s"]).await;
     let db = Db::open(&Location::parse(&url).unwrap()).await.unwrap();
     let logs = db.logs(None, 1000).await.unwrap();
     let mut per_tick = std::collections::BTreeMap::<(i64, i64), usize>::new();
@@ -618,36 +617,12 @@ async fn a_sync_limit_keeps_each_copy_to_its_slots_and_every_tick_runs_once() {
         repo.commit("first");
         add_repo(&bin, &url, repo, "*/3 * * * * *");
     }
-    let mut children = Vec::new();
-    for i in 0..3 {
-        children.push(
-            tokio::process::Command::new(&bin)
-                .args([
-                    "--database-url",
-                    &url,
-                    "run",
-                    "--max-concurrent-syncs",
-                    "1",
-                    "--run-for",
-                    "12s",
-                    "--reload-every",
-                    "1s",
-                ])
-                .env("SHEDLOCK_LOCKED_BY", format!("copy-{i}"))
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap(),
-        );
-    }
-    for child in children {
-        let out = child.wait_with_output().await.unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    run_copies(
+        &bin,
+        &url,
+        &["--max-concurrent-syncs", "1", "--run-for", "12s"],
+    )
+    .await;
     let db = Db::open(&Location::parse(&url).unwrap()).await.unwrap();
     let logs = db.logs(None, 1000).await.unwrap();
     let mut per_tick = std::collections::BTreeMap::<(i64, i64), usize>::new();

@@ -43,6 +43,15 @@ fn distinct_ticks(runs: &[(i64, String, i64)]) -> (Vec<i64>, usize) {
     (ticks, span)
 }
 
+/// A lease of 4 s, renewed within 2 s, tried every 200 ms: a cut-off leader is replaced within
+/// seconds.
+fn short_lease() -> LeaderElection {
+    LeaderElection::new("leader")
+        .unwrap()
+        .timing(Duration::from_secs(4), Duration::from_secs(2), 200 * MS)
+        .unwrap()
+}
+
 /// Three electors, each on a pool of its own.
 async fn electors<D: TestDb>(db: &Arc<D>, election: &LeaderElection) -> Vec<LeaderElector> {
     let mut electors = Vec::new();
@@ -169,13 +178,11 @@ pub async fn an_operator_release_ends_the_term<D: TestDb>(db: &Arc<D>) {
 
 /// A leader cut off from the database (a network partition: nothing it sends arrives, on any
 /// connection) stops leading at its renew deadline, before its lease can lapse; a follower
-/// takes over once the lease lapses, and by then the cut-off one has stepped down. SQLite has no wire: run with a stalled pool on the
-/// other backends only (`provider_via_proxy`); on SQLite the case returns at once.
+/// takes over once the lease lapses, and by then the cut-off one has stepped down. SQLite has
+/// no wire: run with a stalled pool on the other backends only (`provider_via_proxy`); on
+/// SQLite the case returns at once.
 pub async fn a_cut_off_leader_steps_down_before_another_takes_over<D: TestDb>(db: &Arc<D>) {
-    let election = LeaderElection::new("leader")
-        .unwrap()
-        .timing(Duration::from_secs(4), Duration::from_secs(2), 200 * MS)
-        .unwrap();
+    let election = short_lease();
     let Some((cut_off, proxy)) = db
         .provider_via_proxy(Opts::default().locked_by("cut-off"))
         .await
@@ -378,10 +385,7 @@ pub async fn every_missed_tick_runs_once_with_misfire_policy_all<D: TestDb>(db: 
 /// case returns at once (`every_missed_tick_runs_once_with_misfire_policy_all` covers it).
 pub async fn a_hand_over_runs_every_missed_tick_with_misfire_policy_all<D: TestDb>(db: &Arc<D>) {
     use shedlock::MisfirePolicy;
-    let election = LeaderElection::new("leader")
-        .unwrap()
-        .timing(Duration::from_secs(4), Duration::from_secs(2), 200 * MS)
-        .unwrap();
+    let election = short_lease();
     let Some((cut_off, proxy)) = db
         .provider_via_proxy(Opts::default().locked_by("cut-off"))
         .await
