@@ -447,6 +447,27 @@ async fn series(runs: usize, seconds: u64, dir: &std::path::Path) {
     shedlock_suite::drop_postgres_database(&database).await;
 }
 
+/// pgbench running the lock cycle (its script written to `dir`) with `clients` for `seconds`:
+/// prepared statements, at most two threads, no vacuum. The caller adds its own options, then
+/// the database URL last.
+fn pgbench_command(
+    table: &str,
+    clients: usize,
+    seconds: u64,
+    dir: &std::path::Path,
+) -> std::process::Command {
+    let script = dir.join(format!("cycle_{clients}.sql"));
+    std::fs::write(&script, pgbench_script(table)).unwrap();
+    let mut command = std::process::Command::new("pgbench");
+    command
+        .args(["-n", "-M", "prepared", "-f"])
+        .arg(&script)
+        .args(["-c", &clients.to_string()])
+        .args(["-j", &clients.min(2).to_string()])
+        .args(["-T", &seconds.to_string()]);
+    command
+}
+
 /// pgbench's own rate (`tps = … (without initial connection time)`) running the lock cycle with
 /// `clients` for `seconds` on the database at `url`.
 fn pgbench_tps(
@@ -456,18 +477,7 @@ fn pgbench_tps(
     seconds: u64,
     dir: &std::path::Path,
 ) -> Option<f64> {
-    let script = dir.join(format!("cycle_{clients}.sql"));
-    std::fs::write(&script, pgbench_script(table)).unwrap();
-    let out = std::process::Command::new("pgbench")
-        .args(["-n", "-M", "prepared", "-f"])
-        .arg(&script)
-        .args([
-            "-c",
-            &clients.to_string(),
-            "-j",
-            &clients.min(2).to_string(),
-        ])
-        .args(["-T", &seconds.to_string()])
+    let out = pgbench_command(table, clients, seconds, dir)
         .arg(url)
         .output()
         .ok()?;
@@ -590,29 +600,16 @@ fn pgbench_at(
     seconds: u64,
     dir: &std::path::Path,
 ) -> Option<Stats> {
-    let script = dir.join(format!("cycle_{clients}.sql"));
-    std::fs::write(&script, pgbench_script(table)).unwrap();
     // A fresh log directory per run: the latencies are read from every file pgbench wrote.
     let logs = tempfile::tempdir_in(dir).unwrap();
-    let dir = logs.path();
-    let prefix = dir.join(format!("pgb{clients}"));
-    let out = std::process::Command::new("pgbench")
-        .args(["-n", "-M", "prepared", "-f"])
-        .arg(&script)
-        .args([
-            "-c",
-            &clients.to_string(),
-            "-j",
-            &clients.min(2).to_string(),
-            "-T",
-            &seconds.to_string(),
-            "-l",
-            "--log-prefix",
-        ])
+    let prefix = logs.path().join(format!("pgb{clients}"));
+    let out = pgbench_command(table, clients, seconds, dir)
+        .args(["-l", "--log-prefix"])
         .arg(&prefix)
         .arg(url)
         .output()
         .ok()?;
+    let dir = logs.path();
     if !out.status.success() {
         eprintln!("pgbench failed: {}", String::from_utf8_lossy(&out.stderr));
         return None;
