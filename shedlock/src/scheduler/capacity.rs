@@ -21,7 +21,7 @@ use super::Inner;
 use super::job::MisfirePolicy;
 use super::job::bump;
 use super::misfire::policy;
-use super::registry::JobState;
+use super::registry::{JobState, groups};
 
 /// Jobs of one tick instant, each with its slot, to claim and fire together.
 type Admitted = (DateTime<Utc>, Vec<(Arc<JobState>, Option<Slot>)>);
@@ -173,10 +173,10 @@ impl Capacity {
             let mut waiting = self.waiting();
             while let Some(entry) = waiting.queue.first_entry() {
                 let tick = entry.key().0;
-                let age = (now - tick).to_std().unwrap_or_default();
-                if !fires || inner.misfire_grace.is_zero() || age > inner.misfire_grace {
+                if !fires || !inner.within_grace(tick, now) {
                     let (key, job) = entry.remove_entry();
                     waiting.by_job.remove(&key.3);
+                    let age = (now - tick).to_std().unwrap_or_default();
                     dropped.push((tick, age, job));
                     continue;
                 }
@@ -199,17 +199,12 @@ impl Capacity {
             }
         }
         let jobs = inner.jobs();
-        let mut groups: Vec<Admitted> = Vec::new();
-        for (tick, job, slot) in taken {
-            if !jobs.is_registered(&job) {
-                continue; // removed while it waited; its slot frees here
-            }
-            match groups.last_mut() {
-                Some((last, group)) if *last == tick => group.push((job, Some(slot))),
-                _ => groups.push((tick, vec![(job, Some(slot))])),
-            }
-        }
-        (groups, backlog)
+        // A job removed while it waited is left out; its slot frees here.
+        let ready = taken
+            .into_iter()
+            .filter(|(_, job, _)| jobs.is_registered(job))
+            .map(|(tick, job, slot)| (tick, (job, Some(slot))));
+        (groups(ready), backlog)
     }
 
     /// Waits until a slot frees (or a job starts waiting while one is free).

@@ -85,8 +85,7 @@ impl Backlog {
         let now = inner.clock.now();
         let mut next = None;
         while let Some(tick) = queue.pop_front() {
-            let age = (now - tick).to_std().unwrap_or_default();
-            if !inner.misfire_grace.is_zero() && age <= inner.misfire_grace {
+            if inner.within_grace(tick, now) {
                 next = Some(tick);
                 break;
             }

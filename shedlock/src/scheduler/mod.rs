@@ -78,6 +78,13 @@ impl Inner {
     fn fires(&self) -> bool {
         self.election.is_none() || self.leader.get().is_some_and(LeaderElector::is_leader)
     }
+
+    /// Whether a missed `tick` may still run at `now`: it is within the misfire grace (zero:
+    /// no missed tick runs).
+    fn within_grace(&self, tick: DateTime<Utc>, now: DateTime<Utc>) -> bool {
+        let age = (now - tick).to_std().unwrap_or_default();
+        !self.misfire_grace.is_zero() && age <= self.misfire_grace
+    }
 }
 
 /// Fires jobs at their cron ticks; each run claims its tick through the lock, so across any

@@ -31,6 +31,20 @@ pub(super) struct JobState {
     pub(super) lock: Mutex<Option<Arc<LockConfiguration>>>,
 }
 
+/// Splits `(tick, item)` pairs sorted by tick into one group per tick instant.
+pub(super) fn groups<T>(
+    sorted: impl IntoIterator<Item = (DateTime<Utc>, T)>,
+) -> Vec<(DateTime<Utc>, Vec<T>)> {
+    let mut groups: Vec<(DateTime<Utc>, Vec<T>)> = Vec::new();
+    for (tick, item) in sorted {
+        match groups.last_mut() {
+            Some((last, group)) if *last == tick => group.push(item),
+            _ => groups.push((tick, vec![item])),
+        }
+    }
+    groups
+}
+
 /// [`JobState::planned`] of a job not in the queue.
 const NOT_PLANNED: i64 = i64::MIN;
 

@@ -14,7 +14,7 @@ use super::fire::{fire_group, fire_ready};
 use super::job::MisfirePolicy;
 use super::job::bump;
 use super::misfire::policy;
-use super::registry::JobState;
+use super::registry::{JobState, groups};
 use crate::{Leadership, RunHistory};
 
 /// How many added jobs the timer plans before it fires what is due and yields.
@@ -193,7 +193,7 @@ fn fire_due(inner: &Arc<Inner>, due: Vec<(DateTime<Utc>, Arc<JobState>)>) {
     for (tick, state) in &fired {
         if policy(inner, state) == MisfirePolicy::All {
             let skipped = state.job.schedule().ticks_between(*tick, now, BACKLOG_MAX);
-            let within = skipped.into_iter().filter(|t| within_grace(inner, *t, now));
+            let within = skipped.into_iter().filter(|t| inner.within_grace(*t, now));
             inner.backlog.extend(state, within);
         }
     }
@@ -206,26 +206,8 @@ fn fire_due(inner: &Arc<Inner>, due: Vec<(DateTime<Utc>, Arc<JobState>)>) {
     }
 }
 
-/// Splits `(tick, job)` pairs sorted by tick into one group per tick instant.
-fn groups(sorted: Vec<(DateTime<Utc>, Arc<JobState>)>) -> Vec<(DateTime<Utc>, Vec<Arc<JobState>>)> {
-    let mut groups: Vec<(DateTime<Utc>, Vec<Arc<JobState>>)> = Vec::new();
-    for (tick, state) in sorted {
-        match groups.last_mut() {
-            Some((last, group)) if *last == tick => group.push(state),
-            _ => groups.push((tick, vec![state])),
-        }
-    }
-    groups
-}
-
 /// The most missed ticks of one job run under [`MisfirePolicy::All`] at once.
 const BACKLOG_MAX: usize = 10_000;
-
-/// Whether `tick` is within the misfire grace at `now`.
-fn within_grace(inner: &Inner, tick: DateTime<Utc>, now: DateTime<Utc>) -> bool {
-    let age = (now - tick).to_std().unwrap_or_default();
-    !inner.misfire_grace.is_zero() && age <= inner.misfire_grace
-}
 
 /// The missed ticks to run now, oldest first, as the job's misfire policy says: the latest past
 /// tick within the misfire grace ([`MisfirePolicy::Latest`]), every one within it
@@ -238,7 +220,7 @@ fn catch_up(inner: &Arc<Inner>, job: &JobState, now: DateTime<Utc>) -> Vec<DateT
     let age = Duration::from_millis((now - tick).to_std().unwrap_or_default().as_millis() as u64);
     let grace = inner.misfire_grace;
     let policy = policy(inner, job);
-    if policy == MisfirePolicy::Skip || !within_grace(inner, tick, now) {
+    if policy == MisfirePolicy::Skip || !inner.within_grace(tick, now) {
         bump(&job.counters.misfires_skipped);
         tracing::info!(job = job.job.name(), %tick, age = %humantime::format_duration(age),
             grace = %humantime::format_duration(grace), ?policy,
