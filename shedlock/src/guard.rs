@@ -8,6 +8,7 @@ use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
 use crate::config::validate_durations;
+use crate::releases::{Releases, Unlock};
 use crate::{LockConfiguration, Result};
 
 /// What a guard needs from its provider after acquisition: the two statements that act on a
@@ -30,6 +31,25 @@ pub(crate) trait Lease: Send + Sync + fmt::Debug {
         at_least: Duration,
         slack: Duration,
     ) -> BoxFuture<'a, Result<bool>>;
+
+    /// Every unlock of `unlocks` (names distinct, in name order) in one statement, each as
+    /// [`unlock`](Self::unlock) does it; answers how many rows it released. By default one
+    /// [`unlock`](Self::unlock) after another.
+    fn unlock_many<'a>(&'a self, unlocks: &'a [Unlock]) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(async move {
+            let mut released = 0;
+            for u in unlocks {
+                released += u64::from(self.unlock(&u.name, u.token, u.at_least, u.slack).await?);
+            }
+            Ok(released)
+        })
+    }
+
+    /// The queue that groups this provider's releases ([`Releases`]), if it groups them; by
+    /// default none, and every unlock is its own statement.
+    fn releases(&self) -> Option<&Releases> {
+        None
+    }
 }
 
 /// A held lock. Carries the fencing token; [`extend`](Self::extend) and
@@ -224,9 +244,16 @@ struct Release {
 impl Release {
     /// One unlock statement, bounded by [`UNLOCK_TIMEOUT`]; a failure is counted.
     async fn attempt(&self) -> Result<bool> {
-        let unlock = self
-            .lease
-            .unlock(&self.name, self.token, self.at_least, self.slack);
+        let unlock = async {
+            match self.lease.releases() {
+                Some(releases) => releases.unlock(&self.lease, self.unlock()).await,
+                None => {
+                    self.lease
+                        .unlock(&self.name, self.token, self.at_least, self.slack)
+                        .await
+                }
+            }
+        };
         let outcome = match tokio::time::timeout(UNLOCK_TIMEOUT, unlock).await {
             Ok(outcome) => outcome,
             Err(_) => Err(crate::Error::Timeout {
@@ -239,6 +266,16 @@ impl Release {
                 .increment(1);
         }
         outcome
+    }
+
+    /// What the statement needs.
+    fn unlock(&self) -> Unlock {
+        Unlock {
+            name: self.name.clone(),
+            token: self.token,
+            at_least: self.at_least,
+            slack: self.slack,
+        }
     }
 
     /// Retries the unlock in a background task, with backoff from 100 ms to 5 s, until it

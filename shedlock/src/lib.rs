@@ -103,6 +103,7 @@ mod observe;
 mod provider;
 #[cfg(feature = "redis")]
 mod redis;
+mod releases;
 mod run;
 mod schedule;
 mod scheduler;

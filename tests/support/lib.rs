@@ -300,6 +300,8 @@ macro_rules! backend_tests {
             two_instances_racing_one_batch_take_each_tick_once,
             a_name_twice_in_one_batch_is_taken_once,
             a_batch_reads_the_application_clock_in_application_mode,
+            releases_that_end_together_go_in_a_few_statements,
+            a_group_leaves_a_lock_taken_over_by_another_holder_alone,
             connect_provider_recovers_when_the_server_ends_its_sessions,
             more_statements_at_once_than_connections_all_get_one,
             workers_on_a_connect_provider_each_get_their_turn

@@ -16,6 +16,7 @@ use redis::{FromRedisValue, RedisError, Script, ScriptInvocation};
 use tokio::time::Instant;
 
 use crate::guard::Lease;
+use crate::releases::{Releases, Unlock};
 use crate::settings::{validate_locked_by, validate_tick_tolerance};
 use crate::sql::micros;
 use crate::{
@@ -102,6 +103,8 @@ struct Inner {
     request_prefix: String,
     /// Acquire calls made, the rest of each request id.
     requests: AtomicU64,
+    /// Unlocks grouped into one script.
+    releases: Releases,
 }
 
 /// The scripts, hashed once.
@@ -285,6 +288,7 @@ impl RedisProviderBuilder {
                 sent: AtomicU64::new(0),
                 request_prefix: request_prefix(),
                 requests: AtomicU64::new(0),
+                releases: Releases::default(),
             }),
         })
     }
@@ -605,19 +609,50 @@ impl Lease for Inner {
         slack: Duration,
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
-            let mut invocation = self.scripts.unlock.prepare_invoke();
-            invocation
-                .key(self.key("lock:", name))
-                .key(self.key("meta:", name))
-                .arg(token)
-                .arg(micros(at_least))
-                .arg(micros(slack))
-                .arg(self.app_now());
-            let released: i64 = self
-                .run(&invocation, || format!("unlock lock {name:?}"))
+            let unlock = Unlock {
+                name: name.to_owned(),
+                token,
+                at_least,
+                slack,
+            };
+            let released = self
+                .unlock_script(std::slice::from_ref(&unlock), || {
+                    format!("unlock lock {name:?}")
+                })
                 .await?;
             Ok(released == 1)
         })
+    }
+
+    fn unlock_many<'a>(&'a self, unlocks: &'a [Unlock]) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(self.unlock_script(unlocks, || {
+            format!("release {} locks in one script", unlocks.len())
+        }))
+    }
+
+    fn releases(&self) -> Option<&Releases> {
+        Some(&self.releases)
+    }
+}
+
+impl Inner {
+    /// The unlock script for `unlocks`: how many it released.
+    async fn unlock_script(
+        &self,
+        unlocks: &[Unlock],
+        operation: impl Fn() -> String,
+    ) -> Result<u64> {
+        let mut invocation = self.scripts.unlock.prepare_invoke();
+        invocation.arg(self.app_now());
+        for u in unlocks {
+            invocation
+                .key(self.key("lock:", &u.name))
+                .key(self.key("meta:", &u.name))
+                .arg(u.token)
+                .arg(micros(u.at_least))
+                .arg(micros(u.slack));
+        }
+        self.run(&invocation, operation).await
     }
 }
 

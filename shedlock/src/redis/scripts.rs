@@ -149,39 +149,45 @@ return 1
 "
 );
 
-/// Unlock: while the lock carries the token (its lease, or once the lease ran out its record),
-/// it stays held until `max(now, at + lock_at_least_for, until - slack)`, or is freed now.
+/// Unlock: for each lock of the request, while it carries the token (its lease, or once the
+/// lease ran out its record), it stays held until `max(now, at + lock_at_least_for,
+/// until - slack)`, or is freed now. One lock or a group of them (grouped releases).
 ///
-/// `KEYS`: `lock`, `meta`. `ARGV`: token, `lock_at_least_for` (µs), slack of the newest lease
-/// (µs), application time (µs, or empty). Answers 1 when the token still held the lock, else 0
-/// (another holder's lock is left alone).
+/// `KEYS`: `lock`, `meta` of each lock. `ARGV`: application time (µs, or empty), then token,
+/// `lock_at_least_for` (µs), slack of the newest lease (µs) of each lock. Answers how many
+/// locks still carried their token and were released (another holder's lock is left alone).
 pub(super) const UNLOCK: &str = concat!(
     prelude!(),
     "
-local lock, meta = KEYS[1], KEYS[2]
-check(lock)
-check(meta)
-local server, now = clock(ARGV[4])
-local leased = redis.call('HGET', lock, 'token')
-local current = leased or redis.call('HGET', meta, 'token')
-if current ~= ARGV[1] then return 0 end
-local source = meta
-if leased then source = lock end
-local at = tonumber(redis.call('HGET', source, 'at')) or now
-local untl = tonumber(redis.call('HGET', source, 'until')) or now
-local keep = math.max(now, at + tonumber(ARGV[2]), untl - tonumber(ARGV[3]))
-if leased then
-  if keep > now then
-    redis.call('HSET', lock, 'until', num(keep))
-    redis.call('PEXPIRE', lock, ttl(keep - now))
-  else
-    redis.call('DEL', lock)
+for i = 1, #KEYS do check(KEYS[i]) end
+local server, now = clock(ARGV[1])
+local released = 0
+for i = 1, #KEYS / 2 do
+  local lock, meta = KEYS[2 * i - 1], KEYS[2 * i]
+  local token = ARGV[3 * i - 1]
+  local leased = redis.call('HGET', lock, 'token')
+  local current = leased or redis.call('HGET', meta, 'token')
+  if current == token then
+    local source = meta
+    if leased then source = lock end
+    local at = tonumber(redis.call('HGET', source, 'at')) or now
+    local untl = tonumber(redis.call('HGET', source, 'until')) or now
+    local keep = math.max(now, at + tonumber(ARGV[3 * i]), untl - tonumber(ARGV[3 * i + 1]))
+    if leased then
+      if keep > now then
+        redis.call('HSET', lock, 'until', num(keep))
+        redis.call('PEXPIRE', lock, ttl(keep - now))
+      else
+        redis.call('DEL', lock)
+      end
+    end
+    if redis.call('HGET', meta, 'token') == token then
+      redis.call('HSET', meta, 'until', num(math.min(keep, untl)))
+    end
+    released = released + 1
   end
 end
-if redis.call('HGET', meta, 'token') == ARGV[1] then
-  redis.call('HSET', meta, 'until', num(math.min(keep, untl)))
-end
-return 1
+return released
 "
 );
 

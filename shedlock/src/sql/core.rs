@@ -19,6 +19,7 @@ use super::stash::{Lent, Stash};
 use super::{PRUNE_BATCH, micros, retention, statement};
 use crate::guard::Lease;
 use crate::history::parse_outcome;
+use crate::releases::{Releases, Unlock};
 use crate::settings::Settings;
 use crate::{
     Error, LockConfiguration, LockGuard, LockState, NewRun, Result, RunOutcome, RunQuery, RunRecord,
@@ -37,6 +38,10 @@ pub struct Core<D: Hooks> {
     /// Set once the server turned out not to know the batch acquire
     /// ([`Hooks::batch_unsupported`]): locks are then taken one by one.
     batch_unsupported: std::sync::atomic::AtomicBool,
+    /// Unlocks grouped into one statement ([`Statements::unlock_many`]).
+    ///
+    /// [`Statements::unlock_many`]: super::dialect::Statements::unlock_many
+    releases: Releases,
 }
 
 impl<D: Hooks> fmt::Debug for Core<D> {
@@ -54,6 +59,7 @@ struct Rendered {
     acquire: Prepared,
     acquire_many: Prepared,
     unlock: Prepared,
+    unlock_many: Prepared,
     extend: Prepared,
     held: Prepared,
     clock: Prepared,
@@ -86,6 +92,7 @@ impl Rendered {
             acquire: lock(&sql.acquire),
             acquire_many: lock(&sql.acquire_many),
             unlock: lock(&sql.unlock),
+            unlock_many: lock(&sql.unlock_many),
             extend: lock(&sql.extend),
             held: lock(&sql.held),
             clock: db(&sql.clock),
@@ -133,6 +140,7 @@ impl<D: Hooks> Core<D> {
             ),
             shape_checked: tokio::sync::OnceCell::new(),
             batch_unsupported: std::sync::atomic::AtomicBool::new(false),
+            releases: Releases::default(),
             pool,
             settings,
         }
@@ -557,5 +565,38 @@ impl<D: Hooks> Lease for Core<D> {
                 Err(e) => Err(fail(self, format!("unlock lock {name:?}"), e).await),
             }
         })
+    }
+
+    fn unlock_many<'a>(&'a self, unlocks: &'a [Unlock]) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(async move {
+            let items: Vec<_> = unlocks
+                .iter()
+                .map(|u| {
+                    (
+                        u.name.as_str(),
+                        u.token,
+                        D::batch_duration(u.at_least),
+                        D::batch_duration(u.slack),
+                    )
+                })
+                .collect();
+            let what = || format!("release {} locks in one statement", unlocks.len());
+            let json = match serde_json::to_string(&items) {
+                Ok(json) => json,
+                Err(e) => return Err(fail(self, what(), sqlx::Error::Encode(Box::new(e))).await),
+            };
+            let done = run!(self, self.sql.unlock_many, execute, |p| match p {
+                Param::Batch => Some(json.as_str().into()),
+                _ => None,
+            });
+            match done {
+                Ok(done) => Ok(D::Db::rows_affected(&done)),
+                Err(e) => Err(fail(self, what(), e).await),
+            }
+        })
+    }
+
+    fn releases(&self) -> Option<&Releases> {
+        Some(&self.releases)
     }
 }

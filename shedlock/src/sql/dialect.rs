@@ -48,6 +48,9 @@ pub struct Statements {
     pub acquire_many: Statement,
     /// Release a lock, honouring `lock_at_least_for`, while the token matches.
     pub unlock: Statement,
+    /// Release many locks in one statement ([`Param::Batch`]), each as `unlock` does it; the
+    /// rows it released are counted in its result (matched rows on MySQL).
+    pub unlock_many: Statement,
     /// Extend a held lock while the token matches and it has not expired.
     pub extend: Statement,
     /// Count the rows where the token holds the lock.
@@ -81,6 +84,7 @@ macro_rules! statements {
             acquire: ACQUIRE,
             acquire_many: ACQUIRE_MANY,
             unlock: UNLOCK,
+            unlock_many: UNLOCK_MANY,
             extend: EXTEND,
             held: HELD,
             clock: $crate::sql::standard::CLOCK,
@@ -141,9 +145,10 @@ pub enum Param {
     Schema,
     /// The lock table's name without its schema.
     Table,
-    /// The locks of a batch acquire: a JSON array of `[name, lock_at_most_for, tick]`, the
-    /// duration and the tick (or null) as integers in the dialect's units
-    /// ([`Hooks::batch_duration`], [`Hooks::batch_time`]).
+    /// The locks of a batch, a JSON array, the durations and times as integers in the
+    /// dialect's units ([`Hooks::batch_duration`], [`Hooks::batch_time`]): for an acquire
+    /// `[name, lock_at_most_for, tick or null]`, for an unlock
+    /// `[name, token, lock_at_least_for, slack]`.
     Batch,
 }
 

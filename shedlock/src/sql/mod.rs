@@ -93,6 +93,7 @@ pub(crate) fn statement_text(backend: Backend, name: &str, table: &str) -> Optio
             "acquire" => sql.acquire,
             "acquire_many" => sql.acquire_many,
             "unlock" => sql.unlock,
+            "unlock_many" => sql.unlock_many,
             "extend" => sql.extend,
             "held" => sql.held,
             "locks" => sql.locks,
@@ -112,6 +113,7 @@ pub(crate) fn statement_text(backend: Backend, name: &str, table: &str) -> Optio
         let now = if name == "acquire"
             || name == "acquire_many"
             || name == "unlock"
+            || name == "unlock_many"
             || name == "extend"
             || name == "held"
         {
@@ -255,6 +257,7 @@ mod tests {
             sql.acquire,
             sql.acquire_many,
             sql.unlock,
+            sql.unlock_many,
             sql.extend,
             sql.held,
             sql.clock,

@@ -158,6 +158,24 @@ WHERE name = ? AND fencing_token = ?",
     binds: &[P::Now, P::AtLeast, P::Slack, P::Name, P::Token],
 };
 
+/// Unlock many: [`UNLOCK`] for every lock of a JSON array, in one statement.
+///
+/// Binds: the array `[[name, token, lock_at_least_for in µs, slack in µs], …]` (names distinct,
+/// in name order), \[now\]. `STRAIGHT_JOIN` reads the array first and each row by its key, so
+/// only the named rows are locked, in the array's (name) order, as the batch acquire takes
+/// them. Its affected-row count is the number of locks released (sqlx sets
+/// `CLIENT_FOUND_ROWS`, so a matched row counts even where nothing changed).
+const UNLOCK_MANY: Statement = Statement {
+    sql: "\
+UPDATE JSON_TABLE(?, '$[*]' COLUMNS (name VARCHAR(255) PATH '$[0]', token BIGINT PATH '$[1]',
+                                     at_least BIGINT PATH '$[2]', slack BIGINT PATH '$[3]')) AS b
+       STRAIGHT_JOIN {table} AS l ON l.name = b.name
+SET l.locked_until = GREATEST({now}, l.locked_at + INTERVAL b.at_least MICROSECOND,
+                              l.locked_until - INTERVAL b.slack MICROSECOND)
+WHERE l.fencing_token = b.token",
+    binds: &[P::Batch, P::Now],
+};
+
 /// Extend: hold until `now + lock_at_most_for`, only while the token matches and the lock has
 /// not expired. (sqlx sets `CLIENT_FOUND_ROWS`, so a matched row counts as affected.)
 ///

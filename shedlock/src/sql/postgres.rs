@@ -131,6 +131,31 @@ WHERE l.name = $1 AND l.fencing_token = $2",
     binds: &[P::Name, P::Token, P::AtLeast, P::Slack, P::Now],
 };
 
+/// Unlock many: [`UNLOCK`] for every lock of a JSON array, in one statement.
+///
+/// `$1` is `[[name, token, lock_at_least_for in µs, slack in µs], …]` (names distinct). The
+/// rows whose token matches are locked in name order first (`s`), as the batch acquire takes
+/// them, so a release and a claim racing over the same rows wait for each other instead of
+/// deadlocking. Its row count is the number of locks released.
+const UNLOCK_MANY: Statement = Statement {
+    sql: "\
+WITH n AS (SELECT {now} AS now),
+b AS (
+    SELECT e.v->>0 AS name, (e.v->>1)::BIGINT AS token,
+           (e.v->>2)::BIGINT * INTERVAL '1 microsecond' AS at_least,
+           (e.v->>3)::BIGINT * INTERVAL '1 microsecond' AS slack
+    FROM jsonb_array_elements($1::TEXT::JSONB) AS e(v)),
+s AS (
+    SELECT l.name FROM {table} AS l JOIN b ON l.name = b.name AND l.fencing_token = b.token
+    ORDER BY l.name
+    FOR UPDATE OF l)
+UPDATE {table} AS l
+SET locked_until = GREATEST(n.now, l.locked_at + b.at_least, l.locked_until - b.slack)
+FROM n, b, s
+WHERE l.name = s.name AND b.name = l.name AND l.fencing_token = b.token",
+    binds: &[P::Batch, P::Now],
+};
+
 /// Extend: hold until `now + lock_at_most_for`, only while the token matches and the lock has
 /// not expired. `{now}` is evaluated for the row after its lock is taken, so a wait behind
 /// another transaction does not shorten the new lease.

@@ -118,6 +118,22 @@ WHERE name = ?1 AND fencing_token = ?2",
     binds: &[P::Name, P::Token, P::AtLeast, P::Slack, P::Now],
 };
 
+/// Unlock many: [`UNLOCK`] for every lock of a JSON array, in one statement (SQLite has one
+/// writer, so the order rows are taken in does not matter).
+///
+/// `?1` is `[[name, token, lock_at_least_for in ms, slack in ms], …]` (names distinct). Its
+/// change count is the number of locks released.
+const UNLOCK_MANY: Statement = Statement {
+    sql: "\
+UPDATE {table}
+SET locked_until = MAX({now}, locked_at + b.b_at_least, locked_until - b.b_slack)
+FROM (SELECT json_extract(e.value, '$[0]') AS b_name, json_extract(e.value, '$[1]') AS b_token,
+             json_extract(e.value, '$[2]') AS b_at_least, json_extract(e.value, '$[3]') AS b_slack
+      FROM json_each(?1) AS e) AS b
+WHERE name = b.b_name AND fencing_token = b.b_token",
+    binds: &[P::Batch, P::Now],
+};
+
 /// Extend: hold until `now + lock_at_most_for`, only while the token matches and the lock has
 /// not expired.
 ///

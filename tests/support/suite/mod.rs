@@ -17,6 +17,7 @@ mod connect;
 mod contention;
 mod fencing;
 mod history;
+mod release;
 mod tables;
 mod ticks;
 
@@ -27,6 +28,7 @@ pub use connect::*;
 pub use contention::*;
 pub use fencing::*;
 pub use history::*;
+pub use release::*;
 pub use tables::*;
 pub use ticks::*;
 

@@ -1,0 +1,170 @@
+//! Grouped releases: unlocks that arrive while an earlier one is on its way go to the store
+//! together, in one statement (one script on Redis), each row still guarded by its own token
+//! and `lock_at_least_for`.
+//!
+//! This is group commit, as a database's log does it: the first unlock of a quiet moment is
+//! sent at once, alone, through the provider's one-lock statement, so a lone release waits for
+//! nothing. While [`MAX_RUNNING`] groups are on their way, later unlocks queue; when a group
+//! comes back, everything queued meanwhile (up to [`MAX_GROUP`]) goes in the next one. A tick
+//! whose runs end within a few milliseconds of each other is released in a handful of
+//! statements instead of one per run.
+//!
+//! Each group runs in a task of its own, so an unlock whose caller gave up waiting (its 30 s
+//! bound, a cancelled job) cannot strand the queue.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+use crate::Result;
+use crate::guard::Lease;
+
+/// How many groups one provider has on their way at once.
+const MAX_RUNNING: usize = 2;
+
+/// The most unlocks in one statement.
+const MAX_GROUP: usize = 500;
+
+/// One lock to release: `locked_until = max(now, locked_at + at_least, locked_until - slack)`
+/// where `name` still carries `token`.
+#[derive(Debug, Clone)]
+pub(crate) struct Unlock {
+    /// The lock name.
+    pub(crate) name: String,
+    /// The holder's fencing token.
+    pub(crate) token: i64,
+    /// The original `lock_at_least_for`, counted from `locked_at`.
+    pub(crate) at_least: Duration,
+    /// `lock_at_most_for - lock_at_least_for` of the newest lease.
+    pub(crate) slack: Duration,
+}
+
+/// A provider's queue of unlocks (see the [module](self)). A provider that groups its releases
+/// keeps one and returns it from [`Lease::releases`].
+#[derive(Debug, Default)]
+pub(crate) struct Releases {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Groups on their way.
+    running: usize,
+    /// Unlocks waiting for the next group, with where their answer goes.
+    waiting: Vec<(Unlock, oneshot::Sender<Result<bool>>)>,
+}
+
+impl Releases {
+    /// Releases `unlock` through `lease` (whose [`Lease::releases`] is `self`), in a group with
+    /// the unlocks that arrive while earlier groups are on their way. Answers whether the row
+    /// still carried the token, as the one-lock statement does.
+    pub(crate) async fn unlock(&self, lease: &Arc<dyn Lease>, unlock: Unlock) -> Result<bool> {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return lease
+                .unlock(&unlock.name, unlock.token, unlock.at_least, unlock.slack)
+                .await;
+        };
+        let (answer, answered) = oneshot::channel();
+        let again = unlock.clone();
+        let start = {
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            state.waiting.push((unlock, answer));
+            let start = state.running < MAX_RUNNING;
+            if start {
+                state.running += 1;
+            }
+            start
+        };
+        if start {
+            runtime.spawn(send_groups(Arc::clone(lease)));
+        }
+        match answered.await {
+            Ok(outcome) => outcome,
+            // The group's task ended without answering (only a panic in a provider does that):
+            // this unlock goes alone.
+            Err(_) => {
+                lease
+                    .unlock(&again.name, again.token, again.at_least, again.slack)
+                    .await
+            }
+        }
+    }
+
+    /// The next group, or `None` (and one fewer running) when nothing waits.
+    fn next_group(&self) -> Option<Vec<(Unlock, oneshot::Sender<Result<bool>>)>> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.waiting.is_empty() {
+            state.running -= 1;
+            return None;
+        }
+        let take = state.waiting.len().min(MAX_GROUP);
+        Some(state.waiting.drain(..take).collect())
+    }
+}
+
+/// Sends groups until nothing waits.
+async fn send_groups(lease: Arc<dyn Lease>) {
+    let Some(releases) = lease.releases() else {
+        return;
+    };
+    let mut running = Running {
+        releases,
+        done: false,
+    };
+    while let Some(mut group) = releases.next_group() {
+        // Rows are taken in name order, as the batch acquire takes them, so a group and a
+        // claim racing over the same rows wait for each other instead of deadlocking.
+        group.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+        let (unlocks, answers): (Vec<Unlock>, Vec<_>) = group.into_iter().unzip();
+        for (outcome, answer) in send(&lease, &unlocks).await.into_iter().zip(answers) {
+            let _ = answer.send(outcome);
+        }
+    }
+    running.done = true;
+}
+
+/// One running group task, counted off if it ends without [`Releases::next_group`] having
+/// done so (a panic in a provider), so the queue never waits for a task that is gone.
+struct Running<'a> {
+    releases: &'a Releases,
+    done: bool,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let mut state = self
+                .releases
+                .state
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            state.running -= 1;
+        }
+    }
+}
+
+/// One group: the one-lock statement for a group of one; else the group's statement, which
+/// answers how many rows it released. When that is all of them, every unlock is answered
+/// `true`. Otherwise (some lock was taken over by another holder) or when the group's
+/// statement failed, each unlock is sent again alone, which tells them apart: an unlock is
+/// idempotent, a row released once stays released when the same unlock comes again.
+async fn send(lease: &Arc<dyn Lease>, unlocks: &[Unlock]) -> Vec<Result<bool>> {
+    if unlocks.len() > 1 {
+        match lease.unlock_many(unlocks).await {
+            Ok(released) if released == unlocks.len() as u64 => {
+                return unlocks.iter().map(|_| Ok(true)).collect();
+            }
+            Ok(_) => {}
+            Err(error) => {
+                tracing::debug!(%error, unlocks = unlocks.len(), "a grouped release failed; releasing each lock alone");
+            }
+        }
+    }
+    futures_util::future::join_all(
+        unlocks
+            .iter()
+            .map(|u| lease.unlock(&u.name, u.token, u.at_least, u.slack)),
+    )
+    .await
+}
