@@ -122,6 +122,20 @@ pub trait LockAdmin: LockProvider {
     /// The row of lock `name`, if it exists.
     fn lock_state<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<LockState>>>;
 
+    /// The rows of the locks `names`, ordered by name; a name without a row is left out. The
+    /// SQL and Redis providers read them in one statement (one script); by default, one
+    /// [`lock_state`](Self::lock_state) after another.
+    fn lock_states<'a>(&'a self, names: &'a [String]) -> BoxFuture<'a, Result<Vec<LockState>>> {
+        Box::pin(async move {
+            let mut states = Vec::with_capacity(names.len());
+            for name in names {
+                states.extend(self.lock_state(name).await?);
+            }
+            states.sort_by(|a, b| a.name.cmp(&b.name));
+            Ok(states)
+        })
+    }
+
     /// Emergency release by an operator: ends lock `name` now, only while it still carries
     /// `fencing_token` and has not expired. Returns whether it did.
     ///
@@ -228,6 +242,9 @@ macro_rules! forward {
             }
             fn lock_state<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<LockState>>> {
                 (**self).lock_state(name)
+            }
+            fn lock_states<'a>(&'a self, names: &'a [String]) -> BoxFuture<'a, Result<Vec<LockState>>> {
+                (**self).lock_states(names)
             }
             fn force_release<'a>(&'a self, name: &'a str, fencing_token: i64) -> BoxFuture<'a, Result<bool>> {
                 (**self).force_release(name, fencing_token)

@@ -292,6 +292,7 @@ macro_rules! backend_tests {
             guard_dropped_without_unlock_releases_in_background,
             executor_runs_skips_and_releases_after_panic,
             lock_states_read_by_the_database_clock,
+            lock_states_reads_the_named_locks_in_one_statement,
             operator_release_ends_the_lock_and_keeps_token_and_tick,
             a_tick_too_far_ahead_is_refused_as_clock_skew,
             tokens_never_go_back_after_rows_are_deleted,

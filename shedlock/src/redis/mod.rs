@@ -532,15 +532,23 @@ impl Inner {
         invocation.key(format!("{}names", self.tag)).arg(&self.tag);
         match which {
             Which::All => invocation.arg("all"),
-            Which::One(name) => invocation
-                .key(self.key("lock:", name))
-                .key(self.key("meta:", name))
-                .arg("one")
-                .arg(name),
+            Which::Named(names) => {
+                invocation.arg("named");
+                let mut sorted: Vec<&String> = names.iter().collect();
+                sorted.sort();
+                for name in sorted {
+                    invocation
+                        .key(self.key("lock:", name))
+                        .key(self.key("meta:", name))
+                        .arg(name);
+                }
+                &mut invocation
+            }
         };
         let (now, rows): (String, Vec<Row>) = self
             .run(&invocation, || match which {
-                Which::One(name) => format!("read lock {name:?}"),
+                Which::Named([name]) => format!("read lock {name:?}"),
+                Which::Named(names) => format!("read {} locks", names.len()),
                 Which::All => format!("list the locks under {:?}", self.tag),
             })
             .await?;
@@ -576,7 +584,8 @@ impl Inner {
 #[derive(Debug, Clone, Copy)]
 enum Which<'a> {
     All,
-    One(&'a str),
+    /// These locks (a name without keys is left out).
+    Named(&'a [String]),
 }
 
 impl Lease for Inner {
@@ -724,7 +733,14 @@ impl LockAdmin for RedisLockProvider {
     }
 
     fn lock_state<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<LockState>>> {
-        Box::pin(async move { Ok(self.inner.states(Which::One(name)).await?.pop()) })
+        Box::pin(async move {
+            let names = [name.to_owned()];
+            Ok(self.inner.states(Which::Named(&names)).await?.pop())
+        })
+    }
+
+    fn lock_states<'a>(&'a self, names: &'a [String]) -> BoxFuture<'a, Result<Vec<LockState>>> {
+        Box::pin(self.inner.states(Which::Named(names)))
     }
 
     fn force_release<'a>(

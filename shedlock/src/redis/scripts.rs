@@ -224,12 +224,12 @@ return 1
 "
 );
 
-/// List: the state of every lock named in `{P}:names`, or of one lock, by name, with the
+/// List: the state of every lock named in `{P}:names`, or of the locks named, with the
 /// server's time it was read at.
 ///
-/// `KEYS`: `{P}:names`, and with one name its `lock` and `meta`. `ARGV`: the key prefix up to
-/// the name (`{P}:`), what to read (`all` or `one`), and
-/// the name for `one`. Answers `{now, {{name, token, by, at, until, tick or nil}, …}}`: the
+/// `KEYS`: `{P}:names`, and for named locks the `lock` and `meta` of each. `ARGV`: the key
+/// prefix up to the name (`{P}:`), what to read (`all` or `named`), and for `named` the names,
+/// in name order. Answers `{now, {{name, token, by, at, until, tick or nil}, …}}`: the
 /// lease where it exists, else the record; a name with neither is left out.
 pub(super) const STATES: &str = concat!(
     prelude!(),
@@ -237,8 +237,8 @@ pub(super) const STATES: &str = concat!(
 local server, now = clock('')
 check_set(KEYS[1])
 local names = {}
-if ARGV[2] == 'one' then
-  names = {ARGV[3]}
+if ARGV[2] == 'named' then
+  for i = 3, #ARGV do names[#names + 1] = ARGV[i] end
 elseif ARGV[2] == 'all' then
   names = redis.call('SMEMBERS', KEYS[1])
   table.sort(names)

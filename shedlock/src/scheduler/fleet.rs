@@ -3,7 +3,8 @@
 //!
 //! Each scheduler holds one seat, an ordinary lock named `shedlock.fleet/<fleet>/<n>` taken at
 //! the lowest free `n` and renewed every [`SEAT_RENEW`], and reads which seats are held (its
-//! provider's [`LockAdmin::lock_state`](crate::LockAdmin::lock_state), through
+//! provider's [`LockAdmin::lock_states`](crate::LockAdmin::lock_states), one statement for a
+//! fleet of up to 32, through
 //! [`LockProvider::as_admin`](crate::LockProvider::as_admin)). With `K` seats held and its own
 //! at rank `r` among them, it fires at once the jobs of a tick whose owner, a hash of the job's
 //! name and the tick modulo `K`, is `r`, and the others after the help delay, when their owners
@@ -28,6 +29,8 @@ const SEAT_RENEW: Duration = Duration::from_secs(3);
 /// Seats read past this instance's own: free seats in a row after which none higher is read
 /// (seats are taken lowest first, so a fleet's seats have few holes).
 const SEAT_GAP: usize = 3;
+/// Seats read in one statement.
+const SEAT_PAGE: usize = 32;
 /// The most seats a fleet has.
 const MAX_SEATS: usize = 1024;
 
@@ -212,34 +215,50 @@ async fn renew_seat(
     None
 }
 
-/// The fleet's seats held now, and this instance's place among them.
+/// The fleet's seats held now, and this instance's place among them, read [`SEAT_PAGE`] seats
+/// to a statement ([`LockAdmin::lock_states`](crate::LockAdmin::lock_states)): one statement
+/// for a fleet of up to about that many instances.
 async fn read_fleet(fleet: &Fleet, provider: &dyn LockProvider, mine: usize) -> Option<FleetView> {
     let admin = provider.as_admin()?;
     let (mut instances, mut position, mut free_in_a_row) = (0, None, 0);
-    for n in 0..MAX_SEATS {
-        let held = if n == mine {
-            true
-        } else {
-            match admin.lock_state(&fleet.seat_name(n)).await {
-                Ok(state) => state.is_some_and(|state| state.is_held()),
-                Err(error) => {
-                    tracing::warn!(%error, "fleet: could not read the seats");
-                    return fleet.view();
-                }
+    let mut page_start = 0;
+    while page_start < MAX_SEATS {
+        let page_end = (page_start + SEAT_PAGE)
+            .max(mine + SEAT_GAP + 1)
+            .min(MAX_SEATS);
+        let names: Vec<String> = (page_start..page_end)
+            .filter(|&n| n != mine)
+            .map(|n| fleet.seat_name(n))
+            .collect();
+        let held: std::collections::HashSet<String> = match admin.lock_states(&names).await {
+            Ok(states) => states
+                .into_iter()
+                .filter(|state| state.is_held())
+                .map(|state| state.name)
+                .collect(),
+            Err(error) => {
+                tracing::warn!(%error, "fleet: could not read the seats");
+                return fleet.view();
             }
         };
-        if n == mine {
-            position = Some(instances);
-        }
-        if held {
-            instances += 1;
-            free_in_a_row = 0;
-        } else {
-            free_in_a_row += 1;
-            if n > mine && free_in_a_row >= SEAT_GAP {
-                break;
+        for n in page_start..page_end {
+            if n == mine {
+                position = Some(instances);
+            }
+            if n == mine || held.contains(&fleet.seat_name(n)) {
+                instances += 1;
+                free_in_a_row = 0;
+            } else {
+                free_in_a_row += 1;
+                if n > mine && free_in_a_row >= SEAT_GAP {
+                    return position.map(|position| FleetView {
+                        instances,
+                        position,
+                    });
+                }
             }
         }
+        page_start = page_end;
     }
     position.map(|position| FleetView {
         instances,

@@ -384,9 +384,23 @@ impl<D: Hooks> Core<D> {
             .map(drop)
     }
 
-    pub(crate) async fn locks(&self, name: Option<&str>) -> Result<Vec<LockState>> {
+    /// Every lock, or those of `names` (a JSON array in [`Param::Names`]).
+    pub(crate) async fn locks(&self, names: Option<&[String]>) -> Result<Vec<LockState>> {
+        let names = names.map(|names| {
+            let mut names: Vec<&String> = names.iter().collect();
+            names.sort();
+            names.dedup();
+            names
+        });
+        let json = match names.map(|names| serde_json::to_string(&names)).transpose() {
+            Ok(json) => json,
+            Err(e) => {
+                let what = "write lock names as JSON".to_owned();
+                return Err(fail(self, what, sqlx::Error::Encode(Box::new(e))).await);
+            }
+        };
         let rows = run!(self, self.sql.locks, fetch_all, |p| match p {
-            Param::NameFilter => Some(name.into()),
+            Param::Names => Some(json.as_deref().into()),
             _ => None,
         });
         let decode = |row: &<D::Db as Database>::Row| -> Result<LockState, sqlx::Error> {

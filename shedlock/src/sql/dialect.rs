@@ -59,7 +59,7 @@ pub struct Statements {
     pub clock: Statement,
     /// The lock table's column names.
     pub columns: Statement,
-    /// Every lock, or one, with the time it was read at.
+    /// Every lock, or those named, with the time it was read at.
     pub locks: Statement,
     /// An operator's release.
     pub release: Statement,
@@ -109,6 +109,8 @@ pub enum Param {
     Name,
     /// A lock name or job name to filter by, or null for all.
     NameFilter,
+    /// Lock names to read, a JSON array of strings, or null for every lock.
+    Names,
     /// This provider's `locked_by`.
     LockedBy,
     /// `lock_at_most_for` (a duration).

@@ -218,16 +218,22 @@ const MIGRATE_LOCK: &str = "SELECT GET_LOCK(?, ?)";
 const MIGRATE_UNLOCK: &str = "SELECT RELEASE_LOCK(?)";
 const MIGRATE_LOCK_WAIT: Duration = Duration::from_secs(60);
 
-/// Every lock, or one: each row with the database time it was read at.
+/// Every lock, or those of a JSON array of names: each row with the database time it was read
+/// at. The names are joined to the table by its key (a filter of the form `name IN (…)`
+/// beside `? IS NULL` scanned every row).
 ///
-/// Binds: name (nullable: all), name.
+/// Binds: the names as a JSON array (nullable: all), the same again.
 const LOCKS: Statement = Statement {
     sql: "\
 SELECT name, locked_until, locked_at, locked_by, fencing_token, last_tick, {now}
 FROM {table}
-WHERE ? IS NULL OR name = ?
-ORDER BY name",
-    binds: &[P::NameFilter, P::NameFilter],
+WHERE ? IS NULL
+UNION ALL
+SELECT l.name, l.locked_until, l.locked_at, l.locked_by, l.fencing_token, l.last_tick, {now}
+FROM JSON_TABLE(?, '$[*]' COLUMNS (name VARCHAR(255) PATH '$')) AS j
+     STRAIGHT_JOIN {table} AS l ON l.name = j.name
+ORDER BY 1",
+    binds: &[P::Names, P::Names],
 };
 
 /// An operator's release: ends the lock now, only while it carries the token the operator was

@@ -187,16 +187,22 @@ WHERE table_schema = COALESCE($1, current_schema()) AND table_name = $2",
     binds: &[P::Schema, P::Table],
 };
 
-/// Every lock, or one: each row with the database time it was read at.
+/// Every lock, or those of a JSON array of names: each row with the database time it was read
+/// at. The names are joined to the table by its key (a filter of the form `name IN (…)`
+/// beside `? IS NULL` scanned every row).
 ///
-/// `$1` name (nullable: all).
+/// `$1` the names as a JSON array (nullable: all).
 const LOCKS: Statement = Statement {
     sql: "\
 SELECT l.name::TEXT, l.locked_until, l.locked_at, l.locked_by::TEXT, l.fencing_token, l.last_tick, n.now
 FROM {table} AS l, (SELECT {now} AS now) AS n
-WHERE $1::TEXT IS NULL OR l.name = $1
-ORDER BY l.name",
-    binds: &[P::NameFilter],
+WHERE $1::TEXT IS NULL
+UNION ALL
+SELECT l.name::TEXT, l.locked_until, l.locked_at, l.locked_by::TEXT, l.fencing_token, l.last_tick, n.now
+FROM jsonb_array_elements_text($1::TEXT::JSONB) AS j(name)
+JOIN {table} AS l ON l.name = j.name, (SELECT {now} AS now) AS n
+ORDER BY 1",
+    binds: &[P::Names],
 };
 
 /// An operator's release: ends the lock now, only while it carries the token the operator was

@@ -267,7 +267,14 @@ impl<D: Dialect> LockAdmin for SqlLockProvider<D> {
     }
 
     fn lock_state<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<LockState>>> {
-        Box::pin(async move { Ok(self.core.locks(Some(name)).await?.pop()) })
+        Box::pin(async move {
+            let names = [name.to_owned()];
+            Ok(self.core.locks(Some(&names)).await?.pop())
+        })
+    }
+
+    fn lock_states<'a>(&'a self, names: &'a [String]) -> BoxFuture<'a, Result<Vec<LockState>>> {
+        Box::pin(self.core.locks(Some(names)))
     }
 
     fn force_release<'a>(

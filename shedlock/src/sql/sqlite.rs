@@ -161,16 +161,21 @@ const COLUMNS: Statement = Statement {
     binds: &[P::Table, P::Schema],
 };
 
-/// Every lock, or one: each row with the database time it was read at.
+/// Every lock, or those of a JSON array of names: each row with the database time it was read
+/// at. The names are joined to the table by its key (a filter of the form `name IN (…)`
+/// beside `? IS NULL` scanned every row).
 ///
-/// `?1` name (nullable: all).
+/// `?1` the names as a JSON array (nullable: all).
 const LOCKS: Statement = Statement {
     sql: "\
 SELECT name, locked_until, locked_at, locked_by, fencing_token, last_tick, {now}
 FROM {table}
-WHERE ?1 IS NULL OR name = ?1
-ORDER BY name",
-    binds: &[P::NameFilter],
+WHERE ?1 IS NULL
+UNION ALL
+SELECT l.name, l.locked_until, l.locked_at, l.locked_by, l.fencing_token, l.last_tick, {now}
+FROM json_each(?1) AS j JOIN {table} AS l ON l.name = j.value
+ORDER BY 1",
+    binds: &[P::Names],
 };
 
 /// An operator's release: ends the lock now, only while it carries the token the operator was

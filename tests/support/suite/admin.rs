@@ -125,3 +125,52 @@ pub async fn operator_release_ends_the_lock_and_keeps_token_and_tick<D: TestDb>(
     );
     assert!(!provider.force_release("missing", 1).await.unwrap());
 }
+
+/// `lock_states` reads the locks named in one statement, ordered by name, leaving out a name
+/// without a row, each state as `lock_state` gives it (the fleet reads its seats this way).
+pub async fn lock_states_reads_the_named_locks_in_one_statement<D: TestDb>(db: &D) {
+    let provider = db.provider();
+    let mut guards = Vec::new();
+    for name in ["seat/2", "seat/0", "seat/1", "other"] {
+        guards.push(
+            provider
+                .lock(&cfg(name, LONG, Duration::ZERO))
+                .await
+                .unwrap()
+                .expect("free"),
+        );
+    }
+    let released = guards.remove(2);
+    assert!(released.unlock().await.unwrap());
+    let names: Vec<String> = ["seat/2", "seat/9", "seat/1", "seat/0"]
+        .map(String::from)
+        .to_vec();
+    let before = D::statements_sent(&provider);
+    let states = provider.lock_states(&names).await.unwrap();
+    assert_eq!(
+        D::statements_sent(&provider) - before,
+        1,
+        "{}: one statement for the four names",
+        D::BACKEND
+    );
+    let read: Vec<(&str, bool)> = states
+        .iter()
+        .map(|s| (s.name.as_str(), s.is_held()))
+        .collect();
+    assert_eq!(
+        read,
+        [("seat/0", true), ("seat/1", false), ("seat/2", true)],
+        "{}: the named rows in name order, none for seat/9, `other` not read",
+        D::BACKEND
+    );
+    for state in &states {
+        let one = provider.lock_state(&state.name).await.unwrap().unwrap();
+        assert_eq!(
+            (one.fencing_token, one.locked_by.as_str()),
+            (state.fencing_token, state.locked_by.as_str()),
+            "{}",
+            state.name
+        );
+    }
+    assert_eq!(provider.lock_states(&[]).await.unwrap(), vec![]);
+}
