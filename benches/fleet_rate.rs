@@ -1,0 +1,604 @@
+//! A tick of 10,000 jobs every second (issue 25, point 6): P processes (default 4), each one
+//! `Scheduler` over its own provider, all scheduling the same J jobs (default 10,000) due every
+//! second (`* * * * * *`), each job declaring its lock (`Job::with_lock`) and doing nothing in
+//! its body. Over S seconds (default 30) after a warm-up:
+//!
+//! - **executions per second**: bodies run for the measured ticks, divided by S;
+//! - **duplicates**: (job, tick) pairs run by more than one process (must be 0);
+//! - **missed**: (job, tick) pairs run by no process, as a share of J × S;
+//! - **last body**: how long after its tick the last body of that tick started, median and
+//!   worst over the measured ticks;
+//! - **CPU**: each process's user + system time over the window (`/proc/self/stat`), and the
+//!   database server's (every process named `postgres`, `mariadbd`/`mysqld` or `redis-server`,
+//!   from `/proc/<pid>/stat`; SQLite has no server), as a share of one core; the machine's
+//!   load average.
+//!
+//! Each process is a child of this binary (`--child <n>`); it records every body it runs
+//! (job, tick) in a bitmap per tick and prints them when it stops, and the parent adds them up.
+//! The lock table (or key prefix) is made for the run and dropped after.
+//!
+//! ```text
+//! cargo bench --bench fleet_rate                                  # PostgreSQL, 4 × 10,000, 30 s
+//! cargo bench --bench fleet_rate -- --backend all                 # postgres, mysql, sqlite, redis
+//! cargo bench --bench fleet_rate -- --backend redis --processes 4 --jobs 5000 --seconds 30
+//! ```
+//! Figures go to BENCHMARKS.md; nothing here asserts a time.
+#![allow(missing_docs)]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone, Utc};
+use shedlock::{
+    Backend, Job, LockAdmin, LockConfiguration, MySqlLockProvider, PostgresLockProvider,
+    RedisLockProvider, Schedule, Scheduler, SqliteLockProvider, current_tick, run_locked,
+};
+use shedlock_suite::{mysql_url, postgres_url, redis_url};
+use sqlx::{AssertSqlSafe, Executor};
+
+/// The goals of issue 25, point 6.
+const GOAL_EXECUTIONS_PER_SECOND: f64 = 9_990.0;
+const GOAL_MISSED_PERCENT: f64 = 0.1;
+
+/// Connections per process's pool (PostgreSQL, MariaDB; SQLite: 4).
+const POOL: u32 = 8;
+
+#[derive(Debug, Clone)]
+struct Args {
+    backends: Vec<Backend>,
+    processes: usize,
+    jobs: usize,
+    seconds: i64,
+    /// Seconds from spawning the processes to the first measured tick: registering J jobs,
+    /// starting, and a few ticks to settle.
+    warmup: i64,
+    child: Option<Child>,
+}
+
+/// What a child process is told.
+#[derive(Debug, Clone)]
+struct Child {
+    index: usize,
+    url: String,
+    table: String,
+    /// The first measured tick, in seconds since the epoch.
+    first: i64,
+}
+
+fn args() -> Args {
+    let mut args = Args {
+        backends: vec![Backend::Postgres],
+        processes: 4,
+        jobs: 10_000,
+        seconds: 30,
+        warmup: 10,
+        child: None,
+    };
+    let mut it = std::env::args().skip(1);
+    let (mut index, mut url, mut table, mut first) = (None, None, None, None);
+    while let Some(arg) = it.next() {
+        let mut value = || it.next().unwrap_or_default();
+        match arg.as_str() {
+            "--backend" => {
+                args.backends = match value().as_str() {
+                    "all" => vec![
+                        Backend::Postgres,
+                        Backend::MySql,
+                        Backend::Sqlite,
+                        Backend::Redis,
+                    ],
+                    "mysql" => vec![Backend::MySql],
+                    "sqlite" => vec![Backend::Sqlite],
+                    "redis" => vec![Backend::Redis],
+                    "postgres" => vec![Backend::Postgres],
+                    other => panic!("--backend postgres|mysql|sqlite|redis|all, not {other:?}"),
+                }
+            }
+            "--processes" => args.processes = value().parse().expect("--processes N"),
+            "--jobs" => args.jobs = value().parse().expect("--jobs N"),
+            "--seconds" => args.seconds = value().parse().expect("--seconds N"),
+            "--warmup" => args.warmup = value().parse().expect("--warmup N"),
+            "--child" => index = Some(value().parse().expect("--child N")),
+            "--url" => url = Some(value()),
+            "--table" => table = Some(value()),
+            "--first" => first = Some(value().parse().expect("--first SECONDS")),
+            _ => {} // cargo bench passes --bench
+        }
+    }
+    if let (Some(index), Some(url), Some(table), Some(first)) = (index, url, table, first) {
+        args.child = Some(Child {
+            index,
+            url,
+            table,
+            first,
+        });
+    }
+    args
+}
+
+fn main() {
+    let args = args();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a Tokio runtime");
+    if let Some(child) = args.child.clone() {
+        runtime.block_on(run_child(&args, &child));
+        return;
+    }
+    println!(
+        "\n### Fleet rate: {} processes × {} jobs due every second, {} s measured\n",
+        args.processes, args.jobs, args.seconds
+    );
+    println!(
+        "| backend | executions/s | duplicates | missed (job, tick) | last body after its tick, median / worst | CPU per process (% of a core) | server CPU | load average |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for &backend in &args.backends {
+        runtime.block_on(run_backend(&args, backend));
+    }
+    println!(
+        "\nGoal (PostgreSQL): at least {GOAL_EXECUTIONS_PER_SECOND} executions/s, 0 duplicates, at most {GOAL_MISSED_PERCENT} % of (job, tick) pairs missed."
+    );
+}
+
+// --- the parent ------------------------------------------------------------------------------
+
+/// Where a backend's run keeps its locks, and how to remove them after.
+struct Store {
+    url: String,
+    table: String,
+    /// PostgreSQL: the database made for the run.
+    database: Option<String>,
+    /// SQLite: the directory of the file.
+    _dir: Option<tempfile::TempDir>,
+}
+
+async fn store(backend: Backend) -> Store {
+    let id = format!(
+        "{}_{}",
+        std::process::id(),
+        Utc::now().timestamp_micros() % 1_000_000_000
+    );
+    let table = format!("rate_{id}");
+    match backend {
+        Backend::Postgres => {
+            let database = format!("shedlock_rate_{id}");
+            let admin = sqlx::PgPool::connect(&postgres_url())
+                .await
+                .expect("PostgreSQL reachable");
+            admin
+                .execute(AssertSqlSafe(format!("CREATE DATABASE {database}")))
+                .await
+                .expect("create the run's database");
+            let base = postgres_url();
+            let url = match base.rsplit_once('/') {
+                Some((server, _)) => format!("{server}/{database}"),
+                None => panic!("a PostgreSQL URL with a database: {base}"),
+            };
+            Store {
+                url,
+                table,
+                database: Some(database),
+                _dir: None,
+            }
+        }
+        Backend::MySql => Store {
+            url: mysql_url(),
+            table,
+            database: None,
+            _dir: None,
+        },
+        Backend::Sqlite => {
+            let dir = tempfile::tempdir().expect("a temporary directory");
+            let url = dir.path().join("locks.db").display().to_string();
+            Store {
+                url,
+                table,
+                database: None,
+                _dir: Some(dir),
+            }
+        }
+        _ => Store {
+            url: redis_url(),
+            table,
+            database: None,
+            _dir: None,
+        },
+    }
+}
+
+async fn cleanup(backend: Backend, store: &Store) {
+    match backend {
+        Backend::Postgres => {
+            if let (Some(database), Ok(admin)) = (
+                &store.database,
+                sqlx::PgPool::connect(&postgres_url()).await,
+            ) {
+                let _ = admin
+                    .execute(AssertSqlSafe(format!(
+                        "DROP DATABASE IF EXISTS {database} WITH (FORCE)"
+                    )))
+                    .await;
+            }
+        }
+        Backend::MySql => {
+            if let Ok(admin) = sqlx::MySqlPool::connect(&store.url).await {
+                let t = &store.table;
+                let _ = admin
+                    .execute(AssertSqlSafe(format!(
+                        "DROP TABLE IF EXISTS {t}, {t}_runs, _{t}_migrations"
+                    )))
+                    .await;
+            }
+        }
+        Backend::Redis => {
+            if let Ok(client) = redis::Client::open(store.url.as_str())
+                && let Ok(mut conn) = client.get_multiplexed_async_connection().await
+            {
+                let pattern = format!("{{{}}}:*", store.table);
+                let keys: Vec<String> = redis::cmd("KEYS")
+                    .arg(&pattern)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap_or_default();
+                for chunk in keys.chunks(1000) {
+                    let _: redis::RedisResult<()> =
+                        redis::cmd("DEL").arg(chunk).query_async(&mut conn).await;
+                }
+            }
+        }
+        _ => {} // SQLite: the temporary directory goes with its file
+    }
+}
+
+/// The server's processes' CPU time so far, in seconds (user + system), or `None` without a
+/// server.
+fn server_cpu_seconds(backend: Backend) -> Option<f64> {
+    let names: &[&str] = match backend {
+        Backend::Postgres => &["postgres"],
+        Backend::MySql => &["mariadbd", "mysqld"],
+        Backend::Redis => &["redis-server"],
+        _ => return None,
+    };
+    let mut total = 0.0;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let comm = head.split_once('(').map_or("", |(_, c)| c);
+        if names.contains(&comm) {
+            total += cpu_of_stat_rest(rest);
+        }
+    }
+    Some(total)
+}
+
+/// User + system seconds from the fields after `(comm)` of a `/proc/<pid>/stat` line (clock
+/// ticks, 100 per second on Linux).
+fn cpu_of_stat_rest(rest: &str) -> f64 {
+    rest.split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|v| v.parse::<f64>().ok())
+        .sum::<f64>()
+        / 100.0
+}
+
+fn process_cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    cpu_of_stat_rest(stat.rsplit_once(')').map_or("", |(_, rest)| rest))
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// What one process reported.
+#[derive(Default)]
+struct Report {
+    cpu_seconds: f64,
+    /// Per measured tick: the bitmap of the jobs it ran, and when its last body started (ms
+    /// after the tick).
+    ticks: BTreeMap<i64, (Vec<u64>, f64)>,
+}
+
+async fn run_backend(args: &Args, backend: Backend) {
+    let store = store(backend).await;
+    // The table is made once, before the processes start.
+    provider(backend, &store.url, &store.table, "setup")
+        .await
+        .migrate()
+        .await
+        .expect("make the lock table");
+    let first = Utc::now().timestamp() + args.warmup;
+    let exe = std::env::current_exe().expect("this binary");
+    let children: Vec<_> = (0..args.processes)
+        .map(|index| {
+            Command::new(&exe)
+                .args([
+                    "--backend",
+                    name(backend),
+                    "--jobs",
+                    &args.jobs.to_string(),
+                    "--seconds",
+                    &args.seconds.to_string(),
+                    "--child",
+                    &index.to_string(),
+                    "--url",
+                    &store.url,
+                    "--table",
+                    &store.table,
+                    "--first",
+                    &first.to_string(),
+                ])
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("start a process")
+        })
+        .collect();
+    let at = |s: i64| Utc.timestamp_opt(s, 0).single().expect("a time");
+    sleep_until(at(first)).await;
+    let server_before = server_cpu_seconds(backend);
+    sleep_until(at(first + args.seconds)).await;
+    let server_after = server_cpu_seconds(backend);
+    let load = load_average();
+    let mut reports = Vec::new();
+    for child in children {
+        let output = tokio::task::spawn_blocking(move || child.wait_with_output())
+            .await
+            .expect("joined")
+            .expect("the process's output");
+        reports.push(parse(&output.stdout));
+    }
+    cleanup(backend, &store).await;
+    print_row(
+        args,
+        backend,
+        &reports,
+        first,
+        server_before,
+        server_after,
+        &load,
+    );
+}
+
+fn name(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Postgres => "postgres",
+        Backend::MySql => "mysql",
+        Backend::Sqlite => "sqlite",
+        _ => "redis",
+    }
+}
+
+fn parse(stdout: &[u8]) -> Report {
+    let mut report = Report::default();
+    for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+        let mut fields = line.split_whitespace();
+        match fields.next() {
+            Some("CPU") => {
+                report.cpu_seconds = fields.next().and_then(|v| v.parse().ok()).unwrap_or(0.0);
+            }
+            Some("TICK") => {
+                let (Some(tick), Some(last), Some(bits)) =
+                    (fields.next(), fields.next(), fields.next())
+                else {
+                    continue;
+                };
+                let bits = bits
+                    .split(',')
+                    .map(|w| u64::from_str_radix(w, 16).unwrap_or(0))
+                    .collect();
+                report.ticks.insert(
+                    tick.parse().unwrap_or(0),
+                    (bits, last.parse().unwrap_or(0.0)),
+                );
+            }
+            _ => {}
+        }
+    }
+    report
+}
+
+fn print_row(
+    args: &Args,
+    backend: Backend,
+    reports: &[Report],
+    first: i64,
+    server_before: Option<f64>,
+    server_after: Option<f64>,
+    load: &str,
+) {
+    let words = args.jobs.div_ceil(64);
+    let (mut executions, mut duplicates, mut missed) = (0u64, 0u64, 0u64);
+    let mut last_starts = Vec::new();
+    for s in 0..args.seconds {
+        let tick = first + s;
+        let mut seen = vec![0u64; words];
+        let mut twice = vec![0u64; words];
+        let mut last: Option<f64> = None;
+        for report in reports {
+            let Some((bits, late)) = report.ticks.get(&tick) else {
+                continue;
+            };
+            for (w, word) in bits.iter().enumerate().take(words) {
+                twice[w] |= seen[w] & word;
+                seen[w] |= word;
+                executions += u64::from(word.count_ones());
+            }
+            last = Some(last.map_or(*late, |l: f64| l.max(*late)));
+        }
+        duplicates += twice.iter().map(|w| u64::from(w.count_ones())).sum::<u64>();
+        let ran: u64 = seen.iter().map(|w| u64::from(w.count_ones())).sum();
+        missed += args.jobs as u64 - ran;
+        if let Some(last) = last {
+            last_starts.push(last);
+        }
+    }
+    last_starts.sort_by(f64::total_cmp);
+    let median = last_starts.get(last_starts.len() / 2).copied();
+    let worst = last_starts.last().copied();
+    let seconds = args.seconds as f64;
+    let pairs = (args.jobs as u64 * args.seconds as u64) as f64;
+    let cpu: Vec<String> = reports
+        .iter()
+        .map(|r| format!("{:.0}", 100.0 * r.cpu_seconds / seconds))
+        .collect();
+    let server = match (server_before, server_after) {
+        (Some(b), Some(a)) => format!("{:.0} %", 100.0 * (a - b) / seconds),
+        _ => "no server".into(),
+    };
+    let ms = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.1} ms"));
+    println!(
+        "| {backend} | {:.0} | {duplicates} | {missed} ({:.2} %) | {} / {} | {} | {server} | {load} |",
+        executions as f64 / seconds,
+        100.0 * missed as f64 / pairs,
+        ms(median),
+        ms(worst),
+        cpu.join(" / "),
+    );
+}
+
+async fn sleep_until(at: DateTime<Utc>) {
+    if let Ok(wait) = (at - Utc::now()).to_std() {
+        tokio::time::sleep(wait).await;
+    }
+}
+
+// --- a child process -------------------------------------------------------------------------
+
+async fn provider(backend: Backend, url: &str, table: &str, who: &str) -> Arc<dyn LockAdmin> {
+    let timeout = Duration::from_secs(30);
+    match backend {
+        Backend::Postgres => {
+            let pool = sqlx::postgres::PgPoolOptions::new()
+                .max_connections(POOL)
+                .acquire_timeout(timeout)
+                .connect(url)
+                .await
+                .expect("connect to PostgreSQL");
+            Arc::new(
+                PostgresLockProvider::builder(pool)
+                    .table_name(table)
+                    .locked_by(who)
+                    .build()
+                    .expect("a provider"),
+            )
+        }
+        Backend::MySql => {
+            let pool = sqlx::mysql::MySqlPoolOptions::new()
+                .max_connections(POOL)
+                .acquire_timeout(timeout)
+                .connect(url)
+                .await
+                .expect("connect to MariaDB / MySQL");
+            Arc::new(
+                MySqlLockProvider::builder(pool)
+                    .table_name(table)
+                    .locked_by(who)
+                    .build()
+                    .expect("a provider"),
+            )
+        }
+        Backend::Sqlite => {
+            let options = SqliteLockProvider::recommended_options(
+                sqlx::sqlite::SqliteConnectOptions::new()
+                    .filename(url)
+                    .create_if_missing(true),
+            );
+            let pool = sqlx::sqlite::SqlitePoolOptions::new()
+                .max_connections(4)
+                .acquire_timeout(timeout)
+                .connect_with(options)
+                .await
+                .expect("open the SQLite file");
+            Arc::new(
+                SqliteLockProvider::builder(pool)
+                    .table_name(table)
+                    .locked_by(who)
+                    .build()
+                    .expect("a provider"),
+            )
+        }
+        _ => Arc::new(
+            RedisLockProvider::builder(url)
+                .key_prefix(table)
+                .locked_by(who)
+                .build()
+                .await
+                .expect("connect to Redis"),
+        ),
+    }
+}
+
+/// The bodies this process ran: per tick (seconds since the epoch), a bitmap of jobs and the
+/// latest start after the tick (ms).
+type Ran = Mutex<BTreeMap<i64, (Vec<u64>, f64)>>;
+
+async fn run_child(args: &Args, child: &Child) {
+    let backend = args.backends[0];
+    let who = format!("process_{}", child.index);
+    let provider = provider(backend, &child.url, &child.table, &who).await;
+    let ran: Arc<Ran> = Arc::new(Mutex::new(BTreeMap::new()));
+    let words = args.jobs.div_ceil(64);
+    let scheduler = Scheduler::builder(Arc::clone(&provider)).build();
+    let every_second: Schedule = Schedule::parse("* * * * * *", "UTC").expect("a cron expression");
+    for i in 0..args.jobs {
+        let name = format!("job_{i}");
+        let lock = LockConfiguration::new(&name, Duration::from_secs(30), Duration::ZERO)
+            .expect("a lock configuration");
+        let ran = Arc::clone(&ran);
+        let job = Job::new(name, every_second.clone(), {
+            let lock = lock.clone();
+            move || {
+                let ran = Arc::clone(&ran);
+                let lock = lock.clone();
+                async move {
+                    let tick = current_tick();
+                    run_locked(lock, async move {
+                        let Some(tick) = tick else { return };
+                        let late =
+                            (Utc::now() - tick).num_microseconds().unwrap_or(0) as f64 / 1000.0;
+                        let mut ran = ran.lock().unwrap_or_else(|e| e.into_inner());
+                        let entry = ran
+                            .entry(tick.timestamp())
+                            .or_insert_with(|| (vec![0; words], 0.0));
+                        entry.0[i / 64] |= 1 << (i % 64);
+                        entry.1 = entry.1.max(late);
+                    })
+                    .await
+                }
+            }
+        })
+        .with_lock(lock);
+        scheduler.add(job).expect("a job");
+    }
+    scheduler.start();
+    let at = |s: i64| Utc.timestamp_opt(s, 0).single().expect("a time");
+    sleep_until(at(child.first)).await;
+    let cpu_before = process_cpu_seconds();
+    sleep_until(at(child.first + args.seconds)).await;
+    let cpu_after = process_cpu_seconds();
+    // The last measured tick's bodies start within a few seconds.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    scheduler.shutdown().await;
+    println!("CPU {:.2}", cpu_after - cpu_before);
+    let ran = ran.lock().unwrap_or_else(|e| e.into_inner());
+    for s in child.first..child.first + args.seconds {
+        let (bits, late) = ran
+            .get(&s)
+            .cloned()
+            .unwrap_or_else(|| (vec![0; words], 0.0));
+        let hex: Vec<String> = bits.iter().map(|w| format!("{w:x}")).collect();
+        println!("TICK {s} {late:.1} {}", hex.join(","));
+    }
+}
