@@ -134,7 +134,7 @@ fn main() {
         args.processes, args.jobs, args.seconds
     );
     println!(
-        "| backend | executions/s | duplicates | missed (job, tick) | last body after its tick, median / worst | CPU per process (% of a core) | server CPU | load average |"
+        "| backend | executions/s | duplicates | missed (job, tick) | last body after its tick, median / worst | CPU per process (% of a core) | server CPU | load average (steal) |"
     );
     println!("|---|---|---|---|---|---|---|---|");
     for &backend in &args.backends {
@@ -296,6 +296,24 @@ fn process_cpu_seconds() -> f64 {
     cpu_of_stat_rest(stat.rsplit_once(')').map_or("", |(_, rest)| rest))
 }
 
+/// The machine's (steal, total) jiffies over all cores (`/proc/stat`'s first line): time the
+/// hypervisor gave other guests.
+fn machine_steal() -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let values: Vec<f64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    (
+        values.get(7).copied().unwrap_or(0.0),
+        values.iter().take(8).sum(),
+    )
+}
+
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -348,9 +366,13 @@ async fn run_backend(args: &Args, backend: Backend) {
     let at = |s: i64| Utc.timestamp_opt(s, 0).single().expect("a time");
     sleep_until(at(first)).await;
     let server_before = server_cpu_seconds(backend);
+    let steal_before = machine_steal();
     sleep_until(at(first + args.seconds)).await;
     let server_after = server_cpu_seconds(backend);
-    let load = load_average();
+    let steal_after = machine_steal();
+    let steal =
+        100.0 * (steal_after.0 - steal_before.0) / (steal_after.1 - steal_before.1).max(1.0);
+    let load = format!("{} (steal {steal:.1} %)", load_average());
     let mut reports = Vec::new();
     for child in children {
         let output = tokio::task::spawn_blocking(move || child.wait_with_output())
@@ -440,6 +462,23 @@ fn print_row(
         duplicates += twice.iter().map(|w| u64::from(w.count_ones())).sum::<u64>();
         let ran: u64 = seen.iter().map(|w| u64::from(w.count_ones())).sum();
         missed += args.jobs as u64 - ran;
+        if ran < args.jobs as u64 {
+            let per_process: Vec<String> = reports
+                .iter()
+                .map(|r| {
+                    r.ticks.get(&tick).map_or(0, |(bits, _)| {
+                        bits.iter().map(|w| w.count_ones()).sum::<u32>()
+                    })
+                })
+                .map(|n| n.to_string())
+                .collect();
+            eprintln!(
+                "{backend}: tick {s}: {} of {} (job, tick) missed; ran per process {}",
+                args.jobs as u64 - ran,
+                args.jobs,
+                per_process.join(" / ")
+            );
+        }
         if let Some(last) = last {
             last_starts.push(last);
         }
@@ -590,7 +629,28 @@ async fn run_child(args: &Args, child: &Child) {
     let cpu_after = process_cpu_seconds();
     // The last measured tick's bodies start within a few seconds.
     tokio::time::sleep(Duration::from_secs(3)).await;
+    // Why a (job, tick) may be missing, summed over the jobs (all ticks, warm-up included).
+    let mut sums = [0u64; 7];
+    for i in 0..args.jobs {
+        if let Some(s) = scheduler.stats(&format!("job_{i}")) {
+            for (sum, v) in sums.iter_mut().zip([
+                s.fired,
+                s.executed,
+                s.skipped_held,
+                s.skipped_overlap,
+                s.lock_errors,
+                s.misfires_skipped,
+                s.clock_skew,
+            ]) {
+                *sum += v;
+            }
+        }
+    }
     scheduler.shutdown().await;
+    eprintln!(
+        "process {}: fired {} executed {} skipped_held {} skipped_overlap {} lock_errors {} misfires_skipped {} clock_skew {}",
+        child.index, sums[0], sums[1], sums[2], sums[3], sums[4], sums[5], sums[6]
+    );
     println!("CPU {:.2}", cpu_after - cpu_before);
     let ran = ran.lock().unwrap_or_else(|e| e.into_inner());
     for s in child.first..child.first + args.seconds {
