@@ -1471,6 +1471,114 @@ async fn rolling_restart_with_leader_redis() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// 10b. A leader killed (kill -9) under `--misfire-policy all` (issue 25): the follower that
+// takes over runs every tick the hand-over missed, oldest first, each once. Under the default
+// (`latest`) it runs only the latest of them.
+
+async fn killed_leader_loses_no_tick_with_misfire_policy_all(backend: Backend) {
+    let Some(place) = new_place(backend).await else {
+        return;
+    };
+    let args = [
+        "--jobs",
+        "5",
+        "--leader",
+        LEADER,
+        "--misfire-grace",
+        "30s",
+        "--misfire-policy",
+        "all",
+        "--at-most",
+        "4s",
+    ];
+    let mut fleet = Vec::new();
+    for i in 0..2 {
+        fleet.push(place.spawn(&format!("p{i}"), &args).await);
+    }
+    let first = next_term(&place.target, 0).await;
+    let from = first.started_ms;
+    wait_for_runs_by(&place.target, &first.instance, from).await;
+    let at = fleet
+        .iter()
+        .position(|i| i.name == first.instance)
+        .expect("the leader is one of the fleet");
+    let victim = fleet.remove(at);
+    victim.signal("KILL");
+    let killed_at = db_now_ms(&place.target).await;
+    assert_eq!(victim.wait().await.code, None, "killed by a signal");
+    let second = next_term(&place.target, 1).await;
+    wait_for_runs_by(&place.target, &second.instance, second.started_ms).await;
+    // The missed ticks run one after another once it leads; then a few of its own.
+    let jobs: Vec<String> = (0..5).map(|j| format!("job_{j}")).collect();
+    let caught_up = wait_for_runs(&place.target, Duration::from_secs(30), |runs| {
+        let report = check(runs, Some(killed_at));
+        let now_ms = runs.iter().map(|r| r.started_ms).max().unwrap_or(0);
+        jobs.iter()
+            .all(|job| report.missing(job, from + 1000, now_ms - 2000).is_empty())
+            && now_ms > second.started_ms + 3000
+    })
+    .await;
+    let to = caught_up.iter().map(|r| r.started_ms).max().unwrap_or(0) - 2000;
+    let exited = stop_all(fleet).await;
+    assert_clean_exits(&exited);
+    let runs = place.target.runs().await;
+    let report = check(&runs, Some(killed_at));
+    report.assert_exactly_once_no_overlap();
+    let lost: Vec<Vec<i64>> = jobs
+        .iter()
+        .map(|job| report.missing(job, from + 1000, to))
+        .collect();
+    let handed_over: usize = jobs
+        .iter()
+        .map(|job| {
+            runs.iter()
+                .filter(|r| {
+                    &r.job == job
+                        && r.instance == second.instance
+                        && r.tick_ms.is_some_and(|t| t < second.started_ms)
+                })
+                .count()
+        })
+        .sum();
+    eprintln!(
+        "killed leader, misfire policy all, {backend}: new leader {} ms after kill -9; {handed_over} ticks \
+         of the hand-over run by it; lost per job {:?} (of {} ticks); {} ticks run twice",
+        second.started_ms - killed_at,
+        lost.iter().map(Vec::len).collect::<Vec<_>>(),
+        (to - from) / 1000,
+        report.duplicated.len()
+    );
+    assert!(
+        lost.iter().all(Vec::is_empty),
+        "{backend}: ticks lost in the hand-over: {lost:?}"
+    );
+    assert!(
+        handed_over >= 5,
+        "{backend}: the new leader ran the ticks it missed ({handed_over})"
+    );
+    place.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_leader_loses_no_tick_with_misfire_policy_all_postgres() {
+    killed_leader_loses_no_tick_with_misfire_policy_all(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_leader_loses_no_tick_with_misfire_policy_all_mysql() {
+    killed_leader_loses_no_tick_with_misfire_policy_all(Backend::MySql).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_leader_loses_no_tick_with_misfire_policy_all_sqlite() {
+    killed_leader_loses_no_tick_with_misfire_policy_all(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_leader_loses_no_tick_with_misfire_policy_all_redis() {
+    killed_leader_loses_no_tick_with_misfire_policy_all(Backend::Redis).await;
+}
+
 // 11. Worker mode (`--role scheduler` hands each claimed tick to an apalis queue, `--role
 // worker` processes run them): a worker killed mid-run, a scheduler that dies between a claim
 // and its enqueue. Every tick handed off runs to completion exactly once.

@@ -26,6 +26,7 @@ shedlock_suite::backend_tests!([postgres, mysql, sqlite, redis]: shedlock_suite:
     only_the_leader_fires_and_a_successor_takes_over,
     four_instances_share_each_tick,
     every_missed_tick_runs_once_with_misfire_policy_all,
+    a_new_job_does_not_replay_the_grace_with_misfire_policy_all,
     a_hand_over_runs_every_missed_tick_with_misfire_policy_all,
     a_run_limit_bounds_each_instance_and_the_fleet_runs_every_job,
 ], sql only: [

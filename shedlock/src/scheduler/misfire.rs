@@ -104,3 +104,63 @@ impl Backlog {
 pub(super) fn policy(inner: &Inner, job: &JobState) -> MisfirePolicy {
     job.job.misfire_policy.unwrap_or(inner.misfire_policy)
 }
+
+/// Lock names read in one statement when planning backfills.
+const BACKFILL_PAGE: usize = 1000;
+
+/// The missed ticks to run of jobs under [`MisfirePolicy::All`] (each job's `missed`, oldest
+/// first, within the grace) that the fleet has not run: the ticks after the newest one each
+/// job's lock claimed, read for all of them in a statement per [`BACKFILL_PAGE`] jobs
+/// ([`LockAdmin::lock_states`](crate::LockAdmin::lock_states)). A job whose lock never
+/// claimed a tick is new to the fleet: only its latest missed tick runs, as under
+/// [`MisfirePolicy::Latest`], so a job deployed for the first time does not replay the grace
+/// (graphile_worker's backfill likewise starts from when a job was first seen). If the read
+/// fails, every missed tick is tried, and the lock refuses those already run.
+///
+/// Queues each job's later ticks in its backlog and answers the first of each, to fire.
+pub(super) async fn backfill(
+    inner: &Inner,
+    jobs: Vec<(Arc<JobState>, Vec<DateTime<Utc>>)>,
+) -> Vec<(DateTime<Utc>, Arc<JobState>)> {
+    let mut last: HashMap<String, Option<DateTime<Utc>>> = HashMap::new();
+    let mut read = true;
+    if let Some(admin) = inner.provider.as_admin() {
+        let names: Vec<String> = jobs
+            .iter()
+            .filter_map(|(job, _)| job.lock().map(|lock| lock.name().to_owned()))
+            .collect();
+        for page in names.chunks(BACKFILL_PAGE) {
+            match admin.lock_states(page).await {
+                Ok(states) => last.extend(states.into_iter().map(|s| (s.name, s.last_tick))),
+                Err(error) => {
+                    tracing::warn!(%error, "could not read which missed ticks ran: trying each");
+                    read = false;
+                    break;
+                }
+            }
+        }
+    }
+    let mut catch_ups = Vec::new();
+    for (job, missed) in jobs {
+        let Some(lock) = job.lock() else { continue };
+        let missed: Vec<DateTime<Utc>> = match last.get(lock.name()).copied().flatten() {
+            _ if !read => missed,
+            Some(newest) => missed.into_iter().filter(|tick| *tick > newest).collect(),
+            None => {
+                tracing::info!(
+                    job = job.job.name(),
+                    "its lock never claimed a tick: new to the fleet, only the latest missed tick runs"
+                );
+                missed.last().copied().into_iter().collect()
+            }
+        };
+        let mut missed = missed.into_iter();
+        if let Some(tick) = missed.next() {
+            if inner.fires() {
+                inner.backlog.extend(&job, missed);
+            }
+            catch_ups.push((tick, job));
+        }
+    }
+    catch_ups
+}

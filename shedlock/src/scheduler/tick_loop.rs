@@ -13,7 +13,7 @@ use super::Inner;
 use super::fire::{fire_group, fire_ready};
 use super::job::MisfirePolicy;
 use super::job::bump;
-use super::misfire::policy;
+use super::misfire::{backfill, policy};
 use super::registry::{JobState, groups};
 use crate::{Leadership, RunHistory};
 
@@ -145,6 +145,7 @@ fn plan_added(inner: &Arc<Inner>, added: Vec<Arc<JobState>>) {
         })
         .collect();
     let mut catch_ups = Vec::new();
+    let mut backfills = Vec::new();
     {
         let mut jobs = inner.jobs();
         for (state, next, missed) in planned {
@@ -155,6 +156,11 @@ fn plan_added(inner: &Arc<Inner>, added: Vec<Arc<JobState>>) {
                 tracing::info!(job = state.job.name(), "the schedule fires no more");
             }
             jobs.plan(&state, next);
+            if missed.len() > 1 && state.lock().is_some() {
+                // Every missed tick (`All`): which the fleet ran is read first.
+                backfills.push((state, missed));
+                continue;
+            }
             let mut missed = missed.into_iter();
             if let Some(tick) = missed.next() {
                 if inner.fires() {
@@ -165,6 +171,30 @@ fn plan_added(inner: &Arc<Inner>, added: Vec<Arc<JobState>>) {
             }
         }
     }
+    if !backfills.is_empty() && inner.provider.as_admin().is_some() {
+        let mut loops = inner.loops.lock().unwrap_or_else(|e| e.into_inner());
+        while loops.try_join_next().is_some() {}
+        let inner = Arc::clone(inner);
+        loops.spawn(async move {
+            let catch_ups = backfill(&inner, backfills).await;
+            fire_catch_ups(&inner, catch_ups);
+        });
+    } else {
+        for (state, missed) in backfills {
+            let mut missed = missed.into_iter();
+            if let Some(tick) = missed.next() {
+                if inner.fires() {
+                    inner.backlog.extend(&state, missed);
+                }
+                catch_ups.push((tick, state));
+            }
+        }
+    }
+    fire_catch_ups(inner, catch_ups);
+}
+
+/// Fires the first missed tick of each job, grouped by tick instant.
+fn fire_catch_ups(inner: &Arc<Inner>, mut catch_ups: Vec<(DateTime<Utc>, Arc<JobState>)>) {
     catch_ups.sort_by_key(|(tick, _)| *tick);
     for (tick, group) in groups(catch_ups) {
         for state in &group {

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use shedlock::{LeaderElection, LeaderElector, Leadership, LockAdmin, Schedule, Scheduler};
+use shedlock::{
+    LeaderElection, LeaderElector, Leadership, LockAdmin, LockConfiguration, Schedule, Scheduler,
+};
 
 use super::{MS, eventually, recording_job};
 use crate::{Opts, TestDb};
@@ -374,6 +376,36 @@ pub async fn every_missed_tick_runs_once_with_misfire_policy_all<D: TestDb>(db: 
     assert!(
         gaps[0] >= 2,
         "with the default policy the ticks missed between the schedulers stay missed: {gaps:?}"
+    );
+}
+
+/// A job new to the fleet (its declared lock never claimed a tick) under
+/// [`shedlock::MisfirePolicy::All`] with a 30 s grace: at start only its latest missed tick
+/// runs, not the 30 ticks of the grace before it existed.
+pub async fn a_new_job_does_not_replay_the_grace_with_misfire_policy_all<D: TestDb>(db: &Arc<D>) {
+    use shedlock::MisfirePolicy;
+    let started = Utc::now().timestamp_millis();
+    let scheduler = Scheduler::builder(db.provider_with(Opts::own_pool()).await)
+        .misfire_grace(Duration::from_secs(30))
+        .misfire_policy(MisfirePolicy::All)
+        .build();
+    let lock =
+        LockConfiguration::new("every_second", Duration::from_secs(30), Duration::ZERO).unwrap();
+    scheduler
+        .add(recording_job(db, "new").with_lock(lock))
+        .unwrap();
+    scheduler.start();
+    let ran = eventually(Duration::from_secs(20), async || db.runs().await.len() >= 3).await;
+    scheduler.shutdown().await;
+    assert!(ran, "the job runs");
+    let runs = db.runs().await;
+    let (ticks, _) = distinct_ticks(&runs);
+    let earliest = ticks.first().copied().unwrap_or(i64::MAX);
+    assert!(
+        earliest >= started - 1_500,
+        "{}: the earliest tick run is {} ms before the start: the grace was replayed for a new job",
+        D::BACKEND,
+        started - earliest
     );
 }
 
