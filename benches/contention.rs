@@ -61,6 +61,7 @@ use shedlock::{
     PostgresLockProvider, RunInfo, RunOutcome, Schedule, Scheduler, SchedulerListener,
     SqliteLockProvider, current_tick, run_locked,
 };
+use shedlock_suite::procfs::{load_average, machine_jiffies, process_cpu_seconds};
 use shedlock_suite::{how_to_start, mysql_url, postgres_url, skipped, unique_name};
 use sqlx::{AssertSqlSafe, Executor};
 
@@ -215,40 +216,12 @@ impl SchedulerListener for Decisions {
     }
 }
 
-/// CPU time of this process so far (user + system, all threads), in seconds; `/proc/self/stat`
-/// counts in clock ticks, 100 per second on Linux.
-fn process_cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<f64> = after
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    fields.iter().sum::<f64>() / 100.0
-}
-
 /// The machine's (busy, total) jiffies over all cores, from `/proc/stat`.
 fn machine_cpu() -> (f64, f64) {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let values: Vec<f64> = stat
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    let total: f64 = values.iter().take(8).sum();
+    let values = machine_jiffies();
+    let total: f64 = values.iter().sum();
     let idle = values.get(3).unwrap_or(&0.0) + values.get(4).unwrap_or(&0.0);
     (total - idle, total)
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
 }
 
 fn millis_since(tick: DateTime<Utc>) -> f64 {

@@ -36,6 +36,9 @@ use shedlock::{
     Backend, Job, LockAdmin, LockConfiguration, MySqlLockProvider, PostgresLockProvider,
     RedisLockProvider, Schedule, Scheduler, SqliteLockProvider, current_tick, run_locked,
 };
+use shedlock_suite::procfs::{
+    cpu_seconds_of_stat, load_average, machine_jiffies, process_cpu_seconds,
+};
 use shedlock_suite::{mysql_url, postgres_url, redis_url};
 use sqlx::{AssertSqlSafe, Executor};
 
@@ -274,50 +277,16 @@ fn server_cpu_seconds(backend: Backend) -> Option<f64> {
         };
         let comm = head.split_once('(').map_or("", |(_, c)| c);
         if names.contains(&comm) {
-            total += cpu_of_stat_rest(rest);
+            total += cpu_seconds_of_stat(rest);
         }
     }
     Some(total)
 }
 
-/// User + system seconds from the fields after `(comm)` of a `/proc/<pid>/stat` line (clock
-/// ticks, 100 per second on Linux).
-fn cpu_of_stat_rest(rest: &str) -> f64 {
-    rest.split_whitespace()
-        .skip(11)
-        .take(2)
-        .filter_map(|v| v.parse::<f64>().ok())
-        .sum::<f64>()
-        / 100.0
-}
-
-fn process_cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    cpu_of_stat_rest(stat.rsplit_once(')').map_or("", |(_, rest)| rest))
-}
-
-/// The machine's (steal, total) jiffies over all cores (`/proc/stat`'s first line): time the
-/// hypervisor gave other guests.
+/// The machine's (steal, total) jiffies over all cores: time the hypervisor gave other guests.
 fn machine_steal() -> (f64, f64) {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let values: Vec<f64> = stat
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    (
-        values.get(7).copied().unwrap_or(0.0),
-        values.iter().take(8).sum(),
-    )
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
+    let values = machine_jiffies();
+    (values.get(7).copied().unwrap_or(0.0), values.iter().sum())
 }
 
 /// What one process reported.

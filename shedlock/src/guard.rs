@@ -4,53 +4,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
 use crate::config::validate_durations;
-use crate::releases::{Releases, Unlock};
+use crate::lease::{Lease, Unlock};
 use crate::{LockConfiguration, Result};
-
-/// What a guard needs from its provider after acquisition: the two statements that act on a
-/// held lock, both guarded by the fencing token.
-pub(crate) trait Lease: Send + Sync + fmt::Debug {
-    /// `locked_until = now + at_most` where name and token match and the lock has not expired.
-    fn extend<'a>(
-        &'a self,
-        name: &'a str,
-        token: i64,
-        at_most: Duration,
-    ) -> BoxFuture<'a, Result<bool>>;
-
-    /// `locked_until = max(now, locked_at + at_least, locked_until - slack)` where name and
-    /// token match.
-    fn unlock<'a>(
-        &'a self,
-        name: &'a str,
-        token: i64,
-        at_least: Duration,
-        slack: Duration,
-    ) -> BoxFuture<'a, Result<bool>>;
-
-    /// Every unlock of `unlocks` (names distinct, in name order) in one statement, each as
-    /// [`unlock`](Self::unlock) does it; answers how many rows it released. By default one
-    /// [`unlock`](Self::unlock) after another.
-    fn unlock_many<'a>(&'a self, unlocks: &'a [Unlock]) -> BoxFuture<'a, Result<u64>> {
-        Box::pin(async move {
-            let mut released = 0;
-            for u in unlocks {
-                released += u64::from(self.unlock(&u.name, u.token, u.at_least, u.slack).await?);
-            }
-            Ok(released)
-        })
-    }
-
-    /// The queue that groups this provider's releases ([`Releases`]), if it groups them; by
-    /// default none, and every unlock is its own statement.
-    fn releases(&self) -> Option<&Releases> {
-        None
-    }
-}
 
 /// A held lock. Carries the fencing token; [`extend`](Self::extend) and
 /// [`unlock`](Self::unlock) act only while the row still carries that token.

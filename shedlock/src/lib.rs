@@ -99,11 +99,11 @@ mod guard;
 pub mod handoff;
 mod history;
 mod leader;
+mod lease;
 mod observe;
 mod provider;
 #[cfg(feature = "redis")]
 mod redis;
-mod releases;
 mod run;
 mod schedule;
 mod scheduler;

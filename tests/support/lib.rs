@@ -11,6 +11,7 @@
 
 mod backends;
 pub mod fleet;
+pub mod procfs;
 pub mod proxy;
 pub mod redis_server;
 pub mod scheduler_suite;

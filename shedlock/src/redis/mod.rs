@@ -15,8 +15,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{FromRedisValue, RedisError, Script, ScriptInvocation};
 use tokio::time::Instant;
 
-use crate::guard::Lease;
-use crate::releases::{Releases, Unlock};
+use crate::lease::{Lease, Releases, Unlock};
 use crate::settings::{validate_locked_by, validate_tick_tolerance};
 use crate::sql::micros;
 use crate::{

@@ -17,9 +17,8 @@ use super::errors::{fail, fail_runs};
 use super::exec::{Driver, Prepared, Value};
 use super::stash::{Lent, Stash};
 use super::{PRUNE_BATCH, micros, retention, statement};
-use crate::guard::Lease;
 use crate::history::parse_outcome;
-use crate::releases::{Releases, Unlock};
+use crate::lease::{Lease, Releases, Unlock};
 use crate::settings::Settings;
 use crate::{
     Error, LockConfiguration, LockGuard, LockState, NewRun, Result, RunOutcome, RunQuery, RunRecord,

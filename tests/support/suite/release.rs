@@ -20,13 +20,7 @@ pub async fn releases_that_end_together_go_in_a_few_statements<D: TestDb>(db: &D
             cfg(&format!("group_{i:03}"), 2 * LONG, at_least).for_tick(tick(1))
         })
         .collect();
-    let guards: Vec<LockGuard> = a
-        .lock_many(&configs)
-        .await
-        .expect("claimed")
-        .into_iter()
-        .map(|g| g.expect("answered").expect("free"))
-        .collect();
+    let guards = claim_all(&a, &configs).await;
     let before = D::statements_sent(&a);
     let answers = join_all(guards.into_iter().map(LockGuard::unlock)).await;
     let statements = D::statements_sent(&a) - before;
@@ -74,13 +68,7 @@ pub async fn a_group_leaves_a_lock_taken_over_by_another_holder_alone<D: TestDb>
         .collect();
     let short = cfg("mixed_short", SEC, Duration::ZERO);
     configs.push(short.clone());
-    let guards: Vec<LockGuard> = a
-        .lock_many(&configs)
-        .await
-        .expect("claimed")
-        .into_iter()
-        .map(|g| g.expect("answered").expect("free"))
-        .collect();
+    let guards = claim_all(&a, &configs).await;
     let held_until = a
         .lock_state("mixed_short")
         .await
@@ -116,4 +104,15 @@ pub async fn a_group_leaves_a_lock_taken_over_by_another_holder_alone<D: TestDb>
             config.name()
         );
     }
+}
+
+/// Every lock of `configs`, claimed in one batch (each must be free).
+async fn claim_all<P: LockProvider>(provider: &P, configs: &[LockConfiguration]) -> Vec<LockGuard> {
+    provider
+        .lock_many(configs)
+        .await
+        .expect("claimed")
+        .into_iter()
+        .map(|g| g.expect("answered").expect("free"))
+        .collect()
 }

@@ -1,3 +1,6 @@
+//! What a guard needs from its provider ([`Lease`]: extend and unlock, guarded by the fencing
+//! token), and grouped releases.
+//!
 //! Grouped releases: unlocks that arrive while an earlier one is on its way go to the store
 //! together, in one statement (one script on Redis), each row still guarded by its own token
 //! and `lock_at_least_for`.
@@ -12,13 +15,56 @@
 //! Each group runs in a task of its own, so an unlock whose caller gave up waiting (its 30 s
 //! bound, a cancelled job) cannot strand the queue.
 
+use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
 
+use futures_util::future::BoxFuture;
+
 use crate::Result;
-use crate::guard::Lease;
+
+/// What a guard needs from its provider after acquisition: the two statements that act on a
+/// held lock, both guarded by the fencing token.
+pub(crate) trait Lease: Send + Sync + fmt::Debug {
+    /// `locked_until = now + at_most` where name and token match and the lock has not expired.
+    fn extend<'a>(
+        &'a self,
+        name: &'a str,
+        token: i64,
+        at_most: Duration,
+    ) -> BoxFuture<'a, Result<bool>>;
+
+    /// `locked_until = max(now, locked_at + at_least, locked_until - slack)` where name and
+    /// token match.
+    fn unlock<'a>(
+        &'a self,
+        name: &'a str,
+        token: i64,
+        at_least: Duration,
+        slack: Duration,
+    ) -> BoxFuture<'a, Result<bool>>;
+
+    /// Every unlock of `unlocks` (names distinct, in name order) in one statement, each as
+    /// [`unlock`](Self::unlock) does it; answers how many rows it released. By default one
+    /// [`unlock`](Self::unlock) after another.
+    fn unlock_many<'a>(&'a self, unlocks: &'a [Unlock]) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(async move {
+            let mut released = 0;
+            for u in unlocks {
+                released += u64::from(self.unlock(&u.name, u.token, u.at_least, u.slack).await?);
+            }
+            Ok(released)
+        })
+    }
+
+    /// The queue that groups this provider's releases ([`Releases`]), if it groups them; by
+    /// default none, and every unlock is its own statement.
+    fn releases(&self) -> Option<&Releases> {
+        None
+    }
+}
 
 /// How many groups one provider has on their way at once.
 const MAX_RUNNING: usize = 2;
