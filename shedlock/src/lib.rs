@@ -1,6 +1,7 @@
-//! Run a cron-scheduled async job on exactly one of many instances, coordinated through a table
-//! in a database the service already has: PostgreSQL, MySQL/MariaDB, or SQLite when everything
-//! runs on one machine.
+//! Run a cron-scheduled async job on exactly one of many instances, coordinated through a store
+//! the service already has: a table in PostgreSQL, MySQL/MariaDB, or SQLite when everything runs
+//! on one machine, or keys in Redis. The instances share each tick's work, within a run limit
+//! per instance.
 //!
 //! What it is for, and how it differs from Java's ShedLock, is in the project's README; the
 //! guarantees in brief:
@@ -36,14 +37,18 @@
 //!
 //! - **Providers**: [`PostgresLockProvider`], [`MySqlLockProvider`], [`SqliteLockProvider`],
 //!   the three [`dialect`]s of one [`SqlLockProvider`]; settings through [`ProviderBuilder`]
-//!   ([`ClockMode`], [`KeepAlive`]).
+//!   ([`ClockMode`], [`KeepAlive`]). [`RedisLockProvider`] keeps its locks in Redis, each a
+//!   lease key beside a record key, each operation one script.
 //! - **What a provider can do**, one trait each: [`LockProvider`] (take a lock, get a
 //!   [`LockGuard`] with its fencing token), [`LockAdmin`] (create the table, list and release
 //!   locks), [`RunStore`] (the run history). A backend implements what it can; the compiler
 //!   checks the rest.
 //! - **Running a job under a lock**: [`run_locked`], [`LockingTaskExecutor`], [`LockContext`].
 //! - **Scheduling**: [`Scheduler`] of [`Job`]s on a [`Schedule`], with [`RunHistory`] and
-//!   [`SchedulerListener`]s; metrics named in [`metric_names`].
+//!   [`SchedulerListener`]s; metrics named in [`metric_names`]. Instances scheduling the same
+//!   jobs share each tick ([`SchedulerBuilder::fleet`], [`SchedulerBuilder::help_after`]), each
+//!   within [`SchedulerBuilder::max_concurrent_runs`]; missed ticks follow a
+//!   [`MisfirePolicy`].
 //! - **Leader election**: [`LeaderElector`] over a [`LeaderElection`] (a lease that is a lock),
 //!   on its own or in the scheduler ([`SchedulerBuilder::leader_election`]), so only the
 //!   leader fires.
@@ -70,7 +75,10 @@
 //!
 //! # Features
 //!
-//! - `postgres`, `mysql`, `sqlite`: one provider each.
+//! - `postgres`, `mysql`, `sqlite`, `redis`: one provider each.
+//! - `apalis-sqlite`, `apalis-postgres`, `apalis-redis`: worker mode's queues on apalis 1.0
+//!   ([`handoff::apalis`]), in a SQLite database, in PostgreSQL (schema `apalis`), in Redis;
+//!   each turns on its backend's feature.
 //! - `macros` (default): `#[scheduler_lock]` and `#[scheduled]`.
 //! - `test-util`: what this crate's own tests and benchmarks need ([`test_util`]); not for
 //!   production code.
