@@ -176,10 +176,16 @@ pub trait TestDb: Sized + Send + Sync + 'static {
     ) -> impl Future<Output = ()> + Send;
     /// Every recorded run, ordered by token (none yet: empty; a failing query fails the test).
     fn runs(&self) -> impl Future<Output = Vec<(i64, String, i64)>> + Send;
-    /// Creates this test's runs table if it is not there yet; its name.
+    /// Creates this test's runs table if it is not there yet; its name. One creation at a time
+    /// in this process: PostgreSQL's `CREATE TABLE IF NOT EXISTS` run by two sessions at once
+    /// can fail on its catalog's unique index (a job body recording its run while the test
+    /// reads the runs: "duplicate key value violates unique constraint
+    /// pg_type_typname_nsp_index").
     fn ran_table(&self) -> impl Future<Output = String> + Send {
+        static CREATING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
         async {
             let table = format!("{}_ran", self.table());
+            let _creating = CREATING.lock().await;
             self.exec(&format!(
                 "CREATE TABLE IF NOT EXISTS {table} (tick BIGINT NOT NULL, instance VARCHAR(64) NOT NULL, token BIGINT NOT NULL)"
             ))
