@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use futures_util::future::BoxFuture;
 use sqlx::{Database, Pool};
 use tokio::time::Instant;
 
@@ -18,7 +17,7 @@ use super::exec::{Driver, Prepared, Value};
 use super::stash::{Lent, Stash};
 use super::{PRUNE_BATCH, micros, retention, statement};
 use crate::history::parse_outcome;
-use crate::lease::{Lease, Releases, Unlock};
+use crate::lease::{Lease, Releases};
 use crate::settings::Settings;
 use crate::{
     Error, LockConfiguration, LockGuard, LockState, NewRun, Result, RunOutcome, RunQuery, RunRecord,
@@ -30,8 +29,8 @@ pub struct Core<D: Hooks> {
     pub(crate) pool: Pool<D::Db>,
     pub(crate) settings: Settings,
     pub(crate) address: String,
-    sql: Rendered,
-    stash: Stash<D::Db>,
+    pub(super) sql: Rendered,
+    pub(super) stash: Stash<D::Db>,
     /// Set once the table's shape was checked ([`Hooks::check_shape`]).
     shape_checked: tokio::sync::OnceCell<()>,
     /// Set once the server turned out not to know the batch acquire
@@ -40,7 +39,7 @@ pub struct Core<D: Hooks> {
     /// Unlocks grouped into one statement ([`Statements::unlock_many`]).
     ///
     /// [`Statements::unlock_many`]: super::dialect::Statements::unlock_many
-    releases: Releases,
+    pub(super) releases: Releases,
 }
 
 impl<D: Hooks> fmt::Debug for Core<D> {
@@ -54,12 +53,12 @@ impl<D: Hooks> fmt::Debug for Core<D> {
 
 /// The dialect's statements with the table names and the clock filled in.
 #[derive(Debug)]
-struct Rendered {
+pub(super) struct Rendered {
     acquire: Prepared,
     acquire_many: Prepared,
-    unlock: Prepared,
-    unlock_many: Prepared,
-    extend: Prepared,
+    pub(super) unlock: Prepared,
+    pub(super) unlock_many: Prepared,
+    pub(super) extend: Prepared,
     held: Prepared,
     clock: Prepared,
     columns: Prepared,
@@ -125,6 +124,7 @@ macro_rules! run {
             .await
     }};
 }
+pub(super) use run;
 
 impl<D: Hooks> Core<D> {
     pub(crate) fn new(pool: Pool<D::Db>, settings: Settings) -> Self {
@@ -535,81 +535,4 @@ impl<D: Hooks> Core<D> {
 /// A time read from a column that is never null.
 fn required(time: Option<DateTime<Utc>>, column: &str) -> Result<DateTime<Utc>, sqlx::Error> {
     time.ok_or_else(|| sqlx::Error::Decode(format!("`{column}` is null").into()))
-}
-
-impl<D: Hooks> Lease for Core<D> {
-    fn extend<'a>(
-        &'a self,
-        name: &'a str,
-        token: i64,
-        at_most: Duration,
-    ) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(async move {
-            let done = run!(self, self.sql.extend, execute, |p| match p {
-                Param::Name => Some(name.into()),
-                Param::Token => Some(token.into()),
-                Param::AtMost => Some(at_most.into()),
-                _ => None,
-            });
-            match done {
-                Ok(done) => Ok(D::Db::rows_affected(&done) == 1),
-                Err(e) => Err(fail(self, format!("extend lock {name:?}"), e).await),
-            }
-        })
-    }
-
-    fn unlock<'a>(
-        &'a self,
-        name: &'a str,
-        token: i64,
-        at_least: Duration,
-        slack: Duration,
-    ) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(async move {
-            let done = run!(self, self.sql.unlock, execute, |p| match p {
-                Param::Name => Some(name.into()),
-                Param::Token => Some(token.into()),
-                Param::AtLeast => Some(at_least.into()),
-                Param::Slack => Some(slack.into()),
-                _ => None,
-            });
-            match done {
-                Ok(done) => Ok(D::Db::rows_affected(&done) == 1),
-                Err(e) => Err(fail(self, format!("unlock lock {name:?}"), e).await),
-            }
-        })
-    }
-
-    fn unlock_many<'a>(&'a self, unlocks: &'a [Unlock]) -> BoxFuture<'a, Result<u64>> {
-        Box::pin(async move {
-            let items: Vec<_> = unlocks
-                .iter()
-                .map(|u| {
-                    (
-                        u.name.as_str(),
-                        u.token,
-                        D::batch_duration(u.at_least),
-                        D::batch_duration(u.slack),
-                    )
-                })
-                .collect();
-            let what = || format!("release {} locks in one statement", unlocks.len());
-            let json = match serde_json::to_string(&items) {
-                Ok(json) => json,
-                Err(e) => return Err(fail(self, what(), sqlx::Error::Encode(Box::new(e))).await),
-            };
-            let done = run!(self, self.sql.unlock_many, execute, |p| match p {
-                Param::Batch => Some(json.as_str().into()),
-                _ => None,
-            });
-            match done {
-                Ok(done) => Ok(D::Db::rows_affected(&done)),
-                Err(e) => Err(fail(self, what(), e).await),
-            }
-        })
-    }
-
-    fn releases(&self) -> Option<&Releases> {
-        Some(&self.releases)
-    }
 }

@@ -22,6 +22,7 @@ pub(crate) mod core;
 pub(crate) mod dialect;
 pub(crate) mod errors;
 pub(crate) mod exec;
+mod held;
 pub(crate) mod migrate;
 #[cfg(feature = "mysql")]
 pub(crate) mod mysql;
