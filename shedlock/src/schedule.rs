@@ -120,6 +120,11 @@ impl Schedule {
         &self.expression
     }
 
+    /// The expression, shared (a clone costs a reference count).
+    pub(crate) fn shared_expression(&self) -> Arc<str> {
+        Arc::clone(&self.expression)
+    }
+
     /// The time zone the expression is read in.
     pub fn time_zone(&self) -> Tz {
         self.time_zone
