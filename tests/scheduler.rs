@@ -25,6 +25,7 @@ shedlock_suite::backend_tests!([postgres, mysql, sqlite, redis]: shedlock_suite:
     a_cut_off_leader_steps_down_before_another_takes_over,
     only_the_leader_fires_and_a_successor_takes_over,
     four_instances_share_each_tick,
+    a_helper_does_not_call_the_jobs_their_owners_claimed,
     every_missed_tick_runs_once_with_misfire_policy_all,
     a_new_job_does_not_replay_the_grace_with_misfire_policy_all,
     a_hand_over_runs_every_missed_tick_with_misfire_policy_all,

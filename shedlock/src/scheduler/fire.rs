@@ -18,6 +18,7 @@ use tracing::Instrument;
 
 use super::Inner;
 use super::capacity::Slot;
+use super::fleet::claimed_elsewhere;
 use super::job::MisfirePolicy;
 use super::job::{RunEnd, bump};
 use super::misfire::policy;
@@ -70,12 +71,26 @@ pub(super) fn fire_ready(inner: &Arc<Inner>, tick: DateTime<Utc>, group: Vec<Arc
     if later.is_empty() {
         return;
     }
+    // Halfway through the help delay, the jobs their owners (or other helpers) claimed are
+    // read and counted as held, without a run; the rest are claimed at the end of the delay.
     // In the loops' set, which shutdown joins before it takes the runs: a help that wakes
     // after shutdown began starts nothing.
     let help_inner = Arc::clone(inner);
+    let begun = Instant::now();
     let help = async move {
-        tokio::time::sleep(help_inner.fleet.help_after()).await;
-        if *help_inner.stop_firing.borrow() || !help_inner.fires() {
+        let stopped = |inner: &Inner| *inner.stop_firing.borrow() || !inner.fires();
+        let wait = help_inner.fleet.help_after();
+        tokio::time::sleep_until(begun + wait / 2).await;
+        if stopped(&help_inner) {
+            return;
+        }
+        let (claimed, later) = claimed_elsewhere(&help_inner, tick, later).await;
+        skip_claimed(&help_inner, tick, &claimed);
+        if later.is_empty() {
+            return;
+        }
+        tokio::time::sleep_until(begun + wait).await;
+        if stopped(&help_inner) {
             return;
         }
         start(&help_inner, tick, later);
@@ -83,6 +98,42 @@ pub(super) fn fire_ready(inner: &Arc<Inner>, tick: DateTime<Utc>, group: Vec<Arc
     let mut loops = inner.loops.lock().unwrap_or_else(|e| e.into_inner());
     while loops.try_join_next().is_some() {}
     loops.spawn(help);
+}
+
+/// Counts and reports the jobs of `tick` that another instance claimed as skipped because
+/// held, without calling them: the answer a run of theirs would have had.
+fn skip_claimed(inner: &Arc<Inner>, tick: DateTime<Utc>, jobs: &[Arc<JobState>]) {
+    if jobs.is_empty() {
+        return;
+    }
+    let fired_at = inner.clock.now();
+    let runs: Vec<RunInfo> = jobs
+        .iter()
+        .map(|job| {
+            bump(&job.counters.fired);
+            bump(&job.counters.skipped_held);
+            let info = RunInfo {
+                job: job.job.name().to_owned(),
+                tick,
+                fired_at,
+                lock: job.lock().map(|lock| lock.name().to_owned()),
+                fencing_token: None,
+            };
+            inner.observer.fired(&info);
+            info
+        })
+        .collect();
+    tracing::debug!(%tick, jobs = runs.len(), "claimed by other instances: not run here");
+    let observer = Arc::clone(&inner.observer);
+    let mut chores = inner.chores.lock().unwrap_or_else(|e| e.into_inner());
+    while chores.try_join_next().is_some() {}
+    chores.spawn(async move {
+        for run in &runs {
+            observer
+                .not_acquired(run, RunOutcome::SkippedHeld, None)
+                .await;
+        }
+    });
 }
 
 /// Starts the runs of `jobs` for `tick`, as many as the run limit lets (the others wait for a

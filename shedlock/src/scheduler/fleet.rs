@@ -33,6 +33,8 @@ const SEAT_GAP: usize = 3;
 const SEAT_PAGE: usize = 32;
 /// The most seats a fleet has.
 const MAX_SEATS: usize = 1024;
+/// Lock names read in one statement when looking which of the others' jobs were claimed.
+const CLAIMED_PAGE: usize = 1000;
 
 /// Which instances fire this scheduler's ticks, as this instance last read its fleet's seats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,6 +140,41 @@ fn share_hash(name: &str, tick: DateTime<Utc>) -> u64 {
     }
     // FNV's low bits mix poorly for short inputs: fold the high half in.
     hash ^ (hash >> 32)
+}
+
+/// Of the jobs of the other instances' shares of `tick`, those whose tick was claimed already
+/// (by their owner, or by an instance that helped), read from their locks in a statement per
+/// [`CLAIMED_PAGE`] jobs; and the others: those not yet claimed, and every job whose lock is
+/// not known, or all of them when the provider cannot show its locks or the read fails.
+pub(super) async fn claimed_elsewhere(
+    inner: &Inner,
+    tick: DateTime<Utc>,
+    jobs: Vec<Arc<JobState>>,
+) -> (Vec<Arc<JobState>>, Vec<Arc<JobState>>) {
+    let Some(admin) = inner.provider.as_admin() else {
+        return (Vec::new(), jobs);
+    };
+    let names: Vec<String> = jobs
+        .iter()
+        .filter_map(|job| job.lock().map(|lock| lock.name().to_owned()))
+        .collect();
+    let mut claimed = std::collections::HashSet::new();
+    for page in names.chunks(CLAIMED_PAGE) {
+        match admin.lock_states(page).await {
+            Ok(states) => claimed.extend(
+                states
+                    .into_iter()
+                    .filter(|state| state.last_tick.is_some_and(|last| last >= tick))
+                    .map(|state| state.name),
+            ),
+            Err(error) => {
+                tracing::debug!(%tick, %error, "fleet: could not read which of the others' jobs were claimed: helping with all");
+                return (Vec::new(), jobs);
+            }
+        }
+    }
+    jobs.into_iter()
+        .partition(|job| job.lock().is_some_and(|lock| claimed.contains(lock.name())))
 }
 
 /// Holds this instance's seat and reads the fleet's every [`SEAT_RENEW`], until shutdown,

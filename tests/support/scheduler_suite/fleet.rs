@@ -16,11 +16,12 @@ use crate::{Opts, TestDb};
 const INSTANCES: usize = 4;
 const JOBS: usize = 200;
 
-/// Who ran each (job, tick), and when each body ended.
+/// Who ran each (job, tick), when each body ended, and which instances called each job.
 #[derive(Default)]
 struct Ledger {
     runs: Mutex<HashMap<(usize, i64), Vec<usize>>>,
     ended: Mutex<HashMap<i64, Instant>>,
+    calls: Mutex<HashMap<(usize, i64), Vec<usize>>>,
 }
 
 /// One instance's bodies running now, and the most at once.
@@ -45,6 +46,15 @@ fn sharing_job(
     let run_lock = lock.clone();
     Job::new(name, Schedule::parse(cron, "UTC").unwrap(), move || {
         let (ledger, running, lock) = (Arc::clone(&ledger), Arc::clone(&running), run_lock.clone());
+        if let Some(tick) = shedlock::current_tick() {
+            ledger
+                .calls
+                .lock()
+                .unwrap()
+                .entry((job, tick.timestamp_micros()))
+                .or_default()
+                .push(instance);
+        }
         run_locked(lock, async move {
             let now = running.now.fetch_add(1, Ordering::SeqCst) + 1;
             running.peak.fetch_max(now, Ordering::SeqCst);
@@ -73,6 +83,7 @@ async fn fleet_of_four<D: TestDb>(
     cron: &str,
     body: Duration,
     limit: Option<usize>,
+    help_after: Option<Duration>,
     lead: Duration,
 ) -> (
     Vec<Scheduler>,
@@ -90,6 +101,9 @@ async fn fleet_of_four<D: TestDb>(
         let mut builder = Scheduler::builder(provider).misfire_grace(Duration::from_secs(60));
         if let Some(limit) = limit {
             builder = builder.max_concurrent_runs(limit);
+        }
+        if let Some(help_after) = help_after {
+            builder = builder.help_after(help_after);
         }
         let scheduler = builder.build();
         let running = Arc::<Concurrency>::default();
@@ -171,6 +185,7 @@ pub async fn four_instances_share_each_tick<D: TestDb>(db: &Arc<D>) {
         "*/5 * * * * *",
         Duration::from_millis(200),
         None,
+        None,
         Duration::from_secs(1),
     )
     .await;
@@ -192,7 +207,7 @@ pub async fn a_run_limit_bounds_each_instance_and_the_fleet_runs_every_job<D: Te
     const LIMIT: usize = 30;
     let body = Duration::from_secs(2);
     let (schedulers, ledger, concurrency, tick) =
-        fleet_of_four(db, "*/10 * * * * *", body, Some(LIMIT), 4 * body).await;
+        fleet_of_four(db, "*/10 * * * * *", body, Some(LIMIT), None, 4 * body).await;
     let tick_at = Instant::now() + (tick - Utc::now()).to_std().unwrap_or_default();
     let runs = runs_of(&schedulers, &ledger, tick).await;
     let peaks: Vec<usize> = concurrency
@@ -230,4 +245,79 @@ pub async fn a_run_limit_bounds_each_instance_and_the_fleet_runs_every_job<D: Te
         after.is_some_and(|after| after < Duration::from_secs(10)),
         "the last body ended {after:?} after the tick, past its period"
     );
+}
+
+/// Four instances fire the same 200 jobs at one tick: an instance does not call the jobs of the
+/// others' shares that their owners claimed (it reads which were claimed halfway through the
+/// help delay, here 2 s of 4, and counts them as held), so each job is called once fleet-wide,
+/// by the instance that runs it, and every instance still counts every job of the tick as
+/// fired.
+pub async fn a_helper_does_not_call_the_jobs_their_owners_claimed<D: TestDb>(db: &Arc<D>) {
+    let (schedulers, ledger, _, tick) = fleet_of_four(
+        db,
+        "*/5 * * * * *",
+        Duration::from_millis(200),
+        None,
+        Some(Duration::from_secs(4)),
+        Duration::from_secs(1),
+    )
+    .await;
+    let fired_before = fired(&schedulers);
+    let micros = tick.timestamp_micros();
+    // Every instance has looked at the others' shares (2 s after the tick) before the fleet
+    // stops.
+    let until = (tick - Utc::now()).to_std().unwrap_or_default() + Duration::from_secs(40);
+    eventually(until, async || {
+        fired(&schedulers)
+            .iter()
+            .zip(&fired_before)
+            .all(|(after, before)| after - before >= JOBS as u64)
+    })
+    .await;
+    let runs = runs_of(&schedulers, &ledger, tick).await;
+    assert_eq!(runs.len(), JOBS, "every job ran the tick");
+    let calls: HashMap<usize, Vec<usize>> = ledger
+        .calls
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|((_, t), _)| *t == micros)
+        .map(|((job, _), who)| (*job, who.clone()))
+        .collect();
+    let total: usize = calls.values().map(Vec::len).sum();
+    eprintln!(
+        "tick {tick}: {total} calls of {JOBS} jobs over {INSTANCES} instances, shares {:?}",
+        shares(&runs)
+    );
+    for (job, ran) in &runs {
+        assert_eq!(
+            calls.get(job),
+            Some(ran),
+            "share_{job:03} was called by {:?} and ran on {ran:?}",
+            calls.get(job)
+        );
+    }
+    assert_eq!(total, JOBS, "each job called once, where it ran");
+    let fired_after = fired(&schedulers);
+    assert!(
+        fired_after
+            .iter()
+            .zip(&fired_before)
+            .all(|(after, before)| after - before >= JOBS as u64),
+        "every instance counts each job of the tick as fired: before {fired_before:?}, after {fired_after:?}"
+    );
+}
+
+/// Each instance's `JobStats::fired`, summed over its jobs.
+fn fired(schedulers: &[Scheduler]) -> Vec<u64> {
+    schedulers
+        .iter()
+        .map(|s| {
+            s.job_names()
+                .into_iter()
+                .filter_map(|name| s.stats(&name))
+                .map(|stats| stats.fired)
+                .sum()
+        })
+        .collect()
 }
