@@ -136,9 +136,12 @@ impl Job {
     /// tick can be claimed together with those of the other jobs due at the same instant, from
     /// the first tick on (see [Claiming ticks together](Self#claiming-ticks-together)).
     ///
-    /// The job's function is still called on every tick and still decides what it does: its
-    /// lock call with this name on the scheduler's provider gets the claimed answer (the lock,
-    /// or a skip when another instance holds it or claimed the tick). A run that does not take
+    /// The job's function is still called on every tick it fires and still decides what it
+    /// does: its lock call with this name on the scheduler's provider gets the claimed answer
+    /// (the lock, or a skip when another instance holds it or claimed the tick). One exception:
+    /// a job of another instance's share of the tick that its owner has claimed by the time
+    /// this instance looks is counted as skipped without being called (see
+    /// [Sharing a tick](crate::Scheduler#sharing-a-tick)). A run that does not take
     /// the claimed lock has it released when it ends; the tick stays claimed, so no instance runs
     /// it. If the run asks for another `lock_at_most_for` or `lock_at_least_for`, the claimed
     /// lock is extended to the run's (the one given here still counts from the claim).

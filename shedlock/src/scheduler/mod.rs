@@ -130,9 +130,11 @@ impl Inner {
 /// tick it fires at once those it owns (a hash of the job's name and the tick, modulo the
 /// fleet's size, equal to its place), and the others [`help_after`](SchedulerBuilder::help_after)
 /// later (250 ms), when their owners have claimed them: a job whose owner is gone or full is
-/// run by whoever helps first. Each tick is still claimed through its lock, so once per tick
-/// and the fencing tokens hold as without sharing; a fleet that miscounts itself (an instance
-/// joining or dying) only loses time. Four instances with 200 jobs due at one tick each run
+/// run by whoever helps first. Halfway through that delay it reads the others' jobs' locks
+/// ([`LockAdmin::lock_states`](crate::LockAdmin::lock_states)) and counts those already
+/// claimed for the tick as held ([`JobStats::skipped_held`]) without calling them. Each tick
+/// is still claimed through its lock, so once per tick and the fencing tokens hold as without
+/// sharing; a fleet that miscounts itself (an instance joining or dying) only loses time. Four instances with 200 jobs due at one tick each run
 /// 17–30 % of them (the scheduler suite's `four_instances_share_each_tick`, every backend).
 /// A provider that cannot show the seats ([`LockProvider::as_admin`] is `None`) does not share.
 /// With [`leader_election`](SchedulerBuilder::leader_election) only the leader fires, and
@@ -272,7 +274,8 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
     }
 
     /// How long after a tick this instance starts the due jobs of the other instances' shares
-    /// that nobody took (default 250 ms; see [Sharing a tick](Scheduler#sharing-a-tick)).
+    /// that nobody took (default 250 ms; see [Sharing a tick](Scheduler#sharing-a-tick)). It
+    /// reads which of them were claimed halfway through the delay.
     /// Zero turns sharing off: every instance claims every due job at once, and the first
     /// claim to arrive takes them all.
     pub fn help_after(mut self, delay: Duration) -> Self {

@@ -244,7 +244,10 @@ fn fire_due(inner: &Arc<Inner>, due: Vec<(DateTime<Utc>, Arc<JobState>)>) {
 /// a few schedules (1,000 jobs on one expression are one evaluation, not 1,000 of ~20 µs that
 /// would hold the runtime's thread for 20 ms after each tick).
 #[derive(Default)]
-struct NextTicks(HashMap<(Arc<str>, Tz, DateTime<Utc>), Option<DateTime<Utc>>>);
+struct NextTicks(HashMap<ScheduleAt, Option<DateTime<Utc>>>);
+
+/// A schedule (its expression and time zone) and the instant its next tick is asked after.
+type ScheduleAt = (Arc<str>, Tz, DateTime<Utc>);
 
 impl NextTicks {
     fn after(&mut self, schedule: &Schedule, instant: DateTime<Utc>) -> Option<DateTime<Utc>> {
