@@ -269,6 +269,14 @@ impl Observer {
             .record(run.lateness().as_secs_f64());
     }
 
+    /// A run tried its lock (`run.lock`).
+    pub(crate) fn attempted(&self, run: &RunInfo) {
+        metrics::counter!(names::ATTEMPTS, "job" => run.job.clone()).increment(1);
+        for listener in &self.listeners {
+            listener.on_attempt(run);
+        }
+    }
+
     /// A tick not run here. Writes its history row (awaited) when skips are recorded.
     pub(crate) async fn not_acquired(
         &self,
@@ -412,10 +420,7 @@ impl Probe {
             state.config = Some(config.clone());
             state.info.clone()
         };
-        metrics::counter!(names::ATTEMPTS, "job" => info.job.clone()).increment(1);
-        for listener in &probe.observer.listeners {
-            listener.on_attempt(&info);
-        }
+        probe.observer.attempted(&info);
         Some(probe)
     }
 

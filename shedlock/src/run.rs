@@ -159,6 +159,22 @@ where
     F: FnOnce(LockContext) -> Fut,
     Fut: Future<Output = T>,
 {
+    let claim = take_pre_claim(provider, config);
+    hold_claimed(provider, config, claim, task).await
+}
+
+/// [`hold`] with the scheduler's answer for `config`'s lock and tick, if it claimed it, given
+/// as `claim` (a [`Job::locked`](crate::Job::locked) run): it is taken instead of an acquire.
+pub(crate) async fn hold_claimed<T, F, Fut>(
+    provider: &dyn LockProvider,
+    config: &LockConfiguration,
+    claim: Option<PreClaim>,
+    task: F,
+) -> Result<TaskResult<T>>
+where
+    F: FnOnce(LockContext) -> Fut,
+    Fut: Future<Output = T>,
+{
     let span = tracing::info_span!(
         "shedlock.lock",
         lock = config.name(),
@@ -170,7 +186,7 @@ where
         let keep_alive = provider.keep_alive();
         let (acquire, lease) = acquire_config(&keep_alive, config)?;
         let probe = Probe::attempt(config);
-        let (answer, sent_at) = match take_pre_claim(provider, config) {
+        let (answer, sent_at) = match claim {
             Some(claim) => pre_claimed(claim, &acquire).await?,
             None => {
                 let sent_at = Instant::now();

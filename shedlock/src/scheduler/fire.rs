@@ -1,13 +1,15 @@
 //! Firing one tick instant: the jobs due are shared with the fleet ([`super::fleet`]), held to
 //! the run limit ([`super::capacity`]), their ticks claimed with one
 //! [`LockProvider::lock_many`](crate::LockProvider::lock_many) call, and each run started in a
-//! task of its own, where the job's lock call picks up the claimed answer for its lock name and
-//! tick (see `crate::run::hold`); a claimed lock the run did not take is released when it ends.
-//! If the claim as a whole fails, the runs claim their own locks.
+//! task of its own, which receives the answer for its lock as an argument: a
+//! [`Job::locked`](crate::Job::locked) run takes it at once; a [`Job::new`](crate::Job::new)
+//! function's own lock call picks it up by lock name and tick (see `crate::run::hold`), and a
+//! claimed lock it did not take is released when it ends. If the claim as a whole fails, the
+//! runs claim their own locks.
 
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -23,9 +25,7 @@ use super::job::MisfirePolicy;
 use super::job::{RunEnd, bump};
 use super::misfire::policy;
 use super::registry::JobState;
-use crate::context::{
-    PreClaim, PreClaimSlot, with_cancel, with_pre_claim, with_provider_arc, with_tick,
-};
+use crate::context::{PreClaim, with_cancel, with_provider_arc, with_tick};
 use crate::observe::{Probe, RunInfo};
 use crate::run::acquire_config;
 use crate::{Error, LockConfiguration, RunOutcome};
@@ -120,6 +120,13 @@ fn skip_claimed(inner: &Arc<Inner>, tick: DateTime<Utc>, jobs: &[Arc<JobState>])
                 fencing_token: None,
             };
             inner.observer.fired(&info);
+            // The run's span, as a refused run has (it closes here).
+            let _span = tracing::info_span!(
+                "shedlock.run",
+                job = job.job.name(),
+                tick = %tick,
+                outcome = RunOutcome::SkippedHeld.as_str(),
+            );
             info
         })
         .collect();
@@ -129,6 +136,8 @@ fn skip_claimed(inner: &Arc<Inner>, tick: DateTime<Utc>, jobs: &[Arc<JobState>])
     while chores.try_join_next().is_some() {}
     chores.spawn(async move {
         for run in &runs {
+            // What a listener hears of a run refused by its lock (the read was its attempt).
+            observer.attempted(run);
             observer
                 .not_acquired(run, RunOutcome::SkippedHeld, None)
                 .await;
@@ -299,19 +308,18 @@ fn fire(
         // Whatever happens below, the job is no longer running afterwards: a panic must not
         // leave it marked running (every later tick would count as an overlap).
         let _running = Running(&job.running);
-        // The scheduler's claim of this run's lock, when it made one: taken by the run's lock
-        // call (see `crate::run::hold`).
-        let slot: PreClaimSlot = match pre_claim {
-            Some(pre_claim) => Arc::new(Mutex::new(pre_claim.await.ok())),
-            None => PreClaimSlot::default(),
+        // The scheduler's claim of this run's lock, when it made one, given to the run.
+        let claim = match pre_claim {
+            Some(pre_claim) => pre_claim.await.ok(),
+            None => None,
         };
         // The job's closure is called inside the scopes, so even its synchronous part sees
         // the tick and the provider. A panic in it or in its future is caught here, at the
         // run's boundary: the lock was already released by `hold`, and the next tick runs.
-        let run = async { (job.job.run)().await };
+        let run = async { (job.job.run)(claim).await };
         let end = AssertUnwindSafe(probe.scope(with_cancel(
             cancel,
-            with_provider_arc(provider, with_tick(tick, with_pre_claim(Arc::clone(&slot), run))),
+            with_provider_arc(provider, with_tick(tick, run)),
         )))
         .catch_unwind()
         .await
@@ -358,7 +366,6 @@ fn fire(
             }
         };
         tracing::Span::current().record("outcome", outcome.as_str());
-        release_unused(&slot).await;
         if job.job.lock.is_none() && !job.job.claims_in_run {
             // Learned: the lock this run took for its tick is claimed with the others' next
             // time (a run that took none, or not for its tick, is not claimed for).
@@ -423,24 +430,6 @@ fn retry_when_free(inner: &Arc<Inner>, job: &Arc<JobState>, tick: DateTime<Utc>,
     let mut loops = inner.loops.lock().unwrap_or_else(|e| e.into_inner());
     while loops.try_join_next().is_some() {}
     loops.spawn(retry);
-}
-
-/// Releases a lock the scheduler claimed for a run that did not take it.
-async fn release_unused(slot: &PreClaimSlot) {
-    let unused = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
-    let Some(PreClaim {
-        answer: Ok(Some(guard)),
-        ..
-    }) = unused
-    else {
-        return;
-    };
-    let (name, token) = (guard.name().to_owned(), guard.fencing_token());
-    tracing::info!(lock = %name, token,
-        "the run did not take the lock claimed for its tick: released (the tick stays claimed)");
-    if let Err(error) = guard.unlock().await {
-        tracing::warn!(lock = %name, token, %error, "unlock failed; retrying in the background until the lease runs out");
-    }
 }
 
 /// Starts waiting jobs whenever a slot frees, oldest tick first, each tick instant's jobs

@@ -3,12 +3,16 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
+use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 
-use crate::{Error, LockConfiguration, Result, Schedule, TaskResult};
+use crate::context::{PreClaim, PreClaimSlot, current_provider, current_tick, with_pre_claim};
+use crate::run::hold_claimed;
+use crate::{Error, LockConfiguration, LockContext, Result, Schedule, TaskResult};
 
 /// What a scheduled function may return, so the scheduler can tell a failed run from a good
 /// one: `()` or any `Result<T, E>` whose error is `Display`.
@@ -63,7 +67,9 @@ pub(crate) enum RunEnd {
     Panicked(String),
 }
 
-type RunFn = dyn Fn() -> BoxFuture<'static, RunEnd> + Send + Sync;
+/// A job's run: called with the scheduler's answer for its lock and tick, when the scheduler
+/// claimed them.
+type RunFn = dyn Fn(Option<PreClaim>) -> BoxFuture<'static, RunEnd> + Send + Sync;
 
 /// A job for the [`Scheduler`](crate::Scheduler): a name, a [`Schedule`], and a function that takes its own lock
 /// (a `#[scheduler_lock]` function, or a closure around [`run_locked`](crate::run_locked)).
@@ -80,6 +86,10 @@ type RunFn = dyn Fn() -> BoxFuture<'static, RunEnd> + Send + Sync;
 /// previous run took (so a job joins from its second tick on). The run's own lock call then
 /// takes that answer instead of sending its own acquire. A job whose lock it does not know, or
 /// that is still running, claims its tick alone, as its lock call does outside a scheduler.
+///
+/// A job made with [`locked`](Self::locked) leaves its lock to the scheduler: the claim's
+/// answer is handed to the run as an argument, and the body is called only for a tick this
+/// instance won.
 #[derive(Clone)]
 pub struct Job {
     /// Shared with the scheduler's index of jobs by name.
@@ -104,13 +114,19 @@ impl Job {
         Fut: Future<Output = Result<TaskResult<T>>> + Send + 'static,
         T: JobOutput,
     {
-        let run = move || -> BoxFuture<'static, RunEnd> {
+        // The function takes its own lock: the scheduler's answer waits in the run's scope
+        // for its lock call (`crate::run::hold`), and is released if the run did not take it.
+        let run = move |claim: Option<PreClaim>| -> BoxFuture<'static, RunEnd> {
+            let slot: PreClaimSlot = Arc::new(Mutex::new(claim));
             let fut = run();
             Box::pin(async move {
-                match fut.await {
-                    Ok(TaskResult::Executed(output)) => RunEnd::Executed(output.failure()),
-                    Ok(TaskResult::Skipped) => RunEnd::Skipped,
-                    Err(error) => RunEnd::Failed(error),
+                let end = AssertUnwindSafe(with_pre_claim(Arc::clone(&slot), fut))
+                    .catch_unwind()
+                    .await;
+                release_unused(&slot).await;
+                match end {
+                    Ok(result) => ended(result),
+                    Err(panic) => std::panic::resume_unwind(panic),
                 }
             })
         };
@@ -119,6 +135,61 @@ impl Job {
             schedule,
             run: Arc::new(run),
             lock: None,
+            claims_in_run: false,
+            misfire_policy: None,
+        }
+    }
+
+    /// A job named `name` firing on `schedule` whose lock the scheduler takes: at each tick it
+    /// claims `lock` for the tick (together with the other jobs due at the same instant, see
+    /// [Claiming ticks together](Self#claiming-ticks-together)), and calls `body` only if this
+    /// instance won it, with the lock's [`LockContext`] (its fencing token, its tick, whether
+    /// keep-alive lost it). The answer goes to the run as an argument; the body takes no lock
+    /// of its own. Keep-alive, shutdown and the release honouring `lock_at_least_for` are as
+    /// for [`run_locked`](crate::run_locked).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shedlock::{Job, LockConfiguration, LockContext, Schedule};
+    ///
+    /// let lock = LockConfiguration::new("report", Duration::from_secs(60), Duration::ZERO)?;
+    /// let job = Job::locked("report", Schedule::parse("0 * * * * *", "UTC")?, lock, |lock: LockContext| async move {
+    ///     // the work, fenced with lock.fencing_token()
+    /// });
+    /// # Ok::<(), shedlock::Error>(())
+    /// ```
+    pub fn locked<F, Fut, T>(
+        name: impl Into<String>,
+        schedule: Schedule,
+        lock: LockConfiguration,
+        body: F,
+    ) -> Self
+    where
+        F: Fn(LockContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = T> + Send + 'static,
+        T: JobOutput,
+    {
+        let body = Arc::new(body);
+        let config = lock.clone();
+        let run = move |claim: Option<PreClaim>| -> BoxFuture<'static, RunEnd> {
+            let (config, body) = (config.clone(), Arc::clone(&body));
+            Box::pin(async move {
+                let provider = match current_provider() {
+                    Ok(provider) => provider,
+                    Err(error) => return RunEnd::Failed(error),
+                };
+                let config = match current_tick() {
+                    Some(tick) => config.for_tick(tick),
+                    None => config,
+                };
+                ended(hold_claimed(provider.as_ref(), &config, claim, |lock| body(lock)).await)
+            })
+        };
+        Self {
+            name: name.into().into(),
+            schedule,
+            run: Arc::new(run),
+            lock: Some(Arc::new(lock)),
             claims_in_run: false,
             misfire_policy: None,
         }
@@ -280,6 +351,33 @@ impl Counters {
             not_leader: get(&self.not_leader),
             deferred_capacity: get(&self.deferred_capacity),
         }
+    }
+}
+
+/// How a run that went through its lock call ended.
+fn ended<T: JobOutput>(result: Result<TaskResult<T>>) -> RunEnd {
+    match result {
+        Ok(TaskResult::Executed(output)) => RunEnd::Executed(output.failure()),
+        Ok(TaskResult::Skipped) => RunEnd::Skipped,
+        Err(error) => RunEnd::Failed(error),
+    }
+}
+
+/// Releases a lock the scheduler claimed for a run that did not take it.
+async fn release_unused(slot: &PreClaimSlot) {
+    let unused = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let Some(PreClaim {
+        answer: Ok(Some(guard)),
+        ..
+    }) = unused
+    else {
+        return;
+    };
+    let (name, token) = (guard.name().to_owned(), guard.fencing_token());
+    tracing::info!(lock = %name, token,
+        "the run did not take the lock claimed for its tick: released (the tick stays claimed)");
+    if let Err(error) = guard.unlock().await {
+        tracing::warn!(lock = %name, token, %error, "unlock failed; retrying in the background until the lease runs out");
     }
 }
 

@@ -291,6 +291,90 @@ pub async fn jobs_with_a_lock_are_claimed_in_one_call_per_tick<D: TestDb>(db: &A
     assert_eq!(rows.len(), attempted, "every claimed run did its work");
 }
 
+/// Twenty jobs built with [`Job::locked`] (the scheduler takes the lock, the body gets its
+/// context), one of them held by another holder throughout: every tick is claimed in the
+/// tick's one `lock_many` call and the answer handed to each run as an argument, so no run
+/// sends a `lock` of its own; the body is called only for a tick the claim won, with that tick
+/// and its token, and never for the held job.
+pub async fn a_locked_job_gets_its_claim_as_an_argument<D: TestDb>(db: &Arc<D>) {
+    db.ran_table().await;
+    let provider = Counting::new(db.provider_with(Opts::own_pool()).await);
+    let other = db.provider_with(Opts::own_pool()).await;
+    let held = other
+        .lock(&lock_config(0))
+        .await
+        .unwrap()
+        .expect("batch_00 is free before the scheduler starts");
+    let calls: Arc<Mutex<Vec<usize>>> = Arc::default();
+    let jobs = (0..JOBS).map(|job| {
+        let (db, who, calls) = (
+            Arc::clone(db),
+            format!("batch_{job:02}@locked"),
+            Arc::clone(&calls),
+        );
+        Job::locked(
+            format!("batch_{job:02}"),
+            every_second(),
+            lock_config(job),
+            move |lock: LockContext| {
+                let (db, who, calls) = (Arc::clone(&db), who.clone(), Arc::clone(&calls));
+                async move {
+                    calls.lock().unwrap().push(job);
+                    let current = LockContext::current().map(|c| c.fencing_token());
+                    assert_eq!(
+                        current,
+                        Some(lock.fencing_token()),
+                        "the body runs in its lock's scope"
+                    );
+                    let tick = lock.tick().expect("scheduled runs carry their tick");
+                    db.record_run(tick.timestamp_millis(), &who, lock.fencing_token())
+                        .await;
+                }
+            },
+        )
+    });
+    let names: Vec<String> = (1..JOBS).map(|job| format!("batch_{job:02}")).collect();
+    let (scheduler, done) = run_until(Arc::clone(&provider), jobs, 20 * SEC, |s| {
+        names
+            .iter()
+            .all(|name| s.stats(name).unwrap().executed >= 2)
+    })
+    .await;
+    held.unlock().await.unwrap();
+    assert!(done, "every free job ran twice within 20 s");
+
+    let sizes = provider.lock_many_sizes();
+    assert_eq!(
+        provider.locks(),
+        0,
+        "no run sent a lock of its own: {sizes:?}"
+    );
+    assert_eq!(
+        sizes.first(),
+        Some(&JOBS),
+        "the first tick: one call for all: {sizes:?}"
+    );
+    let held_stats = scheduler.stats("batch_00").unwrap();
+    assert_eq!(held_stats.executed, 0, "{held_stats:?}");
+    assert!(held_stats.skipped_held >= 2, "{held_stats:?}");
+    let calls = calls.lock().unwrap().clone();
+    assert!(
+        !calls.contains(&0),
+        "the held job's body was called: {calls:?}"
+    );
+    let executed: u64 = names
+        .iter()
+        .map(|name| scheduler.stats(name).unwrap().executed)
+        .sum();
+    assert_eq!(
+        calls.len() as u64,
+        executed,
+        "a body call per run, none for a refused tick"
+    );
+    let rows = db.runs().await;
+    assert_eq!(rows.len() as u64, executed, "every run did its work");
+}
+
 /// Twenty jobs built with [`Job::new`] around `run_locked`, no `with_lock`: their first tick
 /// each sends a `lock` of its own, and from their second tick on they are claimed in batches.
 pub async fn a_learned_lock_is_claimed_in_batches_from_the_second_tick<D: TestDb>(db: &Arc<D>) {
