@@ -34,8 +34,11 @@
 //!
 //! **Which tick is measured** (`--measure`): `warmup` (default) lets every job run one tick W
 //! before T, so at T the scheduler already knows each job's lock from its previous run and
-//! each connection has prepared its statements; `first` measures the jobs' first tick (use it
-//! once jobs declare their lock with `Job::with_lock`, see `DECLARES_LOCK`).
+//! most connections have prepared its statements (`--warmups N` runs N warm-up ticks, 8 s
+//! apart: PostgreSQL counts a statement's first preparation on a connection as a transaction,
+//! and one tick does not send every statement on every connection of a pool); `first`
+//! measures the jobs' first tick (use it once jobs declare their lock with `Job::with_lock`,
+//! see `DECLARES_LOCK`).
 //!
 //! `--per-tick` prints another table: one instance, N due jobs (N = 1, 10, 100, 1,000 or
 //! `--per-tick 1,10,100`), the statements it sends for that one tick, per backend.
@@ -45,6 +48,7 @@
 //! cargo bench --bench contention -- --backend all         # postgres, mysql, sqlite
 //! cargo bench --bench contention -- --backend mysql --instances 16 --jobs 1000 --runs 3
 //! cargo bench --bench contention -- --measure first       # the jobs' first tick
+//! cargo bench --bench contention -- --warmups 3           # T after three warm-up ticks
 //! cargo bench --bench contention -- --per-tick --backend all
 //! ```
 //! Figures go to BENCHMARKS.md; nothing here asserts a time.
@@ -72,8 +76,8 @@ const DECLARES_LOCK: bool = true;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Measure {
-    /// Every job runs one tick W first; T is each job's second tick.
-    Warmup,
+    /// Every job runs this many ticks W first (8 s apart); T is the next one.
+    Warmup(usize),
     /// T is each job's first tick.
     First,
 }
@@ -86,8 +90,11 @@ impl Measure {
             "jobs do not declare their lock (no `Job::with_lock`)"
         };
         match self {
-            Measure::Warmup => format!(
+            Measure::Warmup(1) => format!(
                 "`--measure warmup`: each job ran one warm-up tick W before T (so its lock is known from its previous run and statements are prepared); {declared}"
+            ),
+            Measure::Warmup(n) => format!(
+                "`--measure warmup --warmups {n}`: each job ran {n} warm-up ticks, 8 s apart, before T (so its lock is known and every connection has prepared the statements a tick sends); {declared}"
             ),
             Measure::First => format!("`--measure first`: T is each job's first tick; {declared}"),
         }
@@ -113,7 +120,7 @@ fn args() -> Args {
         instances: 16,
         jobs: 1000,
         runs: 1,
-        measure: Measure::Warmup,
+        measure: Measure::Warmup(1),
         per_tick: None,
         help_after: None,
     };
@@ -140,9 +147,10 @@ fn args() -> Args {
                 let ms = number(it.next(), "--help-after (milliseconds)");
                 args.help_after = Some(Duration::from_millis(ms as u64));
             }
+            "--warmups" => args.measure = Measure::Warmup(number(it.next(), "--warmups").max(1)),
             "--measure" => {
                 args.measure = match it.next().as_deref() {
-                    Some("warmup" | "warm-up") => Measure::Warmup,
+                    Some("warmup" | "warm-up") => Measure::Warmup(1),
                     Some("first") => Measure::First,
                     other => panic!("--measure {other:?}: warmup or first"),
                 }
@@ -573,7 +581,11 @@ fn delta(before: &Reading, after: &Reading) -> Vec<(&'static str, i64)> {
 /// A schedule that fires at `ticks` (one or two instants within a minute of each other) and at
 /// no other instant from now until two minutes after the last, and those ticks. The first tick
 /// is at least `lead` from now, the second `gap` after it.
-fn plan_ticks(lead: Duration, gap: Option<Duration>) -> (Schedule, String, Vec<DateTime<Utc>>) {
+fn plan_ticks(
+    lead: Duration,
+    gap: Option<Duration>,
+    warmups: usize,
+) -> (Schedule, String, Vec<DateTime<Utc>>) {
     let now = Utc::now();
     let mut first = (now + TimeDelta::from_std(lead).unwrap())
         .with_nanosecond(0)
@@ -582,7 +594,9 @@ fn plan_ticks(lead: Duration, gap: Option<Duration>) -> (Schedule, String, Vec<D
     for _ in 0..180 {
         let ticks: Vec<DateTime<Utc>> = match gap {
             None => vec![first],
-            Some(gap) => vec![first, first + TimeDelta::from_std(gap).unwrap()],
+            Some(gap) => (0..=warmups as i32)
+                .map(|k| first + TimeDelta::from_std(gap).unwrap() * k)
+                .collect(),
         };
         let field = |f: fn(&DateTime<Utc>) -> u32| {
             let mut v: Vec<u32> = ticks.iter().map(f).collect();
@@ -722,8 +736,12 @@ async fn race(
     // Schedulers start about 4 s before the first tick; with a warm-up tick W, T comes 8 s
     // after it (W's runs end, then the readings).
     let lead = Duration::from_secs(4 + (instances * jobs / 8000) as u64);
-    let gap = (measure == Measure::Warmup).then(|| Duration::from_secs(8));
-    let (schedule, cron, ticks) = plan_ticks(lead, gap);
+    let warmups = match measure {
+        Measure::Warmup(n) => n,
+        Measure::First => 0,
+    };
+    let gap = (warmups > 0).then(|| Duration::from_secs(8));
+    let (schedule, cron, ticks) = plan_ticks(lead, gap, warmups);
     let tick = *ticks.last().unwrap();
     let shared = Arc::new(Shared {
         tick,
@@ -811,8 +829,9 @@ async fn race(
 
     // The warm-up tick, if any: wait for its decisions and its runs' ends.
     let mut warm_note = String::new();
-    if ticks.len() == 2 {
+    if warmups > 0 {
         let deadline = tick - TimeDelta::milliseconds(1500);
+        let expected = expected * warmups;
         while (shared.warm_decisions.load(Ordering::SeqCst) < expected
             || runs_ended(&schedulers, jobs) < expected as u64)
             && Utc::now() < deadline
