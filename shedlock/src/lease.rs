@@ -5,10 +5,12 @@
 //! together, in one statement (one script on Redis), each row still guarded by its own token
 //! and `lock_at_least_for`.
 //!
-//! This is group commit, as a database's log does it: the first unlock of a quiet moment is
-//! sent at once, alone, through the provider's one-lock statement, so a lone release waits for
-//! nothing. While [`MAX_RUNNING`] groups are on their way, later unlocks queue; when a group
-//! comes back, everything queued meanwhile (up to [`MAX_GROUP`]) goes in the next one. A tick
+//! This is group commit, as a database's log does it: the first unlock of a quiet moment
+//! starts a group at once; its task yields to the runtime once, so the unlocks of runs ending
+//! in the same turn join it, and a lone release goes through the provider's one-lock statement
+//! after waiting for nothing but that turn. While [`MAX_RUNNING`] groups are on their way,
+//! later unlocks queue; when a group comes back, everything queued meanwhile (up to
+//! [`MAX_GROUP`]) goes in the next one. A tick
 //! whose runs end within a few milliseconds of each other is released in a handful of
 //! statements instead of one per run.
 //!
@@ -158,6 +160,9 @@ async fn send_groups(lease: Arc<dyn Lease>) {
         releases,
         done: false,
     };
+    // Let the runs that end in the same turn of the runtime queue their unlocks first: a
+    // tick's runs end together, and the first group then takes them all.
+    tokio::task::yield_now().await;
     while let Some(mut group) = releases.next_group() {
         // Rows are taken in name order, as the batch acquire takes them, so a group and a
         // claim racing over the same rows wait for each other instead of deadlocking.
