@@ -44,7 +44,8 @@
 //!   locks), [`RunStore`] (the run history). A backend implements what it can; the compiler
 //!   checks the rest.
 //! - **Running a job under a lock**: [`run_locked`], [`LockingTaskExecutor`], [`LockContext`].
-//! - **Scheduling**: [`Scheduler`] of [`Job`]s on a [`Schedule`], with [`RunHistory`] and
+//! - **Scheduling**: [`Scheduler`] of [`Job`]s on a [`Schedule`] (a job takes its own lock, or
+//!   leaves it to the scheduler with [`Job::locked`]), with [`RunHistory`] and
 //!   [`SchedulerListener`]s; metrics named in [`metric_names`]. Instances scheduling the same
 //!   jobs share each tick ([`SchedulerBuilder::fleet`], [`SchedulerBuilder::help_after`]), each
 //!   within [`SchedulerBuilder::max_concurrent_runs`]; missed ticks follow a
