@@ -16,6 +16,7 @@ shedlock_suite::backend_tests!([postgres, mysql, sqlite, redis]: shedlock_suite:
     many_jobs_on_three_instances_run_every_tick_once,
     jobs_with_a_lock_are_claimed_in_one_call_per_tick,
     a_locked_job_gets_its_claim_as_an_argument,
+    a_scheduled_function_gets_its_claim_as_an_argument,
     a_learned_lock_is_claimed_in_batches_from_the_second_tick,
     a_claimed_lock_the_run_does_not_take_is_released,
     a_run_that_asks_for_another_lease_gets_it,

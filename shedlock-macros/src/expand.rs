@@ -12,6 +12,10 @@ use syn::{GenericParam, ItemFn, LitStr, ReturnType};
 use crate::scheduled::ScheduledFn;
 use crate::scheduler_lock::{LockDuration, LockName, LockedFn, NamePiece};
 
+/// What `#[scheduled]` leaves as the arguments of the `#[scheduler_lock]` it expanded itself:
+/// that attribute then expands to the item unchanged.
+pub(crate) const EXPANDED_BY_SCHEDULED: &str = "__shedlock_expanded_by_scheduled";
+
 /// `tokens` followed by `error` as `compile_error!`: the user's item survives next to the
 /// error, so an IDE keeps working and follow-on errors stay few (tokio-macros' pattern).
 pub(crate) fn token_stream_with_error(mut tokens: TokenStream, error: syn::Error) -> TokenStream {
@@ -46,6 +50,13 @@ pub(crate) fn token_stream_with_error(mut tokens: TokenStream, error: syn::Error
 ///
 /// With an `impl Trait` output, the body is a plain `async move #block` and `body::<_, _>`.
 pub(crate) fn scheduler_lock(locked: LockedFn) -> TokenStream {
+    locked_fn(locked, None)
+}
+
+/// [`scheduler_lock`]'s expansion; with `claim`, the function takes the scheduler's claim as a
+/// first parameter of that name (`::shedlock::__private::Claim`) and holds its lock with it
+/// (`__private::run_claimed`).
+fn locked_fn(locked: LockedFn, claim: Option<&syn::Ident>) -> TokenStream {
     let LockedFn {
         func,
         name,
@@ -115,6 +126,19 @@ pub(crate) fn scheduler_lock(locked: LockedFn) -> TokenStream {
     let name_expr = name_expr(&name);
     let (at_most_let, at_most) = duration_arg(lock_at_most_for, "__shedlock_lock_at_most_for");
     let (at_least_let, at_least) = duration_arg(lock_at_least_for, "__shedlock_lock_at_least_for");
+    let body = quote!(::shedlock::__private::body::<#body_ty, _>(#body));
+    let call = match claim {
+        None => quote! {
+            ::shedlock::__private::run_locked(#name_var, #at_most, #at_least, #body)
+        },
+        Some(claim) => {
+            sig.inputs
+                .insert(0, syn::parse_quote!(#claim: ::shedlock::__private::Claim));
+            quote! {
+                ::shedlock::__private::run_claimed(#claim, #name_var, #at_most, #at_least, #body)
+            }
+        }
+    };
     quote! {
         #(#outer)*
         #vis #sig {
@@ -122,13 +146,7 @@ pub(crate) fn scheduler_lock(locked: LockedFn) -> TokenStream {
             let #name_var: ::std::string::String = #name_expr;
             #at_most_let
             #at_least_let
-            ::shedlock::__private::run_locked(
-                #name_var,
-                #at_most,
-                #at_least,
-                ::shedlock::__private::body::<#body_ty, _>(#body),
-            )
-            .await
+            #call.await
         }
     }
 }
@@ -203,7 +221,12 @@ fn mentions_impl(tokens: TokenStream) -> bool {
 }
 
 /// The function unchanged (its `#[scheduler_lock]` expands next), plus a type namespace item
-/// of the same name whose `job` builds the `shedlock::Job`:
+/// of the same name whose `job` builds the `shedlock::Job`. When the lock's durations are
+/// literals, `#[scheduled]` expands the lock itself instead: the body goes into a hidden
+/// sibling `__shedlock_claimed_<fn>(claim, args…)` that holds the lock with the scheduler's
+/// claim (`__private::run_claimed`), the function calls it with `Claim::none()`, and `job`
+/// (`__private::claimed_job`) declares the lock and hands each run's claim to the sibling.
+/// Otherwise:
 ///
 /// ```text
 /// #func
@@ -283,32 +306,88 @@ pub(crate) fn scheduled(scheduled: ScheduledFn) -> TokenStream {
     );
     let cron = LitStr::new(&cron_text, cron.span());
     let time_zone = LitStr::new(&tz_text, time_zone.span());
-    let run = quote! {
-        move || {
-            #(#clones)*
-            async move { #ident #turbofish (#(#names),*).await }
-        }
-    };
-    let job = quote_spanned! {output_span=>
-        ::shedlock::__private::job(::core::stringify!(#ident), #cron, #time_zone, #run)
-    };
-    // A lock known at compile time is declared on the job (`Job::with_lock`), so its ticks are
-    // claimed with the others' from the first one on; its name is rendered before the
-    // arguments move into the run.
-    let job = match declared_lock {
-        Some((name, at_most, at_least)) => {
-            let name_var = syn::Ident::new("__shedlock_lock_name", Span::mixed_site());
-            let name = name_expr(&name);
-            let (at_most, at_least) = (duration_expr(at_most), duration_expr(at_least));
-            quote! {
-                let #name_var: ::std::string::String = #name;
-                ::shedlock::__private::declare_lock(#job, #name_var, #at_most, #at_least)
+    let (items, job) = match declared_lock {
+        Some(locked) => match (&locked.lock_at_most_for, &locked.lock_at_least_for) {
+            (LockDuration::Fixed(at_most), LockDuration::Fixed(at_least)) => {
+                // The lock is known at compile time: `job()` declares it, and each run gets the
+                // scheduler's claim of it as an argument, through a hidden sibling of the
+                // function that holds the lock with it; the function itself calls the sibling
+                // with no claim. The lock's name is rendered before the arguments move into
+                // the run.
+                let name_var = syn::Ident::new("__shedlock_lock_name", Span::mixed_site());
+                let name = name_expr(&locked.name);
+                let (at_most, at_least) = (duration_expr(*at_most), duration_expr(*at_least));
+                let sibling_ident = quote::format_ident!("__shedlock_claimed_{}", ident);
+                let claim = syn::Ident::new("__shedlock_claim", Span::mixed_site());
+                // The function keeps its `#[scheduler_lock]` (the caller's import of it stays
+                // used), which the marker turns into a no-op.
+                let mut outer = func.clone();
+                for attr in &mut outer.attrs {
+                    if attr
+                        .path()
+                        .segments
+                        .last()
+                        .is_some_and(|s| s.ident == "scheduler_lock")
+                    {
+                        let marker = syn::Ident::new(EXPANDED_BY_SCHEDULED, Span::call_site());
+                        let path = attr.path().clone();
+                        *attr = syn::parse_quote!(#[#path(#marker)]);
+                    }
+                }
+                let wrapper = claiming_wrapper(outer, &sibling_ident, &turbofish, &names);
+                let mut sibling = locked;
+                sibling.func.attrs.retain(|a| {
+                    matches!(a.style, syn::AttrStyle::Inner(_)) || a.path().is_ident("cfg")
+                });
+                sibling.func.attrs.push(syn::parse_quote!(#[doc(hidden)]));
+                sibling
+                    .func
+                    .attrs
+                    .push(syn::parse_quote!(#[allow(non_snake_case, clippy::too_many_arguments)]));
+                sibling.func.sig.ident = sibling_ident.clone();
+                let sibling = locked_fn(sibling, Some(&claim));
+                let run = quote! {
+                    move |#claim: ::shedlock::__private::Claim| {
+                        #(#clones)*
+                        async move { #sibling_ident #turbofish (#claim, #(#names),*).await }
+                    }
+                };
+                let job = quote_spanned! {output_span=>
+                    let #name_var: ::std::string::String = #name;
+                    ::shedlock::__private::claimed_job(
+                        ::core::stringify!(#ident), #cron, #time_zone, #name_var, #at_most, #at_least, #run,
+                    )
+                };
+                (quote!(#wrapper #sibling), job)
             }
-        }
-        None => job,
+            _ => (
+                func.to_token_stream(),
+                plain_job(
+                    ident,
+                    &cron,
+                    &time_zone,
+                    &turbofish,
+                    &names,
+                    clones,
+                    output_span,
+                ),
+            ),
+        },
+        None => (
+            func.to_token_stream(),
+            plain_job(
+                ident,
+                &cron,
+                &time_zone,
+                &turbofish,
+                &names,
+                clones,
+                output_span,
+            ),
+        ),
     };
     quote! {
-        #func
+        #items
 
         #[doc = #type_doc]
         #[allow(non_camel_case_types, dead_code, missing_debug_implementations, unreachable_pub)]
@@ -320,6 +399,81 @@ pub(crate) fn scheduled(scheduled: ScheduledFn) -> TokenStream {
             #vis fn job #impl_generics (#(#names: #types),*) -> ::shedlock::Job #where_clause {
                 #job
             }
+        }
+    }
+}
+
+/// The `job()` body of a `#[scheduled]` function whose lock is not known at compile time: the
+/// function is called on each tick and takes its own lock.
+fn plain_job(
+    ident: &syn::Ident,
+    cron: &LitStr,
+    time_zone: &LitStr,
+    turbofish: &TokenStream,
+    names: &[&syn::Ident],
+    clones: impl Iterator<Item = TokenStream>,
+    output_span: Span,
+) -> TokenStream {
+    let run = quote! {
+        move || {
+            #(#clones)*
+            async move { #ident #turbofish (#(#names),*).await }
+        }
+    };
+    // The call carries the output type's span, so an output that is not a `JobOutput` is
+    // reported on the function's return type.
+    quote_spanned! {output_span=>
+        ::shedlock::__private::job(::core::stringify!(#ident), #cron, #time_zone, #run)
+    }
+}
+
+/// A `#[scheduled]` function with a declared lock, as its callers see it: the same signature
+/// and attributes, returning `Result<TaskResult<T>>`, calling its hidden sibling with no claim
+/// (so a call by hand takes the lock as `#[scheduler_lock]` would).
+fn claiming_wrapper(
+    func: ItemFn,
+    sibling: &syn::Ident,
+    turbofish: &TokenStream,
+    names: &[&syn::Ident],
+) -> TokenStream {
+    let ItemFn {
+        attrs,
+        vis,
+        mut sig,
+        ..
+    } = func;
+    let ret = match &sig.output {
+        ReturnType::Default => quote!(()),
+        ReturnType::Type(_, ty) => ty.to_token_stream(),
+    };
+    let arrow = match &sig.output {
+        ReturnType::Type(arrow, _) => *arrow,
+        ReturnType::Default => syn::Token![->](Span::call_site()),
+    };
+    sig.output = ReturnType::Type(
+        arrow,
+        Box::new(syn::Type::Verbatim(
+            quote!(::shedlock::Result<::shedlock::TaskResult<#ret>>),
+        )),
+    );
+    // The parameters are only passed on: `mut` would be an unused-mut warning here.
+    for input in &mut sig.inputs {
+        if let syn::FnArg::Typed(typed) = input
+            && let syn::Pat::Ident(pat) = &mut *typed.pat
+        {
+            pat.mutability = None;
+        }
+    }
+    let outer = attrs
+        .into_iter()
+        .filter(|a| !matches!(a.style, syn::AttrStyle::Inner(_)));
+    quote! {
+        #(#outer)*
+        // `job()` calls the sibling, as it called this function before: unused when never
+        // called by hand, which is not worth a warning.
+        #[allow(dead_code)]
+        #vis #sig {
+            #sibling #turbofish (::shedlock::__private::Claim::none(), #(#names),*).await
         }
     }
 }
@@ -461,7 +615,22 @@ mod tests {
             out.contains("pub (crate) fn job < T : Clone , const N : usize > (id : u64 , t : T)"),
             "{out}"
         );
-        assert!(out.contains("sync :: < T , N > (id , t) . await"), "{out}");
+        // The lock is declared: each run hands its claim to the hidden sibling, and the
+        // function itself calls the sibling with none.
+        assert!(
+            out.contains(
+                "__shedlock_claimed_sync :: < T , N > (__shedlock_claim , id , t) . await"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("__shedlock_claimed_sync :: < T , N > (:: shedlock :: __private :: Claim :: none () , id , t) . await"),
+            "{out}"
+        );
+        assert!(
+            out.contains(":: shedlock :: __private :: claimed_job ("),
+            "{out}"
+        );
         assert!(
             out.contains(r#""0 */5 * * * *" , "Europe/Berlin""#),
             "{out}"

@@ -173,6 +173,11 @@ use proc_macro::TokenStream;
 /// expression).
 #[proc_macro_attribute]
 pub fn scheduler_lock(args: TokenStream, item: TokenStream) -> TokenStream {
+    if args.to_string() == expand::EXPANDED_BY_SCHEDULED {
+        // `#[scheduled]` above expanded the lock already and left the attribute (so the
+        // caller's `use shedlock::scheduler_lock` stays used) with this marker.
+        return item;
+    }
     attribute(
         args,
         item,
@@ -214,7 +219,12 @@ pub fn scheduler_lock(args: TokenStream, item: TokenStream) -> TokenStream {
 /// The function itself, unchanged (its `#[scheduler_lock]` expands next, so it stays callable
 /// by hand, under its lock), plus an uninhabited `enum` of the same name and visibility whose
 /// associated function `job` takes the function's parameters and returns a `shedlock::Job`
-/// named after the function:
+/// named after the function. When both `#[scheduler_lock]` durations are literals, `job`
+/// also declares the lock (so the scheduler claims the job's ticks with the others' from the
+/// first one on) and each run receives the scheduler's answer as an argument: the body then
+/// lives in a hidden sibling function that holds the lock with that answer, and the function
+/// calls the sibling with none (so a call by hand still takes its lock). Otherwise, in
+/// essence:
 ///
 /// ```ignore
 /// #[scheduled(cron = "0 */15 * * * *")]

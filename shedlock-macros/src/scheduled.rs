@@ -2,7 +2,6 @@
 //! sits on, giving a [`ScheduledFn`] or a `syn::Error` spanned on the offending token.
 
 use std::str::FromStr;
-use std::time::Duration;
 
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
@@ -10,7 +9,7 @@ use syn::parse::Parser;
 use syn::{Attribute, FnArg, Ident, ItemFn, LitStr, Pat, Type};
 
 use crate::args::{self, Arguments, Errors};
-use crate::scheduler_lock::{LockDuration, LockName, LockedFn, check_async};
+use crate::scheduler_lock::{LockDuration, LockedFn, check_async};
 
 /// A validated `#[scheduled]` function.
 pub(crate) struct ScheduledFn {
@@ -22,13 +21,12 @@ pub(crate) struct ScheduledFn {
     pub(crate) time_zone: LitStr,
     /// The parameters, each a plain `name: Type`.
     pub(crate) params: Vec<(Ident, Type)>,
-    /// The lock its `#[scheduler_lock]` takes, when both durations are literals: `job(…)`
-    /// declares it ([`Job::with_lock`]), so the scheduler claims the job's ticks with the
-    /// others' from the first one on. `None` when a duration is an expression (evaluated on
-    /// each call) or the attribute is not valid (it reports why when it expands).
-    ///
-    /// [`Job::with_lock`]: https://docs.rs/shedlock/latest/shedlock/struct.Job.html#method.with_lock
-    pub(crate) declared_lock: Option<(LockName, Duration, Duration)>,
+    /// Its `#[scheduler_lock]`, parsed, when both durations are literals: `#[scheduled]`
+    /// expands it itself, so `job(…)` declares the lock and hands each run the scheduler's
+    /// claim as an argument (`__private::claimed_job`). `None` when a duration is an
+    /// expression (evaluated on each call) or the attribute is not valid (it reports why when
+    /// it expands).
+    pub(crate) declared_lock: Option<LockedFn>,
 }
 
 args::arguments! {
@@ -114,9 +112,10 @@ impl ScheduledFn {
     }
 }
 
-/// The lock of `func`'s `#[scheduler_lock]`, when its name and both durations are known at
-/// compile time (the name may have `{param}` placeholders: `job(…)` has the same parameters).
-fn declared_lock(func: &ItemFn) -> Option<(LockName, Duration, Duration)> {
+/// `func`'s `#[scheduler_lock]`, parsed (on `func` without it), when its name and both
+/// durations are known at compile time (the name may have `{param}` placeholders: `job(…)` has
+/// the same parameters).
+fn declared_lock(func: &ItemFn) -> Option<LockedFn> {
     let attr = func.attrs.iter().find(|a| is_scheduler_lock(a))?;
     let args = match &attr.meta {
         syn::Meta::List(list) => list.tokens.clone(),
@@ -125,8 +124,8 @@ fn declared_lock(func: &ItemFn) -> Option<(LockName, Duration, Duration)> {
     let mut bare = func.clone();
     bare.attrs.retain(|a| !is_scheduler_lock(a));
     let locked = LockedFn::parse(args, bare.to_token_stream()).ok()?;
-    match (locked.lock_at_most_for, locked.lock_at_least_for) {
-        (LockDuration::Fixed(most), LockDuration::Fixed(least)) => Some((locked.name, most, least)),
+    match (&locked.lock_at_most_for, &locked.lock_at_least_for) {
+        (LockDuration::Fixed(_), LockDuration::Fixed(_)) => Some(locked),
         _ => None,
     }
 }

@@ -149,16 +149,6 @@ pub mod __private {
 
     use crate::{Job, JobOutput, LockConfiguration, Result, Schedule, TaskResult};
 
-    /// `job` with its `#[scheduler_lock]` declared ([`Job::with_lock`]), when the rendered
-    /// name and the durations make a valid lock; `job` as it is otherwise (each run's lock
-    /// call reports the error).
-    pub fn declare_lock(job: Job, name: String, at_most: Duration, at_least: Duration) -> Job {
-        match LockConfiguration::new(name, at_most, at_least) {
-            Ok(lock) => job.with_lock(lock),
-            Err(_) => job,
-        }
-    }
-
     /// The body of a `#[scheduler_lock]` function: validates the rendered name, then
     /// [`run_locked`](crate::run_locked).
     pub async fn run_locked<T>(
@@ -169,6 +159,77 @@ pub mod __private {
     ) -> Result<TaskResult<T>> {
         let config = LockConfiguration::new(name, lock_at_most_for, lock_at_least_for)?;
         crate::run_locked(config, body).await
+    }
+
+    /// The scheduler's answer for the lock of one run of a `#[scheduled]` function (or none:
+    /// a call by hand, or a tick the scheduler did not claim), passed to the function's
+    /// hidden sibling as an argument.
+    pub struct Claim(pub(crate) Option<crate::context::PreClaim>);
+
+    impl Claim {
+        /// No claim: the call takes its lock itself.
+        pub fn none() -> Self {
+            Self(None)
+        }
+    }
+
+    impl std::fmt::Debug for Claim {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_tuple("Claim").field(&self.0).finish()
+        }
+    }
+
+    /// The body of a `#[scheduled]` function's hidden sibling: with `claim`, holds the lock
+    /// with the scheduler's answer (when it is the answer for this lock and tick); without,
+    /// [`run_locked`](crate::run_locked).
+    pub async fn run_claimed<T>(
+        claim: Claim,
+        name: String,
+        lock_at_most_for: Duration,
+        lock_at_least_for: Duration,
+        body: impl Future<Output = T>,
+    ) -> Result<TaskResult<T>> {
+        let config = LockConfiguration::new(name, lock_at_most_for, lock_at_least_for)?;
+        let Some(claim) = claim.0 else {
+            return crate::run_locked(config, body).await;
+        };
+        let provider = crate::context::current_provider()?;
+        let config = match (config.tick(), crate::context::current_tick()) {
+            (None, Some(tick)) => config.for_tick(tick),
+            _ => config,
+        };
+        if claim.sent.name() != config.name() || claim.sent.tick() != config.tick() {
+            // Not this lock's answer (the function renders another name than `job()` did):
+            // dropped, which releases a won lock, and the lock is taken as by hand.
+            drop(claim);
+            return crate::run::hold(provider.as_ref(), &config, |_| body).await;
+        }
+        crate::run::hold_claimed(provider.as_ref(), &config, Some(claim), |_| body).await
+    }
+
+    /// The `job()` of a `#[scheduled]` function whose lock is known at compile time: the lock
+    /// is declared ([`Job::with_lock`], when `lock_name` and the durations make a valid lock),
+    /// and each run gets the scheduler's claim of it as an argument.
+    #[allow(clippy::too_many_arguments)]
+    pub fn claimed_job<F, Fut, T>(
+        name: &'static str,
+        cron: &'static str,
+        time_zone: &'static str,
+        lock_name: String,
+        lock_at_most_for: Duration,
+        lock_at_least_for: Duration,
+        run: F,
+    ) -> Job
+    where
+        F: Fn(Claim) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<TaskResult<T>>> + Send + 'static,
+        T: JobOutput,
+    {
+        let schedule = Schedule::parse(cron, time_zone).unwrap_or_else(|e| {
+            unreachable!("#[scheduled] checked {cron:?} in {time_zone:?} at compile time: {e}")
+        });
+        let lock = LockConfiguration::new(lock_name, lock_at_most_for, lock_at_least_for).ok();
+        Job::claiming(name, schedule, lock, move |claim| run(Claim(claim)))
     }
 
     /// Fixes a future's output type, so `?` and `return` in a moved body infer against the

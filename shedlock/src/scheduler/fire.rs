@@ -2,9 +2,10 @@
 //! the run limit ([`super::capacity`]), their ticks claimed with one
 //! [`LockProvider::lock_many`](crate::LockProvider::lock_many) call, and each run started in a
 //! task of its own, which receives the answer for its lock as an argument: a
-//! [`Job::locked`](crate::Job::locked) run takes it at once; a [`Job::new`](crate::Job::new)
-//! function's own lock call picks it up by lock name and tick (see `crate::run::hold`), and a
-//! claimed lock it did not take is released when it ends. If the claim as a whole fails, the
+//! [`Job::locked`](crate::Job::locked) run, or a `#[scheduled]` function's with a declared
+//! lock, takes it at once; a [`Job::new`](crate::Job::new) function's own lock call picks it
+//! up by lock name and tick (see `crate::run::hold`), and a claimed lock it did not take is
+//! released when it ends. If the claim as a whole fails, the
 //! runs claim their own locks.
 
 use std::panic::AssertUnwindSafe;

@@ -81,15 +81,16 @@ type RunFn = dyn Fn(Option<PreClaim>) -> BoxFuture<'static, RunEnd> + Send + Syn
 /// When many jobs are due at the same instant, the scheduler claims all their ticks with one
 /// [`LockProvider::lock_many`](crate::LockProvider::lock_many) call (one statement on the SQL
 /// providers) before calling them, for every job whose lock it knows: the one given to
-/// [`with_lock`](Self::with_lock) (which the `job(…)` of a `#[scheduled]` function calls
-/// itself when its `#[scheduler_lock]` durations are literals), else the first lock the job's
+/// [`with_lock`](Self::with_lock) (or declared by the `job(…)` of a `#[scheduled]` function
+/// whose `#[scheduler_lock]` durations are literals), else the first lock the job's
 /// previous run took (so a job joins from its second tick on). The run's own lock call then
 /// takes that answer instead of sending its own acquire. A job whose lock it does not know, or
 /// that is still running, claims its tick alone, as its lock call does outside a scheduler.
 ///
 /// A job made with [`locked`](Self::locked) leaves its lock to the scheduler: the claim's
 /// answer is handed to the run as an argument, and the body is called only for a tick this
-/// instance won.
+/// instance won. A `#[scheduled]` function's `job(…)` with a declared lock hands its runs the
+/// answer as an argument too.
 #[derive(Clone)]
 pub struct Job {
     /// Shared with the scheduler's index of jobs by name.
@@ -190,6 +191,33 @@ impl Job {
             schedule,
             run: Arc::new(run),
             lock: Some(Arc::new(lock)),
+            claims_in_run: false,
+            misfire_policy: None,
+        }
+    }
+
+    /// A job whose run gets the scheduler's answer for `lock` (declared, when given) as an
+    /// argument and holds the lock with it (a `#[scheduled]` function's `job()`).
+    pub(crate) fn claiming<F, Fut, T>(
+        name: impl Into<String>,
+        schedule: Schedule,
+        lock: Option<LockConfiguration>,
+        run: F,
+    ) -> Self
+    where
+        F: Fn(Option<PreClaim>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<TaskResult<T>>> + Send + 'static,
+        T: JobOutput,
+    {
+        let run = move |claim: Option<PreClaim>| -> BoxFuture<'static, RunEnd> {
+            let fut = run(claim);
+            Box::pin(async move { ended(fut.await) })
+        };
+        Self {
+            name: name.into().into(),
+            schedule,
+            run: Arc::new(run),
+            lock: lock.map(Arc::new),
             claims_in_run: false,
             misfire_policy: None,
         }
