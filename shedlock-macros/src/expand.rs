@@ -106,16 +106,7 @@ fn locked_fn(locked: LockedFn, claim: Option<&syn::Ident>) -> TokenStream {
         };
         (ret.clone(), body)
     };
-    let arrow = match &sig.output {
-        ReturnType::Type(arrow, _) => *arrow,
-        ReturnType::Default => syn::Token![->](Span::call_site()),
-    };
-    sig.output = ReturnType::Type(
-        arrow,
-        Box::new(syn::Type::Verbatim(
-            quote!(::shedlock::Result<::shedlock::TaskResult<#ret>>),
-        )),
-    );
+    sig.output = locked_output(&sig.output, &ret);
 
     // syn keeps a body's inner attributes (`#![allow(...)]`) with the outer ones; they go back
     // inside the body.
@@ -149,6 +140,20 @@ fn locked_fn(locked: LockedFn, claim: Option<&syn::Ident>) -> TokenStream {
             #call.await
         }
     }
+}
+
+/// A locked function's output: `Result<TaskResult<ret>>`, behind the function's own arrow.
+fn locked_output(output: &ReturnType, ret: &TokenStream) -> ReturnType {
+    let arrow = match output {
+        ReturnType::Type(arrow, _) => *arrow,
+        ReturnType::Default => syn::Token![->](Span::call_site()),
+    };
+    ReturnType::Type(
+        arrow,
+        Box::new(syn::Type::Verbatim(
+            quote!(::shedlock::Result<::shedlock::TaskResult<#ret>>),
+        )),
+    )
 }
 
 /// `String::from("literal")`, or `format!("text_{}", param)` with literal braces re-escaped.
@@ -306,73 +311,68 @@ pub(crate) fn scheduled(scheduled: ScheduledFn) -> TokenStream {
     );
     let cron = LitStr::new(&cron_text, cron.span());
     let time_zone = LitStr::new(&tz_text, time_zone.span());
-    let (items, job) = match declared_lock {
-        Some(locked) => match (&locked.lock_at_most_for, &locked.lock_at_least_for) {
+    let declared = declared_lock.and_then(|locked| {
+        match (&locked.lock_at_most_for, &locked.lock_at_least_for) {
             (LockDuration::Fixed(at_most), LockDuration::Fixed(at_least)) => {
-                // The lock is known at compile time: `job()` declares it, and each run gets the
-                // scheduler's claim of it as an argument, through a hidden sibling of the
-                // function that holds the lock with it; the function itself calls the sibling
-                // with no claim. The lock's name is rendered before the arguments move into
-                // the run.
-                let name_var = syn::Ident::new("__shedlock_lock_name", Span::mixed_site());
-                let name = name_expr(&locked.name);
-                let (at_most, at_least) = (duration_expr(*at_most), duration_expr(*at_least));
-                let sibling_ident = quote::format_ident!("__shedlock_claimed_{}", ident);
-                let claim = syn::Ident::new("__shedlock_claim", Span::mixed_site());
-                // The function keeps its `#[scheduler_lock]` (the caller's import of it stays
-                // used), which the marker turns into a no-op.
-                let mut outer = func.clone();
-                for attr in &mut outer.attrs {
-                    if attr
-                        .path()
-                        .segments
-                        .last()
-                        .is_some_and(|s| s.ident == "scheduler_lock")
-                    {
-                        let marker = syn::Ident::new(EXPANDED_BY_SCHEDULED, Span::call_site());
-                        let path = attr.path().clone();
-                        *attr = syn::parse_quote!(#[#path(#marker)]);
-                    }
-                }
-                let wrapper = claiming_wrapper(outer, &sibling_ident, &turbofish, &names);
-                let mut sibling = locked;
-                sibling.func.attrs.retain(|a| {
-                    matches!(a.style, syn::AttrStyle::Inner(_)) || a.path().is_ident("cfg")
-                });
-                sibling.func.attrs.push(syn::parse_quote!(#[doc(hidden)]));
-                sibling
-                    .func
-                    .attrs
-                    .push(syn::parse_quote!(#[allow(non_snake_case, clippy::too_many_arguments)]));
-                sibling.func.sig.ident = sibling_ident.clone();
-                let sibling = locked_fn(sibling, Some(&claim));
-                let run = quote! {
-                    move |#claim: ::shedlock::__private::Claim| {
-                        #(#clones)*
-                        async move { #sibling_ident #turbofish (#claim, #(#names),*).await }
-                    }
-                };
-                let job = quote_spanned! {output_span=>
-                    let #name_var: ::std::string::String = #name;
-                    ::shedlock::__private::claimed_job(
-                        ::core::stringify!(#ident), #cron, #time_zone, #name_var, #at_most, #at_least, #run,
-                    )
-                };
-                (quote!(#wrapper #sibling), job)
+                let durations = (*at_most, *at_least);
+                Some((locked, durations))
             }
-            _ => (
-                func.to_token_stream(),
-                plain_job(
-                    ident,
-                    &cron,
-                    &time_zone,
-                    &turbofish,
-                    &names,
-                    clones,
-                    output_span,
-                ),
-            ),
-        },
+            _ => None,
+        }
+    });
+    let (items, job) = match declared {
+        Some((locked, (at_most, at_least))) => {
+            // The lock is known at compile time: `job()` declares it, and each run gets the
+            // scheduler's claim of it as an argument, through a hidden sibling of the
+            // function that holds the lock with it; the function itself calls the sibling
+            // with no claim. The lock's name is rendered before the arguments move into
+            // the run.
+            let name_var = syn::Ident::new("__shedlock_lock_name", Span::mixed_site());
+            let name = name_expr(&locked.name);
+            let (at_most, at_least) = (duration_expr(at_most), duration_expr(at_least));
+            let sibling_ident = quote::format_ident!("__shedlock_claimed_{}", ident);
+            let claim = syn::Ident::new("__shedlock_claim", Span::mixed_site());
+            // The function keeps its `#[scheduler_lock]` (the caller's import of it stays
+            // used), which the marker turns into a no-op.
+            let mut outer = func.clone();
+            for attr in &mut outer.attrs {
+                if attr
+                    .path()
+                    .segments
+                    .last()
+                    .is_some_and(|s| s.ident == "scheduler_lock")
+                {
+                    let marker = syn::Ident::new(EXPANDED_BY_SCHEDULED, Span::call_site());
+                    let path = attr.path().clone();
+                    *attr = syn::parse_quote!(#[#path(#marker)]);
+                }
+            }
+            let wrapper = claiming_wrapper(outer, &sibling_ident, &turbofish, &names);
+            let mut sibling = locked;
+            sibling.func.attrs.retain(|a| {
+                matches!(a.style, syn::AttrStyle::Inner(_)) || a.path().is_ident("cfg")
+            });
+            sibling.func.attrs.push(syn::parse_quote!(#[doc(hidden)]));
+            sibling
+                .func
+                .attrs
+                .push(syn::parse_quote!(#[allow(non_snake_case, clippy::too_many_arguments)]));
+            sibling.func.sig.ident = sibling_ident.clone();
+            let sibling = locked_fn(sibling, Some(&claim));
+            let run = quote! {
+                move |#claim: ::shedlock::__private::Claim| {
+                    #(#clones)*
+                    async move { #sibling_ident #turbofish (#claim, #(#names),*).await }
+                }
+            };
+            let job = quote_spanned! {output_span=>
+                let #name_var: ::std::string::String = #name;
+                ::shedlock::__private::claimed_job(
+                    ::core::stringify!(#ident), #cron, #time_zone, #name_var, #at_most, #at_least, #run,
+                )
+            };
+            (quote!(#wrapper #sibling), job)
+        }
         None => (
             func.to_token_stream(),
             plain_job(
@@ -446,16 +446,7 @@ fn claiming_wrapper(
         ReturnType::Default => quote!(()),
         ReturnType::Type(_, ty) => ty.to_token_stream(),
     };
-    let arrow = match &sig.output {
-        ReturnType::Type(arrow, _) => *arrow,
-        ReturnType::Default => syn::Token![->](Span::call_site()),
-    };
-    sig.output = ReturnType::Type(
-        arrow,
-        Box::new(syn::Type::Verbatim(
-            quote!(::shedlock::Result<::shedlock::TaskResult<#ret>>),
-        )),
-    );
+    sig.output = locked_output(&sig.output, &ret);
     // The parameters are only passed on: `mut` would be an unused-mut warning here.
     for input in &mut sig.inputs {
         if let syn::FnArg::Typed(typed) = input
