@@ -157,8 +157,14 @@ pub mod __private {
         lock_at_least_for: Duration,
         body: impl Future<Output = T>,
     ) -> Result<TaskResult<T>> {
-        let config = LockConfiguration::new(name, lock_at_most_for, lock_at_least_for)?;
-        crate::run_locked(config, body).await
+        run_claimed(
+            Claim::none(),
+            name,
+            lock_at_most_for,
+            lock_at_least_for,
+            body,
+        )
+        .await
     }
 
     /// The scheduler's answer for the lock of one run of a `#[scheduled]` function (or none:

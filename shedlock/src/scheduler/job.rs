@@ -172,28 +172,17 @@ impl Job {
     {
         let body = Arc::new(body);
         let config = lock.clone();
-        let run = move |claim: Option<PreClaim>| -> BoxFuture<'static, RunEnd> {
+        Self::claiming(name, schedule, Some(lock), move |claim| {
             let (config, body) = (config.clone(), Arc::clone(&body));
-            Box::pin(async move {
-                let provider = match current_provider() {
-                    Ok(provider) => provider,
-                    Err(error) => return RunEnd::Failed(error),
-                };
+            async move {
+                let provider = current_provider()?;
                 let config = match current_tick() {
                     Some(tick) => config.for_tick(tick),
                     None => config,
                 };
-                ended(hold_claimed(provider.as_ref(), &config, claim, |lock| body(lock)).await)
-            })
-        };
-        Self {
-            name: name.into().into(),
-            schedule,
-            run: Arc::new(run),
-            lock: Some(Arc::new(lock)),
-            claims_in_run: false,
-            misfire_policy: None,
-        }
+                hold_claimed(provider.as_ref(), &config, claim, |lock| body(lock)).await
+            }
+        })
     }
 
     /// A job whose run gets the scheduler's answer for `lock` (declared, when given) as an
