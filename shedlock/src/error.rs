@@ -6,7 +6,7 @@ use std::time::Duration;
 /// `Result` with [`Error`] as the default error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// The database behind a provider, used to name it in errors and logs.
+/// The store behind a provider, used to name it in errors and logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Backend {
@@ -18,6 +18,9 @@ pub enum Backend {
     Sqlite,
     /// Redis (a single primary), through [`RedisLockProvider`](crate::RedisLockProvider).
     Redis,
+    /// A store this crate does not know, served by a provider written outside it; the name is
+    /// the provider author's (`"DynamoDB"`, `"etcd"`), shown in errors and logs as it is.
+    Other(&'static str),
 }
 
 impl fmt::Display for Backend {
@@ -27,6 +30,7 @@ impl fmt::Display for Backend {
             Backend::MySql => "MySQL/MariaDB",
             Backend::Sqlite => "SQLite",
             Backend::Redis => "Redis",
+            Backend::Other(name) => name,
         })
     }
 }
@@ -406,5 +410,6 @@ fn migration_dir(backend: Backend) -> &'static str {
         Backend::MySql => "mysql",
         Backend::Sqlite => "sqlite",
         Backend::Redis => "redis",
+        Backend::Other(name) => name,
     }
 }

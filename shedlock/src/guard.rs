@@ -57,12 +57,16 @@ const UNLOCK_TIMEOUT: Duration = Duration::from_secs(30);
 const UNLOCK_RETRY_LIMIT: Duration = Duration::from_secs(3600);
 
 impl LockGuard {
-    #[cfg_attr(
-        not(any(feature = "postgres", feature = "mysql", feature = "sqlite")),
-        allow(dead_code)
-    )]
-    /// A guard for `token`, whose acquire was sent at `sent_at`.
-    pub(crate) fn new(
+    /// A guard for a lock a provider just acquired: `config` as asked, the acquisition's
+    /// fencing `token` (strictly greater than every earlier token of that name), the `lease`
+    /// that extends and unlocks it (the provider's shared state), and `sent_at`, when the
+    /// acquire statement was sent by this process's monotonic clock (taken *before* sending, so
+    /// the guard never believes itself held longer than the store does).
+    ///
+    /// This is how a provider written outside this crate returns a guard from
+    /// [`LockProvider::lock`](crate::LockProvider::lock); see [`Lease`] and the project's
+    /// "Writing a provider" guide.
+    pub fn new(
         config: &LockConfiguration,
         token: i64,
         lease: Arc<dyn Lease>,

@@ -29,6 +29,29 @@ pub struct LockState {
 }
 
 impl LockState {
+    /// A row as a provider read it: the lock `name`, until when it is held, when and by whom it
+    /// was taken, its last fencing token and claimed tick, and the store's time when it was
+    /// read. For providers written outside this crate (the struct is `non_exhaustive`).
+    pub fn new(
+        name: String,
+        locked_until: DateTime<Utc>,
+        locked_at: DateTime<Utc>,
+        locked_by: String,
+        fencing_token: i64,
+        last_tick: Option<DateTime<Utc>>,
+        read_at: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            name,
+            locked_until,
+            locked_at,
+            locked_by,
+            fencing_token,
+            last_tick,
+            read_at,
+        }
+    }
+
     /// Whether the lock is held now: `locked_until` is later than the time it was read.
     ///
     /// A lock that is held may be kept only by `lock_at_least_for` after its job finished: the

@@ -1,5 +1,11 @@
 //! What a guard needs from its provider ([`Lease`]: extend and unlock, guarded by the fencing
-//! token), and grouped releases.
+//! token), and grouped releases ([`Releases`]).
+//!
+//! A provider written outside this crate implements [`Lease`] on its shared state and hands
+//! each acquisition to [`LockGuard::new`](crate::LockGuard::new) with that state as the lease;
+//! keep-alive, the pause gate, the unlock retry and grouped releases then work for it as for the
+//! providers this crate ships. The project's "Writing a provider" guide (`docs/writing-a-provider.md`)
+//! walks through one.
 //!
 //! Grouped releases: unlocks that arrive while an earlier one is on its way go to the store
 //! together, in one statement (one script on Redis), each row still guarded by its own token
@@ -8,11 +14,10 @@
 //! This is group commit, as a database's log does it: the first unlock of a quiet moment
 //! starts a group at once; its task yields to the runtime once, so the unlocks of runs ending
 //! in the same turn join it, and a lone release goes through the provider's one-lock statement
-//! after waiting for nothing but that turn. While [`MAX_RUNNING`] groups are on their way,
-//! later unlocks queue; when a group comes back, everything queued meanwhile (up to
-//! [`MAX_GROUP`]) goes in the next one. A tick
-//! whose runs end within a few milliseconds of each other is released in a handful of
-//! statements instead of one per run.
+//! after waiting for nothing but that turn. While two groups are on their way, later unlocks
+//! queue; when a group comes back, everything queued meanwhile (up to 500) goes in the next
+//! one. A tick whose runs end within a few milliseconds of each other is released in a handful
+//! of statements instead of one per run.
 //!
 //! Each group runs in a task of its own, so an unlock whose caller gave up waiting (its 30 s
 //! bound, a cancelled job) cannot strand the queue.
@@ -29,8 +34,29 @@ use crate::Result;
 
 /// What a guard needs from its provider after acquisition: the two statements that act on a
 /// held lock, both guarded by the fencing token.
-pub(crate) trait Lease: Send + Sync + fmt::Debug {
-    /// `locked_until = now + at_most` where name and token match and the lock has not expired.
+///
+/// A provider implements it on the state its guards share (usually the provider's own
+/// `Arc`'d inner value) and passes that as the lease of every [`LockGuard`](crate::LockGuard)
+/// it builds. Times are the store's clock, or the application's clock in
+/// [`ClockMode::Application`](crate::ClockMode::Application), as the provider's acquire reads
+/// them; durations arrive rounded up to whole milliseconds.
+///
+/// # Contract
+///
+/// - Each method acts only on the lock `name` while it still carries `token`; a row that
+///   carries another token (the lock expired and someone else took it) is left untouched and
+///   the answer is `Ok(false)` (for [`unlock_many`](Self::unlock_many): not counted).
+/// - `Err` means the store did not answer or refused. The guard retries a failed unlock in
+///   the background until the lease would have run out, so [`unlock`](Self::unlock) must be
+///   idempotent: a lock released once stays released when the same unlock comes again.
+/// - A future must not panic; a panic in one is caught where the guard can (a grouped
+///   release), but it is a bug in the provider.
+///
+/// The conformance suites check all of this against a live store.
+pub trait Lease: Send + Sync + fmt::Debug {
+    /// `locked_until = now + at_most` where name and token match and the lock has not expired
+    /// (`locked_until > now`). Answers whether it matched: `Ok(false)` tells the holder to
+    /// stop.
     fn extend<'a>(
         &'a self,
         name: &'a str,
@@ -39,7 +65,9 @@ pub(crate) trait Lease: Send + Sync + fmt::Debug {
     ) -> BoxFuture<'a, Result<bool>>;
 
     /// `locked_until = max(now, locked_at + at_least, locked_until - slack)` where name and
-    /// token match.
+    /// token match: the lock frees now, but never before `lock_at_least_for` (counted from the
+    /// acquisition) nor before the newest lease's own "at least" (`locked_until - slack`).
+    /// Answers whether the row still carried `token`.
     fn unlock<'a>(
         &'a self,
         name: &'a str,
@@ -76,22 +104,27 @@ const MAX_GROUP: usize = 500;
 
 /// One lock to release: `locked_until = max(now, locked_at + at_least, locked_until - slack)`
 /// where `name` still carries `token`.
+///
+/// Built by the guard; a provider only reads it (in [`Lease::unlock_many`]).
 #[derive(Debug, Clone)]
-pub(crate) struct Unlock {
+#[non_exhaustive]
+pub struct Unlock {
     /// The lock name.
-    pub(crate) name: String,
+    pub name: String,
     /// The holder's fencing token.
-    pub(crate) token: i64,
+    pub token: i64,
     /// The original `lock_at_least_for`, counted from `locked_at`.
-    pub(crate) at_least: Duration,
+    pub at_least: Duration,
     /// `lock_at_most_for - lock_at_least_for` of the newest lease.
-    pub(crate) slack: Duration,
+    pub slack: Duration,
 }
 
 /// A provider's queue of unlocks (see the [module](self)). A provider that groups its releases
-/// keeps one and returns it from [`Lease::releases`].
+/// keeps one (`Releases::default()`) beside its connection and returns it from
+/// [`Lease::releases`]; the guards then send their unlocks through it, and it calls the
+/// provider's [`Lease::unlock_many`] for each group.
 #[derive(Debug, Default)]
-pub(crate) struct Releases {
+pub struct Releases {
     state: Mutex<State>,
 }
 

@@ -43,6 +43,10 @@
 //!   [`LockGuard`] with its fencing token), [`LockAdmin`] (create the table, list and release
 //!   locks), [`RunStore`] (the run history). A backend implements what it can; the compiler
 //!   checks the rest.
+//! - **Writing a provider** for another store: the traits above are open; a provider returns
+//!   guards built with [`LockGuard::new`] over its implementation of [`lease::Lease`] (extend
+//!   and unlock by fencing token; [`lease::Releases`] groups releases). The project's
+//!   "Writing a provider" guide (`docs/writing-a-provider.md`) walks through a complete one.
 //! - **Running a job under a lock**: [`run_locked`], [`LockingTaskExecutor`], [`LockContext`].
 //! - **Scheduling**: [`Scheduler`] of [`Job`]s on a [`Schedule`] (a job takes its own lock, or
 //!   leaves it to the scheduler with [`Job::locked`]), with [`RunHistory`] and
@@ -108,7 +112,7 @@ mod guard;
 pub mod handoff;
 mod history;
 mod leader;
-mod lease;
+pub mod lease;
 mod observe;
 mod provider;
 #[cfg(feature = "redis")]

@@ -315,7 +315,9 @@ mod tests {
                     "{qualified}"
                 ),
                 Backend::MySql => assert!(qualified.contains("INDEX by_name"), "{qualified}"),
-                Backend::Redis => unreachable!("only the SQL backends are listed"),
+                Backend::Redis | Backend::Other(_) => {
+                    unreachable!("only the SQL backends are listed")
+                }
             }
         }
     }

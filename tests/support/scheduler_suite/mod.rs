@@ -23,7 +23,7 @@ pub use runs::*;
 const MS: Duration = Duration::from_millis(1);
 
 /// Polls `pred` every 100 ms until it holds or `within` passes; whether it held.
-async fn eventually(within: Duration, mut pred: impl AsyncFnMut() -> bool) -> bool {
+pub async fn eventually(within: Duration, mut pred: impl AsyncFnMut() -> bool) -> bool {
     let deadline = tokio::time::Instant::now() + within;
     loop {
         if pred().await {

@@ -1,0 +1,316 @@
+//! A lock provider written outside `shedlock`, against its public API only: the locks of one
+//! process, kept in a map. The "Writing a provider" guide (`docs/writing-a-provider.md`) walks
+//! through it; `tests/memory_provider.rs` runs it through the scheduler.
+//!
+//! Its store is this process's memory, so it coordinates tasks of one process only: a real
+//! provider keeps the same rows in a store every instance reaches (a table, a key space) and
+//! makes each method one atomic operation there, as these are under one mutex.
+//!
+//! Run it: `cargo run --example memory_provider`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures_util::future::BoxFuture;
+use shedlock::lease::{Lease, Releases, Unlock};
+use shedlock::{
+    Backend, DEFAULT_TICK_TOLERANCE, Error, KeepAlive, LockAdmin, LockConfiguration, LockGuard,
+    LockProvider, LockState, Result,
+};
+use tokio::time::Instant;
+
+/// One lock's row: what a table's row or a key's record holds.
+#[derive(Debug, Clone)]
+struct Row {
+    locked_until: DateTime<Utc>,
+    locked_at: DateTime<Utc>,
+    locked_by: String,
+    token: i64,
+    last_tick: Option<DateTime<Utc>>,
+}
+
+/// What the provider and every guard it built share: the rows, the token counter and the queue
+/// of grouped releases.
+///
+/// The rows and the token counter stand for the store every instance reaches; the queue of
+/// releases and the holder's name are this instance's.
+#[derive(Debug)]
+struct Store {
+    rows: Arc<Mutex<HashMap<String, Row>>>,
+    /// The last fencing token handed out: tokens never go back, even for a row deleted.
+    tokens: Arc<AtomicI64>,
+    releases: Releases,
+    locked_by: String,
+}
+
+impl Store {
+    fn rows(&self) -> std::sync::MutexGuard<'_, HashMap<String, Row>> {
+        self.rows.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn unlock_row(&self, name: &str, token: i64, at_least: Duration, slack: Duration) -> bool {
+        let now = Utc::now();
+        match self.rows().get_mut(name) {
+            Some(row) if row.token == token => {
+                row.locked_until = now
+                    .max(row.locked_at + at_least)
+                    .max(row.locked_until - slack);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The in-memory provider. Cheap to clone: clones share the rows.
+#[derive(Debug, Clone)]
+pub struct MemoryLockProvider {
+    store: Arc<Store>,
+}
+
+impl MemoryLockProvider {
+    /// A provider over a new, empty store, whose locks are taken in the name of `locked_by`.
+    pub fn new(locked_by: impl Into<String>) -> Self {
+        Self::over(Arc::default(), Arc::default(), locked_by.into())
+    }
+
+    /// Another instance over the same store, taking locks in the name of `locked_by`.
+    pub fn instance(&self, locked_by: impl Into<String>) -> Self {
+        Self::over(
+            Arc::clone(&self.store.rows),
+            Arc::clone(&self.store.tokens),
+            locked_by.into(),
+        )
+    }
+
+    fn over(
+        rows: Arc<Mutex<HashMap<String, Row>>>,
+        tokens: Arc<AtomicI64>,
+        locked_by: String,
+    ) -> Self {
+        Self {
+            store: Arc::new(Store {
+                rows,
+                tokens,
+                releases: Releases::default(),
+                locked_by,
+            }),
+        }
+    }
+
+    /// One acquisition, decided as every provider decides it.
+    fn acquire(&self, config: &LockConfiguration, sent_at: Instant) -> Result<Option<LockGuard>> {
+        let now = Utc::now();
+        if let Some(tick) = config.tick() {
+            let ahead = (tick - now).to_std().unwrap_or_default();
+            if ahead > DEFAULT_TICK_TOLERANCE {
+                // A tick far ahead would block every other instance until then.
+                return Err(Error::TickInFuture {
+                    name: config.name().to_owned(),
+                    tick,
+                    tolerance: DEFAULT_TICK_TOLERANCE,
+                    ahead_by: Some(ahead),
+                });
+            }
+        }
+        let mut rows = self.store.rows();
+        if let Some(row) = rows.get(config.name()) {
+            let held = row.locked_until > now;
+            let claimed =
+                matches!((row.last_tick, config.tick()), (Some(last), Some(tick)) if last >= tick);
+            if held || claimed {
+                return Ok(None);
+            }
+        }
+        let token = self.store.tokens.fetch_add(1, Ordering::SeqCst) + 1;
+        let last_tick = config
+            .tick()
+            .or_else(|| rows.get(config.name()).and_then(|r| r.last_tick));
+        rows.insert(
+            config.name().to_owned(),
+            Row {
+                locked_until: now + config.lock_at_most_for(),
+                locked_at: now,
+                locked_by: self.store.locked_by.clone(),
+                token,
+                last_tick,
+            },
+        );
+        drop(rows);
+        // The guard shares the store as its lease: extend and unlock come back to it.
+        let lease = Arc::clone(&self.store) as Arc<dyn Lease>;
+        Ok(Some(LockGuard::new(config, token, lease, sent_at)))
+    }
+}
+
+impl Lease for Store {
+    fn extend<'a>(
+        &'a self,
+        name: &'a str,
+        token: i64,
+        at_most: Duration,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let now = Utc::now();
+            Ok(match self.rows().get_mut(name) {
+                Some(row) if row.token == token && row.locked_until > now => {
+                    row.locked_until = now + at_most;
+                    true
+                }
+                _ => false,
+            })
+        })
+    }
+
+    fn unlock<'a>(
+        &'a self,
+        name: &'a str,
+        token: i64,
+        at_least: Duration,
+        slack: Duration,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move { Ok(self.unlock_row(name, token, at_least, slack)) })
+    }
+
+    fn unlock_many<'a>(&'a self, unlocks: &'a [Unlock]) -> BoxFuture<'a, Result<u64>> {
+        // One "statement" for the whole group: here, one pass under the mutex.
+        Box::pin(async move {
+            Ok(unlocks
+                .iter()
+                .filter(|u| self.unlock_row(&u.name, u.token, u.at_least, u.slack))
+                .count() as u64)
+        })
+    }
+
+    fn releases(&self) -> Option<&Releases> {
+        Some(&self.releases)
+    }
+}
+
+impl LockProvider for MemoryLockProvider {
+    fn lock<'a>(
+        &'a self,
+        config: &'a LockConfiguration,
+    ) -> BoxFuture<'a, Result<Option<LockGuard>>> {
+        // `sent_at` is taken before the store is asked: the guard must never believe itself
+        // held longer than the store does.
+        let sent_at = Instant::now();
+        Box::pin(async move { self.acquire(config, sent_at) })
+    }
+
+    fn is_held<'a>(&'a self, name: &'a str, fencing_token: i64) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            Ok(self
+                .store
+                .rows()
+                .get(name)
+                .is_some_and(|row| row.token == fencing_token && row.locked_until > Utc::now()))
+        })
+    }
+
+    fn backend(&self) -> Backend {
+        Backend::Other("memory")
+    }
+
+    fn table_name(&self) -> &str {
+        "memory"
+    }
+
+    fn locked_by(&self) -> &str {
+        &self.store.locked_by
+    }
+
+    fn keep_alive(&self) -> KeepAlive {
+        KeepAlive::default()
+    }
+
+    fn as_admin(&self) -> Option<&dyn LockAdmin> {
+        Some(self)
+    }
+}
+
+impl LockAdmin for MemoryLockProvider {
+    fn migrate(&self) -> BoxFuture<'_, Result<()>> {
+        // Nothing to create: the map exists already.
+        Box::pin(async { Ok(()) })
+    }
+
+    fn locks(&self) -> BoxFuture<'_, Result<Vec<LockState>>> {
+        Box::pin(async move {
+            let read_at = Utc::now();
+            let mut states: Vec<LockState> = self
+                .store
+                .rows()
+                .iter()
+                .map(|(name, row)| state(name, row, read_at))
+                .collect();
+            states.sort_by(|a, b| a.name.cmp(&b.name));
+            Ok(states)
+        })
+    }
+
+    fn lock_state<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<LockState>>> {
+        Box::pin(async move {
+            let read_at = Utc::now();
+            Ok(self
+                .store
+                .rows()
+                .get(name)
+                .map(|row| state(name, row, read_at)))
+        })
+    }
+
+    fn force_release<'a>(
+        &'a self,
+        name: &'a str,
+        fencing_token: i64,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let now = Utc::now();
+            Ok(match self.store.rows().get_mut(name) {
+                Some(row) if row.token == fencing_token && row.locked_until > now => {
+                    row.locked_until = now;
+                    true
+                }
+                _ => false,
+            })
+        })
+    }
+}
+
+fn state(name: &str, row: &Row, read_at: DateTime<Utc>) -> LockState {
+    LockState::new(
+        name.to_owned(),
+        row.locked_until,
+        row.locked_at,
+        row.locked_by.clone(),
+        row.token,
+        row.last_tick,
+        read_at,
+    )
+}
+
+#[allow(dead_code)]
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<()> {
+    let provider = MemoryLockProvider::new("example:1");
+    let config = LockConfiguration::new("nightly", Duration::from_secs(60), Duration::ZERO)?;
+    let guard = provider.lock(&config).await?.expect("the lock is free");
+    println!(
+        "took {:?} with token {}",
+        guard.name(),
+        guard.fencing_token()
+    );
+    println!(
+        "a second try while it is held: {:?}",
+        provider.lock(&config).await?.map(|g| g.fencing_token())
+    );
+    guard.unlock().await?;
+    let again = provider.lock(&config).await?.expect("released");
+    println!("after the unlock: token {}", again.fencing_token());
+    again.unlock().await?;
+    Ok(())
+}
