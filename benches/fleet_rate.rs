@@ -33,9 +33,10 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 use shedlock::{
-    Backend, Job, LockAdmin, LockConfiguration, MySqlLockProvider, PostgresLockProvider,
-    RedisLockProvider, Schedule, Scheduler, SqliteLockProvider, current_tick, run_locked,
+    Backend, Job, LockAdmin, LockConfiguration, MySqlLockProvider, PostgresLockProvider, Schedule,
+    Scheduler, SqliteLockProvider, current_tick, run_locked,
 };
+use shedlock_redis::RedisLockProvider;
 use shedlock_suite::procfs::{
     cpu_seconds_of_stat, load_average, machine_jiffies, process_cpu_seconds,
 };
@@ -539,7 +540,7 @@ async fn provider(backend: Backend, url: &str, table: &str, who: &str) -> Arc<dy
         }
         _ => Arc::new(
             RedisLockProvider::builder(url)
-                .key_prefix(table)
+                .table_name(table)
                 .locked_by(who)
                 .build()
                 .await

@@ -972,7 +972,7 @@ async fn sqlite_durability(seconds: u64, dir: &std::path::Path) {
 /// `redis-benchmark` draws a number per placeholder, so its lease, record and name of one
 /// call differ; the commands run are the same.
 async fn redis_rows(seconds: u64) {
-    use shedlock::RedisLockProvider;
+    use shedlock_redis::RedisLockProvider;
     println!("\nRedis, {seconds} s per row:\n");
     if skipped(Backend::Redis) {
         println!("Redis: skipped (unreachable)");
@@ -984,7 +984,7 @@ async fn redis_rows(seconds: u64) {
     let prefix = unique_name("bench_redis");
     let client = redis::Client::open(url.as_str()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let script = test_util::redis_script("acquire").unwrap();
+    let script = shedlock_redis::test_util::script("acquire").unwrap();
     let sha: String = redis::cmd("SCRIPT")
         .arg("LOAD")
         .arg(script)
@@ -993,7 +993,7 @@ async fn redis_rows(seconds: u64) {
         .unwrap();
     let provider = Arc::new(
         RedisLockProvider::builder(&url)
-            .key_prefix(&prefix)
+            .table_name(&prefix)
             .build()
             .await
             .unwrap(),
@@ -1057,7 +1057,7 @@ async fn redis_rows(seconds: u64) {
 
 /// shedlock's `lock()` of a new name each call, by `workers` tasks, for `seconds`.
 async fn redis_acquires(
-    provider: Arc<shedlock::RedisLockProvider>,
+    provider: Arc<shedlock_redis::RedisLockProvider>,
     workers: usize,
     seconds: u64,
 ) -> Stats {

@@ -304,7 +304,7 @@ async fn injected_table_names_are_refused_before_any_sql<D: Raw>(db: &D) {
         format!("{table} WHERE 1=0"),
     ] {
         refused!(db.build_on(&bad).unwrap_err(),
-            Error::InvalidTableName { name, reason } if *name == bad && !reason.is_empty(),
+            Error::InvalidTableName { name, reason, .. } if *name == bad && !reason.is_empty(),
             [format!("invalid table name {bad:?}: ")]);
     }
     assert_eq!(db.names().await, ["sentinel"]);

@@ -92,7 +92,7 @@ async fn malformed_urls_are_refused_as_urls() {
     assert!(matches!(&err, Error::InvalidUrl { .. }), "{err:?}");
     assert!(
         err.to_string()
-            .starts_with("invalid PostgreSQL database URL"),
+            .starts_with("invalid PostgreSQL URL \"postgres://***@host:notaport/db\""),
         "{err}"
     );
     let err = MySqlLockProvider::connect("mysql://root@127.0.0.1:99999/test")

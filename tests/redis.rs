@@ -10,9 +10,8 @@ mod redis {
 
     use chrono::{DateTime, TimeZone, Utc};
     use redis::AsyncCommands;
-    use shedlock::{
-        Error, LockAdmin, LockConfiguration, LockGuard, LockProvider, RedisLockProvider,
-    };
+    use shedlock::{Error, LockAdmin, LockConfiguration, LockGuard, LockProvider};
+    use shedlock_redis::RedisLockProvider;
     use shedlock_suite::{Opts, Redis, TestDb, run_case};
 
     shedlock_suite::backend_tests!(in redis: provider suite);
@@ -184,7 +183,7 @@ mod redis {
 
     fn assert_wrong_type(err: &Error, key: &str, type_found: &str) {
         match err {
-            Error::RedisWrongType { key: k, found, .. } => {
+            Error::WrongType { key: k, found, .. } => {
                 assert_eq!((k.as_str(), found.as_str()), (key, type_found), "{err}")
             }
             other => panic!("expected RedisWrongType for {key}, got {other:?}"),
@@ -426,7 +425,7 @@ mod redis {
             let () = conn.set(&meta, "in the way").await.unwrap();
             let failed = guard.unlock().await;
             assert!(
-                matches!(failed, Err(Error::RedisWrongType { .. })),
+                matches!(failed, Err(Error::WrongType { .. })),
                 "the unlock met the string: {failed:?}"
             );
             tokio::time::sleep(500 * MS).await;
@@ -459,12 +458,12 @@ mod redis {
     async fn redis_a_bad_key_prefix_is_refused_before_connecting() {
         for bad in ["", "a b", "a{b}", &"p".repeat(49)] {
             let err = RedisLockProvider::builder("redis://127.0.0.1:1")
-                .key_prefix(bad)
+                .table_name(bad)
                 .build()
                 .await
                 .unwrap_err();
             assert!(
-                matches!(&err, Error::InvalidKeyPrefix { .. }),
+                matches!(&err, Error::InvalidTableName { .. }),
                 "{bad:?}: {err:?}"
             );
             assert!(err.to_string().contains("key prefix"), "{err}");

@@ -6,7 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use shedlock::{Error, LockAdmin, LockConfiguration, LockProvider, RedisLockProvider};
+use shedlock::Backend;
+use shedlock::{Error, LockAdmin, LockConfiguration, LockProvider};
+use shedlock_redis::{RedisLockProvider, RedisTarget};
 use shedlock_suite::redis_server::{RedisServer, command, free_port};
 
 const PASSWORD: &str = "s3cret-pw";
@@ -16,10 +18,9 @@ fn cfg(name: &str) -> LockConfiguration {
 }
 
 async fn build(url: &str, timeout: Duration) -> shedlock::Result<RedisLockProvider> {
-    RedisLockProvider::builder(url)
-        .key_prefix("errors")
+    RedisLockProvider::builder(RedisTarget::new(url).response_timeout(timeout))
+        .table_name("errors")
         .locked_by("redis-errors-test")
-        .response_timeout(timeout)
         .build()
         .await
 }
@@ -38,7 +39,7 @@ async fn unreachable_redis_is_refused_naming_the_address() {
         .unwrap_err();
     let took = started.elapsed();
     assert!(
-        matches!(&e, Error::RedisUnreachable { address, .. } if *address == format!("127.0.0.1:{port}")),
+        matches!(&e, Error::Unreachable { backend: Backend::Redis, address, .. } if *address == format!("127.0.0.1:{port}")),
         "{e:?}"
     );
     assert!(e.to_string().contains(&format!("127.0.0.1:{port}")), "{e}");
@@ -61,7 +62,7 @@ async fn redis_wrong_or_missing_password_is_refused_naming_the_server_not_the_pa
     ] {
         let e = build(&url, Duration::from_secs(3)).await.unwrap_err();
         assert!(
-            matches!(&e, Error::RedisAuth { address: a, .. } if *a == address),
+            matches!(&e, Error::Auth { backend: Backend::Redis, address: a, .. } if *a == address),
             "{url}: {e:?}"
         );
         let text = shown(&e);
@@ -111,7 +112,7 @@ async fn redis_password_demanded_after_connecting_is_an_auth_error() {
                 .unwrap_err()
         };
         assert!(
-            matches!(&e, Error::RedisAuth { address: a, .. } if *a == address),
+            matches!(&e, Error::Auth { backend: Backend::Redis, address: a, .. } if *a == address),
             "{name}: {e:?}"
         );
         assert!(!shown(&e).contains(PASSWORD));
@@ -129,7 +130,7 @@ async fn rediss_url_to_a_plain_redis_port_fails_within_the_response_timeout() {
         .unwrap_err();
     let took = started.elapsed();
     assert!(
-        matches!(&e, Error::RedisUnreachable { address: a, .. } if *a == address),
+        matches!(&e, Error::Unreachable { backend: Backend::Redis, address: a, .. } if *a == address),
         "{e:?}"
     );
     let text = shown(&e);
@@ -161,7 +162,16 @@ async fn malformed_redis_urls_are_refused_without_the_password() {
     ] {
         let started = Instant::now();
         let e = build(url, Duration::from_secs(3)).await.unwrap_err();
-        assert!(matches!(&e, Error::InvalidRedisUrl { .. }), "{url}: {e:?}");
+        assert!(
+            matches!(
+                &e,
+                Error::InvalidUrl {
+                    backend: Backend::Redis,
+                    ..
+                }
+            ),
+            "{url}: {e:?}"
+        );
         let text = shown(&e);
         assert!(text.contains(&format!("{shows:?}")), "{url}: {text}");
         assert!(!text.contains("secret"), "{url}: {text}");
@@ -173,18 +183,46 @@ async fn malformed_redis_urls_are_refused_without_the_password() {
 }
 
 #[tokio::test]
+async fn a_zero_response_timeout_is_refused_as_a_setting_not_a_url() {
+    // A port nothing listens on: the setting is refused before any connection is tried.
+    let url = format!("redis://:secret@127.0.0.1:{}", free_port());
+    let started = Instant::now();
+    let e = build(&url, Duration::ZERO).await.unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            Error::InvalidSetting {
+                backend: Backend::Redis,
+                setting: "response_timeout",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let text = shown(&e);
+    assert!(
+        text.contains("response_timeout") && !text.contains("secret"),
+        "{text}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "refused before connecting"
+    );
+}
+
+#[tokio::test]
 async fn bad_redis_key_prefixes_are_refused_naming_the_prefix() {
     // A port nothing listens on: the prefix is refused before any connection is tried.
     let url = format!("redis://127.0.0.1:{}", free_port());
     let long = "x".repeat(49);
     for prefix in ["a{b", "a}b", "", long.as_str(), "a b", "é"] {
         let e = RedisLockProvider::builder(&url)
-            .key_prefix(prefix)
+            .table_name(prefix)
             .build()
             .await
             .unwrap_err();
         assert!(
-            matches!(&e, Error::InvalidKeyPrefix { prefix: p, .. } if p == prefix),
+            matches!(&e, Error::InvalidTableName { backend: Backend::Redis, name: p, .. } if p == prefix),
             "{prefix:?}: {e:?}"
         );
         let text = e.to_string();
@@ -197,7 +235,7 @@ async fn bad_redis_key_prefixes_are_refused_naming_the_prefix() {
     let server = RedisServer::start(&[]);
     for prefix in ["x".repeat(48), "app:locks/v1.2_a-b".to_owned()] {
         let provider = RedisLockProvider::builder(server.url())
-            .key_prefix(&prefix)
+            .table_name(&prefix)
             .build()
             .await
             .unwrap();
@@ -319,7 +357,7 @@ async fn redis_acquire_whose_answer_was_lost_gets_its_lease_back_on_retry() {
         .await
         .unwrap();
     let other = RedisLockProvider::builder(server.url())
-        .key_prefix("errors")
+        .table_name("errors")
         .locked_by("someone-else")
         .build()
         .await

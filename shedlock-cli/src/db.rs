@@ -7,9 +7,10 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use shedlock::{
-    Backend, Error, LockAdmin, MySqlLockProvider, PostgresLockProvider, RedisLockProvider,
-    RunStore, SqliteLockProvider,
+    Backend, Error, LockAdmin, MySqlLockProvider, PostgresLockProvider, RunStore,
+    SqliteLockProvider,
 };
+use shedlock_redis::RedisLockProvider;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 
 use crate::failure::Failure;
@@ -218,7 +219,7 @@ async fn open(target: &Target, table: &str, create: bool) -> Result<Db, Error> {
         // The builder checks the key prefix before it connects.
         Target::Redis(url) => Db::Redis(
             RedisLockProvider::builder(url.as_str())
-                .key_prefix(table)
+                .table_name(table)
                 .build()
                 .await?,
         ),
@@ -235,7 +236,7 @@ async fn open(target: &Target, table: &str, create: bool) -> Result<Db, Error> {
                 .map_err(|source| Error::Unreachable {
                     backend: Backend::Sqlite,
                     address,
-                    source,
+                    source: source.into(),
                 })?;
             Db::Sqlite(
                 SqliteLockProvider::builder(pool)
@@ -248,10 +249,8 @@ async fn open(target: &Target, table: &str, create: bool) -> Result<Db, Error> {
 
 fn sqlite_options(path_or_url: &str) -> Result<SqliteConnectOptions, Error> {
     if path_or_url.starts_with("sqlite:") {
-        SqliteConnectOptions::from_str(path_or_url).map_err(|source| Error::InvalidUrl {
-            backend: Backend::Sqlite,
-            source,
-        })
+        SqliteConnectOptions::from_str(path_or_url)
+            .map_err(|source| Error::invalid_url(Backend::Sqlite, path_or_url, source))
     } else {
         Ok(SqliteConnectOptions::new().filename(path_or_url))
     }

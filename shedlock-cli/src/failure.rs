@@ -35,8 +35,7 @@ impl Failure {
             Failure::Library(error) => match **error {
                 Error::InvalidUrl { .. }
                 | Error::InvalidTableName { .. }
-                | Error::InvalidRedisUrl { .. }
-                | Error::InvalidKeyPrefix { .. } => EXIT_USAGE,
+                | Error::InvalidSetting { .. } => EXIT_USAGE,
                 _ => EXIT_DATABASE,
             },
             Failure::Usage(_) => EXIT_USAGE,
@@ -67,10 +66,11 @@ impl Failure {
 /// of the wrong type names the tool's option for another prefix, anything else is its message
 /// with whatever its sources add.
 fn library_error_line(error: &Error, table: &str) -> String {
-    if let Error::RedisWrongType {
+    if let Error::WrongType {
         address,
         key,
         found,
+        ..
     } = error
     {
         return format!(

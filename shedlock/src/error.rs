@@ -6,6 +6,11 @@ use std::time::Duration;
 /// `Result` with [`Error`] as the default error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The underlying error of a store's failure, whatever its client library (sqlx, redis-rs, or a
+/// provider's own): [`Error::source`](std::error::Error::source) reaches it, and a caller that
+/// knows the backend can downcast it.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// The store behind a provider, used to name it in errors and logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -106,9 +111,12 @@ pub enum Error {
         value: Duration,
     },
 
-    /// The lock table name is not a plain SQL identifier.
-    #[error("invalid table name {name:?}: {reason}")]
+    /// Where the locks live cannot be named so: a lock table name that is not a plain SQL
+    /// identifier, a Redis key prefix that cannot be used.
+    #[error("invalid {} {name:?}: {reason}", table_word(*backend))]
     InvalidTableName {
+        /// Which store.
+        backend: Backend,
         /// The name as given.
         name: String,
         /// What is wrong with it.
@@ -150,26 +158,54 @@ pub enum Error {
         reason: String,
     },
 
-    /// A database URL could not be parsed.
-    #[error("invalid {backend} database URL: {source}")]
+    /// A URL could not be read.
+    #[error("invalid {backend} URL {url:?}: {source}")]
     InvalidUrl {
         /// The backend the URL was meant for.
         backend: Backend,
-        /// What sqlx said about it.
+        /// The URL as given, its password replaced by `***` (see [`Error::invalid_url`]).
+        url: String,
+        /// What is wrong with it.
         #[source]
-        source: sqlx::Error,
+        source: BoxError,
     },
 
-    /// The database could not be reached.
-    #[error("cannot reach the {backend} database at {address}: {source}")]
+    /// A provider setting that cannot be used (for example a response timeout of zero).
+    #[error("invalid {backend} provider setting `{setting}`: {reason}")]
+    InvalidSetting {
+        /// Which store.
+        backend: Backend,
+        /// The setting, as its builder method is named.
+        setting: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// The store could not be reached.
+    #[error("cannot reach the {backend} server at {address}: {source}")]
     Unreachable {
-        /// Which database.
+        /// Which store.
         backend: Backend,
         /// Host and port, or the file path for SQLite.
         address: String,
         /// The underlying failure.
         #[source]
-        source: sqlx::Error,
+        source: BoxError,
+    },
+
+    /// The store refused the user name or password.
+    #[error(
+        "the {backend} server at {address} refused the credentials: {source}; check the user and \
+         password in the URL (scheme://user:password@host:port)"
+    )]
+    Auth {
+        /// Which store.
+        backend: Backend,
+        /// Host and port.
+        address: String,
+        /// The underlying failure.
+        #[source]
+        source: BoxError,
     },
 
     /// The lock table does not exist.
@@ -273,8 +309,8 @@ pub enum Error {
         name: String,
     },
 
-    /// A statement got no answer in time.
-    #[error("the database did not answer within {} while trying to {operation}", humantime::format_duration(*after))]
+    /// A statement (a script, a request) got no answer in time.
+    #[error("the store did not answer within {} while trying to {operation}", humantime::format_duration(*after))]
     Timeout {
         /// What shedlock was doing, e.g. `unlock lock "nightly"`.
         operation: String,
@@ -317,91 +353,79 @@ pub enum Error {
         problem: String,
     },
 
-    /// A Redis URL could not be read.
-    #[error("invalid Redis URL {url:?}: {reason}")]
-    InvalidRedisUrl {
-        /// The URL as given, its password replaced by `***`.
-        url: String,
-        /// What is wrong with it.
-        reason: String,
-    },
-
-    /// A Redis key prefix that cannot be used.
-    #[error("invalid Redis key prefix {prefix:?}: {reason}")]
-    InvalidKeyPrefix {
-        /// The prefix as given.
-        prefix: String,
-        /// What is wrong with it.
-        reason: String,
-    },
-
-    /// The Redis server could not be reached.
-    #[cfg(feature = "redis")]
-    #[error("cannot reach the Redis server at {address}: {source}")]
-    RedisUnreachable {
-        /// Host and port.
-        address: String,
-        /// What redis-rs said.
-        #[source]
-        source: redis::RedisError,
-    },
-
-    /// The Redis server refused the user name or password.
-    #[cfg(feature = "redis")]
+    /// A key where the provider keeps a lock holds another type of value: another program uses
+    /// the same key prefix. Nothing was written.
     #[error(
-        "the Redis server at {address} refused the credentials: {source}; check the user and \
-         password in the URL (redis://user:password@host:port)"
-    )]
-    RedisAuth {
-        /// Host and port.
-        address: String,
-        /// What redis-rs said.
-        #[source]
-        source: redis::RedisError,
-    },
-
-    /// A key where shedlock keeps a lock holds another type of value: another program uses the
-    /// same key prefix. Nothing was written.
-    #[error(
-        "the Redis key {key:?} at {address} holds a {found}, not the hash (or set) shedlock keeps \
+        "the {backend} key {key:?} at {address} holds a {found}, not the value shedlock keeps \
          there: another program uses this key prefix; choose another prefix \
-         (RedisLockProvider::builder(url).key_prefix(..)) or remove the key"
+         (the provider builder's table_name(..)) or remove the key"
     )]
-    RedisWrongType {
+    WrongType {
+        /// Which store.
+        backend: Backend,
         /// Host and port.
         address: String,
         /// The key.
         key: String,
-        /// The type Redis reported (`string`, `list`, ...).
+        /// The type the store reported (`string`, `list`, ...).
         found: String,
     },
 
-    /// The Redis server refused or failed a script.
-    #[cfg(feature = "redis")]
-    #[error("Redis error at {address} while trying to {operation}: {source}")]
-    Redis {
-        /// Host and port.
-        address: String,
-        /// What shedlock was doing, e.g. `acquire lock "nightly"`.
-        operation: String,
-        /// What redis-rs said.
-        #[source]
-        source: redis::RedisError,
-    },
-
-    /// The database refused or failed a statement.
-    #[error("{backend} error while trying to {operation} (table `{table}`): {source}")]
+    /// The store refused or failed a statement (or a script, a request).
+    #[error("{backend} error while trying to {operation} ({location}): {source}")]
     Database {
-        /// Which database.
+        /// Which store.
         backend: Backend,
         /// What shedlock was doing, e.g. `acquire lock "nightly"`.
         operation: String,
-        /// The table name.
-        table: String,
+        /// Where: ``table `shedlock` `` for an SQL database, the server's address for Redis.
+        location: String,
         /// The underlying error.
         #[source]
-        source: sqlx::Error,
+        source: BoxError,
     },
+}
+
+impl Error {
+    /// [`Error::InvalidUrl`] for `url`, its password replaced by `***`: what a provider's
+    /// `connect` returns for a URL its client library cannot read.
+    pub fn invalid_url(backend: Backend, url: &str, source: impl Into<BoxError>) -> Self {
+        Self::InvalidUrl {
+            backend,
+            url: redact(url),
+            source: source.into(),
+        }
+    }
+}
+
+/// `url` with its password replaced by `***`, for messages: `scheme://user:***@host/…`, or
+/// `scheme://***@host/…` when the user part is a bare token.
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
+            let masked = if userinfo.contains(':') {
+                format!("{user}:***")
+            } else {
+                "***".to_owned()
+            };
+            format!("{scheme}://{masked}@{host}{}", &rest[authority_end..])
+        }
+        None => url.to_owned(),
+    }
+}
+
+/// What a backend calls the place its locks live, for [`Error::InvalidTableName`].
+fn table_word(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Redis => "Redis key prefix",
+        Backend::Other(_) => "table name or key prefix",
+        _ => "table name",
+    }
 }
 
 fn migration_dir(backend: Backend) -> &'static str {
@@ -411,5 +435,22 @@ fn migration_dir(backend: Backend) -> &'static str {
         Backend::Sqlite => "sqlite",
         Backend::Redis => "redis",
         Backend::Other(name) => name,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(redact("redis://:secret@h:6379/0"), "redis://:***@h:6379/0");
+        assert_eq!(redact("rediss://app:secret@h/1"), "rediss://app:***@h/1");
+        assert_eq!(redact("redis://token@h"), "redis://***@h");
+        assert_eq!(redact("redis://h:6379"), "redis://h:6379");
+        assert_eq!(
+            redact("postgres://app:pw@db:5432/app"),
+            "postgres://app:***@db:5432/app"
+        );
     }
 }

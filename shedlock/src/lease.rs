@@ -105,7 +105,8 @@ const MAX_GROUP: usize = 500;
 /// One lock to release: `locked_until = max(now, locked_at + at_least, locked_until - slack)`
 /// where `name` still carries `token`.
 ///
-/// Built by the guard; a provider only reads it (in [`Lease::unlock_many`]).
+/// Built by the guard, read by a provider in [`Lease::unlock_many`]; a provider whose one-lock
+/// [`Lease::unlock`] shares the group's statement builds one with [`Unlock::new`].
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Unlock {
@@ -117,6 +118,18 @@ pub struct Unlock {
     pub at_least: Duration,
     /// `lock_at_most_for - lock_at_least_for` of the newest lease.
     pub slack: Duration,
+}
+
+impl Unlock {
+    /// The unlock of `name` held with `token`, as [`Lease::unlock`] takes it.
+    pub fn new(name: impl Into<String>, token: i64, at_least: Duration, slack: Duration) -> Self {
+        Self {
+            name: name.into(),
+            token,
+            at_least,
+            slack,
+        }
+    }
 }
 
 /// A provider's queue of unlocks (see the [module](self)). A provider that groups its releases

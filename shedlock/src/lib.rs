@@ -37,8 +37,9 @@
 //!
 //! - **Providers**: [`PostgresLockProvider`], [`MySqlLockProvider`], [`SqliteLockProvider`],
 //!   the three [`dialect`]s of one [`SqlLockProvider`]; settings through [`ProviderBuilder`]
-//!   ([`ClockMode`], [`KeepAlive`]). [`RedisLockProvider`] keeps its locks in Redis, each a
-//!   lease key beside a record key, each operation one script.
+//!   ([`ClockMode`], [`KeepAlive`]). Redis is the workspace's `shedlock-redis` crate
+//!   (`RedisLockProvider`: each lock a lease key beside a record key, each operation one
+//!   script), written against this crate's public API as any other provider would be.
 //! - **What a provider can do**, one trait each: [`LockProvider`] (take a lock, get a
 //!   [`LockGuard`] with its fencing token), [`LockAdmin`] (create the table, list and release
 //!   locks), [`RunStore`] (the run history). A backend implements what it can; the compiler
@@ -80,10 +81,10 @@
 //!
 //! # Features
 //!
-//! - `postgres`, `mysql`, `sqlite`, `redis`: one provider each.
+//! - `postgres`, `mysql`, `sqlite`: one provider each (Redis: the `shedlock-redis` crate).
 //! - `apalis-sqlite`, `apalis-postgres`, `apalis-redis`: worker mode's queues on apalis 1.0
 //!   ([`handoff::apalis`]), in a SQLite database, in PostgreSQL (schema `apalis`), in Redis;
-//!   each turns on its backend's feature.
+//!   the first two turn on their database's feature.
 //! - `macros` (default): `#[scheduler_lock]` and `#[scheduled]`.
 //! - `test-util`: what this crate's own tests and benchmarks need ([`test_util`]); not for
 //!   production code.
@@ -94,12 +95,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // Without a backend feature the crate is configuration only; its internals have no user.
 #![cfg_attr(
-    not(any(
-        feature = "postgres",
-        feature = "mysql",
-        feature = "sqlite",
-        feature = "redis"
-    )),
+    not(any(feature = "postgres", feature = "mysql", feature = "sqlite")),
     allow(dead_code)
 )]
 
@@ -115,8 +111,6 @@ mod leader;
 pub mod lease;
 mod observe;
 mod provider;
-#[cfg(feature = "redis")]
-mod redis;
 mod run;
 mod schedule;
 mod scheduler;
@@ -127,7 +121,7 @@ pub use config::{DURATION_RESOLUTION, LockConfiguration, MAX_LOCK_DURATION, MAX_
 pub use context::{
     LockContext, current_provider, current_tick, set_default_provider, with_provider, with_tick,
 };
-pub use error::{Backend, Error, Result};
+pub use error::{Backend, BoxError, Error, Result};
 pub use executor::{LockingTaskExecutor, TaskResult};
 pub use guard::LockGuard;
 pub use history::{LockState, NewRun, RunOutcome, RunQuery, RunRecord, UnknownOutcome};
@@ -269,17 +263,11 @@ pub mod __private {
 }
 pub use provider::{LockAdmin, LockProvider, RunStore};
 pub use settings::{
-    AppClock, ClockMode, DEFAULT_TABLE_NAME, DEFAULT_TICK_TOLERANCE, KeepAlive, LOCKED_BY_ENV,
-    MAX_TABLE_NAME_BYTES, OnLockLost, ProviderBuilder, default_locked_by,
+    AppClock, ClockMode, Connect, DEFAULT_TABLE_NAME, DEFAULT_TICK_TOLERANCE, KeepAlive,
+    LOCKED_BY_ENV, MAX_TABLE_NAME_BYTES, OnLockLost, ProviderBuilder, ProviderSettings,
+    default_locked_by,
 };
-pub use sql::{Dialect, SqlLockProvider};
-
-#[cfg(feature = "redis")]
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub use redis::{
-    DEFAULT_KEY_PREFIX, DEFAULT_RESPONSE_TIMEOUT, MAX_KEY_PREFIX_BYTES, RedisLockProvider,
-    RedisProviderBuilder,
-};
+pub use sql::{Dialect, SqlLockProvider, SqlPool};
 
 // The README's examples compile as doctests.
 #[cfg(all(doctest, feature = "postgres"))]
@@ -329,14 +317,5 @@ pub mod test_util {
     /// left as placeholders; `None` for an unknown name or table name.
     pub fn statement(backend: Backend, name: &str, table: &str) -> Option<String> {
         crate::sql::statement_text(backend, name, table)
-    }
-
-    /// The Lua text of [`RedisLockProvider`](crate::RedisLockProvider)'s script `name`
-    /// (`acquire`, `extend`, `unlock`, `is_held`, `release`, `states`, `now`), exactly as the
-    /// provider sends it; `None` for an unknown name. Its `KEYS` and `ARGV` are described on
-    /// each script in `shedlock/src/redis/scripts.rs`.
-    #[cfg(feature = "redis")]
-    pub fn redis_script(name: &str) -> Option<&'static str> {
-        crate::redis::script_text(name)
     }
 }

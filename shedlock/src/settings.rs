@@ -6,11 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::Pool;
+use futures_util::future::BoxFuture;
 
 use crate::config::round_up_to_millis;
-use crate::sql::Dialect;
-use crate::sql::TableName;
 use crate::{Error, Result};
 
 /// The default lock table name.
@@ -239,7 +237,7 @@ fn default_locked_by_from(env: impl Fn(&str) -> Option<String>) -> String {
     value.chars().take(MAX_LOCKED_BY_CHARS).collect()
 }
 
-pub(crate) fn validate_locked_by(value: String) -> Result<String> {
+fn validate_locked_by(value: String) -> Result<String> {
     let refuse = |reason| {
         Err(Error::InvalidLockedBy {
             value: value.clone(),
@@ -258,7 +256,7 @@ pub(crate) fn validate_locked_by(value: String) -> Result<String> {
     Ok(value)
 }
 
-pub(crate) fn validate_tick_tolerance(tolerance: Duration) -> Result<Duration> {
+fn validate_tick_tolerance(tolerance: Duration) -> Result<Duration> {
     if tolerance > crate::MAX_LOCK_DURATION {
         return Err(Error::InvalidTickTolerance(format!(
             "{} is longer than the limit of 1000 years",
@@ -268,47 +266,56 @@ pub(crate) fn validate_tick_tolerance(tolerance: Duration) -> Result<Duration> {
     Ok(round_up_to_millis(tolerance))
 }
 
-/// Settings every provider carries, validated.
+/// The settings every provider shares, whatever its store, as [`ProviderBuilder`] validated
+/// them. A provider written outside this crate gets them from
+/// [`ProviderBuilder::into_parts`] (or in [`Connect::connect`]).
 #[derive(Debug, Clone)]
-pub(crate) struct Settings {
-    pub(crate) table: TableName,
-    pub(crate) locked_by: String,
-    pub(crate) clock_mode: ClockMode,
-    pub(crate) keep_alive: KeepAlive,
-    pub(crate) hold_connections: usize,
-    /// Every statement runs on a held connection, not only the lock statements (a provider
-    /// that owns its pool: [`connect`](crate::SqlLockProvider::connect)).
-    pub(crate) hold_all: bool,
-    /// How far ahead of the database clock a tick may be (whole milliseconds).
-    pub(crate) tick_tolerance: Duration,
+#[non_exhaustive]
+pub struct ProviderSettings {
+    /// Where the locks live, as given to [`ProviderBuilder::table_name`] (default
+    /// [`DEFAULT_TABLE_NAME`]): the lock table of an SQL database, the key prefix of Redis.
+    /// Each backend checks it for its store and refuses it as [`Error::InvalidTableName`].
+    pub table: String,
+    /// Who takes the locks (checked: not empty, at most 255 characters, no NUL).
+    pub locked_by: String,
+    /// Which clock decides expiry.
+    pub clock_mode: ClockMode,
+    /// Keep-alive for the locks of `run_locked` and the scheduler.
+    pub keep_alive: KeepAlive,
+    /// How far ahead of the store's clock a claimed tick may be (rounded up to whole
+    /// milliseconds, at most 1000 years).
+    pub tick_tolerance: Duration,
 }
 
-impl Settings {
-    /// The application clock's time when it decides expiry ([`ClockMode::Application`]), bound
-    /// in place of the database's clock.
-    pub(crate) fn app_now(&self) -> Option<DateTime<Utc>> {
+impl ProviderSettings {
+    /// The application's time in [`ClockMode::Application`], to send with a statement; `None`
+    /// when the store's clock decides.
+    pub fn app_now(&self) -> Option<DateTime<Utc>> {
         match &self.clock_mode {
             ClockMode::Database => None,
             ClockMode::Application(clock) => Some(clock.now()),
         }
     }
+}
 
-    pub(crate) fn defaults() -> Self {
+impl Default for ProviderSettings {
+    /// Table [`DEFAULT_TABLE_NAME`], [`default_locked_by`], the store's clock, keep-alive on,
+    /// [`DEFAULT_TICK_TOLERANCE`].
+    fn default() -> Self {
         Self {
-            table: TableName::default_table(),
+            table: DEFAULT_TABLE_NAME.into(),
             locked_by: default_locked_by(),
             clock_mode: ClockMode::Database,
             keep_alive: KeepAlive::default(),
-            hold_connections: 0,
-            hold_all: false,
             tick_tolerance: DEFAULT_TICK_TOLERANCE,
         }
     }
 }
 
-/// Builds a lock provider over a pool: `PostgresLockProvider::builder(pool)`,
-/// `MySqlLockProvider::builder(pool)` or `SqliteLockProvider::builder(pool)`, then
-/// `.build()`, which validates every setting.
+/// Builds a lock provider: the settings every backend shares are set here, once for all of
+/// them; what only one backend has lives in `B`, the backend's part (an SQL pool, a Redis URL),
+/// with its own methods on `ProviderBuilder<B>` ([`hold_connections`](Self::hold_connections)
+/// for a pool). `build()` validates every setting.
 ///
 /// ```no_run
 /// # #[cfg(feature = "postgres")]
@@ -321,27 +328,30 @@ impl Settings {
 ///     .build()?;
 /// # Ok(()) }
 /// ```
+///
+/// A provider written outside this crate starts one with [`new`](Self::new) around its own
+/// backend part and either implements [`Connect`] for that part (then `build().await` exists)
+/// or calls [`into_parts`](Self::into_parts) itself.
 #[derive(Debug)]
 #[must_use = "call .build() to get the provider"]
-pub struct ProviderBuilder<D: Dialect> {
-    pool: Pool<D::Db>,
+pub struct ProviderBuilder<B> {
+    pub(crate) backend: B,
     table: String,
     locked_by: Option<String>,
     clock_mode: ClockMode,
     keep_alive: KeepAlive,
-    hold_connections: usize,
     tick_tolerance: Duration,
 }
 
-impl<D: Dialect> ProviderBuilder<D> {
-    pub(crate) fn new(pool: Pool<D::Db>) -> Self {
+impl<B> ProviderBuilder<B> {
+    /// A builder with default settings around the backend's part.
+    pub fn new(backend: B) -> Self {
         Self {
-            pool,
+            backend,
             table: DEFAULT_TABLE_NAME.into(),
             locked_by: None,
             clock_mode: ClockMode::Database,
             keep_alive: KeepAlive::default(),
-            hold_connections: 0,
             tick_tolerance: DEFAULT_TICK_TOLERANCE,
         }
     }
@@ -356,8 +366,10 @@ impl<D: Dialect> ProviderBuilder<D> {
         self
     }
 
-    /// The lock table (default `shedlock`): an SQL identifier, optionally `schema.table`.
-    /// Anything else is refused by `build()`.
+    /// Where the locks live (default `shedlock`). For an SQL database the lock table: an SQL
+    /// identifier, optionally `schema.table`. For Redis the key prefix: keys are
+    /// `{<prefix>}:lock:<name>` (letters, digits, `_ - . : /`, at most 48 bytes). Anything
+    /// else is refused by `build()` as [`Error::InvalidTableName`].
     pub fn table_name(mut self, table: impl Into<String>) -> Self {
         self.table = table.into();
         self
@@ -381,48 +393,46 @@ impl<D: Dialect> ProviderBuilder<D> {
         self
     }
 
-    /// Keep up to `n` connections checked out between lock statements (default 0: none).
-    ///
-    /// sqlx pings each connection it takes back into the pool: one more round trip after every
-    /// statement (and another before handing it out, with `test_before_acquire`, sqlx's
-    /// default). Held connections skip both: on one PostgreSQL connection the lock cycle went
-    /// from 0.81 to 0.99 of pgbench running the same statements (BENCHMARKS.md). Held
-    /// connections are not available to the rest of the pool, so give the provider a pool of
-    /// its own (with more than `n` connections) rather than the application's. The provider
-    /// holds at most as many as the pool's `max_connections`, takes one more from the pool
-    /// whenever a lock statement finds every held one busy, and serves the lock statements
-    /// waiting meanwhile in the order they came. A held connection the server closed (a
-    /// restart, a terminated session) fails its statement on a connection-level error; the
-    /// provider drops it and runs the statement once more on another.
-    ///
-    /// The provider leaves the sessions of this pool as they are. On PostgreSQL, if they
-    /// default to `REPEATABLE READ` or `SERIALIZABLE`, a lock statement that loses a race for
-    /// its row (a serialization failure) runs again inside `BEGIN ISOLATION LEVEL READ
-    /// COMMITTED … COMMIT`, which it cannot lose: two more round trips, only then.
-    ///
-    /// This is for a pool of your own; a provider from
-    /// [`SqlLockProvider::connect`](crate::SqlLockProvider::connect) owns its pool and already
-    /// holds connections for all its statements, as many as the pool has.
-    pub fn hold_connections(mut self, n: usize) -> Self {
-        self.hold_connections = n;
-        self
+    /// The backend's part, for a provider's own setters (a provider written outside this crate
+    /// adds them through a trait of its own).
+    pub fn backend_mut(&mut self) -> &mut B {
+        &mut self.backend
     }
 
-    pub(crate) fn into_parts(self) -> Result<(Pool<D::Db>, Settings)> {
-        let table = TableName::new(&self.table)?;
+    /// The backend's part and the shared settings, `locked_by` and the tick tolerance checked
+    /// (the table name is the backend's to check).
+    pub fn into_parts(self) -> Result<(B, ProviderSettings)> {
         let locked_by = validate_locked_by(self.locked_by.unwrap_or_else(default_locked_by))?;
+        let tick_tolerance = validate_tick_tolerance(self.tick_tolerance)?;
         Ok((
-            self.pool,
-            Settings {
-                table,
+            self.backend,
+            ProviderSettings {
+                table: self.table,
                 locked_by,
                 clock_mode: self.clock_mode,
                 keep_alive: self.keep_alive,
-                hold_connections: self.hold_connections,
-                hold_all: false,
-                tick_tolerance: validate_tick_tolerance(self.tick_tolerance)?,
+                tick_tolerance,
             },
         ))
+    }
+}
+
+/// How a backend's part of a [`ProviderBuilder`] becomes a provider, for providers whose
+/// `build()` connects (Redis): with it, `ProviderBuilder<B>::build().await` exists.
+pub trait Connect {
+    /// The provider built.
+    type Provider;
+
+    /// Connects with the validated `settings`, checking what only this backend checks (its
+    /// table name or key prefix, its own settings).
+    fn connect(self, settings: ProviderSettings) -> BoxFuture<'static, Result<Self::Provider>>;
+}
+
+impl<B: Connect> ProviderBuilder<B> {
+    /// Validates the settings and connects.
+    pub async fn build(self) -> Result<B::Provider> {
+        let (backend, settings) = self.into_parts()?;
+        backend.connect(settings).await
     }
 }
 

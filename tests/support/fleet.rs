@@ -39,10 +39,10 @@ impl Target {
 
     /// A Redis provider on the target's key prefix (Redis keeps no run history, so
     /// [`Target::provider`] has none to give).
-    pub async fn redis_provider(&self) -> shedlock::RedisLockProvider {
+    pub async fn redis_provider(&self) -> shedlock_redis::RedisLockProvider {
         assert_eq!(self.backend, Backend::Redis, "a Redis target");
-        shedlock::RedisLockProvider::builder(&self.url)
-            .key_prefix(&self.table)
+        shedlock_redis::RedisLockProvider::builder(&self.url)
+            .table_name(&self.table)
             .locked_by("faults-test")
             .build()
             .await

@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use shedlock::{Backend, LockAdmin, LockProvider, RedisLockProvider};
+use shedlock::{Backend, LockAdmin, LockProvider};
+use shedlock_redis::RedisLockProvider;
 use shedlock_suite::unique_name;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -56,7 +57,7 @@ impl Redis {
     /// A provider on this test's prefix, locking as [`HOLDER`].
     async fn provider(&self) -> RedisLockProvider {
         RedisLockProvider::builder(self.url.as_str())
-            .key_prefix(self.prefix.as_str())
+            .table_name(self.prefix.as_str())
             .locked_by(HOLDER)
             .build()
             .await

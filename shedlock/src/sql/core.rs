@@ -15,13 +15,58 @@ use super::dialect::{Acquired, Answer, Hooks, Param, Statement};
 use super::errors::{fail, fail_runs};
 use super::exec::{Driver, Prepared, Value};
 use super::stash::{Lent, Stash};
+use super::table::TableName;
 use super::{PRUNE_BATCH, micros, retention, statement};
 use crate::history::parse_outcome;
 use crate::lease::{Lease, Releases};
-use crate::settings::Settings;
+use crate::settings::ProviderSettings;
 use crate::{
-    Error, LockConfiguration, LockGuard, LockState, NewRun, Result, RunOutcome, RunQuery, RunRecord,
+    ClockMode, Error, KeepAlive, LockConfiguration, LockGuard, LockState, NewRun, Result,
+    RunOutcome, RunQuery, RunRecord,
 };
+
+/// An SQL provider's settings: the shared ones, the table name checked, and how many
+/// connections it keeps between statements.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) table: TableName,
+    pub(crate) locked_by: String,
+    pub(crate) clock_mode: ClockMode,
+    pub(crate) keep_alive: KeepAlive,
+    pub(crate) tick_tolerance: std::time::Duration,
+    /// Connections kept checked out between statements (`hold_connections`).
+    pub(crate) hold_connections: usize,
+    /// Whether every statement (not only the lock statements) uses the kept connections: the
+    /// provider's own pool.
+    pub(crate) hold_all: bool,
+}
+
+impl Settings {
+    /// `common` with its table name checked as `D`'s.
+    pub(crate) fn new<D: Hooks>(
+        common: ProviderSettings,
+        hold_connections: usize,
+        hold_all: bool,
+    ) -> Result<Self> {
+        Ok(Self {
+            table: TableName::new(&common.table, D::BACKEND)?,
+            locked_by: common.locked_by,
+            clock_mode: common.clock_mode,
+            keep_alive: common.keep_alive,
+            tick_tolerance: common.tick_tolerance,
+            hold_connections,
+            hold_all,
+        })
+    }
+
+    /// The application's time in application clock mode, else `None`.
+    pub(crate) fn app_now(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        match &self.clock_mode {
+            ClockMode::Database => None,
+            ClockMode::Application(clock) => Some(clock.now()),
+        }
+    }
+}
 
 /// What a provider holds: its pool, settings and statements, shared with its guards.
 #[allow(unreachable_pub)] // named by `Hooks`, which is sealed

@@ -306,10 +306,8 @@ pub trait Hooks: Send + Sync + Sized + 'static {
 
     /// Connection options from a URL (or, for SQLite, a path).
     fn options(url: &str) -> Result<Options<Self>> {
-        url.parse().map_err(|source| crate::Error::InvalidUrl {
-            backend: Self::BACKEND,
-            source,
-        })
+        url.parse()
+            .map_err(|source: sqlx::Error| crate::Error::invalid_url(Self::BACKEND, url, source))
     }
 
     /// A time column as ISO-8601 text in UTC with milliseconds (`2026-11-21T12:04:02.000Z`),

@@ -1,10 +1,9 @@
 //! How a failed statement is reported: an unreachable server by its address, a missing table
 //! with "run migrate()", missing columns by name.
 
-use super::core::Core;
+use super::core::{Core, Settings};
 use super::dialect::{Failure, Hooks};
 use super::migrate::missing_columns;
-use crate::settings::Settings;
 use crate::{Backend, Error};
 
 /// Sorts a sqlx error into a [`Failure`], asking the dialect about database errors.
@@ -34,7 +33,7 @@ pub(crate) async fn fail<D: Hooks>(
         Failure::Unreachable => Error::Unreachable {
             backend,
             address: core.address.clone(),
-            source,
+            source: source.into(),
         },
         Failure::NoTable => match companion(&source, &core.settings) {
             Some(object) => Error::IncompatibleTable {
@@ -61,15 +60,15 @@ pub(crate) async fn fail<D: Hooks>(
             _ => Error::Database {
                 backend,
                 operation,
-                table,
-                source,
+                location: format!("table `{table}`"),
+                source: source.into(),
             },
         },
         Failure::Other => Error::Database {
             backend,
             operation,
-            table,
-            source,
+            location: format!("table `{table}`"),
+            source: source.into(),
         },
     }
 }
@@ -127,13 +126,13 @@ pub(crate) fn connect_error(
         Failure::Unreachable => Error::Unreachable {
             backend,
             address,
-            source,
+            source: source.into(),
         },
         _ => Error::Database {
             backend,
             operation: format!("connect to {address}"),
-            table: String::new(),
-            source,
+            location: address,
+            source: source.into(),
         },
     }
 }

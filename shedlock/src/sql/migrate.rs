@@ -289,7 +289,11 @@ mod tests {
                 Backend::MySql => format!("`{name}`"),
                 _ => format!("\"{name}\""),
             };
-            let plain = for_table(text, &TableName::new("ops_locks").unwrap(), backend);
+            let plain = for_table(
+                text,
+                &TableName::new("ops_locks", Backend::Postgres).unwrap(),
+                backend,
+            );
             assert!(!plain.contains("shedlock"), "{backend}: {plain}");
             assert!(
                 plain.contains(&format!(
@@ -298,7 +302,11 @@ mod tests {
                 )),
                 "{plain}"
             );
-            let qualified = for_table(text, &TableName::new("ops.locks").unwrap(), backend);
+            let qualified = for_table(
+                text,
+                &TableName::new("ops.locks", Backend::Postgres).unwrap(),
+                backend,
+            );
             assert!(!qualified.contains("shedlock"), "{backend}: {qualified}");
             let runs = format!("{}.{}", q("ops"), q("locks_runs"));
             assert!(qualified.contains(&format!("CREATE TABLE IF NOT EXISTS {runs} (")));
@@ -324,7 +332,7 @@ mod tests {
 
     #[test]
     fn migrator_uses_the_configured_table_and_its_own_history() {
-        let table = TableName::new("ops_locks").unwrap();
+        let table = TableName::new("ops_locks", Backend::Postgres).unwrap();
         let migrator = migrator(
             &[(1, "create", "CREATE TABLE IF NOT EXISTS shedlock (x INT)")],
             &table,
@@ -350,7 +358,11 @@ mod tests {
                 Backend::MySql => mysql_files(),
                 _ => sqlite_files(),
             };
-            let ours = migrator(&files, &TableName::new("shedlock").unwrap(), backend);
+            let ours = migrator(
+                &files,
+                &TableName::new("shedlock", Backend::Postgres).unwrap(),
+                backend,
+            );
             for (migration, (version, _, text)) in ours.iter().zip(&files) {
                 let plain = Migration::new(
                     *version,
@@ -425,7 +437,11 @@ mod tests {
     #[test]
     fn reserved_words_and_schemas_are_quoted_in_migration_3() {
         let pg = include_str!("../../../migrations/postgres/0003_create_shedlock_tokens.sql");
-        let text = for_table(pg, &TableName::new("Ops.User").unwrap(), Backend::Postgres);
+        let text = for_table(
+            pg,
+            &TableName::new("Ops.User", Backend::Postgres).unwrap(),
+            Backend::Postgres,
+        );
         assert!(
             text.contains("CREATE SEQUENCE IF NOT EXISTS \"ops\".\"user_tokens\" AS BIGINT"),
             "{text}"
@@ -433,7 +449,11 @@ mod tests {
         assert!(text.contains("setval('\"ops\".\"user_tokens\"'"), "{text}");
         assert!(text.contains("FROM \"ops\".\"user\")"), "{text}");
         let lite = include_str!("../../../migrations/sqlite/0003_create_shedlock_retired.sql");
-        let text = for_table(lite, &TableName::new("aux.order").unwrap(), Backend::Sqlite);
+        let text = for_table(
+            lite,
+            &TableName::new("aux.order", Backend::Postgres).unwrap(),
+            Backend::Sqlite,
+        );
         assert!(
             text.contains("CREATE TABLE IF NOT EXISTS \"aux\".\"order_retired\" ("),
             "{text}"
@@ -448,7 +468,11 @@ mod tests {
             text.contains("INSERT INTO \"order_retired\" (name"),
             "{text}"
         );
-        let text = for_table(lite, &TableName::new("order").unwrap(), Backend::Sqlite);
+        let text = for_table(
+            lite,
+            &TableName::new("order", Backend::Postgres).unwrap(),
+            Backend::Sqlite,
+        );
         assert!(
             text.contains("CREATE TRIGGER IF NOT EXISTS order_retire AFTER DELETE ON \"order\"\n"),
             "{text}"

@@ -36,7 +36,7 @@ pub(crate) mod stash;
 mod table;
 
 pub use dialect::Dialect;
-pub use provider::SqlLockProvider;
+pub use provider::{SqlLockProvider, SqlPool};
 pub(crate) use table::TableName;
 
 /// How many history rows one prune statement deletes at most (it repeats until fewer).
@@ -124,7 +124,7 @@ pub(crate) fn statement_text(backend: Backend, name: &str, table: &str) -> Optio
         };
         Some(statement::<D>(&sql, table, &now).to_string())
     }
-    let table = TableName::new(table).ok()?;
+    let table = TableName::new(table, backend).ok()?;
     match backend {
         #[cfg(feature = "postgres")]
         Backend::Postgres => text::<postgres::Postgres>(name, &table),
@@ -145,7 +145,7 @@ mod tests {
     /// The lock statements of `D` as they run with the database's clock.
     fn lock_statements<D: Hooks>() -> [(Statement, Arc<str>); 4] {
         let (now, grant_now) = dialect::clock::<D>(None);
-        let table = TableName::new("shedlock").unwrap();
+        let table = TableName::new("shedlock", Backend::Postgres).unwrap();
         let sql = D::SQL;
         [sql.acquire, sql.unlock, sql.extend, sql.held].map(|st| {
             let text = st.sql.replace("{grant_now}", &grant_now);
@@ -195,7 +195,7 @@ mod tests {
         let now = D::NOW;
         let filled = statement::<D>(
             D::SQL.run_abandon.sql,
-            &TableName::new("ops.order").unwrap(),
+            &TableName::new("ops.order", Backend::Postgres).unwrap(),
             now,
         );
         assert!(!filled.contains(';'), "{backend}: one statement: {filled}");
@@ -252,7 +252,7 @@ mod tests {
 
     /// Every statement binds exactly the parameters its text takes, in both clock modes.
     fn binds_match_the_text<D: Hooks>() {
-        let table = TableName::new("ops.order").unwrap();
+        let table = TableName::new("ops.order", Backend::Postgres).unwrap();
         let sql = D::SQL;
         for st in [
             sql.acquire,

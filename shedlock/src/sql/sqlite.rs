@@ -380,10 +380,8 @@ impl Hooks for Sqlite {
     /// A file path, or a `sqlite://` URL; with [`recommended_options`](SqlLockProvider::recommended_options).
     fn options(path_or_url: &str) -> Result<SqliteConnectOptions> {
         let options = if path_or_url.starts_with("sqlite:") {
-            SqliteConnectOptions::from_str(path_or_url).map_err(|source| Error::InvalidUrl {
-                backend: Backend::Sqlite,
-                source,
-            })?
+            SqliteConnectOptions::from_str(path_or_url)
+                .map_err(|source| Error::invalid_url(Backend::Sqlite, path_or_url, source))?
         } else {
             SqliteConnectOptions::new().filename(path_or_url)
         };

@@ -11,8 +11,10 @@ use crate::{Backend, Error, Result};
 pub(crate) struct TableName(String);
 
 impl TableName {
-    pub(crate) fn new(name: &str) -> Result<Self> {
+    /// `name` checked; an error names `backend` (whose table it was to be).
+    pub(crate) fn new(name: &str, backend: Backend) -> Result<Self> {
         let refuse = |reason: String| Error::InvalidTableName {
+            backend,
             name: name.to_owned(),
             reason,
         };
@@ -50,11 +52,6 @@ impl TableName {
             }
         }
         Ok(Self(name.to_owned()))
-    }
-
-    /// [`DEFAULT_TABLE_NAME`](crate::DEFAULT_TABLE_NAME).
-    pub(crate) fn default_table() -> Self {
-        Self(crate::DEFAULT_TABLE_NAME.into())
     }
 
     pub(crate) fn as_str(&self) -> &str {
@@ -121,7 +118,7 @@ mod tests {
     #[test]
     fn table_names_are_plain_identifiers() {
         for good in ["shedlock", "Sched_Locks2", "_x", "app.shedlock"] {
-            assert!(TableName::new(good).is_ok(), "{good}");
+            assert!(TableName::new(good, Backend::Postgres).is_ok(), "{good}");
         }
         for bad in [
             "",
@@ -136,7 +133,7 @@ mod tests {
             "tablé",
             &"t".repeat(MAX_TABLE_NAME_BYTES + 1),
         ] {
-            let err = TableName::new(bad).unwrap_err();
+            let err = TableName::new(bad, Backend::Postgres).unwrap_err();
             assert!(matches!(err, Error::InvalidTableName { .. }), "{bad}");
             assert!(err.to_string().contains(&format!("{bad:?}")), "{err}");
         }
@@ -145,11 +142,15 @@ mod tests {
     #[test]
     fn history_table_sits_beside_the_lock_table() {
         assert_eq!(
-            TableName::new("shedlock").unwrap().history_table(),
+            TableName::new("shedlock", Backend::Postgres)
+                .unwrap()
+                .history_table(),
             "_shedlock_migrations"
         );
         assert_eq!(
-            TableName::new("ops.locks").unwrap().history_table(),
+            TableName::new("ops.locks", Backend::Postgres)
+                .unwrap()
+                .history_table(),
             "ops._locks_migrations"
         );
     }

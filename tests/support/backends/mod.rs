@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use shedlock::{
     AppClock, Backend, ClockMode, Dialect, KeepAlive, LockAdmin, ProviderBuilder, RunHistory,
-    RunStore, SchedulerBuilder,
+    RunStore, SchedulerBuilder, SqlPool,
 };
 use sqlx::migrate::{MigrateError, Migrator};
 
@@ -101,10 +101,12 @@ impl Opts {
         self
     }
 
-    fn apply<D: Dialect>(self, builder: ProviderBuilder<D>) -> ProviderBuilder<D> {
-        let mut builder = builder.clock_mode(self.clock_mode);
-        if let Some(who) = self.locked_by {
-            builder = builder.locked_by(who);
+    /// The options every backend takes, set on `builder` (an SQL pool's options are set by
+    /// [`apply_sql`](Self::apply_sql)).
+    pub fn apply<B>(&self, builder: ProviderBuilder<B>) -> ProviderBuilder<B> {
+        let mut builder = builder.clock_mode(self.clock_mode.clone());
+        if let Some(who) = &self.locked_by {
+            builder = builder.locked_by(who.clone());
         }
         if let Some(keep_alive) = self.keep_alive {
             builder = builder.keep_alive(keep_alive);
@@ -112,7 +114,15 @@ impl Opts {
         if let Some(tolerance) = self.tick_tolerance {
             builder = builder.tick_tolerance(tolerance);
         }
-        builder.hold_connections(self.hold_connections)
+        builder
+    }
+
+    /// [`apply`](Self::apply), then the options of an SQL pool.
+    pub(crate) fn apply_sql<D: Dialect>(
+        &self,
+        builder: ProviderBuilder<SqlPool<D>>,
+    ) -> ProviderBuilder<SqlPool<D>> {
+        self.apply(builder).hold_connections(self.hold_connections)
     }
 }
 
@@ -312,7 +322,7 @@ macro_rules! alike_on_every_backend {
             } else {
                 self.pool.clone()
             };
-            opts.apply($provider::builder(pool).table_name(&self.table))
+            opts.apply_sql($provider::builder(pool).table_name(&self.table))
                 .build()
                 .unwrap()
         }

@@ -110,7 +110,7 @@ impl TestDb for MySql {
             .await
             .unwrap();
         let provider = opts
-            .apply(MySqlLockProvider::builder(pool).table_name(&self.table))
+            .apply_sql(MySqlLockProvider::builder(pool).table_name(&self.table))
             .build()
             .unwrap();
         Some((provider, proxy))

@@ -130,7 +130,7 @@ impl TestDb for Postgres {
             .await
             .unwrap();
         let provider = opts
-            .apply(PostgresLockProvider::builder(pool).table_name(&self.table))
+            .apply_sql(PostgresLockProvider::builder(pool).table_name(&self.table))
             .build()
             .unwrap();
         Some((provider, proxy))

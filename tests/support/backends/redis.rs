@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
-use shedlock::{Backend, RedisLockProvider, RedisProviderBuilder, RunHistory, SchedulerBuilder};
+use shedlock::{Backend, ProviderBuilder, RunHistory, SchedulerBuilder};
+use shedlock_redis::{RedisLockProvider, RedisTarget};
 use sqlx::migrate::{MigrateError, Migrator};
 
 use super::{Blocker, Opts, Row, TestDb};
@@ -85,21 +86,9 @@ fn script(body: &str) -> redis::Script {
     redis::Script::new(&format!("{PRELUDE}{body}"))
 }
 
-/// A builder on `url` for the keys of `prefix`, with the options that apply to Redis.
-fn builder(url: &str, prefix: &str, opts: Opts) -> RedisProviderBuilder {
-    let mut builder = RedisLockProvider::builder(url)
-        .key_prefix(prefix)
-        .clock_mode(opts.clock_mode);
-    if let Some(who) = opts.locked_by {
-        builder = builder.locked_by(who);
-    }
-    if let Some(keep_alive) = opts.keep_alive {
-        builder = builder.keep_alive(keep_alive);
-    }
-    if let Some(tolerance) = opts.tick_tolerance {
-        builder = builder.tick_tolerance(tolerance);
-    }
-    builder
+/// A builder on `url` for the keys of `prefix`, with the options every backend takes.
+fn builder(url: &str, prefix: &str, opts: Opts) -> ProviderBuilder<RedisTarget> {
+    opts.apply(RedisLockProvider::builder(url).table_name(prefix))
 }
 
 /// Panics: `what` is SQL's alone.

@@ -24,9 +24,10 @@ use clap::{Parser, ValueEnum};
 use shedlock::{
     AppClock, ClockMode, Job, KeepAlive, LeaderElection, LeaderElector, Leadership, LockAdmin,
     LockConfiguration, LockContext, LockProvider, MisfirePolicy, MySqlLockProvider, OnLockLost,
-    PostgresLockProvider, RedisLockProvider, RunHistory, Schedule, Scheduler, SchedulerBuilder,
-    SqliteLockProvider, TaskResult, run_locked, with_provider,
+    PostgresLockProvider, RunHistory, Schedule, Scheduler, SchedulerBuilder, SqliteLockProvider,
+    TaskResult, run_locked, with_provider,
 };
+use shedlock_redis::{RedisLockProvider, RedisTarget};
 use shedlock_suite::AdminAndRuns;
 use sqlx::{AssertSqlSafe, MySqlPool, PgPool, SqlitePool};
 use tokio::io::AsyncWriteExt;
@@ -307,15 +308,17 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 .results
                 .as_deref()
                 .ok_or("--backend redis needs --results <SQLite file>")?;
-            let mut builder = RedisLockProvider::builder(&lock_url)
-                .key_prefix(&args.table)
+            let mut target = RedisTarget::new(&lock_url);
+            if let Some(timeout) = args.response_timeout {
+                target = target.response_timeout(timeout);
+            }
+            let provider = RedisLockProvider::builder(target)
+                .table_name(&args.table)
                 .locked_by(&args.instance)
                 .keep_alive(keep_alive)
-                .clock_mode(clock_mode.clone());
-            if let Some(timeout) = args.response_timeout {
-                builder = builder.response_timeout(timeout);
-            }
-            let provider = builder.build().await?;
+                .clock_mode(clock_mode.clone())
+                .build()
+                .await?;
             provider.migrate().await?;
             (
                 Store::Redis(Arc::new(provider)),

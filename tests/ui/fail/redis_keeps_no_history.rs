@@ -2,7 +2,8 @@
 // compile error (RedisLockProvider implements no RunStore), not an error at run time.
 use std::time::Duration;
 
-use shedlock::{RedisLockProvider, RunHistory, Scheduler};
+use shedlock::{RunHistory, Scheduler};
+use shedlock_redis::{RedisLockProvider};
 
 async fn build() -> shedlock::Result<()> {
     let provider = RedisLockProvider::connect("redis://127.0.0.1:6379").await?;
