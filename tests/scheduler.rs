@@ -1,46 +1,17 @@
 //! The scheduler against every backend, and its single-process behaviour on SQLite.
 #![allow(missing_docs)]
 
-shedlock_suite::backend_tests!([postgres, mysql, sqlite, redis]: shedlock_suite::scheduler_suite => [
-    three_instances_run_every_tick_exactly_once,
-    keep_alive_holds_a_long_job_on_a_short_lease,
-    lost_lock_cancels_the_job,
-    lost_lock_notifies_the_job_in_notify_mode,
-    shutdown_cancels_a_long_run_and_releases_its_lock,
-    a_panicking_job_is_recorded_and_the_next_tick_runs,
-    a_call_by_hand_sees_the_panic_with_the_lock_released,
-    a_skewed_instance_fires_by_the_database_clock,
-    a_refused_future_tick_is_reported_as_clock_skew,
-    a_job_stalled_past_its_lease_is_not_polled_again,
-    a_renewal_in_flight_lands_before_the_unlock,
-    many_jobs_on_three_instances_run_every_tick_once,
-    jobs_with_a_lock_are_claimed_in_one_call_per_tick,
-    a_locked_job_gets_its_claim_as_an_argument,
-    a_scheduled_function_gets_its_claim_as_an_argument,
-    a_learned_lock_is_claimed_in_batches_from_the_second_tick,
-    a_claimed_lock_the_run_does_not_take_is_released,
-    a_run_that_asks_for_another_lease_gets_it,
-    a_batch_mixing_free_held_and_claimed_jobs_runs_only_the_free_ones,
-    a_batch_of_future_ticks_is_refused_as_clock_skew,
-    one_elector_leads_and_a_resignation_hands_over_at_once,
-    an_operator_release_ends_the_term,
-    a_cut_off_leader_steps_down_before_another_takes_over,
-    only_the_leader_fires_and_a_successor_takes_over,
-    four_instances_share_each_tick,
-    a_helper_does_not_call_the_jobs_their_owners_claimed,
-    every_missed_tick_runs_once_with_misfire_policy_all,
-    a_new_job_does_not_replay_the_grace_with_misfire_policy_all,
-    a_hand_over_runs_every_missed_tick_with_misfire_policy_all,
-    a_run_limit_bounds_each_instance_and_the_fleet_runs_every_job,
-], sql only: [
-    // An acquire, and an unlock, that wait behind another transaction's row lock
-    // (`TestDb::block`): a Redis script never waits for a key. tests/redis.rs has a failed
-    // unlock of its own.
-    an_acquire_that_waited_longer_than_its_lease_runs_its_job,
-    a_failed_unlock_is_retried_until_it_releases,
-    // The run history (`RunStore`), which the Redis provider does not implement.
-    a_sweep_between_unlock_and_finish_leaves_the_real_outcome,
-]);
+// The kit's scheduler suite on the SQL databases; on Redis it runs in shedlock-redis
+// (`shedlock-redis/tests/kit.rs`).
+mod postgres {
+    shedlock_suite::backend_tests!(in postgres: scheduler suite);
+}
+mod mysql {
+    shedlock_suite::backend_tests!(in mysql: scheduler suite);
+}
+mod sqlite {
+    shedlock_suite::backend_tests!(in sqlite: scheduler suite);
+}
 
 mod single_process {
     use std::sync::{Arc, Mutex};

@@ -1,11 +1,11 @@
 //! [`RedisLockProvider`]: shedlock's locks in a single Redis primary, each operation one
 //! server-side Lua script run in one round trip over redis-rs's tokio
-//! [`ConnectionManager`](redis::aio::ConnectionManager).
+//! `ConnectionManager`.
 //!
 //! A provider written against `shedlock`'s public API only, as a provider for any other store
-//! would be: it builds its guards with [`LockGuard::new`] over its own
-//! [`Lease`](shedlock::lease::Lease), takes its settings from shedlock's [`ProviderBuilder`]
-//! (the key prefix is what `table_name` sets) and reports failures as shedlock's
+//! would be: it builds its guards with [`LockGuard::new`] over its own [`Lease`], takes its
+//! settings from shedlock's [`ProviderBuilder`](shedlock::ProviderBuilder) (the key prefix is
+//! what `table_name` sets) and reports failures as shedlock's
 //! [`Error`], tagged [`Backend::Redis`]. It passes the same provider and scheduler suites as
 //! the SQL providers.
 //!
@@ -14,11 +14,16 @@
 //! - `test-util`: what tests and benchmarks need: a lock's keys and the count of scripts sent
 //!   (methods of [`RedisLockProvider`]), a script's text ([`test_util`]); not for production
 //!   code.
+//! - `testkit`: [`testkit::Redis`], this store's backend for the conformance kit
+//!   (`shedlock-testkit`); `tests/kit.rs` runs the whole kit on it.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod connect;
 mod lease;
 mod scripts;
+#[cfg(feature = "testkit")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testkit")))]
+pub mod testkit;
 
 pub use connect::{DEFAULT_RESPONSE_TIMEOUT, MAX_KEY_PREFIX_BYTES, RedisTarget};
 

@@ -21,7 +21,7 @@ pub enum Backend {
     MySql,
     /// SQLite.
     Sqlite,
-    /// Redis (a single primary), through [`RedisLockProvider`](crate::RedisLockProvider).
+    /// Redis (a single primary), through the `shedlock-redis` crate.
     Redis,
     /// A store this crate does not know, served by a provider written outside it; the name is
     /// the provider author's (`"DynamoDB"`, `"etcd"`), shown in errors and logs as it is.

@@ -6,8 +6,9 @@ use shedlock::{Backend, DEFAULT_TABLE_NAME, MySqlLockProvider};
 use sqlx::mysql::MySqlPoolOptions;
 use sqlx::{AssertSqlSafe, Executor, MySqlPool};
 
-use super::{Blocker, Opts, Statements, TestDb};
+use super::Statements;
 use crate::{Proxy, host_port, mysql_url, reach, unique_name};
+use shedlock_testkit::{Blocker, Opts, TestDb};
 
 #[derive(Debug)]
 pub struct MySql {

@@ -6,10 +6,11 @@ use shedlock::{Backend, DEFAULT_TABLE_NAME, PostgresLockProvider};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{AssertSqlSafe, Executor, PgPool};
 
-use super::{Blocker, Opts, Statements, TestDb};
+use super::Statements;
 use crate::{
     Proxy, drop_postgres_database, host_port, postgres_database, postgres_url, reach, unique_name,
 };
+use shedlock_testkit::{Blocker, Opts, TestDb};
 
 #[derive(Debug)]
 pub struct Postgres {

@@ -6,8 +6,9 @@ use shedlock::{Backend, DEFAULT_TABLE_NAME, SqliteLockProvider};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use sqlx::{AssertSqlSafe, Executor, SqlitePool};
 
-use super::{Blocker, Opts, Statements, TestDb};
+use super::Statements;
 use crate::{Proxy, unique_name};
+use shedlock_testkit::{Blocker, Opts, TestDb};
 
 #[derive(Debug)]
 pub struct Sqlite {

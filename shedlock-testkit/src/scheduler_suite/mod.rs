@@ -1,5 +1,5 @@
 //! The scheduler and keep-alive tests, written once, in a file per topic, and run on every
-//! backend by [`backend_tests!`](macro@crate::backend_tests) in `tests/scheduler.rs`.
+//! backend by [`scheduler_suite!`](macro@crate::scheduler_suite).
 //!
 //! A case takes `&Arc<D>`: it hands the database to jobs and tasks that outlive a borrow.
 

@@ -1,6 +1,5 @@
 //! The provider suite: every test written once, generic over the backend, in a file per topic,
-//! and run on every backend by `backend_tests!(in <backend>: provider suite)`
-//! ([`backend_tests!`](macro@crate::backend_tests)).
+//! and run on every backend by [`provider_suite!`](macro@crate::provider_suite).
 //!
 //! Times are read from the database clock through [`TestDb::row`](crate::TestDb::row); sleeps are
 //! generous so a busy machine cannot flip an outcome.

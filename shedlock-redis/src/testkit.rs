@@ -6,7 +6,11 @@
 //! What the suite reads back as a [`Row`] is the lock's lease key while it exists, else its
 //! record (`meta`), with the remaining time by the server's `TIME`, read in the same script.
 //! The methods of [`TestDb`] that only mean something for SQL (statements, row locks, schemas,
-//! sqlx migrations) panic, saying so: the cases that use them are not run on Redis.
+//! sqlx migrations) keep the kit's defaults, which panic, saying so: the suites run here
+//! `without sql`, which leaves out the cases that use them.
+//!
+//! Feature `testkit`: the workspace's own tests use this backend, and `tests/kit.rs` runs the
+//! whole kit on it.
 
 use std::fmt;
 use std::time::Duration;
@@ -14,11 +18,14 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use shedlock::{Backend, ProviderBuilder, RunHistory, SchedulerBuilder};
-use shedlock_redis::{RedisLockProvider, RedisTarget};
-use sqlx::migrate::{MigrateError, Migrator};
+use shedlock_testkit::{Opts, Proxy, Row, TestDb, host_port, reach, unique_name};
 
-use super::{Blocker, Opts, Row, TestDb};
-use crate::{Proxy, host_port, reach, redis_url, unique_name};
+use crate::{RedisLockProvider, RedisTarget};
+
+/// The server the suites use: `SHEDLOCK_REDIS_URL`, or the local default.
+pub fn redis_url() -> String {
+    std::env::var("SHEDLOCK_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
 
 /// One test's keys on the shared Redis server.
 pub struct Redis {
@@ -89,11 +96,6 @@ fn script(body: &str) -> redis::Script {
 /// A builder on `url` for the keys of `prefix`, with the options every backend takes.
 fn builder(url: &str, prefix: &str, opts: Opts) -> ProviderBuilder<RedisTarget> {
     opts.apply(RedisLockProvider::builder(url).table_name(prefix))
-}
-
-/// Panics: `what` is SQL's alone.
-fn sql_only(what: &str) -> ! {
-    panic!("{what} does not apply to Redis (SQL only): a case that needs it is not run on Redis")
 }
 
 impl Redis {
@@ -282,10 +284,6 @@ impl TestDb for Redis {
             .unwrap();
     }
 
-    async fn exec(&self, sql: &str) {
-        sql_only(&format!("exec({sql:?})"))
-    }
-
     /// `tick instance token` at the end of the list `{<prefix>}:ran`.
     async fn record_run(&self, tick_ms: i64, instance: &str, token: i64) {
         let mut conn = self.conn.clone();
@@ -319,10 +317,6 @@ impl TestDb for Redis {
         self.ran_key()
     }
 
-    async fn block(&self, name: &str, _touch: bool) -> Blocker {
-        sql_only(&format!("block({name:?}), a row lock,"))
-    }
-
     async fn provider_via_proxy(&self, opts: Opts) -> Option<(Self::Provider, Proxy)> {
         let url = redis_url();
         let proxy = Proxy::start(host_port(&url, 6379)).await;
@@ -331,16 +325,6 @@ impl TestDb for Redis {
             .await
             .unwrap();
         Some((provider, proxy))
-    }
-
-    async fn provider_in_own_place(&self, table: &str) -> (Self::Provider, String) {
-        sql_only(&format!(
-            "provider_in_own_place({table:?}), a schema or database of its own,"
-        ))
-    }
-
-    async fn drop_place(&self, place: &str) {
-        sql_only(&format!("drop_place({place:?})"))
     }
 
     async fn empty_database(&self) -> Self {
@@ -368,14 +352,6 @@ impl TestDb for Redis {
             .as_ref()
             .expect("kill_sessions() on an empty_database()");
         Some(proxy.sever() as u64)
-    }
-
-    async fn run_migrations(&self, _: &Migrator) -> Result<(), MigrateError> {
-        sql_only("run_migrations(), sqlx's migrations,")
-    }
-
-    async fn migrations(&self, table: &str) -> Vec<(i64, String)> {
-        sql_only(&format!("migrations({table:?}), sqlx's history,"))
     }
 
     async fn teardown(self) {

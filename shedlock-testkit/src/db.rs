@@ -1,0 +1,335 @@
+//! What a backend gives the suites: [`TestDb`], one test's lock table (or key prefix) and the
+//! providers on it; what the suites read back ([`Row`]); the options of the providers they build
+//! ([`Opts`]); a row lock held for a test ([`Blocker`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use shedlock::{
+    AppClock, Backend, ClockMode, Dialect, KeepAlive, LockAdmin, ProviderBuilder, RunHistory,
+    RunStore, SchedulerBuilder, SqlPool,
+};
+use sqlx::migrate::{MigrateError, Migrator};
+
+use crate::Proxy;
+
+/// What the suite reads back from the lock table (on Redis: a lock's lease key, or once that is
+/// gone its record), with times measured by the database clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    pub locked_by: String,
+    pub fencing_token: i64,
+    /// `locked_until - db_now`, in milliseconds (negative once expired).
+    pub remaining_ms: i64,
+    /// `last_tick`, in milliseconds since the epoch.
+    pub last_tick_ms: Option<i64>,
+}
+
+impl From<(String, i64, i64, Option<i64>)> for Row {
+    fn from(
+        (locked_by, fencing_token, remaining_ms, last_tick_ms): (String, i64, i64, Option<i64>),
+    ) -> Self {
+        Self {
+            locked_by,
+            fencing_token,
+            remaining_ms,
+            last_tick_ms,
+        }
+    }
+}
+
+/// Options for a provider the suite builds. On Redis only the clock mode, `locked_by`,
+/// keep-alive and tick tolerance apply (every Redis provider has a connection of its own; there
+/// are no row locks, isolation levels or held connections).
+#[derive(Debug, Clone, Default)]
+pub struct Opts {
+    pub clock_mode: ClockMode,
+    pub locked_by: Option<String>,
+    /// Use a pool of its own (a separate "instance").
+    pub own_pool: bool,
+    pub keep_alive: Option<KeepAlive>,
+    /// How long a statement waits for a row lock before it fails (PostgreSQL `lock_timeout`,
+    /// MySQL `innodb_lock_wait_timeout` in whole seconds, SQLite's busy timeout). Implies a pool
+    /// of its own.
+    pub lock_timeout: Option<Duration>,
+    /// The transaction isolation level of the pool's sessions, e.g. `"repeatable read"` or
+    /// `"serializable"` (PostgreSQL and MySQL; SQLite has none). Implies a pool of its own.
+    pub isolation: Option<&'static str>,
+    /// The tick tolerance of the provider.
+    pub tick_tolerance: Option<Duration>,
+    /// Connections the provider keeps checked out between statements.
+    pub hold_connections: usize,
+}
+
+impl Opts {
+    pub fn own_pool() -> Self {
+        Self {
+            own_pool: true,
+            ..Self::default()
+        }
+    }
+
+    pub fn locked_by(mut self, who: &str) -> Self {
+        self.locked_by = Some(who.into());
+        self
+    }
+
+    pub fn keep_alive(mut self, keep_alive: KeepAlive) -> Self {
+        self.keep_alive = Some(keep_alive);
+        self
+    }
+
+    pub fn lock_timeout(mut self, timeout: Duration) -> Self {
+        self.lock_timeout = Some(timeout);
+        self.own_pool = true;
+        self
+    }
+
+    pub fn isolation(mut self, level: &'static str) -> Self {
+        self.isolation = Some(level);
+        self.own_pool = true;
+        self
+    }
+
+    pub fn hold_connections(mut self, n: usize) -> Self {
+        self.hold_connections = n;
+        self
+    }
+
+    pub fn tick_tolerance(mut self, tolerance: Duration) -> Self {
+        self.tick_tolerance = Some(tolerance);
+        self
+    }
+
+    /// The options every backend takes, set on `builder` (an SQL pool's options are set by
+    /// [`apply_sql`](Self::apply_sql)).
+    pub fn apply<B>(&self, builder: ProviderBuilder<B>) -> ProviderBuilder<B> {
+        let mut builder = builder.clock_mode(self.clock_mode.clone());
+        if let Some(who) = &self.locked_by {
+            builder = builder.locked_by(who.clone());
+        }
+        if let Some(keep_alive) = self.keep_alive {
+            builder = builder.keep_alive(keep_alive);
+        }
+        if let Some(tolerance) = self.tick_tolerance {
+            builder = builder.tick_tolerance(tolerance);
+        }
+        builder
+    }
+
+    /// [`apply`](Self::apply), then the options of an SQL pool.
+    pub fn apply_sql<D: Dialect>(
+        &self,
+        builder: ProviderBuilder<SqlPool<D>>,
+    ) -> ProviderBuilder<SqlPool<D>> {
+        self.apply(builder).hold_connections(self.hold_connections)
+    }
+}
+
+/// One backend, on a lock table of its own (on Redis: a key prefix of its own): what a
+/// provider's author implements to run the suites ([`provider_suite!`](macro@crate::provider_suite),
+/// [`scheduler_suite!`](macro@crate::scheduler_suite)) against a live store.
+///
+/// Every provider administers its locks ([`LockAdmin`]); the run history ([`RunStore`]) is
+/// optional, so a case that needs it says `where D::Provider: RunStore`, and one that only looks
+/// at it in passing asks [`run_store`](Self::run_store). The methods that only mean something
+/// for SQL (statements, row locks, schemas, migrations) have defaults that panic, saying so: a
+/// store without SQL leaves them, and its suites run `without sql`, which leaves out the cases
+/// that call them.
+pub trait TestDb: Sized + Send + Sync + 'static {
+    type Provider: LockAdmin + Clone + 'static;
+    const BACKEND: Backend;
+
+    /// Connects and creates a uniquely named, migrated lock table; `None` when this backend is
+    /// skipped. Panics, saying how to start it, when the server is down and not skipped.
+    async fn setup() -> Option<Self>;
+    /// The lock table's name.
+    fn table(&self) -> &str;
+    /// How many statements `provider` has sent (`statements_sent`: on Redis, scripts).
+    fn statements_sent(provider: &Self::Provider) -> u64;
+    /// The run history of `provider`, where this backend keeps one (every SQL backend); `None`
+    /// on Redis, whose provider implements no [`RunStore`].
+    fn run_store(provider: &Self::Provider) -> Option<Arc<dyn RunStore>>;
+    /// `builder` keeping `history`, where this backend keeps one; on Redis `builder` as it is
+    /// (`SchedulerBuilder::history` does not compile for a provider without a [`RunStore`]).
+    fn with_history(
+        builder: SchedulerBuilder<Self::Provider>,
+        history: RunHistory,
+    ) -> SchedulerBuilder<Self::Provider>;
+    /// A provider on the shared pool with default settings.
+    fn provider(&self) -> Self::Provider;
+    /// A provider with options (own pool, clock).
+    fn provider_with(&self, opts: Opts) -> impl Future<Output = Self::Provider> + Send;
+    /// A provider for another table on the same database, not migrated.
+    fn provider_for_table(&self, table: &str) -> Self::Provider;
+    fn row(&self, name: &str) -> impl Future<Output = Option<Row>> + Send;
+    /// Deletes the row of `name` by hand (on Redis: both keys of the lock, and its name from the
+    /// set of names), as an operator clearing a stuck lock would.
+    async fn delete_row(&self, name: &str);
+    /// Deletes every lock of this test by hand: the table emptied (`TRUNCATE`, `DELETE`), or
+    /// on Redis every key of the prefix.
+    async fn empty_table(&self);
+    /// Inserts a row that expired a minute ago, as an older run or another tool might leave.
+    async fn insert_expired_row(&self, name: &str, token: i64);
+    /// Raises the fencing token of lock `name` by 1000 by hand, as a new holder taking over
+    /// would: its holder's renewals are refused from then on.
+    fn bump_token(&self, name: &str) -> impl Future<Output = ()> + Send;
+    /// Sets the last claimed tick of lock `name` (which exists) to `ahead` past the database's
+    /// clock, as a claim by an instance whose clock ran ahead would leave it.
+    async fn set_last_tick_ahead(&self, name: &str, ahead: Duration);
+    /// Runs one statement (DDL in tests). SQL only: by default it panics, saying so.
+    fn exec(&self, sql: &str) -> impl Future<Output = ()> + Send {
+        let _ = sql;
+        async { sql_only("exec") }
+    }
+    /// Records one run in this test's runs table (created on first use): the tick in ms, who
+    /// ran it, its fencing token.
+    fn record_run(
+        &self,
+        tick_ms: i64,
+        instance: &str,
+        token: i64,
+    ) -> impl Future<Output = ()> + Send;
+    /// Every recorded run, ordered by token (none yet: empty; a failing query fails the test).
+    fn runs(&self) -> impl Future<Output = Vec<(i64, String, i64)>> + Send;
+    /// Creates this test's runs table if it is not there yet; its name. One creation at a time
+    /// in this process: PostgreSQL's `CREATE TABLE IF NOT EXISTS` run by two sessions at once
+    /// can fail on its catalog's unique index (a job body recording its run while the test
+    /// reads the runs: "duplicate key value violates unique constraint
+    /// pg_type_typname_nsp_index").
+    fn ran_table(&self) -> impl Future<Output = String> + Send {
+        static CREATING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+        async {
+            let table = format!("{}_ran", self.table());
+            let _creating = CREATING.lock().await;
+            self.exec(&format!(
+                "CREATE TABLE IF NOT EXISTS {table} (tick BIGINT NOT NULL, instance VARCHAR(64) NOT NULL, token BIGINT NOT NULL)"
+            ))
+            .await;
+            table
+        }
+    }
+    /// Holds the lock row `name` until the blocker is released: PostgreSQL and MySQL in an
+    /// open transaction (`SELECT … FOR UPDATE`, or with `touch` an `UPDATE` that writes a new
+    /// version of the row, as a concurrent acquire or extend would); SQLite holds the whole
+    /// database's write lock (`BEGIN IMMEDIATE`). SQL only: a Redis script never waits for a
+    /// key.
+    fn block(&self, name: &str, touch: bool) -> impl Future<Output = Blocker> + Send {
+        let _ = (name, touch);
+        async { sql_only("block") }
+    }
+    /// A provider on a pool (Redis: a connection) of its own that reaches the server through a
+    /// [`Proxy`]; `None` for SQLite, which has no wire.
+    fn provider_via_proxy(
+        &self,
+        opts: Opts,
+    ) -> impl Future<Output = Option<(Self::Provider, Proxy)>> + Send;
+    /// A provider for `table`, unqualified, in a place no other test uses, so that a name such
+    /// as `user` cannot collide: a schema of its own first on the search path (PostgreSQL), a
+    /// database of its own (MySQL), this test's own file (SQLite). Returns the provider and the
+    /// place, for [`drop_place`](Self::drop_place). SQL only.
+    fn provider_in_own_place(
+        &self,
+        table: &str,
+    ) -> impl Future<Output = (Self::Provider, String)> + Send {
+        let _ = table;
+        async { sql_only("provider_in_own_place") }
+    }
+    /// Drops what [`provider_in_own_place`](Self::provider_in_own_place) made. SQL only.
+    fn drop_place(&self, place: &str) -> impl Future<Output = ()> + Send {
+        let _ = place;
+        async { sql_only("drop_place") }
+    }
+    /// Another database on this backend's server, of its own and empty, for what runs before
+    /// shedlock's table exists: PostgreSQL and MySQL a new database, dropped by its
+    /// [`teardown`](Self::teardown); SQLite a new file; Redis a new key prefix, whose provider
+    /// reaches the server through a [`Proxy`] of its own. Its lock table is the default
+    /// `shedlock`, not created (on Redis, where a default prefix would be shared with every
+    /// other test on the server, the new prefix).
+    async fn empty_database(&self) -> Self;
+    /// A provider made as the README shows, by `connect(url)` on this database (a pool of the
+    /// provider's own, the default table `shedlock`: use it on an
+    /// [`empty_database`](Self::empty_database)). On Redis the builder with the database's own
+    /// prefix, through its proxy.
+    fn connect(&self) -> impl Future<Output = Self::Provider> + Send;
+    /// [`connect`](Self::connect) with a URL that sets the sessions' default transaction
+    /// isolation to `level` (`"repeatable read"`, `"serializable"`), as a user's URL can:
+    /// PostgreSQL's `options=-c default_transaction_isolation=…`. `None` where a URL cannot say
+    /// it (MySQL's sessions take the server's global default; SQLite and Redis have no levels).
+    fn connect_at(
+        &self,
+        level: &'static str,
+    ) -> impl Future<Output = Option<Self::Provider>> + Send {
+        let _ = level;
+        async { None }
+    }
+    /// Ends every other session on this database from the server's side (PostgreSQL
+    /// `pg_terminate_backend`, MariaDB `KILL`): how many it ended. Only on a database of its own
+    /// ([`empty_database`](Self::empty_database)): no other test's sessions are there. On
+    /// Redis, whose server cannot tell one test's connections from another's, the database's
+    /// proxy closes every connection it carries, as the server ending them would. `None` for
+    /// SQLite, which has no server and no session to end.
+    fn kill_sessions(&self) -> impl Future<Output = Option<u64>> + Send;
+    /// Runs an application's sqlx migrations on this database, as `sqlx migrate run` would.
+    /// SQL only.
+    async fn run_migrations(&self, migrator: &Migrator) -> Result<(), MigrateError> {
+        let _ = migrator;
+        sql_only("run_migrations")
+    }
+    /// `(version, description)` of every migration recorded in the sqlx history table `table`
+    /// (`_sqlx_migrations`, `_shedlock_migrations`), by version. SQL only.
+    async fn migrations(&self, table: &str) -> Vec<(i64, String)> {
+        let _ = table;
+        sql_only("migrations")
+    }
+    /// Drops the table (a database of its own: the database) and closes the pool; on Redis
+    /// deletes every key of the prefix (found by `SCAN`).
+    async fn teardown(self);
+}
+
+/// A row lock held by another session ([`TestDb::block`]).
+#[derive(Debug)]
+pub struct Blocker {
+    release: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Blocker {
+    /// Runs `hold` (which takes the lock, signals `ready`, waits for `release`, then ends its
+    /// transaction) and returns once the lock is taken.
+    pub async fn spawn<F, Fut>(hold: F) -> Self
+    where
+        F: FnOnce(tokio::sync::oneshot::Sender<()>, tokio::sync::oneshot::Receiver<()>) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let (release_tx, release_rx) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(hold(ready_tx, release_rx));
+        ready_rx.await.expect("the blocker took its lock");
+        Self {
+            release: Some(release_tx),
+            task,
+        }
+    }
+
+    /// Ends the blocking transaction and waits until it has.
+    pub async fn release(mut self) {
+        if let Some(release) = self.release.take() {
+            let _ = release.send(());
+        }
+        (&mut self.task).await.expect("the blocker ended cleanly");
+    }
+}
+
+/// This machine's clock shifted by `minutes`: a stand-in for an instance whose clock is wrong.
+pub fn skewed_clock(minutes: i64) -> AppClock {
+    AppClock::custom(move || chrono::Utc::now() + chrono::Duration::minutes(minutes))
+}
+
+/// Panics: `what` is SQL's alone, and the cases that need it are left out for a store without
+/// SQL (`provider_suite!(…, without sql)`).
+pub fn sql_only(what: &str) -> ! {
+    panic!(
+        "TestDb::{what} applies to SQL databases only: a case that needs it is not run on a store without SQL"
+    )
+}
