@@ -207,26 +207,6 @@ async fn steady_state(backend: Backend) {
     place.cleanup().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn steady_state_postgres() {
-    steady_state(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn steady_state_mysql() {
-    steady_state(Backend::MySql).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn steady_state_sqlite() {
-    steady_state(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn steady_state_redis() {
-    steady_state(Backend::Redis).await;
-}
-
 // ---------------------------------------------------------------------------------------------
 // 2. Crash: kill -9 the holder mid-run.
 
@@ -295,21 +275,6 @@ async fn crash(backend: Backend) {
         "crash {backend}: takeover {after_kill} ms after kill -9 without keep-alive (lock_at_most_for 4 s), \
          {ka_after_kill} ms with a 1 s keep-alive lease (lock_at_most_for 60 s)"
     );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_postgres() {
-    crash(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_sqlite() {
-    crash(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_redis() {
-    crash(Backend::Redis).await;
 }
 
 /// Runs the `shedlock` tool on the place's database and table; its exit code and stdout.
@@ -452,21 +417,6 @@ async fn crash_history(backend: Backend) {
     );
     eprintln!("crash history {backend}: {line}");
     place.cleanup().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_history_postgres() {
-    crash_history(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_history_mysql() {
-    crash_history(Backend::MySql).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_history_sqlite() {
-    crash_history(Backend::Sqlite).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -678,21 +628,6 @@ async fn clock_skew(backend: Backend) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn clock_skew_postgres() {
-    clock_skew(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn clock_skew_sqlite() {
-    clock_skew(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn clock_skew_redis() {
-    clock_skew(Backend::Redis).await;
-}
-
 // ---------------------------------------------------------------------------------------------
 // 5. Lost connection while holding: the holder's lock connection is cut; its lease lapses;
 // another process takes over; the stale holder's late write is refused by the fence.
@@ -759,21 +694,6 @@ async fn lost_connection(backend: Backend) {
         stale.outcome
     );
     place.cleanup().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lost_connection_postgres() {
-    lost_connection(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lost_connection_mysql() {
-    lost_connection(Backend::MySql).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lost_connection_redis() {
-    lost_connection(Backend::Redis).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -843,21 +763,6 @@ async fn rolling_restart_with(backend: Backend, extra: &[&str]) -> Option<usize>
     );
     place.cleanup().await;
     Some(lost)
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rolling_restart_postgres() {
-    rolling_restart(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rolling_restart_sqlite() {
-    rolling_restart(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rolling_restart_redis() {
-    rolling_restart(Backend::Redis).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -943,21 +848,6 @@ async fn paused_holder(backend: Backend) {
         "no job was polled again after a pause longer than its lease"
     );
     place.cleanup().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn paused_holder_postgres() {
-    paused_holder(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn paused_holder_sqlite() {
-    paused_holder(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn paused_holder_redis() {
-    paused_holder(Backend::Redis).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1438,36 +1328,11 @@ async fn leader_failover(backend: Backend) {
     place.cleanup().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn leader_failover_postgres() {
-    leader_failover(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn leader_failover_sqlite() {
-    leader_failover(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn leader_failover_redis() {
-    leader_failover(Backend::Redis).await;
-}
-
 const LEADER_ARGS: [&str; 4] = ["--leader", LEADER, "--misfire-grace", "30s"];
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rolling_restart_with_leader_postgres() {
-    rolling_restart_with(Backend::Postgres, &LEADER_ARGS).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rolling_restart_with_leader_sqlite() {
-    rolling_restart_with(Backend::Sqlite, &LEADER_ARGS).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rolling_restart_with_leader_redis() {
-    rolling_restart_with(Backend::Redis, &LEADER_ARGS).await;
+/// A rolling restart with leader election on: the leader hands over at each restart.
+async fn rolling_restart_with_leader(backend: Backend) {
+    rolling_restart_with(backend, &LEADER_ARGS).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1557,26 +1422,6 @@ async fn killed_leader_loses_no_tick_with_misfire_policy_all(backend: Backend) {
         "{backend}: the new leader ran the ticks it missed ({handed_over})"
     );
     place.cleanup().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_leader_loses_no_tick_with_misfire_policy_all_postgres() {
-    killed_leader_loses_no_tick_with_misfire_policy_all(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_leader_loses_no_tick_with_misfire_policy_all_mysql() {
-    killed_leader_loses_no_tick_with_misfire_policy_all(Backend::MySql).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_leader_loses_no_tick_with_misfire_policy_all_sqlite() {
-    killed_leader_loses_no_tick_with_misfire_policy_all(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_leader_loses_no_tick_with_misfire_policy_all_redis() {
-    killed_leader_loses_no_tick_with_misfire_policy_all(Backend::Redis).await;
 }
 
 // 11. Worker mode (`--role scheduler` hands each claimed tick to an apalis queue, `--role
@@ -1821,21 +1666,6 @@ async fn worker_mode(backend: Backend) {
     place.cleanup().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn worker_mode_sqlite() {
-    worker_mode(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn worker_mode_postgres() {
-    worker_mode(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn worker_mode_redis() {
-    worker_mode(Backend::Redis).await;
-}
-
 /// Worker mode's fleet restarted one by one: a scheduler and 2 workers; each worker is
 /// replaced (the new one up, then SIGTERM to the old, which finishes its run and returns what
 /// it fetched but did not start), then the scheduler. Every tick in the window is handed off
@@ -1908,21 +1738,6 @@ async fn worker_fleet_rolling_restart(backend: Backend) {
     );
     drop_queue(&place).await;
     place.cleanup().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn worker_fleet_rolling_restart_sqlite() {
-    worker_fleet_rolling_restart(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn worker_fleet_rolling_restart_postgres() {
-    worker_fleet_rolling_restart(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn worker_fleet_rolling_restart_redis() {
-    worker_fleet_rolling_restart(Backend::Redis).await;
 }
 
 /// Worker mode with leader election: two scheduler processes elect a leader, which alone hands
@@ -2025,17 +1840,68 @@ async fn worker_mode_with_leader(backend: Backend) {
     place.cleanup().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn worker_mode_with_leader_sqlite() {
-    worker_mode_with_leader(Backend::Sqlite).await;
+// ---------------------------------------------------------------------------------------------
+// Every scenario on the backends it applies to, one test each (`postgres::crash`, …), through the
+// same every-backend runner as the suites (`backend_tests!`), so a run leaves a backend out by
+// name.
+
+mod postgres {
+    shedlock_suite::backend_tests!(in postgres: by backend super => [
+        steady_state,
+        crash,
+        crash_history,
+        clock_skew,
+        lost_connection,
+        rolling_restart,
+        paused_holder,
+        leader_failover,
+        rolling_restart_with_leader,
+        killed_leader_loses_no_tick_with_misfire_policy_all,
+        worker_mode,
+        worker_fleet_rolling_restart,
+        worker_mode_with_leader,
+    ]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn worker_mode_with_leader_postgres() {
-    worker_mode_with_leader(Backend::Postgres).await;
+mod mysql {
+    shedlock_suite::backend_tests!(in mysql: by backend super => [
+        steady_state,
+        crash_history,
+        lost_connection,
+        killed_leader_loses_no_tick_with_misfire_policy_all,
+    ]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn worker_mode_with_leader_redis() {
-    worker_mode_with_leader(Backend::Redis).await;
+mod sqlite {
+    shedlock_suite::backend_tests!(in sqlite: by backend super => [
+        steady_state,
+        crash,
+        crash_history,
+        clock_skew,
+        rolling_restart,
+        paused_holder,
+        leader_failover,
+        rolling_restart_with_leader,
+        killed_leader_loses_no_tick_with_misfire_policy_all,
+        worker_mode,
+        worker_fleet_rolling_restart,
+        worker_mode_with_leader,
+    ]);
+}
+
+mod redis {
+    shedlock_suite::backend_tests!(in redis: by backend super => [
+        steady_state,
+        crash,
+        clock_skew,
+        lost_connection,
+        rolling_restart,
+        paused_holder,
+        leader_failover,
+        rolling_restart_with_leader,
+        killed_leader_loses_no_tick_with_misfire_policy_all,
+        worker_mode,
+        worker_fleet_rolling_restart,
+        worker_mode_with_leader,
+    ]);
 }

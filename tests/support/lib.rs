@@ -157,6 +157,8 @@ pub async fn drop_postgres_database(name: &str) {
 /// backend_tests!([sqlite, postgres]: super => [case_a]);
 /// // Cases that only mean something for SQL, after `sql only:`, are left out for `redis`.
 /// backend_tests!([sqlite, redis]: super => [case_a], sql only: [case_b]);
+/// // Scenarios that take the backend itself, `async fn scenario(backend: Backend)`.
+/// backend_tests!([postgres, redis]: by backend super => [scenario]);
 /// // One backend's provider or scheduler suite (the kit's lists), in the module of the call.
 /// mod postgres {
 ///     backend_tests!(in postgres: provider suite);
@@ -176,6 +178,19 @@ macro_rules! backend_tests {
     (in $backend:ident: scheduler suite) => {
         $crate::__testkit::scheduler_suite!(in $crate::backend_tests!(@type $backend));
     };
+    // Scenarios that take the backend itself (`async fn scenario(backend: Backend)`) and set
+    // up what they need (the fault tests' processes): one test per backend, as for the cases.
+    (in $backend:ident: by backend $($module:ident)::+ => [$($case:ident),* $(,)?]) => {
+        $crate::backend_tests!(@by_backend $backend, [$($module)::+], [$($case),*]);
+    };
+    (@by_backend $backend:ident, [$($module:tt)+], [$case:ident $(, $more:ident)*]) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $case() {
+            $($module)+::$case($crate::backend_tests!(@backend $backend)).await;
+        }
+        $crate::backend_tests!(@by_backend $backend, [$($module)+], [$($more),*]);
+    };
+    (@by_backend $backend:ident, [$($module:tt)+], []) => {};
     (in $backend:ident: $($module:ident)::+ => [$($case:ident),* $(,)?], sql only: [$($sql:ident),* $(,)?]) => {
         $crate::backend_tests!(@split $backend, [$($module)::+], [$($case),*], [$($sql),*]);
     };
@@ -201,6 +216,10 @@ macro_rules! backend_tests {
     (@type mysql) => { $crate::MySql };
     (@type sqlite) => { $crate::Sqlite };
     (@type redis) => { $crate::Redis };
+    (@backend postgres) => { ::shedlock::Backend::Postgres };
+    (@backend mysql) => { ::shedlock::Backend::MySql };
+    (@backend sqlite) => { ::shedlock::Backend::Sqlite };
+    (@backend redis) => { ::shedlock::Backend::Redis };
     ($($cases:tt)+) => {
         $crate::backend_tests!([postgres, mysql, sqlite]: $($cases)+);
     };
