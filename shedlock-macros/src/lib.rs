@@ -14,7 +14,7 @@
 
 // Layout (tokio-macros, tracing-attributes): `lib.rs` hands `proc_macro2` streams to
 // `scheduler_lock.rs` or `scheduled.rs` (each attribute's arguments, parsing and validation)
-// and then to `expand.rs` (code generation). `args.rs` holds what both attributes' arguments
+// and then to `expand/` (code generation). `args.rs` holds what both attributes' arguments
 // share (keys, one generic parser per kind of value, the error collector); `duration.rs`
 // parses durations.
 mod args;
