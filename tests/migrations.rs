@@ -1,5 +1,5 @@
 //! `migrate()` beside an application's own sqlx migrations, in either order, on a fresh database
-//! per case; and the plain SQL folders run the way `sqlx migrate run --source migrations/<db>`
+//! per case; and the plain SQL folders run the way `sqlx migrate run --source shedlock/migrations/<db>`
 //! runs them. Each case runs on every backend (`postgres::…`, `mysql::…`, `sqlite::…`).
 #![allow(missing_docs)]
 
@@ -68,6 +68,7 @@ fn app_migrations(dir: &Path, dialect_int: &str) -> PathBuf {
 
 fn repo_migrations(db: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("shedlock")
         .join("migrations")
         .join(db)
 }
@@ -183,7 +184,7 @@ where
     let app = Migrator::new(app_migrations(dir.path(), int))
         .await
         .unwrap();
-    // Ours (`migrations/<db>/`): the lock table and the run history, and on PostgreSQL the
+    // Ours (`shedlock/migrations/<db>/`): the lock table and the run history, and on PostgreSQL the
     // token sequence, on SQLite the retired rows.
     let versions: &[i64] = if D::BACKEND == Backend::MySql {
         &[1, 2]
@@ -211,7 +212,7 @@ where
 
 async fn plain_sql_folder_runs_like_the_sqlx_cli<D: TestDb>(db: &D) {
     let fresh = db.empty_database().await;
-    // What `sqlx migrate run --source migrations/<db>` does.
+    // What `sqlx migrate run --source shedlock/migrations/<db>` does.
     let folder = Migrator::new(repo_migrations(backend_name(D::BACKEND)))
         .await
         .unwrap();

@@ -55,7 +55,7 @@ pub fn how_to_start(backend: Backend) -> &'static str {
 }
 
 /// The backend's short name: the module of its tests (`postgres::…`), its entry in
-/// `SHEDLOCK_SKIP_BACKENDS`, its folder under `migrations/`.
+/// `SHEDLOCK_SKIP_BACKENDS`, its folder under `shedlock/migrations/`.
 pub fn backend_name(backend: Backend) -> &'static str {
     match backend {
         Backend::Postgres => "postgres",

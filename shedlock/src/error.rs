@@ -211,7 +211,7 @@ pub enum Error {
     /// The lock table does not exist.
     #[error(
         "the lock table `{table}` does not exist in the {backend} database: run `migrate()` on the provider \
-         (or apply migrations/{dir}/ with `sqlx migrate run`)",
+         (or apply shedlock/migrations/{dir}/ with `sqlx migrate run`)",
         dir = migration_dir(*backend)
     )]
     TableMissing {

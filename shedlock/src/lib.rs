@@ -311,10 +311,11 @@ pub type SqliteLockProvider = SqlLockProvider<dialect::Sqlite>;
 pub mod test_util {
     use crate::Backend;
 
-    /// The text of statement `name` (`acquire`, `acquire_many`, `unlock`, `extend`, `held`,
-    /// `locks`, `release`, `run_insert`, `run_finish`, `run_prune`, `run_abandon`, `runs`) of
-    /// `backend` for lock table `table`, reading the database's clock, with its parameters
-    /// left as placeholders; `None` for an unknown name or table name.
+    /// The text of statement `name` (as the SQL provider names its statements: `acquire`,
+    /// `acquire_many`, `unlock`, `extend`, `run_insert`, …; the list is in
+    /// `shedlock/src/sql/dialect.rs`) of `backend` for lock table `table`, reading the
+    /// database's clock, with its parameters left as placeholders; `None` for an unknown name
+    /// or table name.
     pub fn statement(backend: Backend, name: &str, table: &str) -> Option<String> {
         crate::sql::statement_text(backend, name, table)
     }

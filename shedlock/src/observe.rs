@@ -516,7 +516,7 @@ impl Probe {
         // below finds this row `running` under a lock its token no longer holds, and closes it
         // as `abandoned`. `finish_run` sets the outcome whatever the row holds (and runs again
         // if it lost a serialization race to the sweep), so the row still ends with the real
-        // outcome (`tests/support/scheduler_suite/runs.rs` runs a sweep in exactly that window).
+        // outcome (`shedlock-testkit/src/scheduler_suite/runs.rs` runs a sweep in exactly that window).
         // Finishing the row before the unlock would not close the window: a sweep can just as
         // well come while the run is stalled past its lease.
         let written = match id {

@@ -11,9 +11,10 @@ use chrono::{DateTime, Utc};
 use sqlx::{Database, Pool};
 use tokio::time::Instant;
 
-use super::dialect::{Acquired, Answer, Hooks, Param, Statement};
-use super::errors::{fail, fail_runs};
-use super::exec::{Driver, Prepared, Value};
+use super::dialect::{Acquired, Answer, Hooks, Param, Statements};
+use super::driver::{Driver, Value};
+use super::exec::Prepared;
+use super::quirks::Quirks;
 use super::stash::{Lent, Stash};
 use super::table::TableName;
 use super::{PRUNE_BATCH, micros, retention, statement};
@@ -77,7 +78,7 @@ pub struct Core<D: Hooks> {
     pub(super) sql: Rendered,
     pub(super) stash: Stash<D::Db>,
     /// Set once the table's shape was checked ([`Hooks::check_shape`]).
-    shape_checked: tokio::sync::OnceCell<()>,
+    pub(super) shape_checked: tokio::sync::OnceCell<()>,
     /// Set once the server turned out not to know the batch acquire
     /// ([`Hooks::batch_unsupported`]): locks are then taken one by one.
     batch_unsupported: std::sync::atomic::AtomicBool,
@@ -96,59 +97,26 @@ impl<D: Hooks> fmt::Debug for Core<D> {
     }
 }
 
-/// The dialect's statements with the table names and the clock filled in.
-#[derive(Debug)]
-pub(super) struct Rendered {
-    acquire: Prepared,
-    acquire_many: Prepared,
-    pub(super) unlock: Prepared,
-    pub(super) unlock_many: Prepared,
-    pub(super) extend: Prepared,
-    held: Prepared,
-    clock: Prepared,
-    columns: Prepared,
-    locks: Prepared,
-    release: Prepared,
-    run_insert: Prepared,
-    run_finish: Prepared,
-    run_prune: Prepared,
-    run_abandon: Prepared,
-    runs: Prepared,
-}
+/// Every statement rendered for this provider's table and clock.
+pub(super) type Rendered = Statements<Prepared>;
 
-impl Rendered {
-    fn new<D: Hooks>(settings: &Settings) -> Self {
-        let table = &settings.table;
-        let app = settings.app_now().is_some();
-        // The lock statements read the clock that decides expiry: the database's, or the
-        // application's, bound where the statement says (`Param::Now`).
-        let lock = |st: &Statement| {
+/// Renders every statement of `D` for `settings`' table and clock.
+fn render<D: Hooks>(settings: &Settings) -> Rendered {
+    let table = &settings.table;
+    let app = settings.app_now().is_some();
+    D::SQL.map(|st, lease| {
+        if lease {
+            // The lock statements read the clock that decides expiry: the database's, or the
+            // application's, bound where the statement says (`Param::Now`).
             let at = st.binds.iter().position(|p| *p == Param::Now);
             let (now, grant_now) = super::dialect::clock::<D>(at.filter(|_| app).map(|i| i + 1));
             let text = st.sql.replace("{grant_now}", &grant_now);
             Prepared::new(statement::<D>(&text, table, &now), st, true)
-        };
-        // The operator's and the history's statements always read the database's clock.
-        let db = |st: &Statement| Prepared::new(statement::<D>(st.sql, table, D::NOW), st, false);
-        let sql = &D::SQL;
-        Self {
-            acquire: lock(&sql.acquire),
-            acquire_many: lock(&sql.acquire_many),
-            unlock: lock(&sql.unlock),
-            unlock_many: lock(&sql.unlock_many),
-            extend: lock(&sql.extend),
-            held: lock(&sql.held),
-            clock: db(&sql.clock),
-            columns: db(&sql.columns),
-            locks: db(&sql.locks),
-            release: db(&sql.release),
-            run_insert: db(&sql.run_insert),
-            run_finish: db(&sql.run_finish),
-            run_prune: db(&sql.run_prune),
-            run_abandon: db(&sql.run_abandon),
-            runs: db(&sql.runs),
+        } else {
+            // The operator's and the history's statements always read the database's clock.
+            Prepared::new(statement::<D>(st.sql, table, D::NOW), st, false)
         }
-    }
+    })
 }
 
 /// One statement's run: `$run` (a [`Driver`] function) of `$prepared`, its parameters from
@@ -171,11 +139,11 @@ macro_rules! run {
 }
 pub(super) use run;
 
-impl<D: Hooks> Core<D> {
+impl<D: Quirks> Core<D> {
     pub(crate) fn new(pool: Pool<D::Db>, settings: Settings) -> Self {
         Self {
             address: D::address(&pool.connect_options()),
-            sql: Rendered::new::<D>(&settings),
+            sql: render::<D>(&settings),
             stash: Stash::new(
                 settings.hold_connections,
                 settings.hold_all,
@@ -243,7 +211,9 @@ impl<D: Hooks> Core<D> {
         let acquired = answer.and_then(|a| D::acquired(a, config.tick(), self.settings.app_now()));
         match acquired {
             Ok(acquired) => self.decide(config, acquired, sent_at),
-            Err(e) => Err(fail(self, format!("acquire lock {:?}", config.name()), e).await),
+            Err(e) => Err(self
+                .fail(format!("acquire lock {:?}", config.name()), e)
+                .await),
         }
     }
 
@@ -317,7 +287,7 @@ impl<D: Hooks> Core<D> {
             Ok(json) => json,
             Err(e) => {
                 let what = format!("write {} lock names as JSON", batch.len());
-                return Err(fail(self, what, sqlx::Error::Encode(Box::new(e))).await);
+                return Err(self.fail(what, sqlx::Error::Encode(Box::new(e))).await);
             }
         };
         let sent_at = Instant::now();
@@ -337,7 +307,7 @@ impl<D: Hooks> Core<D> {
             }
             Err(e) => {
                 let what = format!("claim {} locks in one statement", batch.len());
-                return Err(fail(self, what, e).await);
+                return Err(self.fail(what, e).await);
             }
             Ok(rows) => rows,
         };
@@ -360,7 +330,7 @@ impl<D: Hooks> Core<D> {
                 }
                 Err(e) => {
                     let what = format!("read the answer of a claim of {} locks", batch.len());
-                    return Err(fail(self, what, e).await);
+                    return Err(self.fail(what, e).await);
                 }
             }
         }
@@ -388,7 +358,7 @@ impl<D: Hooks> Core<D> {
         });
         match row.and_then(|row| row.map_or(Ok(0), |row| D::Db::int(&row, 0))) {
             Ok(count) => Ok(count > 0),
-            Err(e) => Err(fail(self, format!("check lock {name:?}"), e).await),
+            Err(e) => Err(self.fail(format!("check lock {name:?}"), e).await),
         }
     }
 
@@ -404,7 +374,7 @@ impl<D: Hooks> Core<D> {
         });
         match now {
             Ok(now) => Ok(now),
-            Err(e) => Err(fail(self, "read the database clock".into(), e).await),
+            Err(e) => Err(self.fail("read the database clock".into(), e).await),
         }
     }
 
@@ -420,14 +390,6 @@ impl<D: Hooks> Core<D> {
         rows.iter().map(|row| D::Db::text(row, 0)).collect()
     }
 
-    /// [`Hooks::check_shape`], once per provider.
-    pub(crate) async fn check_shape(&self) -> Result<()> {
-        self.shape_checked
-            .get_or_try_init(|| D::check_shape(self))
-            .await
-            .map(drop)
-    }
-
     /// Every lock, or those of `names` (a JSON array in [`Param::Names`]).
     pub(crate) async fn locks(&self, names: Option<&[String]>) -> Result<Vec<LockState>> {
         let names = names.map(|names| {
@@ -440,7 +402,7 @@ impl<D: Hooks> Core<D> {
             Ok(json) => json,
             Err(e) => {
                 let what = "write lock names as JSON".to_owned();
-                return Err(fail(self, what, sqlx::Error::Encode(Box::new(e))).await);
+                return Err(self.fail(what, sqlx::Error::Encode(Box::new(e))).await);
             }
         };
         let rows = run!(self, self.sql.locks, fetch_all, |p| match p {
@@ -460,7 +422,7 @@ impl<D: Hooks> Core<D> {
         };
         match rows.and_then(|rows| rows.iter().map(decode).collect()) {
             Ok(locks) => Ok(locks),
-            Err(e) => Err(fail(self, "list locks".into(), e).await),
+            Err(e) => Err(self.fail("list locks".into(), e).await),
         }
     }
 
@@ -472,7 +434,7 @@ impl<D: Hooks> Core<D> {
         });
         match done {
             Ok(done) => Ok(D::Db::rows_affected(&done) == 1),
-            Err(e) => Err(fail(self, format!("release lock {name:?}"), e).await),
+            Err(e) => Err(self.fail(format!("release lock {name:?}"), e).await),
         }
     }
 
@@ -497,7 +459,7 @@ impl<D: Hooks> Core<D> {
         };
         match answer.and_then(D::inserted_id) {
             Ok(id) => Ok(id),
-            Err(e) => Err(fail_runs(self, "record a run".into(), e).await),
+            Err(e) => Err(self.fail_runs("record a run".into(), e).await),
         }
     }
 
@@ -518,7 +480,7 @@ impl<D: Hooks> Core<D> {
         });
         match done {
             Ok(_) => Ok(()),
-            Err(e) => Err(fail_runs(self, "finish a run".into(), e).await),
+            Err(e) => Err(self.fail_runs("finish a run".into(), e).await),
         }
     }
 
@@ -533,7 +495,7 @@ impl<D: Hooks> Core<D> {
             });
             let done = match done {
                 Ok(done) => D::Db::rows_affected(&done),
-                Err(e) => return Err(fail_runs(self, "prune the run history".into(), e).await),
+                Err(e) => return Err(self.fail_runs("prune the run history".into(), e).await),
             };
             deleted += done;
             if done < PRUNE_BATCH {
@@ -545,7 +507,7 @@ impl<D: Hooks> Core<D> {
     pub(crate) async fn close_abandoned_runs(&self) -> Result<u64> {
         match run!(self, self.sql.run_abandon, execute, |_p| None) {
             Ok(done) => Ok(D::Db::rows_affected(&done)),
-            Err(e) => Err(fail_runs(self, "close abandoned runs".into(), e).await),
+            Err(e) => Err(self.fail_runs("close abandoned runs".into(), e).await),
         }
     }
 
@@ -572,7 +534,7 @@ impl<D: Hooks> Core<D> {
         };
         match rows.and_then(|rows| rows.iter().map(decode).collect()) {
             Ok(runs) => Ok(runs),
-            Err(e) => Err(fail_runs(self, "read the run history".into(), e).await),
+            Err(e) => Err(self.fail_runs("read the run history".into(), e).await),
         }
     }
 }

@@ -1,29 +1,21 @@
-//! What a dialect file supplies to the one SQL provider: its statements (each with the meaning
-//! of its parameters, in order), how it encodes durations and times, and the few hooks where
-//! the databases really differ (how an acquire reports its token, how a migration is
-//! serialised, what a table's shape must be).
+//! What a dialect file says to the one SQL provider ([`Hooks`]): its statements (each with the
+//! meaning of its parameters, in order, listed once in `statement_list!`), how it encodes
+//! durations and times, how an acquire reports its token, how its errors read. What needs a
+//! connection of its own is in [`quirks`](super::quirks).
 //!
-//! [`Hooks`] is public in name only: it sits in a private module, so [`Dialect`] is sealed and
-//! nothing outside this crate can implement it or call its items.
+//! [`Hooks`] is public in name only: it sits in a private module, so
+//! [`Dialect`](super::quirks::Dialect) is sealed and nothing outside this crate can implement
+//! it or call its items.
 #![allow(unreachable_pub)]
 
-use std::future::Future;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sqlx::error::{BoxDynError, DatabaseError};
-use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::{Connection, Database};
 
-use super::core::Core;
-use super::exec::Driver;
+use super::driver::Driver;
 use crate::{Backend, Result};
-
-/// The database a [`SqlLockProvider`](crate::SqlLockProvider) talks to:
-/// [`dialect::Postgres`](crate::dialect::Postgres), [`dialect::MySql`](crate::dialect::MySql)
-/// or [`dialect::Sqlite`](crate::dialect::Sqlite). Sealed: the statements and encodings of
-/// each are this crate's own.
-pub trait Dialect: Hooks {}
 
 /// A statement template and what its parameters are, in the order they are bound.
 ///
@@ -38,68 +30,91 @@ pub struct Statement {
     pub binds: &'static [Param],
 }
 
-/// Every statement a dialect supplies.
-#[derive(Debug, Clone, Copy)]
-pub struct Statements {
-    /// Take or take over a lock (one statement, see each dialect).
-    pub acquire: Statement,
-    /// Take or take over many locks in one statement ([`Param::Batch`]), answering a row
-    /// `(name, token, tick - now in µs)` per lock it reports on (see each dialect).
-    pub acquire_many: Statement,
-    /// Release a lock, honouring `lock_at_least_for`, while the token matches.
-    pub unlock: Statement,
-    /// Release many locks in one statement ([`Param::Batch`]), each as `unlock` does it; the
-    /// rows it released are counted in its result (matched rows on MySQL).
-    pub unlock_many: Statement,
-    /// Extend a held lock while the token matches and it has not expired.
-    pub extend: Statement,
-    /// Count the rows where the token holds the lock.
-    pub held: Statement,
-    /// The database's current time.
-    pub clock: Statement,
-    /// The lock table's column names.
-    pub columns: Statement,
-    /// Every lock, or those named, with the time it was read at.
-    pub locks: Statement,
-    /// An operator's release.
-    pub release: Statement,
-    /// A new history row.
-    pub run_insert: Statement,
-    /// A history row's end.
-    pub run_finish: Statement,
-    /// Up to [`PRUNE_BATCH`](super::PRUNE_BATCH) old history rows deleted.
-    pub run_prune: Statement,
-    /// Running history rows whose lock is gone closed as abandoned.
-    pub run_abandon: Statement,
-    /// History rows, newest first.
-    pub runs: Statement,
-}
+/// The statements, listed once: each field of [`Statements`] (with what the statement does),
+/// the constant of each dialect's file it comes from, and which clock it reads (`lease`: the
+/// clock that decides expiry, the application's in application clock mode; `database`: always
+/// the database's). Also makes `statements!()`, a dialect's [`Statements`] from its constants.
+macro_rules! statement_list {
+    ($($(#[doc = $doc:literal])* $name:ident = $konst:path, $clock:ident;)*) => {
+        /// Every statement a dialect supplies (`S` = [`Statement`]), or one thing per statement
+        /// (the provider keeps each rendered for its table and clock).
+        #[derive(Debug, Clone, Copy)]
+        pub struct Statements<S = Statement> {
+            $($(#[doc = $doc])* pub $name: S,)*
+        }
 
-/// A dialect's [`Statements`] from the constants of its file, named after the fields
-/// (`ACQUIRE`, `UNLOCK`, …, `RUNS`), and the clock read every dialect writes alike.
-#[allow(unused_macros)] // without a backend feature
-macro_rules! statements {
-    () => {
-        $crate::sql::dialect::Statements {
-            acquire: ACQUIRE,
-            acquire_many: ACQUIRE_MANY,
-            unlock: UNLOCK,
-            unlock_many: UNLOCK_MANY,
-            extend: EXTEND,
-            held: HELD,
-            clock: $crate::sql::standard::CLOCK,
-            columns: COLUMNS,
-            locks: LOCKS,
-            release: RELEASE,
-            run_insert: RUN_INSERT,
-            run_finish: RUN_FINISH,
-            run_prune: RUN_PRUNE,
-            run_abandon: RUN_ABANDON,
-            runs: RUNS,
+        impl<S> Statements<S> {
+            /// Every statement's name, in the order of the fields.
+            #[allow(dead_code)] // used by tests and `test-util`
+            pub(crate) const NAMES: &'static [&'static str] = &[$(stringify!($name)),*];
+
+            /// The statement `name`, and whether it reads the lease's clock.
+            #[allow(dead_code)] // used by tests and `test-util`
+            pub(crate) fn named(&self, name: &str) -> Option<(&S, bool)> {
+                match name {
+                    $(stringify!($name) => Some((&self.$name, statement_list!(@lease $clock))),)*
+                    _ => None,
+                }
+            }
+
+            /// `f` of every statement, told whether it reads the lease's clock.
+            pub(crate) fn map<T>(&self, f: impl Fn(&S, bool) -> T) -> Statements<T> {
+                Statements {
+                    $($name: f(&self.$name, statement_list!(@lease $clock)),)*
+                }
+            }
+        }
+
+        /// A dialect's [`Statements`] from the constants of its file, named after the fields
+        /// (`ACQUIRE`, `UNLOCK`, …, `RUNS`).
+        #[allow(unused_macros)] // without a backend feature
+        macro_rules! statements {
+            () => {
+                $crate::sql::dialect::Statements {
+                    $($name: $konst,)*
+                }
+            };
         }
     };
+    (@lease lease) => { true };
+    (@lease database) => { false };
 }
-#[allow(unused_imports)] // without a backend feature
+
+statement_list! {
+    /// Take or take over a lock (one statement, see each dialect).
+    acquire = ACQUIRE, lease;
+    /// Take or take over many locks in one statement ([`Param::Batch`]), answering a row
+    /// `(name, token, tick - now in µs)` per lock it reports on (see each dialect).
+    acquire_many = ACQUIRE_MANY, lease;
+    /// Release a lock, honouring `lock_at_least_for`, while the token matches.
+    unlock = UNLOCK, lease;
+    /// Release many locks in one statement ([`Param::Batch`]), each as `unlock` does it; the
+    /// rows it released are counted in its result (matched rows on MySQL).
+    unlock_many = UNLOCK_MANY, lease;
+    /// Extend a held lock while the token matches and it has not expired.
+    extend = EXTEND, lease;
+    /// Count the rows where the token holds the lock.
+    held = HELD, lease;
+    /// The database's current time.
+    clock = CLOCK, database;
+    /// The lock table's column names.
+    columns = COLUMNS, database;
+    /// Every lock, or those named, with the time it was read at.
+    locks = LOCKS, database;
+    /// An operator's release.
+    release = RELEASE, database;
+    /// A new history row.
+    run_insert = RUN_INSERT, database;
+    /// A history row's end.
+    run_finish = RUN_FINISH, database;
+    /// Up to [`PRUNE_BATCH`](super::PRUNE_BATCH) old history rows deleted.
+    run_prune = RUN_PRUNE, database;
+    /// Running history rows whose lock is gone closed as abandoned.
+    run_abandon = RUN_ABANDON, database;
+    /// History rows, newest first.
+    runs = RUNS, database;
+}
+#[allow(unused_imports, clippy::single_component_path_imports)] // without a backend feature
 pub(crate) use statements;
 
 /// What a bound parameter is. The provider supplies each from the operation at hand.
@@ -324,31 +339,10 @@ pub trait Hooks: Send + Sync + Sized + 'static {
     }
 
     /// Whether a database error says the server closed the session (the connection is gone
-    /// and the statement did not run): see [`connection_lost`](super::exec::connection_lost).
+    /// and the statement did not run): the provider then runs it again on another.
     fn connection_lost(error: &dyn DatabaseError) -> bool {
         let _ = error;
         false
-    }
-
-    /// Runs the migrator on a connection of the provider's ([`Core::connection`]), serialised
-    /// across instances as the database allows.
-    fn run_migrator<'a>(
-        core: &'a Core<Self>,
-        migrator: &'a Migrator,
-    ) -> impl Future<Output = Result<(), MigrateError>> + Send + 'a {
-        async move {
-            let mut conn = core.connection().await?;
-            let outcome = super::migrate::retry_lost_race::<Self::Db>(migrator, &mut conn).await;
-            core.give_back(conn, outcome.is_ok());
-            outcome
-        }
-    }
-
-    /// Checks, once per provider, that the table's shape keeps the guarantees (where a backend
-    /// has shapes that would break them). The default has nothing to check.
-    fn check_shape(core: &Core<Self>) -> impl Future<Output = Result<()>> + Send {
-        let _ = core;
-        async { Ok(()) }
     }
 }
 

@@ -6,13 +6,13 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 
 use super::core::{Core, run};
-use super::dialect::{Hooks, Param};
-use super::errors::fail;
-use super::exec::Driver;
+use super::dialect::Param;
+use super::driver::Driver;
+use super::quirks::Quirks;
 use crate::Result;
 use crate::lease::{Lease, Releases, Unlock};
 
-impl<D: Hooks> Lease for Core<D> {
+impl<D: Quirks> Lease for Core<D> {
     fn extend<'a>(
         &'a self,
         name: &'a str,
@@ -28,7 +28,7 @@ impl<D: Hooks> Lease for Core<D> {
             });
             match done {
                 Ok(done) => Ok(D::Db::rows_affected(&done) == 1),
-                Err(e) => Err(fail(self, format!("extend lock {name:?}"), e).await),
+                Err(e) => Err(self.fail(format!("extend lock {name:?}"), e).await),
             }
         })
     }
@@ -50,7 +50,7 @@ impl<D: Hooks> Lease for Core<D> {
             });
             match done {
                 Ok(done) => Ok(D::Db::rows_affected(&done) == 1),
-                Err(e) => Err(fail(self, format!("unlock lock {name:?}"), e).await),
+                Err(e) => Err(self.fail(format!("unlock lock {name:?}"), e).await),
             }
         })
     }
@@ -71,7 +71,7 @@ impl<D: Hooks> Lease for Core<D> {
             let what = || format!("release {} locks in one statement", unlocks.len());
             let json = match serde_json::to_string(&items) {
                 Ok(json) => json,
-                Err(e) => return Err(fail(self, what(), sqlx::Error::Encode(Box::new(e))).await),
+                Err(e) => return Err(self.fail(what(), sqlx::Error::Encode(Box::new(e))).await),
             };
             let done = run!(self, self.sql.unlock_many, execute, |p| match p {
                 Param::Batch => Some(json.as_str().into()),
@@ -79,7 +79,7 @@ impl<D: Hooks> Lease for Core<D> {
             });
             match done {
                 Ok(done) => Ok(D::Db::rows_affected(&done)),
-                Err(e) => Err(fail(self, what(), e).await),
+                Err(e) => Err(self.fail(what(), e).await),
             }
         })
     }

@@ -7,21 +7,11 @@ use sqlx::AssertSqlSafe;
 use sqlx::migrate::{MigrateError, Migration, MigrationType, Migrator};
 
 use super::core::Core;
-use super::dialect::{Failure, Hooks};
-use super::errors::{classify, fail};
-use super::exec::Driver;
-use crate::sql::TableName;
+use super::dialect::Failure;
+use super::errors::classify;
+use super::quirks::Quirks;
+use super::table::{TableName, missing_columns};
 use crate::{Backend, Error, Result};
-
-/// The columns every lock table must have.
-pub(crate) const COLUMNS: [&str; 6] = [
-    "name",
-    "locked_until",
-    "locked_at",
-    "locked_by",
-    "fencing_token",
-    "last_tick",
-];
 
 /// The opening of every lock table migration; a test checks each file has it once.
 const CREATE_TABLE_PREFIX: &str = "CREATE TABLE IF NOT EXISTS shedlock (";
@@ -110,7 +100,7 @@ fn is_word(c: char) -> bool {
 /// The SQL that runs quotes the names ([`for_table`]); the checksum sqlx records and compares is
 /// that of the same text with unquoted names: for versions 1 and 2 exactly the text the first
 /// release embedded ([`legacy_for_table`]), and for the default table byte for byte the files
-/// under `migrations/`. So a database migrated by an earlier release is not refused as
+/// under `shedlock/migrations/`. So a database migrated by an earlier release is not refused as
 /// "previously applied but modified", and the checksums match what `sqlx migrate run` records
 /// for the files.
 pub(crate) fn migrator(
@@ -177,52 +167,60 @@ fn legacy_for_table(text: &str, table: &TableName, backend: Backend) -> String {
     .replace("ON shedlock_runs (", &format!("ON {on} ("))
 }
 
-/// Runs a migrator, again if it lost a race: instances starting together can both find the
-/// version unapplied and both try to record it (sqlx takes no lock on SQLite, and its MySQL lock
-/// does not cover this); the loser's second run finds it recorded, checks its checksum, and
-/// succeeds. The table itself is `CREATE TABLE IF NOT EXISTS`, so running it twice is harmless.
-pub(crate) async fn retry_lost_race<DB: Driver>(
-    migrator: &Migrator,
-    conn: &mut DB::Connection,
-) -> Result<(), MigrateError> {
-    let mut outcome = DB::run_migrator(migrator, conn).await;
-    for _ in 0..3 {
-        match &outcome {
-            Err(MigrateError::Execute(sqlx::Error::Database(e)))
-                if e.kind() == sqlx::error::ErrorKind::UniqueViolation =>
-            {
-                outcome = DB::run_migrator(migrator, conn).await;
-            }
-            _ => break,
-        }
+impl<D: Quirks> Core<D> {
+    /// [`Quirks::shape_problem`], once per provider: a lock table whose shape would break a
+    /// guarantee is refused, saying what to change.
+    pub(crate) async fn check_shape(&self) -> Result<()> {
+        self.shape_checked
+            .get_or_try_init(|| async {
+                let problem = match self.connection().await {
+                    Ok(mut conn) => {
+                        let problem = D::shape_problem(&mut conn, &self.settings.table).await;
+                        self.give_back(conn, problem.is_ok());
+                        problem
+                    }
+                    Err(e) => Err(e),
+                };
+                match problem {
+                    Ok(None) => Ok(()),
+                    Ok(Some(problem)) => Err(Error::IncompatibleTable {
+                        backend: D::BACKEND,
+                        table: self.settings.table.as_str().to_owned(),
+                        problem,
+                    }),
+                    Err(e) => Err(self.fail("check the lock table's shape".into(), e).await),
+                }
+            })
+            .await
+            .map(drop)
     }
-    outcome
-}
 
-/// The expected columns absent from `found`.
-pub(crate) fn missing_columns(found: &[String]) -> Vec<String> {
-    COLUMNS
-        .iter()
-        .filter(|c| !found.iter().any(|f| f.eq_ignore_ascii_case(c)))
-        .map(|c| (*c).to_owned())
-        .collect()
+    /// Runs `migrator` on a connection of the provider's, as the dialect does it
+    /// ([`Quirks::run_migrator`]).
+    pub(crate) async fn run_migrator(&self, migrator: &Migrator) -> Result<(), MigrateError> {
+        let mut conn = self.connection().await?;
+        let outcome =
+            D::run_migrator(&mut conn, &self.settings.table, &self.address, migrator).await;
+        self.give_back(conn, outcome.is_ok());
+        outcome
+    }
 }
 
 /// `migrate()` for every backend: run the embedded migrations, then check that the table has
 /// every column (a table of the same name made by something else is refused by name) and the
 /// shape the dialect needs.
-pub(crate) async fn migrate<D: Hooks>(core: &Core<D>) -> Result<()> {
+pub(crate) async fn migrate<D: Quirks>(core: &Core<D>) -> Result<()> {
     let table = &core.settings.table;
     let migrator = migrator(D::MIGRATIONS, table, D::BACKEND);
-    if let Err(source) = D::run_migrator(core, &migrator).await {
+    if let Err(source) = core.run_migrator(&migrator).await {
         return Err(match source {
-            MigrateError::Execute(e) => fail(core, "migrate".into(), e).await,
+            MigrateError::Execute(e) => core.fail("migrate".into(), e).await,
             // A migration that failed on a table made by something else (a column it reads is
             // missing) or an unreachable server is reported as such, by name.
             MigrateError::ExecuteMigration(e, version)
                 if classify(&e, D::failure) != Failure::Other =>
             {
-                fail(core, format!("apply migration {version}"), e).await
+                core.fail(format!("apply migration {version}"), e).await
             }
             source => Error::Migrate {
                 backend: D::BACKEND,
@@ -240,20 +238,21 @@ pub(crate) async fn migrate<D: Hooks>(core: &Core<D>) -> Result<()> {
                 columns,
             }),
         },
-        Err(e) => Err(fail(core, "check the lock table's columns".into(), e).await),
+        Err(e) => Err(core.fail("check the lock table's columns".into(), e).await),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sql::table::COLUMNS;
 
     #[test]
     fn every_migration_file_starts_with_the_replaceable_prefix() {
         for text in [
-            include_str!("../../../migrations/postgres/0001_create_shedlock.sql"),
-            include_str!("../../../migrations/mysql/0001_create_shedlock.sql"),
-            include_str!("../../../migrations/sqlite/0001_create_shedlock.sql"),
+            include_str!("../../migrations/postgres/0001_create_shedlock.sql"),
+            include_str!("../../migrations/mysql/0001_create_shedlock.sql"),
+            include_str!("../../migrations/sqlite/0001_create_shedlock.sql"),
         ] {
             assert_eq!(text.matches(CREATE_TABLE_PREFIX).count(), 1, "{text}");
             for column in COLUMNS {
@@ -267,15 +266,15 @@ mod tests {
         let files = [
             (
                 Backend::Postgres,
-                include_str!("../../../migrations/postgres/0002_create_shedlock_runs.sql"),
+                include_str!("../../migrations/postgres/0002_create_shedlock_runs.sql"),
             ),
             (
                 Backend::MySql,
-                include_str!("../../../migrations/mysql/0002_create_shedlock_runs.sql"),
+                include_str!("../../migrations/mysql/0002_create_shedlock_runs.sql"),
             ),
             (
                 Backend::Sqlite,
-                include_str!("../../../migrations/sqlite/0002_create_shedlock_runs.sql"),
+                include_str!("../../migrations/sqlite/0002_create_shedlock_runs.sql"),
             ),
         ];
         for (backend, text) in files {
@@ -384,17 +383,17 @@ mod tests {
             (
                 1,
                 "1",
-                include_str!("../../../migrations/postgres/0001_create_shedlock.sql"),
+                include_str!("../../migrations/postgres/0001_create_shedlock.sql"),
             ),
             (
                 2,
                 "2",
-                include_str!("../../../migrations/postgres/0002_create_shedlock_runs.sql"),
+                include_str!("../../migrations/postgres/0002_create_shedlock_runs.sql"),
             ),
             (
                 3,
                 "3",
-                include_str!("../../../migrations/postgres/0003_create_shedlock_tokens.sql"),
+                include_str!("../../migrations/postgres/0003_create_shedlock_tokens.sql"),
             ),
         ]
     }
@@ -404,12 +403,12 @@ mod tests {
             (
                 1,
                 "1",
-                include_str!("../../../migrations/mysql/0001_create_shedlock.sql"),
+                include_str!("../../migrations/mysql/0001_create_shedlock.sql"),
             ),
             (
                 2,
                 "2",
-                include_str!("../../../migrations/mysql/0002_create_shedlock_runs.sql"),
+                include_str!("../../migrations/mysql/0002_create_shedlock_runs.sql"),
             ),
         ]
     }
@@ -419,24 +418,24 @@ mod tests {
             (
                 1,
                 "1",
-                include_str!("../../../migrations/sqlite/0001_create_shedlock.sql"),
+                include_str!("../../migrations/sqlite/0001_create_shedlock.sql"),
             ),
             (
                 2,
                 "2",
-                include_str!("../../../migrations/sqlite/0002_create_shedlock_runs.sql"),
+                include_str!("../../migrations/sqlite/0002_create_shedlock_runs.sql"),
             ),
             (
                 3,
                 "3",
-                include_str!("../../../migrations/sqlite/0003_create_shedlock_retired.sql"),
+                include_str!("../../migrations/sqlite/0003_create_shedlock_retired.sql"),
             ),
         ]
     }
 
     #[test]
     fn reserved_words_and_schemas_are_quoted_in_migration_3() {
-        let pg = include_str!("../../../migrations/postgres/0003_create_shedlock_tokens.sql");
+        let pg = include_str!("../../migrations/postgres/0003_create_shedlock_tokens.sql");
         let text = for_table(
             pg,
             &TableName::new("Ops.User", Backend::Postgres).unwrap(),
@@ -448,7 +447,7 @@ mod tests {
         );
         assert!(text.contains("setval('\"ops\".\"user_tokens\"'"), "{text}");
         assert!(text.contains("FROM \"ops\".\"user\")"), "{text}");
-        let lite = include_str!("../../../migrations/sqlite/0003_create_shedlock_retired.sql");
+        let lite = include_str!("../../migrations/sqlite/0003_create_shedlock_retired.sql");
         let text = for_table(
             lite,
             &TableName::new("aux.order", Backend::Postgres).unwrap(),

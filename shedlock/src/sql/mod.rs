@@ -20,6 +20,7 @@ use crate::Backend;
 
 pub(crate) mod core;
 pub(crate) mod dialect;
+pub(crate) mod driver;
 pub(crate) mod errors;
 pub(crate) mod exec;
 mod held;
@@ -29,14 +30,15 @@ pub(crate) mod mysql;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
 pub(crate) mod provider;
+pub(crate) mod quirks;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
 pub(crate) mod standard;
 pub(crate) mod stash;
 mod table;
 
-pub use dialect::Dialect;
 pub use provider::{SqlLockProvider, SqlPool};
+pub use quirks::Dialect;
 pub(crate) use table::TableName;
 
 /// How many history rows one prune statement deletes at most (it repeats until fewer).
@@ -88,40 +90,12 @@ pub(crate) fn millis_ceil(duration: std::time::Duration) -> i64 {
 /// parameters left as they are: for benchmarks that run the same statements elsewhere.
 #[cfg(feature = "test-util")]
 pub(crate) fn statement_text(backend: Backend, name: &str, table: &str) -> Option<String> {
-    use dialect::{Hooks, Statement, Statements};
-    fn pick(sql: &Statements, name: &str) -> Option<Statement> {
-        Some(match name {
-            "acquire" => sql.acquire,
-            "acquire_many" => sql.acquire_many,
-            "unlock" => sql.unlock,
-            "unlock_many" => sql.unlock_many,
-            "extend" => sql.extend,
-            "held" => sql.held,
-            "locks" => sql.locks,
-            "release" => sql.release,
-            "run_insert" => sql.run_insert,
-            "run_finish" => sql.run_finish,
-            "run_prune" => sql.run_prune,
-            "run_abandon" => sql.run_abandon,
-            "runs" => sql.runs,
-            _ => return None,
-        })
-    }
+    use dialect::Hooks;
     fn text<D: Hooks>(name: &str, table: &TableName) -> Option<String> {
+        let (st, lease) = D::SQL.named(name)?;
         let (now, grant_now) = dialect::clock::<D>(None);
-        let st = pick(&D::SQL, name)?;
         let sql = st.sql.replace("{grant_now}", &grant_now);
-        let now = if name == "acquire"
-            || name == "acquire_many"
-            || name == "unlock"
-            || name == "unlock_many"
-            || name == "extend"
-            || name == "held"
-        {
-            now
-        } else {
-            D::NOW.to_owned()
-        };
+        let now = if lease { now } else { D::NOW.to_owned() };
         Some(statement::<D>(&sql, table, &now).to_string())
     }
     let table = TableName::new(table, backend).ok()?;
@@ -253,24 +227,8 @@ mod tests {
     /// Every statement binds exactly the parameters its text takes, in both clock modes.
     fn binds_match_the_text<D: Hooks>() {
         let table = TableName::new("ops.order", Backend::Postgres).unwrap();
-        let sql = D::SQL;
-        for st in [
-            sql.acquire,
-            sql.acquire_many,
-            sql.unlock,
-            sql.unlock_many,
-            sql.extend,
-            sql.held,
-            sql.clock,
-            sql.columns,
-            sql.locks,
-            sql.release,
-            sql.run_insert,
-            sql.run_finish,
-            sql.run_prune,
-            sql.run_abandon,
-            sql.runs,
-        ] {
+        for name in dialect::Statements::<Statement>::NAMES {
+            let (st, _) = D::SQL.named(name).unwrap();
             let at = st.binds.iter().position(|p| *p == Param::Now);
             for app in [false, true] {
                 let (now, grant_now) = match at {

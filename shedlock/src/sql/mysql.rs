@@ -14,13 +14,13 @@ use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::mysql::{MySqlArguments, MySqlConnectOptions, MySqlRow};
 use sqlx::{Arguments, Row};
 
-use super::core::Core;
 use super::dialect::{
-    Acquired, Answer, Dialect, Failure, Hooks, Param as P, Statement, Statements, statements,
+    Acquired, Answer, Failure, Hooks, Param as P, Statement, Statements, statements,
 };
-use super::errors::fail;
 use super::micros;
-use crate::{Backend, Error, Result};
+use super::quirks::{Conn, Dialect, Quirks};
+use super::table::TableName;
+use crate::{Backend, Result};
 
 /// The database's current time in UTC with microseconds, as of the start of the statement
 /// (MySQL fixes it for the whole statement). Used where a statement only reads.
@@ -205,6 +205,9 @@ SELECT COUNT(*) FROM {table} WHERE name = ? AND fencing_token = ? AND locked_unt
     binds: &[P::Name, P::Token, P::Now],
 };
 
+/// The database's clock, read as every dialect reads it.
+const CLOCK: Statement = super::standard::CLOCK;
+
 /// The columns the lock table has.
 const COLUMNS: Statement = Statement {
     sql: "\
@@ -322,12 +325,12 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (
         1,
         "create shedlock table",
-        include_str!("../../../migrations/mysql/0001_create_shedlock.sql"),
+        include_str!("../../migrations/mysql/0001_create_shedlock.sql"),
     ),
     (
         2,
         "create shedlock_runs table",
-        include_str!("../../../migrations/mysql/0002_create_shedlock_runs.sql"),
+        include_str!("../../migrations/mysql/0002_create_shedlock_runs.sql"),
     ),
 ];
 
@@ -469,13 +472,19 @@ impl Hooks for MySql {
     fn address(options: &MySqlConnectOptions) -> String {
         format!("{}:{}", options.get_host(), options.get_port())
     }
+}
 
+impl Quirks for MySql {
     /// sqlx's own migration lock is `GET_LOCK(name, -1)`, which MariaDB answers with NULL at
     /// once instead of waiting, so instances starting together would interleave. This holds a
     /// named lock of our own on the connection the migrator runs on.
-    async fn run_migrator(core: &Core<Self>, migrator: &Migrator) -> Result<(), MigrateError> {
-        let mut conn = core.connection().await?;
-        let key = format!("shedlock:{}", core.settings.table.as_str());
+    async fn run_migrator(
+        conn: &mut Conn<Self>,
+        table: &TableName,
+        _address: &str,
+        migrator: &Migrator,
+    ) -> Result<(), MigrateError> {
+        let key = format!("shedlock:{}", table.as_str());
         let locked: Option<i64> = sqlx::query_scalar(MIGRATE_LOCK)
             .bind(&key)
             .bind(MIGRATE_LOCK_WAIT.as_secs())
@@ -488,11 +497,15 @@ impl Hooks for MySql {
             ))));
         }
         let outcome = migrator.run_direct(None, &mut *conn, false).await;
-        let unlocked = sqlx::query(MIGRATE_UNLOCK)
+        if let Err(error) = sqlx::query(MIGRATE_UNLOCK)
             .bind(&key)
             .execute(&mut *conn)
-            .await;
-        core.give_back(conn, outcome.is_ok() && unlocked.is_ok());
+            .await
+        {
+            // The session is most likely gone, and the server released its lock with it; a
+            // session still there drops its lock when the connection closes.
+            tracing::warn!(lock = %key, %error, "releasing the migration lock failed");
+        }
         outcome
     }
 
@@ -503,32 +516,17 @@ impl Hooks for MySql {
     /// ends in 2038 and follows the session's time zone; fewer digits round leases away). Runs
     /// once per provider, before its first acquire (and in `migrate()`); a table that does not
     /// exist yet is left to the statements to report.
-    async fn check_shape(core: &Core<Self>) -> Result<()> {
-        let (schema, table) = core.settings.table.split();
-        let columns = match core.connection().await {
-            Ok(mut conn) => {
-                let columns: Result<Vec<(String, String, String, i64)>, _> = sqlx::query_as(SHAPE)
-                    .bind(schema)
-                    .bind(table)
-                    .fetch_all(&mut *conn)
-                    .await;
-                core.give_back(conn, columns.is_ok());
-                columns
-            }
-            Err(e) => Err(e),
-        };
-        let columns = match columns {
-            Ok(columns) => columns,
-            Err(e) => return Err(fail(core, "check the lock table's shape".into(), e).await),
-        };
-        match shape_problem(core.settings.table.as_str(), &columns) {
-            Some(problem) => Err(Error::IncompatibleTable {
-                backend: Backend::MySql,
-                table: core.settings.table.as_str().to_owned(),
-                problem,
-            }),
-            None => Ok(()),
-        }
+    async fn shape_problem(
+        conn: &mut Conn<Self>,
+        table: &TableName,
+    ) -> Result<Option<String>, sqlx::Error> {
+        let (schema, bare) = table.split();
+        let columns: Vec<(String, String, String, i64)> = sqlx::query_as(SHAPE)
+            .bind(schema)
+            .bind(bare)
+            .fetch_all(&mut *conn)
+            .await?;
+        Ok(shape_problem(table.as_str(), &columns))
     }
 }
 

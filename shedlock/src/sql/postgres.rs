@@ -13,9 +13,10 @@ use sqlx::postgres::{PgArguments, PgConnectOptions, PgRow};
 use sqlx::{Arguments, Row};
 
 use super::dialect::{
-    Acquired, Answer, Dialect, Failure, Hooks, Param as P, Statement, Statements, statements,
+    Acquired, Answer, Failure, Hooks, Param as P, Statement, Statements, statements,
 };
 use super::micros;
+use super::quirks::{Dialect, Quirks};
 use crate::{Backend, Result};
 
 /// The database's current time: `clock_timestamp()`, the wall clock at the moment of the call.
@@ -179,6 +180,9 @@ WHERE l.name = $1 AND l.fencing_token = $2 AND l.locked_until > n.now",
     binds: &[P::Name, P::Token, P::Now],
 };
 
+/// The database's clock, read as every dialect reads it.
+const CLOCK: Statement = super::standard::CLOCK;
+
 /// The columns the lock table has (unquoted names fold to lower case in PostgreSQL).
 const COLUMNS: Statement = Statement {
     sql: "\
@@ -267,17 +271,17 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (
         1,
         "create shedlock table",
-        include_str!("../../../migrations/postgres/0001_create_shedlock.sql"),
+        include_str!("../../migrations/postgres/0001_create_shedlock.sql"),
     ),
     (
         2,
         "create shedlock_runs table",
-        include_str!("../../../migrations/postgres/0002_create_shedlock_runs.sql"),
+        include_str!("../../migrations/postgres/0002_create_shedlock_runs.sql"),
     ),
     (
         3,
         "create shedlock_tokens sequence",
-        include_str!("../../../migrations/postgres/0003_create_shedlock_tokens.sql"),
+        include_str!("../../migrations/postgres/0003_create_shedlock_tokens.sql"),
     ),
 ];
 
@@ -290,6 +294,10 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
 pub struct Postgres;
 
 impl Dialect for Postgres {}
+
+/// Nothing of its own: sqlx's migration lock serialises migrations, and every shape of the
+/// table that migrations make keeps the guarantees.
+impl Quirks for Postgres {}
 
 impl Hooks for Postgres {
     type Db = sqlx::Postgres;

@@ -13,9 +13,9 @@ use sqlx::pool::PoolOptions;
 use sqlx::{ConnectOptions, Pool};
 
 use super::core::{Core, Settings};
-use super::dialect::Dialect;
+use super::driver::Driver;
 use super::errors::connect_error;
-use super::exec::Driver;
+use super::quirks::Dialect;
 use crate::settings::{ProviderBuilder, ProviderSettings};
 use crate::{
     Backend, KeepAlive, LockAdmin, LockConfiguration, LockGuard, LockProvider, LockState, NewRun,

@@ -15,12 +15,13 @@ use sqlx::sqlite::{
 };
 use sqlx::{Arguments, Row};
 
-use super::core::Core;
 use super::dialect::{
-    Acquired, Answer, Dialect, Failure, Hooks, Param as P, Statement, Statements, statements,
+    Acquired, Answer, Failure, Hooks, Param as P, Statement, Statements, statements,
 };
-use super::migrate::retry_lost_race;
+use super::driver::retry_lost_race;
 use super::millis_ceil;
+use super::quirks::{Conn, Dialect, Quirks};
+use super::table::TableName;
 use crate::{Backend, Error, Result, SqlLockProvider};
 
 /// The current time in whole milliseconds since the Unix epoch. SQLite fixes `'now'` for the
@@ -155,6 +156,9 @@ SELECT COUNT(*) FROM {table} WHERE name = ?1 AND fencing_token = ?2 AND locked_u
     binds: &[P::Name, P::Token, P::Now],
 };
 
+/// The database's clock, read as every dialect reads it.
+const CLOCK: Statement = super::standard::CLOCK;
+
 /// The columns the lock table has.
 const COLUMNS: Statement = Statement {
     sql: "SELECT name FROM pragma_table_info(?1, COALESCE(?2, 'main'))",
@@ -236,17 +240,17 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (
         1,
         "create shedlock table",
-        include_str!("../../../migrations/sqlite/0001_create_shedlock.sql"),
+        include_str!("../../migrations/sqlite/0001_create_shedlock.sql"),
     ),
     (
         2,
         "create shedlock_runs table",
-        include_str!("../../../migrations/sqlite/0002_create_shedlock_runs.sql"),
+        include_str!("../../migrations/sqlite/0002_create_shedlock_runs.sql"),
     ),
     (
         3,
         "create shedlock_retired table",
-        include_str!("../../../migrations/sqlite/0003_create_shedlock_retired.sql"),
+        include_str!("../../migrations/sqlite/0003_create_shedlock_retired.sql"),
     ),
 ];
 
@@ -395,22 +399,28 @@ impl Hooks for Sqlite {
     fn address(options: &SqliteConnectOptions) -> String {
         options.get_filename().display().to_string()
     }
+}
 
+impl Quirks for Sqlite {
     /// The migrator's transaction starts as a reader; a write by another connection in the
     /// meantime (a lock taken or released) makes its first write fail with SQLITE_BUSY (5, or
     /// 517 for a stale WAL snapshot) at once, whatever the busy timeout. Such a transaction
     /// wrote nothing, so it is run again. Then a pool whose connections sync less than `FULL`
     /// gets a warning: a power loss could undo the last acquisitions.
-    async fn run_migrator(core: &Core<Self>, migrator: &Migrator) -> Result<(), MigrateError> {
-        let mut conn = core.connection().await?;
-        let mut outcome = retry_lost_race::<sqlx::Sqlite>(migrator, &mut conn).await;
+    async fn run_migrator(
+        conn: &mut Conn<Self>,
+        _table: &TableName,
+        address: &str,
+        migrator: &Migrator,
+    ) -> Result<(), MigrateError> {
+        let mut outcome = retry_lost_race::<sqlx::Sqlite>(migrator, conn).await;
         for attempt in 1..=5 {
             match &outcome {
                 Err(MigrateError::Execute(sqlx::Error::Database(e)))
                     if matches!(e.code().as_deref(), Some("5" | "517")) =>
                 {
                     tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
-                    outcome = retry_lost_race::<sqlx::Sqlite>(migrator, &mut conn).await;
+                    outcome = retry_lost_race::<sqlx::Sqlite>(migrator, conn).await;
                 }
                 _ => break,
             }
@@ -422,14 +432,13 @@ impl Hooks for Sqlite {
             && level < 2
         {
             tracing::warn!(
-                file = %core.address,
+                file = %address,
                 synchronous = level,
                 "the SQLite pool syncs less than synchronous = FULL: a power loss can undo the last \
                  lock acquisitions (a token handed out again, a claimed tick run again); build it \
                  with SqliteLockProvider::recommended_options"
             );
         }
-        core.give_back(conn, outcome.is_ok());
         outcome
     }
 }

@@ -8,7 +8,8 @@ use crate::{Backend, Error, Result};
 /// Only ASCII letters, digits and `_` are allowed, not starting with a digit, so the name can be
 /// put into SQL text without quoting and without any chance of injection.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct TableName(String);
+#[allow(unreachable_pub)] // named by `Quirks`, which is sealed
+pub struct TableName(String);
 
 impl TableName {
     /// `name` checked; an error names `backend` (whose table it was to be).
@@ -109,6 +110,25 @@ fn quote(identifier: &str, backend: Backend) -> String {
         Backend::Postgres => format!("\"{}\"", identifier.to_ascii_lowercase()),
         _ => format!("\"{identifier}\""),
     }
+}
+
+/// The columns every lock table must have.
+pub(crate) const COLUMNS: [&str; 6] = [
+    "name",
+    "locked_until",
+    "locked_at",
+    "locked_by",
+    "fencing_token",
+    "last_tick",
+];
+
+/// The expected columns absent from `found`.
+pub(crate) fn missing_columns(found: &[String]) -> Vec<String> {
+    COLUMNS
+        .iter()
+        .filter(|c| !found.iter().any(|f| f.eq_ignore_ascii_case(c)))
+        .map(|c| (*c).to_owned())
+        .collect()
 }
 
 #[cfg(test)]
