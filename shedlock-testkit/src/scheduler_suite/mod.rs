@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 mod batch;
+mod claims;
 mod clock;
 mod fleet;
 mod keep_alive;
@@ -13,6 +14,7 @@ mod leader;
 mod runs;
 
 pub use batch::*;
+pub use claims::*;
 pub use clock::*;
 pub use fleet::*;
 pub use keep_alive::*;
