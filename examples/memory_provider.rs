@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
-use shedlock::lease::{Lease, Releases, Unlock};
+use shedlock::lease::{Acquired, Lease, Releases, Unlock};
 use shedlock::{
-    Backend, DEFAULT_TICK_TOLERANCE, Error, KeepAlive, LockAdmin, LockConfiguration, LockGuard,
+    Backend, DEFAULT_TICK_TOLERANCE, KeepAlive, LockAdmin, LockConfiguration, LockGuard,
     LockProvider, LockState, Result,
 };
 use tokio::time::Instant;
@@ -101,28 +101,36 @@ impl MemoryLockProvider {
         }
     }
 
-    /// One acquisition, decided as every provider decides it.
+    /// One acquisition: the store's atomic step (here, under the mutex), then the answer
+    /// decided as every provider decides it ([`Acquired::into_guard`]).
     fn acquire(&self, config: &LockConfiguration, sent_at: Instant) -> Result<Option<LockGuard>> {
         let now = Utc::now();
-        if let Some(tick) = config.tick() {
-            let ahead = (tick - now).to_std().unwrap_or_default();
-            if ahead > DEFAULT_TICK_TOLERANCE {
-                // A tick far ahead would block every other instance until then.
-                return Err(Error::TickInFuture {
-                    name: config.name().to_owned(),
-                    tick,
-                    tolerance: DEFAULT_TICK_TOLERANCE,
-                    ahead_by: Some(ahead),
-                });
+        // How far the tick is ahead of the store's clock: a tick too far ahead is refused
+        // without writing anything (it would block every other instance until then).
+        let ahead_us = config
+            .tick()
+            .map(|tick| (tick - now).num_microseconds().unwrap_or(i64::MAX));
+        let acquired = match ahead_us {
+            Some(ahead) if ahead > DEFAULT_TICK_TOLERANCE.as_micros() as i64 => {
+                Acquired::NotTaken { ahead_us }
             }
-        }
+            _ => self.take(config, now),
+        };
+        // The guard shares the store as its lease: extend and unlock come back to it.
+        let lease = || Arc::clone(&self.store) as Arc<dyn Lease>;
+        acquired.into_guard(config, lease, sent_at, DEFAULT_TICK_TOLERANCE)
+    }
+
+    /// Takes the lock when it is free and, for a tick, when that tick is newer than the last
+    /// one claimed: a new token, `locked_until = now + lock_at_most_for`.
+    fn take(&self, config: &LockConfiguration, now: DateTime<Utc>) -> Acquired {
         let mut rows = self.store.rows();
         if let Some(row) = rows.get(config.name()) {
             let held = row.locked_until > now;
             let claimed =
                 matches!((row.last_tick, config.tick()), (Some(last), Some(tick)) if last >= tick);
             if held || claimed {
-                return Ok(None);
+                return Acquired::NotTaken { ahead_us: None };
             }
         }
         let token = self.store.tokens.fetch_add(1, Ordering::SeqCst) + 1;
@@ -139,10 +147,7 @@ impl MemoryLockProvider {
                 last_tick,
             },
         );
-        drop(rows);
-        // The guard shares the store as its lease: extend and unlock come back to it.
-        let lease = Arc::clone(&self.store) as Arc<dyn Lease>;
-        Ok(Some(LockGuard::new(config, token, lease, sent_at)))
+        Acquired::Token(token)
     }
 }
 

@@ -41,7 +41,7 @@ use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
 use redis::aio::ConnectionManager;
 use redis::{FromRedisValue, RedisError, Script, ScriptInvocation};
-use shedlock::lease::{Lease, Releases};
+use shedlock::lease::{Acquired, Lease, Releases};
 use shedlock::{
     Backend, Error, KeepAlive, LockAdmin, LockConfiguration, LockGuard, LockProvider, LockState,
     ProviderSettings, Result,
@@ -342,7 +342,9 @@ impl Inner {
             .collect())
     }
 
-    /// What an acquire answers: a guard, `None`, or a tick refused as too far ahead.
+    /// What an acquire answers (shedlock's [`Acquired::into_guard`], as every provider
+    /// decides it): a token is a guard over this provider; no token, with how far the tick was
+    /// ahead of the server's `TIME`, is `None` or a tick refused as too far ahead.
     fn decide(
         self: &Arc<Self>,
         config: &LockConfiguration,
@@ -350,21 +352,13 @@ impl Inner {
         ahead_us: Option<i64>,
         sent_at: Instant,
     ) -> Result<Option<LockGuard>> {
-        if token > 0 {
-            let lease = Arc::clone(self) as Arc<dyn Lease>;
-            return Ok(Some(LockGuard::new(config, token, lease, sent_at)));
-        }
-        match (config.tick(), ahead_us) {
-            (Some(tick), Some(ahead)) if ahead > micros(self.settings.tick_tolerance) => {
-                Err(Error::TickInFuture {
-                    name: config.name().to_owned(),
-                    tick,
-                    tolerance: self.settings.tick_tolerance,
-                    ahead_by: Some(Duration::from_micros(ahead.unsigned_abs())),
-                })
-            }
-            _ => Ok(None),
-        }
+        let acquired = if token > 0 {
+            Acquired::Token(token)
+        } else {
+            Acquired::NotTaken { ahead_us }
+        };
+        let lease = || Arc::clone(self) as Arc<dyn Lease>;
+        acquired.into_guard(config, lease, sent_at, self.settings.tick_tolerance)
     }
 
     async fn is_held(&self, name: &str, token: i64) -> Result<bool> {

@@ -17,13 +17,13 @@ use super::exec::Prepared;
 use super::quirks::Quirks;
 use super::stash::{Lent, Stash};
 use super::table::TableName;
-use super::{PRUNE_BATCH, micros, retention, statement};
+use super::{PRUNE_BATCH, retention, statement};
 use crate::history::parse_outcome;
 use crate::lease::{Lease, Releases};
 use crate::settings::ProviderSettings;
 use crate::{
-    ClockMode, Error, KeepAlive, LockConfiguration, LockGuard, LockState, NewRun, Result,
-    RunOutcome, RunQuery, RunRecord,
+    ClockMode, KeepAlive, LockConfiguration, LockGuard, LockState, NewRun, Result, RunOutcome,
+    RunQuery, RunRecord,
 };
 
 /// An SQL provider's settings: the shared ones, the table name checked, and how many
@@ -217,38 +217,15 @@ impl<D: Quirks> Core<D> {
         }
     }
 
-    /// What an acquire of `config` that came to `acquired` answers: a guard, `None`, or a tick
-    /// refused as too far ahead.
+    /// What an acquire answers ([`Acquired::into_guard`]), with this provider as the lease.
     fn decide(
         self: &Arc<Self>,
         config: &LockConfiguration,
         acquired: Acquired,
         sent_at: Instant,
     ) -> Result<Option<LockGuard>> {
-        let tolerance = self.settings.tick_tolerance;
-        let too_far = |tick, ahead_by| Error::TickInFuture {
-            name: config.name().to_owned(),
-            tick,
-            tolerance,
-            ahead_by,
-        };
-        match (acquired, config.tick()) {
-            (Acquired::Token(token), _) => {
-                let lease = Arc::clone(self) as Arc<dyn Lease>;
-                Ok(Some(LockGuard::new(config, token, lease, sent_at)))
-            }
-            (
-                Acquired::NotTaken {
-                    ahead_us: Some(ahead),
-                },
-                Some(tick),
-            ) if ahead > micros(tolerance) => {
-                let ahead_by = Duration::from_micros(ahead.unsigned_abs());
-                Err(too_far(tick, Some(ahead_by)))
-            }
-            (Acquired::TickRefused, Some(tick)) => Err(too_far(tick, None)),
-            _ => Ok(None),
-        }
+        let lease = || Arc::clone(self) as Arc<dyn Lease>;
+        acquired.into_guard(config, lease, sent_at, self.settings.tick_tolerance)
     }
 
     /// Takes many locks in one statement ([`Statements::acquire_many`]): one answer per config,

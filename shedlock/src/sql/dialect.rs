@@ -179,20 +179,9 @@ pub enum Answer<DB: Database> {
     Done(DB::QueryResult),
 }
 
-/// What an acquire came to, as a dialect reads it from its [`Answer`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Acquired {
-    /// Taken, with this fencing token.
-    Token(i64),
-    /// Not taken; the tick, if any, was this many microseconds ahead of the clock (`None`:
-    /// not known, or no tick).
-    NotTaken {
-        /// How far the tick was ahead of the clock, in microseconds.
-        ahead_us: Option<i64>,
-    },
-    /// Not taken because the tick was too far ahead, by an amount the database did not say.
-    TickRefused,
-}
+/// What an acquire answered: the crate's public [`Acquired`](crate::lease::Acquired), which
+/// every provider decides alike.
+pub use crate::lease::Acquired;
 
 /// How a failed statement is reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
