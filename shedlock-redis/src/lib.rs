@@ -15,7 +15,8 @@
 //!   (methods of [`RedisLockProvider`]), a script's text ([`test_util`]); not for production
 //!   code.
 //! - `testkit`: [`testkit::Redis`], this store's backend for the conformance kit
-//!   (`shedlock-testkit`); `tests/kit.rs` runs the whole kit on it.
+//!   (`shedlock-testkit`); `tests/kit.rs` runs both suites on it, every case that does not
+//!   need SQL.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod connect;
