@@ -98,13 +98,13 @@ async fn a_tick_claimed_through_it_is_never_claimed_again() {
 async fn keep_alive_renews_its_locks_and_many_releases_at_once_all_land() {
     let provider = MemoryLockProvider::new("one");
     let other = provider.instance("two");
-    // lock_at_most_for 1 s, a body of 3 s: keep-alive (default: renew every third of the
+    // lock_at_most_for 2 s, a body of 5 s: keep-alive (default: renew every third of the
     // lease) keeps the lock held through it.
-    let cfg = config("long", SEC, Duration::ZERO);
+    let cfg = config("long", 2 * SEC, Duration::ZERO);
     let watcher = other.clone();
     let outcome = shedlock::with_provider(Arc::new(provider.clone()), async {
         run_locked(cfg, async move {
-            tokio::time::sleep(3 * SEC).await;
+            tokio::time::sleep(5 * SEC).await;
             let token = LockContext::current().unwrap().fencing_token();
             watcher.is_held("long", token).await.unwrap()
         })
@@ -114,7 +114,7 @@ async fn keep_alive_renews_its_locks_and_many_releases_at_once_all_land() {
     .unwrap();
     assert!(
         matches!(outcome, TaskResult::Executed(true)),
-        "held 3 s into a 1 s lease: {outcome:?}"
+        "held 5 s into a 2 s lease: {outcome:?}"
     );
 
     // 50 unlocks at once: they go through the provider's queue of releases (grouped).

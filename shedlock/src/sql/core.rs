@@ -22,19 +22,16 @@ use crate::history::parse_outcome;
 use crate::lease::{Lease, Releases};
 use crate::settings::ProviderSettings;
 use crate::{
-    ClockMode, KeepAlive, LockConfiguration, LockGuard, LockState, NewRun, Result, RunOutcome,
-    RunQuery, RunRecord,
+    LockConfiguration, LockGuard, LockState, NewRun, Result, RunOutcome, RunQuery, RunRecord,
 };
 
 /// An SQL provider's settings: the shared ones, the table name checked, and how many
 /// connections it keeps between statements.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
+    /// `locked_by`, the clock, keep-alive and the tick tolerance, as the builder checked them.
+    pub(crate) common: ProviderSettings,
     pub(crate) table: TableName,
-    pub(crate) locked_by: String,
-    pub(crate) clock_mode: ClockMode,
-    pub(crate) keep_alive: KeepAlive,
-    pub(crate) tick_tolerance: std::time::Duration,
     /// Connections kept checked out between statements (`hold_connections`).
     pub(crate) hold_connections: usize,
     /// Whether every statement (not only the lock statements) uses the kept connections: the
@@ -51,10 +48,7 @@ impl Settings {
     ) -> Result<Self> {
         Ok(Self {
             table: TableName::new(&common.table, D::BACKEND)?,
-            locked_by: common.locked_by,
-            clock_mode: common.clock_mode,
-            keep_alive: common.keep_alive,
-            tick_tolerance: common.tick_tolerance,
+            common,
             hold_connections,
             hold_all,
         })
@@ -62,10 +56,7 @@ impl Settings {
 
     /// The application's time in application clock mode, else `None`.
     pub(crate) fn app_now(&self) -> Option<chrono::DateTime<chrono::Utc>> {
-        match &self.clock_mode {
-            ClockMode::Database => None,
-            ClockMode::Application(clock) => Some(clock.now()),
-        }
+        self.common.app_now()
     }
 }
 
@@ -192,12 +183,12 @@ impl<D: Quirks> Core<D> {
     ) -> Result<Option<LockGuard>> {
         self.check_shape().await?;
         let sent_at = Instant::now();
-        let tolerance = self.settings.tick_tolerance;
+        let tolerance = self.settings.common.tick_tolerance;
         let values = |param| -> Option<Value<'_>> {
             Some(match param {
                 Param::Name => config.name().into(),
                 Param::AtMost => config.lock_at_most_for().into(),
-                Param::LockedBy => self.settings.locked_by.as_str().into(),
+                Param::LockedBy => self.settings.common.locked_by.as_str().into(),
                 Param::Tick => config.tick().into(),
                 Param::Tolerance => tolerance.into(),
                 _ => return None,
@@ -225,7 +216,7 @@ impl<D: Quirks> Core<D> {
         sent_at: Instant,
     ) -> Result<Option<LockGuard>> {
         let lease = || Arc::clone(self) as Arc<dyn Lease>;
-        acquired.into_guard(config, lease, sent_at, self.settings.tick_tolerance)
+        acquired.into_guard(config, lease, sent_at, self.settings.common.tick_tolerance)
     }
 
     /// Takes many locks in one statement ([`Statements::acquire_many`]): one answer per config,
@@ -268,10 +259,10 @@ impl<D: Quirks> Core<D> {
             }
         };
         let sent_at = Instant::now();
-        let tolerance = self.settings.tick_tolerance;
+        let tolerance = self.settings.common.tick_tolerance;
         let rows = run!(self, self.sql.acquire_many, fetch_all, |p| match p {
             Param::Batch => Some(json.as_str().into()),
-            Param::LockedBy => Some(self.settings.locked_by.as_str().into()),
+            Param::LockedBy => Some(self.settings.common.locked_by.as_str().into()),
             Param::Tolerance => Some(tolerance.into()),
             _ => None,
         });
@@ -423,7 +414,7 @@ impl<D: Quirks> Core<D> {
                 Param::Tick => run.tick.into(),
                 Param::Running => (run.outcome == RunOutcome::Running).into(),
                 Param::Outcome => run.outcome.as_str().into(),
-                Param::LockedBy => self.settings.locked_by.as_str().into(),
+                Param::LockedBy => self.settings.common.locked_by.as_str().into(),
                 Param::Token => run.fencing_token.into(),
                 Param::Error => run.error.as_deref().into(),
                 _ => return None,

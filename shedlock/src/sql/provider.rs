@@ -76,7 +76,7 @@ impl<D: Dialect> fmt::Debug for SqlLockProvider<D> {
             .field("backend", &D::BACKEND)
             .field("address", &self.core.address)
             .field("table", &self.core.settings.table.as_str())
-            .field("locked_by", &self.core.settings.locked_by)
+            .field("locked_by", &self.core.settings.common.locked_by)
             .finish_non_exhaustive()
     }
 }
@@ -284,11 +284,11 @@ impl<D: Dialect> LockProvider for SqlLockProvider<D> {
     }
 
     fn locked_by(&self) -> &str {
-        &self.core.settings.locked_by
+        &self.core.settings.common.locked_by
     }
 
     fn keep_alive(&self) -> KeepAlive {
-        self.core.settings.keep_alive
+        self.core.settings.common.keep_alive
     }
 
     fn now(&self) -> BoxFuture<'_, Result<DateTime<Utc>>> {
