@@ -163,7 +163,7 @@ pub enum Error {
     InvalidUrl {
         /// The backend the URL was meant for.
         backend: Backend,
-        /// The URL as given, its password replaced by `***` (see [`Error::invalid_url`]).
+        /// The URL as given, its secrets masked ([`secret::mask_url`](crate::secret::mask_url)).
         url: String,
         /// What is wrong with it.
         #[source]
@@ -387,35 +387,15 @@ pub enum Error {
 }
 
 impl Error {
-    /// [`Error::InvalidUrl`] for `url`, its password replaced by `***`: what a provider's
+    /// [`Error::InvalidUrl`] for `url`, its secrets masked
+    /// ([`secret::mask_url`](crate::secret::mask_url)): what a provider's
     /// `connect` returns for a URL its client library cannot read.
     pub fn invalid_url(backend: Backend, url: &str, source: impl Into<BoxError>) -> Self {
         Self::InvalidUrl {
             backend,
-            url: redact(url),
+            url: crate::secret::mask_url(url),
             source: source.into(),
         }
-    }
-}
-
-/// `url` with its password replaced by `***`, for messages: `scheme://user:***@host/…`, or
-/// `scheme://***@host/…` when the user part is a bare token.
-fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
-            let masked = if userinfo.contains(':') {
-                format!("{user}:***")
-            } else {
-                "***".to_owned()
-            };
-            format!("{scheme}://{masked}@{host}{}", &rest[authority_end..])
-        }
-        None => url.to_owned(),
     }
 }
 
@@ -435,22 +415,5 @@ fn migration_dir(backend: Backend) -> &'static str {
         Backend::Sqlite => "sqlite",
         Backend::Redis => "redis",
         Backend::Other(name) => name,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn passwords_are_redacted() {
-        assert_eq!(redact("redis://:secret@h:6379/0"), "redis://:***@h:6379/0");
-        assert_eq!(redact("rediss://app:secret@h/1"), "rediss://app:***@h/1");
-        assert_eq!(redact("redis://token@h"), "redis://***@h");
-        assert_eq!(redact("redis://h:6379"), "redis://h:6379");
-        assert_eq!(
-            redact("postgres://app:pw@db:5432/app"),
-            "postgres://app:***@db:5432/app"
-        );
     }
 }

@@ -114,6 +114,7 @@ mod provider;
 mod run;
 mod schedule;
 mod scheduler;
+pub mod secret;
 mod settings;
 mod sql;
 

@@ -1,0 +1,287 @@
+//! Secrets in connection strings: [`mask_url`], the one function every error, `Debug` value and
+//! log line of the workspace masks a URL with, and [`SecretUrl`], a URL whose `Debug` and
+//! `Display` print it masked.
+//!
+//! A URL is masked by parsing it (the [`url`] crate), never by searching it for `/` or `@`:
+//! its password becomes `***` wherever it stands (a password may hold `/`, `?` or `#`), and so
+//! does the value of every query parameter whose name contains `password`, `secret`, `token` or
+//! `key` (any case). A string that begins like a URL but does not parse (an unescaped `/` in
+//! the password makes the port unreadable; `postgres:user:pw@host` lacks its `//`) is masked
+//! more widely: everything up to its last `@` becomes `***`, user name included. A string with
+//! no scheme (a file path) is returned as it is.
+//!
+//! ```
+//! use shedlock::secret::mask_url;
+//!
+//! assert_eq!(
+//!     mask_url("postgres://app:hunter2@db:5432/app"),
+//!     "postgres://app:***@db:5432/app"
+//! );
+//! assert_eq!(
+//!     mask_url("postgres://app:pa/ss@db:5432/app"),
+//!     "postgres://***@db:5432/app"
+//! );
+//! assert_eq!(
+//!     mask_url("mysql://db/app?user=app&password=hunter2"),
+//!     "mysql://db/app?user=app&password=***"
+//! );
+//! assert_eq!(mask_url("/srv/locks.db"), "/srv/locks.db");
+//! ```
+
+use std::fmt;
+
+use url::Url;
+
+/// What replaces a secret.
+pub const MASK: &str = "***";
+
+/// The words that make a query parameter secret when its name contains one (any case).
+pub const SECRET_PARAMETER_WORDS: [&str; 4] = ["password", "secret", "token", "key"];
+
+/// `text` with every secret it holds as a URL replaced by [`MASK`]: the password of its
+/// user-info, the values of query parameters named like secrets ([`SECRET_PARAMETER_WORDS`]),
+/// and, for a Redis URL whose user-info has no `:` (`redis://hunter2@host`, where the user name
+/// slot is often given the password), the user name too. See the [module](self) for strings
+/// that do not parse.
+pub fn mask_url(text: &str) -> String {
+    let Some(scheme) = scheme(text) else {
+        return text.to_owned();
+    };
+    match Url::parse(text) {
+        Ok(mut url) if !url.cannot_be_a_base() => {
+            if url.password().is_some() {
+                let _ = url.set_password(Some(MASK));
+            } else if !url.username().is_empty() && scheme.to_ascii_lowercase().starts_with("redis")
+            {
+                let _ = url.set_username(MASK);
+            }
+            if let Some(query) = url.query().map(mask_query) {
+                url.set_query(Some(&query));
+            }
+            if let Some(fragment) = url.fragment().map(mask_query) {
+                url.set_fragment(Some(&fragment));
+            }
+            url.to_string()
+        }
+        _ => mask_unparsed(text, scheme.len()),
+    }
+}
+
+/// A URL that may hold a password: its `Debug` and `Display` print it through [`mask_url`];
+/// [`expose`](Self::expose) gives the URL itself, for the client library that connects.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretUrl(String);
+
+impl SecretUrl {
+    /// Keeps `url`.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self(url.into())
+    }
+
+    /// The URL as given, secrets included: only for the code that connects.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// The URL masked ([`mask_url`]).
+    pub fn masked(&self) -> String {
+        mask_url(&self.0)
+    }
+}
+
+impl fmt::Debug for SecretUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.masked(), f)
+    }
+}
+
+impl fmt::Display for SecretUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.masked())
+    }
+}
+
+impl From<&str> for SecretUrl {
+    fn from(url: &str) -> Self {
+        Self::new(url)
+    }
+}
+
+impl From<String> for SecretUrl {
+    fn from(url: String) -> Self {
+        Self(url)
+    }
+}
+
+/// The scheme of `text` (`postgres` of `postgres://…` or of `postgres:…`), if it starts with
+/// one: a letter, then letters, digits, `+`, `-` or `.`, then `:`. A Windows drive letter
+/// (`C:\…`) is a path, not a scheme.
+pub(crate) fn scheme(text: &str) -> Option<&str> {
+    let end = text.find(':')?;
+    let candidate = &text[..end];
+    let mut chars = candidate.chars();
+    let first = chars.next()?;
+    let valid = first.is_ascii_alphabetic()
+        && chars.all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+        && candidate.len() > 1;
+    valid.then_some(candidate)
+}
+
+/// A query (or fragment) with the values of secret-named parameters masked; the other
+/// parameters exactly as they were.
+fn mask_query(query: &str) -> String {
+    query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, _)) if is_secret_name(name) => format!("{name}={MASK}"),
+            _ => pair.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// Whether a parameter named `name` (percent-encoded as it stands in a URL) holds a secret.
+fn is_secret_name(name: &str) -> bool {
+    let decoded: String = url::form_urlencoded::parse(name.as_bytes())
+        .map(|(key, _)| key.into_owned())
+        .collect();
+    let decoded = decoded.to_ascii_lowercase();
+    SECRET_PARAMETER_WORDS
+        .iter()
+        .any(|word| decoded.contains(word))
+}
+
+/// A string that starts with a scheme (`scheme_len` bytes) but is no URL with an authority:
+/// everything between the scheme and the last `@` is masked, and the query after it.
+fn mask_unparsed(text: &str, scheme_len: usize) -> String {
+    let (head, rest) = text.split_at(scheme_len + 1);
+    let slashes = if rest.starts_with("//") { "//" } else { "" };
+    let rest = &rest[slashes.len()..];
+    let rest = match rest.rfind('@') {
+        Some(at) => format!("{MASK}{}", &rest[at..]),
+        None => rest.to_owned(),
+    };
+    let rest = match rest.split_once('?') {
+        Some((before, query)) => format!("{before}?{}", mask_query(query)),
+        None => rest,
+    };
+    format!("{head}{slashes}{rest}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &str = "hunter2";
+
+    /// Every form of URL the backends take, with the secret somewhere in it: the masked text
+    /// never holds it, and keeps what locates the server.
+    #[test]
+    fn no_form_of_url_keeps_its_secret() {
+        let cases = [
+            (
+                "postgres://app:hunter2@db:5432/app",
+                "postgres://app:***@db:5432/app",
+            ),
+            (
+                "postgresql://app:hunter2@db/app",
+                "postgresql://app:***@db/app",
+            ),
+            (
+                "postgres://app:hun/ter2@db:5432/app",
+                "postgres://***@db:5432/app",
+            ),
+            ("postgres://app:hunter2/@db/app", "postgres://***@db/app"),
+            (
+                "postgres://app:hun%2Fter2@db/app",
+                "postgres://app:***@db/app",
+            ),
+            (
+                "postgres://app:hunter2@db/app?sslmode=require",
+                "postgres://app:***@db/app?sslmode=require",
+            ),
+            (
+                "postgres://db/app?user=app&password=hunter2",
+                "postgres://db/app?user=app&password=***",
+            ),
+            (
+                "postgres://db/app?PassWord=hunter2&x=1",
+                "postgres://db/app?PassWord=***&x=1",
+            ),
+            (
+                "postgres://db/app?sslkey=hunter2",
+                "postgres://db/app?sslkey=***",
+            ),
+            (
+                "postgres://db/app?auth_token=hunter2#x",
+                "postgres://db/app?auth_token=***#x",
+            ),
+            ("postgres:app:hunter2@db", "postgres:***@db"),
+            (
+                "postgres:app:hunter2@db/x?password=hunter2",
+                "postgres:***@db/x?password=***",
+            ),
+            (
+                "mysql://root:hunter2@127.0.0.1:3306/test",
+                "mysql://root:***@127.0.0.1:3306/test",
+            ),
+            (
+                "mariadb://root:hun/ter2@127.0.0.1:3306/test",
+                "mariadb://***@127.0.0.1:3306/test",
+            ),
+            (
+                "mysql://root:hunter2@h:notaport/test",
+                "mysql://***@h:notaport/test",
+            ),
+            ("redis://:hunter2@h:6379/0", "redis://:***@h:6379/0"),
+            ("rediss://app:hunter2@h/1", "rediss://app:***@h/1"),
+            ("redis://hunter2@h", "redis://***@h"),
+            ("redis://:hun/ter2@h:6379", "redis://***@h:6379"),
+            (
+                "redis://h:6379/0?password=hunter2",
+                "redis://h:6379/0?password=***",
+            ),
+            (
+                "sqlite:///srv/x.db?mode=rwc&key=hunter2",
+                "sqlite:///srv/x.db?mode=rwc&key=***",
+            ),
+            ("sqlite:x.db?secret=hunter2", "sqlite:x.db?secret=***"),
+        ];
+        for (url, masked) in cases {
+            let got = mask_url(url);
+            assert!(
+                !got.contains(SECRET) && !got.contains("ter2"),
+                "{url} -> {got}"
+            );
+            assert_eq!(got, masked, "{url}");
+            let secret = SecretUrl::new(url);
+            assert_eq!(secret.to_string(), masked);
+            assert_eq!(format!("{secret:?}"), format!("{masked:?}"));
+            assert_eq!(secret.expose(), url);
+        }
+    }
+
+    #[test]
+    fn what_holds_no_secret_stays_as_it_is() {
+        for text in [
+            "postgres://postgres@127.0.0.1:5432/test",
+            "redis://127.0.0.1:6379",
+            "/srv/locks.db",
+            "locks.db",
+            "./a@b/locks.db",
+            "C:\\data\\locks.db",
+            "sqlite:locks.db?mode=rwc",
+        ] {
+            assert_eq!(mask_url(text), text);
+        }
+    }
+
+    #[test]
+    fn schemes_are_read_as_rfc_3986_writes_them() {
+        assert_eq!(scheme("postgres://x"), Some("postgres"));
+        assert_eq!(scheme("postgres:x"), Some("postgres"));
+        assert_eq!(scheme("C:\\x"), None);
+        assert_eq!(scheme("/a:b"), None);
+        assert_eq!(scheme("x.db"), None);
+    }
+}
