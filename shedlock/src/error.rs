@@ -353,6 +353,24 @@ pub enum Error {
         problem: String,
     },
 
+    /// A lock's row (or keys) holds a value that cannot be read, written by something other
+    /// than shedlock (a time of `infinity`, a zero date, a fencing token that is not a 64-bit
+    /// integer). Nothing was written; the other locks are not affected.
+    #[error(
+        "the {backend} lock {name:?} ({location}) cannot be read: {problem}; fix the row or \
+         delete it (its lock is then free, and on PostgreSQL and SQLite its token never goes back)"
+    )]
+    UnreadableRow {
+        /// Which store.
+        backend: Backend,
+        /// Where: ``table `shedlock` `` for an SQL database, the key for Redis.
+        location: String,
+        /// The lock name.
+        name: String,
+        /// What could not be read.
+        problem: String,
+    },
+
     /// A key where the provider keeps a lock holds another type of value: another program uses
     /// the same key prefix. Nothing was written.
     #[error(

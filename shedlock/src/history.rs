@@ -68,6 +68,66 @@ impl LockState {
     }
 }
 
+/// A row of the lock table (a lock's keys, on Redis) that could not be read: a value someone
+/// else wrote that no lock has (a time of `infinity` or past the year 262142, a zero date, a
+/// fencing token that is not a 64-bit integer). Reported by name, never a panic; the other rows
+/// are read as usual.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UnreadableRow {
+    /// The lock name, as stored.
+    pub name: String,
+    /// What could not be read, naming the column (or field) and the value where it can: for
+    /// example ``column `locked_until` holds infinity, which is no time``.
+    pub problem: String,
+}
+
+impl UnreadableRow {
+    /// The row of lock `name`, and what could not be read in it.
+    pub fn new(name: impl Into<String>, problem: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            problem: problem.into(),
+        }
+    }
+}
+
+impl fmt::Display for UnreadableRow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "lock {:?}: {}", self.name, self.problem)
+    }
+}
+
+/// Every row of the lock table, as [`LockAdmin::lock_rows`](crate::LockAdmin::lock_rows) read
+/// them: those it could read, ordered by name, and those it could not, each named.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockRows {
+    /// The rows read, ordered by name.
+    pub locks: Vec<LockState>,
+    /// The rows that could not be read, ordered by name.
+    pub unreadable: Vec<UnreadableRow>,
+}
+
+impl LockRows {
+    /// `locks` and `unreadable`, each sorted by name.
+    pub fn new(mut locks: Vec<LockState>, mut unreadable: Vec<UnreadableRow>) -> Self {
+        locks.sort_by(|a, b| a.name.cmp(&b.name));
+        unreadable.sort_by(|a, b| a.name.cmp(&b.name));
+        Self { locks, unreadable }
+    }
+
+    /// The rows read; each unreadable one is logged (`warn`), naming it and its problem, with
+    /// `place` (the table, or the Redis server) in the message.
+    pub fn readable(self, place: &str) -> Vec<LockState> {
+        for row in &self.unreadable {
+            tracing::warn!(lock = %row.name, problem = %row.problem, place,
+                "a lock row cannot be read and is left out; fix or delete it");
+        }
+        self.locks
+    }
+}
+
 /// How a run of a scheduled job ended, as written to the history table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]

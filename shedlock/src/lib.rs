@@ -125,7 +125,9 @@ pub use context::{
 pub use error::{Backend, BoxError, Error, Result};
 pub use executor::{LockingTaskExecutor, TaskResult};
 pub use guard::LockGuard;
-pub use history::{LockState, NewRun, RunOutcome, RunQuery, RunRecord, UnknownOutcome};
+pub use history::{
+    LockRows, LockState, NewRun, RunOutcome, RunQuery, RunRecord, UnknownOutcome, UnreadableRow,
+};
 pub use leader::{LeaderElection, LeaderElector, Leadership};
 pub use observe::{RunFinished, RunHistory, RunInfo, SchedulerListener, names as metric_names};
 pub use run::run_locked;

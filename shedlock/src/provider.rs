@@ -12,8 +12,8 @@ use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
 
 use crate::{
-    Backend, KeepAlive, LockConfiguration, LockGuard, LockState, NewRun, Result, RunOutcome,
-    RunQuery, RunRecord,
+    Backend, KeepAlive, LockConfiguration, LockGuard, LockRows, LockState, NewRun, Result,
+    RunOutcome, RunQuery, RunRecord,
 };
 
 /// Takes locks: what [`run_locked`](crate::run_locked), the
@@ -117,12 +117,24 @@ pub trait LockAdmin: LockProvider {
 
     /// Every row of the lock table, ordered by name, each with the database time it was read
     /// at (so [`LockState::is_held`] and [`LockState::remaining`] use the database's clock).
+    /// A row that cannot be read ([`lock_rows`](Self::lock_rows) names it) is left out and
+    /// logged.
     fn locks(&self) -> BoxFuture<'_, Result<Vec<LockState>>>;
 
-    /// The row of lock `name`, if it exists.
+    /// Every row of the lock table, as [`locks`](Self::locks), and the rows that could not be
+    /// read (a value someone else wrote: a time of `infinity`, a zero date, a token that is no
+    /// 64-bit integer), each named with what is wrong, so an operator's list shows them. By
+    /// default, [`locks`](Self::locks) with none unreadable.
+    fn lock_rows(&self) -> BoxFuture<'_, Result<LockRows>> {
+        Box::pin(async move { Ok(LockRows::new(self.locks().await?, Vec::new())) })
+    }
+
+    /// The row of lock `name`, if it exists; [`Error::UnreadableRow`](crate::Error::UnreadableRow)
+    /// when it exists and cannot be read.
     fn lock_state<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<LockState>>>;
 
-    /// The rows of the locks `names`, ordered by name; a name without a row is left out. The
+    /// The rows of the locks `names`, ordered by name; a name without a row, or with a row that
+    /// cannot be read (logged), is left out. The
     /// SQL and Redis providers read them in one statement (one script); by default, one
     /// [`lock_state`](Self::lock_state) after another.
     fn lock_states<'a>(&'a self, names: &'a [String]) -> BoxFuture<'a, Result<Vec<LockState>>> {
@@ -239,6 +251,9 @@ macro_rules! forward {
             }
             fn locks(&self) -> BoxFuture<'_, Result<Vec<LockState>>> {
                 (**self).locks()
+            }
+            fn lock_rows(&self) -> BoxFuture<'_, Result<LockRows>> {
+                (**self).lock_rows()
             }
             fn lock_state<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<LockState>>> {
                 (**self).lock_state(name)
