@@ -37,6 +37,26 @@ impl Target {
             ));
         }
         let lower = url.to_ascii_lowercase();
+        // A database's scheme without its `//` (`postgres:user:pw@host`) is a typo, not a
+        // file name: only the scheme is repeated, the rest may hold a password.
+        for scheme in [
+            "postgres",
+            "postgresql",
+            "mysql",
+            "mariadb",
+            "redis",
+            "rediss",
+        ] {
+            let prefix = format!("{scheme}:");
+            if lower.starts_with(&prefix) && !lower.starts_with(&format!("{prefix}//")) {
+                return Err(Failure::Usage(format!(
+                    "the database URL starts with `{}` but is no URL: `//` is missing after \
+                     the scheme (write {scheme}://user:password@host:port/...); it is not taken \
+                     for an SQLite file path",
+                    &url[..prefix.len()]
+                )));
+            }
+        }
         if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
             Ok(Target::Postgres(url.to_owned()))
         } else if lower.starts_with("mysql://") {
@@ -304,6 +324,20 @@ mod tests {
             Target::parse("REDISS://h:6380"),
             Ok(Target::Redis(_))
         ));
+        for typo in [
+            "postgres:postgres:topsecret@127.0.0.1",
+            "postgresql:u:topsecret@h/db",
+            "mysql:root:topsecret@h",
+            "MariaDB:root:topsecret@h",
+            "redis::topsecret@h",
+            "rediss:h:6380",
+        ] {
+            let Err(Failure::Usage(text)) = Target::parse(typo) else {
+                panic!("{typo} is refused");
+            };
+            assert!(text.contains("`//` is missing"), "{text}");
+            assert!(!text.contains("topsecret"), "{text}");
+        }
         let Err(Failure::Usage(text)) = Target::parse("mongodb://u:secret@h/0") else {
             panic!("mongodb:// is refused");
         };

@@ -41,10 +41,22 @@
 //! is PostgreSQL, `mysql://` or `mariadb://` is MySQL/MariaDB, an `sqlite:` URL or a plain
 //! file path is SQLite, and `redis://` or `rediss://` (TLS) is Redis. Only `migrate` creates a
 //! missing SQLite file: the other commands say it does not exist, so a typo in a path is not
-//! mistaken for an empty database. `--table` (or `SHEDLOCK_TABLE`, default `shedlock`) is the
+//! mistaken for an empty database. A string that starts with another database's scheme but
+//! is no URL of it (`postgres:user:pw@host`, its `//` missing) is refused, never taken for a
+//! file path. `--table` (or `SHEDLOCK_TABLE`, default `shedlock`) is the
 //! lock table; on Redis it is the key prefix (its alias `--key-prefix` says so), whose keys are
-//! `{<prefix>}:lock:<name>`, `{<prefix>}:meta:<name>` and `{<prefix>}:names`. Messages name a
-//! Redis server by host and port only, and a Redis URL they repeat has its password masked.
+//! `{<prefix>}:lock:<name>`, `{<prefix>}:meta:<name>` and `{<prefix>}:names`. No message
+//! repeats a password or a secret query parameter of the URL: a URL is shown masked
+//! (`shedlock::secret::mask_url`), and the line on stderr is scrubbed of the URL's secrets
+//! whatever printed them.
+//!
+//! # What the store holds
+//!
+//! Names, holders and error texts come from rows someone may have written by hand: their
+//! control characters (a terminal escape, a carriage return) are printed escaped, as `\u{1b}`
+//! and `\r`, in tables, messages and prompts (`--json` escapes them as JSON does). A lock row
+//! that cannot be read (a time of `infinity`, a zero date) is left out of `list` and named on
+//! stderr with what is wrong in it; `unlock` of it says the same and changes nothing.
 //!
 //! # Exit codes
 //!
@@ -67,6 +79,7 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::Parser as _;
+use shedlock::secret::scrub;
 
 mod args;
 mod db;
@@ -113,9 +126,11 @@ where
         }
     };
     let table = cli.table.clone();
+    let url = cli.database_url.clone().unwrap_or_default();
     match runtime.block_on(execute(cli)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(failure) => report(failure.code(), &failure.line(&table)),
+        // What a client library's message repeats of the URL is masked here too.
+        Err(failure) => report(failure.code(), &scrub(&failure.line(&table), &url)),
     }
 }
 
@@ -145,9 +160,10 @@ fn clap_failure(error: &clap::Error) -> ExitCode {
     report(code, &format!("shedlock: error: {}", one_line(&line)))
 }
 
+/// Writes `line` to stderr, its control characters escaped, and returns `code`.
 fn report(code: u8, line: &str) -> ExitCode {
     let mut stderr = std::io::stderr().lock();
-    let _ = writeln!(stderr, "{line}");
+    let _ = writeln!(stderr, "{}", output::escape(line, false));
     ExitCode::from(code)
 }
 

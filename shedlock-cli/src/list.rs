@@ -1,14 +1,33 @@
 //! `shedlock list`: every lock of the table (or the Redis key prefix), held or free.
 
+use std::io::Write as _;
+
 use serde_json::{Value, json};
-use shedlock::{LockAdmin, LockState};
+use shedlock::{LockAdmin, LockRows, LockState};
 
 use crate::db::place;
 use crate::failure::Failure;
-use crate::output::{json_time, pretty, print, remaining, render_table, time};
+use crate::output::{escape, json_time, pretty, print, remaining, render_table, time};
 
+/// Every lock; a row that cannot be read is left out of the list and named on stderr with what
+/// is wrong in it.
 pub(crate) async fn list(provider: &dyn LockAdmin, json: bool) -> Result<(), Failure> {
-    let locks = provider.locks().await?;
+    let LockRows {
+        locks, unreadable, ..
+    } = provider.lock_rows().await?;
+    if !unreadable.is_empty() {
+        let mut stderr = std::io::stderr().lock();
+        for row in &unreadable {
+            let line = format!(
+                "shedlock: lock {:?} {} cannot be read and is left out of the list: {}; fix or \
+                 delete its row",
+                row.name,
+                place(provider),
+                row.problem
+            );
+            let _ = writeln!(stderr, "{}", escape(&line, false));
+        }
+    }
     if json {
         let array: Vec<Value> = locks.iter().map(lock_json).collect();
         print(&format!("{}\n", pretty(&Value::Array(array))));

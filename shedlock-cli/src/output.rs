@@ -14,8 +14,11 @@ use crate::failure::one_line;
 /// table for an abandoned run's reason).
 const ERROR_WIDTH: usize = 60;
 
-/// Writes to stdout; a closed pipe (`shedlock list | head -1`) is not an error.
+/// Writes to stdout; a closed pipe (`shedlock list | head -1`) is not an error. Control
+/// characters other than line ends are escaped ([`escape`]): a name, holder or error text
+/// read from the store never drives the operator's terminal.
 pub(crate) fn print(text: &str) {
+    let text = escape(text, true);
     let mut stdout = std::io::stdout().lock();
     let _ = stdout
         .write_all(text.as_bytes())
@@ -27,8 +30,35 @@ pub(crate) fn pretty(value: &Value) -> String {
     serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
 }
 
-/// Columns padded to their widest cell, two spaces apart, no trailing spaces.
+/// `text` with every control character (the escape that starts a terminal sequence, a carriage
+/// return, a backspace, …) written as Rust writes it in a string literal (`\u{1b}`, `\r`), and
+/// line ends too unless `keep_newlines`. What the store holds was written by someone else: a
+/// lock name, a holder or an error text may carry anything.
+pub(crate) fn escape(text: &str, keep_newlines: bool) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c == '\n' && keep_newlines {
+            out.push(c);
+        } else if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Columns padded to their widest cell, two spaces apart, no trailing spaces; each cell on one
+/// line, its control characters escaped ([`escape`]).
 pub(crate) fn render_table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| row.iter().map(|cell| escape(cell, false)).collect())
+        .collect();
+    let rows = rows.as_slice();
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (width, cell) in widths.iter_mut().zip(row) {
@@ -111,6 +141,19 @@ mod tests {
             &[vec!["wide cell".into(), "x".into()]],
         );
         assert_eq!(out, "A          LONG_HEADER\nwide cell  x\n");
+    }
+
+    #[test]
+    fn control_characters_never_reach_the_terminal() {
+        let text = escape("job\u{1b}[31m red\r\u{8}x\nnext", true);
+        assert_eq!(text, "job\\u{1b}[31m red\\r\\u{8}x\nnext");
+        assert!(!escape("a\nb", false).contains('\n'));
+        let table = render_table(&["NAME"], &[vec!["a\u{1b}]0;title\u{7}".into()]]);
+        assert!(
+            !table.chars().any(|c| c.is_control() && c != '\n'),
+            "{table:?}"
+        );
+        assert_eq!(escape("plain é ✓", false), "plain é ✓");
     }
 
     #[test]

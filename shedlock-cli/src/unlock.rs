@@ -7,7 +7,7 @@ use shedlock::LockAdmin;
 
 use crate::db::place;
 use crate::failure::Failure;
-use crate::output::{print, remaining, time};
+use crate::output::{escape, print, remaining, time};
 
 pub(crate) async fn unlock(provider: &dyn LockAdmin, name: &str, yes: bool) -> Result<(), Failure> {
     let place = place(provider);
@@ -75,10 +75,8 @@ async fn confirm(name: &str, holder: &str, token: i64) -> bool {
     use tokio::io::AsyncBufReadExt;
     {
         let mut stderr = std::io::stderr().lock();
-        let _ = write!(
-            stderr,
-            "Release lock {name:?} held by {holder} (token {token})? [y/N] "
-        );
+        let prompt = format!("Release lock {name:?} held by {holder} (token {token})? [y/N] ");
+        let _ = write!(stderr, "{}", escape(&prompt, false));
         let _ = stderr.flush();
     }
     let mut answer = String::new();

@@ -67,6 +67,74 @@ pub fn mask_url(text: &str) -> String {
     }
 }
 
+/// The secrets `url` holds, as [`mask_url`] finds them: its password (as written and
+/// percent-decoded), the values of its secret-named query parameters, a Redis URL's bare user
+/// name, or, for a string that begins like a URL but does not parse, everything before its last
+/// `@` and the part of that after the first `:`. Empty for a string without a scheme.
+pub fn secrets_of(url: &str) -> Vec<String> {
+    let Some(scheme) = scheme(url) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    let mut add = |secret: &str| {
+        if !secret.is_empty() && !found.iter().any(|f| f == secret) {
+            found.push(secret.to_owned());
+        }
+        let decoded = url::form_urlencoded::parse(secret.as_bytes())
+            .map(|(key, _)| key.into_owned())
+            .collect::<String>();
+        if !decoded.is_empty() && !found.contains(&decoded) {
+            found.push(decoded);
+        }
+    };
+    let query = match Url::parse(url) {
+        Ok(parsed) if !parsed.cannot_be_a_base() => {
+            if let Some(password) = parsed.password() {
+                add(password);
+            } else if !parsed.username().is_empty()
+                && scheme.to_ascii_lowercase().starts_with("redis")
+            {
+                add(parsed.username());
+            }
+            parsed.query().map(str::to_owned)
+        }
+        _ => {
+            let rest = &url[scheme.len() + 1..];
+            let rest = rest.strip_prefix("//").unwrap_or(rest);
+            if let Some((userinfo, _)) = rest.rsplit_once('@') {
+                add(userinfo);
+                if let Some((_, password)) = userinfo.split_once(':') {
+                    add(password);
+                }
+            }
+            rest.split_once('?').map(|(_, query)| query.to_owned())
+        }
+    };
+    for pair in query.iter().flat_map(|q| q.split('&')) {
+        if let Some((name, value)) = pair.split_once('=')
+            && is_secret_name(name)
+        {
+            add(value);
+        }
+    }
+    found
+}
+
+/// `text` (an error message, a log line) with every secret of `url` ([`secrets_of`]) that it
+/// holds replaced by [`MASK`], the longest first. What a client library's message repeats of a
+/// URL is masked even where it was not printed through [`mask_url`]. Secrets shorter than four
+/// characters are left: masking them would mask every word that holds them.
+pub fn scrub(text: &str, url: &str) -> String {
+    let mut secrets = secrets_of(url);
+    secrets.retain(|s| s.chars().count() >= 4);
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    let mut out = text.replace(url, &mask_url(url));
+    for secret in secrets {
+        out = out.replace(&secret, MASK);
+    }
+    out
+}
+
 /// A URL that may hold a password: its `Debug` and `Display` print it through [`mask_url`];
 /// [`expose`](Self::expose) gives the URL itself, for the client library that connects.
 #[derive(Clone, PartialEq, Eq)]
@@ -259,6 +327,26 @@ mod tests {
             assert_eq!(format!("{secret:?}"), format!("{masked:?}"));
             assert_eq!(secret.expose(), url);
         }
+    }
+
+    #[test]
+    fn scrub_removes_what_a_message_repeats_of_a_url() {
+        for (url, secret) in [
+            ("postgres://app:hunter2@db/app", "hunter2"),
+            ("postgres://app:hun/ter2@db/app", "hun/ter2"),
+            ("postgres:app:hunter2@db", "hunter2"),
+            ("mysql://db/app?password=hunter2", "hunter2"),
+            ("redis://hunter2@h", "hunter2"),
+            ("postgres://app:hunter%32@db/app", "hunter2"),
+        ] {
+            let message =
+                format!("cannot connect to {url}: the server said {secret} is wrong ({url})");
+            let got = scrub(&message, url);
+            assert!(!got.contains(secret), "{url}: {got}");
+            assert!(got.contains("cannot connect to"), "{got}");
+        }
+        assert_eq!(scrub("user abc", "postgres://u:abc@h/d"), "user abc");
+        assert_eq!(scrub("no url here", "/srv/x.db"), "no url here");
     }
 
     #[test]

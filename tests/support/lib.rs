@@ -137,6 +137,48 @@ pub async fn drop_postgres_database(name: &str) {
         .unwrap();
 }
 
+/// Inserts, by hand, a row for lock `name` in `db`'s lock table whose `locked_until` cannot be
+/// read as a time (PostgreSQL `infinity`, a MariaDB zero date, an SQLite integer past any time),
+/// or with `second` on PostgreSQL a `last_tick` in the year 294000; returns a word of the
+/// problem the provider names for it.
+pub async fn poison<D: TestDb>(db: &D, name: &str, second: bool) -> &'static str {
+    let table = db.table();
+    let columns = "name, locked_until, locked_at, locked_by, fencing_token, last_tick";
+    match (D::BACKEND, second) {
+        (shedlock::Backend::Postgres, false) => {
+            db.exec(&format!(
+                "INSERT INTO {table} ({columns}) VALUES ('{name}', 'infinity', clock_timestamp(), 'hand', 5, NULL)"
+            ))
+            .await;
+            "infinity"
+        }
+        (shedlock::Backend::Postgres, true) => {
+            db.exec(&format!(
+                "INSERT INTO {table} ({columns}) VALUES ('{name}', clock_timestamp(), clock_timestamp(), 'hand', 5, '294000-01-01')"
+            ))
+            .await;
+            "past the years"
+        }
+        (shedlock::Backend::MySql, _) => {
+            db.exec(&format!(
+                "SET SESSION sql_mode = ''; \
+                 INSERT INTO {table} ({columns}) VALUES ('{name}', '0000-00-00 00:00:00', UTC_TIMESTAMP(6), 'hand', 5, NULL); \
+                 SET SESSION sql_mode = DEFAULT"
+            ))
+            .await;
+            "zero date"
+        }
+        (shedlock::Backend::Sqlite, _) => {
+            db.exec(&format!(
+                "INSERT INTO {table} ({columns}) VALUES ('{name}', 9223372036854775807, 0, 'hand', 5, NULL)"
+            ))
+            .await;
+            "out of range"
+        }
+        (backend, _) => unreachable!("{backend} has no SQL rows"),
+    }
+}
+
 /// Runs cases written once, generic over the backend, on this workspace's backends, through the
 /// kit's [`cases!`](shedlock_testkit::cases) (one
 /// `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]` per case and backend, each on a

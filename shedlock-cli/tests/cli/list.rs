@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use shedlock::LockProvider;
+use shedlock::{LockAdmin, LockProvider};
 
 use crate::common::{
     CliDb, HOLDER, TEN_MINUTES, cfg, cli, column, millis, parse_table, provider, secs, state, tick,
@@ -78,4 +78,105 @@ pub(crate) async fn list_shows_held_and_free_locks<D: CliDb>(db: &D) {
     assert_eq!(f["locked_until"], millis(free_state.locked_until));
     assert_eq!(f["locked_at"], millis(free_state.locked_at));
     assert!(held.unlock().await.unwrap());
+}
+
+/// A row someone wrote with a time that cannot be read is named on stderr and left out; the
+/// other locks are listed; `unlock` of it says what is wrong and changes nothing. (Before, a
+/// PostgreSQL `infinity` made the tool panic, and one such row on MariaDB or SQLite failed the
+/// whole list.)
+pub(crate) async fn list_and_unlock_name_a_row_they_cannot_read<D: CliDb>(db: &D) {
+    let provider = provider(db).await;
+    let held = provider
+        .lock(&cfg("held_job", TEN_MINUTES))
+        .await
+        .unwrap()
+        .unwrap();
+    let problem = shedlock_suite::poison(db, "poisoned_job", false).await;
+
+    for args in [&["list"][..], &["list", "--json"]] {
+        let out = cli(db, args, "").await;
+        assert_eq!(out.code, 0, "{out:#?}");
+        let names: Vec<String> = if args.len() == 2 {
+            out.json()
+                .iter()
+                .map(|lock| lock["name"].as_str().unwrap().to_owned())
+                .collect()
+        } else {
+            column(&parse_table(&out.stdout), "NAME")
+        };
+        assert_eq!(names, ["held_job"], "{out:#?}");
+        let line = out.error_line();
+        assert!(
+            line.starts_with("shedlock: lock \"poisoned_job\" in table ")
+                && line.contains("cannot be read and is left out of the list")
+                && line.contains("`locked_until`")
+                && line.contains(problem),
+            "{line}"
+        );
+    }
+
+    let out = cli(db, &["unlock", "poisoned_job", "--yes"], "").await;
+    assert_eq!(out.code, 1, "{out:#?}");
+    let line = out.error_line();
+    assert!(
+        line.contains("lock \"poisoned_job\"")
+            && line.contains("cannot be read")
+            && line.contains(problem),
+        "{line}"
+    );
+    let rows = provider.lock_rows().await.unwrap();
+    assert_eq!(rows.unreadable.len(), 1, "the row is as it was: {rows:?}");
+    assert!(held.unlock().await.unwrap());
+}
+
+/// Names, holders and error texts are printed with their control characters escaped: a row
+/// cannot drive the operator's terminal.
+pub(crate) async fn control_characters_of_a_row_are_escaped<D: CliDb>(db: &D) {
+    // Written by hand: the library refuses such a name and such a holder.
+    let (name, holder) = ("job\u{1b}]0;title\u{7}", "evil\u{1b}[31m\rholder");
+    let (until, now) = match db.url() {
+        url if url.starts_with("postgres") => (
+            "clock_timestamp() + INTERVAL '10 minutes'",
+            "clock_timestamp()",
+        ),
+        url if url.starts_with("mysql") => {
+            ("UTC_TIMESTAMP(6) + INTERVAL 10 MINUTE", "UTC_TIMESTAMP(6)")
+        }
+        _ => (
+            "CAST(unixepoch('subsec') * 1000 AS INTEGER) + 600000",
+            "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
+        ),
+    };
+    db.exec(&format!(
+        "INSERT INTO {} (name, locked_until, locked_at, locked_by, fencing_token, last_tick) \
+         VALUES ('{name}', {until}, {now}, '{holder}', 7, NULL)",
+        db.table()
+    ))
+    .await;
+    let out = cli(db, &["list"], "").await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(
+        !out.stdout.chars().any(|c| c.is_control() && c != '\n'),
+        "{:?}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("evil\\u{1b}[31m\\rholder"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("job\\u{1b}]0;title\\u{7}"),
+        "{}",
+        out.stdout
+    );
+    let out = cli(db, &["unlock", name], "n\n").await;
+    assert_eq!(out.code, 4, "{out:#?}");
+    for text in [&out.stdout, &out.stderr] {
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+    }
+    assert!(out.stderr.contains("evil\\u{1b}[31m\\rholder"), "{out:#?}");
 }

@@ -19,7 +19,10 @@ mod redis;
 mod unlock;
 
 use history::{history_closes_abandoned_runs_on_request, history_lists_runs_newest_first};
-use list::list_shows_held_and_free_locks;
+use list::{
+    control_characters_of_a_row_are_escaped, list_and_unlock_name_a_row_they_cannot_read,
+    list_shows_held_and_free_locks,
+};
 use migrate::migrate_creates_both_tables_and_is_idempotent;
 use unlock::{
     unlock_confirmed_releases_the_lock, unlock_declined_exits_4_and_keeps_the_lock,
@@ -31,6 +34,8 @@ use unlock::{
 shedlock_suite::backend_tests!(crate => [
     migrate_creates_both_tables_and_is_idempotent,
     list_shows_held_and_free_locks,
+    list_and_unlock_name_a_row_they_cannot_read,
+    control_characters_of_a_row_are_escaped,
     unlock_of_a_missing_name_exits_3,
     unlock_declined_exits_4_and_keeps_the_lock,
     unlock_confirmed_releases_the_lock,

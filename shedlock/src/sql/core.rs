@@ -22,7 +22,8 @@ use crate::history::parse_outcome;
 use crate::lease::{Lease, Releases};
 use crate::settings::ProviderSettings;
 use crate::{
-    LockConfiguration, LockGuard, LockState, NewRun, Result, RunOutcome, RunQuery, RunRecord,
+    LockConfiguration, LockGuard, LockRows, LockState, NewRun, Result, RunOutcome, RunQuery,
+    RunRecord, UnreadableRow,
 };
 
 /// An SQL provider's settings: the shared ones, the table name checked, and how many
@@ -358,8 +359,10 @@ impl<D: Quirks> Core<D> {
         rows.iter().map(|row| D::Db::text(row, 0)).collect()
     }
 
-    /// Every lock, or those of `names` (a JSON array in [`Param::Names`]).
-    pub(crate) async fn locks(&self, names: Option<&[String]>) -> Result<Vec<LockState>> {
+    /// Every lock, or those of `names` (a JSON array in [`Param::Names`]): the rows read, and
+    /// those with a value that cannot be read (a time of `infinity` or out of chrono's range, a
+    /// zero date), each named with its column, never a panic and never a failure of the others.
+    pub(crate) async fn lock_rows(&self, names: Option<&[String]>) -> Result<LockRows> {
         let names = names.map(|names| {
             let mut names: Vec<&String> = names.iter().collect();
             names.sort();
@@ -377,21 +380,49 @@ impl<D: Quirks> Core<D> {
             Param::Names => Some(json.as_deref().into()),
             _ => None,
         });
-        let decode = |row: &<D::Db as Database>::Row| -> Result<LockState, sqlx::Error> {
-            Ok(LockState {
-                name: D::Db::text(row, 0)?,
-                locked_until: required(D::time(row, 1)?, "locked_until")?,
-                locked_at: required(D::time(row, 2)?, "locked_at")?,
-                locked_by: D::Db::text(row, 3)?,
-                fencing_token: D::Db::int(row, 4)?,
-                last_tick: D::time(row, 5)?,
-                read_at: required(D::time(row, 6)?, "now")?,
-            })
+        let rows = match rows {
+            Ok(rows) => rows,
+            Err(e) => return Err(self.fail("list locks".into(), e).await),
         };
-        match rows.and_then(|rows| rows.iter().map(decode).collect()) {
-            Ok(locks) => Ok(locks),
-            Err(e) => Err(self.fail("list locks".into(), e).await),
+        let (mut locks, mut unreadable) = (Vec::with_capacity(rows.len()), Vec::new());
+        for row in &rows {
+            let name = match D::Db::text(row, 0) {
+                Ok(name) => name,
+                Err(e) => return Err(self.fail("list locks".into(), e).await),
+            };
+            let column = |column: &str, e: sqlx::Error| match e {
+                sqlx::Error::Decode(source) => format!("column `{column}` holds {source}"),
+                e => format!("column `{column}` cannot be read: {e}"),
+            };
+            let time = |index: usize, name: &str| {
+                D::time(row, index)
+                    .map_err(|e| column(name, e))
+                    .and_then(|t| {
+                        t.ok_or_else(|| format!("column `{name}` is null{}", D::NULL_TIME_HINT))
+                    })
+            };
+            let state = (|| -> Result<LockState, String> {
+                Ok(LockState {
+                    locked_until: time(1, "locked_until")?,
+                    locked_at: time(2, "locked_at")?,
+                    locked_by: D::Db::text(row, 3).map_err(|e| column("locked_by", e))?,
+                    fencing_token: D::Db::int(row, 4).map_err(|e| column("fencing_token", e))?,
+                    last_tick: D::time(row, 5).map_err(|e| column("last_tick", e))?,
+                    read_at: time(6, "the database's now")?,
+                    name: name.clone(),
+                })
+            })();
+            match state {
+                Ok(state) => locks.push(state),
+                Err(problem) => unreadable.push(UnreadableRow::new(name, problem)),
+            }
         }
+        Ok(LockRows::new(locks, unreadable))
+    }
+
+    /// Where the locks are, for messages: ``table `shedlock` ``.
+    pub(crate) fn location(&self) -> String {
+        format!("table `{}`", self.settings.table.as_str())
     }
 
     pub(crate) async fn force_release(&self, name: &str, token: i64) -> Result<bool> {

@@ -214,6 +214,9 @@ pub trait Hooks: Send + Sync + Sized + 'static {
     /// Whether the acquire and the history insert return a row (`RETURNING`); if not, their
     /// [`Answer`] is the statement's result.
     const RETURNING: bool;
+    /// What a time column that reads as null although it is `NOT NULL` may be, for the
+    /// message that names such a row (MySQL and MariaDB send a zero date as null).
+    const NULL_TIME_HINT: &'static str = "";
 
     /// The most connections the pool of a provider from
     /// [`connect`](crate::SqlLockProvider::connect) opens, each only once that many
@@ -309,8 +312,12 @@ pub trait Hooks: Send + Sync + Sized + 'static {
     fn failure(error: &dyn DatabaseError) -> Failure;
 
     /// Connection options from a URL (or, for SQLite, a path).
+    /// A URL of another backend, or a scheme without `//`, is refused by name first
+    /// ([`url::checked`](super::url::checked)).
     fn options(url: &str) -> Result<Options<Self>> {
-        url.parse()
+        let checked = super::url::checked(url, Self::BACKEND)?;
+        checked
+            .parse()
             .map_err(|source: sqlx::Error| crate::Error::invalid_url(Self::BACKEND, url, source))
     }
 

@@ -36,6 +36,7 @@ pub(crate) mod sqlite;
 pub(crate) mod standard;
 pub(crate) mod stash;
 mod table;
+pub(crate) mod url;
 
 pub use provider::{SqlLockProvider, SqlPool};
 pub use quirks::Dialect;

@@ -358,6 +358,8 @@ impl Hooks for MySql {
     const MIGRATIONS: &'static [(i64, &'static str, &'static str)] = MIGRATIONS;
     const NOW: &'static str = NOW;
     const SQL: Statements = statements!();
+    const NULL_TIME_HINT: &'static str =
+        " (a zero date, 0000-00-00, which MySQL and MariaDB send as null)";
     const RETURNING: bool = false;
     const OWN_POOL_SIZE: u32 = 32;
 
@@ -412,10 +414,23 @@ impl Hooks for MySql {
     }
 
     /// A `DATETIME(6)` holding UTC.
+    /// A zero date (`0000-00-00`, which a server without `NO_ZERO_DATE` stores) is a decode
+    /// error that says so, as is any other value that is no time.
     fn time(row: &MySqlRow, index: usize) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
-        Ok(row
-            .try_get::<Option<NaiveDateTime>, _>(index)?
-            .map(|t| t.and_utc()))
+        use sqlx::ValueRef as _;
+        let value = row.try_get_raw(index)?;
+        if value.is_null() {
+            return Ok(None);
+        }
+        // sqlx reads a zero date, sent as no bytes, as an unexpected null.
+        <NaiveDateTime as sqlx::Decode<sqlx::MySql>>::decode(value)
+            .map(|t| Some(t.and_utc()))
+            .map_err(|e| match e.is::<sqlx::error::UnexpectedNullError>() {
+                true => {
+                    sqlx::Error::Decode("0000-00-00 00:00:00, a zero date, which is no time".into())
+                }
+                false => sqlx::Error::Decode(e),
+            })
     }
 
     /// The OK packet's last-insert-id: 0 = tick refused as too far ahead, 2⁶⁴ − 1 = held

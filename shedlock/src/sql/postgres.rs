@@ -330,8 +330,30 @@ impl Hooks for Postgres {
         value.timestamp_micros()
     }
 
+    /// Read by hand, not by sqlx's `DateTime` decoder, which panics on `infinity` and on a
+    /// year past chrono's range (262142): such a value is a decode error naming it.
     fn time(row: &PgRow, index: usize) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
-        row.try_get(index)
+        use sqlx::ValueRef as _;
+        let value = row.try_get_raw(index)?;
+        if value.is_null() {
+            return Ok(None);
+        }
+        let decode = |e: String| sqlx::Error::Decode(e.into());
+        match value.format() {
+            sqlx::postgres::PgValueFormat::Binary => {
+                let bytes = value.as_bytes().map_err(|e| decode(e.to_string()))?;
+                let micros = <[u8; 8]>::try_from(bytes)
+                    .map(i64::from_be_bytes)
+                    .map_err(|_| decode(format!("a time of {} bytes", bytes.len())))?;
+                time_from_pg_micros(micros).map(Some).map_err(decode)
+            }
+            sqlx::postgres::PgValueFormat::Text => {
+                let text = value.as_str().map_err(|e| decode(e.to_string()))?;
+                DateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f%#z")
+                    .map(|t| Some(t.to_utc()))
+                    .map_err(|_| decode(format!("{text}, which is no time")))
+            }
+        }
     }
 
     /// The row `(token, tick - now in µs)`.
@@ -382,6 +404,23 @@ impl Hooks for Postgres {
     }
 }
 
+/// A `TIMESTAMPTZ` as PostgreSQL sends it (microseconds since 2000-01-01 UTC), or what is
+/// wrong with it: `infinity`, `-infinity`, or a time chrono cannot hold.
+fn time_from_pg_micros(micros: i64) -> Result<DateTime<Utc>, String> {
+    /// 2000-01-01T00:00:00Z in microseconds since the Unix epoch.
+    const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
+    match micros {
+        i64::MAX => Err("infinity, which is no time".into()),
+        i64::MIN => Err("-infinity, which is no time".into()),
+        _ => micros
+            .checked_add(PG_EPOCH_MICROS)
+            .and_then(DateTime::from_timestamp_micros)
+            .ok_or_else(|| {
+                format!("{micros} µs after 2000-01-01, past the years a time can hold (±262142)")
+            }),
+    }
+}
+
 /// A duration as a PostgreSQL interval, in whole microseconds (durations reach here rounded to
 /// whole milliseconds; anything finer is dropped rather than refused by the encoder).
 fn interval(duration: Duration) -> PgInterval {
@@ -389,5 +428,22 @@ fn interval(duration: Duration) -> PgInterval {
         months: 0,
         days: 0,
         microseconds: micros(duration),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_out_of_range_are_errors_not_panics() {
+        assert_eq!(
+            time_from_pg_micros(0).unwrap(),
+            DateTime::parse_from_rfc3339("2000-01-01T00:00:00Z").unwrap()
+        );
+        for bad in [i64::MAX, i64::MIN, i64::MAX - 1, i64::MIN + 1] {
+            let e = time_from_pg_micros(bad).unwrap_err();
+            assert!(e.contains("no time") || e.contains("past the years"), "{e}");
+        }
     }
 }

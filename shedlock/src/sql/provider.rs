@@ -18,8 +18,8 @@ use super::errors::connect_error;
 use super::quirks::Dialect;
 use crate::settings::{ProviderBuilder, ProviderSettings};
 use crate::{
-    Backend, KeepAlive, LockAdmin, LockConfiguration, LockGuard, LockProvider, LockState, NewRun,
-    Result, RunOutcome, RunQuery, RunRecord, RunStore,
+    Backend, Error, KeepAlive, LockAdmin, LockConfiguration, LockGuard, LockProvider, LockRows,
+    LockState, NewRun, Result, RunOutcome, RunQuery, RunRecord, RunStore,
 };
 
 /// A lock provider over an sqlx pool of one of the three databases; use it by its names
@@ -305,18 +305,37 @@ impl<D: Dialect> LockAdmin for SqlLockProvider<D> {
     }
 
     fn locks(&self) -> BoxFuture<'_, Result<Vec<LockState>>> {
-        Box::pin(self.core.locks(None))
+        Box::pin(async move {
+            let rows = self.core.lock_rows(None).await?;
+            Ok(rows.readable(&self.core.location()))
+        })
+    }
+
+    fn lock_rows(&self) -> BoxFuture<'_, Result<LockRows>> {
+        Box::pin(self.core.lock_rows(None))
     }
 
     fn lock_state<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<LockState>>> {
         Box::pin(async move {
             let names = [name.to_owned()];
-            Ok(self.core.locks(Some(&names)).await?.pop())
+            let mut rows = self.core.lock_rows(Some(&names)).await?;
+            match rows.unreadable.pop() {
+                Some(row) => Err(Error::UnreadableRow {
+                    backend: D::BACKEND,
+                    location: self.core.location(),
+                    name: row.name,
+                    problem: row.problem,
+                }),
+                None => Ok(rows.locks.pop()),
+            }
         })
     }
 
     fn lock_states<'a>(&'a self, names: &'a [String]) -> BoxFuture<'a, Result<Vec<LockState>>> {
-        Box::pin(self.core.locks(Some(names)))
+        Box::pin(async move {
+            let rows = self.core.lock_rows(Some(names)).await?;
+            Ok(rows.readable(&self.core.location()))
+        })
     }
 
     fn force_release<'a>(

@@ -383,6 +383,8 @@ impl Hooks for Sqlite {
 
     /// A file path, or a `sqlite://` URL; with [`recommended_options`](SqlLockProvider::recommended_options).
     fn options(path_or_url: &str) -> Result<SqliteConnectOptions> {
+        // Another database's URL, or a typo of one (`postgres:user:pw@host`), is no path.
+        super::url::checked(path_or_url, Backend::Sqlite)?;
         let options = if path_or_url.starts_with("sqlite:") {
             SqliteConnectOptions::from_str(path_or_url)
                 .map_err(|source| Error::invalid_url(Backend::Sqlite, path_or_url, source))?
