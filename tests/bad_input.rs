@@ -325,10 +325,10 @@ async fn migrate_names_exactly_the_one_missing_column<D: Raw>(db: &D) {
     let p = db.provider();
     let backend = D::BACKEND;
     let says = format!(
-        "the lock table `{table}` in the {backend} database is missing the column(s) last_tick:"
+        "the table `{table}` in the {backend} database is missing the column(s) last_tick: it has "
     );
     refused!(p.migrate().await.unwrap_err(),
-        Error::MissingColumns { backend, table: t, columns }
+        Error::MissingColumns { backend, table: t, columns, java_shedlock: false, .. }
             if *backend == D::BACKEND && t == table && columns == &["last_tick"],
         [says]);
     refused!(p.lock(&cfg("job", MIN)).await.unwrap_err(),

@@ -14,6 +14,8 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 shedlock_suite::backend_tests!(super => [
     app_and_shedlock_migrations_coexist_in_either_order,
     plain_sql_folder_runs_like_the_sqlx_cli,
+    a_newer_schema_keeps_this_release_working,
+    a_lock_table_dropped_by_hand_is_made_again,
 ]);
 
 #[derive(Clone, Copy, Debug)]
@@ -226,5 +228,79 @@ async fn plain_sql_folder_runs_like_the_sqlx_cli<D: TestDb>(db: &D) {
         .migrate()
         .await
         .expect("migrate() accepts the table the CLI made");
+    fresh.teardown().await;
+}
+
+/// A rolling upgrade: a newer release applied migration 99 (a column added, as a schema change
+/// may: docs/operations.md, "What a schema change promises the previous version"); this
+/// release, starting on it, migrates, takes locks and writes its history. Before, `migrate()`
+/// failed with "migration 99 was previously applied but is missing in the resolved migrations".
+async fn a_newer_schema_keeps_this_release_working<D: TestDb>(db: &D)
+where
+    D::Provider: RunStore,
+{
+    let fresh = db.empty_database().await;
+    fresh.provider().migrate().await.unwrap();
+    // SQLite's STRICT table takes TEXT, not VARCHAR.
+    let text = if D::BACKEND == Backend::Sqlite {
+        "TEXT"
+    } else {
+        "VARCHAR(40)"
+    };
+    let mut newer = Migrator::with_migrations(vec![Migration::new(
+        99,
+        "a newer release's column".into(),
+        MigrationType::Simple,
+        sqlx::SqlSafeStr::into_sql_str(AssertSqlSafe(format!(
+            "ALTER TABLE shedlock ADD COLUMN note {text} NULL"
+        ))),
+        false,
+    )]);
+    newer.set_ignore_missing(true);
+    newer.dangerous_set_table_name("_shedlock_migrations");
+    fresh.run_migrations(&newer).await.unwrap();
+
+    let provider = fresh.provider();
+    provider
+        .migrate()
+        .await
+        .expect("this release starts on the newer schema");
+    provider.migrate().await.unwrap();
+    let guard = provider.lock(&cfg()).await.unwrap().expect("lock works");
+    assert_eq!(provider.lock_rows().await.unwrap().locks.len(), 1);
+    provider
+        .record_run(&shedlock::NewRun::new(
+            "job",
+            "job",
+            None,
+            shedlock::RunOutcome::Executed,
+        ))
+        .await
+        .expect("history works");
+    guard.unlock().await.unwrap();
+    let versions: Vec<i64> = fresh
+        .migrations("_shedlock_migrations")
+        .await
+        .into_iter()
+        .map(|(version, _)| version)
+        .collect();
+    assert_eq!(
+        versions.last(),
+        Some(&99),
+        "the newer version is left as it was"
+    );
+    fresh.teardown().await;
+}
+
+/// The lock table dropped by hand, its record of migrations left: `migrate()` makes it again
+/// (before, it found every version recorded and created nothing, for good).
+async fn a_lock_table_dropped_by_hand_is_made_again<D: TestDb>(db: &D) {
+    let fresh = db.empty_database().await;
+    let provider = fresh.provider();
+    provider.migrate().await.unwrap();
+    fresh.exec("DROP TABLE shedlock").await;
+    provider.migrate().await.expect("the table is made again");
+    let guard = provider.lock(&cfg()).await.unwrap().expect("lock works");
+    guard.unlock().await.unwrap();
     fresh.teardown().await;
 }

@@ -221,12 +221,21 @@ pub enum Error {
         table: String,
     },
 
-    /// The lock table exists but lacks columns this version needs.
+    /// A table where shedlock keeps its locks (or their run history) exists but lacks columns
+    /// shedlock's migrations give it: a table of the same name made by something else, most
+    /// likely Java ShedLock's `shedlock`. `migrate()` refuses it before writing anything.
     #[error(
-        "the lock table `{table}` in the {backend} database is missing the column(s) {}: \
-         it was not created by shedlock's migrations (a Java ShedLock table has other columns); \
-         drop or rename it, or choose another table name, then run `migrate()`",
-        columns.join(", ")
+        "the table `{table}` in the {backend} database is missing the column(s) {}: it has {}, so it \
+         was not created by shedlock's migrations{}; nothing was changed. Use another table name \
+         (ProviderBuilder::table_name, the tool's --table){}",
+        columns.join(", "),
+        if found.is_empty() { "none of them".to_owned() } else { found.join(", ") },
+        if *java_shedlock { " (it is a Java ShedLock table)" } else { "" },
+        if *java_shedlock {
+            format!(", or convert it as {} says, once no Java ShedLock instance uses it", JAVA_SHEDLOCK_UPGRADE)
+        } else {
+            ", or rename or drop that table if it is not needed, then run `migrate()`".to_owned()
+        }
     )]
     MissingColumns {
         /// Which database.
@@ -235,6 +244,11 @@ pub enum Error {
         table: String,
         /// The expected columns that are absent.
         columns: Vec<String>,
+        /// The columns the table has.
+        found: Vec<String>,
+        /// Whether the table has Java ShedLock's columns (`name`, `lock_until`, `locked_at`,
+        /// `locked_by`).
+        java_shedlock: bool,
     },
 
     /// Creating or upgrading the lock table failed.
@@ -416,6 +430,11 @@ impl Error {
         }
     }
 }
+
+/// Where the upgrade of a Java ShedLock table to shedlock's is written, for
+/// [`Error::MissingColumns`].
+const JAVA_SHEDLOCK_UPGRADE: &str =
+    "the project's docs/operations.md (\"Moving from Java ShedLock\")";
 
 /// What a backend calls the place its locks live, for [`Error::InvalidTableName`].
 fn table_word(backend: Backend) -> &'static str {

@@ -350,10 +350,20 @@ impl<D: Quirks> Core<D> {
     /// The lock table's column names.
     pub(crate) async fn found_columns(&self) -> Result<Vec<String>, sqlx::Error> {
         let (schema, table) = self.settings.table.split();
-        let (schema, table) = (schema.map(D::catalogue_name), D::catalogue_name(table));
+        self.columns(schema, table).await
+    }
+
+    /// The column names of table `name` in `schema` (the connection's own without one); empty
+    /// when there is no such table.
+    pub(crate) async fn columns(
+        &self,
+        schema: Option<&str>,
+        name: &str,
+    ) -> Result<Vec<String>, sqlx::Error> {
+        let (schema, name) = (schema.map(D::catalogue_name), D::catalogue_name(name));
         let rows = run!(self, self.sql.columns, fetch_all, |p| match p {
             Param::Schema => Some(schema.as_deref().into()),
-            Param::Table => Some(table.as_str().into()),
+            Param::Table => Some(name.as_str().into()),
             _ => None,
         })?;
         rows.iter().map(|row| D::Db::text(row, 0)).collect()

@@ -5,7 +5,7 @@
 use super::core::Core;
 use super::dialect::Failure;
 use super::quirks::Quirks;
-use super::table::{TableName, missing_columns};
+use super::table::{TableName, is_java_shedlock, missing_columns};
 use crate::{Backend, Error};
 
 /// Sorts a sqlx error into a [`Failure`], asking the dialect about database errors.
@@ -96,12 +96,14 @@ impl<D: Quirks> Core<D> {
             Failure::NoColumn => match self
                 .found_columns()
                 .await
-                .map(|found| missing_columns(&found))
+                .map(|found| (missing_columns(&found), found))
             {
-                Ok(columns) if !columns.is_empty() => Error::MissingColumns {
+                Ok((columns, found)) if !columns.is_empty() => Error::MissingColumns {
                     backend,
                     table,
                     columns,
+                    java_shedlock: is_java_shedlock(&found),
+                    found,
                 },
                 _ => Error::Database {
                     backend,

@@ -9,8 +9,9 @@ use sqlx::migrate::{MigrateError, Migration, MigrationType, Migrator};
 use super::core::Core;
 use super::dialect::Failure;
 use super::errors::classify;
+use super::preflight;
 use super::quirks::Quirks;
-use super::table::{TableName, missing_columns};
+use super::table::{TableName, is_java_shedlock, missing_columns};
 use crate::{Backend, Error, Result};
 
 /// The opening of every lock table migration; a test checks each file has it once.
@@ -206,12 +207,23 @@ impl<D: Quirks> Core<D> {
     }
 }
 
-/// `migrate()` for every backend: run the embedded migrations, then check that the table has
-/// every column (a table of the same name made by something else is refused by name) and the
-/// shape the dialect needs.
+/// `migrate()` for every backend:
+///
+/// 1. refuse, before anything is written, a table of the lock table's name (or of its run
+///    history's) that shedlock did not create ([`preflight::refuse_foreign`]);
+/// 2. clear a record of applied migrations whose lock table is gone
+///    ([`preflight::forget_stale_history`]);
+/// 3. run the embedded migrations, leaving alone versions a newer release applied (a rolling
+///    upgrade: the previous release keeps starting on the next one's schema, and says so);
+/// 4. check that the table has every column and the shape the dialect needs.
 pub(crate) async fn migrate<D: Quirks>(core: &Core<D>) -> Result<()> {
     let table = &core.settings.table;
-    let migrator = migrator(D::MIGRATIONS, table, D::BACKEND);
+    preflight::refuse_foreign(core).await?;
+    preflight::forget_stale_history(core).await?;
+    let mut migrator = migrator(D::MIGRATIONS, table, D::BACKEND);
+    // A version this release does not know was applied by a newer one: it promises to keep
+    // the tables working for this one (docs/operations.md, "Upgrades").
+    migrator.set_ignore_missing(true);
     if let Err(source) = core.run_migrator(&migrator).await {
         return Err(match source {
             MigrateError::Execute(e) => core.fail("migrate".into(), e).await,
@@ -229,6 +241,20 @@ pub(crate) async fn migrate<D: Quirks>(core: &Core<D>) -> Result<()> {
             },
         });
     }
+    let known = D::MIGRATIONS.iter().map(|(v, ..)| *v).max().unwrap_or(0);
+    let newer: Vec<i64> = preflight::applied_versions(core)
+        .await?
+        .into_iter()
+        .filter(|v| *v > known)
+        .collect();
+    if !newer.is_empty() {
+        tracing::info!(
+            table = table.as_str(),
+            ?newer,
+            known,
+            "the schema is newer than this release: migration(s) {newer:?} were applied by a newer release; this instance works on it"
+        );
+    }
     match core.found_columns().await {
         Ok(found) => match missing_columns(&found) {
             columns if columns.is_empty() => core.check_shape().await,
@@ -236,6 +262,8 @@ pub(crate) async fn migrate<D: Quirks>(core: &Core<D>) -> Result<()> {
                 backend: D::BACKEND,
                 table: table.as_str().to_owned(),
                 columns,
+                java_shedlock: is_java_shedlock(&found),
+                found,
             }),
         },
         Err(e) => Err(core.fail("check the lock table's columns".into(), e).await),

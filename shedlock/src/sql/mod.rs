@@ -29,6 +29,7 @@ pub(crate) mod migrate;
 pub(crate) mod mysql;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
+mod preflight;
 pub(crate) mod provider;
 pub(crate) mod quirks;
 #[cfg(feature = "sqlite")]

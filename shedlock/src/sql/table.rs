@@ -122,9 +122,42 @@ pub(crate) const COLUMNS: [&str; 6] = [
     "last_tick",
 ];
 
-/// The expected columns absent from `found`.
+/// The columns of the run history table (`<table>_runs`).
+pub(crate) const RUN_COLUMNS: [&str; 10] = [
+    "id",
+    "job",
+    "name",
+    "tick",
+    "started_at",
+    "finished_at",
+    "outcome",
+    "locked_by",
+    "fencing_token",
+    "error",
+];
+
+/// The columns of SQLite's record of deleted rows (`<table>_retired`).
+pub(crate) const RETIRED_COLUMNS: [&str; 3] = ["name", "fencing_token", "last_tick"];
+
+/// The columns of a Java ShedLock table (`@SchedulerLock`'s `shedlock`), by which the refusal
+/// says how to convert one.
+const JAVA_SHEDLOCK_COLUMNS: [&str; 4] = ["name", "lock_until", "locked_at", "locked_by"];
+
+/// Whether a table of these columns is Java ShedLock's.
+pub(crate) fn is_java_shedlock(found: &[String]) -> bool {
+    JAVA_SHEDLOCK_COLUMNS
+        .iter()
+        .all(|c| found.iter().any(|f| f.eq_ignore_ascii_case(c)))
+}
+
+/// The lock table's columns absent from `found`.
 pub(crate) fn missing_columns(found: &[String]) -> Vec<String> {
-    COLUMNS
+    missing_columns_of(&COLUMNS, found)
+}
+
+/// The `expected` columns absent from `found`.
+pub(crate) fn missing_columns_of(expected: &[&str], found: &[String]) -> Vec<String> {
+    expected
         .iter()
         .filter(|c| !found.iter().any(|f| f.eq_ignore_ascii_case(c)))
         .map(|c| (*c).to_owned())
