@@ -314,6 +314,18 @@ pub enum Error {
         name: String,
     },
 
+    /// A job's name cannot be used: empty, longer than the run history's column holds
+    /// (255 characters), or holding a control character (a NUL byte is refused by PostgreSQL's
+    /// text, and every name is shown to an operator). Refused by
+    /// [`Scheduler::add`](crate::Scheduler::add).
+    #[error("invalid job name {name:?}: {reason}")]
+    InvalidJobName {
+        /// The name as given.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
     /// Two jobs with one name were added to a scheduler.
     #[error(
         "the scheduler already has a job named {name:?}; give one of them another name with Job::named"

@@ -261,7 +261,9 @@ pub struct NewRun {
     pub outcome: RunOutcome,
     /// The fencing token of the run's lock.
     pub fencing_token: Option<i64>,
-    /// Why it failed, for `failed`, `error` and the cancellations.
+    /// Why it failed, for `failed`, `error` and the cancellations. Stored with a NUL byte
+    /// replaced by U+FFFD and cut to 16 KiB (16,384 bytes) with a marker saying how long it
+    /// was.
     pub error: Option<String>,
 }
 
@@ -296,6 +298,32 @@ impl NewRun {
         self.error = error;
         self
     }
+}
+
+/// The most bytes of a run's error text the run history keeps (16 KiB): a longer one is cut
+/// there, on a character boundary, and ends with a marker saying how long it was (MySQL's
+/// `TEXT` column holds 64 KiB; a panic message or a response body can be longer).
+pub(crate) const MAX_RUN_ERROR_BYTES: usize = 16 * 1024;
+
+/// `error` as the history stores it: a NUL byte (which PostgreSQL's text refuses) becomes
+/// U+FFFD, and a text over [`MAX_RUN_ERROR_BYTES`] is cut with a marker
+/// (`… [cut: 102400 bytes in all]`), so every error can be written.
+pub(crate) fn storable_error(error: &str) -> std::borrow::Cow<'_, str> {
+    use std::borrow::Cow;
+    let mut text = if error.contains('\0') {
+        Cow::Owned(error.replace('\0', "\u{fffd}"))
+    } else {
+        Cow::Borrowed(error)
+    };
+    if text.len() > MAX_RUN_ERROR_BYTES {
+        let marker = format!("… [cut: {} bytes in all]", error.len());
+        let mut end = MAX_RUN_ERROR_BYTES - marker.len();
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text = Cow::Owned(format!("{}{marker}", &text[..end]));
+    }
+    text
 }
 
 /// One row of the history table.
@@ -393,6 +421,18 @@ pub(crate) fn parse_outcome(text: &str) -> Result<RunOutcome, sqlx::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn error_texts_are_made_storable() {
+        assert_eq!(storable_error("plain"), "plain");
+        assert_eq!(storable_error("a\0b"), "a\u{fffd}b");
+        let long = "é".repeat(20_000);
+        let cut = storable_error(&long);
+        assert!(cut.len() <= MAX_RUN_ERROR_BYTES, "{}", cut.len());
+        assert!(cut.ends_with("… [cut: 40000 bytes in all]"), "{cut}");
+        let exact = "x".repeat(MAX_RUN_ERROR_BYTES);
+        assert_eq!(storable_error(&exact), exact);
+    }
 
     #[test]
     fn outcomes_round_trip_through_their_text() {

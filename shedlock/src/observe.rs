@@ -196,10 +196,20 @@ pub trait SchedulerListener: Send + Sync + 'static {
 ///
 /// # Retention
 ///
-/// Rows that started longer ago than the retention are deleted when the scheduler starts and
-/// then every [`prune_every`](Self::prune_every) (default hourly), in batches of 10,000, so the
-/// table stays bounded at about retention × rows per second. Every instance prunes; the deletes
-/// are idempotent.
+/// Rows of this scheduler's jobs that started longer ago than the retention are deleted when
+/// the scheduler starts and then every [`prune_every`](Self::prune_every) (default hourly), in
+/// batches of 10,000, so the table stays bounded at about retention × rows per second. Every
+/// instance prunes; the deletes are idempotent. Rows of other jobs are left alone: services
+/// that share one table each keep their own jobs' rows for their own retention (rows of a job
+/// that no scheduler runs any more stay until deleted by hand).
+///
+/// # What a row holds
+///
+/// A job's name is at most 255 characters without control characters
+/// ([`Scheduler::add`](crate::Scheduler::add) refuses others). A run's error text is stored with
+/// a NUL byte replaced by U+FFFD and cut to 16 KiB (16,384 bytes) with a marker saying how long
+/// it was (`… [cut: 102400 bytes in all]`). A row the store still refuses is finished with
+/// `the run's error text could not be stored: …` in place of the text, never left `running`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunHistory {
     retention: Duration,
@@ -340,12 +350,12 @@ impl Observer {
         }
     }
 
-    /// Deletes history rows past the retention.
-    pub(crate) async fn prune(&self) {
+    /// Deletes the history rows of `jobs` (this scheduler's) past the retention.
+    pub(crate) async fn prune(&self, jobs: &[String]) {
         let Some((store, history)) = &self.history else {
             return;
         };
-        match store.prune_runs(history.retention).await {
+        match store.prune_runs(jobs, history.retention).await {
             Ok(0) => {}
             Ok(deleted) => tracing::debug!(deleted, "old run history deleted"),
             Err(error) => {
@@ -533,8 +543,26 @@ impl Probe {
                 store.record_run(&row).await.map(drop)
             }
         };
-        if let Err(e) = written {
-            history_failed(&info, &e);
+        let Err(e) = written else { return };
+        history_failed(&info, &e);
+        // The store refused the row as written (an error text it cannot hold, past what
+        // `storable_error` mends): the outcome is written again with that said in place of the
+        // text, so the row ends as what happened, never left `running` for a sweep to close as
+        // abandoned.
+        if matches!(e, crate::Error::Database { .. }) {
+            let said = format!("the run's error text could not be stored: {e}");
+            let again = match id {
+                Some(id) => store.finish_run(id, outcome, Some(&said)).await,
+                None => {
+                    let row = NewRun::new(&info.job, lock_or_job(&info), Some(info.tick), outcome)
+                        .fencing_token(info.fencing_token)
+                        .error(Some(said));
+                    store.record_run(&row).await.map(drop)
+                }
+            };
+            if let Err(e) = again {
+                history_failed(&info, &e);
+            }
         }
     }
 

@@ -183,8 +183,14 @@ pub trait RunStore: LockProvider {
         error: Option<&'a str>,
     ) -> BoxFuture<'a, Result<()>>;
 
-    /// Deletes history rows that started more than `older_than` ago; returns how many.
-    fn prune_runs(&self, older_than: Duration) -> BoxFuture<'_, Result<u64>>;
+    /// Deletes the history rows of the jobs named `jobs` that started more than `older_than`
+    /// ago; returns how many. Rows of other jobs are left alone: services sharing one table
+    /// each prune their own jobs' rows, by their own retention.
+    fn prune_runs<'a>(
+        &'a self,
+        jobs: &'a [String],
+        older_than: Duration,
+    ) -> BoxFuture<'a, Result<u64>>;
 
     /// History rows, newest first.
     fn runs<'a>(&'a self, query: &'a RunQuery) -> BoxFuture<'a, Result<Vec<RunRecord>>>;
@@ -198,8 +204,9 @@ pub trait RunStore: LockProvider {
     /// `locked_until` is past by the database's clock (whatever the
     /// [`ClockMode`](crate::ClockMode), as for every history statement). `finished_at` becomes
     /// the database's now and `error` names what was found, for example
-    /// `abandoned: lock "sync" was taken over by fencing token 18 at 2026-11-21T12:04:02.000Z
-    /// while this run was still recorded as running`. A row whose lock is still held by its
+    /// `abandoned: lock "sync" was taken by fencing token 18 at 2026-11-21T12:04:02.000Z (a later
+    /// run or another holder) while this run was still recorded as running (its process died or
+    /// stopped, or its end could not be written)`. A row whose lock is still held by its
     /// token is never touched, and neither is a `running` row without a fencing token (nothing
     /// ties it to a lock holder).
     ///
@@ -273,8 +280,8 @@ macro_rules! forward {
             fn finish_run<'a>(&'a self, id: i64, outcome: RunOutcome, error: Option<&'a str>) -> BoxFuture<'a, Result<()>> {
                 (**self).finish_run(id, outcome, error)
             }
-            fn prune_runs(&self, older_than: Duration) -> BoxFuture<'_, Result<u64>> {
-                (**self).prune_runs(older_than)
+            fn prune_runs<'a>(&'a self, jobs: &'a [String], older_than: Duration) -> BoxFuture<'a, Result<u64>> {
+                (**self).prune_runs(jobs, older_than)
             }
             fn runs<'a>(&'a self, query: &'a RunQuery) -> BoxFuture<'a, Result<Vec<RunRecord>>> {
                 (**self).runs(query)

@@ -320,7 +320,8 @@ pub async fn odd_durations_are_honoured_alike<D: TestDb>(db: &D) {
     );
     if let Some(history) = D::run_store(&p) {
         for retention in [Duration::from_nanos(1500), third, Duration::MAX] {
-            history.prune_runs(retention).await.unwrap();
+            let jobs = ["tiny".to_owned()];
+            history.prune_runs(&jobs, retention).await.unwrap();
         }
     }
 }

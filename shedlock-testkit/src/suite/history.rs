@@ -108,7 +108,12 @@ where
     let limited = provider.runs(&RunQuery::latest(1)).await.unwrap();
     assert_eq!(limited.len(), 1);
 
-    let deleted = provider.prune_runs(30 * 60 * SEC).await.unwrap();
+    // Only the jobs named: another service's rows in the same table are left alone.
+    let others = ["other".to_owned(), "sync_1".to_owned()];
+    let deleted = provider.prune_runs(&others, 30 * 60 * SEC).await.unwrap();
+    assert_eq!(deleted, 0, "the old row is job `sync`'s");
+    let ours = ["other".to_owned(), "sync".to_owned()];
+    let deleted = provider.prune_runs(&ours, 30 * 60 * SEC).await.unwrap();
     assert_eq!(deleted, 1, "only the row older than half an hour");
     let ids: Vec<i64> = provider
         .runs(&RunQuery::latest(10))
@@ -242,8 +247,9 @@ where
         (
             taken_run,
             format!(
-                "abandoned: lock \"taken\" was taken over by fencing token {} at {} while this \
-                 run was still recorded as running",
+                "abandoned: lock \"taken\" was taken by fencing token {} at {} (a later run or \
+                 another holder) while this run was still recorded as running (its process died \
+                 or stopped, or its end could not be written)",
                 newer.fencing_token(),
                 millis(taken_state.locked_at)
             ),

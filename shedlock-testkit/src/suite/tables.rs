@@ -205,7 +205,7 @@ where
             .fencing_token(Some(guard.fencing_token() - 1));
         p.record_run(&stale).await.unwrap();
         assert_eq!(p.close_abandoned_runs().await.unwrap(), 1, "{word}");
-        p.prune_runs(LONG).await.unwrap();
+        p.prune_runs(&["job".to_owned()], LONG).await.unwrap();
         assert!(guard.unlock().await.unwrap());
         db.drop_place(&place).await;
     }

@@ -343,6 +343,32 @@ pub struct ShutdownReport {
     pub cancelled: usize,
 }
 
+/// The longest job name, in characters: the run history's `job` column is `VARCHAR(255)`.
+const MAX_JOB_NAME_CHARS: usize = 255;
+
+/// Refuses a job name the run history could not store or an operator could not read.
+fn check_job_name(name: &str) -> Result<()> {
+    let refuse = |reason: String| {
+        Err(Error::InvalidJobName {
+            name: name.to_owned(),
+            reason,
+        })
+    };
+    let chars = name.chars().count();
+    if chars == 0 {
+        return refuse("it is empty".into());
+    }
+    if chars > MAX_JOB_NAME_CHARS {
+        return refuse(format!(
+            "it is {chars} characters long, the limit is {MAX_JOB_NAME_CHARS} (the run history's `job` column)"
+        ));
+    }
+    if let Some(c) = name.chars().find(|c| c.is_control()) {
+        return refuse(format!("it holds the control character {c:?}"));
+    }
+    Ok(())
+}
+
 impl Scheduler {
     /// A scheduler over `provider` with default settings.
     pub fn new(provider: impl LockProvider + 'static) -> Self {
@@ -368,8 +394,11 @@ impl Scheduler {
     }
 
     /// Adds a job; it starts firing at once if the scheduler is running. Names are unique:
-    /// a second job with a taken name is [`Error::DuplicateJob`].
+    /// a second job with a taken name is [`Error::DuplicateJob`]. A name that is empty, over
+    /// 255 characters (what the run history's `job` column holds) or holds a control character
+    /// is [`Error::InvalidJobName`].
     pub fn add(&self, job: Job) -> Result<()> {
+        check_job_name(job.name())?;
         if let Err(job) = self.inner.jobs().insert(job) {
             return Err(Error::DuplicateJob {
                 name: job.name().to_owned(),
@@ -390,13 +419,7 @@ impl Scheduler {
 
     /// The names of the registered jobs.
     pub fn job_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .inner
-            .jobs()
-            .by_name
-            .iter()
-            .map(|job| job.0.job.name().to_owned())
-            .collect();
+        let mut names = self.inner.jobs().names();
         names.sort();
         names
     }

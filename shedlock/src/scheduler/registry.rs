@@ -148,6 +148,14 @@ impl Jobs {
     }
 
     /// Whether `state` is (still) the job registered under its name.
+    /// The names of the registered jobs, in no order.
+    pub(super) fn names(&self) -> Vec<String> {
+        self.by_name
+            .iter()
+            .map(|job| job.0.job.name().to_owned())
+            .collect()
+    }
+
     pub(super) fn is_registered(&self, state: &Arc<JobState>) -> bool {
         self.by_name
             .get(state.job.name())

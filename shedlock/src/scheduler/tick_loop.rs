@@ -28,7 +28,8 @@ pub(super) async fn prune_loop(inner: Arc<Inner>, history: RunHistory) {
     let mut stop_firing = inner.stop_firing.subscribe();
     loop {
         inner.observer.close_abandoned().await;
-        inner.observer.prune().await;
+        let jobs: Vec<String> = inner.jobs().names();
+        inner.observer.prune(&jobs).await;
         tokio::select! {
             () = tokio::time::sleep(history.prune_interval()) => {}
             _ = stop_firing.wait_for(|stop| *stop) => return,

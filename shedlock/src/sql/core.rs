@@ -17,8 +17,8 @@ use super::exec::Prepared;
 use super::quirks::Quirks;
 use super::stash::{Lent, Stash};
 use super::table::TableName;
-use super::{PRUNE_BATCH, retention, statement};
-use crate::history::parse_outcome;
+use super::{PRUNE_BATCH, PRUNE_JOBS, retention, statement};
+use crate::history::{parse_outcome, storable_error};
 use crate::lease::{Lease, Releases};
 use crate::settings::ProviderSettings;
 use crate::{
@@ -448,6 +448,7 @@ impl<D: Quirks> Core<D> {
     }
 
     pub(crate) async fn record_run(&self, run: &NewRun) -> Result<i64> {
+        let error = run.error.as_deref().map(storable_error);
         let values = |param| -> Option<Value<'_>> {
             Some(match param {
                 Param::Job => run.job.as_str().into(),
@@ -457,7 +458,7 @@ impl<D: Quirks> Core<D> {
                 Param::Outcome => run.outcome.as_str().into(),
                 Param::LockedBy => self.settings.common.locked_by.as_str().into(),
                 Param::Token => run.fencing_token.into(),
-                Param::Error => run.error.as_deref().into(),
+                Param::Error => error.as_deref().into(),
                 _ => return None,
             })
         };
@@ -481,10 +482,11 @@ impl<D: Quirks> Core<D> {
         outcome: RunOutcome,
         error: Option<&str>,
     ) -> Result<()> {
+        let error = error.map(storable_error);
         let done = run!(self, self.sql.run_finish, execute, |p| match p {
             Param::Id => Some(id.into()),
             Param::Outcome => Some(outcome.as_str().into()),
-            Param::Error => Some(error.into()),
+            Param::Error => Some(error.as_deref().into()),
             _ => None,
         });
         match done {
@@ -493,24 +495,36 @@ impl<D: Quirks> Core<D> {
         }
     }
 
-    /// Runs the prune statement until it deletes fewer than [`PRUNE_BATCH`] rows.
-    pub(crate) async fn prune_runs(&self, older_than: Duration) -> Result<u64> {
+    /// Runs the prune statement for `jobs`, [`PRUNE_JOBS`] names at a time, each until it
+    /// deletes fewer than [`PRUNE_BATCH`] rows.
+    pub(crate) async fn prune_runs(&self, jobs: &[String], older_than: Duration) -> Result<u64> {
         let older_than = retention(older_than);
         let mut deleted = 0;
-        loop {
-            let done = run!(self, self.sql.run_prune, execute, |p| match p {
-                Param::Retention => Some(older_than.into()),
-                _ => None,
-            });
-            let done = match done {
-                Ok(done) => D::Db::rows_affected(&done),
-                Err(e) => return Err(self.fail_runs("prune the run history".into(), e).await),
+        for page in jobs.chunks(PRUNE_JOBS) {
+            let json = match serde_json::to_string(page) {
+                Ok(json) => json,
+                Err(e) => {
+                    let what = "write job names as JSON".to_owned();
+                    return Err(self.fail(what, sqlx::Error::Encode(Box::new(e))).await);
+                }
             };
-            deleted += done;
-            if done < PRUNE_BATCH {
-                return Ok(deleted);
+            loop {
+                let done = run!(self, self.sql.run_prune, execute, |p| match p {
+                    Param::Retention => Some(older_than.into()),
+                    Param::Names => Some(json.as_str().into()),
+                    _ => None,
+                });
+                let done = match done {
+                    Ok(done) => D::Db::rows_affected(&done),
+                    Err(e) => return Err(self.fail_runs("prune the run history".into(), e).await),
+                };
+                deleted += done;
+                if done < PRUNE_BATCH {
+                    break;
+                }
             }
         }
+        Ok(deleted)
     }
 
     pub(crate) async fn close_abandoned_runs(&self) -> Result<u64> {

@@ -46,6 +46,9 @@ pub(crate) use table::TableName;
 /// How many history rows one prune statement deletes at most (it repeats until fewer).
 pub(crate) const PRUNE_BATCH: u64 = 10_000;
 
+/// How many job names one prune statement takes.
+pub(crate) const PRUNE_JOBS: usize = 1_000;
+
 /// A statement with its placeholders filled in, cheap to clone into each query: `{table}` (the
 /// lock table), `{runs}` (its run history), `{tokens}` (PostgreSQL's token sequence),
 /// `{retired}` (SQLite's record of deleted rows), all quoted for the dialect, `{now}`, and each
@@ -183,11 +186,7 @@ mod tests {
         };
         assert!(filled.contains(&format!("UPDATE {} AS r", q("order_runs"))));
         assert!(filled.contains(&format!("JOIN {} AS l ON l.name = ", q("order"))));
-        for reason in [
-            "has no row",
-            "was taken over by fencing token",
-            "expired at",
-        ] {
+        for reason in ["has no row", "was taken by fencing token", "expired at"] {
             assert!(filled.contains(reason), "{backend}: {reason}");
         }
     }

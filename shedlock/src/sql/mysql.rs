@@ -268,11 +268,16 @@ UPDATE {runs} SET finished_at = {now}, outcome = ?, error = ? WHERE id = ?",
     binds: &[P::Outcome, P::Error, P::Id],
 };
 
-/// Deletes up to 10,000 history rows older than the retention (µs); run until it deletes fewer.
+/// Deletes up to 10,000 history rows of the jobs named older than the retention; run until it
+/// deletes fewer. Rows of other jobs (another service sharing the table) are left alone.
+///
+/// Binds: the retention (µs), the job names as a JSON array.
 const RUN_PRUNE: Statement = Statement {
     sql: "\
-DELETE FROM {runs} WHERE started_at < {now} - INTERVAL ? MICROSECOND ORDER BY id LIMIT 10000",
-    binds: &[P::Retention],
+DELETE FROM {runs} WHERE started_at < {now} - INTERVAL ? MICROSECOND
+  AND job IN (SELECT j.job FROM JSON_TABLE(?, '$[*]' COLUMNS (job VARCHAR(255) PATH '$')) AS j)
+ORDER BY id LIMIT 10000",
+    binds: &[P::Retention, P::Names],
 };
 
 /// Closes every history row still `running` whose lock is no longer held by its fencing token:
@@ -291,9 +296,9 @@ SET r.outcome = 'abandoned', r.finished_at = {now},
         WHEN l.name IS NULL THEN
             'has no row in the lock table (it was deleted) while this run was still recorded as running'
         WHEN l.fencing_token <> r.fencing_token THEN
-            CONCAT('was taken over by fencing token ', l.fencing_token, ' at ',
+            CONCAT('was taken by fencing token ', l.fencing_token, ' at ',
                    {iso(l.locked_at)},
-                   ' while this run was still recorded as running')
+                   ' (a later run or another holder) while this run was still recorded as running (its process died or stopped, or its end could not be written)')
         ELSE
             CONCAT('expired at ', {iso(l.locked_until)},
                    ' while this run was still recorded as running (its process died or stopped, or its end could not be written)')

@@ -361,8 +361,12 @@ impl<D: Dialect> RunStore for SqlLockProvider<D> {
         Box::pin(self.core.finish_run(id, outcome, error))
     }
 
-    fn prune_runs(&self, older_than: Duration) -> BoxFuture<'_, Result<u64>> {
-        Box::pin(self.core.prune_runs(older_than))
+    fn prune_runs<'a>(
+        &'a self,
+        jobs: &'a [String],
+        older_than: Duration,
+    ) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(self.core.prune_runs(jobs, older_than))
     }
 
     fn runs<'a>(&'a self, query: &'a RunQuery) -> BoxFuture<'a, Result<Vec<RunRecord>>> {

@@ -212,13 +212,16 @@ UPDATE {runs} SET finished_at = {now}, outcome = ?2, error = ?3 WHERE id = ?1",
     binds: &[P::Id, P::Outcome, P::Error],
 };
 
-/// Deletes up to 10,000 history rows older than the retention (`?1`, ms); run until it deletes
-/// fewer.
+/// Deletes up to 10,000 history rows of the jobs named older than the retention; run until it
+/// deletes fewer. Rows of other jobs (another service sharing the table) are left alone.
+///
+/// `?1` the retention (ms), `?2` the job names as a JSON array.
 const RUN_PRUNE: Statement = Statement {
     sql: "\
 DELETE FROM {runs} WHERE id IN (
-    SELECT id FROM {runs} WHERE started_at < {now} - ?1 LIMIT 10000)",
-    binds: &[P::Retention],
+    SELECT r.id FROM json_each(?2) AS j JOIN {runs} AS r ON r.job = j.value
+    WHERE r.started_at < {now} - ?1 LIMIT 10000)",
+    binds: &[P::Retention, P::Names],
 };
 
 /// Closes the runs whose lock is gone: the standard-SQL statement both dialects share.

@@ -31,9 +31,9 @@ FROM (
         WHEN l.name IS NULL THEN
             'has no row in the lock table (it was deleted) while this run was still recorded as running'
         WHEN l.fencing_token <> a.fencing_token THEN
-            'was taken over by fencing token ' || l.fencing_token || ' at '
+            'was taken by fencing token ' || l.fencing_token || ' at '
             || {iso(l.locked_at)}
-            || ' while this run was still recorded as running'
+            || ' (a later run or another holder) while this run was still recorded as running (its process died or stopped, or its end could not be written)'
         ELSE
             'expired at ' || {iso(l.locked_until)}
             || ' while this run was still recorded as running (its process died or stopped, or its end could not be written)'

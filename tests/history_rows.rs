@@ -1,0 +1,155 @@
+//! What the run history stores of what a job gives it, on every SQL backend: an error text
+//! holding a NUL byte (which PostgreSQL's text refuses) or longer than MariaDB's `TEXT` is stored
+//! mended (the NUL replaced, the text cut to 16 KiB with a marker), never left `running` for a
+//! sweep to close as if its lock had been taken over; a job name the history cannot hold is
+//! refused by `add()`; and a scheduler prunes only its own jobs' rows, so services sharing a
+//! table keep their own retention.
+#![allow(missing_docs)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use shedlock::{
+    Error, Job, LockConfiguration, LockContext, RunHistory, RunOutcome, RunQuery, Schedule,
+    Scheduler,
+};
+use shedlock_suite::{TestDb, scheduler_suite::eventually};
+
+fn failing(name: &str, error: String) -> Job {
+    let lock = LockConfiguration::new(name, Duration::from_secs(30), Duration::ZERO).unwrap();
+    Job::locked(
+        name,
+        Schedule::parse("* * * * * *", "UTC").unwrap(),
+        lock,
+        move |_: LockContext| {
+            let error = error.clone();
+            async move { Err::<(), String>(error) }
+        },
+    )
+}
+
+async fn error_texts_the_store_cannot_hold_are_stored_mended<D: TestDb>(db: &Arc<D>) {
+    let provider = db.provider();
+    let Some(store) = D::run_store(&provider) else {
+        unreachable!("every SQL backend keeps a run history")
+    };
+    let scheduler = D::with_history(
+        Scheduler::builder(provider.clone()),
+        RunHistory::keep_for(Duration::from_secs(3600)),
+    )
+    .build();
+    let huge = "é".repeat(50_000); // 100,000 bytes
+    scheduler
+        .add(failing("nul_error", "bad\0byte".into()))
+        .unwrap();
+    scheduler.add(failing("huge_error", huge)).unwrap();
+    for (name, says) in [
+        ("x".repeat(256), "256 characters long, the limit is 255"),
+        (String::new(), "it is empty"),
+        ("job\0name".into(), "control character"),
+    ] {
+        let job = Job::new(
+            &name,
+            Schedule::parse("* * * * * *", "UTC").unwrap(),
+            || async { Ok(shedlock::TaskResult::Executed(())) },
+        );
+        match scheduler.add(job) {
+            Err(e @ Error::InvalidJobName { .. }) => {
+                assert!(e.to_string().contains(says), "{e}");
+            }
+            other => panic!("{name:?} is refused by add(): {other:?}"),
+        }
+    }
+    scheduler.start();
+    let failed = |job: &'static str| {
+        let store = Arc::clone(&store);
+        async move {
+            store
+                .runs(&RunQuery::latest(10).name(job).outcome(RunOutcome::Failed))
+                .await
+                .unwrap()
+        }
+    };
+    let both = eventually(Duration::from_secs(60), async || {
+        !failed("nul_error").await.is_empty() && !failed("huge_error").await.is_empty()
+    })
+    .await;
+    scheduler.shutdown().await;
+    assert!(both, "both runs are recorded as failed");
+    store.close_abandoned_runs().await.unwrap();
+    let nul = failed("nul_error").await;
+    assert_eq!(nul[0].error.as_deref(), Some("bad\u{fffd}byte"));
+    let cut = failed("huge_error").await;
+    let error = cut[0].error.as_deref().unwrap();
+    assert!(error.len() <= 16 * 1024, "{}", error.len());
+    assert!(error.starts_with("éé"), "{}", &error[..20]);
+    assert!(
+        error.ends_with("… [cut: 100000 bytes in all]"),
+        "{}",
+        &error[error.len() - 40..]
+    );
+    let abandoned = store
+        .runs(&RunQuery::latest(100).outcome(RunOutcome::Abandoned))
+        .await
+        .unwrap();
+    assert!(
+        abandoned.is_empty(),
+        "no run is left to be closed as abandoned: {abandoned:?}"
+    );
+}
+
+/// Two services on one table: this scheduler's retention of a second deletes its own old rows
+/// and leaves the other service's (before, it deleted every row of the table).
+async fn a_scheduler_prunes_only_its_own_jobs_rows<D: TestDb>(db: &Arc<D>) {
+    let provider = db.provider();
+    let Some(store) = D::run_store(&provider) else {
+        unreachable!("every SQL backend keeps a run history")
+    };
+    let old = |job: &str| shedlock::NewRun::new(job, job, None, RunOutcome::Executed);
+    let ours = store.record_run(&old("ours")).await.unwrap();
+    let theirs = store.record_run(&old("theirs")).await.unwrap();
+    let aged = match D::BACKEND {
+        shedlock::Backend::Postgres => "started_at - INTERVAL '1 hour'",
+        shedlock::Backend::MySql => "started_at - INTERVAL 1 HOUR",
+        _ => "started_at - 3600000",
+    };
+    db.exec(&format!(
+        "UPDATE {}_runs SET started_at = {aged}, finished_at = {aged}",
+        db.table()
+    ))
+    .await;
+    let scheduler = D::with_history(
+        Scheduler::builder(provider.clone()),
+        RunHistory::keep_for(Duration::from_secs(60)),
+    )
+    .build();
+    let lock = LockConfiguration::new("ours", Duration::from_secs(30), Duration::ZERO).unwrap();
+    scheduler
+        .add(Job::locked(
+            "ours",
+            Schedule::parse("0 0 0 1 1 *", "UTC").unwrap(),
+            lock,
+            |_: LockContext| async {},
+        ))
+        .unwrap();
+    scheduler.start(); // prunes at once
+    let ids = || async {
+        let rows = store.runs(&RunQuery::latest(10)).await.unwrap();
+        rows.iter().map(|r| r.id).collect::<Vec<i64>>()
+    };
+    let pruned = eventually(Duration::from_secs(30), async || {
+        !ids().await.contains(&ours)
+    })
+    .await;
+    scheduler.shutdown().await;
+    assert!(pruned, "its own old row is pruned: {:?}", ids().await);
+    assert!(
+        ids().await.contains(&theirs),
+        "the other service's row stays"
+    );
+}
+
+shedlock_suite::backend_tests!(super => [
+    error_texts_the_store_cannot_hold_are_stored_mended,
+    a_scheduler_prunes_only_its_own_jobs_rows,
+]);
