@@ -146,11 +146,10 @@ fn is_named(attr: &Attribute, name: &str) -> bool {
 fn check_cron(lit: &LitStr) -> syn::Result<()> {
     use croner::parser::{CronParser, Seconds};
     let expression = lit.value();
-    CronParser::builder()
+    let cron = CronParser::builder()
         .seconds(Seconds::Optional)
         .build()
         .parse(&expression)
-        .map(drop)
         .map_err(|e| {
             let reason = e.to_string();
             let reason = reason.trim_end_matches('.');
@@ -160,6 +159,18 @@ fn check_cron(lit: &LitStr) -> syn::Result<()> {
                     "invalid cron expression {expression:?} ({reason}); write 5 fields (minute \
                      hour day-of-month month day-of-week), or 6 with a leading seconds field, \
                      such as \"0 */15 * * * *\""
+                ),
+            )
+        })?;
+    // What no time matches (the 31st of February) would never fire: the runtime refuses it too.
+    cron.find_next_occurrence(&chrono::Utc::now(), false)
+        .map(drop)
+        .map_err(|_| {
+            syn::Error::new(
+                lit.span(),
+                format!(
+                    "cron expression {expression:?} never fires: no time matches it (a day that \
+                     month does not have, or a year that has passed)"
                 ),
             )
         })
@@ -239,6 +250,7 @@ mod tests {
         // Wrong arguments on a good function, then good arguments on a wrong function.
         let argument_cases = [
             (quote!(cron = "61 * * * *"), "invalid cron"),
+            (quote!(cron = "0 0 0 31 2 *"), "never fires"),
             (
                 quote!(cron = "* * * * *", time_zone = "Europe/Berln"),
                 "did you mean \"Europe/Berlin\"?",

@@ -57,10 +57,19 @@ impl Schedule {
         let time_zone = Tz::from_str(time_zone).map_err(|_| Error::UnknownTimeZone {
             name: time_zone.to_owned(),
         })?;
-        parser().parse(expression).map_err(|e| Error::InvalidCron {
+        let cron = parser().parse(expression).map_err(|e| Error::InvalidCron {
             expression: expression.to_owned(),
             reason: e.to_string(),
         })?;
+        // An expression no time matches (the 31st of February) would be accepted and never
+        // fire: refused here, as `#[scheduled]` refuses it at compile time. Year fields aside,
+        // every expression that fires at all fires within 28 years (the calendar repeats).
+        if let Err(e) = cron.find_next_occurrence(&Utc::now().with_timezone(&time_zone), false) {
+            return Err(Error::InvalidCron {
+                expression: expression.to_owned(),
+                reason: format!("it never fires from now on: no time matches it ({e})"),
+            });
+        }
         Ok(Self {
             expression: expression.into(),
             time_zone,
@@ -143,6 +152,33 @@ impl fmt::Debug for Schedule {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_expression_that_never_fires_is_refused() {
+        let started = std::time::Instant::now();
+        for never in [
+            "0 0 0 31 2 *",
+            "0 0 30 2 *",
+            "0 0 0 31 4,6,9,11 *",
+            "0 0 0 1 1 * 2001",
+        ] {
+            match Schedule::parse(never, "UTC") {
+                Err(e @ Error::InvalidCron { .. }) => {
+                    assert!(e.to_string().contains("never fires"), "{e}");
+                }
+                other => panic!("{never} is refused: {other:?}"),
+            }
+        }
+        assert!(
+            Schedule::parse("0 0 0 29 2 *", "UTC").is_ok(),
+            "leap days fire"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+    }
 
     fn utc(s: &str) -> DateTime<Utc> {
         s.parse().unwrap()
