@@ -550,44 +550,59 @@ async fn lost_lock_and_missing_table_are_reported() {
     db.teardown().await;
 }
 
-/// Retention: a scheduler prunes rows older than its retention when it starts.
+/// Retention: a scheduler prunes its own jobs' rows older than its retention when it starts,
+/// and leaves another job's (a service sharing the table).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_older_than_the_retention_is_pruned_at_start() {
     collectors();
     let db = Sqlite::setup().await.unwrap();
     let provider = db.provider();
-    let old_job = unique_name("old");
-    for _ in 0..3 {
-        provider
+    let ours = unique_name("ours");
+    let other = unique_name("other");
+    let mut old_ids = Vec::new();
+    for job in [&ours, &ours, &other] {
+        let id = provider
             .record_run(&shedlock::NewRun::new(
-                old_job.as_str(),
-                old_job.as_str(),
+                job.as_str(),
+                job.as_str(),
                 None,
                 RunOutcome::Executed,
             ))
             .await
             .unwrap();
+        old_ids.push(id);
     }
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let scheduler = Scheduler::builder(provider.clone())
         .misfire_grace(Duration::ZERO)
         .history(RunHistory::keep_for(Duration::from_secs(1)).prune_every(Duration::from_secs(1)))
         .build();
-    let fresh = unique_name("fresh");
-    scheduler.add(job(&fresh, || async { Ok(()) })).unwrap();
+    scheduler.add(job(&ours, || async { Ok(()) })).unwrap();
     scheduler.start();
     tokio::time::sleep(Duration::from_millis(1500)).await;
     scheduler.shutdown().await;
-    let old = provider
-        .runs(&RunQuery::latest(10).name(old_job.as_str()))
-        .await
-        .unwrap();
-    assert!(old.is_empty(), "{old:?}");
-    let kept = provider
-        .runs(&RunQuery::latest(10).name(fresh.as_str()))
-        .await
-        .unwrap();
-    assert!(!kept.is_empty(), "rows younger than the retention stay");
+    let ids = |job: &str| {
+        let provider = provider.clone();
+        let job = job.to_owned();
+        async move {
+            let rows = provider
+                .runs(&RunQuery::latest(10).name(job.as_str()))
+                .await
+                .unwrap();
+            rows.iter().map(|r| r.id).collect::<Vec<i64>>()
+        }
+    };
+    let ours_now = ids(&ours).await;
+    assert!(
+        !ours_now.contains(&old_ids[0]) && !ours_now.contains(&old_ids[1]),
+        "its old rows are pruned: {ours_now:?} (old {old_ids:?})"
+    );
+    assert!(!ours_now.is_empty(), "rows younger than the retention stay");
+    assert_eq!(
+        ids(&other).await,
+        [old_ids[2]],
+        "another job's old row stays"
+    );
     db.teardown().await;
 }
 
