@@ -400,3 +400,62 @@ async fn redis_acquire_whose_answer_was_lost_gets_its_lease_back_on_retry() {
         }
     }
 }
+
+/// No secret of a Redis URL shows, whatever its form (a password holding `/` or `@`, a
+/// `password=` in the query, a bare token in the user slot, a percent-escaped password, URLs
+/// that do not parse), wherever the URL could be printed: the `Debug` of a [`RedisTarget`], of
+/// a builder made from one, of the provider, and the error `build()` returns (`Display` and
+/// `Debug`). The server wants another password, so every connection is refused.
+#[tokio::test]
+async fn no_form_of_a_redis_url_shows_its_secret() {
+    let server = RedisServer::start(&["--requirepass", PASSWORD]);
+    let address = server.address();
+    let port = server.port();
+    let closed = free_port();
+    // (URL, the secret it holds)
+    let cases: Vec<(String, &str)> = vec![
+        (format!("redis://:Zq9/Xw@{address}"), "Zq9"),
+        (format!("redis://:Zq9/Xw@127.0.0.1:{closed}/0"), "Zq9"),
+        (format!("redis://user:Zq9@Xw@{address}"), "Zq9"),
+        (format!("redis://:Zq9%2FXw@{address}"), "Zq9"),
+        (format!("redis://user:Zq9secret@{address}/0"), "Zq9secret"),
+        (format!("redis://{address}/0?password=Zq9query"), "Zq9query"),
+        (
+            format!("redis://{address}/?protocol=resp2&password=Zq9query"),
+            "Zq9query",
+        ),
+        (format!("redis://Zq9token@{address}"), "Zq9token"),
+        (format!("redis://Zq9token@127.0.0.1:{closed}"), "Zq9token"),
+        ("redis://:Zq9pw@h:notaport".to_owned(), "Zq9pw"),
+        ("redis://:Zq9/pw@h:notaport/0".to_owned(), "Zq9"),
+        (format!("redis://:Zq9pw@127.0.0.1:{port}/notadb"), "Zq9pw"),
+        (format!("rediss://:Zq9tls@{address}"), "Zq9tls"),
+        (
+            format!("redis+unix:///tmp/none-{port}.sock?password=Zq9sock"),
+            "Zq9sock",
+        ),
+    ];
+    for (url, secret) in &cases {
+        let target = RedisTarget::new(url.as_str()).response_timeout(Duration::from_secs(2));
+        let shown_target = format!("{target:?}");
+        let builder = RedisLockProvider::builder(target.clone()).table_name("errors");
+        let shown_builder = format!("{builder:?}");
+        let outcome = builder.build().await;
+        let shown_outcome = match &outcome {
+            Ok(provider) => format!("{provider:?}"),
+            Err(e) => shown(e),
+        };
+        for (path, text) in [
+            ("Debug of RedisTarget", &shown_target),
+            ("Debug of the builder", &shown_builder),
+            ("what build() returned", &shown_outcome),
+        ] {
+            assert!(
+                !text.contains(secret),
+                "{url}: the {path} shows the secret: {text}"
+            );
+        }
+        assert!(outcome.is_err(), "{url}: every connection is refused");
+        eprintln!("{shown_target}\n  {shown_outcome}");
+    }
+}
