@@ -5,9 +5,9 @@
 //! A provider written against `shedlock`'s public API only, as a provider for any other store
 //! would be: it builds its guards with [`LockGuard::new`] over its own [`Lease`], takes its
 //! settings from shedlock's [`ProviderBuilder`](shedlock::ProviderBuilder) (the key prefix is
-//! what `table_name` sets) and reports failures as shedlock's
-//! [`Error`], tagged [`Backend::Redis`]. It passes the same provider and scheduler suites as
-//! the SQL providers.
+//! what `table_name` sets) and reports failures as shedlock's [`Error`](shedlock::Error),
+//! tagged [`Backend::Redis`]. It passes the same provider and scheduler suites as the SQL
+//! providers.
 //!
 //! # Features
 //!
@@ -20,7 +20,9 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod connect;
+mod fail;
 mod lease;
+mod read;
 mod scripts;
 #[cfg(feature = "testkit")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testkit")))]
@@ -41,10 +43,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
 use redis::aio::ConnectionManager;
-use redis::{FromRedisValue, RedisError, Script, ScriptInvocation};
+use redis::{FromRedisValue, Script, ScriptInvocation};
 use shedlock::lease::{Acquired, Lease, Releases};
 use shedlock::{
-    Backend, Error, KeepAlive, LockAdmin, LockConfiguration, LockGuard, LockProvider, LockState,
+    Backend, KeepAlive, LockAdmin, LockConfiguration, LockGuard, LockProvider, LockRows, LockState,
     ProviderSettings, Result,
 };
 use tokio::time::Instant;
@@ -114,7 +116,7 @@ struct Inner {
     settings: ProviderSettings,
     response_timeout: Duration,
     scripts: Scripts,
-    /// Scripts sent (each attempt of a retried one counts).
+    /// Scripts and commands sent (each attempt of a retried one counts).
     sent: AtomicU64,
     /// What makes this provider's acquire request ids unique: its process and start time.
     request_prefix: String,
@@ -131,7 +133,8 @@ struct Scripts {
     unlock: Script,
     is_held: Script,
     release: Script,
-    states: Script,
+    read: Script,
+    check: Script,
     now: Script,
 }
 
@@ -143,7 +146,8 @@ impl Scripts {
             unlock: Script::new(scripts::UNLOCK),
             is_held: Script::new(scripts::IS_HELD),
             release: Script::new(scripts::RELEASE),
-            states: Script::new(scripts::STATES),
+            read: Script::new(scripts::READ),
+            check: Script::new(scripts::CHECK),
             now: Script::new(scripts::NOW),
         }
     }
@@ -199,10 +203,11 @@ impl RedisLockProvider {
     #[cfg(feature = "test-util")]
     #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
     pub fn names_key(&self) -> String {
-        format!("{}names", self.inner.tag)
+        self.inner.names_key()
     }
 
-    /// How many scripts this provider has sent (each attempt of a retried one counts). For
+    /// How many scripts and commands this provider has sent (each attempt of a retried one
+    /// counts): one per operation, and per page of a listing one `SSCAN` and one script. For
     /// tests and benchmarks that count round trips, as `SqlLockProvider::statements_sent`.
     #[cfg(feature = "test-util")]
     #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
@@ -216,6 +221,16 @@ impl Inner {
         format!("{}{kind}{name}", self.tag)
     }
 
+    /// The key of a name that may be no UTF-8 (one found in the set of names).
+    fn key_bytes(&self, kind: &str, name: &[u8]) -> Vec<u8> {
+        [self.tag.as_bytes(), kind.as_bytes(), name].concat()
+    }
+
+    /// `{<prefix>}:names`.
+    fn names_key(&self) -> String {
+        format!("{}names", self.tag)
+    }
+
     fn app_now(&self) -> String {
         self.settings
             .app_now()
@@ -226,61 +241,50 @@ impl Inner {
     /// Runs a prepared script: one `EVALSHA` (and a `SCRIPT LOAD` the first time a server
     /// meets it), once more on a fresh connection when the connection broke. The first attempt
     /// may have run before the break, so a second run must do no harm: extend, unlock, the
-    /// operator's release and the reads change nothing more (a release then answers 0), and an
-    /// acquire carries a request id with which it gets its own lease back.
+    /// operator's release and the reads change nothing more (a release then answers 0, a read
+    /// finds the names it removed gone), and an acquire carries a request id with which it
+    /// gets its own lease back.
     async fn run<T: FromRedisValue>(
         &self,
         invocation: &ScriptInvocation<'_>,
+        operation: impl Fn() -> String,
+    ) -> Result<T> {
+        self.send(Request::Script(invocation), operation).await
+    }
+
+    /// Sends a command that only reads (`SSCAN`), as [`run`](Self::run) sends a script.
+    async fn query<T: FromRedisValue>(
+        &self,
+        cmd: &redis::Cmd,
+        operation: impl Fn() -> String,
+    ) -> Result<T> {
+        self.send(Request::Command(cmd), operation).await
+    }
+
+    /// Sends `request`, once more on a fresh connection when the connection broke; counted in
+    /// `sent` each time.
+    async fn send<T: FromRedisValue>(
+        &self,
+        request: Request<'_, '_>,
         operation: impl Fn() -> String,
     ) -> Result<T> {
         let mut retried = false;
         loop {
             self.sent.fetch_add(1, Ordering::Relaxed);
             let mut conn = self.conn.clone();
-            match invocation.invoke_async(&mut conn).await {
+            let answer = match request {
+                Request::Script(invocation) => invocation.invoke_async(&mut conn).await,
+                Request::Command(cmd) => cmd.query_async(&mut conn).await,
+            };
+            match answer {
                 Ok(value) => return Ok(value),
                 Err(e) if !retried && e.is_connection_dropped() => {
                     tracing::info!(address = %self.address, error = %e,
-                        "the Redis connection broke; running the script once more on a new one");
+                        "the Redis connection broke; sending the request once more on a new one");
                     retried = true;
                 }
                 Err(e) => return Err(self.fail(operation(), e)),
             }
-        }
-    }
-
-    /// What a failed script becomes: a key of the wrong type, refused credentials, a timeout,
-    /// or an error naming the server and what was being done.
-    fn fail(&self, operation: String, source: RedisError) -> Error {
-        if source.code() == Some("SHEDLOCK_WRONGTYPE") {
-            let detail = source.detail().unwrap_or_default();
-            let detail = detail.rsplit_once(" script: ").map_or(detail, |(d, _)| d);
-            let (found, key) = detail.split_once(' ').unwrap_or(("unknown", detail));
-            return Error::WrongType {
-                backend: Backend::Redis,
-                address: self.address.clone(),
-                key: key.to_owned(),
-                found: found.to_owned(),
-            };
-        }
-        if connect::is_auth(&source) {
-            return Error::Auth {
-                backend: Backend::Redis,
-                address: self.address.clone(),
-                source: source.into(),
-            };
-        }
-        if source.is_timeout() {
-            return Error::Timeout {
-                operation: format!("{operation} on the Redis server at {}", self.address),
-                after: self.response_timeout,
-            };
-        }
-        Error::Database {
-            backend: Backend::Redis,
-            operation,
-            location: self.address.clone(),
-            source: source.into(),
         }
     }
 
@@ -318,29 +322,27 @@ impl Inner {
                 );
         }
         let sent_at = Instant::now();
-        let answers: Vec<(i64, Option<i64>)> = self
+        let answers: Vec<(String, Option<i64>)> = self
             .run(&invocation, || match configs {
                 [one] => format!("acquire lock {:?}", one.name()),
                 many => format!("claim {} locks in one script", many.len()),
             })
             .await?;
+        let operation = || format!("read the answer of a claim of {} locks", configs.len());
         if answers.len() != configs.len() {
-            return Err(Error::Database {
-                backend: Backend::Redis,
-                operation: format!("read the answer of a claim of {} locks", configs.len()),
-                location: self.address.clone(),
-                source: RedisError::from((
-                    redis::ErrorKind::UnexpectedReturnType,
-                    "a different number of answers than locks",
-                ))
-                .into(),
-            });
+            return Err(self.unexpected(
+                &operation(),
+                "a different number of answers than locks".into(),
+            ));
         }
-        Ok(configs
-            .iter()
-            .zip(answers)
-            .map(|(config, (token, ahead_us))| self.decide(config, token, ahead_us, sent_at))
-            .collect())
+        let mut decided = Vec::with_capacity(configs.len());
+        for (config, (token, ahead_us)) in configs.iter().zip(answers) {
+            let Some(token) = read::parse_token(token.as_bytes()) else {
+                return Err(self.unexpected(&operation(), format!("the token {token:?}")));
+            };
+            decided.push(self.decide(config, token, ahead_us, sent_at));
+        }
+        Ok(decided)
     }
 
     /// What an acquire answers (shedlock's [`Acquired::into_guard`], as every provider
@@ -382,51 +384,29 @@ impl Inner {
         let micros: String = self
             .run(&invocation, || "read the server's clock".into())
             .await?;
-        Ok(parse_time(&micros))
+        read::parse_time(micros.as_bytes()).ok_or_else(|| {
+            self.unexpected("read the server's clock", format!("the time {micros:?}"))
+        })
     }
 
-    /// The states of every lock (`All`) or of one.
-    async fn states(&self, which: Which<'_>) -> Result<Vec<LockState>> {
-        type Row = (String, String, String, String, String, Option<String>);
-        let mut invocation = self.scripts.states.prepare_invoke();
-        invocation.key(format!("{}names", self.tag)).arg(&self.tag);
-        match which {
-            Which::All => invocation.arg("all"),
-            Which::Named(names) => {
-                invocation.arg("named");
-                let mut sorted: Vec<&String> = names.iter().collect();
-                sorted.sort();
-                for name in sorted {
-                    invocation
-                        .key(self.key("lock:", name))
-                        .key(self.key("meta:", name))
-                        .arg(name);
-                }
-                &mut invocation
-            }
-        };
-        let (now, rows): (String, Vec<Row>) = self
-            .run(&invocation, || match which {
-                Which::Named([name]) => format!("read lock {name:?}"),
-                Which::Named(names) => format!("read {} locks", names.len()),
-                Which::All => format!("list the locks under {:?}", self.tag),
+    /// Checks that the set of names is a set or absent: one script, whatever it holds.
+    pub(crate) async fn check(&self) -> Result<()> {
+        let mut invocation = self.scripts.check.prepare_invoke();
+        invocation.key(self.names_key());
+        let _: i64 = self
+            .run(&invocation, || {
+                format!("check the keys under {:?}", self.tag)
             })
             .await?;
-        let read_at = parse_time(&now);
-        Ok(rows
-            .into_iter()
-            .map(|(name, token, by, at, until, tick)| {
-                LockState::new(
-                    name,
-                    parse_time(&until),
-                    parse_time(&at),
-                    by,
-                    token.parse().unwrap_or_default(),
-                    tick.as_deref().map(parse_time),
-                    read_at,
-                )
-            })
-            .collect())
+        Ok(())
+    }
+
+    /// Where the locks are, for the log line of a lock that cannot be read.
+    fn place(&self) -> String {
+        format!(
+            "key prefix {} on the Redis server at {}",
+            self.prefix, self.address
+        )
     }
 
     async fn force_release(&self, name: &str, token: i64) -> Result<bool> {
@@ -442,12 +422,11 @@ impl Inner {
     }
 }
 
-/// What [`Inner::states`] reads.
-#[derive(Debug, Clone, Copy)]
-enum Which<'a> {
-    All,
-    /// These locks (a name without keys is left out).
-    Named(&'a [String]),
+/// What [`Inner::send`] sends.
+#[derive(Clone, Copy)]
+enum Request<'a, 'b> {
+    Script(&'a ScriptInvocation<'b>),
+    Command(&'a redis::Cmd),
 }
 
 impl LockProvider for RedisLockProvider {
@@ -506,26 +485,55 @@ impl LockProvider for RedisLockProvider {
 }
 
 impl LockAdmin for RedisLockProvider {
-    /// Nothing to create in Redis: checks, in one script, that the server answers, that the key
-    /// prefix's set of names (`{<prefix>}:names`) is a set or absent, and that the keys of every
-    /// lock it names are hashes or absent.
+    /// Nothing to create in Redis: checks, in one script, that the server answers (and runs
+    /// this provider's scripts) and that the key prefix's set of names (`{<prefix>}:names`) is a
+    /// set or absent. The same work whatever the number of locks: the keys of each lock are
+    /// checked by every operation that touches them.
     fn migrate(&self) -> BoxFuture<'_, Result<()>> {
-        Box::pin(async move { self.inner.states(Which::All).await.map(drop) })
+        Box::pin(self.inner.check())
     }
 
+    /// Every readable lock, ordered by name, read a page at a time ([`lock_rows`]); a lock
+    /// whose keys hold a value that cannot be read is left out and logged.
+    ///
+    /// [`lock_rows`]: LockAdmin::lock_rows
     fn locks(&self) -> BoxFuture<'_, Result<Vec<LockState>>> {
-        Box::pin(self.inner.states(Which::All))
-    }
-
-    fn lock_state<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<LockState>>> {
         Box::pin(async move {
-            let names = [name.to_owned()];
-            Ok(self.inner.states(Which::Named(&names)).await?.pop())
+            let rows = self.inner.lock_rows().await?;
+            Ok(rows.readable(&self.inner.place()))
         })
     }
 
+    /// Every lock under the prefix, ordered by name, and those whose keys hold a value that
+    /// cannot be read (a token that is no 64-bit non-negative integer, a time that is no
+    /// integer, a name that is no UTF-8), each named with its key, field and value. The set of
+    /// names is read a page at a time (`SSCAN`), each page's keys by one script, so no step
+    /// holds the server for long; a name whose keys are both gone is removed from the set.
+    fn lock_rows(&self) -> BoxFuture<'_, Result<LockRows>> {
+        Box::pin(self.inner.lock_rows())
+    }
+
+    /// The lock `name`; [`Error::UnreadableRow`](shedlock::Error::UnreadableRow), naming the
+    /// key, when its keys hold a value that cannot be read.
+    fn lock_state<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<LockState>>> {
+        Box::pin(async move {
+            let names = [name.to_owned()];
+            let (mut states, mut bad) = self.inner.named(&names).await?;
+            match bad.pop() {
+                Some(bad) => Err(bad.into_error()),
+                None => Ok(states.pop()),
+            }
+        })
+    }
+
+    /// The locks `names` that exist and can be read, ordered by name; one that cannot be read
+    /// is left out and logged.
     fn lock_states<'a>(&'a self, names: &'a [String]) -> BoxFuture<'a, Result<Vec<LockState>>> {
-        Box::pin(self.inner.states(Which::Named(names)))
+        Box::pin(async move {
+            let (states, bad) = self.inner.named(names).await?;
+            let rows = bad.into_iter().map(read::Bad::into_unreadable).collect();
+            Ok(LockRows::new(states, rows).readable(&self.inner.place()))
+        })
     }
 
     fn force_release<'a>(
@@ -535,15 +543,6 @@ impl LockAdmin for RedisLockProvider {
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(self.inner.force_release(name, fencing_token))
     }
-}
-
-/// A time the scripts wrote, in microseconds since the epoch.
-fn parse_time(micros: &str) -> DateTime<Utc> {
-    micros
-        .parse::<i64>()
-        .ok()
-        .and_then(DateTime::from_timestamp_micros)
-        .unwrap_or_default()
 }
 
 /// A duration in whole microseconds, as the scripts take it.
@@ -558,7 +557,7 @@ pub mod test_util {
     use crate::scripts;
 
     /// The Lua text of script `name` (`acquire`, `extend`, `unlock`, `is_held`, `release`,
-    /// `states`, `now`), exactly as the provider sends it; `None` for an unknown name. Its
+    /// `read`, `check`, `now`), exactly as the provider sends it; `None` for an unknown name. Its
     /// `KEYS` and `ARGV` are described on each script in `shedlock-redis/src/scripts.rs`.
     pub fn script(name: &str) -> Option<&'static str> {
         Some(match name {
@@ -567,7 +566,8 @@ pub mod test_util {
             "unlock" => scripts::UNLOCK,
             "is_held" => scripts::IS_HELD,
             "release" => scripts::RELEASE,
-            "states" => scripts::STATES,
+            "read" => scripts::READ,
+            "check" => scripts::CHECK,
             "now" => scripts::NOW,
             _ => return None,
         })
