@@ -699,6 +699,47 @@ mod redis {
         .await;
     }
 
+    /// A name whose two keys are both gone (deleted by hand) is removed from the set of names
+    /// by the read that finds so (the listing, or a read of that lock); a name with a key left
+    /// stays, and a lock taken again is listed again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_reads_remove_the_names_whose_keys_are_gone() {
+        run_case(async |db: &std::sync::Arc<Redis>| {
+            let p = db.provider();
+            let mut conn = db.connection();
+            for name in ["a", "b", "c", "d"] {
+                take(&p, name).await;
+            }
+            let held = p.lock(&cfg("c", LONG)).await.unwrap().unwrap();
+            let _: i64 = conn.del(p.meta_key("b")).await.unwrap();
+            let _: i64 = conn.del(p.meta_key("c")).await.unwrap(); // its lease is left
+            let _: i64 = conn.del(p.meta_key("d")).await.unwrap();
+            let members = async || {
+                let mut conn = db.connection();
+                let mut names: Vec<String> = conn.smembers(p.names_key()).await.unwrap();
+                names.sort();
+                names
+            };
+            assert_eq!(members().await, ["a", "b", "c", "d"]);
+            assert!(p.lock_state("d").await.unwrap().is_none());
+            assert_eq!(members().await, ["a", "b", "c"], "read by name");
+            let names: Vec<String> = p
+                .locks()
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|l| l.name)
+                .collect();
+            assert_eq!(names, ["a", "c"]);
+            assert_eq!(members().await, ["a", "c"], "read by the listing");
+            take(&p, "b").await;
+            assert_eq!(members().await, ["a", "b", "c"]);
+            assert_eq!(p.locks().await.unwrap().len(), 3);
+            held.unlock().await.unwrap();
+        })
+        .await;
+    }
+
     /// A bad key prefix is refused by the builder before it connects (the port here answers
     /// nothing), naming the prefix.
     #[tokio::test]

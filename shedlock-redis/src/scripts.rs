@@ -315,31 +315,40 @@ return 1
 ///
 /// `KEYS`: `{P}:names`, then `lock`, `meta` of each lock. `ARGV`: the name of each lock.
 /// Answers `{now, {row, …}}`, a row per lock in order: nil when it has neither key (its name
-/// removed from the set), else `{lease, record}`, each nil when its key does not exist, else
-/// its fields as stored (`token`, `by`, `at`, `until`, and the record's `tick`; nil where
-/// missing). The provider checks the values. Every key's type is checked first.
+/// removed from the set), else `{lease, record}`, each nil when its key holds none of the
+/// fields, else its fields as stored (`token`, `by`, `at`, `until`, and the record's `tick`;
+/// nil where missing). The provider checks the values. Two commands per lock (three when
+/// neither key has a field): a key of the wrong type fails its `HMGET`, and is then named;
+/// the names are removed after every key was read.
 pub(super) const READ: &str = concat!(
     prelude!(),
     "
 local server, now = clock('')
 check_set(KEYS[1])
-local exists = {}
-for i = 2, #KEYS do exists[i] = check(KEYS[i]) end
-local rows = {}
+local function fields(key, ...)
+  local v = redis.pcall('HMGET', key, ...)
+  if v['err'] then
+    check(key)
+    error(v)
+  end
+  for i = 1, #v do
+    if v[i] then return v end
+  end
+  return false
+end
+local rows, gone = {}, {}
 for i = 1, #ARGV do
   local lock, meta = KEYS[2 * i], KEYS[2 * i + 1]
-  if not exists[2 * i] and not exists[2 * i + 1] then
-    redis.call('SREM', KEYS[1], ARGV[i])
+  local lease = fields(lock, 'token', 'by', 'at', 'until')
+  local record = fields(meta, 'token', 'by', 'at', 'until', 'tick')
+  if not lease and not record and redis.call('EXISTS', lock, meta) == 0 then
+    gone[#gone + 1] = ARGV[i]
     rows[i] = false
   else
-    local lease, record = false, false
-    if exists[2 * i] then lease = redis.call('HMGET', lock, 'token', 'by', 'at', 'until') end
-    if exists[2 * i + 1] then
-      record = redis.call('HMGET', meta, 'token', 'by', 'at', 'until', 'tick')
-    end
     rows[i] = {lease, record}
   end
 end
+if #gone > 0 then redis.call('SREM', KEYS[1], unpack(gone)) end
 return {num(now), rows}
 "
 );
