@@ -454,3 +454,119 @@ async fn no_form_of_a_redis_url_shows_its_secret() {
         eprintln!("{shown_target}\n  {shown_outcome}");
     }
 }
+
+/// ACL users on a private server. One with exactly the rules the crate documents
+/// (`~{<prefix>}:*` and [`shedlock_redis::REQUIRED_COMMANDS`]) can do everything the provider
+/// does; one without `PING`, `EVALSHA`, `SCRIPT LOAD`, `SSCAN`, a command a script runs, or the
+/// prefix's keys gets an error that says the user lacks a permission, names the command where
+/// the server does, and lists what the provider needs, never "cannot reach the server".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_acl_permissions_are_documented_and_a_missing_one_is_named() {
+    use shedlock_redis::REQUIRED_COMMANDS;
+    let server = RedisServer::start(&[]);
+    let address = server.address();
+    let keys = "~{errors}:*"; // build() uses the key prefix `errors`
+    let setuser = |user: &str, rules: &[&str]| {
+        let mut args = vec!["ACL", "SETUSER", user, "reset", "on", ">pw"];
+        args.extend_from_slice(rules);
+        let reply = command(&address, &args).unwrap();
+        assert_eq!(reply.text(), Some("OK"), "{args:?}: {reply:?}");
+    };
+    let required: Vec<&str> = REQUIRED_COMMANDS.split(' ').collect();
+    let url = |user: &str, db: u8| format!("redis://{user}:pw@{address}/{db}");
+    let timeout = Duration::from_secs(3);
+
+    setuser("app", &[&[keys][..], &required].concat());
+    setuser("app_db", &[&[keys, "+select"][..], &required].concat());
+    for (user, db) in [("app", 0), ("app_db", 1)] {
+        let p = build(&url(user, db), timeout).await.unwrap();
+        p.migrate().await.unwrap();
+        let tick = chrono::Utc::now() - chrono::Duration::seconds(1);
+        let mut guard = p
+            .lock(&cfg("job").for_tick(tick))
+            .await
+            .unwrap()
+            .expect("free");
+        let batch = p.lock_many(&[cfg("a"), cfg("b")]).await.unwrap();
+        assert!(
+            guard
+                .extend(Duration::from_secs(60), Duration::ZERO)
+                .await
+                .unwrap()
+        );
+        assert!(p.is_held("job", guard.fencing_token()).await.unwrap());
+        assert!(p.lock_state("job").await.unwrap().unwrap().is_held());
+        assert_eq!(
+            p.lock_states(&["a".into(), "b".into()])
+                .await
+                .unwrap()
+                .len(),
+            2
+        );
+        assert_eq!(p.locks().await.unwrap().len(), 3);
+        assert_eq!(p.lock_rows().await.unwrap().locks.len(), 3);
+        p.now().await.unwrap();
+        for answer in batch {
+            answer.unwrap().unwrap().unlock().await.unwrap();
+        }
+        assert!(p.force_release("job", guard.fencing_token()).await.unwrap());
+        guard.unlock().await.unwrap();
+    }
+
+    // (user, rules, the command the error names, what fails)
+    let without = |missing: &str| -> Vec<&str> {
+        let mut rules = vec![keys];
+        rules.extend(required.iter().filter(|r| **r != missing));
+        rules
+    };
+    let cases: Vec<(&str, Vec<&str>, &str)> = vec![
+        ("no_ping", without("+ping"), "'ping'"),
+        ("no_select", [&[keys][..], &required].concat(), "'select'"),
+        ("no_evalsha", without("+evalsha"), "'evalsha'"),
+        ("no_hmget", without("+hmget"), "a command of the script"),
+        ("no_sscan", without("+sscan"), "'sscan'"),
+        ("no_keys", [&["~{other}:*"][..], &required].concat(), "keys"),
+    ];
+    // A server that never ran the scripts: a first EVALSHA meets NOSCRIPT, then SCRIPT LOAD.
+    let fresh = RedisServer::start(&[]);
+    for (user, rules, _) in &cases {
+        let mut args = vec!["ACL", "SETUSER", user, "reset", "on", ">pw"];
+        args.extend_from_slice(rules);
+        command(&fresh.address(), &args).unwrap();
+    }
+    command(
+        &fresh.address(),
+        &[
+            &["ACL", "SETUSER", "no_load", "reset", "on", ">pw", keys][..],
+            &required,
+        ]
+        .concat()
+        .into_iter()
+        .filter(|r| *r != "+script|load")
+        .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let fresh_url = |user: &str, db: u8| format!("redis://{user}:pw@{}/{db}", fresh.address());
+    let mut all = vec![("no_load", Vec::new(), "'script|load'")];
+    all.extend(cases.iter().cloned());
+    for (user, _, named) in &all {
+        let db = if *user == "no_select" { 1 } else { 0 };
+        let outcome = async {
+            let p = build(&fresh_url(user, db), timeout).await?;
+            p.migrate().await?;
+            p.lock(&cfg("job")).await?;
+            p.locks().await
+        };
+        let e = outcome.await.expect_err(user);
+        let text = e.to_string();
+        assert!(
+            matches!(&e, Error::Database { backend: Backend::Redis, location, .. } if *location == fresh.address()),
+            "{user}: {e:?}"
+        );
+        for part in ["permission denied", named, REQUIRED_COMMANDS, "~{errors}:*"] {
+            assert!(text.contains(part), "{user}: {part:?} in {text}");
+        }
+        assert!(!text.contains("cannot reach"), "{user}: {text}");
+        eprintln!("{user}: {text}");
+    }
+}

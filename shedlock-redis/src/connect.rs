@@ -12,7 +12,7 @@ use shedlock::lease::Releases;
 use shedlock::secret::SecretUrl;
 use shedlock::{Backend, Connect, Error, ProviderBuilder, ProviderSettings, Result};
 
-use crate::{Inner, RedisLockProvider, Scripts};
+use crate::{Inner, RedisLockProvider, Scripts, fail};
 
 /// The longest key prefix accepted, in bytes.
 pub const MAX_KEY_PREFIX_BYTES: usize = 48;
@@ -96,7 +96,9 @@ impl Connect for RedisTarget {
     ///
     /// A URL redis-rs cannot read is [`Error::InvalidUrl`]; a server that does not answer
     /// within the response timeout is [`Error::Unreachable`], one that refuses the password
-    /// (or wants one the URL lacks) [`Error::Auth`], each naming the address.
+    /// (or wants one the URL lacks) [`Error::Auth`], one that refuses `PING` to the user (an
+    /// ACL rule) [`Error::Database`] saying so and listing the permissions the provider needs
+    /// ([`REQUIRED_COMMANDS`](crate::REQUIRED_COMMANDS)), each naming the address.
     fn connect(self, settings: ProviderSettings) -> BoxFuture<'static, Result<RedisLockProvider>> {
         Box::pin(connect(self, settings))
     }
@@ -141,6 +143,15 @@ async fn connect(target: RedisTarget, settings: ProviderSettings) -> Result<Redi
             .map(|()| conn)
     };
     let conn = match tokio::time::timeout(response_timeout, first).await {
+        Ok(Err(source)) if fail::is_denied(&source) => {
+            return Err(fail::denied(
+                &address,
+                &prefix,
+                "connect and check that the server answers".into(),
+                "PING (or SELECT of the URL's database)",
+                source,
+            ));
+        }
         Ok(connected) => connected.map_err(|source| connect_error(&address, tls, source))?,
         Err(_) => {
             let source = RedisError::from(std::io::Error::new(

@@ -1,6 +1,8 @@
 //! How a failed command or script is named: a key of the wrong type, a value that cannot be
-//! read, refused credentials, a timeout, or an error naming the server and what was being
-//! done.
+//! read, refused credentials, a command the user may not run, a timeout, or an error naming
+//! the server and what was being done.
+
+use std::fmt;
 
 use redis::RedisError;
 use shedlock::{Backend, Error};
@@ -9,8 +11,12 @@ use crate::read::{Bad, problem};
 use crate::{Inner, connect};
 
 impl Inner {
-    /// What a failed script or command becomes.
-    pub(crate) fn fail(&self, operation: String, source: RedisError) -> Error {
+    /// What a failed script or command becomes; `command` is what was sent (`EVALSHA`,
+    /// `SSCAN`), for a permission the user lacks.
+    pub(crate) fn fail(&self, operation: String, command: &str, source: RedisError) -> Error {
+        if is_denied(&source) {
+            return denied(&self.address, &self.prefix, operation, command, source);
+        }
         match source.code() {
             Some("SHEDLOCK_WRONGTYPE") => {
                 let detail = script_detail(&source);
@@ -84,6 +90,75 @@ impl Inner {
             ))
             .into(),
         }
+    }
+}
+
+/// The commands the provider's Redis user must be allowed, in ACL rule syntax, on the keys
+/// `~{<prefix>}:*` (see the crate's documentation): `PING` when it connects; `EVALSHA` for every
+/// operation and `SCRIPT LOAD` for a server that does not have a script yet; `SSCAN` to list
+/// the locks; and what the scripts run: `TIME`, `TYPE`, `HGET`, `HMGET`, `HSET`, `PEXPIRE`,
+/// `DEL`, `EXISTS`, `SADD`, `SREM`. A URL that names a database other than 0 needs `+select`
+/// too.
+pub const REQUIRED_COMMANDS: &str = "+ping +evalsha +script|load +sscan +time +type +hget \
+     +hmget +hset +pexpire +del +exists +sadd +srem";
+
+/// Whether the server refused a command to this user (an ACL rule): `NOPERM` for a command the
+/// provider sent (redis-rs passes on the words alone for the `SELECT` of a new connection), the
+/// error Redis 7.0 gives a script for one the script runs.
+pub(crate) fn is_denied(e: &RedisError) -> bool {
+    e.code() == Some("NOPERM")
+        || e.detail().is_some_and(|d| {
+            d.starts_with("The user executing the script can't")
+                || d.starts_with("this user has no permissions to")
+        })
+}
+
+/// A command refused to the user, as [`Error::Database`] whose source says what the user needs.
+pub(crate) fn denied(
+    address: &str,
+    prefix: &str,
+    operation: String,
+    command: &str,
+    source: RedisError,
+) -> Error {
+    Error::Database {
+        backend: Backend::Redis,
+        operation,
+        location: address.to_owned(),
+        source: Box::new(NoPermission {
+            command: command.to_owned(),
+            prefix: prefix.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// The server refused a command to the provider's user: which, what it said, and what the
+/// user needs.
+#[derive(Debug)]
+struct NoPermission {
+    command: String,
+    prefix: String,
+    source: RedisError,
+}
+
+impl fmt::Display for NoPermission {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let said = self.source.detail().unwrap_or_default();
+        let said = said.rsplit_once(" script: ").map_or(said, |(d, _)| d);
+        write!(
+            f,
+            "permission denied: the Redis user may not run {} (the server said: {said}); the \
+             provider's user needs the ACL rules ~{{{}}}:* {REQUIRED_COMMANDS} (and +select \
+             for a database other than 0)",
+            self.command, self.prefix,
+        )
+    }
+}
+
+impl std::error::Error for NoPermission {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
     }
 }
 
