@@ -24,8 +24,8 @@ const IN_FLIGHT: usize = 2;
 type Fields = Vec<Option<Vec<u8>>>;
 
 /// A lock's keys as the `read` script returns them: `None` when it has neither (its name was
-/// removed from the set), else the lease and the record, each `None` when its key does not
-/// exist.
+/// removed from the set), else the lease and the record, each `None` when its key holds none
+/// of the fields (or does not exist).
 type RawRow = Option<(Option<Fields>, Option<Fields>)>;
 
 /// What the keys of one lock read as.
