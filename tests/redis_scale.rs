@@ -18,7 +18,7 @@ const GONE: usize = 1_000;
 /// this long or longer.
 const SLOW_US: i64 = 1000;
 /// Names per script of the listing (`shedlock-redis`'s page size).
-const PAGE: usize = 50;
+const PAGE: usize = 40;
 
 /// A field of `INFO stats`.
 fn info_stat(address: &str, field: &str) -> i64 {

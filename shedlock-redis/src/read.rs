@@ -10,10 +10,10 @@ use crate::Inner;
 
 /// The most names one `read` script reads: two commands each (three for a name without keys),
 /// so that a script runs well under a millisecond on a busy server.
-pub(crate) const PAGE: usize = 50;
+pub(crate) const PAGE: usize = 40;
 
 /// The `COUNT` of one `SSCAN` of the set of names: about as many names per step.
-const SCAN_COUNT: usize = 500;
+const SCAN_COUNT: usize = 250;
 
 /// How many `read` scripts of a listing are sent together: the listing waits for the server's
 /// answers once per group, while the server runs at most this many in a row.
