@@ -273,8 +273,9 @@ mod redis {
     }
 
     /// Each operation is one script: lock, a batch of 5 and of 50, extend, unlock, is_held,
-    /// lock_state, locks, force_release (a guard's own background work is off: keep-alive runs
-    /// only under `run_locked`, and every guard here is unlocked or forgotten).
+    /// lock_state, migrate, force_release; locks is a check and, per page of the set of names,
+    /// an `SSCAN` and a script (a guard's own background work is off: keep-alive runs only
+    /// under `run_locked`, and every guard here is unlocked or forgotten).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn redis_each_operation_is_one_script() {
         run_case(async |db: &std::sync::Arc<Redis>| {
@@ -317,9 +318,15 @@ mod redis {
                 }
             }
 
+            // The listing: the check of the set's type, then per page of the set one SSCAN and
+            // one script; 56 names make one page (two, were the set resized in between).
             let before = sent();
             assert_eq!(p.locks().await.unwrap().len(), 56);
-            one("locks", before);
+            let listing = sent() - before;
+            assert!((3..=5).contains(&listing), "locks: {listing} requests");
+            let before = sent();
+            p.migrate().await.unwrap();
+            one("migrate", before);
             let held = p.lock(&cfg("held", LONG)).await.unwrap().unwrap();
             let before = sent();
             assert!(p.force_release("held", held.fencing_token()).await.unwrap());
@@ -448,6 +455,287 @@ mod redis {
                 !exists(db, &p.lock_key("unlock_retry")).await,
                 "the lease is gone"
             );
+        })
+        .await;
+    }
+
+    /// `HSET key field value` with any bytes.
+    async fn hset(db: &Redis, key: &[u8], field: &str, value: &[u8]) {
+        let mut conn = db.connection();
+        let _: i64 = redis::cmd("HSET")
+            .arg(key)
+            .arg(field)
+            .arg(value)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+
+    /// What `DUMP` says of each key (`None`: no key) and its `PTTL`: equal before and after
+    /// means the key is byte for byte as it was.
+    async fn snapshot(db: &Redis, keys: &[String]) -> Vec<(Option<Vec<u8>>, i64)> {
+        let mut conn = db.connection();
+        let mut out = Vec::new();
+        for key in keys {
+            let dump: Option<Vec<u8>> = redis::cmd("DUMP")
+                .arg(key)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            let ttl: i64 = conn.pttl(key).await.unwrap();
+            out.push((dump, ttl));
+        }
+        out
+    }
+
+    /// Asserts `err` is `Error::UnreadableRow` for lock `name` at `key`, naming the field and
+    /// the value in its message.
+    fn assert_unreadable(err: &Error, name: &str, key: &str, field: &str, value: &str) {
+        match err {
+            Error::UnreadableRow {
+                location,
+                name: n,
+                problem,
+                ..
+            } => {
+                assert_eq!((location.as_str(), n.as_str()), (key, name), "{err}");
+                assert!(
+                    problem.contains(&format!("`{field}`")) && problem.contains(value),
+                    "the problem names the field and the value: {err}"
+                );
+            }
+            other => panic!("expected UnreadableRow for {key} {field}={value:?}, got {other:?}"),
+        }
+        let text = err.to_string();
+        assert!(text.contains(key), "the message names the key: {text}");
+    }
+
+    /// A value in a lock's keys that is no 64-bit non-negative integer (a token) or no integer
+    /// of microseconds (a time), written by someone else: `lock()` and `lock_many()` fail with
+    /// `Error::UnreadableRow` naming the key, the field and the value, and write nothing (the
+    /// keys stay byte for byte as they were, no other lock of the batch is taken, the set of
+    /// names is unchanged). Before, `1e300`, `nan` or `inf` made the acquire answer `None`
+    /// while it wrote a lease of its own and claimed the tick, and the job never ran again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_a_corrupt_token_or_time_is_an_error_naming_the_key_and_writes_nothing() {
+        run_case(async |db: &std::sync::Arc<Redis>| {
+            let p = db.provider();
+            let mut conn = db.connection();
+            let names = p.names_key();
+            let mut case = 0;
+            for (kind, field) in [
+                ("meta", "token"),
+                ("lock", "token"),
+                ("lock", "until"),
+                ("meta", "tick"),
+                ("meta", "until"),
+                ("lock", "at"),
+                ("meta", "at"),
+            ] {
+                for bad in [
+                    "1e300",
+                    "9223372036854775808",
+                    "nan",
+                    "inf",
+                    "-1",
+                    "0x10",
+                    "1.5",
+                ] {
+                    if field == "token" || bad != "-1" {
+                        case += 1;
+                    } else {
+                        continue; // a time before 1970 is a time
+                    }
+                    let name = format!("job{case}");
+                    // A lock taken and released for tick 1: a record, no lease.
+                    take(&p, &name).await;
+                    let (lock, meta) = (p.lock_key(&name), p.meta_key(&name));
+                    if kind == "lock" {
+                        // A lease key (as if held until a minute ago) that Redis would have
+                        // expired, kept by hand.
+                        for (f, v) in [("token", "7"), ("by", "x"), ("at", "1"), ("until", "2")] {
+                            hset(db, lock.as_bytes(), f, v.as_bytes()).await;
+                        }
+                    }
+                    let key = if kind == "lock" { &lock } else { &meta };
+                    hset(db, key.as_bytes(), field, bad.as_bytes()).await;
+                    let keys = [lock.clone(), meta.clone(), names.clone()];
+                    let before = snapshot(db, &keys).await;
+                    let err = p
+                        .lock(&cfg(&name, LONG).for_tick(tick(2)))
+                        .await
+                        .expect_err(&format!("{key} {field}={bad}"));
+                    assert_unreadable(&err, &name, key, field, bad);
+                    let batch = [cfg(&format!("free{case}"), LONG), cfg(&name, LONG)];
+                    let err = p.lock_many(&batch).await.expect_err("the batch fails");
+                    assert_unreadable(&err, &name, key, field, bad);
+                    assert_eq!(before, snapshot(db, &keys).await, "{key} {field}={bad}");
+                    assert_eq!(db.row(&format!("free{case}")).await, None, "nothing taken");
+                    let _: i64 = conn.del(&[&lock, &meta]).await.unwrap();
+                }
+            }
+        })
+        .await;
+    }
+
+    /// Tokens are exact 64-bit integers, not Lua's doubles: after 9007199254740993 (2^53 + 1,
+    /// which a double reads as 2^53) comes 9007199254740994, from the record and from the
+    /// lease; after 2^63 - 2 comes 2^63 - 1, after which no token can follow: the acquire
+    /// fails naming the key and writes nothing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_tokens_beyond_2_pow_53_count_up_exactly() {
+        run_case(async |db: &std::sync::Arc<Redis>| {
+            let p = db.provider();
+            for (kind, stored, next) in [
+                ("meta", 9_007_199_254_740_993_i64, 9_007_199_254_740_994_i64),
+                ("lock", 9_007_199_254_740_993, 9_007_199_254_740_994),
+                ("meta", 1_234_567_890_123_456_789, 1_234_567_890_123_456_790),
+                ("meta", i64::MAX - 1, i64::MAX),
+            ] {
+                let name = format!("{kind}{stored}");
+                take(&p, &name).await;
+                let key = if kind == "lock" {
+                    p.lock_key(&name)
+                } else {
+                    p.meta_key(&name)
+                };
+                for (f, v) in [("by", "x"), ("at", "1"), ("until", "2")] {
+                    hset(db, key.as_bytes(), f, v.as_bytes()).await;
+                }
+                hset(db, key.as_bytes(), "token", stored.to_string().as_bytes()).await;
+                let guard = p.lock(&cfg(&name, LONG)).await.unwrap().expect("free");
+                assert_eq!(guard.fencing_token(), next, "after {stored} in {key}");
+                assert_eq!(db.row(&name).await.unwrap().fencing_token, next);
+                let state = p.lock_state(&name).await.unwrap().unwrap();
+                assert_eq!(state.fencing_token, next);
+                assert!(p.is_held(&name, next).await.unwrap());
+                assert!(!p.is_held(&name, next - 1).await.unwrap());
+                assert!(guard.unlock().await.unwrap());
+            }
+            // i64::MAX is the last token.
+            let name = format!("meta{}", i64::MAX - 1);
+            let (lock, meta) = (p.lock_key(&name), p.meta_key(&name));
+            let before = snapshot(db, &[lock.clone(), meta.clone()]).await;
+            let err = p.lock(&cfg(&name, LONG)).await.unwrap_err();
+            assert_unreadable(&err, &name, &meta, "token", &i64::MAX.to_string());
+            assert_eq!(before, snapshot(db, &[lock, meta]).await);
+        })
+        .await;
+    }
+
+    /// The reads of a lock whose keys hold a value that cannot be read: `lock_rows()` lists
+    /// it among the unreadable ones, naming the key, the field and the value; `locks()` and
+    /// `lock_states()` leave it out; `lock_state()` is `Error::UnreadableRow`. Before, a time
+    /// that did not parse became 1970 and a token 0.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_unreadable_locks_are_named_by_the_reads() {
+        run_case(async |db: &std::sync::Arc<Redis>| {
+            let p = db.provider();
+            for name in ["a", "b", "c", "d", "e", "f", "g"] {
+                take(&p, name).await;
+            }
+            // (lock, key, field, value): each breaks one lock
+            let bad: [(&str, String, &str, &str); 5] = [
+                ("b", p.meta_key("b"), "token", "1e300"),
+                ("d", p.lock_key("d"), "until", "nan"),
+                ("e", p.meta_key("e"), "tick", "inf"),
+                ("f", p.meta_key("f"), "at", "yesterday"),
+                ("g", p.meta_key("g"), "token", "9223372036854775808"),
+            ];
+            for (name, key, field, value) in &bad {
+                if key.contains(":lock:") {
+                    for (f, v) in [("token", "7"), ("by", "x"), ("at", "1")] {
+                        hset(db, key.as_bytes(), f, v.as_bytes()).await;
+                    }
+                }
+                hset(db, key.as_bytes(), field, value.as_bytes()).await;
+                let err = p.lock_state(name).await.unwrap_err();
+                assert_unreadable(&err, name, key, field, value);
+            }
+            // A name that is no UTF-8, with a record.
+            let mut odd = format!("{{{}}}:meta:", db.prefix()).into_bytes();
+            odd.extend_from_slice(b"x\xff");
+            for (f, v) in [("token", "5"), ("by", "x"), ("at", "1"), ("until", "2")] {
+                hset(db, &odd, f, v.as_bytes()).await;
+            }
+            let mut conn = db.connection();
+            let _: i64 = redis::cmd("SADD")
+                .arg(p.names_key())
+                .arg(&b"x\xff"[..])
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+
+            let rows = p.lock_rows().await.unwrap();
+            let listed: Vec<&str> = rows.locks.iter().map(|l| l.name.as_str()).collect();
+            assert_eq!(listed, ["a", "c"]);
+            let unreadable: Vec<&str> = rows.unreadable.iter().map(|u| u.name.as_str()).collect();
+            assert_eq!(
+                unreadable,
+                ["b", "d", "e", "f", "g", "x\u{fffd}"],
+                "{rows:?}"
+            );
+            for ((_, key, field, value), row) in bad.iter().zip(&rows.unreadable) {
+                for part in [key.as_str(), &format!("`{field}`"), value] {
+                    assert!(row.problem.contains(part), "{part} in {row}");
+                }
+            }
+            assert!(rows.unreadable[5].problem.contains("UTF-8"), "{rows:?}");
+            let names: Vec<String> = p
+                .locks()
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|l| l.name)
+                .collect();
+            assert_eq!(names, ["a", "c"]);
+            let some: Vec<String> = ["d", "c", "b", "a", "zz"].map(String::from).to_vec();
+            let states = p.lock_states(&some).await.unwrap();
+            let names: Vec<&str> = states.iter().map(|l| l.name.as_str()).collect();
+            assert_eq!(names, ["a", "c"]);
+            assert!(p.lock_state("a").await.unwrap().is_some());
+            assert!(p.lock_state("zz").await.unwrap().is_none());
+        })
+        .await;
+    }
+
+    /// A name whose two keys are both gone (deleted by hand) is removed from the set of names
+    /// by the read that finds so (the listing, or a read of that lock); a name with a key left
+    /// stays, and a lock taken again is listed again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_reads_remove_the_names_whose_keys_are_gone() {
+        run_case(async |db: &std::sync::Arc<Redis>| {
+            let p = db.provider();
+            let mut conn = db.connection();
+            for name in ["a", "b", "c", "d"] {
+                take(&p, name).await;
+            }
+            let held = p.lock(&cfg("c", LONG)).await.unwrap().unwrap();
+            let _: i64 = conn.del(p.meta_key("b")).await.unwrap();
+            let _: i64 = conn.del(p.meta_key("c")).await.unwrap(); // its lease is left
+            let _: i64 = conn.del(p.meta_key("d")).await.unwrap();
+            let members = async || {
+                let mut conn = db.connection();
+                let mut names: Vec<String> = conn.smembers(p.names_key()).await.unwrap();
+                names.sort();
+                names
+            };
+            assert_eq!(members().await, ["a", "b", "c", "d"]);
+            assert!(p.lock_state("d").await.unwrap().is_none());
+            assert_eq!(members().await, ["a", "b", "c"], "read by name");
+            let names: Vec<String> = p
+                .locks()
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|l| l.name)
+                .collect();
+            assert_eq!(names, ["a", "c"]);
+            assert_eq!(members().await, ["a", "c"], "read by the listing");
+            take(&p, "b").await;
+            assert_eq!(members().await, ["a", "b", "c"]);
+            assert_eq!(p.locks().await.unwrap().len(), 3);
+            held.unlock().await.unwrap();
         })
         .await;
     }

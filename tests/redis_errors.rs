@@ -147,16 +147,11 @@ async fn rediss_url_to_a_plain_redis_port_fails_within_the_response_timeout() {
 async fn malformed_redis_urls_are_refused_without_the_password() {
     for (url, shows) in [
         ("redis://host:notaport", "redis://host:notaport"),
-        (
-            "redis://:secret@host:notaport",
-            "redis://:***@host:notaport",
-        ),
-        (
-            "redis://user:secret@host:99999",
-            "redis://user:***@host:99999",
-        ),
-        ("http://x", "http://x"),
-        ("http://:secret@x", "http://:***@x"),
+        // A URL that does not parse is masked up to its last `@` (shedlock::secret).
+        ("redis://:secret@host:notaport", "redis://***@host:notaport"),
+        ("redis://user:secret@host:99999", "redis://***@host:99999"),
+        ("http://x", "http://x/"),
+        ("http://:secret@x", "http://:***@x/"),
         ("redis://", "redis://"),
         ("127.0.0.1:6379", "127.0.0.1:6379"),
     ] {
@@ -398,5 +393,180 @@ async fn redis_acquire_whose_answer_was_lost_gets_its_lease_back_on_retry() {
                 .unwrap()
                 .expect("free after the unlock");
         }
+    }
+}
+
+/// No secret of a Redis URL shows, whatever its form (a password holding `/` or `@`, a
+/// `password=` in the query, a bare token in the user slot, a percent-escaped password, URLs
+/// that do not parse), wherever the URL could be printed: the `Debug` of a [`RedisTarget`], of
+/// a builder made from one, of the provider, and the error `build()` returns (`Display` and
+/// `Debug`). The server wants another password, so every connection is refused.
+#[tokio::test]
+async fn no_form_of_a_redis_url_shows_its_secret() {
+    let server = RedisServer::start(&["--requirepass", PASSWORD]);
+    let address = server.address();
+    let port = server.port();
+    let closed = free_port();
+    // (URL, the secret it holds)
+    let cases: Vec<(String, &str)> = vec![
+        (format!("redis://:Zq9/Xw@{address}"), "Zq9"),
+        (format!("redis://:Zq9/Xw@127.0.0.1:{closed}/0"), "Zq9"),
+        (format!("redis://user:Zq9@Xw@{address}"), "Zq9"),
+        (format!("redis://:Zq9%2FXw@{address}"), "Zq9"),
+        (format!("redis://user:Zq9secret@{address}/0"), "Zq9secret"),
+        (format!("redis://{address}/0?password=Zq9query"), "Zq9query"),
+        (
+            format!("redis://{address}/?protocol=resp2&password=Zq9query"),
+            "Zq9query",
+        ),
+        (format!("redis://Zq9token@{address}"), "Zq9token"),
+        (format!("redis://Zq9token@127.0.0.1:{closed}"), "Zq9token"),
+        ("redis://:Zq9pw@h:notaport".to_owned(), "Zq9pw"),
+        ("redis://:Zq9/pw@h:notaport/0".to_owned(), "Zq9"),
+        (format!("redis://:Zq9pw@127.0.0.1:{port}/notadb"), "Zq9pw"),
+        (format!("rediss://:Zq9tls@{address}"), "Zq9tls"),
+        (
+            format!("redis+unix:///tmp/none-{port}.sock?password=Zq9sock"),
+            "Zq9sock",
+        ),
+    ];
+    for (url, secret) in &cases {
+        let target = RedisTarget::new(url.as_str()).response_timeout(Duration::from_secs(2));
+        let shown_target = format!("{target:?}");
+        let builder = RedisLockProvider::builder(target.clone()).table_name("errors");
+        let shown_builder = format!("{builder:?}");
+        let outcome = builder.build().await;
+        let shown_outcome = match &outcome {
+            Ok(provider) => format!("{provider:?}"),
+            Err(e) => shown(e),
+        };
+        for (path, text) in [
+            ("Debug of RedisTarget", &shown_target),
+            ("Debug of the builder", &shown_builder),
+            ("what build() returned", &shown_outcome),
+        ] {
+            assert!(
+                !text.contains(secret),
+                "{url}: the {path} shows the secret: {text}"
+            );
+        }
+        assert!(outcome.is_err(), "{url}: every connection is refused");
+        eprintln!("{shown_target}\n  {shown_outcome}");
+    }
+}
+
+/// ACL users on a private server. One with exactly the rules the crate documents
+/// (`~{<prefix>}:*` and [`shedlock_redis::REQUIRED_COMMANDS`]) can do everything the provider
+/// does; one without `PING`, `EVALSHA`, `SCRIPT LOAD`, `SSCAN`, a command a script runs, or the
+/// prefix's keys gets an error that says the user lacks a permission, names the command where
+/// the server does, and lists what the provider needs, never "cannot reach the server".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_acl_permissions_are_documented_and_a_missing_one_is_named() {
+    use shedlock_redis::REQUIRED_COMMANDS;
+    let server = RedisServer::start(&[]);
+    let address = server.address();
+    let keys = "~{errors}:*"; // build() uses the key prefix `errors`
+    let setuser = |user: &str, rules: &[&str]| {
+        let mut args = vec!["ACL", "SETUSER", user, "reset", "on", ">pw"];
+        args.extend_from_slice(rules);
+        let reply = command(&address, &args).unwrap();
+        assert_eq!(reply.text(), Some("OK"), "{args:?}: {reply:?}");
+    };
+    let required: Vec<&str> = REQUIRED_COMMANDS.split(' ').collect();
+    let url = |user: &str, db: u8| format!("redis://{user}:pw@{address}/{db}");
+    let timeout = Duration::from_secs(3);
+
+    setuser("app", &[&[keys][..], &required].concat());
+    setuser("app_db", &[&[keys, "+select"][..], &required].concat());
+    for (user, db) in [("app", 0), ("app_db", 1)] {
+        let p = build(&url(user, db), timeout).await.unwrap();
+        p.migrate().await.unwrap();
+        let tick = chrono::Utc::now() - chrono::Duration::seconds(1);
+        let mut guard = p
+            .lock(&cfg("job").for_tick(tick))
+            .await
+            .unwrap()
+            .expect("free");
+        let batch = p.lock_many(&[cfg("a"), cfg("b")]).await.unwrap();
+        assert!(
+            guard
+                .extend(Duration::from_secs(60), Duration::ZERO)
+                .await
+                .unwrap()
+        );
+        assert!(p.is_held("job", guard.fencing_token()).await.unwrap());
+        assert!(p.lock_state("job").await.unwrap().unwrap().is_held());
+        assert_eq!(
+            p.lock_states(&["a".into(), "b".into()])
+                .await
+                .unwrap()
+                .len(),
+            2
+        );
+        assert_eq!(p.locks().await.unwrap().len(), 3);
+        assert_eq!(p.lock_rows().await.unwrap().locks.len(), 3);
+        p.now().await.unwrap();
+        for answer in batch {
+            answer.unwrap().unwrap().unlock().await.unwrap();
+        }
+        assert!(p.force_release("job", guard.fencing_token()).await.unwrap());
+        guard.unlock().await.unwrap();
+    }
+
+    // (user, rules, the command the error names, what fails)
+    let without = |missing: &str| -> Vec<&str> {
+        let mut rules = vec![keys];
+        rules.extend(required.iter().filter(|r| **r != missing));
+        rules
+    };
+    let cases: Vec<(&str, Vec<&str>, &str)> = vec![
+        ("no_ping", without("+ping"), "'ping'"),
+        ("no_select", [&[keys][..], &required].concat(), "'select'"),
+        ("no_evalsha", without("+evalsha"), "'evalsha'"),
+        ("no_hmget", without("+hmget"), "a command of the script"),
+        ("no_sscan", without("+sscan"), "'sscan'"),
+        ("no_keys", [&["~{other}:*"][..], &required].concat(), "keys"),
+    ];
+    // A server that never ran the scripts: a first EVALSHA meets NOSCRIPT, then SCRIPT LOAD.
+    let fresh = RedisServer::start(&[]);
+    for (user, rules, _) in &cases {
+        let mut args = vec!["ACL", "SETUSER", user, "reset", "on", ">pw"];
+        args.extend_from_slice(rules);
+        command(&fresh.address(), &args).unwrap();
+    }
+    command(
+        &fresh.address(),
+        &[
+            &["ACL", "SETUSER", "no_load", "reset", "on", ">pw", keys][..],
+            &required,
+        ]
+        .concat()
+        .into_iter()
+        .filter(|r| *r != "+script|load")
+        .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let fresh_url = |user: &str, db: u8| format!("redis://{user}:pw@{}/{db}", fresh.address());
+    let mut all = vec![("no_load", Vec::new(), "'script|load'")];
+    all.extend(cases.iter().cloned());
+    for (user, _, named) in &all {
+        let db = if *user == "no_select" { 1 } else { 0 };
+        let outcome = async {
+            let p = build(&fresh_url(user, db), timeout).await?;
+            p.migrate().await?;
+            p.lock(&cfg("job")).await?;
+            p.locks().await
+        };
+        let e = outcome.await.expect_err(user);
+        let text = e.to_string();
+        assert!(
+            matches!(&e, Error::Database { backend: Backend::Redis, location, .. } if *location == fresh.address()),
+            "{user}: {e:?}"
+        );
+        for part in ["permission denied", named, REQUIRED_COMMANDS, "~{errors}:*"] {
+            assert!(text.contains(part), "{user}: {part:?} in {text}");
+        }
+        assert!(!text.contains("cannot reach"), "{user}: {text}");
+        eprintln!("{user}: {text}");
     }
 }

@@ -9,9 +9,10 @@ use futures_util::future::BoxFuture;
 use redis::RedisError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use shedlock::lease::Releases;
+use shedlock::secret::SecretUrl;
 use shedlock::{Backend, Connect, Error, ProviderBuilder, ProviderSettings, Result};
 
-use crate::{Inner, RedisLockProvider, Scripts};
+use crate::{Inner, RedisLockProvider, Scripts, fail};
 
 /// The longest key prefix accepted, in bytes.
 pub const MAX_KEY_PREFIX_BYTES: usize = 48;
@@ -23,6 +24,10 @@ pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Redis's part of a [`ProviderBuilder`]: the server's URL and how long a script may go
 /// without an answer. `RedisLockProvider::builder(url)` makes one from a URL; for another
 /// response timeout, pass `RedisTarget::new(url).response_timeout(..)`.
+///
+/// The URL is kept as a [`SecretUrl`]: the `Debug` of a target (and of a builder made from one)
+/// prints it with its password, a bare token in its user slot and its secret-named query
+/// parameters masked ([`shedlock::secret::mask_url`]), also when it does not parse.
 ///
 /// ```no_run
 /// # async fn demo() -> shedlock::Result<()> {
@@ -41,7 +46,7 @@ pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 /// ```
 #[derive(Debug, Clone)]
 pub struct RedisTarget {
-    url: String,
+    url: SecretUrl,
     response_timeout: Duration,
 }
 
@@ -50,7 +55,7 @@ impl RedisTarget {
     /// TLS), with the default response timeout.
     pub fn new(url: impl Into<String>) -> Self {
         Self {
-            url: url.into(),
+            url: SecretUrl::new(url),
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
         }
     }
@@ -91,7 +96,9 @@ impl Connect for RedisTarget {
     ///
     /// A URL redis-rs cannot read is [`Error::InvalidUrl`]; a server that does not answer
     /// within the response timeout is [`Error::Unreachable`], one that refuses the password
-    /// (or wants one the URL lacks) [`Error::Auth`], each naming the address.
+    /// (or wants one the URL lacks) [`Error::Auth`], one that refuses `PING` to the user (an
+    /// ACL rule) [`Error::Database`] saying so and listing the permissions the provider needs
+    /// ([`REQUIRED_COMMANDS`](crate::REQUIRED_COMMANDS)), each naming the address.
     fn connect(self, settings: ProviderSettings) -> BoxFuture<'static, Result<RedisLockProvider>> {
         Box::pin(connect(self, settings))
     }
@@ -102,6 +109,8 @@ async fn connect(target: RedisTarget, settings: ProviderSettings) -> Result<Redi
         url,
         response_timeout,
     } = target;
+    // Only redis-rs sees the URL as given; an error masks it (`Error::invalid_url`).
+    let raw = url.expose();
     let prefix = validate_prefix(settings.table.clone())?;
     if response_timeout.is_zero() {
         return Err(Error::InvalidSetting {
@@ -110,20 +119,20 @@ async fn connect(target: RedisTarget, settings: ProviderSettings) -> Result<Redi
             reason: "it must be greater than zero".into(),
         });
     }
-    if url.to_ascii_lowercase().starts_with("rediss://") {
+    let tls = raw.to_ascii_lowercase().starts_with("rediss://");
+    if tls {
         // rustls needs a process-wide cryptography provider; one the application installed
         // is kept.
         let _ = rustls::crypto::ring::default_provider().install_default();
     }
-    let client = redis::Client::open(url.as_str())
-        .map_err(|e| Error::invalid_url(Backend::Redis, &url, e.to_string()))?;
+    let client = redis::Client::open(raw)
+        .map_err(|e| Error::invalid_url(Backend::Redis, raw, e.to_string()))?;
     let address = client.get_connection_info().addr().to_string();
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(response_timeout))
         .set_response_timeout(Some(response_timeout))
         .set_number_of_retries(3)
         .set_max_delay(Duration::from_secs(1));
-    let tls = url.starts_with("rediss:");
     let first = async {
         let mut conn = ConnectionManager::new_with_config(client, config).await?;
         // A server that wants a password the URL lacks accepts the connection and refuses
@@ -134,6 +143,15 @@ async fn connect(target: RedisTarget, settings: ProviderSettings) -> Result<Redi
             .map(|()| conn)
     };
     let conn = match tokio::time::timeout(response_timeout, first).await {
+        Ok(Err(source)) if fail::is_denied(&source) => {
+            return Err(fail::denied(
+                &address,
+                &prefix,
+                "connect and check that the server answers".into(),
+                "PING (or SELECT of the URL's database)",
+                source,
+            ));
+        }
         Ok(connected) => connected.map_err(|source| connect_error(&address, tls, source))?,
         Err(_) => {
             let source = RedisError::from(std::io::Error::new(

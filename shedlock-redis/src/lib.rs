@@ -1,13 +1,13 @@
 //! [`RedisLockProvider`]: shedlock's locks in a single Redis primary, each operation one
-//! server-side Lua script run in one round trip over redis-rs's tokio
-//! `ConnectionManager`.
+//! server-side Lua script run in one round trip over redis-rs's tokio `ConnectionManager`
+//! (the operator's listing: a few small steps per page of lock names).
 //!
 //! A provider written against `shedlock`'s public API only, as a provider for any other store
-//! would be: it builds its guards with [`LockGuard::new`] over its own [`Lease`], takes its
-//! settings from shedlock's [`ProviderBuilder`](shedlock::ProviderBuilder) (the key prefix is
-//! what `table_name` sets) and reports failures as shedlock's
-//! [`Error`], tagged [`Backend::Redis`]. It passes the same provider and scheduler suites as
-//! the SQL providers.
+//! would be: it builds its guards with [`LockGuard::new`] over its own
+//! [`Lease`](shedlock::lease::Lease), takes its settings from shedlock's
+//! [`ProviderBuilder`](shedlock::ProviderBuilder) (the key prefix is what `table_name` sets)
+//! and reports failures as shedlock's [`Error`](shedlock::Error), tagged [`Backend::Redis`].
+//! It passes the same provider and scheduler suites as the SQL providers.
 //!
 //! # Features
 //!
@@ -19,14 +19,19 @@
 //!   need SQL.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod acquire;
 mod connect;
+mod fail;
 mod lease;
+mod read;
 mod scripts;
+mod send;
 #[cfg(feature = "testkit")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testkit")))]
 pub mod testkit;
 
 pub use connect::{DEFAULT_RESPONSE_TIMEOUT, MAX_KEY_PREFIX_BYTES, RedisTarget};
+pub use fail::REQUIRED_COMMANDS;
 
 // The README's example compiles as a doctest.
 #[cfg(doctest)]
@@ -35,19 +40,18 @@ struct ReadmeDoctests;
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
+use redis::Script;
 use redis::aio::ConnectionManager;
-use redis::{FromRedisValue, RedisError, Script, ScriptInvocation};
-use shedlock::lease::{Acquired, Lease, Releases};
+use shedlock::lease::Releases;
 use shedlock::{
-    Backend, Error, KeepAlive, LockAdmin, LockConfiguration, LockGuard, LockProvider, LockState,
+    Backend, KeepAlive, LockAdmin, LockConfiguration, LockGuard, LockProvider, LockRows, LockState,
     ProviderSettings, Result,
 };
-use tokio::time::Instant;
 
 /// The default key prefix ([`shedlock::DEFAULT_TABLE_NAME`]): keys are
 /// `{shedlock}:lock:<name>`, `{shedlock}:meta:<name>` and `{shedlock}:names`.
@@ -55,7 +59,7 @@ pub const DEFAULT_KEY_PREFIX: &str = shedlock::DEFAULT_TABLE_NAME;
 
 /// A lock provider over a single Redis primary (Redis 6.2 or later, or a compatible server):
 /// the lock of each name is a lease key that Redis expires beside a record that never expires,
-/// each operation one Lua script run by `EVALSHA`.
+/// each operation one Lua script run by `EVALSHA` (the listing: one per page of names).
 ///
 /// It implements [`LockProvider`] and [`LockAdmin`], with the guarantees of the SQL providers:
 /// a lease decided by the server's clock (`TIME`), fencing tokens that never go back (also
@@ -94,9 +98,56 @@ pub const DEFAULT_KEY_PREFIX: &str = shedlock::DEFAULT_TABLE_NAME;
 ///
 /// # Cluster
 ///
-/// Every key of one prefix carries the hash tag `{<prefix>}`, so they all live in one slot, on
-/// one shard, as a lock table lives on one SQL server; the scripts are valid on a cluster.
-/// This provider connects to one node: give it the address of the shard's primary.
+/// Every key of one prefix carries the hash tag `{<prefix>}` (`{<prefix>}:lock:<name>`,
+/// `{<prefix>}:meta:<name>`, `{<prefix>}:names`), so they all live in one slot, on one shard,
+/// as a lock table lives on one SQL server; every script declares each key it touches in
+/// `KEYS`, and the listing's `SSCAN` names its key, so they are valid on a cluster. This
+/// provider connects to one node and does not follow redirections: give it the address of
+/// the primary of the shard that holds the prefix's slot (`CLUSTER KEYSLOT {<prefix>}`).
+///
+/// # Permissions (ACL)
+///
+/// The provider's Redis user needs the keys `~{<prefix>}:*` and the commands
+/// [`REQUIRED_COMMANDS`] (`+ping +evalsha +script|load +sscan +time +type +hget +hmget +hset
+/// +pexpire +del +exists +sadd +srem`; `+select` too for a URL that names a database other
+/// than 0): `PING` when it connects, `EVALSHA` for each operation, `SCRIPT LOAD` when the
+/// server does not have a script yet, `SSCAN` to list the locks, and the commands the scripts
+/// run. For the default prefix:
+///
+/// ```text
+/// ACL SETUSER locks on >secret ~{shedlock}:* +ping +evalsha +script|load +sscan +time +type +hget +hmget +hset +pexpire +del +exists +sadd +srem
+/// ```
+///
+/// A command the server refuses to the user (`NOPERM`) is an [`Error::Database`] that says
+/// permission denied, names the command (the server names it, except for a command a script
+/// runs) and lists these rules; at `build()`, a refused `PING` is that error too, not
+/// [`Error::Unreachable`].
+///
+/// # Values someone else wrote
+///
+/// A token is an integer from 0 to 2^63 − 1, a time (`at`, `until`, `tick`) whole
+/// microseconds since 1970; the scripts never read either as a Lua number (a double, exact
+/// only to 2^53). A value that is neither (`1e300`, `nan`, `inf`, a token past 2^63 − 1) makes
+/// an operation on that lock fail with [`Error::UnreadableRow`] naming the key, the field and
+/// the value, before anything is written; the next token after 2^63 − 1 does not exist, and
+/// is refused the same way. [`lock_rows`](LockAdmin::lock_rows) lists such a lock among the
+/// unreadable ones (and one whose name in the set is no UTF-8), [`locks`](LockAdmin::locks)
+/// and [`lock_states`](LockAdmin::lock_states) leave it out and log it,
+/// [`lock_state`](LockAdmin::lock_state) is that error. Fix the field or delete the lock's
+/// keys: its next token is still higher than every earlier one (see the tokens above).
+///
+/// # Many locks
+///
+/// No step holds the server for long, whatever the number of names under the prefix:
+/// [`migrate`](LockAdmin::migrate) is one script that checks the type of the set of names;
+/// the listing reads the set with `SSCAN` (250 names a step) and the locks' keys with one
+/// script per 40 names (on a loaded two-core machine, 0.3 to 0.5 ms each on average with
+/// 200,000 names); a name whose keys are both gone is removed from the set by the read that
+/// finds so.
+///
+/// [`Error::Database`]: shedlock::Error::Database
+/// [`Error::Unreachable`]: shedlock::Error::Unreachable
+/// [`Error::UnreadableRow`]: shedlock::Error::UnreadableRow
 #[derive(Clone)]
 pub struct RedisLockProvider {
     inner: Arc<Inner>,
@@ -114,7 +165,7 @@ struct Inner {
     settings: ProviderSettings,
     response_timeout: Duration,
     scripts: Scripts,
-    /// Scripts sent (each attempt of a retried one counts).
+    /// Scripts and commands sent (each attempt of a retried one counts).
     sent: AtomicU64,
     /// What makes this provider's acquire request ids unique: its process and start time.
     request_prefix: String,
@@ -131,7 +182,8 @@ struct Scripts {
     unlock: Script,
     is_held: Script,
     release: Script,
-    states: Script,
+    read: Script,
+    check: Script,
     now: Script,
 }
 
@@ -143,7 +195,8 @@ impl Scripts {
             unlock: Script::new(scripts::UNLOCK),
             is_held: Script::new(scripts::IS_HELD),
             release: Script::new(scripts::RELEASE),
-            states: Script::new(scripts::STATES),
+            read: Script::new(scripts::READ),
+            check: Script::new(scripts::CHECK),
             now: Script::new(scripts::NOW),
         }
     }
@@ -199,15 +252,16 @@ impl RedisLockProvider {
     #[cfg(feature = "test-util")]
     #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
     pub fn names_key(&self) -> String {
-        format!("{}names", self.inner.tag)
+        self.inner.names_key()
     }
 
-    /// How many scripts this provider has sent (each attempt of a retried one counts). For
+    /// How many scripts and commands this provider has sent (each attempt of a retried one
+    /// counts): one per operation, and per page of a listing one `SSCAN` and one script. For
     /// tests and benchmarks that count round trips, as `SqlLockProvider::statements_sent`.
     #[cfg(feature = "test-util")]
     #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
     pub fn statements_sent(&self) -> u64 {
-        self.inner.sent.load(Ordering::Relaxed)
+        self.inner.sent.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -216,150 +270,21 @@ impl Inner {
         format!("{}{kind}{name}", self.tag)
     }
 
+    /// The key of a name that may be no UTF-8 (one found in the set of names).
+    fn key_bytes(&self, kind: &str, name: &[u8]) -> Vec<u8> {
+        [self.tag.as_bytes(), kind.as_bytes(), name].concat()
+    }
+
+    /// `{<prefix>}:names`.
+    fn names_key(&self) -> String {
+        format!("{}names", self.tag)
+    }
+
     fn app_now(&self) -> String {
         self.settings
             .app_now()
             .map(|now| now.timestamp_micros().to_string())
             .unwrap_or_default()
-    }
-
-    /// Runs a prepared script: one `EVALSHA` (and a `SCRIPT LOAD` the first time a server
-    /// meets it), once more on a fresh connection when the connection broke. The first attempt
-    /// may have run before the break, so a second run must do no harm: extend, unlock, the
-    /// operator's release and the reads change nothing more (a release then answers 0), and an
-    /// acquire carries a request id with which it gets its own lease back.
-    async fn run<T: FromRedisValue>(
-        &self,
-        invocation: &ScriptInvocation<'_>,
-        operation: impl Fn() -> String,
-    ) -> Result<T> {
-        let mut retried = false;
-        loop {
-            self.sent.fetch_add(1, Ordering::Relaxed);
-            let mut conn = self.conn.clone();
-            match invocation.invoke_async(&mut conn).await {
-                Ok(value) => return Ok(value),
-                Err(e) if !retried && e.is_connection_dropped() => {
-                    tracing::info!(address = %self.address, error = %e,
-                        "the Redis connection broke; running the script once more on a new one");
-                    retried = true;
-                }
-                Err(e) => return Err(self.fail(operation(), e)),
-            }
-        }
-    }
-
-    /// What a failed script becomes: a key of the wrong type, refused credentials, a timeout,
-    /// or an error naming the server and what was being done.
-    fn fail(&self, operation: String, source: RedisError) -> Error {
-        if source.code() == Some("SHEDLOCK_WRONGTYPE") {
-            let detail = source.detail().unwrap_or_default();
-            let detail = detail.rsplit_once(" script: ").map_or(detail, |(d, _)| d);
-            let (found, key) = detail.split_once(' ').unwrap_or(("unknown", detail));
-            return Error::WrongType {
-                backend: Backend::Redis,
-                address: self.address.clone(),
-                key: key.to_owned(),
-                found: found.to_owned(),
-            };
-        }
-        if connect::is_auth(&source) {
-            return Error::Auth {
-                backend: Backend::Redis,
-                address: self.address.clone(),
-                source: source.into(),
-            };
-        }
-        if source.is_timeout() {
-            return Error::Timeout {
-                operation: format!("{operation} on the Redis server at {}", self.address),
-                after: self.response_timeout,
-            };
-        }
-        Error::Database {
-            backend: Backend::Redis,
-            operation,
-            location: self.address.clone(),
-            source: source.into(),
-        }
-    }
-
-    async fn acquire_many(
-        self: &Arc<Self>,
-        configs: &[LockConfiguration],
-    ) -> Result<Vec<Result<Option<LockGuard>>>> {
-        // One id per call, the same for its retry: a retry whose first attempt took the lock
-        // (the connection broke before the answer came) gets that lease back, instead of
-        // finding the lock held (by itself) and the tick claimed, and leaving both unused
-        // until the lease runs out.
-        let request = format!(
-            "{}-{}",
-            self.request_prefix,
-            self.requests.fetch_add(1, Ordering::Relaxed)
-        );
-        let mut invocation = self.scripts.acquire.prepare_invoke();
-        invocation
-            .key(format!("{}names", self.tag))
-            .arg(&self.settings.locked_by)
-            .arg(micros(self.settings.tick_tolerance))
-            .arg(self.app_now())
-            .arg(request);
-        for config in configs {
-            invocation
-                .key(self.key("lock:", config.name()))
-                .key(self.key("meta:", config.name()))
-                .arg(config.name())
-                .arg(micros(config.lock_at_most_for()))
-                .arg(
-                    config
-                        .tick()
-                        .map(|t| t.timestamp_micros().to_string())
-                        .unwrap_or_default(),
-                );
-        }
-        let sent_at = Instant::now();
-        let answers: Vec<(i64, Option<i64>)> = self
-            .run(&invocation, || match configs {
-                [one] => format!("acquire lock {:?}", one.name()),
-                many => format!("claim {} locks in one script", many.len()),
-            })
-            .await?;
-        if answers.len() != configs.len() {
-            return Err(Error::Database {
-                backend: Backend::Redis,
-                operation: format!("read the answer of a claim of {} locks", configs.len()),
-                location: self.address.clone(),
-                source: RedisError::from((
-                    redis::ErrorKind::UnexpectedReturnType,
-                    "a different number of answers than locks",
-                ))
-                .into(),
-            });
-        }
-        Ok(configs
-            .iter()
-            .zip(answers)
-            .map(|(config, (token, ahead_us))| self.decide(config, token, ahead_us, sent_at))
-            .collect())
-    }
-
-    /// What an acquire answers (shedlock's [`Acquired::into_guard`], as every provider
-    /// decides it): a token is a guard over this provider; no token, with how far the tick was
-    /// ahead of the server's `TIME`, is `None` or a tick refused as too far ahead.
-    fn decide(
-        self: &Arc<Self>,
-        config: &LockConfiguration,
-        token: i64,
-        ahead_us: Option<i64>,
-        sent_at: Instant,
-    ) -> Result<Option<LockGuard>> {
-        let acquired = if token > 0 {
-            Acquired::Token(token)
-        } else {
-            Acquired::NotTaken { ahead_us }
-        };
-        let lease = || Arc::clone(self) as Arc<dyn Lease>;
-        acquired.into_guard(config, lease, sent_at, self.settings.tick_tolerance)
     }
 
     async fn is_held(&self, name: &str, token: i64) -> Result<bool> {
@@ -382,51 +307,29 @@ impl Inner {
         let micros: String = self
             .run(&invocation, || "read the server's clock".into())
             .await?;
-        Ok(parse_time(&micros))
+        read::parse_time(micros.as_bytes()).ok_or_else(|| {
+            self.unexpected("read the server's clock", format!("the time {micros:?}"))
+        })
     }
 
-    /// The states of every lock (`All`) or of one.
-    async fn states(&self, which: Which<'_>) -> Result<Vec<LockState>> {
-        type Row = (String, String, String, String, String, Option<String>);
-        let mut invocation = self.scripts.states.prepare_invoke();
-        invocation.key(format!("{}names", self.tag)).arg(&self.tag);
-        match which {
-            Which::All => invocation.arg("all"),
-            Which::Named(names) => {
-                invocation.arg("named");
-                let mut sorted: Vec<&String> = names.iter().collect();
-                sorted.sort();
-                for name in sorted {
-                    invocation
-                        .key(self.key("lock:", name))
-                        .key(self.key("meta:", name))
-                        .arg(name);
-                }
-                &mut invocation
-            }
-        };
-        let (now, rows): (String, Vec<Row>) = self
-            .run(&invocation, || match which {
-                Which::Named([name]) => format!("read lock {name:?}"),
-                Which::Named(names) => format!("read {} locks", names.len()),
-                Which::All => format!("list the locks under {:?}", self.tag),
+    /// Checks that the set of names is a set or absent: one script, whatever it holds.
+    pub(crate) async fn check(&self) -> Result<()> {
+        let mut invocation = self.scripts.check.prepare_invoke();
+        invocation.key(self.names_key());
+        let _: i64 = self
+            .run(&invocation, || {
+                format!("check the keys under {:?}", self.tag)
             })
             .await?;
-        let read_at = parse_time(&now);
-        Ok(rows
-            .into_iter()
-            .map(|(name, token, by, at, until, tick)| {
-                LockState::new(
-                    name,
-                    parse_time(&until),
-                    parse_time(&at),
-                    by,
-                    token.parse().unwrap_or_default(),
-                    tick.as_deref().map(parse_time),
-                    read_at,
-                )
-            })
-            .collect())
+        Ok(())
+    }
+
+    /// Where the locks are, for the log line of a lock that cannot be read.
+    fn place(&self) -> String {
+        format!(
+            "key prefix {} on the Redis server at {}",
+            self.prefix, self.address
+        )
     }
 
     async fn force_release(&self, name: &str, token: i64) -> Result<bool> {
@@ -440,14 +343,6 @@ impl Inner {
             .await?;
         Ok(released == 1)
     }
-}
-
-/// What [`Inner::states`] reads.
-#[derive(Debug, Clone, Copy)]
-enum Which<'a> {
-    All,
-    /// These locks (a name without keys is left out).
-    Named(&'a [String]),
 }
 
 impl LockProvider for RedisLockProvider {
@@ -506,26 +401,55 @@ impl LockProvider for RedisLockProvider {
 }
 
 impl LockAdmin for RedisLockProvider {
-    /// Nothing to create in Redis: checks, in one script, that the server answers, that the key
-    /// prefix's set of names (`{<prefix>}:names`) is a set or absent, and that the keys of every
-    /// lock it names are hashes or absent.
+    /// Nothing to create in Redis: checks, in one script, that the server answers (and runs
+    /// this provider's scripts) and that the key prefix's set of names (`{<prefix>}:names`) is a
+    /// set or absent. The same work whatever the number of locks: the keys of each lock are
+    /// checked by every operation that touches them.
     fn migrate(&self) -> BoxFuture<'_, Result<()>> {
-        Box::pin(async move { self.inner.states(Which::All).await.map(drop) })
+        Box::pin(self.inner.check())
     }
 
+    /// Every readable lock, ordered by name, read a page at a time ([`lock_rows`]); a lock
+    /// whose keys hold a value that cannot be read is left out and logged.
+    ///
+    /// [`lock_rows`]: LockAdmin::lock_rows
     fn locks(&self) -> BoxFuture<'_, Result<Vec<LockState>>> {
-        Box::pin(self.inner.states(Which::All))
-    }
-
-    fn lock_state<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<LockState>>> {
         Box::pin(async move {
-            let names = [name.to_owned()];
-            Ok(self.inner.states(Which::Named(&names)).await?.pop())
+            let rows = self.inner.lock_rows().await?;
+            Ok(rows.readable(&self.inner.place()))
         })
     }
 
+    /// Every lock under the prefix, ordered by name, and those whose keys hold a value that
+    /// cannot be read (a token that is no 64-bit non-negative integer, a time that is no
+    /// integer, a name that is no UTF-8), each named with its key, field and value. The set of
+    /// names is read a page at a time (`SSCAN`), each page's keys by one script, so no step
+    /// holds the server for long; a name whose keys are both gone is removed from the set.
+    fn lock_rows(&self) -> BoxFuture<'_, Result<LockRows>> {
+        Box::pin(self.inner.lock_rows())
+    }
+
+    /// The lock `name`; [`Error::UnreadableRow`](shedlock::Error::UnreadableRow), naming the
+    /// key, when its keys hold a value that cannot be read.
+    fn lock_state<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<LockState>>> {
+        Box::pin(async move {
+            let names = [name.to_owned()];
+            let (mut states, mut bad) = self.inner.named(&names).await?;
+            match bad.pop() {
+                Some(bad) => Err(bad.into_error()),
+                None => Ok(states.pop()),
+            }
+        })
+    }
+
+    /// The locks `names` that exist and can be read, ordered by name; one that cannot be read
+    /// is left out and logged.
     fn lock_states<'a>(&'a self, names: &'a [String]) -> BoxFuture<'a, Result<Vec<LockState>>> {
-        Box::pin(self.inner.states(Which::Named(names)))
+        Box::pin(async move {
+            let (states, bad) = self.inner.named(names).await?;
+            let rows = bad.into_iter().map(read::Bad::into_unreadable).collect();
+            Ok(LockRows::new(states, rows).readable(&self.inner.place()))
+        })
     }
 
     fn force_release<'a>(
@@ -535,15 +459,6 @@ impl LockAdmin for RedisLockProvider {
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(self.inner.force_release(name, fencing_token))
     }
-}
-
-/// A time the scripts wrote, in microseconds since the epoch.
-fn parse_time(micros: &str) -> DateTime<Utc> {
-    micros
-        .parse::<i64>()
-        .ok()
-        .and_then(DateTime::from_timestamp_micros)
-        .unwrap_or_default()
 }
 
 /// A duration in whole microseconds, as the scripts take it.
@@ -558,7 +473,7 @@ pub mod test_util {
     use crate::scripts;
 
     /// The Lua text of script `name` (`acquire`, `extend`, `unlock`, `is_held`, `release`,
-    /// `states`, `now`), exactly as the provider sends it; `None` for an unknown name. Its
+    /// `read`, `check`, `now`), exactly as the provider sends it; `None` for an unknown name. Its
     /// `KEYS` and `ARGV` are described on each script in `shedlock-redis/src/scripts.rs`.
     pub fn script(name: &str) -> Option<&'static str> {
         Some(match name {
@@ -567,7 +482,8 @@ pub mod test_util {
             "unlock" => scripts::UNLOCK,
             "is_held" => scripts::IS_HELD,
             "release" => scripts::RELEASE,
-            "states" => scripts::STATES,
+            "read" => scripts::READ,
+            "check" => scripts::CHECK,
             "now" => scripts::NOW,
             _ => return None,
         })

@@ -131,17 +131,21 @@ impl Redis {
         self.conn.clone()
     }
 
-    /// Every key of this test's prefix (`SCAN … MATCH {<prefix>}*`), sorted.
+    /// Every key of this test's prefix (`SCAN … MATCH {<prefix>}*`), sorted (a key that is no
+    /// UTF-8, which a test may write, with its odd bytes replaced).
     pub async fn keys(&self) -> Vec<String> {
-        self.scan(&format!("{{{}}}*", self.prefix)).await
+        let keys = self.scan(&format!("{{{}}}*", self.prefix)).await;
+        keys.iter()
+            .map(|key| String::from_utf8_lossy(key).into_owned())
+            .collect()
     }
 
-    async fn scan(&self, pattern: &str) -> Vec<String> {
+    async fn scan(&self, pattern: &str) -> Vec<Vec<u8>> {
         let mut conn = self.conn.clone();
         let mut keys = Vec::new();
         let mut cursor: u64 = 0;
         loop {
-            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            let (next, batch): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
                 .arg(cursor)
                 .arg("MATCH")
                 .arg(pattern)
@@ -161,7 +165,7 @@ impl Redis {
         keys
     }
 
-    async fn delete(&self, keys: &[String]) {
+    async fn delete(&self, keys: &[Vec<u8>]) {
         if keys.is_empty() {
             return;
         }
@@ -248,7 +252,7 @@ impl TestDb for Redis {
         let tag = format!("{{{}}}:", self.prefix);
         let mut keys = self.scan(&format!("{tag}lock:*")).await;
         keys.extend(self.scan(&format!("{tag}meta:*")).await);
-        keys.push(self.provider.names_key());
+        keys.push(self.provider.names_key().into_bytes());
         self.delete(&keys).await;
     }
 
@@ -355,7 +359,7 @@ impl TestDb for Redis {
     }
 
     async fn teardown(self) {
-        let keys = self.keys().await;
+        let keys = self.scan(&format!("{{{}}}*", self.prefix)).await;
         self.delete(&keys).await;
     }
 }

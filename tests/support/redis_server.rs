@@ -115,6 +115,11 @@ impl RedisServer {
         self.port
     }
 
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// `127.0.0.1:<port>`.
     pub fn address(&self) -> String {
         format!("127.0.0.1:{}", self.port)
