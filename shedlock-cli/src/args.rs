@@ -94,7 +94,7 @@ pub(crate) enum Command {
     /// Create or upgrade the lock table and the run history table (idempotent).
     ///
     /// On Redis there is nothing to create: it checks that the server answers and that
-    /// `{PREFIX}:names` and the keys of the locks it lists hold the types shedlock keeps there.
+    /// `{PREFIX}:names` is a set (or absent), the same work however many locks there are.
     Migrate,
 }
 

@@ -32,8 +32,8 @@
 //!   reads) and says on stderr how many runs it closed. On Redis it is a usage error (exit 2):
 //!   Redis keeps no run history; it is kept only in PostgreSQL, MySQL/MariaDB and SQLite.
 //! - `migrate`: creates or upgrades the lock table and the run history table. On Redis there is
-//!   nothing to create: it checks that the server answers and that `{<prefix>}:names` and the
-//!   keys of the locks it lists hold the types shedlock keeps there, and says so.
+//!   nothing to create: it checks that the server answers and that `{<prefix>}:names` is a set
+//!   (or absent), the same work however many locks there are, and says so.
 //!
 //! # Database URL
 //!

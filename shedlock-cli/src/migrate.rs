@@ -9,14 +9,13 @@ use crate::output::print;
 
 pub(crate) async fn migrate(db: &Db) -> Result<(), Failure> {
     if let Db::Redis(provider) = db {
-        // Creates nothing: reads the set of lock names and every listed lock's keys, refusing
-        // one of the wrong type.
+        // Creates nothing: checks the type of the set of lock names (one script, whatever the
+        // number of locks).
         provider.migrate().await?;
         let prefix = provider.key_prefix();
         print(&format!(
             "nothing to migrate: Redis needs no tables or schema; the server at {} answers, and \
-             {{{prefix}}}:names and the keys of the locks it lists hold the types shedlock keeps \
-             there (key prefix {prefix})\n",
+             {{{prefix}}}:names is a set or absent, as shedlock keeps it (key prefix {prefix})\n",
             provider.address()
         ));
         return Ok(());

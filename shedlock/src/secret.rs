@@ -4,8 +4,8 @@
 //!
 //! A URL is masked by parsing it (the [`url`] crate), never by searching it for `/` or `@`:
 //! its password becomes `***` wherever it stands (a password may hold `/`, `?` or `#`), and so
-//! does the value of every query parameter whose name contains `password`, `secret`, `token` or
-//! `key` (any case). A string that begins like a URL but does not parse (an unescaped `/` in
+//! does the value of every query parameter whose name contains `pass` (`password`, `passwd`), `pwd`,
+//! `secret`, `token` or `key` (any case). A string that begins like a URL but does not parse (an unescaped `/` in
 //! the password makes the port unreadable; `postgres:user:pw@host` lacks its `//`) is masked
 //! more widely: everything up to its last `@` becomes `***`, user name included. A string with
 //! no scheme (a file path) is returned as it is.
@@ -35,8 +35,9 @@ use url::Url;
 /// What replaces a secret.
 pub const MASK: &str = "***";
 
-/// The words that make a query parameter secret when its name contains one (any case).
-pub const SECRET_PARAMETER_WORDS: [&str; 4] = ["password", "secret", "token", "key"];
+/// The words that make a query parameter secret when its name contains one (any case): `pass`
+/// covers `password`, `passwd` and redis-rs's `pass`.
+pub const SECRET_PARAMETER_WORDS: [&str; 5] = ["pass", "pwd", "secret", "token", "key"];
 
 /// `text` with every secret it holds as a URL replaced by [`MASK`]: the password of its
 /// user-info, the values of query parameters named like secrets ([`SECRET_PARAMETER_WORDS`]),
@@ -314,6 +315,11 @@ mod tests {
                 "sqlite:///srv/x.db?mode=rwc&key=***",
             ),
             ("sqlite:x.db?secret=hunter2", "sqlite:x.db?secret=***"),
+            (
+                "redis+unix:///run/redis.sock?pass=hunter2",
+                "redis+unix:///run/redis.sock?pass=***",
+            ),
+            ("postgres://db/app?pwd=hunter2", "postgres://db/app?pwd=***"),
         ];
         for (url, masked) in cases {
             let got = mask_url(url);

@@ -452,8 +452,7 @@ async fn migrate_says_there_is_nothing_to_migrate_and_creates_nothing() {
     };
     let expected = format!(
         "nothing to migrate: Redis needs no tables or schema; the server at {} answers, and \
-         {{{p}}}:names and the keys of the locks it lists hold the types shedlock keeps there \
-         (key prefix {p})\n",
+         {{{p}}}:names is a set or absent, as shedlock keeps it (key prefix {p})\n",
         shedlock_suite::host_port(&redis.url, 6379),
         p = redis.prefix
     );
