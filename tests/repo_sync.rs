@@ -6,7 +6,7 @@
 
 #[path = "../examples/repo_sync/chunk.rs"]
 mod chunk;
-#[path = "../examples/repo_sync/db.rs"]
+#[path = "../examples/repo_sync/db/mod.rs"]
 mod db;
 #[path = "../examples/repo_sync/embed/mod.rs"]
 mod embed;
