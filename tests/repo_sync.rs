@@ -998,7 +998,11 @@ impl On {
             }
             let (url, database) = shedlock_suite::postgres_database("repo_sync").await;
             let provider = shedlock::PostgresLockProvider::connect(&url).await.unwrap();
-            (Location::Postgres(url), Arc::new(provider), Some(database))
+            (
+                Location::Postgres(url.into()),
+                Arc::new(provider),
+                Some(database),
+            )
         } else {
             let path = dir.path().join("app.db");
             let provider = SqliteLockProvider::connect(&path.display().to_string())
@@ -1410,7 +1414,7 @@ async fn runs_left_running_are_closed_as_abandoned(postgres: bool) {
         .unwrap();
     let url = match &on.location {
         Location::Sqlite(path) => path.display().to_string(),
-        Location::Postgres(url) => url.clone(),
+        Location::Postgres(url) => url.expose().to_owned(),
     };
     let out = Command::new(example_binary())
         .args(["--database-url", &url, "status"])
@@ -1524,9 +1528,143 @@ fn database_urls_are_read_as_users_type_them() {
         ("sqlite::memory:", "names no file"),
         ("", "names no file"),
         ("sqlite:x.db?mode=ro", "unsupported option \"mode=ro\""),
+        // A scheme with its `//` missing is a mistyped URL, never a file name.
+        (
+            "postgres:postgres:topsecret@127.0.0.1:5432/",
+            "not a valid postgres URL",
+        ),
+        ("postgresql:u:topsecret@h/db", "not a valid postgresql URL"),
+        ("POSTGRES:u:topsecret@h/db", "not a valid POSTGRES URL"),
+        ("mysql:root:topsecret@h", "unsupported database \"mysql\""),
+        (
+            "mariadb:root:topsecret@h",
+            "unsupported database \"mariadb\"",
+        ),
+        ("redis:topsecret@h", "unsupported database \"redis\""),
+        ("rediss://:topsecret@h", "unsupported database \"rediss\""),
+        // A password with an unescaped `/` leaves the port unreadable.
+        ("postgres://u:pa/ss@h:5432/db", "not a valid postgres URL"),
+        ("ftp://u:topsecret@h/x", "unsupported database \"ftp\""),
     ] {
         let err = Location::parse(bad).unwrap_err();
         assert!(err.contains(says), "{bad}: {err}");
+        assert!(
+            !err.contains("topsecret") && !err.contains("pa/ss"),
+            "{bad}: {err}"
+        );
+    }
+    // A file whose name starts like a scheme is written as a path.
+    assert_eq!(
+        Location::parse("./postgres:x.db"),
+        sqlite("./postgres:x.db")
+    );
+    // Printed, a PostgreSQL location masks its password.
+    let location = Location::parse("postgres://u:topsecret@h/db?sslpassword=topsecret").unwrap();
+    assert_eq!(
+        location.to_string(),
+        "postgres://u:***@h/db?sslpassword=***"
+    );
+    assert!(!format!("{location:?}").contains("topsecret"));
+}
+
+/// Runs `repo_sync ARGS` in `dir`, giving up after 20 s (a generous bound for a failure that
+/// must be reported at once); `(exit success, stderr, seconds taken)`.
+async fn run_bounded(dir: &Path, args: &[&str]) -> (bool, String, f64) {
+    let started = std::time::Instant::now();
+    let child = tokio::process::Command::new(example_binary())
+        .args(args)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(20), child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("{args:?} still running after 20 s"))
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (
+        out.status.success(),
+        stderr,
+        started.elapsed().as_secs_f64(),
+    )
+}
+
+/// A PostgreSQL server that is down is reported within seconds with its real cause, and no
+/// message shows the password, wherever it stands in the URL (a `/` in it, a query
+/// parameter); nor does the message for an unsupported scheme.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_database_is_named_at_once_without_its_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    for (url, says) in [
+        (
+            format!("postgres://postgres:topsecret@127.0.0.1:{closed}/test"),
+            "refused",
+        ),
+        (
+            format!("postgres://postgres@127.0.0.1:{closed}/test?password=topsecret"),
+            "refused",
+        ),
+        (
+            format!("postgres://postgres:pa/ss@127.0.0.1:{closed}/test"),
+            "not a valid postgres URL",
+        ),
+        (
+            "ftp://u:topsecret@h/x".to_owned(),
+            "unsupported database \"ftp\"",
+        ),
+    ] {
+        let (ok, stderr, secs) = run_bounded(dir.path(), &["--database-url", &url, "status"]).await;
+        eprintln!("{secs:.1} s: {stderr}");
+        assert!(!ok, "{url}: {stderr}");
+        assert!(stderr.contains(says), "{url}: {stderr}");
+        assert!(
+            !stderr.contains("topsecret") && !stderr.contains("pa/ss"),
+            "{url}: {stderr}"
+        );
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+/// A URL of another backend with a typo (`postgres:` without `//`) is refused by its scheme,
+/// without echoing the password, and nothing appears on disk: it was never taken as a path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mistyped_url_is_refused_and_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    for (url, scheme) in [
+        ("postgres:postgres:topsecret@127.0.0.1:5432/", "postgres"),
+        ("postgres:postgres:topsecret@127.0.0.1", "postgres"),
+        ("postgresql:u:topsecret@h/db", "postgresql"),
+        ("mysql:root:topsecret@127.0.0.1:3306/test", "mysql"),
+        ("mariadb:root:topsecret@h/db", "mariadb"),
+        ("redis:topsecret@127.0.0.1:6379", "redis"),
+        ("rediss:topsecret@h", "rediss"),
+    ] {
+        for command in [&["status"][..], &["add", "."], &[]] {
+            let args: Vec<&str> = ["--database-url", url]
+                .into_iter()
+                .chain(command.iter().copied())
+                .collect();
+            let (ok, stderr, _) = run_bounded(dir.path(), &args).await;
+            assert!(!ok, "{args:?}: {stderr}");
+            assert!(
+                stderr.contains(&format!("{scheme:?}"))
+                    || stderr.contains(&format!("{scheme} URL")),
+                "{args:?}: {stderr}"
+            );
+            assert!(!stderr.contains("topsecret"), "{args:?}: {stderr}");
+            let left: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert!(left.is_empty(), "{args:?} created {left:?}");
+        }
     }
 }
 

@@ -56,7 +56,10 @@ use crate::sync::Ctx;
 struct Cli {
     /// Database for schedules, history, chunks and locks: an SQLite file path (created with
     /// its directory if missing), `sqlite://PATH`, or `postgres://…` (default:
-    /// `repo_sync.db` in the git directory of the repository you run it in).
+    /// `repo_sync.db` in the git directory of the repository you run it in). A value that
+    /// starts with a scheme (`postgres:`, `mysql:`, `redis:`, …) is a URL, never a file name;
+    /// messages show it with its password masked. A server that cannot be reached is reported
+    /// at once, or after 10 s without an answer.
     #[arg(long, global = true)]
     database_url: Option<String>,
     /// An OpenAI-compatible embeddings server (`http://host:port`); default: the built-in
@@ -208,7 +211,7 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
     // whichever the database.
     let provider: Arc<dyn Locks> = match &location {
         Location::Postgres(url) => {
-            let provider = PostgresLockProvider::connect(url).await?;
+            let provider = PostgresLockProvider::connect(url.expose()).await?;
             provider.migrate().await?;
             Arc::new(provider)
         }

@@ -31,7 +31,7 @@ pub(crate) enum QueuePlace {
     /// `_sqlx_migrations`), `repo_sync_queue.db` next to the SQLite database.
     Sqlite(std::path::PathBuf),
     /// The PostgreSQL database itself (apalis's schema `apalis`).
-    Postgres(String),
+    Postgres(shedlock::secret::SecretUrl),
 }
 
 impl QueuePlace {
@@ -65,7 +65,7 @@ impl QueuePlace {
                 Arc::new(SqliteTickQueue::new(Self::sqlite_pool(path).await?, QUEUE).await?)
             }
             QueuePlace::Postgres(url) => {
-                let pool = sqlx::PgPool::connect(url).await?;
+                let pool = sqlx::PgPool::connect(url.expose()).await?;
                 Arc::new(PostgresTickQueue::new(pool, QUEUE).await?)
             }
         })
@@ -172,7 +172,7 @@ pub(crate) async fn run_worker(
             run!(storage);
         }
         QueuePlace::Postgres(url) => {
-            let pool = sqlx::PgPool::connect(&url).await?;
+            let pool = sqlx::PgPool::connect(url.expose()).await?;
             PostgresStorage::<()>::setup(&pool).await?;
             let storage = PostgresStorage::<HandOff>::new(&pool).with_config(
                 postgres_worker_config(QUEUE, DEFAULT_HEARTBEAT).batch_size(concurrency),

@@ -3,47 +3,75 @@
 
 use std::path::{Path, PathBuf};
 
+use shedlock::secret::{SecretUrl, mask_url};
+
+/// The schemes of databases repo_sync does not keep its data in, though the workspace's other
+/// tools do: a `--database-url` starting with one is refused by name, never taken as a path.
+const OTHER_BACKENDS: [&str; 4] = ["mysql", "mariadb", "redis", "rediss"];
+
+/// How a PostgreSQL URL is written, for the messages.
+const POSTGRES_FORM: &str = "postgres://USER:PASSWORD@HOST:PORT/DATABASE";
+
 /// Where the application database is, from `--database-url`: a file path, `sqlite:PATH`,
 /// `sqlite://PATH` (`sqlite:///abs/path` too), or `postgres://…`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Location {
     /// An SQLite file; it and its directory are created when missing.
     Sqlite(PathBuf),
-    /// A PostgreSQL URL, as given.
-    Postgres(String),
+    /// A PostgreSQL URL, as given (printed with its password masked).
+    Postgres(SecretUrl),
 }
 
 impl Location {
-    /// Reads a `--database-url` value; the error names what is wrong with it.
+    /// Reads a `--database-url` value; the error names what is wrong with it, and shows the
+    /// value through [`mask_url`] (never its password).
+    ///
+    /// A value that starts with a scheme (`postgres:`, `mysql:`, …) is a URL, never a file
+    /// name: `postgres:user:pw@host` (its `//` missing) is refused, not created as a file. A
+    /// file whose name starts like that is written `./postgres:…`.
     pub(crate) fn parse(text: &str) -> Result<Self, String> {
         let text = text.trim();
-        if text.starts_with("postgres://") || text.starts_with("postgresql://") {
-            return Ok(Location::Postgres(text.to_owned()));
-        }
-        let path = if let Some(rest) = text.strip_prefix("sqlite:") {
-            let rest = rest.strip_prefix("//").unwrap_or(rest);
-            let (path, options) = rest.split_once('?').unwrap_or((rest, ""));
-            for option in options.split('&').filter(|o| !o.is_empty()) {
-                if !matches!(option, "mode=rwc" | "mode=rw") {
-                    return Err(format!(
-                        "unsupported option {option:?} in {text:?}: repo_sync opens SQLite read-write and creates the file when missing"
-                    ));
-                }
+        let shown = mask_url(text);
+        let scheme = scheme(text).map(str::to_ascii_lowercase);
+        let path = match scheme.as_deref() {
+            Some("postgres" | "postgresql") => {
+                return postgres(text, &shown).map(Location::Postgres);
             }
-            percent_encoding::percent_decode_str(path)
-                .decode_utf8()
-                .map_err(|_| format!("{text:?}: the path is not valid UTF-8 once decoded"))?
-                .into_owned()
-        } else if let Some((scheme, _)) = text.split_once("://") {
-            return Err(format!(
-                "unsupported database {scheme:?} in {text:?}: repo_sync keeps its data in SQLite (a file path, or sqlite://PATH) or PostgreSQL (postgres://USER@HOST:PORT/DATABASE)"
-            ));
-        } else {
-            text.to_owned()
+            Some(other) if OTHER_BACKENDS.contains(&other) => {
+                return Err(format!(
+                    "unsupported database {other:?} in {shown:?}: repo_sync keeps its data in \
+                     SQLite (a file path, or sqlite://PATH) or PostgreSQL ({POSTGRES_FORM})"
+                ));
+            }
+            Some("sqlite") => {
+                let rest = &text["sqlite:".len()..];
+                let rest = rest.strip_prefix("//").unwrap_or(rest);
+                let (path, options) = rest.split_once('?').unwrap_or((rest, ""));
+                for option in options.split('&').filter(|o| !o.is_empty()) {
+                    if !matches!(option, "mode=rwc" | "mode=rw") {
+                        return Err(format!(
+                            "unsupported option {option:?} in {shown:?}: repo_sync opens SQLite \
+                             read-write and creates the file when missing"
+                        ));
+                    }
+                }
+                percent_encoding::percent_decode_str(path)
+                    .decode_utf8()
+                    .map_err(|_| format!("{shown:?}: the path is not valid UTF-8 once decoded"))?
+                    .into_owned()
+            }
+            Some(other) if text[other.len()..].starts_with("://") => {
+                return Err(format!(
+                    "unsupported database {other:?} in {shown:?}: repo_sync keeps its data in \
+                     SQLite (a file path, or sqlite://PATH) or PostgreSQL ({POSTGRES_FORM})"
+                ));
+            }
+            _ => text.to_owned(),
         };
         if path.is_empty() || path == ":memory:" {
             return Err(format!(
-                "{text:?} names no file: give the path of an SQLite file (created if missing), or a postgres:// URL"
+                "{shown:?} names no file: give the path of an SQLite file (created if missing), \
+                 or a postgres:// URL"
             ));
         }
         Ok(Location::Sqlite(PathBuf::from(path)))
@@ -90,7 +118,7 @@ impl Location {
     /// PostgreSQL URL.
     pub(super) fn url(&self) -> Result<String, String> {
         match self {
-            Location::Postgres(url) => Ok(url.clone()),
+            Location::Postgres(url) => Ok(url.expose().to_owned()),
             Location::Sqlite(_) => {
                 let path = self.sqlite_file()?.unwrap_or_default();
                 let path = path
@@ -112,7 +140,40 @@ impl std::fmt::Display for Location {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Location::Sqlite(path) => write!(f, "{}", path.display()),
-            Location::Postgres(url) => f.write_str(url),
+            Location::Postgres(url) => write!(f, "{url}"),
         }
+    }
+}
+
+/// The scheme `text` starts with (`postgres` of `postgres://…` and of `postgres:…`): a letter,
+/// then letters, digits, `+`, `-` or `.`, then `:`. One letter is a Windows drive (`C:\\…`), not
+/// a scheme.
+fn scheme(text: &str) -> Option<&str> {
+    let (candidate, _) = text.split_once(':')?;
+    let mut chars = candidate.chars();
+    let first = chars.next()?;
+    let valid = first.is_ascii_alphabetic()
+        && chars.all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+        && candidate.len() > 1;
+    valid.then_some(candidate)
+}
+
+/// A PostgreSQL URL, checked the way the driver reads it (the `url` crate): `scheme://`, then a
+/// user-info, host and port that parse. `shown` is `text` masked, for the message.
+fn postgres(text: &str, shown: &str) -> Result<SecretUrl, String> {
+    let scheme = &text[..text.find(':').unwrap_or(0)];
+    let invalid = |reason: &str| {
+        format!(
+            "{shown:?} is not a valid {scheme} URL ({reason}): write it as {POSTGRES_FORM}, with \
+             any / ? # @ : % in the user name or password percent-encoded (/ as %2F); it is not \
+             taken as a file name (a file whose name starts so is written ./NAME)"
+        )
+    };
+    if !text[scheme.len()..].starts_with("://") {
+        return Err(invalid(&format!("no // after {scheme}:")));
+    }
+    match url::Url::parse(text) {
+        Ok(_) => Ok(SecretUrl::new(text)),
+        Err(e) => Err(invalid(&e.to_string())),
     }
 }

@@ -7,12 +7,15 @@
 //! the sweep of abandoned runs.
 
 use sqlx::any::{AnyPoolOptions, AnyRow};
-use sqlx::{AnyPool, AssertSqlSafe, Row};
+use sqlx::{AnyPool, AssertSqlSafe, Connection, Row};
 
 mod history;
 mod location;
 
 pub(crate) use location::Location;
+
+/// How long the first connection may take before the database counts as unreachable.
+pub(crate) const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Which SQL dialect the URL speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,7 +70,11 @@ pub(crate) fn now_ms() -> i64 {
 
 impl Db {
     /// Connects (creating an SQLite file and its directory if missing) and creates the
-    /// tables.
+    /// tables. One connection is opened directly first, so a server that is down or refuses
+    /// is reported at once with the driver's own cause (connection refused, no such host,
+    /// authentication failed), or after [`CONNECT_TIMEOUT`] when nothing answers, rather than
+    /// after the pool's retries as "pool timed out". The message shows the location with its
+    /// password masked.
     pub(crate) async fn open(location: &Location) -> Result<Self, String> {
         let url = location.url()?;
         Self::connect(&url)
@@ -75,13 +82,22 @@ impl Db {
             .map_err(|e| format!("cannot open the database {location}: {e}"))
     }
 
-    async fn connect(url: &str) -> Result<Self, sqlx::Error> {
+    async fn connect(url: &str) -> Result<Self, String> {
         sqlx::any::install_default_drivers();
         let dialect = if url.starts_with("postgres") {
             Dialect::Postgres
         } else {
             Dialect::Sqlite
         };
+        let first = tokio::time::timeout(CONNECT_TIMEOUT, sqlx::AnyConnection::connect(url))
+            .await
+            .map_err(|_| {
+                format!(
+                    "no answer within {} s (is the server up, and the host and port right?)",
+                    CONNECT_TIMEOUT.as_secs()
+                )
+            })?
+            .map_err(|e| e.to_string())?;
         let pool = AnyPoolOptions::new()
             .max_connections(4)
             // Generous: a loaded machine can take seconds to hand out a connection.
@@ -97,10 +113,12 @@ impl Db {
                 })
             })
             .connect(url)
-            .await?;
+            .await
+            .map_err(|e| e.to_string())?;
+        drop(first);
         let db = Self { pool, dialect };
         for ddl in db.schema() {
-            db.exec(&ddl, vec![]).await?;
+            db.exec(&ddl, vec![]).await.map_err(|e| e.to_string())?;
         }
         // Added after the first release: a database made by it lacks the column.
         if db
@@ -115,7 +133,8 @@ impl Db {
                 "ALTER TABLE schedule_sessions ADD COLUMN last_failure_at BIGINT NULL",
                 vec![],
             )
-            .await?;
+            .await
+            .map_err(|e| e.to_string())?;
         }
         Ok(db)
     }

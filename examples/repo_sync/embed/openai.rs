@@ -13,7 +13,7 @@ use serde::Deserialize;
 use super::{EmbedError, Embedder, Embedding, normalize};
 use crate::http::{
     Failed, RetryPolicy, error_chain, is_retryable_error, is_retryable_status, read_server_message,
-    retry_after, truncate,
+    retry_after, shown_url, truncate,
 };
 
 /// The default number of texts per request.
@@ -52,6 +52,8 @@ const RETRY: RetryPolicy = RetryPolicy {
 pub(crate) struct HttpEmbedder {
     client: reqwest::Client,
     url: String,
+    /// `url` with any password in it masked ([`mask_url`]): what messages and logs show.
+    shown_url: String,
     model: String,
     name: String,
     api_key: Option<String>,
@@ -67,7 +69,7 @@ pub(crate) struct HttpEmbedder {
 impl fmt::Debug for HttpEmbedder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HttpEmbedder")
-            .field("url", &self.url)
+            .field("url", &self.shown_url)
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("batch_size", &self.batch_size)
@@ -85,32 +87,31 @@ impl HttpEmbedder {
     pub(crate) fn new(base_url: &str, model: &str) -> Result<Self, EmbedError> {
         let invalid = |reason: String| EmbedError::InvalidConfig { reason };
         let trimmed = base_url.trim();
-        let parsed = reqwest::Url::parse(trimmed).map_err(|e| {
-            invalid(format!(
-                "embeddings URL {trimmed:?} is not a valid URL: {e}"
-            ))
-        })?;
+        // Messages show the URL masked: a password in it never reaches a terminal or a log.
+        let shown = shown_url(trimmed);
+        let parsed = reqwest::Url::parse(trimmed)
+            .map_err(|e| invalid(format!("embeddings URL {shown:?} is not a valid URL: {e}")))?;
         match parsed.scheme() {
             "http" => {}
             "https" => {
                 return Err(invalid(format!(
-                    "embeddings URL {trimmed:?} uses https, but this build has no TLS support \
+                    "embeddings URL {shown:?} uses https, but this build has no TLS support \
                      (reqwest is built without a TLS feature); use an http:// URL, e.g. a local \
                      server or a TLS-terminating proxy"
                 )));
             }
             other => {
                 return Err(invalid(format!(
-                    "embeddings URL {trimmed:?} has scheme {other:?}; only http:// is supported"
+                    "embeddings URL {shown:?} has scheme {other:?}; only http:// is supported"
                 )));
             }
         }
         if parsed.host_str().is_none_or(str::is_empty) {
-            return Err(invalid(format!("embeddings URL {trimmed:?} has no host")));
+            return Err(invalid(format!("embeddings URL {shown:?} has no host")));
         }
         if parsed.query().is_some() || parsed.fragment().is_some() {
             return Err(invalid(format!(
-                "embeddings URL {trimmed:?} must not have a query or fragment"
+                "embeddings URL {shown:?} must not have a query or fragment"
             )));
         }
         let model = model.trim();
@@ -128,6 +129,7 @@ impl HttpEmbedder {
             .map_err(|e| invalid(format!("cannot build the HTTP client: {}", error_chain(&e))))?;
         Ok(HttpEmbedder {
             client,
+            shown_url: shown_url(&url),
             url,
             model: model.to_owned(),
             name: format!("http:{model}"),
@@ -188,7 +190,7 @@ impl HttpEmbedder {
             ..RETRY
         };
         let bytes = retry
-            .run(&self.url, |attempts| self.attempt(&body, attempts))
+            .run(&self.shown_url, |attempts| self.attempt(&body, attempts))
             .await?;
         self.parse(batch.len(), &bytes)
     }
@@ -204,22 +206,25 @@ impl HttpEmbedder {
             request = request.bearer_auth(key);
         }
         let transport = |e: reqwest::Error| {
+            let retryable = is_retryable_error(&e);
+            // The message names the URL itself, masked; reqwest's would repeat it unmasked.
+            let e = e.without_url();
             let error = if e.is_timeout() {
                 EmbedError::Timeout {
-                    url: self.url.clone(),
+                    url: self.shown_url.clone(),
                     attempts,
                     timeout: self.timeout,
                 }
             } else {
                 EmbedError::Transport {
-                    url: self.url.clone(),
+                    url: self.shown_url.clone(),
                     attempts,
                     detail: error_chain(&e),
                 }
             };
             Failed {
                 error,
-                retryable: is_retryable_error(&e),
+                retryable,
                 retry_after: None,
             }
         };
@@ -229,7 +234,7 @@ impl HttpEmbedder {
             let retry_after = retry_after(response.headers());
             return Err(Failed {
                 error: EmbedError::Status {
-                    url: self.url.clone(),
+                    url: self.shown_url.clone(),
                     status: status.as_u16(),
                     attempts,
                     message: read_server_message(response).await,
@@ -255,7 +260,7 @@ impl HttpEmbedder {
             embedding: Vec<f32>,
         }
         let invalid = |reason: String| EmbedError::InvalidResponse {
-            url: self.url.clone(),
+            url: self.shown_url.clone(),
             reason,
         };
         let response: Response = serde_json::from_slice(bytes).map_err(|e| {
@@ -292,7 +297,7 @@ impl HttpEmbedder {
 
     fn check_dimension(&self, got: usize) -> Result<(), EmbedError> {
         let mismatch = |expected| EmbedError::DimensionMismatch {
-            url: self.url.clone(),
+            url: self.shown_url.clone(),
             expected,
             got,
         };
@@ -305,7 +310,7 @@ impl HttpEmbedder {
         }
         if got == 0 {
             return Err(EmbedError::InvalidResponse {
-                url: self.url.clone(),
+                url: self.shown_url.clone(),
                 reason: "an empty embedding".into(),
             });
         }

@@ -361,3 +361,21 @@ async fn authorization_header_when_an_api_key_is_set() {
     );
     assert_eq!(requests[1].header("authorization"), None);
 }
+
+#[tokio::test]
+async fn a_password_in_the_url_is_never_shown() {
+    for bad in ["ftp://u:topsecret@h", "http://u:topsecret@h/?key=topsecret"] {
+        let err = HttpEmbedder::new(bad, "m").unwrap_err().to_string();
+        assert!(!err.contains("topsecret") && err.contains("***"), "{err}");
+    }
+    let port = unused_port().await;
+    let e = HttpEmbedder::new(&format!("http://u:topsecret@127.0.0.1:{port}"), "m")
+        .unwrap()
+        .max_retries(0);
+    assert!(!format!("{e:?}").contains("topsecret"));
+    let err = e.embed(&inputs(1)).await.unwrap_err().to_string();
+    assert!(
+        !err.contains("topsecret") && err.contains(&format!("u:***@127.0.0.1:{port}")),
+        "{err}"
+    );
+}
