@@ -677,6 +677,55 @@ fn a_sync_limit_of_zero_is_refused() {
     assert!(stderr.contains("--max-concurrent-syncs"), "{stderr}");
 }
 
+/// A zero where zero makes no sense is refused while the arguments are read, naming the
+/// option, before anything opens (no database file appears): `--reload-every 0s` would re-read
+/// the schedules in a busy loop, `--embedder-timeout 0s` fail every request, `--lock-at-most-for
+/// 0s` hold no lock, `--keep-history 0s` delete every run at once, `--embedder-batch-size 0`
+/// send nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zero_settings_are_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("zero.db").display().to_string();
+    for (args, option) in [
+        (
+            &["run", "--reload-every", "0s", "--run-for", "2s"][..],
+            "--reload-every",
+        ),
+        (
+            &["--embedder-timeout", "0s", "status"],
+            "--embedder-timeout",
+        ),
+        (
+            &["--embedder-timeout", "0ms", "status"],
+            "--embedder-timeout",
+        ),
+        (
+            &["--lock-at-most-for", "0s", "status"],
+            "--lock-at-most-for",
+        ),
+        (
+            &["run", "--keep-history", "0s", "--run-for", "2s"],
+            "--keep-history",
+        ),
+        (
+            &["--embedder-batch-size", "0", "status"],
+            "--embedder-batch-size",
+        ),
+    ] {
+        let args: Vec<&str> = ["--database-url", &db]
+            .into_iter()
+            .chain(args.iter().copied())
+            .collect();
+        let (ok, stderr, _) = run_bounded(dir.path(), &args).await;
+        assert!(!ok, "{args:?}: {stderr}");
+        assert!(stderr.contains(option), "{args:?}: {stderr}");
+        assert!(
+            !Path::new(&db).exists(),
+            "{args:?} opened the database: {stderr}"
+        );
+    }
+}
+
 /// `run --metrics-addr` serves the scheduler's counters for Prometheus while it runs; the
 /// figures agree with the run history written by the same process.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

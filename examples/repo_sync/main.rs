@@ -68,11 +68,13 @@ struct Cli {
     embedder_url: Option<String>,
     #[arg(long, global = true, default_value = "text-embedding-3-small")]
     embedder_model: String,
-    /// Texts per embeddings request.
-    #[arg(long, global = true, default_value_t = crate::embed::DEFAULT_BATCH_SIZE)]
-    embedder_batch_size: usize,
-    /// How long one embeddings request may take (a model on a CPU needs longer than a service).
-    #[arg(long, global = true, default_value = "30s", value_parser = humantime::parse_duration)]
+    /// Texts per embeddings request (at least 1).
+    #[arg(long, global = true, default_value_t = crate::embed::DEFAULT_BATCH_SIZE as u32,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    embedder_batch_size: u32,
+    /// How long one embeddings request may take (a model on a CPU needs longer than a service;
+    /// more than zero).
+    #[arg(long, global = true, default_value = "30s", value_parser = positive_duration)]
     embedder_timeout: Duration,
     #[arg(long, global = true, default_value_t = 7000)]
     chunk_size: usize,
@@ -82,8 +84,8 @@ struct Cli {
     #[arg(long, global = true, default_value_t = crate::extract::DEFAULT_MAX_FILE_BYTES)]
     max_file_bytes: u64,
     /// How long a sync's lock stays held if its instance dies (keep-alive renews it while a
-    /// long sync runs).
-    #[arg(long, global = true, default_value = "30m", value_parser = humantime::parse_duration)]
+    /// long sync runs; more than zero).
+    #[arg(long, global = true, default_value = "30m", value_parser = positive_duration)]
     lock_at_most_for: Duration,
     /// How long a sync's lock stays held at least. Zero is right here: each scheduled run
     /// claims its tick, so a fast sync cannot run twice for one tick, and a `sync-now` right
@@ -126,8 +128,8 @@ enum Command {
         /// over the pods.
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
         max_concurrent_syncs: Option<u32>,
-        /// How often to re-read the schedules.
-        #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+        /// How often to re-read the schedules (more than zero).
+        #[arg(long, default_value = "10s", value_parser = positive_duration)]
         reload_every: Duration,
         /// Stop after this long (default: until Ctrl-C).
         #[arg(long, value_parser = humantime::parse_duration)]
@@ -136,8 +138,8 @@ enum Command {
         /// (e.g. `127.0.0.1:9464`).
         #[arg(long)]
         metrics_addr: Option<std::net::SocketAddr>,
-        /// How long the scheduler's run history (`shedlock_runs`) is kept.
-        #[arg(long, default_value = "30days", value_parser = humantime::parse_duration)]
+        /// How long the scheduler's run history (`shedlock_runs`) is kept (more than zero).
+        #[arg(long, default_value = "30days", value_parser = positive_duration)]
         keep_history: Duration,
         /// On Ctrl-C, how long running syncs may finish before they are cancelled (a cancelled
         /// sync publishes nothing and is recorded as `cancelled`).
@@ -196,6 +198,18 @@ async fn main() {
 
 type AnyError = Box<dyn std::error::Error + Send + Sync>;
 
+/// A duration option that must not be zero (`10s`, `5m`, `1h 30m`): zero would make a busy
+/// loop (`--reload-every`), fail every request (`--embedder-timeout`), hold no lock
+/// (`--lock-at-most-for`) or delete every run as it ends (`--keep-history`). Refused while
+/// the arguments are read, before anything opens.
+fn positive_duration(text: &str) -> Result<Duration, String> {
+    let duration = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if duration.is_zero() {
+        return Err("must be more than zero (e.g. 10s, 5m)".into());
+    }
+    Ok(duration)
+}
+
 /// A lock provider that also keeps a run history.
 trait Locks: LockAdmin + RunStore {}
 
@@ -236,7 +250,7 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
         Some(base) => Arc::new(
             HttpEmbedder::new(base, &cli.embedder_model)?
                 .api_key(std::env::var("EMBEDDER_API_KEY").ok())
-                .batch_size(cli.embedder_batch_size)
+                .batch_size(cli.embedder_batch_size as usize)
                 .timeout(cli.embedder_timeout),
         ),
         None => Arc::new(LexicalHashEmbedder::default()),
