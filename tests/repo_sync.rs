@@ -471,6 +471,87 @@ async fn history_records_completed_failed_and_skipped_runs() {
     );
 }
 
+/// An embeddings server that answers `1e39` (beyond `f32`) for one chunk: the sync fails
+/// naming that chunk's file and lines, and nothing is stored, neither published nor staged
+/// (before, the vector became NaN after normalizing, was stored, and `search` showed NaN).
+#[tokio::test]
+async fn an_embedding_that_is_not_a_number_fails_the_sync_and_stores_nothing() {
+    use crate::http::test_server::{Reply, serve};
+    let server = serve(|_, r| {
+        let inputs: Vec<String> = serde_json::from_value(r.json()["input"].clone()).unwrap();
+        let data: Vec<serde_json::Value> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let embedding = if t.contains("poison") {
+                    serde_json::json!([1e39, 1.0, 0.0])
+                } else {
+                    serde_json::json!([0.0, 1.0, 0.0])
+                };
+                serde_json::json!({"index": i, "embedding": embedding})
+            })
+            .collect();
+        Reply::Json(200, vec![], serde_json::json!({ "data": data }))
+    })
+    .await;
+    let mut app = app().await;
+    app.ctx.embedder = Arc::new(crate::embed::HttpEmbedder::new(&server.base_url, "m").unwrap());
+    let repo = TempRepo::new();
+    repo.write("a.rs", "fn fine() {}\n");
+    repo.write("b.rs", "fn poison() {}\n");
+    repo.commit("two");
+    let id = app
+        .ctx
+        .db
+        .add_session(
+            "r",
+            &repo.path().display().to_string(),
+            "0 0 * * * *",
+            "UTC",
+        )
+        .await
+        .unwrap()
+        .id;
+    let TaskResult::Executed(Err(error)) = sync_manual(&app, id).await else {
+        panic!("the sync must fail");
+    };
+    assert!(
+        error.contains("b.rs:1-1") && error.contains("not a finite number"),
+        "{error}"
+    );
+    assert!(stored_points(&app.ctx, id).await.is_empty());
+    assert_eq!(app.ctx.store.staged(id).await.unwrap(), 0);
+    let logs = app.ctx.db.logs(Some(id), 10).await.unwrap();
+    assert_eq!(logs[0].status, "failed", "{logs:?}");
+
+    // A NaN vector an older version stored is left out of the ranking (not shown first with
+    // a NaN score), and its row is kept.
+    for (point, path, vector) in [
+        ("p1", "old.rs", [f32::NAN, 0.0, 0.0]),
+        ("p2", "ok.rs", [0.0, 1.0, 0.0]),
+    ] {
+        app.ctx
+            .db
+            .exec(
+                "INSERT INTO chunks (point_id, collection, repository_id, path, chunk_index, start_line, end_line,
+                     text, embedding, embedder, commit_sha, fencing_token)
+                 VALUES ($1, 'code', $2, $3, 0, 1, 1, 'x', $4, 'http:m', 'c', 1)",
+                vec![db::V::S(point.into()), db::V::I(id), db::V::S(path.into()), db::V::B(embed::to_bytes(&vector))],
+            )
+            .await
+            .unwrap();
+    }
+    let hits = app
+        .ctx
+        .store
+        .search(&[0.0, 1.0, 0.0], "http:m", 10)
+        .await
+        .unwrap();
+    let paths: Vec<&str> = hits.iter().map(|h| h.path.as_str()).collect();
+    assert_eq!(paths, ["ok.rs"]);
+    assert_eq!(stored_points(&app.ctx, id).await.len(), 2);
+}
+
 fn example_binary() -> PathBuf {
     shedlock_suite::repo_sync_binary()
 }

@@ -63,7 +63,10 @@ struct Cli {
     #[arg(long, global = true)]
     database_url: Option<String>,
     /// An OpenAI-compatible embeddings server (`http://host:port`); default: the built-in
-    /// lexical-hash embedder (deterministic, no network, not a neural model).
+    /// lexical-hash embedder (deterministic, no network, not a neural model). Its responses
+    /// are read up to 256 KiB per input text (8 MiB for a batch of 32): a larger one fails the
+    /// request unread. A vector with a component that is not a finite number fails the sync,
+    /// naming the chunk, and nothing of it is stored.
     #[arg(long, global = true)]
     embedder_url: Option<String>,
     #[arg(long, global = true, default_value = "text-embedding-3-small")]

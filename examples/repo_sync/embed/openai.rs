@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
 
-use super::{EmbedError, Embedder, Embedding, normalize};
+use super::{EmbedError, Embedder, Embedding, normalize, unusable};
 use crate::http::{
     Failed, RetryPolicy, error_chain, is_retryable_error, is_retryable_status, read_server_message,
     retry_after, shown_url, truncate,
@@ -22,6 +22,11 @@ pub(crate) const DEFAULT_BATCH_SIZE: usize = 32;
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The default number of retries after the first attempt.
 pub(crate) const DEFAULT_MAX_RETRIES: u32 = 3;
+/// How large a response may be, per input of the request: 256 KiB, room for 8,192
+/// dimensions written out as JSON decimals of up to 30 characters. A request of the default 32
+/// inputs accepts 8 MiB. A larger response is refused (not retried), at once when its
+/// `Content-Length` says so, else as soon as reading passes the limit: it is never read whole.
+pub(crate) const RESPONSE_BYTES_PER_INPUT: u64 = 256 * 1024;
 /// Retries wait 200 ms, 400 ms, 800 ms..., or the server's `Retry-After`; no wait is longer
 /// than 30 s. The number of retries is each embedder's [`HttpEmbedder::max_retries`].
 const RETRY: RetryPolicy = RetryPolicy {
@@ -40,8 +45,11 @@ const RETRY: RetryPolicy = RetryPolicy {
 ///   retried up to [`max_retries`](Self::max_retries) times after 200 ms, 400 ms, 800 ms...
 ///   (or the `Retry-After` seconds when the server sends them), each wait capped at 30 s. Other
 ///   4xx statuses and malformed responses are not retried.
-/// - Vectors are L2-normalized on receipt (most servers already do), so
-///   [`cosine`](super::cosine) applies.
+/// - A response larger than [`RESPONSE_BYTES_PER_INPUT`] per input is refused without being
+///   read whole.
+/// - A vector with a component that is not a finite number (`1e39` does not fit an `f32`) is
+///   refused, naming its input; the others are L2-normalized on receipt (most servers already
+///   do), so [`cosine`](super::cosine) applies.
 /// - The dimension is the configured one ([`dimension`](Self::dimension)) or else learned from
 ///   the first response; a vector of another length is an error.
 /// - Proxies from the environment (`HTTP_PROXY`...) are honoured, as reqwest does by default.
@@ -182,23 +190,32 @@ impl HttpEmbedder {
             .unwrap_or_else(|| self.learned_dimension.load(Ordering::Relaxed))
     }
 
-    /// One batch, with retries.
-    async fn embed_batch(&self, batch: &[String]) -> Result<Vec<Embedding>, EmbedError> {
+    /// One batch, with retries; `offset` is the position of its first text among those given
+    /// to [`Embedder::embed`].
+    async fn embed_batch(
+        &self,
+        offset: usize,
+        batch: &[String],
+    ) -> Result<Vec<Embedding>, EmbedError> {
         let body = serde_json::json!({ "model": self.model, "input": batch });
         let retry = RetryPolicy {
             max_retries: self.max_retries,
             ..RETRY
         };
         let bytes = retry
-            .run(&self.shown_url, |attempts| self.attempt(&body, attempts))
+            .run(&self.shown_url, |attempts| {
+                self.attempt(&body, batch.len(), attempts)
+            })
             .await?;
-        self.parse(batch.len(), &bytes)
+        self.parse(offset, batch, &bytes)
     }
 
-    /// One request, the `attempts`-th: the body of a successful response.
+    /// One request of `inputs` texts, the `attempts`-th: the body of a successful response, at
+    /// most [`RESPONSE_BYTES_PER_INPUT`] per input.
     async fn attempt(
         &self,
         body: &serde_json::Value,
+        inputs: usize,
         attempts: u32,
     ) -> Result<Vec<u8>, Failed<EmbedError>> {
         let mut request = self.client.post(&self.url).timeout(self.timeout).json(body);
@@ -228,7 +245,7 @@ impl HttpEmbedder {
                 retry_after: None,
             }
         };
-        let response = request.send().await.map_err(transport)?;
+        let mut response = request.send().await.map_err(transport)?;
         let status = response.status();
         if !status.is_success() {
             let retry_after = retry_after(response.headers());
@@ -243,12 +260,45 @@ impl HttpEmbedder {
                 retry_after,
             });
         }
-        let bytes = response.bytes().await.map_err(transport)?;
-        Ok(bytes.to_vec())
+        let limit = RESPONSE_BYTES_PER_INPUT.saturating_mul(inputs.max(1) as u64);
+        let too_large = |seen: String| Failed {
+            error: EmbedError::TooLarge {
+                url: self.shown_url.clone(),
+                limit: describe_bytes(limit),
+                inputs,
+                per_input: describe_bytes(RESPONSE_BYTES_PER_INPUT),
+                seen,
+            },
+            retryable: false,
+            retry_after: None,
+        };
+        if let Some(declared) = response.content_length()
+            && declared > limit
+        {
+            // Dropping the response closes the connection without reading the body.
+            return Err(too_large(format!("its Content-Length is {declared} bytes")));
+        }
+        let capacity = response.content_length().unwrap_or(0).min(limit);
+        let mut bytes = Vec::with_capacity(capacity as usize);
+        while let Some(chunk) = response.chunk().await.map_err(transport)? {
+            let total = bytes.len() as u64 + chunk.len() as u64;
+            if total > limit {
+                return Err(too_large(format!("reading stopped at {total} bytes")));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
     }
 
-    /// Checks and orders a successful response's vectors, and normalizes them.
-    fn parse(&self, expected: usize, bytes: &[u8]) -> Result<Vec<Embedding>, EmbedError> {
+    /// Checks and orders a successful response's vectors for `batch` (whose first text is
+    /// input `offset` of the call), and normalizes them.
+    fn parse(
+        &self,
+        offset: usize,
+        batch: &[String],
+        bytes: &[u8],
+    ) -> Result<Vec<Embedding>, EmbedError> {
+        let expected = batch.len();
         #[derive(Deserialize)]
         struct Response {
             data: Vec<Item>,
@@ -287,8 +337,16 @@ impl HttpEmbedder {
             *slot = Some(item.embedding);
         }
         let mut out = Vec::with_capacity(expected);
-        for mut embedding in slots.into_iter().flatten() {
+        for (i, mut embedding) in slots.into_iter().flatten().enumerate() {
             self.check_dimension(embedding.len())?;
+            if let Some(reason) = unusable(&embedding) {
+                return Err(EmbedError::InvalidVector {
+                    url: self.shown_url.clone(),
+                    input: offset + i,
+                    excerpt: excerpt(&batch[i]),
+                    reason,
+                });
+            }
             normalize(&mut embedding);
             out.push(embedding);
         }
@@ -341,10 +399,28 @@ impl Embedder for HttpEmbedder {
         Box::pin(async move {
             let mut out = Vec::with_capacity(texts.len());
             for batch in texts.chunks(self.batch_size) {
-                out.extend(self.embed_batch(batch).await?);
+                out.extend(self.embed_batch(out.len(), batch).await?);
             }
             Ok(out)
         })
+    }
+}
+
+/// `n` bytes as `8 MiB`, `256 KiB` or `1000 bytes`.
+fn describe_bytes(n: u64) -> String {
+    const KIB: u64 = 1024;
+    match n {
+        n if n >= KIB * KIB && n % (KIB * KIB) == 0 => format!("{} MiB", n / (KIB * KIB)),
+        n if n >= KIB && n % KIB == 0 => format!("{} KiB", n / KIB),
+        n => format!("{n} bytes"),
+    }
+}
+
+/// The beginning of an input, for a message: its first 40 characters.
+fn excerpt(text: &str) -> String {
+    match text.char_indices().nth(40) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
     }
 }
 

@@ -130,8 +130,119 @@ async fn vectors_are_normalized_on_receipt() {
         )
     })
     .await;
+    // A zero vector stays zero: it scores 0 against every other (no NaN), so it is kept.
     let out = embedder(&server).embed(&inputs(2)).await.unwrap();
     assert_eq!(out, vec![vec![0.6, 0.8], vec![0.0, 0.0]]);
+    // The largest finite components normalize to finite values.
+    let server = serve(|_, _| {
+        Reply::Json(
+            200,
+            vec![],
+            serde_json::json!({"data": [{"embedding": [3.4e38, 3.4e38, -3.4e38, 1e-45]}]}),
+        )
+    })
+    .await;
+    let out = embedder(&server).embed(&inputs(1)).await.unwrap();
+    assert!(out[0].iter().all(|x| x.is_finite()), "{out:?}");
+}
+
+/// A component beyond `f32` (`1e39` reads as infinity, and normalizing gave NaN) is refused;
+/// the error names the input by its position among the texts given and its beginning.
+/// Nothing is returned for the others.
+#[tokio::test]
+async fn vectors_that_cannot_be_scored_are_refused_naming_the_input() {
+    for (bad, says) in [
+        (serde_json::json!([1e39, 1.0]), "not a finite number"),
+        (serde_json::json!([1.0, -1e39]), "not a finite number"),
+    ] {
+        let server = serve(move |_, r| {
+            let data: Vec<serde_json::Value> = r
+                .inputs()
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    let embedding = if t == "t2" {
+                        bad.clone()
+                    } else {
+                        serde_json::json!([1.0, 0.0])
+                    };
+                    serde_json::json!({"index": i, "embedding": embedding})
+                })
+                .collect();
+            Reply::Json(200, vec![], serde_json::json!({ "data": data }))
+        })
+        .await;
+        // Batches of two: "t2" is the first input of the second request.
+        let err = embedder(&server)
+            .batch_size(2)
+            .embed(&inputs(3))
+            .await
+            .unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains(says) && msg.contains("input 2") && msg.contains("\"t2\""),
+            "{msg}"
+        );
+        assert_eq!(server.requests().len(), 2, "not retried");
+    }
+}
+
+/// A response larger than the limit (256 KiB per input) is refused naming the limit: at once
+/// when its `Content-Length` says so, without reading the body, and otherwise when reading
+/// passes the limit, the connection then dropped rather than drained. Neither is retried.
+#[tokio::test]
+async fn a_response_over_the_limit_is_refused_without_reading_it_whole() {
+    let server = serve(|_, _| Reply::Stall {
+        len: 400_000_000,
+        sent: 10,
+    })
+    .await;
+    let err = tokio::time::timeout(
+        Duration::from_secs(20),
+        embedder(&server)
+            .timeout(Duration::from_secs(15))
+            .embed(&inputs(1)),
+    )
+    .await
+    .expect("refused from the headers")
+    .unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("400000000 bytes") && msg.contains("limit of 256 KiB"),
+        "{msg}"
+    );
+    assert_eq!(server.requests().len(), 1, "not retried");
+
+    // No Content-Length, and a body that never ends.
+    let server = serve(|_, _| Reply::Endless).await;
+    let err = tokio::time::timeout(
+        Duration::from_secs(20),
+        embedder(&server)
+            .timeout(Duration::from_secs(15))
+            .batch_size(4)
+            .embed(&inputs(2)),
+    )
+    .await
+    .expect("stops reading")
+    .unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("limit of 512 KiB"), "{msg}");
+    assert_eq!(server.requests().len(), 1, "not retried");
+    // The connection was dropped: the server's writes stop (waited for, up to 20 s).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut last = server.streamed();
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = server.streamed();
+        if now == last {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server still streams: {now} bytes"
+        );
+        last = now;
+    }
 }
 
 #[tokio::test]
