@@ -20,6 +20,8 @@ mod gitlab;
 mod http;
 #[path = "../examples/repo_sync/job.rs"]
 mod job;
+#[path = "../examples/repo_sync/metrics.rs"]
+mod metrics;
 #[path = "../examples/repo_sync/refresh.rs"]
 mod refresh;
 #[path = "../examples/repo_sync/source.rs"]
@@ -909,6 +911,260 @@ async fn metrics_endpoint_serves_the_scheduler_counters() {
         "{} rows, {executed} counted",
         rows.len()
     );
+}
+
+/// A `repo_sync run --metrics-addr` on a free port, one repository due every second (so the
+/// scheduler records metrics), stderr to a file; killed when dropped.
+struct MetricsRun {
+    child: tokio::process::Child,
+    addr: String,
+    stderr: PathBuf,
+    _dir: tempfile::TempDir,
+    _repo: TempRepo,
+}
+
+impl MetricsRun {
+    /// Starts it, under `ulimit -n LIMIT` when `fd_limit` is set, and waits (up to 60 s) until
+    /// `GET /metrics` shows a metric of the scheduler.
+    async fn start(fd_limit: Option<u32>) -> Self {
+        let bin = example_binary();
+        let dir = tempfile::tempdir().unwrap();
+        let url = dir.path().join("metrics.db").display().to_string();
+        let repo = TempRepo::new();
+        repo.write("a.rs", &lines("a", 3));
+        repo.commit("a");
+        add_repo(&bin, &url, &repo, "* * * * * *");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let stderr = dir.path().join("stderr.log");
+        let args = [
+            "--database-url",
+            &url,
+            "run",
+            "--run-for",
+            "180s",
+            "--metrics-addr",
+            &addr,
+        ];
+        let mut command = match fd_limit {
+            None => tokio::process::Command::new(&bin),
+            Some(limit) => {
+                let mut sh = tokio::process::Command::new("sh");
+                sh.args(["-c", &format!("ulimit -n {limit} && exec \"$0\" \"$@\"")])
+                    .arg(&bin);
+                sh
+            }
+        };
+        let child = command
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let run = MetricsRun {
+            child,
+            addr,
+            stderr,
+            _dir: dir,
+            _repo: repo,
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(page) = run.try_get("/metrics").await
+                && page.starts_with("HTTP/1.1 200")
+                && page.contains("shedlock_attempts_total")
+            {
+                return run;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no metrics within 60 s: {}",
+                std::fs::read_to_string(&run.stderr).unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+
+    /// `GET path` on a new connection: the whole answer (or why there is none).
+    async fn try_get(&self, path: &str) -> std::io::Result<String> {
+        raw_http(
+            &self.addr,
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+    }
+
+    /// Lines written to stderr so far.
+    fn stderr_lines(&self) -> usize {
+        std::fs::read(&self.stderr)
+            .unwrap_or_default()
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .count()
+    }
+
+    /// CPU seconds (user and system) the process has used.
+    fn cpu_seconds(&self) -> f64 {
+        let pid = self.child.id().unwrap();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let fields: Vec<&str> = stat.rsplit_once(") ").unwrap().1.split(' ').collect();
+        let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+        let per_second: f64 = String::from_utf8(
+            Command::new("getconf")
+                .arg("CLK_TCK")
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+        ticks / per_second
+    }
+}
+
+/// Sends `request` on a new connection to `addr` and reads the answer until the server closes
+/// the connection (at most 30 s).
+async fn raw_http(addr: &str, request: &[u8]) -> std::io::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let exchange = async {
+        let mut socket = tokio::net::TcpStream::connect(addr).await?;
+        socket.write_all(request).await?;
+        let mut answer = Vec::new();
+        socket.read_to_end(&mut answer).await?;
+        Ok(String::from_utf8_lossy(&answer).into_owned())
+    };
+    tokio::time::timeout(Duration::from_secs(30), exchange)
+        .await
+        .unwrap_or_else(|_| Err(std::io::Error::other("no complete answer within 30 s")))
+}
+
+/// The metrics endpoint serves `GET /metrics` only: another method is 405 (a 10 MB `PUT` is
+/// answered before its body is sent), another path 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_endpoint_serves_get_metrics_only() {
+    let run = MetricsRun::start(None).await;
+    for (request, status) in [
+        (
+            "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            "405",
+        ),
+        (
+            "DELETE /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            "405",
+        ),
+        // The body is never sent: the answer must not wait for it.
+        (
+            "PUT /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 10485760\r\nConnection: close\r\n\r\n",
+            "405",
+        ),
+        (
+            "GET /other HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            "404",
+        ),
+        (
+            "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            "404",
+        ),
+        (
+            "GET /metrics/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            "404",
+        ),
+    ] {
+        let answer = raw_http(&run.addr, request.as_bytes()).await.unwrap();
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status}")),
+            "{request:?}: {answer}"
+        );
+        assert!(!answer.contains("shedlock_"), "{request:?}: {answer}");
+    }
+    let answer = run.try_get("/metrics").await.unwrap();
+    assert!(
+        answer.starts_with("HTTP/1.1 200") && answer.contains("shedlock_attempts_total"),
+        "{answer}"
+    );
+}
+
+/// A client that sends half a request line and waits is cut off (here within 30 s), and so
+/// are 100 of them at once, while the endpoint goes on answering scrapes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_header_clients_are_cut_off_and_scrapes_still_answered() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let run = MetricsRun::start(None).await;
+    let mut slow = Vec::new();
+    for _ in 0..100 {
+        let mut socket = tokio::net::TcpStream::connect(&run.addr).await.unwrap();
+        socket.write_all(b"GET /metr").await.unwrap();
+        slow.push(tokio::spawn(async move {
+            let mut buf = [0u8; 1024];
+            // Cut off: end of stream or a reset, never an answer.
+            tokio::time::timeout(Duration::from_secs(30), async {
+                loop {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) => {}
+                    }
+                }
+            })
+            .await
+            .is_ok()
+        }));
+    }
+    let answer = run.try_get("/metrics").await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let mut cut = 0;
+    for client in slow {
+        cut += usize::from(client.await.unwrap());
+    }
+    assert_eq!(cut, 100, "slow clients disconnected within 30 s");
+    let answer = run.try_get("/metrics").await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+/// Under `ulimit -n 64`, 100 idle connections exhaust the process's descriptors: accepting
+/// backs off instead of spinning, so over 10 s the process writes a few lines at most and uses
+/// little CPU, and it serves again once the connections close.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn descriptor_exhaustion_neither_spins_nor_floods_the_log() {
+    let run = MetricsRun::start(Some(64)).await;
+    let (lines, cpu) = (run.stderr_lines(), run.cpu_seconds());
+    let mut idle = Vec::new();
+    for _ in 0..100 {
+        idle.push(tokio::net::TcpStream::connect(&run.addr).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let (logged, used) = (run.stderr_lines() - lines, run.cpu_seconds() - cpu);
+    eprintln!("over 10 s: {logged} lines logged, {used:.2} CPU seconds");
+    assert!(
+        logged < 300,
+        "{logged} lines logged in 10 s: {}",
+        String::from_utf8_lossy(
+            &std::fs::read(&run.stderr)
+                .unwrap()
+                .into_iter()
+                .take(2000)
+                .collect::<Vec<u8>>()
+        )
+    );
+    assert!(used < 3.0, "{used:.2} CPU seconds in 10 s");
+    drop(idle);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match run.try_get("/metrics").await {
+            Ok(answer) if answer.starts_with("HTTP/1.1 200") => break,
+            other => assert!(
+                std::time::Instant::now() < deadline,
+                "not serving 30 s after the connections closed: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// The value of one sample in Prometheus text format: `name{labels} value`, with exactly

@@ -22,6 +22,7 @@ mod git;
 mod gitlab;
 mod http;
 mod job;
+mod metrics;
 mod refresh;
 mod roles;
 mod source;
@@ -138,7 +139,9 @@ enum Command {
         #[arg(long, value_parser = humantime::parse_duration)]
         run_for: Option<Duration>,
         /// Serve the scheduler's metrics for Prometheus at `http://ADDR/metrics`
-        /// (e.g. `127.0.0.1:9464`).
+        /// (e.g. `127.0.0.1:9464`): `GET /metrics` only (another method 405, another path
+        /// 404), request bodies not read, 5 s to send the request head, 64 connections at
+        /// once.
         #[arg(long)]
         metrics_addr: Option<std::net::SocketAddr>,
         /// How long the scheduler's run history (`shedlock_runs`) is kept (more than zero).
@@ -299,7 +302,7 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
             shutdown_timeout,
         }) => {
             if let Some(addr) = metrics_addr {
-                serve_metrics(addr)?;
+                metrics::serve_metrics(addr).await?;
             }
             let mut scheduler = Scheduler::builder(Arc::clone(&provider))
                 .misfire_grace(Duration::from_secs(120))
@@ -396,18 +399,6 @@ fn interval_ms(schedule: &Schedule, at: chrono::DateTime<chrono::Utc>) -> i64 {
         (Some(a), Some(b)) => (b - a).num_milliseconds().max(1),
         _ => 60_000,
     }
-}
-
-/// Installs the Prometheus exporter: every metric the scheduler records through the `metrics`
-/// facade (`shedlock_attempts_total`, `shedlock_job_duration_seconds`, ...) is served as text
-/// at `http://addr/metrics`.
-fn serve_metrics(addr: std::net::SocketAddr) -> Result<(), AnyError> {
-    metrics_exporter_prometheus::PrometheusBuilder::new()
-        .with_http_listener(addr)
-        .install()
-        .map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
-    println!("metrics for Prometheus at http://{addr}/metrics");
-    Ok(())
 }
 
 /// The scheduler: one job per active repository, re-read every `reload_every` (when runs
