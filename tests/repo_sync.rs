@@ -24,6 +24,8 @@ mod job;
 mod metrics;
 #[path = "../examples/repo_sync/refresh.rs"]
 mod refresh;
+#[path = "../examples/repo_sync/show.rs"]
+mod show;
 #[path = "../examples/repo_sync/source.rs"]
 mod source;
 #[path = "../examples/repo_sync/store.rs"]
@@ -1951,6 +1953,93 @@ fn database_urls_are_read_as_users_type_them() {
         "postgres://u:***@h/db?sslpassword=***"
     );
     assert!(!format!("{location:?}").contains("topsecret"));
+}
+
+/// Text from the database or a repository reaches the terminal with its control characters
+/// escaped: a name, an error text, a `locked_by`, a lock name, a path and a chunk's text holding
+/// `ESC[31m`, `ESC]0;…BEL` and `\r` are printed as `\x1b[31m`, `\r`, … by `status`, `search` and
+/// `sync-now`, never as the codes themselves. A stored commit id of multi-byte characters is
+/// cut whole (it panicked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_from_the_database_reaches_the_terminal_escaped() {
+    let bin = example_binary();
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("escape.db").display().to_string();
+    let repo = TempRepo::new();
+    repo.write(
+        "evil\x1b[2J.rs",
+        "fn evil() {} // \x1b[31mred\r\x1b]0;title\x07\n",
+    );
+    repo.commit("evil");
+    add_repo(&bin, &url, &repo, "0 0 * * * *");
+    let cli = |args: &[&str]| {
+        let out = Command::new(&bin)
+            .args(["--database-url", &url])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    cli(&["sync-now", "1"]);
+    let db = Db::open(&Location::parse(&url).unwrap()).await.unwrap();
+    let evil = "x\x1b[31mred\r\u{9b}2J\u{202e}";
+    // A commit id of multi-byte characters: `status` prints its first 12 characters, whole.
+    db.exec(
+        "UPDATE schedule_sessions SET display_name = $1, last_synced_commit = $2",
+        vec![
+            db::V::S(format!("name-{evil}")),
+            db::V::S("aééééééééééééé\x1b".into()),
+        ],
+    )
+    .await
+    .unwrap();
+    db.exec(
+        "UPDATE schedule_execution_logs SET error_message = $1, locked_by = $2",
+        vec![
+            db::V::S(format!("error-{evil}")),
+            db::V::S(format!("by-{evil}")),
+        ],
+    )
+    .await
+    .unwrap();
+    db.exec(
+        "UPDATE shedlock SET locked_by = $1",
+        vec![db::V::S(format!("holder-{evil}"))],
+    )
+    .await
+    .unwrap();
+    let escaped = r"x\x1b[31mred\r\u{9b}2J\u{202e}";
+    let status = cli(&["status"]);
+    let search = cli(&["search", "fn evil", "-k", "1"]);
+    let sync = cli(&["sync-now", "1"]);
+    for (what, out) in [
+        ("status", &status),
+        ("search", &search),
+        ("sync-now", &sync),
+    ] {
+        assert!(
+            !out.contains(['\x1b', '\r', '\x07', '\u{9b}', '\u{202e}']),
+            "{what} printed a control character: {out:?}"
+        );
+    }
+    for text in ["name-", "error-", "by-", "holder-"] {
+        assert!(
+            status.contains(&format!("{text}{escaped}")),
+            "{text}: {status}"
+        );
+    }
+    assert!(status.contains("at aééééééééééé "), "{status}");
+    assert!(search.contains(r"evil\x1b[2J.rs"), "{search}");
+    assert!(
+        search.contains(r"\x1b[31mred\r\x1b]0;title\x07"),
+        "{search}"
+    );
+    assert!(sync.contains(&format!("name-{escaped}")), "{sync}");
 }
 
 /// Runs `repo_sync ARGS` in `dir`, giving up after 20 s (a generous bound for a failure that

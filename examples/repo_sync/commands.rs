@@ -9,6 +9,7 @@ use shedlock::{LockProvider, Schedule, TaskResult, with_provider};
 use crate::db::{lock_name, now_ms};
 use crate::job::{Outcome, Trigger, sync_locked};
 use crate::refresh::{self, Breaker};
+use crate::show::shown;
 use crate::sync::{Ctx, Summary};
 use crate::{AnyError, display_name, interval_ms, source};
 
@@ -31,7 +32,9 @@ pub(crate) async fn first_run(ctx: &Ctx, provider: Arc<dyn LockProvider>) -> Res
             .await?;
         println!(
             "registered #{} {} ({}), every 15 minutes",
-            session.id, session.display_name, session.source
+            session.id,
+            shown(&session.display_name),
+            shown(&session.source)
         );
     }
     let mut failed = Vec::new();
@@ -39,12 +42,15 @@ pub(crate) async fn first_run(ctx: &Ctx, provider: Arc<dyn LockProvider>) -> Res
         if !source::is_remote(&s.source) && !std::path::Path::new(&s.source).exists() {
             println!(
                 "#{} {}: {} no longer exists: not synced (unregister it with `remove {}`)",
-                s.id, s.display_name, s.source, s.id
+                s.id,
+                shown(&s.display_name),
+                shown(&s.source),
+                s.id
             );
             continue;
         }
         if let Err(error) = sync_now(ctx, Arc::clone(&provider), s.id, &s.display_name).await {
-            println!("  {error}");
+            println!("  {}", shown(&error.to_string()));
             failed.push(s.display_name);
         }
     }
@@ -66,14 +72,14 @@ pub(crate) async fn sync_now(
     id: i64,
     name: &str,
 ) -> Result<Option<Summary>, AnyError> {
-    println!("syncing #{id} {name} ...");
+    println!("syncing #{id} {} ...", shown(name));
     match with_provider(Arc::clone(&provider), sync_locked(ctx, id, Trigger::Manual)).await? {
         TaskResult::Executed(Ok(Outcome::Synced(s))) => {
             print_summary(&s);
             Ok(Some(s))
         }
         TaskResult::Executed(Ok(Outcome::NotSynced(reason))) => {
-            println!("  not synced: {reason}");
+            println!("  not synced: {}", shown(&reason));
             Ok(None)
         }
         TaskResult::Executed(Err(error)) => {
@@ -88,7 +94,8 @@ pub(crate) async fn sync_now(
                 .find(|(n, ..)| *n == lock_name(id));
             match holder {
                 Some((_, by, until, token)) => println!(
-                    "  held by {by} (fencing token {token}) until {}: not synced now",
+                    "  held by {} (fencing token {token}) until {}: not synced now",
+                    shown(&by),
                     chrono::DateTime::from_timestamp_millis(until)
                         .map_or_else(String::new, |t| t.to_rfc3339())
                 ),
@@ -121,7 +128,7 @@ pub(crate) fn print_summary(s: &Summary) {
     };
     println!(
         "  {kind} sync at {}: {} files indexed, {} skipped{reasons}, {} deleted, {} chunks written in {:.1} s",
-        &s.commit[..s.commit.len().min(12)],
+        shown(&short(&s.commit)),
         s.files,
         s.skipped_files(),
         s.deleted_paths,
@@ -146,10 +153,11 @@ pub(crate) async fn search(ctx: &Ctx, query: &str, k: usize) -> Result<(), AnyEr
         } else {
             let others: Vec<String> = others
                 .iter()
-                .map(|(name, n)| format!("{n} chunks by {name}"))
+                .map(|(name, n)| format!("{n} chunks by {}", shown(name)))
                 .collect();
             println!(
-                "nothing indexed with the embedder {embedder}; the index holds {}: search with that embedder, or re-index with `sync-now --full` and this one",
+                "nothing indexed with the embedder {}; the index holds {}: search with that embedder, or re-index with `sync-now --full` and this one",
+                shown(embedder),
                 others.join(", ")
             );
         }
@@ -164,10 +172,11 @@ pub(crate) async fn search(ctx: &Ctx, query: &str, k: usize) -> Result<(), AnyEr
     for (i, hit) in hits.iter().enumerate() {
         let repo = names.get(&hit.repository_id).cloned().unwrap_or_default();
         println!(
-            "{:>2}. {:.3}  {repo}/{}:{}-{}",
+            "{:>2}. {:.3}  {}/{}:{}-{}",
             i + 1,
             hit.score,
-            hit.path,
+            shown(&repo),
+            shown(&hit.path),
             hit.start_line,
             hit.end_line
         );
@@ -177,7 +186,10 @@ pub(crate) async fn search(ctx: &Ctx, query: &str, k: usize) -> Result<(), AnyEr
             .find(|l| !l.trim().is_empty())
             .unwrap_or_default()
             .trim();
-        println!("      {}", first.chars().take(100).collect::<String>());
+        println!(
+            "      {}",
+            shown(&first.chars().take(100).collect::<String>())
+        );
     }
     let mut viewed: Vec<i64> = hits.iter().map(|h| h.repository_id).collect();
     viewed.sort_unstable();
@@ -202,11 +214,11 @@ pub(crate) async fn status(ctx: &Ctx) -> Result<(), AnyError> {
         println!(
             "#{} {}  {}  \"{}\" {}  {}",
             s.id,
-            s.display_name,
+            shown(&s.display_name),
             if s.is_active { "active" } else { "paused" },
-            s.cron,
-            s.time_zone,
-            s.source
+            shown(&s.cron),
+            shown(&s.time_zone),
+            shown(&s.source)
         );
         println!(
             "    next tick {}  ({})  last sync {} at {}  last viewed {}",
@@ -215,7 +227,7 @@ pub(crate) async fn status(ctx: &Ctx) -> Result<(), AnyError> {
             fmt(s.last_sync_at),
             s.last_synced_commit
                 .as_deref()
-                .map_or("-", |c| &c[..c.len().min(12)]),
+                .map_or_else(|| "-".into(), |c| shown(&short(c)).into_owned()),
             fmt(s.last_viewed_at)
         );
         println!("    {}", Breaker::at(&s, now, &ctx.policy));
@@ -229,26 +241,32 @@ pub(crate) async fn status(ctx: &Ctx) -> Result<(), AnyError> {
             println!(
                 "    {}  {:<9} tick {}  {} files, {} chunks, {} ms  {}{}",
                 fmt(Some(log.started_at)),
-                log.status,
+                shown(&log.status),
                 fmt(log.tick),
                 log.files_processed,
                 log.chunks_written,
                 log.duration_ms.unwrap_or_default(),
-                log.locked_by.unwrap_or_default(),
+                shown(&log.locked_by.unwrap_or_default()),
                 log.error_message
-                    .map(|e| format!("  ({e})"))
+                    .map(|e| format!("  ({})", shown(&e)))
                     .unwrap_or_default()
             );
         }
     }
     println!("locks:");
     for (name, by, until, token) in ctx.db.locks().await? {
+        let by = shown(&by);
         let state = if until > now {
             format!("held by {by} for {} ms more", until - now)
         } else {
             format!("free (last {by})")
         };
-        println!("    {name}  {state}  fencing token {token}");
+        println!("    {}  {state}  fencing token {token}", shown(&name));
     }
     Ok(())
+}
+
+/// The first 12 characters of a commit id (whole characters, whatever the row holds).
+fn short(commit: &str) -> String {
+    commit.chars().take(12).collect()
 }

@@ -25,6 +25,7 @@ mod job;
 mod metrics;
 mod refresh;
 mod roles;
+mod show;
 mod source;
 mod store;
 mod sync;
@@ -46,6 +47,7 @@ use crate::db::{Db, Location, lock_name};
 use crate::embed::{Embedder, HttpEmbedder, LexicalHashEmbedder};
 use crate::job::{Outcome, Trigger, sync_locked};
 use crate::roles::QueuePlace;
+use crate::show::shown;
 use crate::store::SqlVectorStore;
 use crate::sync::Ctx;
 
@@ -197,7 +199,7 @@ async fn main() {
         .init();
     let cli = Cli::parse();
     if let Err(error) = run(cli).await {
-        eprintln!("repo_sync: {error}");
+        eprintln!("repo_sync: {}", show::shown(&error.to_string()));
         std::process::exit(1);
     }
 }
@@ -343,26 +345,34 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
             let session = db.add_session(&name, &source, &cron, &time_zone).await?;
             println!(
                 "registered #{} {} ({}) on \"{}\" in {}",
-                session.id, session.display_name, session.source, session.cron, session.time_zone
+                session.id,
+                shown(&session.display_name),
+                shown(&session.source),
+                shown(&session.cron),
+                shown(&session.time_zone)
             );
             Ok(())
         }
         Some(Command::Remove { repo }) => {
             let s = find(&db, &repo).await?;
             db.remove_session(s.id).await?;
-            println!("removed #{} {} and its chunks", s.id, s.display_name);
+            println!(
+                "removed #{} {} and its chunks",
+                s.id,
+                shown(&s.display_name)
+            );
             Ok(())
         }
         Some(Command::Pause { repo }) => {
             let s = find(&db, &repo).await?;
             db.set_active(s.id, false).await?;
-            println!("paused #{} {}", s.id, s.display_name);
+            println!("paused #{} {}", s.id, shown(&s.display_name));
             Ok(())
         }
         Some(Command::Resume { repo }) => {
             let s = find(&db, &repo).await?;
             db.set_active(s.id, true).await?;
-            println!("resumed #{} {}", s.id, s.display_name);
+            println!("resumed #{} {}", s.id, shown(&s.display_name));
             Ok(())
         }
         Some(Command::SyncNow { repo, full }) => {
@@ -421,7 +431,7 @@ async fn run_scheduler(
     scheduler.start();
     println!(
         "repo_sync scheduler running as {}{} (Ctrl-C to stop)",
-        provider.locked_by(),
+        shown(provider.locked_by()),
         if hand_off.is_some() {
             ", handing the ticks to the queue for `run --role worker` processes"
         } else {
@@ -488,7 +498,10 @@ async fn reload(
         let schedule = match Schedule::parse(&cron, &tz) {
             Ok(schedule) => schedule,
             Err(error) => {
-                eprintln!("repo_sync: #{id} has a bad schedule, not scheduled: {error}");
+                eprintln!(
+                    "repo_sync: #{id} has a bad schedule, not scheduled: {}",
+                    shown(&error.to_string())
+                );
                 continue;
             }
         };
@@ -508,7 +521,11 @@ async fn reload(
                 Arc::clone(queue),
             ))?;
             registered.insert(id, (cron.clone(), tz.clone()));
-            println!("scheduled #{id} on \"{cron}\" in {tz}, handed off to workers");
+            println!(
+                "scheduled #{id} on \"{}\" in {}, handed off to workers",
+                shown(&cron),
+                shown(&tz)
+            );
             continue;
         }
         let (job_ctx, job_schedule) = (Arc::clone(ctx), schedule.clone());
@@ -531,7 +548,7 @@ async fn reload(
             }
         }))?;
         registered.insert(id, (cron.clone(), tz.clone()));
-        println!("scheduled #{id} on \"{cron}\" in {tz}");
+        println!("scheduled #{id} on \"{}\" in {}", shown(&cron), shown(&tz));
     }
     Ok(())
 }

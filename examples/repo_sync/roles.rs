@@ -19,6 +19,7 @@ use shedlock::{LockProvider, Schedule, TaskResult, with_provider};
 use crate::AnyError;
 use crate::db::Location;
 use crate::job::{Outcome, Trigger, sync_locked};
+use crate::show::shown;
 use crate::sync::Ctx;
 
 /// The queue's name (apalis's `job_type`).
@@ -111,10 +112,18 @@ async fn sync(hand_off: HandOff, worker: Data<Arc<Worker>>) -> Result<(), BoxDyn
             hand_off.tick, hand_off.fencing_token, s.files, s.chunks_written
         ),
         TaskResult::Executed(Ok(Outcome::NotSynced(reason))) => {
-            println!("#{id} tick {}: not synced: {reason}", hand_off.tick);
+            println!(
+                "#{id} tick {}: not synced: {}",
+                hand_off.tick,
+                shown(&reason)
+            );
         }
         TaskResult::Executed(Err(error)) => {
-            println!("#{id} tick {}: sync failed: {error}", hand_off.tick);
+            println!(
+                "#{id} tick {}: sync failed: {}",
+                hand_off.tick,
+                shown(&error.to_string())
+            );
         }
         TaskResult::Skipped => println!(
             "#{id} tick {}: another worker is syncing it; skipped",
@@ -148,7 +157,10 @@ pub(crate) async fn run_worker(
         }
         Ok::<(), std::io::Error>(())
     };
-    println!("repo_sync worker {name} taking hand-offs from the queue (Ctrl-C to stop)");
+    println!(
+        "repo_sync worker {} taking hand-offs from the queue (Ctrl-C to stop)",
+        shown(&name)
+    );
     let concurrency = concurrency.max(1);
     // One worker over the queue's storage, whichever backend it is (each is a type of its own).
     macro_rules! run {

@@ -294,7 +294,10 @@ pub(crate) async fn sync_repository(
             && total > BATCH_FILES
             && (last_report.elapsed() > Duration::from_secs(2) || done == total)
         {
-            eprintln!("  {}: {done}/{total} files", session.display_name);
+            eprintln!(
+                "  {}: {done}/{total} files",
+                crate::show::shown(&session.display_name)
+            );
             last_report = Instant::now();
         }
     }
