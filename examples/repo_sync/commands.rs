@@ -13,6 +13,107 @@ use crate::show::shown;
 use crate::sync::{Ctx, Summary};
 use crate::{AnyError, display_name, interval_ms, source};
 
+/// The schedule of a new registration, unless `--cron` and `--time-zone` say otherwise.
+const DEFAULT_CRON: &str = "0 */15 * * * *";
+const DEFAULT_TIME_ZONE: &str = "UTC";
+
+/// `add`: registers a local git repository or a GitLab project URL (checked by reading its
+/// head). One already registered gets the options given (`--cron`, `--time-zone`, `--name`),
+/// the others keeping their stored values; what changed is printed, or that nothing did.
+pub(crate) async fn add(
+    ctx: &Ctx,
+    path: &str,
+    cron: Option<String>,
+    time_zone: Option<String>,
+    name: Option<String>,
+) -> Result<(), AnyError> {
+    // The schedule given is checked before anything else is read.
+    if let (Some(cron), Some(time_zone)) = (&cron, &time_zone) {
+        checked_schedule(cron, time_zone)?;
+    }
+    let (source, default_name) = if source::is_remote(path) {
+        let project = crate::gitlab::GitLabProject::parse(path, ctx.gitlab_token.clone())?;
+        project.head().await?;
+        (project.url().to_owned(), project.name().to_owned())
+    } else {
+        let repo = crate::git::Repo::open(std::path::Path::new(path))?;
+        let source = std::fs::canonicalize(repo.path())?.display().to_string();
+        let name = display_name(&source);
+        (source, name)
+    };
+    let Some(existing) = ctx.db.session_by_source(&source).await? else {
+        let cron = cron.as_deref().unwrap_or(DEFAULT_CRON);
+        let time_zone = time_zone.as_deref().unwrap_or(DEFAULT_TIME_ZONE);
+        checked_schedule(cron, time_zone)?;
+        let name = name.unwrap_or(default_name);
+        let session = ctx.db.add_session(&name, &source, cron, time_zone).await?;
+        println!(
+            "registered #{} {} ({}) on \"{}\" in {}",
+            session.id,
+            shown(&session.display_name),
+            shown(&session.source),
+            shown(&session.cron),
+            shown(&session.time_zone)
+        );
+        return Ok(());
+    };
+    let cron = cron.unwrap_or_else(|| existing.cron.clone());
+    let time_zone = time_zone.unwrap_or_else(|| existing.time_zone.clone());
+    let name = name.unwrap_or_else(|| existing.display_name.clone());
+    checked_schedule(&cron, &time_zone)?;
+    let changes: Vec<String> = [
+        ("schedule", &existing.cron, &cron, true),
+        ("time zone", &existing.time_zone, &time_zone, false),
+        ("name", &existing.display_name, &name, false),
+    ]
+    .into_iter()
+    .filter(|(_, before, after, _)| before != after)
+    .map(|(what, before, after, quoted)| {
+        let (before, after) = (shown(before), shown(after));
+        if quoted {
+            format!("{what} \"{before}\" → \"{after}\"")
+        } else {
+            format!("{what} {before} → {after}")
+        }
+    })
+    .collect();
+    let id = existing.id;
+    if changes.is_empty() {
+        println!(
+            "#{id} {} ({}) is already registered, on \"{}\" in {}: nothing changed (give \
+             --cron, --time-zone or --name to change them)",
+            shown(&existing.display_name),
+            shown(&existing.source),
+            shown(&existing.cron),
+            shown(&existing.time_zone)
+        );
+        return Ok(());
+    }
+    ctx.db.update_session(id, &name, &cron, &time_zone).await?;
+    println!(
+        "#{id} {} was already registered; changed {} (running schedulers pick it up at their \
+         next reload)",
+        shown(&existing.source),
+        changes.join(", ")
+    );
+    Ok(())
+}
+
+/// A schedule `add` registers: one the library accepts (its error passed through as it is)
+/// and that fires again (`0 0 0 31 2 *`, the 31st of February, never does).
+fn checked_schedule(cron: &str, time_zone: &str) -> Result<Schedule, AnyError> {
+    let schedule = Schedule::parse(cron, time_zone)?;
+    if schedule.next_after(chrono::Utc::now()).is_none() {
+        return Err(format!(
+            "the schedule \"{}\" in {} never fires: give a --cron with a date that exists",
+            shown(cron),
+            shown(time_zone)
+        )
+        .into());
+    }
+    Ok(schedule)
+}
+
 /// With no command: register the repository we are in (if it is not registered yet), sync
 /// every active repository once, summarize. A registered local repository that no longer
 /// exists is reported and left out; the others still sync.
@@ -28,7 +129,7 @@ pub(crate) async fn first_run(ctx: &Ctx, provider: Arc<dyn LockProvider>) -> Res
     if ctx.db.find_session(&here).await?.is_none() {
         let session = ctx
             .db
-            .add_session(&display_name(&here), &here, "0 */15 * * * *", "UTC")
+            .add_session(&display_name(&here), &here, DEFAULT_CRON, DEFAULT_TIME_ZONE)
             .await?;
         println!(
             "registered #{} {} ({}), every 15 minutes",
@@ -205,12 +306,6 @@ pub(crate) async fn status(ctx: &Ctx) -> Result<(), AnyError> {
             .map_or("-".into(), |t| t.format("%F %T UTC").to_string())
     };
     for s in ctx.db.sessions().await? {
-        let schedule = Schedule::parse(&s.cron, &s.time_zone)?;
-        let next = schedule
-            .next_after(chrono::Utc::now())
-            .map(|t| t.timestamp_millis());
-        let interval = interval_ms(&schedule, chrono::Utc::now());
-        let decision = refresh::decide(&s, next.unwrap_or(now), interval, &ctx.policy);
         println!(
             "#{} {}  {}  \"{}\" {}  {}",
             s.id,
@@ -220,16 +315,35 @@ pub(crate) async fn status(ctx: &Ctx) -> Result<(), AnyError> {
             shown(&s.time_zone),
             shown(&s.source)
         );
-        println!(
-            "    next tick {}  ({})  last sync {} at {}  last viewed {}",
-            fmt(next),
-            decision.reason(),
+        let last_sync = format!(
+            "last sync {} at {}  last viewed {}",
             fmt(s.last_sync_at),
             s.last_synced_commit
                 .as_deref()
                 .map_or_else(|| "-".into(), |c| shown(&short(c)).into_owned()),
             fmt(s.last_viewed_at)
         );
+        // A schedule the library refuses (written by hand, or by a version that accepted it)
+        // is named on its row; the other rows are shown all the same.
+        match Schedule::parse(&s.cron, &s.time_zone) {
+            Ok(schedule) => {
+                let next = schedule
+                    .next_after(chrono::Utc::now())
+                    .map(|t| t.timestamp_millis());
+                let interval = interval_ms(&schedule, chrono::Utc::now());
+                let decision = refresh::decide(&s, next.unwrap_or(now), interval, &ctx.policy);
+                println!(
+                    "    next tick {}  ({})  {last_sync}",
+                    fmt(next),
+                    decision.reason()
+                );
+            }
+            Err(error) => println!(
+                "    not scheduled: {} (change it with `add {} --cron ... --time-zone ...`)  {last_sync}",
+                shown(&error.to_string()),
+                shown(&s.source)
+            ),
+        }
         println!("    {}", Breaker::at(&s, now, &ctx.policy));
         let staged = ctx.store.staged(s.id).await?;
         if staged > 0 {

@@ -155,13 +155,17 @@ enum Command {
         shutdown_timeout: Duration,
     },
     /// Register a repository: a local git path, or a GitLab project URL (token in `GITLAB_TOKEN`).
+    /// Adding one already registered changes its registration to the options given (the
+    /// others keep their values); running schedulers pick the change up at their next reload.
     Add {
         path: String,
-        #[arg(long, default_value = "0 */15 * * * *")]
-        cron: String,
-        #[arg(long, default_value = "UTC")]
-        time_zone: String,
-        /// Display name (default: the directory name).
+        /// Its schedule, with seconds (default for a new registration: `0 */15 * * * *`).
+        #[arg(long)]
+        cron: Option<String>,
+        /// The time zone of the schedule (default for a new registration: `UTC`).
+        #[arg(long)]
+        time_zone: Option<String>,
+        /// Display name (default for a new registration: the directory name).
         #[arg(long)]
         name: Option<String>,
     },
@@ -328,31 +332,7 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
             cron,
             time_zone,
             name,
-        }) => {
-            Schedule::parse(&cron, &time_zone)?;
-            // A local git repository, or a GitLab project URL (checked by reading its head).
-            let (source, default_name) = if source::is_remote(&path) {
-                let project = crate::gitlab::GitLabProject::parse(&path, ctx.gitlab_token.clone())?;
-                project.head().await?;
-                (project.url().to_owned(), project.name().to_owned())
-            } else {
-                let repo = crate::git::Repo::open(std::path::Path::new(&path))?;
-                let source = std::fs::canonicalize(repo.path())?.display().to_string();
-                let name = display_name(&source);
-                (source, name)
-            };
-            let name = name.unwrap_or(default_name);
-            let session = db.add_session(&name, &source, &cron, &time_zone).await?;
-            println!(
-                "registered #{} {} ({}) on \"{}\" in {}",
-                session.id,
-                shown(&session.display_name),
-                shown(&session.source),
-                shown(&session.cron),
-                shown(&session.time_zone)
-            );
-            Ok(())
-        }
+        }) => commands::add(&ctx, &path, cron, time_zone, name).await,
         Some(Command::Remove { repo }) => {
             let s = find(&db, &repo).await?;
             db.remove_session(s.id).await?;

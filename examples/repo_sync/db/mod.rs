@@ -286,13 +286,17 @@ impl Db {
             vec![V::S(display_name.into()), V::S(source.into()), V::S(cron.into()), V::S(time_zone.into()), V::I(now_ms())],
         )
         .await?;
-        Ok(self
-            .session_by_source(source)
+        // Gone only if removed in between.
+        self.session_by_source(source)
             .await?
-            .expect("just inserted"))
+            .ok_or(sqlx::Error::RowNotFound)
     }
 
-    async fn session_by_source(&self, source: &str) -> Result<Option<Session>, sqlx::Error> {
+    /// The registration of `source`, if any.
+    pub(crate) async fn session_by_source(
+        &self,
+        source: &str,
+    ) -> Result<Option<Session>, sqlx::Error> {
         let sql = format!("SELECT {SESSION_COLUMNS} FROM schedule_sessions WHERE source = $1");
         Ok(self
             .rows(&sql, vec![V::S(source.into())])
@@ -322,6 +326,24 @@ impl Db {
                     .find(|s| s.display_name == key || s.source == key)
             })
             .cloned())
+    }
+
+    /// Changes a registration's display name and schedule (`add` of a registered source).
+    pub(crate) async fn update_session(
+        &self,
+        id: i64,
+        display_name: &str,
+        cron: &str,
+        time_zone: &str,
+    ) -> Result<bool, sqlx::Error> {
+        let sql = "UPDATE schedule_sessions SET display_name = $1, cron = $2, time_zone = $3 WHERE id = $4";
+        let binds = vec![
+            V::S(display_name.into()),
+            V::S(cron.into()),
+            V::S(time_zone.into()),
+            V::I(id),
+        ];
+        Ok(self.exec(sql, binds).await? == 1)
     }
 
     pub(crate) async fn set_active(&self, id: i64, active: bool) -> Result<bool, sqlx::Error> {
