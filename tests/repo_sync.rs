@@ -2160,6 +2160,34 @@ async fn status_shows_a_registration_whose_schedule_is_refused() {
     );
 }
 
+/// `repo_sync status | head -1`: output to a pipe whose reader has gone ends the output, not
+/// the program (it panicked with "failed printing to stdout: Broken pipe").
+#[test]
+fn a_closed_stdout_ends_the_output_not_the_program() {
+    let bin = example_binary();
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("pipe.db").display().to_string();
+    let repo = TempRepo::new();
+    repo.write("a.rs", "fn a() {}\n");
+    repo.commit("a");
+    add_repo(&bin, &url, &repo, "0 0 * * * *");
+    for args in [&["status"][..], &["sync-now", "1"], &["search", "fn a"]] {
+        let mut child = Command::new(&bin)
+            .args(["--database-url", &url])
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader goes before the first line is written (the database opens first).
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(out.status.success(), "{args:?}: {stderr}");
+    }
+}
+
 /// Runs `repo_sync ARGS` in `dir`, giving up after 20 s (a generous bound for a failure that
 /// must be reported at once); `(exit success, stderr, seconds taken)`.
 async fn run_bounded(dir: &Path, args: &[&str]) -> (bool, String, f64) {

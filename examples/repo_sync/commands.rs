@@ -9,7 +9,7 @@ use shedlock::{LockProvider, Schedule, TaskResult, with_provider};
 use crate::db::{lock_name, now_ms};
 use crate::job::{Outcome, Trigger, sync_locked};
 use crate::refresh::{self, Breaker};
-use crate::show::shown;
+use crate::show::{say, shown};
 use crate::sync::{Ctx, Summary};
 use crate::{AnyError, display_name, interval_ms, source};
 
@@ -47,7 +47,7 @@ pub(crate) async fn add(
         checked_schedule(cron, time_zone)?;
         let name = name.unwrap_or(default_name);
         let session = ctx.db.add_session(&name, &source, cron, time_zone).await?;
-        println!(
+        say!(
             "registered #{} {} ({}) on \"{}\" in {}",
             session.id,
             shown(&session.display_name),
@@ -79,7 +79,7 @@ pub(crate) async fn add(
     .collect();
     let id = existing.id;
     if changes.is_empty() {
-        println!(
+        say!(
             "#{id} {} ({}) is already registered, on \"{}\" in {}: nothing changed (give \
              --cron, --time-zone or --name to change them)",
             shown(&existing.display_name),
@@ -90,7 +90,7 @@ pub(crate) async fn add(
         return Ok(());
     }
     ctx.db.update_session(id, &name, &cron, &time_zone).await?;
-    println!(
+    say!(
         "#{id} {} was already registered; changed {} (running schedulers pick it up at their \
          next reload)",
         shown(&existing.source),
@@ -131,7 +131,7 @@ pub(crate) async fn first_run(ctx: &Ctx, provider: Arc<dyn LockProvider>) -> Res
             .db
             .add_session(&display_name(&here), &here, DEFAULT_CRON, DEFAULT_TIME_ZONE)
             .await?;
-        println!(
+        say!(
             "registered #{} {} ({}), every 15 minutes",
             session.id,
             shown(&session.display_name),
@@ -141,7 +141,7 @@ pub(crate) async fn first_run(ctx: &Ctx, provider: Arc<dyn LockProvider>) -> Res
     let mut failed = Vec::new();
     for s in ctx.db.sessions().await?.into_iter().filter(|s| s.is_active) {
         if !source::is_remote(&s.source) && !std::path::Path::new(&s.source).exists() {
-            println!(
+            say!(
                 "#{} {}: {} no longer exists: not synced (unregister it with `remove {}`)",
                 s.id,
                 shown(&s.display_name),
@@ -151,12 +151,12 @@ pub(crate) async fn first_run(ctx: &Ctx, provider: Arc<dyn LockProvider>) -> Res
             continue;
         }
         if let Err(error) = sync_now(ctx, Arc::clone(&provider), s.id, &s.display_name).await {
-            println!("  {}", shown(&error.to_string()));
+            say!("  {}", shown(&error.to_string()));
             failed.push(s.display_name);
         }
     }
-    println!("\nsearch it:  cargo run --example repo_sync -- search \"fencing token\"");
-    println!(
+    say!("\nsearch it:  cargo run --example repo_sync -- search \"fencing token\"");
+    say!(
         "keep it synced on schedule (start several, each tick runs once):  cargo run --example repo_sync -- run"
     );
     if failed.is_empty() {
@@ -173,14 +173,14 @@ pub(crate) async fn sync_now(
     id: i64,
     name: &str,
 ) -> Result<Option<Summary>, AnyError> {
-    println!("syncing #{id} {} ...", shown(name));
+    say!("syncing #{id} {} ...", shown(name));
     match with_provider(Arc::clone(&provider), sync_locked(ctx, id, Trigger::Manual)).await? {
         TaskResult::Executed(Ok(Outcome::Synced(s))) => {
             print_summary(&s);
             Ok(Some(s))
         }
         TaskResult::Executed(Ok(Outcome::NotSynced(reason))) => {
-            println!("  not synced: {}", shown(&reason));
+            say!("  not synced: {}", shown(&reason));
             Ok(None)
         }
         TaskResult::Executed(Err(error)) => {
@@ -194,13 +194,13 @@ pub(crate) async fn sync_now(
                 .into_iter()
                 .find(|(n, ..)| *n == lock_name(id));
             match holder {
-                Some((_, by, until, token)) => println!(
+                Some((_, by, until, token)) => say!(
                     "  held by {} (fencing token {token}) until {}: not synced now",
                     shown(&by),
                     chrono::DateTime::from_timestamp_millis(until)
                         .map_or_else(String::new, |t| t.to_rfc3339())
                 ),
-                None => println!("  held elsewhere: not synced now"),
+                None => say!("  held elsewhere: not synced now"),
             }
             Ok(None)
         }
@@ -227,7 +227,7 @@ pub(crate) fn print_summary(s: &Summary) {
     } else {
         format!(" ({})", reasons.join(", "))
     };
-    println!(
+    say!(
         "  {kind} sync at {}: {} files indexed, {} skipped{reasons}, {} deleted, {} chunks written in {:.1} s",
         shown(&short(&s.commit)),
         s.files,
@@ -250,13 +250,13 @@ pub(crate) async fn search(ctx: &Ctx, query: &str, k: usize) -> Result<(), AnyEr
     if hits.is_empty() {
         let others = ctx.store.embedders().await?;
         if others.is_empty() {
-            println!("nothing indexed yet: run `cargo run --example repo_sync` first");
+            say!("nothing indexed yet: run `cargo run --example repo_sync` first");
         } else {
             let others: Vec<String> = others
                 .iter()
                 .map(|(name, n)| format!("{n} chunks by {}", shown(name)))
                 .collect();
-            println!(
+            say!(
                 "nothing indexed with the embedder {}; the index holds {}: search with that embedder, or re-index with `sync-now --full` and this one",
                 shown(embedder),
                 others.join(", ")
@@ -272,7 +272,7 @@ pub(crate) async fn search(ctx: &Ctx, query: &str, k: usize) -> Result<(), AnyEr
         .collect();
     for (i, hit) in hits.iter().enumerate() {
         let repo = names.get(&hit.repository_id).cloned().unwrap_or_default();
-        println!(
+        say!(
             "{:>2}. {:.3}  {}/{}:{}-{}",
             i + 1,
             hit.score,
@@ -287,7 +287,7 @@ pub(crate) async fn search(ctx: &Ctx, query: &str, k: usize) -> Result<(), AnyEr
             .find(|l| !l.trim().is_empty())
             .unwrap_or_default()
             .trim();
-        println!(
+        say!(
             "      {}",
             shown(&first.chars().take(100).collect::<String>())
         );
@@ -306,7 +306,7 @@ pub(crate) async fn status(ctx: &Ctx) -> Result<(), AnyError> {
             .map_or("-".into(), |t| t.format("%F %T UTC").to_string())
     };
     for s in ctx.db.sessions().await? {
-        println!(
+        say!(
             "#{} {}  {}  \"{}\" {}  {}",
             s.id,
             shown(&s.display_name),
@@ -332,27 +332,27 @@ pub(crate) async fn status(ctx: &Ctx) -> Result<(), AnyError> {
                     .map(|t| t.timestamp_millis());
                 let interval = interval_ms(&schedule, chrono::Utc::now());
                 let decision = refresh::decide(&s, next.unwrap_or(now), interval, &ctx.policy);
-                println!(
+                say!(
                     "    next tick {}  ({})  {last_sync}",
                     fmt(next),
                     decision.reason()
                 );
             }
-            Err(error) => println!(
+            Err(error) => say!(
                 "    not scheduled: {} (change it with `add {} --cron ... --time-zone ...`)  {last_sync}",
                 shown(&error.to_string()),
                 shown(&s.source)
             ),
         }
-        println!("    {}", Breaker::at(&s, now, &ctx.policy));
+        say!("    {}", Breaker::at(&s, now, &ctx.policy));
         let staged = ctx.store.staged(s.id).await?;
         if staged > 0 {
-            println!(
+            say!(
                 "    {staged} chunks staged by an unfinished sync (not searchable; the next sync drops them)"
             );
         }
         for log in ctx.db.logs(Some(s.id), 5).await? {
-            println!(
+            say!(
                 "    {}  {:<9} tick {}  {} files, {} chunks, {} ms  {}{}",
                 fmt(Some(log.started_at)),
                 shown(&log.status),
@@ -367,7 +367,7 @@ pub(crate) async fn status(ctx: &Ctx) -> Result<(), AnyError> {
             );
         }
     }
-    println!("locks:");
+    say!("locks:");
     for (name, by, until, token) in ctx.db.locks().await? {
         let by = shown(&by);
         let state = if until > now {
@@ -375,7 +375,7 @@ pub(crate) async fn status(ctx: &Ctx) -> Result<(), AnyError> {
         } else {
             format!("free (last {by})")
         };
-        println!("    {}  {state}  fencing token {token}", shown(&name));
+        say!("    {}  {state}  fencing token {token}", shown(&name));
     }
     Ok(())
 }

@@ -47,7 +47,7 @@ use crate::db::{Db, Location, lock_name};
 use crate::embed::{Embedder, HttpEmbedder, LexicalHashEmbedder};
 use crate::job::{Outcome, Trigger, sync_locked};
 use crate::roles::QueuePlace;
-use crate::show::shown;
+use crate::show::{say, shown, tell};
 use crate::store::SqlVectorStore;
 use crate::sync::Ctx;
 
@@ -203,7 +203,7 @@ async fn main() {
         .init();
     let cli = Cli::parse();
     if let Err(error) = run(cli).await {
-        eprintln!("repo_sync: {}", show::shown(&error.to_string()));
+        tell!("repo_sync: {}", shown(&error.to_string()));
         std::process::exit(1);
     }
 }
@@ -254,7 +254,7 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
     // Runs that died or were stopped without writing their end: say so in the history.
     let abandoned = db.close_abandoned().await?;
     if abandoned > 0 {
-        eprintln!(
+        tell!(
             "repo_sync: {abandoned} run(s) left `running` by a stopped instance closed as abandoned (see `status`)"
         );
     }
@@ -336,7 +336,7 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
         Some(Command::Remove { repo }) => {
             let s = find(&db, &repo).await?;
             db.remove_session(s.id).await?;
-            println!(
+            say!(
                 "removed #{} {} and its chunks",
                 s.id,
                 shown(&s.display_name)
@@ -346,13 +346,13 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
         Some(Command::Pause { repo }) => {
             let s = find(&db, &repo).await?;
             db.set_active(s.id, false).await?;
-            println!("paused #{} {}", s.id, shown(&s.display_name));
+            say!("paused #{} {}", s.id, shown(&s.display_name));
             Ok(())
         }
         Some(Command::Resume { repo }) => {
             let s = find(&db, &repo).await?;
             db.set_active(s.id, true).await?;
-            println!("resumed #{} {}", s.id, shown(&s.display_name));
+            say!("resumed #{} {}", s.id, shown(&s.display_name));
             Ok(())
         }
         Some(Command::SyncNow { repo, full }) => {
@@ -409,7 +409,7 @@ async fn run_scheduler(
     let mut registered: HashMap<i64, (String, String)> = HashMap::new();
     let ctx = Arc::new(ctx);
     scheduler.start();
-    println!(
+    say!(
         "repo_sync scheduler running as {}{} (Ctrl-C to stop)",
         shown(provider.locked_by()),
         if hand_off.is_some() {
@@ -432,9 +432,9 @@ async fn run_scheduler(
         match ctx.db.close_abandoned().await {
             Ok(0) => {}
             Ok(n) => {
-                println!("closed {n} run(s) left `running` by a stopped instance as abandoned")
+                say!("closed {n} run(s) left `running` by a stopped instance as abandoned")
             }
-            Err(e) => eprintln!("repo_sync: cannot close abandoned runs: {e}"),
+            Err(e) => tell!("repo_sync: cannot close abandoned runs: {e}"),
         }
         tokio::select! {
             () = &mut stop => break,
@@ -443,9 +443,10 @@ async fn run_scheduler(
     }
     let report = scheduler.shutdown().await;
     ctx.pending.wait().await; // the records of syncs the shutdown cancelled
-    println!(
+    say!(
         "stopped ({} running syncs finished, {} cancelled)",
-        report.finished, report.cancelled
+        report.finished,
+        report.cancelled
     );
     Ok(())
 }
@@ -468,7 +469,7 @@ async fn reload(
         if wanted.get(&id) != Some(&schedule) {
             scheduler.remove(&lock_name(id));
             registered.remove(&id);
-            println!("unscheduled #{id}");
+            say!("unscheduled #{id}");
         }
     }
     for (id, (cron, tz)) in wanted {
@@ -478,7 +479,7 @@ async fn reload(
         let schedule = match Schedule::parse(&cron, &tz) {
             Ok(schedule) => schedule,
             Err(error) => {
-                eprintln!(
+                tell!(
                     "repo_sync: #{id} has a bad schedule, not scheduled: {}",
                     shown(&error.to_string())
                 );
@@ -501,7 +502,7 @@ async fn reload(
                 Arc::clone(queue),
             ))?;
             registered.insert(id, (cron.clone(), tz.clone()));
-            println!(
+            say!(
                 "scheduled #{id} on \"{}\" in {}, handed off to workers",
                 shown(&cron),
                 shown(&tz)
@@ -519,16 +520,17 @@ async fn reload(
             async move {
                 let outcome = sync_locked(&ctx, id, trigger).await;
                 if let Ok(TaskResult::Executed(Ok(Outcome::Synced(s)))) = &outcome {
-                    println!(
+                    say!(
                         "#{id} tick {tick}: {} files, {} chunks",
-                        s.files, s.chunks_written
+                        s.files,
+                        s.chunks_written
                     );
                 }
                 outcome
             }
         }))?;
         registered.insert(id, (cron.clone(), tz.clone()));
-        println!("scheduled #{id} on \"{}\" in {}", shown(&cron), shown(&tz));
+        say!("scheduled #{id} on \"{}\" in {}", shown(&cron), shown(&tz));
     }
     Ok(())
 }

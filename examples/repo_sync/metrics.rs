@@ -27,6 +27,8 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+use crate::show::say;
+
 /// Connections served at once; more wait in the listen queue.
 pub(crate) const MAX_CONNECTIONS: usize = 64;
 /// How long a client has to send its request line and headers.
@@ -60,7 +62,7 @@ pub(crate) async fn serve_metrics(addr: std::net::SocketAddr) -> Result<(), Stri
         }
     });
     tokio::spawn(accept_loop(listener, handle));
-    println!("metrics for Prometheus at http://{addr}/metrics");
+    say!("metrics for Prometheus at http://{addr}/metrics");
     Ok(())
 }
 

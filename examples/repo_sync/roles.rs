@@ -19,7 +19,7 @@ use shedlock::{LockProvider, Schedule, TaskResult, with_provider};
 use crate::AnyError;
 use crate::db::Location;
 use crate::job::{Outcome, Trigger, sync_locked};
-use crate::show::shown;
+use crate::show::{say, shown};
 use crate::sync::Ctx;
 
 /// The queue's name (apalis's `job_type`).
@@ -90,7 +90,7 @@ async fn sync(hand_off: HandOff, worker: Data<Arc<Worker>>) -> Result<(), BoxDyn
         .and_then(|id| id.parse().ok())
         .ok_or_else(|| format!("hand-off of an unknown job {:?}", hand_off.job))?;
     let Some(session) = worker.ctx.db.session(id).await? else {
-        println!(
+        say!(
             "#{id}: no longer registered: hand-off of {} dropped",
             hand_off.tick
         );
@@ -107,25 +107,28 @@ async fn sync(hand_off: HandOff, worker: Data<Arc<Worker>>) -> Result<(), BoxDyn
     )
     .await?;
     match outcome {
-        TaskResult::Executed(Ok(Outcome::Synced(s))) => println!(
+        TaskResult::Executed(Ok(Outcome::Synced(s))) => say!(
             "#{id} tick {} (claim token {}): {} files, {} chunks",
-            hand_off.tick, hand_off.fencing_token, s.files, s.chunks_written
+            hand_off.tick,
+            hand_off.fencing_token,
+            s.files,
+            s.chunks_written
         ),
         TaskResult::Executed(Ok(Outcome::NotSynced(reason))) => {
-            println!(
+            say!(
                 "#{id} tick {}: not synced: {}",
                 hand_off.tick,
                 shown(&reason)
             );
         }
         TaskResult::Executed(Err(error)) => {
-            println!(
+            say!(
                 "#{id} tick {}: sync failed: {}",
                 hand_off.tick,
                 shown(&error.to_string())
             );
         }
-        TaskResult::Skipped => println!(
+        TaskResult::Skipped => say!(
             "#{id} tick {}: another worker is syncing it; skipped",
             hand_off.tick
         ),
@@ -157,7 +160,7 @@ pub(crate) async fn run_worker(
         }
         Ok::<(), std::io::Error>(())
     };
-    println!(
+    say!(
         "repo_sync worker {} taking hand-offs from the queue (Ctrl-C to stop)",
         shown(&name)
     );
@@ -193,6 +196,6 @@ pub(crate) async fn run_worker(
         }
     }
     worker.ctx.pending.wait().await;
-    println!("worker stopped");
+    say!("worker stopped");
     Ok(())
 }

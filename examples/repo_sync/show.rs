@@ -4,6 +4,9 @@
 //! showing, so a row holding `ESC[2J` or `\r` cannot clear the operator's screen or overwrite a
 //! line.
 //!
+//! Lines are printed with [`say!`] and [`tell!`], which drop what a closed stdout or stderr
+//! cannot take instead of panicking.
+//!
 //! Escaped: every control character (C0, DEL and C1, `\u{9b}` being a one-character `ESC[` to
 //! many terminals) as `\n`, `\r`, `\t`, `\x1b`, `\x7f` or `\u{9b}`, and the Unicode
 //! bidirectional controls (`\u{202e}` and its kin, which reorder what follows them) as
@@ -11,6 +14,29 @@
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
+
+/// `println!` that never panics: when stdout is closed (`repo_sync status | head -1`, a log
+/// collector gone) the line is dropped and the program goes on.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// `eprintln!` that never panics, as [`say!`] for stderr.
+macro_rules! tell {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+#[allow(
+    unused_imports,
+    reason = "tests/repo_sync.rs includes some users of one but not the other"
+)]
+pub(crate) use {say, tell};
 
 /// `text` with its control characters escaped (see the [module](self)); borrowed when there
 /// is nothing to escape.

@@ -13,6 +13,7 @@ use crate::embed::{Embedder, unusable};
 use crate::extract::{Extracted, extract};
 use crate::git::Blob;
 use crate::refresh::Policy;
+use crate::show::tell;
 use crate::source::Source;
 use crate::store::{Point, StoreError, VectorStore, WriteHook, WritePoint, point_id};
 
@@ -294,7 +295,7 @@ pub(crate) async fn sync_repository(
             && total > BATCH_FILES
             && (last_report.elapsed() > Duration::from_secs(2) || done == total)
         {
-            eprintln!(
+            tell!(
                 "  {}: {done}/{total} files",
                 crate::show::shown(&session.display_name)
             );
