@@ -60,7 +60,7 @@ const RETRY: RetryPolicy = RetryPolicy {
 pub(crate) struct HttpEmbedder {
     client: reqwest::Client,
     url: String,
-    /// `url` with any password in it masked ([`mask_url`]): what messages and logs show.
+    /// `url` as messages and logs show it ([`shown_url`]: a password in it masked).
     shown_url: String,
     model: String,
     name: String,
