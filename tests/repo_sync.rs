@@ -6,7 +6,7 @@
 
 #[path = "../examples/repo_sync/chunk.rs"]
 mod chunk;
-#[path = "../examples/repo_sync/db.rs"]
+#[path = "../examples/repo_sync/db/mod.rs"]
 mod db;
 #[path = "../examples/repo_sync/embed/mod.rs"]
 mod embed;
@@ -20,8 +20,12 @@ mod gitlab;
 mod http;
 #[path = "../examples/repo_sync/job.rs"]
 mod job;
+#[path = "../examples/repo_sync/metrics.rs"]
+mod metrics;
 #[path = "../examples/repo_sync/refresh.rs"]
 mod refresh;
+#[path = "../examples/repo_sync/show.rs"]
+mod show;
 #[path = "../examples/repo_sync/source.rs"]
 mod source;
 #[path = "../examples/repo_sync/store.rs"]
@@ -471,6 +475,87 @@ async fn history_records_completed_failed_and_skipped_runs() {
     );
 }
 
+/// An embeddings server that answers `1e39` (beyond `f32`) for one chunk: the sync fails
+/// naming that chunk's file and lines, and nothing is stored, neither published nor staged
+/// (before, the vector became NaN after normalizing, was stored, and `search` showed NaN).
+#[tokio::test]
+async fn an_embedding_that_is_not_a_number_fails_the_sync_and_stores_nothing() {
+    use crate::http::test_server::{Reply, serve};
+    let server = serve(|_, r| {
+        let inputs: Vec<String> = serde_json::from_value(r.json()["input"].clone()).unwrap();
+        let data: Vec<serde_json::Value> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let embedding = if t.contains("poison") {
+                    serde_json::json!([1e39, 1.0, 0.0])
+                } else {
+                    serde_json::json!([0.0, 1.0, 0.0])
+                };
+                serde_json::json!({"index": i, "embedding": embedding})
+            })
+            .collect();
+        Reply::Json(200, vec![], serde_json::json!({ "data": data }))
+    })
+    .await;
+    let mut app = app().await;
+    app.ctx.embedder = Arc::new(crate::embed::HttpEmbedder::new(&server.base_url, "m").unwrap());
+    let repo = TempRepo::new();
+    repo.write("a.rs", "fn fine() {}\n");
+    repo.write("b.rs", "fn poison() {}\n");
+    repo.commit("two");
+    let id = app
+        .ctx
+        .db
+        .add_session(
+            "r",
+            &repo.path().display().to_string(),
+            "0 0 * * * *",
+            "UTC",
+        )
+        .await
+        .unwrap()
+        .id;
+    let TaskResult::Executed(Err(error)) = sync_manual(&app, id).await else {
+        panic!("the sync must fail");
+    };
+    assert!(
+        error.contains("b.rs:1-1") && error.contains("not a finite number"),
+        "{error}"
+    );
+    assert!(stored_points(&app.ctx, id).await.is_empty());
+    assert_eq!(app.ctx.store.staged(id).await.unwrap(), 0);
+    let logs = app.ctx.db.logs(Some(id), 10).await.unwrap();
+    assert_eq!(logs[0].status, "failed", "{logs:?}");
+
+    // A NaN vector an older version stored is left out of the ranking (not shown first with
+    // a NaN score), and its row is kept.
+    for (point, path, vector) in [
+        ("p1", "old.rs", [f32::NAN, 0.0, 0.0]),
+        ("p2", "ok.rs", [0.0, 1.0, 0.0]),
+    ] {
+        app.ctx
+            .db
+            .exec(
+                "INSERT INTO chunks (point_id, collection, repository_id, path, chunk_index, start_line, end_line,
+                     text, embedding, embedder, commit_sha, fencing_token)
+                 VALUES ($1, 'code', $2, $3, 0, 1, 1, 'x', $4, 'http:m', 'c', 1)",
+                vec![db::V::S(point.into()), db::V::I(id), db::V::S(path.into()), db::V::B(embed::to_bytes(&vector))],
+            )
+            .await
+            .unwrap();
+    }
+    let hits = app
+        .ctx
+        .store
+        .search(&[0.0, 1.0, 0.0], "http:m", 10)
+        .await
+        .unwrap();
+    let paths: Vec<&str> = hits.iter().map(|h| h.path.as_str()).collect();
+    assert_eq!(paths, ["ok.rs"]);
+    assert_eq!(stored_points(&app.ctx, id).await.len(), 2);
+}
+
 fn example_binary() -> PathBuf {
     shedlock_suite::repo_sync_binary()
 }
@@ -677,6 +762,55 @@ fn a_sync_limit_of_zero_is_refused() {
     assert!(stderr.contains("--max-concurrent-syncs"), "{stderr}");
 }
 
+/// A zero where zero makes no sense is refused while the arguments are read, naming the
+/// option, before anything opens (no database file appears): `--reload-every 0s` would re-read
+/// the schedules in a busy loop, `--embedder-timeout 0s` fail every request, `--lock-at-most-for
+/// 0s` hold no lock, `--keep-history 0s` delete every run at once, `--embedder-batch-size 0`
+/// send nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zero_settings_are_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("zero.db").display().to_string();
+    for (args, option) in [
+        (
+            &["run", "--reload-every", "0s", "--run-for", "2s"][..],
+            "--reload-every",
+        ),
+        (
+            &["--embedder-timeout", "0s", "status"],
+            "--embedder-timeout",
+        ),
+        (
+            &["--embedder-timeout", "0ms", "status"],
+            "--embedder-timeout",
+        ),
+        (
+            &["--lock-at-most-for", "0s", "status"],
+            "--lock-at-most-for",
+        ),
+        (
+            &["run", "--keep-history", "0s", "--run-for", "2s"],
+            "--keep-history",
+        ),
+        (
+            &["--embedder-batch-size", "0", "status"],
+            "--embedder-batch-size",
+        ),
+    ] {
+        let args: Vec<&str> = ["--database-url", &db]
+            .into_iter()
+            .chain(args.iter().copied())
+            .collect();
+        let (ok, stderr, _) = run_bounded(dir.path(), &args).await;
+        assert!(!ok, "{args:?}: {stderr}");
+        assert!(stderr.contains(option), "{args:?}: {stderr}");
+        assert!(
+            !Path::new(&db).exists(),
+            "{args:?} opened the database: {stderr}"
+        );
+    }
+}
+
 /// `run --metrics-addr` serves the scheduler's counters for Prometheus while it runs; the
 /// figures agree with the run history written by the same process.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -779,6 +913,260 @@ async fn metrics_endpoint_serves_the_scheduler_counters() {
         "{} rows, {executed} counted",
         rows.len()
     );
+}
+
+/// A `repo_sync run --metrics-addr` on a free port, one repository due every second (so the
+/// scheduler records metrics), stderr to a file; killed when dropped.
+struct MetricsRun {
+    child: tokio::process::Child,
+    addr: String,
+    stderr: PathBuf,
+    _dir: tempfile::TempDir,
+    _repo: TempRepo,
+}
+
+impl MetricsRun {
+    /// Starts it, under `ulimit -n LIMIT` when `fd_limit` is set, and waits (up to 60 s) until
+    /// `GET /metrics` shows a metric of the scheduler.
+    async fn start(fd_limit: Option<u32>) -> Self {
+        let bin = example_binary();
+        let dir = tempfile::tempdir().unwrap();
+        let url = dir.path().join("metrics.db").display().to_string();
+        let repo = TempRepo::new();
+        repo.write("a.rs", &lines("a", 3));
+        repo.commit("a");
+        add_repo(&bin, &url, &repo, "* * * * * *");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let stderr = dir.path().join("stderr.log");
+        let args = [
+            "--database-url",
+            &url,
+            "run",
+            "--run-for",
+            "180s",
+            "--metrics-addr",
+            &addr,
+        ];
+        let mut command = match fd_limit {
+            None => tokio::process::Command::new(&bin),
+            Some(limit) => {
+                let mut sh = tokio::process::Command::new("sh");
+                sh.args(["-c", &format!("ulimit -n {limit} && exec \"$0\" \"$@\"")])
+                    .arg(&bin);
+                sh
+            }
+        };
+        let child = command
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let run = MetricsRun {
+            child,
+            addr,
+            stderr,
+            _dir: dir,
+            _repo: repo,
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(page) = run.try_get("/metrics").await
+                && page.starts_with("HTTP/1.1 200")
+                && page.contains("shedlock_attempts_total")
+            {
+                return run;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no metrics within 60 s: {}",
+                std::fs::read_to_string(&run.stderr).unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+
+    /// `GET path` on a new connection: the whole answer (or why there is none).
+    async fn try_get(&self, path: &str) -> std::io::Result<String> {
+        raw_http(
+            &self.addr,
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+    }
+
+    /// Lines written to stderr so far.
+    fn stderr_lines(&self) -> usize {
+        std::fs::read(&self.stderr)
+            .unwrap_or_default()
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .count()
+    }
+
+    /// CPU seconds (user and system) the process has used.
+    fn cpu_seconds(&self) -> f64 {
+        let pid = self.child.id().unwrap();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let fields: Vec<&str> = stat.rsplit_once(") ").unwrap().1.split(' ').collect();
+        let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+        let per_second: f64 = String::from_utf8(
+            Command::new("getconf")
+                .arg("CLK_TCK")
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+        ticks / per_second
+    }
+}
+
+/// Sends `request` on a new connection to `addr` and reads the answer until the server closes
+/// the connection (at most 30 s).
+async fn raw_http(addr: &str, request: &[u8]) -> std::io::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let exchange = async {
+        let mut socket = tokio::net::TcpStream::connect(addr).await?;
+        socket.write_all(request).await?;
+        let mut answer = Vec::new();
+        socket.read_to_end(&mut answer).await?;
+        Ok(String::from_utf8_lossy(&answer).into_owned())
+    };
+    tokio::time::timeout(Duration::from_secs(30), exchange)
+        .await
+        .unwrap_or_else(|_| Err(std::io::Error::other("no complete answer within 30 s")))
+}
+
+/// The metrics endpoint serves `GET /metrics` only: another method is 405 (a 10 MB `PUT` is
+/// answered before its body is sent), another path 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_endpoint_serves_get_metrics_only() {
+    let run = MetricsRun::start(None).await;
+    for (request, status) in [
+        (
+            "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            "405",
+        ),
+        (
+            "DELETE /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            "405",
+        ),
+        // The body is never sent: the answer must not wait for it.
+        (
+            "PUT /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 10485760\r\nConnection: close\r\n\r\n",
+            "405",
+        ),
+        (
+            "GET /other HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            "404",
+        ),
+        (
+            "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            "404",
+        ),
+        (
+            "GET /metrics/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            "404",
+        ),
+    ] {
+        let answer = raw_http(&run.addr, request.as_bytes()).await.unwrap();
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status}")),
+            "{request:?}: {answer}"
+        );
+        assert!(!answer.contains("shedlock_"), "{request:?}: {answer}");
+    }
+    let answer = run.try_get("/metrics").await.unwrap();
+    assert!(
+        answer.starts_with("HTTP/1.1 200") && answer.contains("shedlock_attempts_total"),
+        "{answer}"
+    );
+}
+
+/// A client that sends half a request line and waits is cut off (here within 30 s), and so
+/// are 100 of them at once, while the endpoint goes on answering scrapes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_header_clients_are_cut_off_and_scrapes_still_answered() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let run = MetricsRun::start(None).await;
+    let mut slow = Vec::new();
+    for _ in 0..100 {
+        let mut socket = tokio::net::TcpStream::connect(&run.addr).await.unwrap();
+        socket.write_all(b"GET /metr").await.unwrap();
+        slow.push(tokio::spawn(async move {
+            let mut buf = [0u8; 1024];
+            // Cut off: end of stream or a reset, never an answer.
+            tokio::time::timeout(Duration::from_secs(30), async {
+                loop {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) => {}
+                    }
+                }
+            })
+            .await
+            .is_ok()
+        }));
+    }
+    let answer = run.try_get("/metrics").await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let mut cut = 0;
+    for client in slow {
+        cut += usize::from(client.await.unwrap());
+    }
+    assert_eq!(cut, 100, "slow clients disconnected within 30 s");
+    let answer = run.try_get("/metrics").await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+/// Under `ulimit -n 64`, 100 idle connections exhaust the process's descriptors: accepting
+/// backs off instead of spinning, so over 10 s the process writes a few lines at most and uses
+/// little CPU, and it serves again once the connections close.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn descriptor_exhaustion_neither_spins_nor_floods_the_log() {
+    let run = MetricsRun::start(Some(64)).await;
+    let (lines, cpu) = (run.stderr_lines(), run.cpu_seconds());
+    let mut idle = Vec::new();
+    for _ in 0..100 {
+        idle.push(tokio::net::TcpStream::connect(&run.addr).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let (logged, used) = (run.stderr_lines() - lines, run.cpu_seconds() - cpu);
+    eprintln!("over 10 s: {logged} lines logged, {used:.2} CPU seconds");
+    assert!(
+        logged < 300,
+        "{logged} lines logged in 10 s: {}",
+        String::from_utf8_lossy(
+            &std::fs::read(&run.stderr)
+                .unwrap()
+                .into_iter()
+                .take(2000)
+                .collect::<Vec<u8>>()
+        )
+    );
+    assert!(used < 3.0, "{used:.2} CPU seconds in 10 s");
+    drop(idle);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match run.try_get("/metrics").await {
+            Ok(answer) if answer.starts_with("HTTP/1.1 200") => break,
+            other => assert!(
+                std::time::Instant::now() < deadline,
+                "not serving 30 s after the connections closed: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// The value of one sample in Prometheus text format: `name{labels} value`, with exactly
@@ -998,7 +1386,11 @@ impl On {
             }
             let (url, database) = shedlock_suite::postgres_database("repo_sync").await;
             let provider = shedlock::PostgresLockProvider::connect(&url).await.unwrap();
-            (Location::Postgres(url), Arc::new(provider), Some(database))
+            (
+                Location::Postgres(url.into()),
+                Arc::new(provider),
+                Some(database),
+            )
         } else {
             let path = dir.path().join("app.db");
             let provider = SqliteLockProvider::connect(&path.display().to_string())
@@ -1410,7 +1802,7 @@ async fn runs_left_running_are_closed_as_abandoned(postgres: bool) {
         .unwrap();
     let url = match &on.location {
         Location::Sqlite(path) => path.display().to_string(),
-        Location::Postgres(url) => url.clone(),
+        Location::Postgres(url) => url.expose().to_owned(),
     };
     let out = Command::new(example_binary())
         .args(["--database-url", &url, "status"])
@@ -1524,9 +1916,376 @@ fn database_urls_are_read_as_users_type_them() {
         ("sqlite::memory:", "names no file"),
         ("", "names no file"),
         ("sqlite:x.db?mode=ro", "unsupported option \"mode=ro\""),
+        // A scheme with its `//` missing is a mistyped URL, never a file name.
+        (
+            "postgres:postgres:topsecret@127.0.0.1:5432/",
+            "not a valid postgres URL",
+        ),
+        ("postgresql:u:topsecret@h/db", "not a valid postgresql URL"),
+        ("POSTGRES:u:topsecret@h/db", "not a valid POSTGRES URL"),
+        ("mysql:root:topsecret@h", "unsupported database \"mysql\""),
+        (
+            "mariadb:root:topsecret@h",
+            "unsupported database \"mariadb\"",
+        ),
+        ("redis:topsecret@h", "unsupported database \"redis\""),
+        ("rediss://:topsecret@h", "unsupported database \"rediss\""),
+        // A password with an unescaped `/` leaves the port unreadable.
+        ("postgres://u:pa/ss@h:5432/db", "not a valid postgres URL"),
+        ("ftp://u:topsecret@h/x", "unsupported database \"ftp\""),
     ] {
         let err = Location::parse(bad).unwrap_err();
         assert!(err.contains(says), "{bad}: {err}");
+        assert!(
+            !err.contains("topsecret") && !err.contains("pa/ss"),
+            "{bad}: {err}"
+        );
+    }
+    // A file whose name starts like a scheme is written as a path.
+    assert_eq!(
+        Location::parse("./postgres:x.db"),
+        sqlite("./postgres:x.db")
+    );
+    // Printed, a PostgreSQL location masks its password.
+    let location = Location::parse("postgres://u:topsecret@h/db?sslpassword=topsecret").unwrap();
+    assert_eq!(
+        location.to_string(),
+        "postgres://u:***@h/db?sslpassword=***"
+    );
+    assert!(!format!("{location:?}").contains("topsecret"));
+}
+
+/// Text from the database or a repository reaches the terminal with its control characters
+/// escaped: a name, an error text, a `locked_by`, a lock name, a path and a chunk's text holding
+/// `ESC[31m`, `ESC]0;…BEL` and `\r` are printed as `\x1b[31m`, `\r`, … by `status`, `search` and
+/// `sync-now`, never as the codes themselves. A stored commit id of multi-byte characters is
+/// cut whole (it panicked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_from_the_database_reaches_the_terminal_escaped() {
+    let bin = example_binary();
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("escape.db").display().to_string();
+    let repo = TempRepo::new();
+    repo.write(
+        "evil\x1b[2J.rs",
+        "fn evil() {} // \x1b[31mred\r\x1b]0;title\x07\n",
+    );
+    repo.commit("evil");
+    add_repo(&bin, &url, &repo, "0 0 * * * *");
+    let cli = |args: &[&str]| {
+        let out = Command::new(&bin)
+            .args(["--database-url", &url])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    cli(&["sync-now", "1"]);
+    let db = Db::open(&Location::parse(&url).unwrap()).await.unwrap();
+    let evil = "x\x1b[31mred\r\u{9b}2J\u{202e}";
+    // A commit id of multi-byte characters: `status` prints its first 12 characters, whole.
+    db.exec(
+        "UPDATE schedule_sessions SET display_name = $1, last_synced_commit = $2",
+        vec![
+            db::V::S(format!("name-{evil}")),
+            db::V::S("aééééééééééééé\x1b".into()),
+        ],
+    )
+    .await
+    .unwrap();
+    db.exec(
+        "UPDATE schedule_execution_logs SET error_message = $1, locked_by = $2",
+        vec![
+            db::V::S(format!("error-{evil}")),
+            db::V::S(format!("by-{evil}")),
+        ],
+    )
+    .await
+    .unwrap();
+    db.exec(
+        "UPDATE shedlock SET locked_by = $1",
+        vec![db::V::S(format!("holder-{evil}"))],
+    )
+    .await
+    .unwrap();
+    let escaped = r"x\x1b[31mred\r\u{9b}2J\u{202e}";
+    let status = cli(&["status"]);
+    let search = cli(&["search", "fn evil", "-k", "1"]);
+    let sync = cli(&["sync-now", "1"]);
+    for (what, out) in [
+        ("status", &status),
+        ("search", &search),
+        ("sync-now", &sync),
+    ] {
+        assert!(
+            !out.contains(['\x1b', '\r', '\x07', '\u{9b}', '\u{202e}']),
+            "{what} printed a control character: {out:?}"
+        );
+    }
+    for text in ["name-", "error-", "by-", "holder-"] {
+        assert!(
+            status.contains(&format!("{text}{escaped}")),
+            "{text}: {status}"
+        );
+    }
+    assert!(status.contains("at aééééééééééé "), "{status}");
+    assert!(search.contains(r"evil\x1b[2J.rs"), "{search}");
+    assert!(
+        search.contains(r"\x1b[31mred\r\x1b]0;title\x07"),
+        "{search}"
+    );
+    assert!(sync.contains(&format!("name-{escaped}")), "{sync}");
+}
+
+/// `add` of a registered repository applies the options given (`--cron`, `--time-zone`,
+/// `--name`) to its registration and says what changed; the options not given keep their
+/// stored values (the defaults do not overwrite them), and with none it says nothing changed
+/// and how to change it. Before, the options were ignored without a word.
+#[test]
+fn adding_a_registered_repository_again_applies_the_options_given() {
+    let bin = example_binary();
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("add.db").display().to_string();
+    let repo = TempRepo::new();
+    repo.write("a.rs", "fn a() {}\n");
+    repo.commit("a");
+    let path = repo.path().display().to_string();
+    let add = |args: &[&str]| {
+        let out = Command::new(&bin)
+            .args(["--database-url", &url, "add", &path])
+            .args(args)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.success(), stdout, stderr)
+    };
+    let row = || {
+        let out = Command::new(&bin)
+            .args(["--database-url", &url, "status"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let (ok, out, err) = add(&["--cron", "0 0 * * * *", "--time-zone", "Asia/Seoul"]);
+    assert!(ok && out.contains("registered #1"), "{out}{err}");
+
+    let (ok, out, err) = add(&[]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("already registered")
+            && out.contains("nothing changed")
+            && out.contains("--cron"),
+        "{out}"
+    );
+    assert!(row().contains("\"0 0 * * * *\" Asia/Seoul"), "{}", row());
+
+    let (ok, out, err) = add(&["--cron", "0 */5 * * * *", "--name", "renamed"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("\"0 0 * * * *\" → \"0 */5 * * * *\"") && out.contains("→ renamed"),
+        "{out}"
+    );
+    let now = row();
+    assert!(
+        now.starts_with("#1 renamed ") && now.contains("\"0 */5 * * * *\" Asia/Seoul"),
+        "{now}"
+    );
+
+    // A bad value changes nothing and says why, in one line: a time zone that does not
+    // exist, a cron that does not parse, one that never fires (the 31st of February).
+    for (args, says) in [
+        (&["--time-zone", "Mars/Olympus"][..], "Mars/Olympus"),
+        (&["--cron", "every tuesday"], "every tuesday"),
+        (&["--cron", "0 0 0 31 2 *"], "0 0 0 31 2 *"),
+    ] {
+        let (ok, _, err) = add(args);
+        assert!(!ok && err.contains(says), "{args:?}: {err}");
+        assert!(
+            err.starts_with("repo_sync: ") && err.trim_end().lines().count() == 1,
+            "{args:?}: {err}"
+        );
+        assert_eq!(row(), now, "{args:?}");
+    }
+}
+
+/// `status` lists every registration even when one holds a schedule the library refuses (a
+/// row written by hand, or by a version that accepted it): that row says why it is not
+/// scheduled, and the others are shown as usual. Before, `status` stopped at that row with
+/// the error and showed nothing.
+#[tokio::test]
+async fn status_shows_a_registration_whose_schedule_is_refused() {
+    let bin = example_binary();
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("bad_cron.db").display().to_string();
+    let (one, two) = (TempRepo::new(), TempRepo::new());
+    for repo in [&one, &two] {
+        repo.write("a.rs", "fn a() {}\n");
+        repo.commit("a");
+        add_repo(&bin, &url, repo, "0 0 * * * *");
+    }
+    let db = Db::open(&Location::parse(&url).unwrap()).await.unwrap();
+    db.exec(
+        "UPDATE schedule_sessions SET cron = 'every tuesday' WHERE id = 1",
+        vec![],
+    )
+    .await
+    .unwrap();
+    let out = Command::new(&bin)
+        .args(["--database-url", &url, "status"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("\"every tuesday\"") && stdout.contains("not scheduled:"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("#2 ") && stdout.contains("next tick 20"),
+        "{stdout}"
+    );
+}
+
+/// `repo_sync status | head -1`: output to a pipe whose reader has gone ends the output, not
+/// the program (it panicked with "failed printing to stdout: Broken pipe").
+#[test]
+fn a_closed_stdout_ends_the_output_not_the_program() {
+    let bin = example_binary();
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("pipe.db").display().to_string();
+    let repo = TempRepo::new();
+    repo.write("a.rs", "fn a() {}\n");
+    repo.commit("a");
+    add_repo(&bin, &url, &repo, "0 0 * * * *");
+    for args in [&["status"][..], &["sync-now", "1"], &["search", "fn a"]] {
+        let mut child = Command::new(&bin)
+            .args(["--database-url", &url])
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader goes before the first line is written (the database opens first).
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(out.status.success(), "{args:?}: {stderr}");
+    }
+}
+
+/// Runs `repo_sync ARGS` in `dir`, giving up after 20 s (a generous bound for a failure that
+/// must be reported at once); `(exit success, stderr, seconds taken)`.
+async fn run_bounded(dir: &Path, args: &[&str]) -> (bool, String, f64) {
+    let started = std::time::Instant::now();
+    let child = tokio::process::Command::new(example_binary())
+        .args(args)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(20), child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("{args:?} still running after 20 s"))
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (
+        out.status.success(),
+        stderr,
+        started.elapsed().as_secs_f64(),
+    )
+}
+
+/// A PostgreSQL server that is down is reported within seconds with its real cause, and no
+/// message shows the password, wherever it stands in the URL (a `/` in it, a query
+/// parameter); nor does the message for an unsupported scheme.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_database_is_named_at_once_without_its_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    for (url, says) in [
+        (
+            format!("postgres://postgres:topsecret@127.0.0.1:{closed}/test"),
+            "refused",
+        ),
+        (
+            format!("postgres://postgres@127.0.0.1:{closed}/test?password=topsecret"),
+            "refused",
+        ),
+        (
+            format!("postgres://postgres:pa/ss@127.0.0.1:{closed}/test"),
+            "not a valid postgres URL",
+        ),
+        (
+            "ftp://u:topsecret@h/x".to_owned(),
+            "unsupported database \"ftp\"",
+        ),
+    ] {
+        let (ok, stderr, secs) = run_bounded(dir.path(), &["--database-url", &url, "status"]).await;
+        eprintln!("{secs:.1} s: {stderr}");
+        assert!(!ok, "{url}: {stderr}");
+        assert!(stderr.contains(says), "{url}: {stderr}");
+        assert!(
+            !stderr.contains("topsecret") && !stderr.contains("pa/ss"),
+            "{url}: {stderr}"
+        );
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+/// A URL of another backend with a typo (`postgres:` without `//`) is refused by its scheme,
+/// without echoing the password, and nothing appears on disk: it was never taken as a path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mistyped_url_is_refused_and_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    for (url, scheme) in [
+        ("postgres:postgres:topsecret@127.0.0.1:5432/", "postgres"),
+        ("postgres:postgres:topsecret@127.0.0.1", "postgres"),
+        ("postgresql:u:topsecret@h/db", "postgresql"),
+        ("mysql:root:topsecret@127.0.0.1:3306/test", "mysql"),
+        ("mariadb:root:topsecret@h/db", "mariadb"),
+        ("redis:topsecret@127.0.0.1:6379", "redis"),
+        ("rediss:topsecret@h", "rediss"),
+    ] {
+        for command in [&["status"][..], &["add", "."], &[]] {
+            let args: Vec<&str> = ["--database-url", url]
+                .into_iter()
+                .chain(command.iter().copied())
+                .collect();
+            let (ok, stderr, _) = run_bounded(dir.path(), &args).await;
+            assert!(!ok, "{args:?}: {stderr}");
+            assert!(
+                stderr.contains(&format!("{scheme:?}"))
+                    || stderr.contains(&format!("{scheme} URL")),
+                "{args:?}: {stderr}"
+            );
+            assert!(!stderr.contains("topsecret"), "{args:?}: {stderr}");
+            let left: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert!(left.is_empty(), "{args:?} created {left:?}");
+        }
     }
 }
 

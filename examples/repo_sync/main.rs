@@ -14,6 +14,7 @@
 //! with `--database-url`. The lock of repository N is `repo_sync_N`, claimed per tick.
 
 mod chunk;
+mod commands;
 mod db;
 mod embed;
 mod extract;
@@ -21,8 +22,10 @@ mod git;
 mod gitlab;
 mod http;
 mod job;
+mod metrics;
 mod refresh;
 mod roles;
+mod show;
 mod source;
 mod store;
 mod sync;
@@ -34,18 +37,19 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 use shedlock::handoff::TickQueue;
 use shedlock::{
-    Job, LockAdmin, LockConfiguration, LockProvider, PostgresLockProvider, RunHistory, RunStore,
-    Schedule, Scheduler, SqliteLockProvider, TaskResult, current_tick, with_provider,
+    Job, LockAdmin, LockConfiguration, PostgresLockProvider, RunHistory, RunStore, Schedule,
+    Scheduler, SqliteLockProvider, TaskResult, current_tick,
 };
 
 use crate::chunk::ChunkConfig;
-use crate::db::{Db, Location, lock_name, now_ms};
+use crate::commands::{first_run, search, status, sync_now};
+use crate::db::{Db, Location, lock_name};
 use crate::embed::{Embedder, HttpEmbedder, LexicalHashEmbedder};
 use crate::job::{Outcome, Trigger, sync_locked};
-use crate::refresh::Breaker;
 use crate::roles::QueuePlace;
+use crate::show::{say, shown, tell};
 use crate::store::SqlVectorStore;
-use crate::sync::{Ctx, Summary};
+use crate::sync::Ctx;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -55,20 +59,28 @@ use crate::sync::{Ctx, Summary};
 struct Cli {
     /// Database for schedules, history, chunks and locks: an SQLite file path (created with
     /// its directory if missing), `sqlite://PATH`, or `postgres://…` (default:
-    /// `repo_sync.db` in the git directory of the repository you run it in).
+    /// `repo_sync.db` in the git directory of the repository you run it in). A value that
+    /// starts with a scheme (`postgres:`, `mysql:`, `redis:`, …) is a URL, never a file name;
+    /// messages show it with its password masked. A server that cannot be reached is reported
+    /// at once, or after 10 s without an answer.
     #[arg(long, global = true)]
     database_url: Option<String>,
     /// An OpenAI-compatible embeddings server (`http://host:port`); default: the built-in
-    /// lexical-hash embedder (deterministic, no network, not a neural model).
+    /// lexical-hash embedder (deterministic, no network, not a neural model). Its responses
+    /// are read up to 256 KiB per input text (8 MiB for a batch of 32): a larger one fails the
+    /// request unread. A vector with a component that is not a finite number fails the sync,
+    /// naming the chunk, and nothing of it is stored.
     #[arg(long, global = true)]
     embedder_url: Option<String>,
     #[arg(long, global = true, default_value = "text-embedding-3-small")]
     embedder_model: String,
-    /// Texts per embeddings request.
-    #[arg(long, global = true, default_value_t = crate::embed::DEFAULT_BATCH_SIZE)]
-    embedder_batch_size: usize,
-    /// How long one embeddings request may take (a model on a CPU needs longer than a service).
-    #[arg(long, global = true, default_value = "30s", value_parser = humantime::parse_duration)]
+    /// Texts per embeddings request (at least 1).
+    #[arg(long, global = true, default_value_t = crate::embed::DEFAULT_BATCH_SIZE as u32,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    embedder_batch_size: u32,
+    /// How long one embeddings request may take (a model on a CPU needs longer than a service;
+    /// more than zero).
+    #[arg(long, global = true, default_value = "30s", value_parser = positive_duration)]
     embedder_timeout: Duration,
     #[arg(long, global = true, default_value_t = 7000)]
     chunk_size: usize,
@@ -78,8 +90,8 @@ struct Cli {
     #[arg(long, global = true, default_value_t = crate::extract::DEFAULT_MAX_FILE_BYTES)]
     max_file_bytes: u64,
     /// How long a sync's lock stays held if its instance dies (keep-alive renews it while a
-    /// long sync runs).
-    #[arg(long, global = true, default_value = "30m", value_parser = humantime::parse_duration)]
+    /// long sync runs; more than zero).
+    #[arg(long, global = true, default_value = "30m", value_parser = positive_duration)]
     lock_at_most_for: Duration,
     /// How long a sync's lock stays held at least. Zero is right here: each scheduled run
     /// claims its tick, so a fast sync cannot run twice for one tick, and a `sync-now` right
@@ -122,18 +134,20 @@ enum Command {
         /// over the pods.
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
         max_concurrent_syncs: Option<u32>,
-        /// How often to re-read the schedules.
-        #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+        /// How often to re-read the schedules (more than zero).
+        #[arg(long, default_value = "10s", value_parser = positive_duration)]
         reload_every: Duration,
         /// Stop after this long (default: until Ctrl-C).
         #[arg(long, value_parser = humantime::parse_duration)]
         run_for: Option<Duration>,
         /// Serve the scheduler's metrics for Prometheus at `http://ADDR/metrics`
-        /// (e.g. `127.0.0.1:9464`).
+        /// (e.g. `127.0.0.1:9464`): `GET /metrics` only (another method 405, another path
+        /// 404), request bodies not read, 5 s to send the request head, 64 connections at
+        /// once.
         #[arg(long)]
         metrics_addr: Option<std::net::SocketAddr>,
-        /// How long the scheduler's run history (`shedlock_runs`) is kept.
-        #[arg(long, default_value = "30days", value_parser = humantime::parse_duration)]
+        /// How long the scheduler's run history (`shedlock_runs`) is kept (more than zero).
+        #[arg(long, default_value = "30days", value_parser = positive_duration)]
         keep_history: Duration,
         /// On Ctrl-C, how long running syncs may finish before they are cancelled (a cancelled
         /// sync publishes nothing and is recorded as `cancelled`).
@@ -141,13 +155,17 @@ enum Command {
         shutdown_timeout: Duration,
     },
     /// Register a repository: a local git path, or a GitLab project URL (token in `GITLAB_TOKEN`).
+    /// Adding one already registered changes its registration to the options given (the
+    /// others keep their values); running schedulers pick the change up at their next reload.
     Add {
         path: String,
-        #[arg(long, default_value = "0 */15 * * * *")]
-        cron: String,
-        #[arg(long, default_value = "UTC")]
-        time_zone: String,
-        /// Display name (default: the directory name).
+        /// Its schedule, with seconds (default for a new registration: `0 */15 * * * *`).
+        #[arg(long)]
+        cron: Option<String>,
+        /// The time zone of the schedule (default for a new registration: `UTC`).
+        #[arg(long)]
+        time_zone: Option<String>,
+        /// Display name (default for a new registration: the directory name).
         #[arg(long)]
         name: Option<String>,
     },
@@ -185,12 +203,24 @@ async fn main() {
         .init();
     let cli = Cli::parse();
     if let Err(error) = run(cli).await {
-        eprintln!("repo_sync: {error}");
+        tell!("repo_sync: {}", shown(&error.to_string()));
         std::process::exit(1);
     }
 }
 
 type AnyError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A duration option that must not be zero (`10s`, `5m`, `1h 30m`): zero would make a busy
+/// loop (`--reload-every`), fail every request (`--embedder-timeout`), hold no lock
+/// (`--lock-at-most-for`) or delete every run as it ends (`--keep-history`). Refused while
+/// the arguments are read, before anything opens.
+fn positive_duration(text: &str) -> Result<Duration, String> {
+    let duration = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if duration.is_zero() {
+        return Err("must be more than zero (e.g. 10s, 5m)".into());
+    }
+    Ok(duration)
+}
 
 /// A lock provider that also keeps a run history.
 trait Locks: LockAdmin + RunStore {}
@@ -207,7 +237,7 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
     // whichever the database.
     let provider: Arc<dyn Locks> = match &location {
         Location::Postgres(url) => {
-            let provider = PostgresLockProvider::connect(url).await?;
+            let provider = PostgresLockProvider::connect(url.expose()).await?;
             provider.migrate().await?;
             Arc::new(provider)
         }
@@ -224,7 +254,7 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
     // Runs that died or were stopped without writing their end: say so in the history.
     let abandoned = db.close_abandoned().await?;
     if abandoned > 0 {
-        eprintln!(
+        tell!(
             "repo_sync: {abandoned} run(s) left `running` by a stopped instance closed as abandoned (see `status`)"
         );
     }
@@ -232,7 +262,7 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
         Some(base) => Arc::new(
             HttpEmbedder::new(base, &cli.embedder_model)?
                 .api_key(std::env::var("EMBEDDER_API_KEY").ok())
-                .batch_size(cli.embedder_batch_size)
+                .batch_size(cli.embedder_batch_size as usize)
                 .timeout(cli.embedder_timeout),
         ),
         None => Arc::new(LexicalHashEmbedder::default()),
@@ -278,7 +308,7 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
             shutdown_timeout,
         }) => {
             if let Some(addr) = metrics_addr {
-                serve_metrics(addr)?;
+                metrics::serve_metrics(addr).await?;
             }
             let mut scheduler = Scheduler::builder(Arc::clone(&provider))
                 .misfire_grace(Duration::from_secs(120))
@@ -302,43 +332,27 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
             cron,
             time_zone,
             name,
-        }) => {
-            Schedule::parse(&cron, &time_zone)?;
-            // A local git repository, or a GitLab project URL (checked by reading its head).
-            let (source, default_name) = if source::is_remote(&path) {
-                let project = crate::gitlab::GitLabProject::parse(&path, ctx.gitlab_token.clone())?;
-                project.head().await?;
-                (project.url().to_owned(), project.name().to_owned())
-            } else {
-                let repo = crate::git::Repo::open(std::path::Path::new(&path))?;
-                let source = std::fs::canonicalize(repo.path())?.display().to_string();
-                let name = display_name(&source);
-                (source, name)
-            };
-            let name = name.unwrap_or(default_name);
-            let session = db.add_session(&name, &source, &cron, &time_zone).await?;
-            println!(
-                "registered #{} {} ({}) on \"{}\" in {}",
-                session.id, session.display_name, session.source, session.cron, session.time_zone
-            );
-            Ok(())
-        }
+        }) => commands::add(&ctx, &path, cron, time_zone, name).await,
         Some(Command::Remove { repo }) => {
             let s = find(&db, &repo).await?;
             db.remove_session(s.id).await?;
-            println!("removed #{} {} and its chunks", s.id, s.display_name);
+            say!(
+                "removed #{} {} and its chunks",
+                s.id,
+                shown(&s.display_name)
+            );
             Ok(())
         }
         Some(Command::Pause { repo }) => {
             let s = find(&db, &repo).await?;
             db.set_active(s.id, false).await?;
-            println!("paused #{} {}", s.id, s.display_name);
+            say!("paused #{} {}", s.id, shown(&s.display_name));
             Ok(())
         }
         Some(Command::Resume { repo }) => {
             let s = find(&db, &repo).await?;
             db.set_active(s.id, true).await?;
-            println!("resumed #{} {}", s.id, s.display_name);
+            say!("resumed #{} {}", s.id, shown(&s.display_name));
             Ok(())
         }
         Some(Command::SyncNow { repo, full }) => {
@@ -367,247 +381,6 @@ async fn find(db: &Db, key: &str) -> Result<db::Session, AnyError> {
         .ok_or_else(|| format!("no registered repository matches {key:?}: see `status`").into())
 }
 
-/// With no command: register the repository we are in (if it is not registered yet), sync
-/// every active repository once, summarize. A registered local repository that no longer
-/// exists is reported and left out; the others still sync.
-async fn first_run(ctx: &Ctx, provider: Arc<dyn LockProvider>) -> Result<(), AnyError> {
-    let here = std::process::Command::new("git")
-        .args(["rev-parse", "--show-toplevel"])
-        .output()?;
-    if !here.status.success() {
-        return Err("not inside a git repository: register one with `add <path>`".into());
-    }
-    let here = String::from_utf8_lossy(&here.stdout).trim().to_owned();
-    let here = std::fs::canonicalize(&here)?.display().to_string();
-    if ctx.db.find_session(&here).await?.is_none() {
-        let session = ctx
-            .db
-            .add_session(&display_name(&here), &here, "0 */15 * * * *", "UTC")
-            .await?;
-        println!(
-            "registered #{} {} ({}), every 15 minutes",
-            session.id, session.display_name, session.source
-        );
-    }
-    let mut failed = Vec::new();
-    for s in ctx.db.sessions().await?.into_iter().filter(|s| s.is_active) {
-        if !source::is_remote(&s.source) && !std::path::Path::new(&s.source).exists() {
-            println!(
-                "#{} {}: {} no longer exists: not synced (unregister it with `remove {}`)",
-                s.id, s.display_name, s.source, s.id
-            );
-            continue;
-        }
-        if let Err(error) = sync_now(ctx, Arc::clone(&provider), s.id, &s.display_name).await {
-            println!("  {error}");
-            failed.push(s.display_name);
-        }
-    }
-    println!("\nsearch it:  cargo run --example repo_sync -- search \"fencing token\"");
-    println!(
-        "keep it synced on schedule (start several, each tick runs once):  cargo run --example repo_sync -- run"
-    );
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("the sync of {} failed", failed.join(", ")).into())
-    }
-}
-
-/// A sync by hand, through the same lock as the scheduled runs.
-async fn sync_now(
-    ctx: &Ctx,
-    provider: Arc<dyn LockProvider>,
-    id: i64,
-    name: &str,
-) -> Result<Option<Summary>, AnyError> {
-    println!("syncing #{id} {name} ...");
-    match with_provider(Arc::clone(&provider), sync_locked(ctx, id, Trigger::Manual)).await? {
-        TaskResult::Executed(Ok(Outcome::Synced(s))) => {
-            print_summary(&s);
-            Ok(Some(s))
-        }
-        TaskResult::Executed(Ok(Outcome::NotSynced(reason))) => {
-            println!("  not synced: {reason}");
-            Ok(None)
-        }
-        TaskResult::Executed(Err(error)) => {
-            Err(format!("sync of #{id} {name} failed: {error}").into())
-        }
-        TaskResult::Skipped => {
-            let holder = ctx
-                .db
-                .locks()
-                .await?
-                .into_iter()
-                .find(|(n, ..)| *n == lock_name(id));
-            match holder {
-                Some((_, by, until, token)) => println!(
-                    "  held by {by} (fencing token {token}) until {}: not synced now",
-                    chrono::DateTime::from_timestamp_millis(until)
-                        .map_or_else(String::new, |t| t.to_rfc3339())
-                ),
-                None => println!("  held elsewhere: not synced now"),
-            }
-            Ok(None)
-        }
-    }
-}
-
-fn print_summary(s: &Summary) {
-    let kind = if s.full { "full" } else { "incremental" };
-    let reasons: Vec<String> = [
-        (s.binary_files, "binary"),
-        (s.large_files, "too large"),
-        (s.not_utf8_files, "not UTF-8"),
-        (
-            s.unstorable_files,
-            "with a NUL byte no database text column stores",
-        ),
-    ]
-    .iter()
-    .filter(|(n, _)| *n > 0)
-    .map(|(n, why)| format!("{n} {why}"))
-    .collect();
-    let reasons = if reasons.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", reasons.join(", "))
-    };
-    println!(
-        "  {kind} sync at {}: {} files indexed, {} skipped{reasons}, {} deleted, {} chunks written in {:.1} s",
-        &s.commit[..s.commit.len().min(12)],
-        s.files,
-        s.skipped_files(),
-        s.deleted_paths,
-        s.chunks_written,
-        s.elapsed_ms as f64 / 1000.0
-    );
-}
-
-async fn search(ctx: &Ctx, query: &str, k: usize) -> Result<(), AnyError> {
-    let embedding = ctx
-        .embedder
-        .embed(&[query.to_owned()])
-        .await?
-        .pop()
-        .unwrap_or_default();
-    let embedder = ctx.embedder.name();
-    let hits = ctx.store.search(&embedding, embedder, k).await?;
-    if hits.is_empty() {
-        let others = ctx.store.embedders().await?;
-        if others.is_empty() {
-            println!("nothing indexed yet: run `cargo run --example repo_sync` first");
-        } else {
-            let others: Vec<String> = others
-                .iter()
-                .map(|(name, n)| format!("{n} chunks by {name}"))
-                .collect();
-            println!(
-                "nothing indexed with the embedder {embedder}; the index holds {}: search with that embedder, or re-index with `sync-now --full` and this one",
-                others.join(", ")
-            );
-        }
-    }
-    let names: HashMap<i64, String> = ctx
-        .db
-        .sessions()
-        .await?
-        .into_iter()
-        .map(|s| (s.id, s.display_name))
-        .collect();
-    for (i, hit) in hits.iter().enumerate() {
-        let repo = names.get(&hit.repository_id).cloned().unwrap_or_default();
-        println!(
-            "{:>2}. {:.3}  {repo}/{}:{}-{}",
-            i + 1,
-            hit.score,
-            hit.path,
-            hit.start_line,
-            hit.end_line
-        );
-        let first = hit
-            .text
-            .lines()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or_default()
-            .trim();
-        println!("      {}", first.chars().take(100).collect::<String>());
-    }
-    let mut viewed: Vec<i64> = hits.iter().map(|h| h.repository_id).collect();
-    viewed.sort_unstable();
-    viewed.dedup();
-    ctx.db.mark_viewed(&viewed).await?;
-    Ok(())
-}
-
-async fn status(ctx: &Ctx) -> Result<(), AnyError> {
-    let now = now_ms();
-    let fmt = |ms: Option<i64>| {
-        ms.and_then(chrono::DateTime::from_timestamp_millis)
-            .map_or("-".into(), |t| t.format("%F %T UTC").to_string())
-    };
-    for s in ctx.db.sessions().await? {
-        let schedule = Schedule::parse(&s.cron, &s.time_zone)?;
-        let next = schedule
-            .next_after(chrono::Utc::now())
-            .map(|t| t.timestamp_millis());
-        let interval = interval_ms(&schedule, chrono::Utc::now());
-        let decision = refresh::decide(&s, next.unwrap_or(now), interval, &ctx.policy);
-        println!(
-            "#{} {}  {}  \"{}\" {}  {}",
-            s.id,
-            s.display_name,
-            if s.is_active { "active" } else { "paused" },
-            s.cron,
-            s.time_zone,
-            s.source
-        );
-        println!(
-            "    next tick {}  ({})  last sync {} at {}  last viewed {}",
-            fmt(next),
-            decision.reason(),
-            fmt(s.last_sync_at),
-            s.last_synced_commit
-                .as_deref()
-                .map_or("-", |c| &c[..c.len().min(12)]),
-            fmt(s.last_viewed_at)
-        );
-        println!("    {}", Breaker::at(&s, now, &ctx.policy));
-        let staged = ctx.store.staged(s.id).await?;
-        if staged > 0 {
-            println!(
-                "    {staged} chunks staged by an unfinished sync (not searchable; the next sync drops them)"
-            );
-        }
-        for log in ctx.db.logs(Some(s.id), 5).await? {
-            println!(
-                "    {}  {:<9} tick {}  {} files, {} chunks, {} ms  {}{}",
-                fmt(Some(log.started_at)),
-                log.status,
-                fmt(log.tick),
-                log.files_processed,
-                log.chunks_written,
-                log.duration_ms.unwrap_or_default(),
-                log.locked_by.unwrap_or_default(),
-                log.error_message
-                    .map(|e| format!("  ({e})"))
-                    .unwrap_or_default()
-            );
-        }
-    }
-    println!("locks:");
-    for (name, by, until, token) in ctx.db.locks().await? {
-        let state = if until > now {
-            format!("held by {by} for {} ms more", until - now)
-        } else {
-            format!("free (last {by})")
-        };
-        println!("    {name}  {state}  fencing token {token}");
-    }
-    Ok(())
-}
-
 /// The gap between the tick after `at` and the one after that.
 fn interval_ms(schedule: &Schedule, at: chrono::DateTime<chrono::Utc>) -> i64 {
     let next = schedule.next_after(at);
@@ -616,18 +389,6 @@ fn interval_ms(schedule: &Schedule, at: chrono::DateTime<chrono::Utc>) -> i64 {
         (Some(a), Some(b)) => (b - a).num_milliseconds().max(1),
         _ => 60_000,
     }
-}
-
-/// Installs the Prometheus exporter: every metric the scheduler records through the `metrics`
-/// facade (`shedlock_attempts_total`, `shedlock_job_duration_seconds`, ...) is served as text
-/// at `http://addr/metrics`.
-fn serve_metrics(addr: std::net::SocketAddr) -> Result<(), AnyError> {
-    metrics_exporter_prometheus::PrometheusBuilder::new()
-        .with_http_listener(addr)
-        .install()
-        .map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
-    println!("metrics for Prometheus at http://{addr}/metrics");
-    Ok(())
 }
 
 /// The scheduler: one job per active repository, re-read every `reload_every` (when runs
@@ -648,9 +409,9 @@ async fn run_scheduler(
     let mut registered: HashMap<i64, (String, String)> = HashMap::new();
     let ctx = Arc::new(ctx);
     scheduler.start();
-    println!(
+    say!(
         "repo_sync scheduler running as {}{} (Ctrl-C to stop)",
-        provider.locked_by(),
+        shown(provider.locked_by()),
         if hand_off.is_some() {
             ", handing the ticks to the queue for `run --role worker` processes"
         } else {
@@ -671,9 +432,9 @@ async fn run_scheduler(
         match ctx.db.close_abandoned().await {
             Ok(0) => {}
             Ok(n) => {
-                println!("closed {n} run(s) left `running` by a stopped instance as abandoned")
+                say!("closed {n} run(s) left `running` by a stopped instance as abandoned")
             }
-            Err(e) => eprintln!("repo_sync: cannot close abandoned runs: {e}"),
+            Err(e) => tell!("repo_sync: cannot close abandoned runs: {e}"),
         }
         tokio::select! {
             () = &mut stop => break,
@@ -682,9 +443,10 @@ async fn run_scheduler(
     }
     let report = scheduler.shutdown().await;
     ctx.pending.wait().await; // the records of syncs the shutdown cancelled
-    println!(
+    say!(
         "stopped ({} running syncs finished, {} cancelled)",
-        report.finished, report.cancelled
+        report.finished,
+        report.cancelled
     );
     Ok(())
 }
@@ -707,7 +469,7 @@ async fn reload(
         if wanted.get(&id) != Some(&schedule) {
             scheduler.remove(&lock_name(id));
             registered.remove(&id);
-            println!("unscheduled #{id}");
+            say!("unscheduled #{id}");
         }
     }
     for (id, (cron, tz)) in wanted {
@@ -717,7 +479,10 @@ async fn reload(
         let schedule = match Schedule::parse(&cron, &tz) {
             Ok(schedule) => schedule,
             Err(error) => {
-                eprintln!("repo_sync: #{id} has a bad schedule, not scheduled: {error}");
+                tell!(
+                    "repo_sync: #{id} has a bad schedule, not scheduled: {}",
+                    shown(&error.to_string())
+                );
                 continue;
             }
         };
@@ -737,7 +502,11 @@ async fn reload(
                 Arc::clone(queue),
             ))?;
             registered.insert(id, (cron.clone(), tz.clone()));
-            println!("scheduled #{id} on \"{cron}\" in {tz}, handed off to workers");
+            say!(
+                "scheduled #{id} on \"{}\" in {}, handed off to workers",
+                shown(&cron),
+                shown(&tz)
+            );
             continue;
         }
         let (job_ctx, job_schedule) = (Arc::clone(ctx), schedule.clone());
@@ -751,16 +520,17 @@ async fn reload(
             async move {
                 let outcome = sync_locked(&ctx, id, trigger).await;
                 if let Ok(TaskResult::Executed(Ok(Outcome::Synced(s)))) = &outcome {
-                    println!(
+                    say!(
                         "#{id} tick {tick}: {} files, {} chunks",
-                        s.files, s.chunks_written
+                        s.files,
+                        s.chunks_written
                     );
                 }
                 outcome
             }
         }))?;
         registered.insert(id, (cron.clone(), tz.clone()));
-        println!("scheduled #{id} on \"{cron}\" in {tz}");
+        say!("scheduled #{id} on \"{}\" in {}", shown(&cron), shown(&tz));
     }
     Ok(())
 }

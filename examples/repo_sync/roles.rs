@@ -19,6 +19,7 @@ use shedlock::{LockProvider, Schedule, TaskResult, with_provider};
 use crate::AnyError;
 use crate::db::Location;
 use crate::job::{Outcome, Trigger, sync_locked};
+use crate::show::{say, shown};
 use crate::sync::Ctx;
 
 /// The queue's name (apalis's `job_type`).
@@ -31,7 +32,7 @@ pub(crate) enum QueuePlace {
     /// `_sqlx_migrations`), `repo_sync_queue.db` next to the SQLite database.
     Sqlite(std::path::PathBuf),
     /// The PostgreSQL database itself (apalis's schema `apalis`).
-    Postgres(String),
+    Postgres(shedlock::secret::SecretUrl),
 }
 
 impl QueuePlace {
@@ -65,7 +66,7 @@ impl QueuePlace {
                 Arc::new(SqliteTickQueue::new(Self::sqlite_pool(path).await?, QUEUE).await?)
             }
             QueuePlace::Postgres(url) => {
-                let pool = sqlx::PgPool::connect(url).await?;
+                let pool = sqlx::PgPool::connect(url.expose()).await?;
                 Arc::new(PostgresTickQueue::new(pool, QUEUE).await?)
             }
         })
@@ -89,7 +90,7 @@ async fn sync(hand_off: HandOff, worker: Data<Arc<Worker>>) -> Result<(), BoxDyn
         .and_then(|id| id.parse().ok())
         .ok_or_else(|| format!("hand-off of an unknown job {:?}", hand_off.job))?;
     let Some(session) = worker.ctx.db.session(id).await? else {
-        println!(
+        say!(
             "#{id}: no longer registered: hand-off of {} dropped",
             hand_off.tick
         );
@@ -106,17 +107,28 @@ async fn sync(hand_off: HandOff, worker: Data<Arc<Worker>>) -> Result<(), BoxDyn
     )
     .await?;
     match outcome {
-        TaskResult::Executed(Ok(Outcome::Synced(s))) => println!(
+        TaskResult::Executed(Ok(Outcome::Synced(s))) => say!(
             "#{id} tick {} (claim token {}): {} files, {} chunks",
-            hand_off.tick, hand_off.fencing_token, s.files, s.chunks_written
+            hand_off.tick,
+            hand_off.fencing_token,
+            s.files,
+            s.chunks_written
         ),
         TaskResult::Executed(Ok(Outcome::NotSynced(reason))) => {
-            println!("#{id} tick {}: not synced: {reason}", hand_off.tick);
+            say!(
+                "#{id} tick {}: not synced: {}",
+                hand_off.tick,
+                shown(&reason)
+            );
         }
         TaskResult::Executed(Err(error)) => {
-            println!("#{id} tick {}: sync failed: {error}", hand_off.tick);
+            say!(
+                "#{id} tick {}: sync failed: {}",
+                hand_off.tick,
+                shown(&error.to_string())
+            );
         }
-        TaskResult::Skipped => println!(
+        TaskResult::Skipped => say!(
             "#{id} tick {}: another worker is syncing it; skipped",
             hand_off.tick
         ),
@@ -148,7 +160,10 @@ pub(crate) async fn run_worker(
         }
         Ok::<(), std::io::Error>(())
     };
-    println!("repo_sync worker {name} taking hand-offs from the queue (Ctrl-C to stop)");
+    say!(
+        "repo_sync worker {} taking hand-offs from the queue (Ctrl-C to stop)",
+        shown(&name)
+    );
     let concurrency = concurrency.max(1);
     // One worker over the queue's storage, whichever backend it is (each is a type of its own).
     macro_rules! run {
@@ -172,7 +187,7 @@ pub(crate) async fn run_worker(
             run!(storage);
         }
         QueuePlace::Postgres(url) => {
-            let pool = sqlx::PgPool::connect(&url).await?;
+            let pool = sqlx::PgPool::connect(url.expose()).await?;
             PostgresStorage::<()>::setup(&pool).await?;
             let storage = PostgresStorage::<HandOff>::new(&pool).with_config(
                 postgres_worker_config(QUEUE, DEFAULT_HEARTBEAT).batch_size(concurrency),
@@ -181,6 +196,6 @@ pub(crate) async fn run_worker(
         }
     }
     worker.ctx.pending.wait().await;
-    println!("worker stopped");
+    say!("worker stopped");
     Ok(())
 }

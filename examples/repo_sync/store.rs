@@ -381,6 +381,10 @@ impl VectorStore for SqlVectorStore {
                     }
                 })
                 .collect();
+            // A vector stored by an older version with a component that is not a finite number
+            // scores NaN: it cannot be ranked, so it is left out (the row stays; `sync-now
+            // --full` re-embeds it).
+            hits.retain(|h| h.score.is_finite());
             hits.sort_by(|a, b| b.score.total_cmp(&a.score));
             hits.truncate(k);
             Ok(hits)

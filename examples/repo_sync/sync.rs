@@ -9,10 +9,11 @@ use std::time::{Duration, Instant};
 
 use crate::chunk::{ChunkConfig, chunk};
 use crate::db::{Db, Session};
-use crate::embed::Embedder;
+use crate::embed::{Embedder, unusable};
 use crate::extract::{Extracted, extract};
 use crate::git::Blob;
 use crate::refresh::Policy;
+use crate::show::tell;
 use crate::source::Source;
 use crate::store::{Point, StoreError, VectorStore, WriteHook, WritePoint, point_id};
 
@@ -119,6 +120,14 @@ pub(crate) enum SyncError {
     Source(#[from] crate::source::SourceError),
     #[error("embedding failed: {0}")]
     Embed(#[from] crate::embed::EmbedError),
+    /// The embedder's vector of one chunk cannot be stored: nothing of the sync is.
+    #[error("embedding {path}:{start_line}-{end_line} failed: {reason}")]
+    Chunk {
+        path: String,
+        start_line: usize,
+        end_line: usize,
+        reason: String,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("database: {0}")]
@@ -229,7 +238,35 @@ pub(crate) async fn sync_repository(
         let embeddings = if texts.is_empty() {
             Vec::new()
         } else {
-            ctx.embedder.embed(&texts).await?
+            let at = |i: usize, reason: String| {
+                let (path, _, start_line, end_line) = pending[i].clone();
+                SyncError::Chunk {
+                    path,
+                    start_line,
+                    end_line,
+                    reason,
+                }
+            };
+            let embeddings = ctx
+                .embedder
+                .embed(&texts)
+                .await
+                .map_err(|e| match e.input() {
+                    Some(i) if i < pending.len() => at(i, e.to_string()),
+                    _ => SyncError::Embed(e),
+                })?;
+            // Whichever the embedder: a vector that is not all finite numbers is never stored.
+            if let Some((i, reason)) = embeddings
+                .iter()
+                .enumerate()
+                .find_map(|(i, v)| Some((i, unusable(v)?)))
+            {
+                return Err(at(
+                    i,
+                    format!("the embedder {} returned {reason}", ctx.embedder.name()),
+                ));
+            }
+            embeddings
         };
         let points: Vec<Point> = pending
             .into_iter()
@@ -258,7 +295,10 @@ pub(crate) async fn sync_repository(
             && total > BATCH_FILES
             && (last_report.elapsed() > Duration::from_secs(2) || done == total)
         {
-            eprintln!("  {}: {done}/{total} files", session.display_name);
+            tell!(
+                "  {}: {done}/{total} files",
+                crate::show::shown(&session.display_name)
+            );
             last_report = Instant::now();
         }
     }

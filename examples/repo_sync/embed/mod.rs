@@ -88,6 +88,37 @@ pub(crate) enum EmbedError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A vector that cannot be scored: a component that is not a finite number (`1e39` is
+    /// beyond `f32`; normalizing it gave NaN).
+    #[error("POST {url} returned an unusable embedding for input {input} ({excerpt:?}): {reason}")]
+    InvalidVector {
+        /// The endpoint.
+        url: String,
+        /// The input's position among the texts given to [`Embedder::embed`] (0-based).
+        input: usize,
+        /// The input's beginning.
+        excerpt: String,
+        /// What is wrong with the vector.
+        reason: String,
+    },
+    /// The response is larger than the client reads ([`openai::RESPONSE_BYTES_PER_INPUT`] per
+    /// input of the request); not retried.
+    #[error(
+        "POST {url} answered with more than the limit of {limit} for {inputs} input(s) \
+         ({per_input} per input; {seen}): refused"
+    )]
+    TooLarge {
+        /// The endpoint.
+        url: String,
+        /// The limit of this request, described (`8 MiB`).
+        limit: String,
+        /// The inputs of the request.
+        inputs: usize,
+        /// The limit per input, described.
+        per_input: String,
+        /// What gave it away: the declared length, or the bytes read when reading stopped.
+        seen: String,
+    },
     /// The vectors do not have the expected dimension.
     #[error("POST {url} returned embeddings of dimension {got}, expected {expected}")]
     DimensionMismatch {
@@ -98,6 +129,17 @@ pub(crate) enum EmbedError {
         /// The dimension received.
         got: usize,
     },
+}
+
+impl EmbedError {
+    /// The position, among the texts given to [`Embedder::embed`], of the input whose vector
+    /// was refused; `None` for errors about a whole request.
+    pub(crate) fn input(&self) -> Option<usize> {
+        match self {
+            EmbedError::InvalidVector { input, .. } => Some(*input),
+            _ => None,
+        }
+    }
 }
 
 /// Something that turns texts into vectors.
@@ -136,7 +178,18 @@ pub(crate) fn from_bytes(b: &[u8]) -> Embedding {
         .collect()
 }
 
-/// Scales `v` to unit length in place; a zero vector stays zero.
+/// Why `v` cannot be stored or scored: a component that is not a finite number (its position
+/// and value). `None` for a usable vector; a zero vector is usable (it scores 0 against every
+/// other). Every vector is checked before it is stored (`sync.rs`), whichever the embedder.
+pub(crate) fn unusable(v: &[f32]) -> Option<String> {
+    let (position, value) = v.iter().enumerate().find(|(_, x)| !x.is_finite())?;
+    Some(format!(
+        "component {position} is {value}, not a finite number (a value beyond ±3.4e38 does not fit an f32)"
+    ))
+}
+
+/// Scales `v` to unit length in place; a zero vector stays zero. The norm is computed in
+/// `f64`, so a vector of finite components (see [`unusable`]) stays finite.
 fn normalize(v: &mut [f32]) {
     let norm = v
         .iter()

@@ -10,10 +10,10 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
 
-use super::{EmbedError, Embedder, Embedding, normalize};
+use super::{EmbedError, Embedder, Embedding, normalize, unusable};
 use crate::http::{
     Failed, RetryPolicy, error_chain, is_retryable_error, is_retryable_status, read_server_message,
-    retry_after, truncate,
+    retry_after, shown_url, truncate,
 };
 
 /// The default number of texts per request.
@@ -22,6 +22,11 @@ pub(crate) const DEFAULT_BATCH_SIZE: usize = 32;
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The default number of retries after the first attempt.
 pub(crate) const DEFAULT_MAX_RETRIES: u32 = 3;
+/// How large a response may be, per input of the request: 256 KiB, room for 8,192
+/// dimensions written out as JSON decimals of up to 30 characters. A request of the default 32
+/// inputs accepts 8 MiB. A larger response is refused (not retried), at once when its
+/// `Content-Length` says so, else as soon as reading passes the limit: it is never read whole.
+pub(crate) const RESPONSE_BYTES_PER_INPUT: u64 = 256 * 1024;
 /// Retries wait 200 ms, 400 ms, 800 ms..., or the server's `Retry-After`; no wait is longer
 /// than 30 s. The number of retries is each embedder's [`HttpEmbedder::max_retries`].
 const RETRY: RetryPolicy = RetryPolicy {
@@ -40,8 +45,11 @@ const RETRY: RetryPolicy = RetryPolicy {
 ///   retried up to [`max_retries`](Self::max_retries) times after 200 ms, 400 ms, 800 ms...
 ///   (or the `Retry-After` seconds when the server sends them), each wait capped at 30 s. Other
 ///   4xx statuses and malformed responses are not retried.
-/// - Vectors are L2-normalized on receipt (most servers already do), so
-///   [`cosine`](super::cosine) applies.
+/// - A response larger than [`RESPONSE_BYTES_PER_INPUT`] per input is refused without being
+///   read whole.
+/// - A vector with a component that is not a finite number (`1e39` does not fit an `f32`) is
+///   refused, naming its input; the others are L2-normalized on receipt (most servers already
+///   do), so [`cosine`](super::cosine) applies.
 /// - The dimension is the configured one ([`dimension`](Self::dimension)) or else learned from
 ///   the first response; a vector of another length is an error.
 /// - Proxies from the environment (`HTTP_PROXY`...) are honoured, as reqwest does by default.
@@ -52,6 +60,8 @@ const RETRY: RetryPolicy = RetryPolicy {
 pub(crate) struct HttpEmbedder {
     client: reqwest::Client,
     url: String,
+    /// `url` as messages and logs show it ([`shown_url`]: a password in it masked).
+    shown_url: String,
     model: String,
     name: String,
     api_key: Option<String>,
@@ -67,7 +77,7 @@ pub(crate) struct HttpEmbedder {
 impl fmt::Debug for HttpEmbedder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HttpEmbedder")
-            .field("url", &self.url)
+            .field("url", &self.shown_url)
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("batch_size", &self.batch_size)
@@ -85,32 +95,31 @@ impl HttpEmbedder {
     pub(crate) fn new(base_url: &str, model: &str) -> Result<Self, EmbedError> {
         let invalid = |reason: String| EmbedError::InvalidConfig { reason };
         let trimmed = base_url.trim();
-        let parsed = reqwest::Url::parse(trimmed).map_err(|e| {
-            invalid(format!(
-                "embeddings URL {trimmed:?} is not a valid URL: {e}"
-            ))
-        })?;
+        // Messages show the URL masked: a password in it never reaches a terminal or a log.
+        let shown = shown_url(trimmed);
+        let parsed = reqwest::Url::parse(trimmed)
+            .map_err(|e| invalid(format!("embeddings URL {shown:?} is not a valid URL: {e}")))?;
         match parsed.scheme() {
             "http" => {}
             "https" => {
                 return Err(invalid(format!(
-                    "embeddings URL {trimmed:?} uses https, but this build has no TLS support \
+                    "embeddings URL {shown:?} uses https, but this build has no TLS support \
                      (reqwest is built without a TLS feature); use an http:// URL, e.g. a local \
                      server or a TLS-terminating proxy"
                 )));
             }
             other => {
                 return Err(invalid(format!(
-                    "embeddings URL {trimmed:?} has scheme {other:?}; only http:// is supported"
+                    "embeddings URL {shown:?} has scheme {other:?}; only http:// is supported"
                 )));
             }
         }
         if parsed.host_str().is_none_or(str::is_empty) {
-            return Err(invalid(format!("embeddings URL {trimmed:?} has no host")));
+            return Err(invalid(format!("embeddings URL {shown:?} has no host")));
         }
         if parsed.query().is_some() || parsed.fragment().is_some() {
             return Err(invalid(format!(
-                "embeddings URL {trimmed:?} must not have a query or fragment"
+                "embeddings URL {shown:?} must not have a query or fragment"
             )));
         }
         let model = model.trim();
@@ -128,6 +137,7 @@ impl HttpEmbedder {
             .map_err(|e| invalid(format!("cannot build the HTTP client: {}", error_chain(&e))))?;
         Ok(HttpEmbedder {
             client,
+            shown_url: shown_url(&url),
             url,
             model: model.to_owned(),
             name: format!("http:{model}"),
@@ -180,23 +190,32 @@ impl HttpEmbedder {
             .unwrap_or_else(|| self.learned_dimension.load(Ordering::Relaxed))
     }
 
-    /// One batch, with retries.
-    async fn embed_batch(&self, batch: &[String]) -> Result<Vec<Embedding>, EmbedError> {
+    /// One batch, with retries; `offset` is the position of its first text among those given
+    /// to [`Embedder::embed`].
+    async fn embed_batch(
+        &self,
+        offset: usize,
+        batch: &[String],
+    ) -> Result<Vec<Embedding>, EmbedError> {
         let body = serde_json::json!({ "model": self.model, "input": batch });
         let retry = RetryPolicy {
             max_retries: self.max_retries,
             ..RETRY
         };
         let bytes = retry
-            .run(&self.url, |attempts| self.attempt(&body, attempts))
+            .run(&self.shown_url, |attempts| {
+                self.attempt(&body, batch.len(), attempts)
+            })
             .await?;
-        self.parse(batch.len(), &bytes)
+        self.parse(offset, batch, &bytes)
     }
 
-    /// One request, the `attempts`-th: the body of a successful response.
+    /// One request of `inputs` texts, the `attempts`-th: the body of a successful response, at
+    /// most [`RESPONSE_BYTES_PER_INPUT`] per input.
     async fn attempt(
         &self,
         body: &serde_json::Value,
+        inputs: usize,
         attempts: u32,
     ) -> Result<Vec<u8>, Failed<EmbedError>> {
         let mut request = self.client.post(&self.url).timeout(self.timeout).json(body);
@@ -204,32 +223,35 @@ impl HttpEmbedder {
             request = request.bearer_auth(key);
         }
         let transport = |e: reqwest::Error| {
+            let retryable = is_retryable_error(&e);
+            // The message names the URL itself, masked; reqwest's would repeat it unmasked.
+            let e = e.without_url();
             let error = if e.is_timeout() {
                 EmbedError::Timeout {
-                    url: self.url.clone(),
+                    url: self.shown_url.clone(),
                     attempts,
                     timeout: self.timeout,
                 }
             } else {
                 EmbedError::Transport {
-                    url: self.url.clone(),
+                    url: self.shown_url.clone(),
                     attempts,
                     detail: error_chain(&e),
                 }
             };
             Failed {
                 error,
-                retryable: is_retryable_error(&e),
+                retryable,
                 retry_after: None,
             }
         };
-        let response = request.send().await.map_err(transport)?;
+        let mut response = request.send().await.map_err(transport)?;
         let status = response.status();
         if !status.is_success() {
             let retry_after = retry_after(response.headers());
             return Err(Failed {
                 error: EmbedError::Status {
-                    url: self.url.clone(),
+                    url: self.shown_url.clone(),
                     status: status.as_u16(),
                     attempts,
                     message: read_server_message(response).await,
@@ -238,12 +260,45 @@ impl HttpEmbedder {
                 retry_after,
             });
         }
-        let bytes = response.bytes().await.map_err(transport)?;
-        Ok(bytes.to_vec())
+        let limit = RESPONSE_BYTES_PER_INPUT.saturating_mul(inputs.max(1) as u64);
+        let too_large = |seen: String| Failed {
+            error: EmbedError::TooLarge {
+                url: self.shown_url.clone(),
+                limit: describe_bytes(limit),
+                inputs,
+                per_input: describe_bytes(RESPONSE_BYTES_PER_INPUT),
+                seen,
+            },
+            retryable: false,
+            retry_after: None,
+        };
+        if let Some(declared) = response.content_length()
+            && declared > limit
+        {
+            // Dropping the response closes the connection without reading the body.
+            return Err(too_large(format!("its Content-Length is {declared} bytes")));
+        }
+        let capacity = response.content_length().unwrap_or(0).min(limit);
+        let mut bytes = Vec::with_capacity(capacity as usize);
+        while let Some(chunk) = response.chunk().await.map_err(transport)? {
+            let total = bytes.len() as u64 + chunk.len() as u64;
+            if total > limit {
+                return Err(too_large(format!("reading stopped at {total} bytes")));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
     }
 
-    /// Checks and orders a successful response's vectors, and normalizes them.
-    fn parse(&self, expected: usize, bytes: &[u8]) -> Result<Vec<Embedding>, EmbedError> {
+    /// Checks and orders a successful response's vectors for `batch` (whose first text is
+    /// input `offset` of the call), and normalizes them.
+    fn parse(
+        &self,
+        offset: usize,
+        batch: &[String],
+        bytes: &[u8],
+    ) -> Result<Vec<Embedding>, EmbedError> {
+        let expected = batch.len();
         #[derive(Deserialize)]
         struct Response {
             data: Vec<Item>,
@@ -255,7 +310,7 @@ impl HttpEmbedder {
             embedding: Vec<f32>,
         }
         let invalid = |reason: String| EmbedError::InvalidResponse {
-            url: self.url.clone(),
+            url: self.shown_url.clone(),
             reason,
         };
         let response: Response = serde_json::from_slice(bytes).map_err(|e| {
@@ -282,8 +337,16 @@ impl HttpEmbedder {
             *slot = Some(item.embedding);
         }
         let mut out = Vec::with_capacity(expected);
-        for mut embedding in slots.into_iter().flatten() {
+        for (i, mut embedding) in slots.into_iter().flatten().enumerate() {
             self.check_dimension(embedding.len())?;
+            if let Some(reason) = unusable(&embedding) {
+                return Err(EmbedError::InvalidVector {
+                    url: self.shown_url.clone(),
+                    input: offset + i,
+                    excerpt: excerpt(&batch[i]),
+                    reason,
+                });
+            }
             normalize(&mut embedding);
             out.push(embedding);
         }
@@ -292,7 +355,7 @@ impl HttpEmbedder {
 
     fn check_dimension(&self, got: usize) -> Result<(), EmbedError> {
         let mismatch = |expected| EmbedError::DimensionMismatch {
-            url: self.url.clone(),
+            url: self.shown_url.clone(),
             expected,
             got,
         };
@@ -305,7 +368,7 @@ impl HttpEmbedder {
         }
         if got == 0 {
             return Err(EmbedError::InvalidResponse {
-                url: self.url.clone(),
+                url: self.shown_url.clone(),
                 reason: "an empty embedding".into(),
             });
         }
@@ -336,374 +399,30 @@ impl Embedder for HttpEmbedder {
         Box::pin(async move {
             let mut out = Vec::with_capacity(texts.len());
             for batch in texts.chunks(self.batch_size) {
-                out.extend(self.embed_batch(batch).await?);
+                out.extend(self.embed_batch(out.len(), batch).await?);
             }
             Ok(out)
         })
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Instant;
-
-    use crate::http::test_server::{Reply, Seen, TestServer, serve, unused_port};
-
-    /// The texts of an embeddings request.
-    trait Inputs {
-        fn inputs(&self) -> Vec<String>;
-    }
-
-    impl Inputs for Seen {
-        fn inputs(&self) -> Vec<String> {
-            serde_json::from_value(self.json()["input"].clone()).unwrap()
-        }
-    }
-
-    /// One-hot vector of dimension `dim` at the number in an input like "t3".
-    fn one_hot(input: &str, dim: usize) -> Vec<f32> {
-        let i: usize = input.trim_start_matches('t').parse().unwrap();
-        let mut v = vec![0.0; dim];
-        v[i % dim] = 1.0;
-        v
-    }
-
-    /// A success body for the request's inputs, `data` in reverse index order.
-    fn embeddings_reply(request: &Seen, dim: usize) -> Reply {
-        let data: Vec<serde_json::Value> = request
-            .inputs()
-            .iter()
-            .enumerate()
-            .rev()
-            .map(|(i, t)| serde_json::json!({"object": "embedding", "index": i, "embedding": one_hot(t, dim)}))
-            .collect();
-        Reply::Json(
-            200,
-            vec![],
-            serde_json::json!({"object": "list", "data": data, "model": "m"}),
-        )
-    }
-
-    fn inputs(n: usize) -> Vec<String> {
-        (0..n).map(|i| format!("t{i}")).collect()
-    }
-
-    fn embedder(server: &TestServer) -> HttpEmbedder {
-        HttpEmbedder::new(&server.base_url, "test-model").unwrap()
-    }
-
-    #[test]
-    fn url_validation() {
-        let e = HttpEmbedder::new("http://127.0.0.1:8080", "m").unwrap();
-        assert_eq!(e.url(), "http://127.0.0.1:8080/v1/embeddings");
-        assert_eq!(e.name(), "http:m");
-        assert_eq!(Embedder::dimension(&e), 0);
-        let e = HttpEmbedder::new("http://host/prefix/", "m").unwrap();
-        assert_eq!(e.url(), "http://host/prefix/v1/embeddings");
-        let e = HttpEmbedder::new("http://localhost:11434/v1/", "m").unwrap();
-        assert_eq!(e.url(), "http://localhost:11434/v1/embeddings");
-
-        let err = HttpEmbedder::new("https://api.openai.com", "m").unwrap_err();
-        let msg = err.to_string();
-        assert!(
-            msg.contains("https") && msg.contains("TLS") && msg.contains("http://"),
-            "{msg}"
-        );
-        for bad in ["ftp://host", "not a url", "http://", "http://h/?q=1", ""] {
-            let err = HttpEmbedder::new(bad, "m").unwrap_err();
-            assert!(
-                matches!(err, EmbedError::InvalidConfig { .. }),
-                "{bad}: {err}"
-            );
-        }
-        assert!(HttpEmbedder::new("http://h", " ").is_err());
-    }
-
-    #[test]
-    fn debug_hides_the_api_key() {
-        let e = HttpEmbedder::new("http://h", "m")
-            .unwrap()
-            .api_key(Some("sk-secret".into()));
-        let debug = format!("{e:?}");
-        assert!(
-            !debug.contains("sk-secret") && debug.contains("redacted"),
-            "{debug}"
-        );
-    }
-
-    #[tokio::test]
-    async fn batches_keep_order_even_when_data_is_out_of_order() {
-        let server = serve(|_, r| embeddings_reply(r, 8)).await;
-        let e = embedder(&server).batch_size(2);
-        let out = e.embed(&inputs(5)).await.unwrap();
-        assert_eq!(
-            out,
-            (0..5)
-                .map(|i| one_hot(&format!("t{i}"), 8))
-                .collect::<Vec<_>>()
-        );
-        let requests = server.requests();
-        assert_eq!(requests.len(), 3);
-        let batches: Vec<Vec<String>> = requests.iter().map(Seen::inputs).collect();
-        assert_eq!(
-            batches,
-            vec![vec!["t0", "t1"], vec!["t2", "t3"], vec!["t4"]]
-        );
-        for r in &requests {
-            assert!(
-                r.head.starts_with("POST /v1/embeddings HTTP/1.1"),
-                "{}",
-                r.head
-            );
-            assert_eq!(r.json()["model"], "test-model");
-            assert_eq!(r.header("authorization"), None);
-        }
-        assert_eq!(Embedder::dimension(&e), 8, "learned from the response");
-        // Nothing to embed: no request.
-        assert!(e.embed(&[]).await.unwrap().is_empty());
-        assert_eq!(server.requests().len(), 3);
-    }
-
-    #[tokio::test]
-    async fn vectors_are_normalized_on_receipt() {
-        let server = serve(|_, _| {
-            Reply::Json(
-                200,
-                vec![],
-                serde_json::json!({"data": [{"index": 0, "embedding": [3.0, 4.0]}, {"embedding": [0.0, 0.0]}]}),
-            )
-        })
-        .await;
-        let out = embedder(&server).embed(&inputs(2)).await.unwrap();
-        assert_eq!(out, vec![vec![0.6, 0.8], vec![0.0, 0.0]]);
-    }
-
-    #[tokio::test]
-    async fn retries_503_then_succeeds() {
-        let server = serve(|n, r| {
-            if n < 2 {
-                Reply::text(503, "overloaded")
-            } else {
-                embeddings_reply(r, 4)
-            }
-        })
-        .await;
-        let started = Instant::now();
-        let out = embedder(&server).embed(&inputs(2)).await.unwrap();
-        assert_eq!(out.len(), 2);
-        assert_eq!(server.requests().len(), 3);
-        // Backoff 200 ms then 400 ms.
-        assert!(
-            started.elapsed() >= Duration::from_millis(600),
-            "{:?}",
-            started.elapsed()
-        );
-    }
-
-    #[tokio::test]
-    async fn gives_up_after_max_retries_naming_status_and_attempts() {
-        let server = serve(|_, _| Reply::text(500, "boom")).await;
-        let err = embedder(&server)
-            .max_retries(1)
-            .embed(&inputs(1))
-            .await
-            .unwrap_err();
-        assert_eq!(server.requests().len(), 2);
-        let msg = err.to_string();
-        assert!(
-            msg.contains("500") && msg.contains("2 attempt(s)") && msg.contains("boom"),
-            "{msg}"
-        );
-        assert!(
-            msg.contains(&format!("{}/v1/embeddings", server.base_url)),
-            "{msg}"
-        );
-    }
-
-    #[tokio::test]
-    async fn honours_retry_after_on_429() {
-        let server = serve(|n, r| {
-            if n == 0 {
-                Reply::Json(
-                    429,
-                    vec![("Retry-After", "1".into())],
-                    serde_json::json!({"error": {"message": "slow down"}}),
-                )
-            } else {
-                embeddings_reply(r, 4)
-            }
-        })
-        .await;
-        let started = Instant::now();
-        embedder(&server).embed(&inputs(1)).await.unwrap();
-        assert_eq!(server.requests().len(), 2);
-        assert!(
-            started.elapsed() >= Duration::from_secs(1),
-            "{:?}",
-            started.elapsed()
-        );
-    }
-
-    #[tokio::test]
-    async fn a_400_is_not_retried_and_names_the_server_message() {
-        let server = serve(|_, _| {
-            Reply::Json(
-                400,
-                vec![],
-                serde_json::json!({"error": {"message": "input is too long", "type": "invalid_request_error"}}),
-            )
-        })
-        .await;
-        let err = embedder(&server).embed(&inputs(3)).await.unwrap_err();
-        assert_eq!(server.requests().len(), 1);
-        assert!(
-            matches!(
-                err,
-                EmbedError::Status {
-                    status: 400,
-                    attempts: 1,
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
-        let msg = err.to_string();
-        assert!(
-            msg.contains("400 Bad Request") && msg.contains("input is too long"),
-            "{msg}"
-        );
-    }
-
-    #[tokio::test]
-    async fn timeouts_are_retried_then_reported() {
-        let server = serve(|_, _| Reply::Hang).await;
-        let started = Instant::now();
-        let err = embedder(&server)
-            .timeout(Duration::from_millis(300))
-            .max_retries(2)
-            .embed(&inputs(1))
-            .await
-            .unwrap_err();
-        let elapsed = started.elapsed();
-        assert!(
-            matches!(err, EmbedError::Timeout { attempts: 3, .. }),
-            "{err:?}"
-        );
-        assert_eq!(server.requests().len(), 3);
-        // 3 × 300 ms of waiting plus 200 + 400 ms of backoff.
-        assert!(elapsed >= Duration::from_millis(1500), "{elapsed:?}");
-        assert!(elapsed < Duration::from_secs(10), "{elapsed:?}");
-        let msg = err.to_string();
-        assert!(
-            msg.contains("timed out") && msg.contains("3 attempt(s)"),
-            "{msg}"
-        );
-    }
-
-    #[tokio::test]
-    async fn connection_refused_is_retried_then_reported() {
-        let port = unused_port().await;
-        let err = HttpEmbedder::new(&format!("http://127.0.0.1:{port}"), "m")
-            .unwrap()
-            .max_retries(1)
-            .embed(&inputs(1))
-            .await
-            .unwrap_err();
-        let msg = err.to_string();
-        assert!(
-            matches!(err, EmbedError::Transport { attempts: 2, .. }),
-            "{err:?}"
-        );
-        assert!(msg.contains(&port.to_string()), "{msg}");
-    }
-
-    #[tokio::test]
-    async fn wrong_dimension_is_an_error() {
-        let server = serve(|_, r| embeddings_reply(r, 8)).await;
-        let err = embedder(&server)
-            .dimension(4)
-            .embed(&inputs(1))
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(
-                err,
-                EmbedError::DimensionMismatch {
-                    expected: 4,
-                    got: 8,
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
-        assert_eq!(server.requests().len(), 1, "not retried");
-        assert!(err.to_string().contains("dimension 8, expected 4"), "{err}");
-
-        // Learned dimension: a later response of another length is refused too.
-        let server = serve(|n, r| embeddings_reply(r, if n == 0 { 8 } else { 6 })).await;
-        let e = embedder(&server);
-        e.embed(&inputs(1)).await.unwrap();
-        let err = e.embed(&inputs(1)).await.unwrap_err();
-        assert!(
-            matches!(
-                err,
-                EmbedError::DimensionMismatch {
-                    expected: 8,
-                    got: 6,
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
-    }
-
-    #[tokio::test]
-    async fn malformed_responses_are_errors() {
-        let server = serve(|n, r| match n {
-            0 => Reply::text(200, "<html>not json</html>"),
-            1 => Reply::Json(200, vec![], serde_json::json!({"data": []})),
-            _ => {
-                let one = one_hot(&r.inputs()[0], 4);
-                Reply::Json(
-                    200,
-                    vec![],
-                    serde_json::json!({"data": [{"index": 0, "embedding": one}, {"index": 0, "embedding": one}]}),
-                )
-            }
-        })
-        .await;
-        let e = embedder(&server);
-        let err = e.embed(&inputs(2)).await.unwrap_err();
-        assert!(err.to_string().contains("not json"), "{err}");
-        let err = e.embed(&inputs(2)).await.unwrap_err();
-        assert!(
-            err.to_string().contains("0 embeddings for 2 inputs"),
-            "{err}"
-        );
-        let err = e.embed(&inputs(2)).await.unwrap_err();
-        assert!(err.to_string().contains("index 0 appears twice"), "{err}");
-        assert_eq!(server.requests().len(), 3, "none retried");
-    }
-
-    #[tokio::test]
-    async fn authorization_header_when_an_api_key_is_set() {
-        let server = serve(|_, r| embeddings_reply(r, 4)).await;
-        embedder(&server)
-            .api_key(Some("sk-test-123".into()))
-            .embed(&inputs(1))
-            .await
-            .unwrap();
-        embedder(&server)
-            .api_key(None)
-            .embed(&inputs(1))
-            .await
-            .unwrap();
-        let requests = server.requests();
-        assert_eq!(
-            requests[0].header("authorization").as_deref(),
-            Some("Bearer sk-test-123")
-        );
-        assert_eq!(requests[1].header("authorization"), None);
+/// `n` bytes as `8 MiB`, `256 KiB` or `1000 bytes`.
+fn describe_bytes(n: u64) -> String {
+    const KIB: u64 = 1024;
+    match n {
+        n if n >= KIB * KIB && n % (KIB * KIB) == 0 => format!("{} MiB", n / (KIB * KIB)),
+        n if n >= KIB && n % KIB == 0 => format!("{} KiB", n / KIB),
+        n => format!("{n} bytes"),
     }
 }
+
+/// The beginning of an input, for a message: its first 40 characters.
+fn excerpt(text: &str) -> String {
+    match text.char_indices().nth(40) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -187,7 +187,8 @@ impl GitLabProject {
     pub(crate) fn parse(url: &str, token: Option<String>) -> Result<Self, GitLabError> {
         let given = url.trim();
         let invalid = |reason: String| GitLabError::InvalidUrl {
-            url: given.to_owned(),
+            // A password in the URL (refused below) is never shown.
+            url: crate::http::shown_url(given),
             reason,
         };
         if given.is_empty() {

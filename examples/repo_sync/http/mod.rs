@@ -43,6 +43,17 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+/// `url` for a message: as it was given, or through [`shedlock::secret::mask_url`] when that
+/// masks something in it (a password, a secret-named query parameter), so no secret is shown.
+pub(crate) fn shown_url(url: &str) -> String {
+    let masked = shedlock::secret::mask_url(url);
+    if masked.contains(shedlock::secret::MASK) {
+        masked
+    } else {
+        url.to_owned()
+    }
+}
+
 /// `text`, cut to [`MAX_MESSAGE_CHARS`] characters.
 pub(crate) fn truncate(text: &str) -> String {
     match text.char_indices().nth(MAX_MESSAGE_CHARS) {
@@ -393,6 +404,17 @@ mod tests {
             })
             .await;
         assert_eq!(out, Err("attempt 1".into()));
+    }
+
+    #[test]
+    fn urls_are_shown_as_given_unless_they_hold_a_secret() {
+        assert_eq!(
+            shown_url("https://gitlab.example.com"),
+            "https://gitlab.example.com"
+        );
+        assert_eq!(shown_url("not a url"), "not a url");
+        assert_eq!(shown_url("http://u:pw@h:80/x"), "http://u:***@h/x");
+        assert_eq!(shown_url("http://h/?api_key=k1"), "http://h/?api_key=***");
     }
 
     #[test]

@@ -2,125 +2,20 @@
 //! (`schedule_sessions`) and run history (`schedule_execution_logs`); the vector store's tables
 //! are created here too and used by `store.rs`. SQLite or PostgreSQL through sqlx's `Any`
 //! driver; times are milliseconds since the epoch.
-
-use std::path::{Path, PathBuf};
+//!
+//! `location.rs`: where the database is (`--database-url`); `history.rs`: the run history and
+//! the sweep of abandoned runs.
 
 use sqlx::any::{AnyPoolOptions, AnyRow};
-use sqlx::{AnyPool, AssertSqlSafe, Row};
+use sqlx::{AnyPool, AssertSqlSafe, Connection, Row};
 
-/// Where the application database is, from `--database-url`: a file path, `sqlite:PATH`,
-/// `sqlite://PATH` (`sqlite:///abs/path` too), or `postgres://…`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Location {
-    /// An SQLite file; it and its directory are created when missing.
-    Sqlite(PathBuf),
-    /// A PostgreSQL URL, as given.
-    Postgres(String),
-}
+mod history;
+mod location;
 
-impl Location {
-    /// Reads a `--database-url` value; the error names what is wrong with it.
-    pub(crate) fn parse(text: &str) -> Result<Self, String> {
-        let text = text.trim();
-        if text.starts_with("postgres://") || text.starts_with("postgresql://") {
-            return Ok(Location::Postgres(text.to_owned()));
-        }
-        let path = if let Some(rest) = text.strip_prefix("sqlite:") {
-            let rest = rest.strip_prefix("//").unwrap_or(rest);
-            let (path, options) = rest.split_once('?').unwrap_or((rest, ""));
-            for option in options.split('&').filter(|o| !o.is_empty()) {
-                if !matches!(option, "mode=rwc" | "mode=rw") {
-                    return Err(format!(
-                        "unsupported option {option:?} in {text:?}: repo_sync opens SQLite read-write and creates the file when missing"
-                    ));
-                }
-            }
-            percent_encoding::percent_decode_str(path)
-                .decode_utf8()
-                .map_err(|_| format!("{text:?}: the path is not valid UTF-8 once decoded"))?
-                .into_owned()
-        } else if let Some((scheme, _)) = text.split_once("://") {
-            return Err(format!(
-                "unsupported database {scheme:?} in {text:?}: repo_sync keeps its data in SQLite (a file path, or sqlite://PATH) or PostgreSQL (postgres://USER@HOST:PORT/DATABASE)"
-            ));
-        } else {
-            text.to_owned()
-        };
-        if path.is_empty() || path == ":memory:" {
-            return Err(format!(
-                "{text:?} names no file: give the path of an SQLite file (created if missing), or a postgres:// URL"
-            ));
-        }
-        Ok(Location::Sqlite(PathBuf::from(path)))
-    }
+pub(crate) use location::Location;
 
-    /// The database of the repository the command runs in: `repo_sync.db` in its git
-    /// directory (`.git/`), which belongs to that clone alone and is never committed; outside
-    /// a git repository, `repo_sync.db` in the current directory.
-    pub(crate) fn default_for(dir: &Path) -> Self {
-        let git_dir = std::process::Command::new("git")
-            .args(["rev-parse", "--absolute-git-dir"])
-            .current_dir(dir)
-            .stderr(std::process::Stdio::null())
-            .output()
-            .ok()
-            .filter(|out| out.status.success())
-            .map(|out| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
-        Location::Sqlite(
-            git_dir
-                .unwrap_or_else(|| dir.to_owned())
-                .join("repo_sync.db"),
-        )
-    }
-
-    /// The SQLite file as an absolute path, its directory created; PostgreSQL: `None`.
-    pub(crate) fn sqlite_file(&self) -> Result<Option<PathBuf>, String> {
-        let Location::Sqlite(path) = self else {
-            return Ok(None);
-        };
-        let path = std::path::absolute(path)
-            .map_err(|e| format!("cannot resolve the path {}: {e}", path.display()))?;
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                format!(
-                    "cannot create the directory {} for the database: {e}",
-                    dir.display()
-                )
-            })?;
-        }
-        Ok(Some(path))
-    }
-
-    /// The URL sqlx opens: `sqlite:///abs/path?mode=rwc` (percent-encoded) or the
-    /// PostgreSQL URL.
-    fn url(&self) -> Result<String, String> {
-        match self {
-            Location::Postgres(url) => Ok(url.clone()),
-            Location::Sqlite(_) => {
-                let path = self.sqlite_file()?.unwrap_or_default();
-                let path = path
-                    .to_str()
-                    .ok_or_else(|| format!("{}: not a UTF-8 path", path.display()))?;
-                const ESCAPE: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
-                    .add(b'%')
-                    .add(b'?')
-                    .add(b'#')
-                    .add(b' ');
-                let encoded = percent_encoding::utf8_percent_encode(path, ESCAPE);
-                Ok(format!("sqlite://{encoded}?mode=rwc"))
-            }
-        }
-    }
-}
-
-impl std::fmt::Display for Location {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Location::Sqlite(path) => write!(f, "{}", path.display()),
-            Location::Postgres(url) => f.write_str(url),
-        }
-    }
-}
+/// How long the first connection may take before the database counts as unreachable.
+pub(crate) const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Which SQL dialect the URL speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,27 +61,8 @@ pub(crate) struct Session {
     pub(crate) created_at: i64,
 }
 
-/// One row of run history.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct LogRow {
-    pub(crate) id: i64,
-    pub(crate) schedule_id: i64,
-    pub(crate) tick: Option<i64>,
-    pub(crate) status: String,
-    pub(crate) started_at: i64,
-    pub(crate) completed_at: Option<i64>,
-    pub(crate) duration_ms: Option<i64>,
-    pub(crate) files_processed: i64,
-    pub(crate) chunks_written: i64,
-    pub(crate) error_message: Option<String>,
-    pub(crate) locked_by: Option<String>,
-    pub(crate) fencing_token: Option<i64>,
-}
-
 const SESSION_COLUMNS: &str = "id, display_name, source, cron, time_zone, is_active, collection, last_sync_at, \
                                last_synced_commit, consecutive_failures, last_viewed_at, created_at, last_failure_at";
-const LOG_COLUMNS: &str = "id, schedule_id, tick, status, started_at, completed_at, duration_ms, files_processed, \
-                           chunks_written, error_message, locked_by, fencing_token";
 
 pub(crate) fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
@@ -194,7 +70,11 @@ pub(crate) fn now_ms() -> i64 {
 
 impl Db {
     /// Connects (creating an SQLite file and its directory if missing) and creates the
-    /// tables.
+    /// tables. One connection is opened directly first, so a server that is down or refuses
+    /// is reported at once with the driver's own cause (connection refused, no such host,
+    /// authentication failed), or after [`CONNECT_TIMEOUT`] when nothing answers, rather than
+    /// after the pool's retries as "pool timed out". The message shows the location with its
+    /// password masked.
     pub(crate) async fn open(location: &Location) -> Result<Self, String> {
         let url = location.url()?;
         Self::connect(&url)
@@ -202,13 +82,22 @@ impl Db {
             .map_err(|e| format!("cannot open the database {location}: {e}"))
     }
 
-    async fn connect(url: &str) -> Result<Self, sqlx::Error> {
+    async fn connect(url: &str) -> Result<Self, String> {
         sqlx::any::install_default_drivers();
         let dialect = if url.starts_with("postgres") {
             Dialect::Postgres
         } else {
             Dialect::Sqlite
         };
+        let first = tokio::time::timeout(CONNECT_TIMEOUT, sqlx::AnyConnection::connect(url))
+            .await
+            .map_err(|_| {
+                format!(
+                    "no answer within {} s (is the server up, and the host and port right?)",
+                    CONNECT_TIMEOUT.as_secs()
+                )
+            })?
+            .map_err(|e| e.to_string())?;
         let pool = AnyPoolOptions::new()
             .max_connections(4)
             // Generous: a loaded machine can take seconds to hand out a connection.
@@ -224,10 +113,12 @@ impl Db {
                 })
             })
             .connect(url)
-            .await?;
+            .await
+            .map_err(|e| e.to_string())?;
+        drop(first);
         let db = Self { pool, dialect };
         for ddl in db.schema() {
-            db.exec(&ddl, vec![]).await?;
+            db.exec(&ddl, vec![]).await.map_err(|e| e.to_string())?;
         }
         // Added after the first release: a database made by it lacks the column.
         if db
@@ -242,7 +133,8 @@ impl Db {
                 "ALTER TABLE schedule_sessions ADD COLUMN last_failure_at BIGINT NULL",
                 vec![],
             )
-            .await?;
+            .await
+            .map_err(|e| e.to_string())?;
         }
         Ok(db)
     }
@@ -394,13 +286,17 @@ impl Db {
             vec![V::S(display_name.into()), V::S(source.into()), V::S(cron.into()), V::S(time_zone.into()), V::I(now_ms())],
         )
         .await?;
-        Ok(self
-            .session_by_source(source)
+        // Gone only if removed in between.
+        self.session_by_source(source)
             .await?
-            .expect("just inserted"))
+            .ok_or(sqlx::Error::RowNotFound)
     }
 
-    async fn session_by_source(&self, source: &str) -> Result<Option<Session>, sqlx::Error> {
+    /// The registration of `source`, if any.
+    pub(crate) async fn session_by_source(
+        &self,
+        source: &str,
+    ) -> Result<Option<Session>, sqlx::Error> {
         let sql = format!("SELECT {SESSION_COLUMNS} FROM schedule_sessions WHERE source = $1");
         Ok(self
             .rows(&sql, vec![V::S(source.into())])
@@ -430,6 +326,24 @@ impl Db {
                     .find(|s| s.display_name == key || s.source == key)
             })
             .cloned())
+    }
+
+    /// Changes a registration's display name and schedule (`add` of a registered source).
+    pub(crate) async fn update_session(
+        &self,
+        id: i64,
+        display_name: &str,
+        cron: &str,
+        time_zone: &str,
+    ) -> Result<bool, sqlx::Error> {
+        let sql = "UPDATE schedule_sessions SET display_name = $1, cron = $2, time_zone = $3 WHERE id = $4";
+        let binds = vec![
+            V::S(display_name.into()),
+            V::S(cron.into()),
+            V::S(time_zone.into()),
+            V::I(id),
+        ];
+        Ok(self.exec(sql, binds).await? == 1)
     }
 
     pub(crate) async fn set_active(&self, id: i64, active: bool) -> Result<bool, sqlx::Error> {
@@ -501,166 +415,11 @@ impl Db {
             .await
             .map(drop)
     }
-
-    // ---- history -----------------------------------------------------------------------------
-
-    pub(crate) async fn log_start(
-        &self,
-        schedule_id: i64,
-        tick: Option<i64>,
-        locked_by: &str,
-        token: i64,
-    ) -> Result<i64, sqlx::Error> {
-        let started = now_ms();
-        self.exec(
-            "INSERT INTO schedule_execution_logs (schedule_id, tick, status, started_at, locked_by, fencing_token)
-             VALUES ($1, $2, 'running', $3, $4, $5)",
-            vec![V::I(schedule_id), V::OI(tick), V::I(started), V::S(locked_by.into()), V::I(token)],
-        )
-        .await?;
-        let rows = self
-            .rows(
-                "SELECT id FROM schedule_execution_logs WHERE schedule_id = $1 AND fencing_token = $2 ORDER BY id DESC",
-                vec![V::I(schedule_id), V::I(token)],
-            )
-            .await?;
-        Ok(rows.first().map(|r| r.get::<i64, _>(0)).unwrap_or_default())
-    }
-
-    pub(crate) async fn log_end(
-        &self,
-        log_id: i64,
-        status: &str,
-        files: i64,
-        chunks: i64,
-        error: Option<String>,
-    ) -> Result<(), sqlx::Error> {
-        let now = now_ms();
-        self.exec(
-            "UPDATE schedule_execution_logs SET status = $1, completed_at = $2, duration_ms = $2 - started_at,
-                 files_processed = $3, chunks_written = $4, error_message = $5 WHERE id = $6",
-            vec![V::S(status.into()), V::I(now), V::I(files), V::I(chunks), V::OS(error), V::I(log_id)],
-        )
-        .await
-        .map(drop)
-    }
-
-    /// A run decided not to sync (adaptive refresh, circuit breaker), under the lock.
-    pub(crate) async fn log_skipped(
-        &self,
-        schedule_id: i64,
-        tick: Option<i64>,
-        locked_by: &str,
-        token: i64,
-        reason: &str,
-    ) -> Result<(), sqlx::Error> {
-        let now = now_ms();
-        self.exec(
-            "INSERT INTO schedule_execution_logs (schedule_id, tick, status, started_at, completed_at, duration_ms,
-                 error_message, locked_by, fencing_token)
-             VALUES ($1, $2, 'skipped', $3, $3, 0, $4, $5, $6)",
-            vec![V::I(schedule_id), V::OI(tick), V::I(now), V::S(reason.into()), V::S(locked_by.into()), V::I(token)],
-        )
-        .await
-        .map(drop)
-    }
-
-    pub(crate) async fn logs(
-        &self,
-        schedule_id: Option<i64>,
-        limit: i64,
-    ) -> Result<Vec<LogRow>, sqlx::Error> {
-        let (filter, mut binds) = match schedule_id {
-            Some(id) => ("WHERE schedule_id = $1", vec![V::I(id)]),
-            None => ("", vec![]),
-        };
-        let n = binds.len() + 1;
-        binds.push(V::I(limit));
-        let sql = format!(
-            "SELECT {LOG_COLUMNS} FROM schedule_execution_logs {filter} ORDER BY started_at DESC, id DESC LIMIT ${n}"
-        );
-        Ok(self.rows(&sql, binds).await?.iter().map(log_row).collect())
-    }
-
-    /// The shedlock table, for `status`: name, locked_by, locked_until (ms), token.
-    pub(crate) async fn locks(&self) -> Result<Vec<(String, String, i64, i64)>, sqlx::Error> {
-        let sql = match self.dialect {
-            Dialect::Sqlite => "SELECT name, locked_by, locked_until, fencing_token FROM shedlock ORDER BY name",
-            Dialect::Postgres => {
-                "SELECT name::TEXT, locked_by::TEXT, (EXTRACT(EPOCH FROM locked_until) * 1000)::BIGINT, fencing_token
-                 FROM shedlock ORDER BY name"
-            }
-        };
-        let rows = self.rows(sql, vec![]).await?;
-        Ok(rows
-            .iter()
-            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
-            .collect())
-    }
 }
 
 /// The lock of repository `id`: `repo_sync_<id>` (the name `job::sync_locked` takes).
 pub(crate) fn lock_name(id: i64) -> String {
     format!("repo_sync_{id}")
-}
-
-impl Db {
-    /// The database's current time, in ms: lock expiry is judged by the clock that wrote it.
-    pub(crate) async fn now(&self) -> Result<i64, sqlx::Error> {
-        let sql = match self.dialect {
-            // The lock table's own clock on SQLite: the application's (`shedlock` writes ms).
-            Dialect::Sqlite => return Ok(now_ms()),
-            Dialect::Postgres => "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT",
-        };
-        let rows = self.rows(sql, vec![]).await?;
-        Ok(rows.first().map_or_else(now_ms, |r| r.get(0)))
-    }
-
-    /// Closes every history row still `running` whose lock is no longer held by its fencing
-    /// token: its process died (`kill -9`, a crash) or its run ended without writing its end.
-    /// Such a row becomes `abandoned`, with the reason. A row whose lock its token still holds
-    /// is a run in progress and is left alone. Returns how many rows were closed.
-    pub(crate) async fn close_abandoned(&self) -> Result<u64, sqlx::Error> {
-        let running: Vec<LogRow> = {
-            let sql = format!(
-                "SELECT {LOG_COLUMNS} FROM schedule_execution_logs WHERE status = 'running' ORDER BY id"
-            );
-            self.rows(&sql, vec![]).await?.iter().map(log_row).collect()
-        };
-        if running.is_empty() {
-            return Ok(0);
-        }
-        let locks = self.locks().await?;
-        let now = self.now().await?;
-        let when = |ms: i64| {
-            chrono::DateTime::from_timestamp_millis(ms).map_or_else(String::new, |t| t.to_rfc3339())
-        };
-        let mut closed = 0;
-        for row in running {
-            let name = lock_name(row.schedule_id);
-            let token = row.fencing_token.unwrap_or_default();
-            let reason = match locks.iter().find(|(n, ..)| *n == name) {
-                None => format!("abandoned: the lock {name} no longer exists"),
-                Some((_, by, _, current)) if *current != token => format!(
-                    "abandoned: the lock {name} was taken by fencing token {current} ({by}) while this run (token {token}) had not finished"
-                ),
-                Some((_, _, until, _)) if *until <= now => format!(
-                    "abandoned: the lock {name} of this run (token {token}) expired at {} without the run finishing: its process died or stopped",
-                    when(*until)
-                ),
-                Some(_) => continue, // held by this run's token: still running
-            };
-            closed += self
-                .exec(
-                    "UPDATE schedule_execution_logs SET status = 'abandoned', completed_at = $1,
-                         duration_ms = $1 - started_at, error_message = $2
-                     WHERE id = $3 AND status = 'running'",
-                    vec![V::I(now_ms()), V::S(reason), V::I(row.id)],
-                )
-                .await?;
-        }
-        Ok(closed)
-    }
 }
 
 fn session(r: &AnyRow) -> Session {
@@ -678,22 +437,5 @@ fn session(r: &AnyRow) -> Session {
         last_viewed_at: r.get(10),
         created_at: r.get(11),
         last_failure_at: r.get(12),
-    }
-}
-
-fn log_row(r: &AnyRow) -> LogRow {
-    LogRow {
-        id: r.get(0),
-        schedule_id: r.get(1),
-        tick: r.get(2),
-        status: r.get(3),
-        started_at: r.get(4),
-        completed_at: r.get(5),
-        duration_ms: r.get(6),
-        files_processed: r.get(7),
-        chunks_written: r.get(8),
-        error_message: r.get(9),
-        locked_by: r.get(10),
-        fencing_token: r.get(11),
     }
 }

@@ -1,0 +1,386 @@
+//! The operator's commands besides `run` and `add`: the first run, `sync-now`, `search` and
+//! `status`, and how a sync's summary is printed.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use shedlock::{LockProvider, Schedule, TaskResult, with_provider};
+
+use crate::db::{lock_name, now_ms};
+use crate::job::{Outcome, Trigger, sync_locked};
+use crate::refresh::{self, Breaker};
+use crate::show::{say, shown};
+use crate::sync::{Ctx, Summary};
+use crate::{AnyError, display_name, interval_ms, source};
+
+/// The schedule of a new registration, unless `--cron` and `--time-zone` say otherwise.
+const DEFAULT_CRON: &str = "0 */15 * * * *";
+const DEFAULT_TIME_ZONE: &str = "UTC";
+
+/// `add`: registers a local git repository or a GitLab project URL (checked by reading its
+/// head). One already registered gets the options given (`--cron`, `--time-zone`, `--name`),
+/// the others keeping their stored values; what changed is printed, or that nothing did.
+pub(crate) async fn add(
+    ctx: &Ctx,
+    path: &str,
+    cron: Option<String>,
+    time_zone: Option<String>,
+    name: Option<String>,
+) -> Result<(), AnyError> {
+    // The schedule given is checked before anything else is read.
+    if let (Some(cron), Some(time_zone)) = (&cron, &time_zone) {
+        checked_schedule(cron, time_zone)?;
+    }
+    let (source, default_name) = if source::is_remote(path) {
+        let project = crate::gitlab::GitLabProject::parse(path, ctx.gitlab_token.clone())?;
+        project.head().await?;
+        (project.url().to_owned(), project.name().to_owned())
+    } else {
+        let repo = crate::git::Repo::open(std::path::Path::new(path))?;
+        let source = std::fs::canonicalize(repo.path())?.display().to_string();
+        let name = display_name(&source);
+        (source, name)
+    };
+    let Some(existing) = ctx.db.session_by_source(&source).await? else {
+        let cron = cron.as_deref().unwrap_or(DEFAULT_CRON);
+        let time_zone = time_zone.as_deref().unwrap_or(DEFAULT_TIME_ZONE);
+        checked_schedule(cron, time_zone)?;
+        let name = name.unwrap_or(default_name);
+        let session = ctx.db.add_session(&name, &source, cron, time_zone).await?;
+        say!(
+            "registered #{} {} ({}) on \"{}\" in {}",
+            session.id,
+            shown(&session.display_name),
+            shown(&session.source),
+            shown(&session.cron),
+            shown(&session.time_zone)
+        );
+        return Ok(());
+    };
+    let cron = cron.unwrap_or_else(|| existing.cron.clone());
+    let time_zone = time_zone.unwrap_or_else(|| existing.time_zone.clone());
+    let name = name.unwrap_or_else(|| existing.display_name.clone());
+    checked_schedule(&cron, &time_zone)?;
+    let changes: Vec<String> = [
+        ("schedule", &existing.cron, &cron, true),
+        ("time zone", &existing.time_zone, &time_zone, false),
+        ("name", &existing.display_name, &name, false),
+    ]
+    .into_iter()
+    .filter(|(_, before, after, _)| before != after)
+    .map(|(what, before, after, quoted)| {
+        let (before, after) = (shown(before), shown(after));
+        if quoted {
+            format!("{what} \"{before}\" → \"{after}\"")
+        } else {
+            format!("{what} {before} → {after}")
+        }
+    })
+    .collect();
+    let id = existing.id;
+    if changes.is_empty() {
+        say!(
+            "#{id} {} ({}) is already registered, on \"{}\" in {}: nothing changed (give \
+             --cron, --time-zone or --name to change them)",
+            shown(&existing.display_name),
+            shown(&existing.source),
+            shown(&existing.cron),
+            shown(&existing.time_zone)
+        );
+        return Ok(());
+    }
+    ctx.db.update_session(id, &name, &cron, &time_zone).await?;
+    say!(
+        "#{id} {} was already registered; changed {} (running schedulers pick it up at their \
+         next reload)",
+        shown(&existing.source),
+        changes.join(", ")
+    );
+    Ok(())
+}
+
+/// A schedule `add` registers: one the library accepts (its error passed through as it is)
+/// and that fires again (`0 0 0 31 2 *`, the 31st of February, never does).
+fn checked_schedule(cron: &str, time_zone: &str) -> Result<Schedule, AnyError> {
+    let schedule = Schedule::parse(cron, time_zone)?;
+    if schedule.next_after(chrono::Utc::now()).is_none() {
+        return Err(format!(
+            "the schedule \"{}\" in {} never fires: give a --cron with a date that exists",
+            shown(cron),
+            shown(time_zone)
+        )
+        .into());
+    }
+    Ok(schedule)
+}
+
+/// With no command: register the repository we are in (if it is not registered yet), sync
+/// every active repository once, summarize. A registered local repository that no longer
+/// exists is reported and left out; the others still sync.
+pub(crate) async fn first_run(ctx: &Ctx, provider: Arc<dyn LockProvider>) -> Result<(), AnyError> {
+    let here = std::process::Command::new("git")
+        .args(["rev-parse", "--show-toplevel"])
+        .output()?;
+    if !here.status.success() {
+        return Err("not inside a git repository: register one with `add <path>`".into());
+    }
+    let here = String::from_utf8_lossy(&here.stdout).trim().to_owned();
+    let here = std::fs::canonicalize(&here)?.display().to_string();
+    if ctx.db.find_session(&here).await?.is_none() {
+        let session = ctx
+            .db
+            .add_session(&display_name(&here), &here, DEFAULT_CRON, DEFAULT_TIME_ZONE)
+            .await?;
+        say!(
+            "registered #{} {} ({}), every 15 minutes",
+            session.id,
+            shown(&session.display_name),
+            shown(&session.source)
+        );
+    }
+    let mut failed = Vec::new();
+    for s in ctx.db.sessions().await?.into_iter().filter(|s| s.is_active) {
+        if !source::is_remote(&s.source) && !std::path::Path::new(&s.source).exists() {
+            say!(
+                "#{} {}: {} no longer exists: not synced (unregister it with `remove {}`)",
+                s.id,
+                shown(&s.display_name),
+                shown(&s.source),
+                s.id
+            );
+            continue;
+        }
+        if let Err(error) = sync_now(ctx, Arc::clone(&provider), s.id, &s.display_name).await {
+            say!("  {}", shown(&error.to_string()));
+            failed.push(s.display_name);
+        }
+    }
+    say!("\nsearch it:  cargo run --example repo_sync -- search \"fencing token\"");
+    say!(
+        "keep it synced on schedule (start several, each tick runs once):  cargo run --example repo_sync -- run"
+    );
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("the sync of {} failed", failed.join(", ")).into())
+    }
+}
+
+/// A sync by hand, through the same lock as the scheduled runs.
+pub(crate) async fn sync_now(
+    ctx: &Ctx,
+    provider: Arc<dyn LockProvider>,
+    id: i64,
+    name: &str,
+) -> Result<Option<Summary>, AnyError> {
+    say!("syncing #{id} {} ...", shown(name));
+    match with_provider(Arc::clone(&provider), sync_locked(ctx, id, Trigger::Manual)).await? {
+        TaskResult::Executed(Ok(Outcome::Synced(s))) => {
+            print_summary(&s);
+            Ok(Some(s))
+        }
+        TaskResult::Executed(Ok(Outcome::NotSynced(reason))) => {
+            say!("  not synced: {}", shown(&reason));
+            Ok(None)
+        }
+        TaskResult::Executed(Err(error)) => {
+            Err(format!("sync of #{id} {name} failed: {error}").into())
+        }
+        TaskResult::Skipped => {
+            let holder = ctx
+                .db
+                .locks()
+                .await?
+                .into_iter()
+                .find(|(n, ..)| *n == lock_name(id));
+            match holder {
+                Some((_, by, until, token)) => say!(
+                    "  held by {} (fencing token {token}) until {}: not synced now",
+                    shown(&by),
+                    chrono::DateTime::from_timestamp_millis(until)
+                        .map_or_else(String::new, |t| t.to_rfc3339())
+                ),
+                None => say!("  held elsewhere: not synced now"),
+            }
+            Ok(None)
+        }
+    }
+}
+
+pub(crate) fn print_summary(s: &Summary) {
+    let kind = if s.full { "full" } else { "incremental" };
+    let reasons: Vec<String> = [
+        (s.binary_files, "binary"),
+        (s.large_files, "too large"),
+        (s.not_utf8_files, "not UTF-8"),
+        (
+            s.unstorable_files,
+            "with a NUL byte no database text column stores",
+        ),
+    ]
+    .iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, why)| format!("{n} {why}"))
+    .collect();
+    let reasons = if reasons.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", reasons.join(", "))
+    };
+    say!(
+        "  {kind} sync at {}: {} files indexed, {} skipped{reasons}, {} deleted, {} chunks written in {:.1} s",
+        shown(&short(&s.commit)),
+        s.files,
+        s.skipped_files(),
+        s.deleted_paths,
+        s.chunks_written,
+        s.elapsed_ms as f64 / 1000.0
+    );
+}
+
+pub(crate) async fn search(ctx: &Ctx, query: &str, k: usize) -> Result<(), AnyError> {
+    let embedding = ctx
+        .embedder
+        .embed(&[query.to_owned()])
+        .await?
+        .pop()
+        .unwrap_or_default();
+    let embedder = ctx.embedder.name();
+    let hits = ctx.store.search(&embedding, embedder, k).await?;
+    if hits.is_empty() {
+        let others = ctx.store.embedders().await?;
+        if others.is_empty() {
+            say!("nothing indexed yet: run `cargo run --example repo_sync` first");
+        } else {
+            let others: Vec<String> = others
+                .iter()
+                .map(|(name, n)| format!("{n} chunks by {}", shown(name)))
+                .collect();
+            say!(
+                "nothing indexed with the embedder {}; the index holds {}: search with that embedder, or re-index with `sync-now --full` and this one",
+                shown(embedder),
+                others.join(", ")
+            );
+        }
+    }
+    let names: HashMap<i64, String> = ctx
+        .db
+        .sessions()
+        .await?
+        .into_iter()
+        .map(|s| (s.id, s.display_name))
+        .collect();
+    for (i, hit) in hits.iter().enumerate() {
+        let repo = names.get(&hit.repository_id).cloned().unwrap_or_default();
+        say!(
+            "{:>2}. {:.3}  {}/{}:{}-{}",
+            i + 1,
+            hit.score,
+            shown(&repo),
+            shown(&hit.path),
+            hit.start_line,
+            hit.end_line
+        );
+        let first = hit
+            .text
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or_default()
+            .trim();
+        say!(
+            "      {}",
+            shown(&first.chars().take(100).collect::<String>())
+        );
+    }
+    let mut viewed: Vec<i64> = hits.iter().map(|h| h.repository_id).collect();
+    viewed.sort_unstable();
+    viewed.dedup();
+    ctx.db.mark_viewed(&viewed).await?;
+    Ok(())
+}
+
+pub(crate) async fn status(ctx: &Ctx) -> Result<(), AnyError> {
+    let now = now_ms();
+    let fmt = |ms: Option<i64>| {
+        ms.and_then(chrono::DateTime::from_timestamp_millis)
+            .map_or("-".into(), |t| t.format("%F %T UTC").to_string())
+    };
+    for s in ctx.db.sessions().await? {
+        say!(
+            "#{} {}  {}  \"{}\" {}  {}",
+            s.id,
+            shown(&s.display_name),
+            if s.is_active { "active" } else { "paused" },
+            shown(&s.cron),
+            shown(&s.time_zone),
+            shown(&s.source)
+        );
+        let last_sync = format!(
+            "last sync {} at {}  last viewed {}",
+            fmt(s.last_sync_at),
+            s.last_synced_commit
+                .as_deref()
+                .map_or_else(|| "-".into(), |c| shown(&short(c)).into_owned()),
+            fmt(s.last_viewed_at)
+        );
+        // A schedule the library refuses (written by hand, or by a version that accepted it)
+        // is named on its row; the other rows are shown all the same.
+        match Schedule::parse(&s.cron, &s.time_zone) {
+            Ok(schedule) => {
+                let next = schedule
+                    .next_after(chrono::Utc::now())
+                    .map(|t| t.timestamp_millis());
+                let interval = interval_ms(&schedule, chrono::Utc::now());
+                let decision = refresh::decide(&s, next.unwrap_or(now), interval, &ctx.policy);
+                say!(
+                    "    next tick {}  ({})  {last_sync}",
+                    fmt(next),
+                    decision.reason()
+                );
+            }
+            Err(error) => say!(
+                "    not scheduled: {} (change it with `add {} --cron ... --time-zone ...`)  {last_sync}",
+                shown(&error.to_string()),
+                shown(&s.source)
+            ),
+        }
+        say!("    {}", Breaker::at(&s, now, &ctx.policy));
+        let staged = ctx.store.staged(s.id).await?;
+        if staged > 0 {
+            say!(
+                "    {staged} chunks staged by an unfinished sync (not searchable; the next sync drops them)"
+            );
+        }
+        for log in ctx.db.logs(Some(s.id), 5).await? {
+            say!(
+                "    {}  {:<9} tick {}  {} files, {} chunks, {} ms  {}{}",
+                fmt(Some(log.started_at)),
+                shown(&log.status),
+                fmt(log.tick),
+                log.files_processed,
+                log.chunks_written,
+                log.duration_ms.unwrap_or_default(),
+                shown(&log.locked_by.unwrap_or_default()),
+                log.error_message
+                    .map(|e| format!("  ({})", shown(&e)))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    say!("locks:");
+    for (name, by, until, token) in ctx.db.locks().await? {
+        let by = shown(&by);
+        let state = if until > now {
+            format!("held by {by} for {} ms more", until - now)
+        } else {
+            format!("free (last {by})")
+        };
+        say!("    {}  {state}  fencing token {token}", shown(&name));
+    }
+    Ok(())
+}
+
+/// The first 12 characters of a commit id (whole characters, whatever the row holds).
+fn short(commit: &str) -> String {
+    commit.chars().take(12).collect()
+}
