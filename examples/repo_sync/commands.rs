@@ -99,19 +99,10 @@ pub(crate) async fn add(
     Ok(())
 }
 
-/// A schedule `add` registers: one the library accepts (its error passed through as it is)
-/// and that fires again (`0 0 0 31 2 *`, the 31st of February, never does).
+/// A schedule `add` registers: one the library accepts (which refuses one that never fires,
+/// `0 0 0 31 2 *`), its error passed through as it is.
 fn checked_schedule(cron: &str, time_zone: &str) -> Result<Schedule, AnyError> {
-    let schedule = Schedule::parse(cron, time_zone)?;
-    if schedule.next_after(chrono::Utc::now()).is_none() {
-        return Err(format!(
-            "the schedule \"{}\" in {} never fires: give a --cron with a date that exists",
-            shown(cron),
-            shown(time_zone)
-        )
-        .into());
-    }
-    Ok(schedule)
+    Ok(Schedule::parse(cron, time_zone)?)
 }
 
 /// With no command: register the repository we are in (if it is not registered yet), sync
