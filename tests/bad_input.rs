@@ -135,12 +135,38 @@ fn malformed_cron_expressions_are_refused_naming_the_expression() {
     }
 }
 
+/// A step past its field's largest value (croner takes `*/61` and fires hourly), and what
+/// never fires, are refused at run time as the macro refuses them at compile time, with the
+/// same words.
+#[test]
+fn steps_past_their_field_and_schedules_that_never_fire_are_refused() {
+    for (bad, says) in [
+        ("0 */61 * * * *", "the step /61 of the minute field"),
+        ("0 0 */25 * * *", "the step /25 of the hour field"),
+        ("0 0 0 31 2 *", "never fires"),
+    ] {
+        refused!(Schedule::parse(bad, "UTC").unwrap_err(),
+            Error::InvalidCron { expression, .. } if expression == bad,
+            [format!("invalid cron expression {bad:?}: "), says.to_owned()]);
+    }
+    refused!(
+        Schedule::parse("61 * * * *", "UTC").unwrap_err(),
+        Error::InvalidCron { .. },
+        ["write 5 fields (minute hour day-of-month month day-of-week)"]
+    );
+    refused!(
+        Schedule::parse("* * * * *", "Europe/Berln").unwrap_err(),
+        Error::UnknownTimeZone { .. },
+        ["did you mean \"Europe/Berlin\"?"]
+    );
+}
+
 #[test]
 fn unknown_time_zones_are_refused_naming_the_zone() {
     for bad in ["Mars/Olympus", "Europe/Berln", ""] {
         refused!(Schedule::parse("0 * * * * *", bad).unwrap_err(),
-            Error::UnknownTimeZone { name } if name == bad,
-            [format!("unknown time zone {bad:?}: use an IANA name")]);
+            Error::UnknownTimeZone { name, .. } if name == bad,
+            [format!("unknown time zone {bad:?}"), "IANA time zone name".to_owned()]);
     }
 }
 

@@ -233,3 +233,29 @@ fn a_scheduled_job_with_literal_durations_declares_its_lock() {
     assert_eq!(lock.lock_at_least_for(), Duration::from_secs(30));
     assert!(computed::job(7).lock().is_none());
 }
+
+/// A job whose lock name is filled with its argument.
+#[scheduled(cron = "0 */5 * * * *")]
+#[scheduler_lock(name = "named_by_{key}", lock_at_most_for = "10m")]
+async fn named_by(key: String) {
+    let _ = key;
+}
+
+/// A lock name too long because of an argument is refused when the job is added, not at every
+/// tick (before, `add()` took it and each run failed with the name's error).
+#[tokio::test]
+async fn a_lock_name_too_long_for_its_argument_is_refused_by_add() {
+    let db = Sqlite::setup().await.unwrap();
+    let scheduler = shedlock::Scheduler::new(db.provider());
+    let long = "k".repeat(60);
+    match scheduler.add(named_by::job(long.clone())) {
+        Err(Error::LockNameTooLong { name, len }) => {
+            assert_eq!(name, format!("named_by_{long}"));
+            assert_eq!(len, 69);
+        }
+        other => panic!("refused by add(): {other:?}"),
+    }
+    assert!(scheduler.job_names().is_empty());
+    scheduler.add(named_by::job("short".into())).unwrap();
+    assert_eq!(scheduler.job_names(), ["named_by"]);
+}

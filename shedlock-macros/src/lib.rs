@@ -16,10 +16,12 @@
 // `scheduler_lock.rs` or `scheduled.rs` (each attribute's arguments, parsing and validation)
 // and then to `expand/` (code generation). `args.rs` holds what both attributes' arguments
 // share (keys, one generic parser per kind of value, the error collector); `duration.rs`
-// parses durations.
+// parses durations; `rules.rs`, a link to `shedlock/src/schedule/rules.rs`, checks cron
+// expressions and time zones by the runtime's own rules.
 mod args;
 mod duration;
 mod expand;
+mod rules;
 mod scheduled;
 mod scheduler_lock;
 

@@ -1,8 +1,6 @@
 //! `#[scheduled]`: its arguments, and every compile-time check of them and of the function it
 //! sits on, giving a [`ScheduledFn`] or a `syn::Error` spanned on the offending token.
 
-use std::str::FromStr;
-
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
 use syn::parse::Parser;
@@ -141,90 +139,25 @@ fn is_named(attr: &Attribute, name: &str) -> bool {
     attr.path().segments.last().is_some_and(|s| s.ident == name)
 }
 
-/// Checks a cron expression with the runtime's parser settings: seconds optional, everything
-/// else croner's defaults.
+/// Checks a cron expression by the runtime's rules (`crate::rules`, the same file as
+/// `Schedule::parse`'s), in UTC: the time zone is checked on its own.
 fn check_cron(lit: &LitStr) -> syn::Result<()> {
-    use croner::parser::{CronParser, Seconds};
     let expression = lit.value();
-    let cron = CronParser::builder()
-        .seconds(Seconds::Optional)
-        .build()
-        .parse(&expression)
-        .map_err(|e| {
-            let reason = e.to_string();
-            let reason = reason.trim_end_matches('.');
-            syn::Error::new(
-                lit.span(),
-                format!(
-                    "invalid cron expression {expression:?} ({reason}); write 5 fields (minute \
-                     hour day-of-month month day-of-week), or 6 with a leading seconds field, \
-                     such as \"0 */15 * * * *\""
-                ),
-            )
-        })?;
-    // What no time matches (the 31st of February) would never fire: the runtime refuses it too.
-    cron.find_next_occurrence(&chrono::Utc::now(), false)
+    crate::rules::parse_cron(&expression, chrono_tz::Tz::UTC)
         .map(drop)
-        .map_err(|_| {
+        .map_err(|reason| {
             syn::Error::new(
                 lit.span(),
-                format!(
-                    "cron expression {expression:?} never fires: no time matches it (a day that \
-                     month does not have, or a year that has passed)"
-                ),
+                format!("invalid cron expression {expression:?}: {reason}"),
             )
         })
 }
 
-/// Checks an IANA time zone name, suggesting the closest known name.
+/// Checks an IANA time zone name by the runtime's rules, suggesting the closest known name.
 fn check_time_zone(lit: &LitStr) -> syn::Result<()> {
-    let name = lit.value();
-    if chrono_tz::Tz::from_str(&name).is_ok() {
-        return Ok(());
-    }
-    let suggestion = closest_time_zone(&name)
-        .map(|s| format!(" (did you mean {s:?}?)"))
-        .unwrap_or_default();
-    Err(syn::Error::new(
-        lit.span(),
-        format!(
-            "unknown time zone {name:?}{suggestion}; write an IANA time zone name, such as \
-             \"Europe/Berlin\", \"America/New_York\" or \"UTC\""
-        ),
-    ))
-}
-
-/// The known time zone name closest to `name` (case-insensitive), if any is close.
-fn closest_time_zone(name: &str) -> Option<&'static str> {
-    let wanted = name.to_ascii_lowercase();
-    chrono_tz::TZ_VARIANTS
-        .iter()
-        .map(|tz| tz.name())
-        .map(|candidate| {
-            (
-                edit_distance(&wanted, &candidate.to_ascii_lowercase()),
-                candidate,
-            )
-        })
-        .filter(|&(distance, _)| distance <= 3.min(wanted.len() / 3))
-        .min_by_key(|&(distance, _)| distance)
-        .map(|(_, candidate)| candidate)
-}
-
-/// Levenshtein distance over chars.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let substitution = diagonal + usize::from(ca != cb);
-            diagonal = row[j + 1];
-            row[j + 1] = substitution.min(row[j] + 1).min(row[j + 1] + 1);
-        }
-    }
-    row[b.len()]
+    crate::rules::parse_time_zone(&lit.value())
+        .map(drop)
+        .map_err(|reason| syn::Error::new(lit.span(), reason))
 }
 
 #[cfg(test)]
@@ -289,12 +222,5 @@ mod tests {
             let error = scheduled(args, item).err().unwrap_or_default();
             assert!(error.contains(expected), "{shown}: {error}");
         }
-    }
-
-    #[test]
-    fn edit_distance_counts_edits() {
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(edit_distance("", "abc"), 3);
-        assert_eq!(edit_distance("utc", "utc"), 0);
     }
 }

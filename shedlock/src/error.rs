@@ -306,12 +306,13 @@ pub enum Error {
     },
 
     /// A time zone is not an IANA time zone name.
-    #[error(
-        "unknown time zone {name:?}: use an IANA name such as \"Europe/Berlin\", \"Asia/Seoul\" or \"UTC\""
-    )]
+    #[error("{reason}")]
     UnknownTimeZone {
         /// The name as given.
         name: String,
+        /// What is wrong, with the closest known name when one is close, and what a time zone
+        /// name is.
+        reason: String,
     },
 
     /// A job's name cannot be used: empty, longer than the run history's column holds

@@ -148,7 +148,9 @@ pub mod __private {
 
     use std::future::Future;
 
-    use crate::{Job, JobOutput, LockConfiguration, Result, Schedule, TaskResult};
+    use std::sync::Arc;
+
+    use crate::{Error, Job, JobOutput, LockConfiguration, Result, Schedule, TaskResult};
 
     /// The body of a `#[scheduler_lock]` function: validates the rendered name, then
     /// [`run_locked`](crate::run_locked).
@@ -232,11 +234,22 @@ pub mod __private {
         Fut: Future<Output = Result<TaskResult<T>>> + Send + 'static,
         T: JobOutput,
     {
-        let schedule = Schedule::parse(cron, time_zone).unwrap_or_else(|e| {
-            unreachable!("#[scheduled] checked {cron:?} in {time_zone:?} at compile time: {e}")
+        let lock = LockConfiguration::new(lock_name.clone(), lock_at_most_for, lock_at_least_for);
+        let refused = lock.is_err();
+        let mut job = job_on(name, cron, time_zone, |schedule| {
+            Job::claiming(name, schedule, lock.ok(), move |claim| run(Claim(claim)))
         });
-        let lock = LockConfiguration::new(lock_name, lock_at_most_for, lock_at_least_for).ok();
-        Job::claiming(name, schedule, lock, move |claim| run(Claim(claim)))
+        if refused && job.refusal.is_none() {
+            job.refusal = Some(Arc::new(move || {
+                LockConfiguration::new(lock_name.clone(), lock_at_most_for, lock_at_least_for)
+                    .err()
+                    .unwrap_or(Error::InvalidJobName {
+                        name: name.to_owned(),
+                        reason: "its lock could not be made".into(),
+                    })
+            }));
+        }
+        job
     }
 
     /// Fixes a future's output type, so `?` and `return` in a moved body infer against the
@@ -258,10 +271,36 @@ pub mod __private {
         Fut: Future<Output = Result<TaskResult<T>>> + Send + 'static,
         T: JobOutput,
     {
-        let schedule = Schedule::parse(cron, time_zone).unwrap_or_else(|e| {
-            unreachable!("#[scheduled] checked {cron:?} in {time_zone:?} at compile time: {e}")
-        });
-        Job::new(name, schedule, run)
+        job_on(name, cron, time_zone, |schedule| {
+            Job::new(name, schedule, run)
+        })
+    }
+
+    /// The job `make` builds on the schedule `cron` in `time_zone`, checked at compile time.
+    /// A schedule that no longer parses (a year field passed since the build, so it never fires
+    /// again) gives a job that [`Scheduler::add`](crate::Scheduler::add) refuses with that error,
+    /// never a panic.
+    fn job_on(
+        name: &'static str,
+        cron: &'static str,
+        time_zone: &'static str,
+        make: impl FnOnce(Schedule) -> Job,
+    ) -> Job {
+        match Schedule::parse(cron, time_zone) {
+            Ok(schedule) => make(schedule),
+            Err(_) => {
+                let mut job = make(Schedule::unchecked(cron));
+                job.refusal = Some(Arc::new(move || {
+                    Schedule::parse(cron, time_zone)
+                        .err()
+                        .unwrap_or(Error::InvalidJobName {
+                            name: name.to_owned(),
+                            reason: "its schedule could not be read".into(),
+                        })
+                }));
+                job
+            }
+        }
     }
 }
 pub use provider::{LockAdmin, LockProvider, RunStore};

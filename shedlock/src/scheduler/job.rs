@@ -104,6 +104,10 @@ pub struct Job {
     pub(crate) claims_in_run: bool,
     /// Its own misfire policy, else the scheduler's.
     pub(crate) misfire_policy: Option<MisfirePolicy>,
+    /// Why [`Scheduler::add`](crate::Scheduler::add) refuses it, where its making found a
+    /// mistake it could not return (a `#[scheduled]` function's `job(…)` whose lock name,
+    /// filled with the arguments, is too long): the error, made again on each call.
+    pub(crate) refusal: Option<Arc<dyn Fn() -> Error + Send + Sync>>,
 }
 
 impl Job {
@@ -138,6 +142,7 @@ impl Job {
             lock: None,
             claims_in_run: false,
             misfire_policy: None,
+            refusal: None,
         }
     }
 
@@ -209,6 +214,7 @@ impl Job {
             lock: lock.map(Arc::new),
             claims_in_run: false,
             misfire_policy: None,
+            refusal: None,
         }
     }
 

@@ -396,8 +396,14 @@ impl Scheduler {
     /// Adds a job; it starts firing at once if the scheduler is running. Names are unique:
     /// a second job with a taken name is [`Error::DuplicateJob`]. A name that is empty, over
     /// 255 characters (what the run history's `job` column holds) or holds a control character
-    /// is [`Error::InvalidJobName`].
+    /// is [`Error::InvalidJobName`]. The `job(…)` of a `#[scheduled]` function whose lock name,
+    /// filled with its arguments, cannot be a lock name (over 64 bytes, say) is refused here
+    /// with that error, rather than failing at every tick; so is one whose schedule no longer
+    /// fires (a year field that has passed since it compiled).
     pub fn add(&self, job: Job) -> Result<()> {
+        if let Some(refusal) = &job.refusal {
+            return Err(refusal());
+        }
         check_job_name(job.name())?;
         if let Err(job) = self.inner.jobs().insert(job) {
             return Err(Error::DuplicateJob {

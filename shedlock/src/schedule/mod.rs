@@ -1,13 +1,13 @@
 //! [`Schedule`]: a cron expression in an IANA time zone, and the ticks it fires at.
 
+mod rules;
+
 use std::fmt;
-use std::str::FromStr;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
-use croner::parser::{CronParser, Seconds};
 
 use crate::{Error, Result};
 
@@ -45,35 +45,42 @@ pub struct Schedule {
     time_zone: Tz,
 }
 
-/// The cron parser shared by the runtime and (as the same settings) by `#[scheduled]`'s
-/// compile-time check: seconds optional, everything else croner's defaults.
-fn parser() -> CronParser {
-    CronParser::builder().seconds(Seconds::Optional).build()
+/// The cron parser, with the settings `#[scheduled]`'s compile-time check uses
+/// ([`rules::parser`]).
+fn parser() -> croner::parser::CronParser {
+    rules::parser()
 }
 
 impl Schedule {
-    /// Parses `expression` and `time_zone` (an IANA name such as `Europe/Berlin`, or `UTC`).
+    /// Parses `expression` and `time_zone` (an IANA name such as `Europe/Berlin`, or `UTC`),
+    /// by the rules `#[scheduled]` checks at compile time: a time zone that does not exist is
+    /// [`Error::UnknownTimeZone`], with the closest known name; an expression croner cannot
+    /// read, one with a step past its field's largest value (`0 */61 * * * *`), or one that
+    /// never fires from now on (`0 0 0 31 2 *`) is [`Error::InvalidCron`], saying what a cron
+    /// expression is made of.
     pub fn parse(expression: &str, time_zone: &str) -> Result<Self> {
-        let time_zone = Tz::from_str(time_zone).map_err(|_| Error::UnknownTimeZone {
-            name: time_zone.to_owned(),
-        })?;
-        let cron = parser().parse(expression).map_err(|e| Error::InvalidCron {
+        let time_zone =
+            rules::parse_time_zone(time_zone).map_err(|reason| Error::UnknownTimeZone {
+                name: time_zone.to_owned(),
+                reason,
+            })?;
+        rules::parse_cron(expression, time_zone).map_err(|reason| Error::InvalidCron {
             expression: expression.to_owned(),
-            reason: e.to_string(),
+            reason,
         })?;
-        // An expression no time matches (the 31st of February) would be accepted and never
-        // fire: refused here, as `#[scheduled]` refuses it at compile time. Year fields aside,
-        // every expression that fires at all fires within 28 years (the calendar repeats).
-        if let Err(e) = cron.find_next_occurrence(&Utc::now().with_timezone(&time_zone), false) {
-            return Err(Error::InvalidCron {
-                expression: expression.to_owned(),
-                reason: format!("it never fires from now on: no time matches it ({e})"),
-            });
-        }
         Ok(Self {
             expression: expression.into(),
             time_zone,
         })
+    }
+
+    /// A schedule that is never fired: what a refused job (one that
+    /// [`Scheduler::add`](crate::Scheduler::add) turns away) holds in place of one.
+    pub(crate) fn unchecked(expression: &str) -> Self {
+        Self {
+            expression: expression.into(),
+            time_zone: Tz::UTC,
+        }
     }
 
     /// The parsed expression. It parsed in [`Schedule::parse`] and the parser is deterministic,
