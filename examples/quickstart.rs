@@ -33,6 +33,7 @@ async fn main() -> shedlock::Result<()> {
     let scheduler = Scheduler::new(provider);
     scheduler.add(report::job("ops".into()))?;
     scheduler.start();
+    scheduler.ready().await?; // the store answers and holds the tables
     tokio::time::sleep(Duration::from_secs(7)).await;
     scheduler.shutdown().await;
     println!("{:?}", scheduler.stats("report").expect("registered"));

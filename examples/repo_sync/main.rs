@@ -409,6 +409,8 @@ async fn run_scheduler(
     let mut registered: HashMap<i64, (String, String)> = HashMap::new();
     let ctx = Arc::new(ctx);
     scheduler.start();
+    // The store answers and holds the tables, or the error says why (once, not every tick).
+    scheduler.ready().await?;
     say!(
         "repo_sync scheduler running as {}{} (Ctrl-C to stop)",
         shown(provider.locked_by()),

@@ -12,11 +12,9 @@ use tokio::task::JoinSet;
 
 use crate::clock_sync::{DbClock, clock_loop};
 use crate::observe::Observer;
-use crate::{
-    AppClock, Error, LeaderElection, LeaderElector, LockProvider, Result, RunHistory, RunStore,
-    SchedulerListener,
-};
+use crate::{Error, LeaderElection, LeaderElector, LockProvider, Result};
 
+mod builder;
 mod capacity;
 mod fire;
 mod fleet;
@@ -25,6 +23,7 @@ mod misfire;
 mod registry;
 mod tick_loop;
 
+pub use builder::SchedulerBuilder;
 use capacity::Capacity;
 use fire::capacity_loop;
 pub use fleet::FleetView;
@@ -160,179 +159,6 @@ pub struct Scheduler {
     inner: Arc<Inner>,
 }
 
-/// Settings for a [`Scheduler`] over the provider `P`.
-#[derive(Debug)]
-#[must_use = "call .build()"]
-pub struct SchedulerBuilder<P> {
-    provider: Arc<P>,
-    clock: AppClock,
-    clock_check_every: Duration,
-    misfire_grace: Duration,
-    misfire_policy: MisfirePolicy,
-    shutdown_timeout: Duration,
-    run_history: Option<(Arc<dyn RunStore>, RunHistory)>,
-    listeners: Vec<Arc<dyn SchedulerListener>>,
-    election: Option<LeaderElection>,
-    max_concurrent_runs: Option<usize>,
-    fleet: String,
-    help_after: Duration,
-}
-
-impl fmt::Debug for dyn SchedulerListener {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("SchedulerListener")
-    }
-}
-
-impl<P: LockProvider + 'static> SchedulerBuilder<P> {
-    /// How old a missed tick may be and still run at start-up (default 5 minutes; zero turns
-    /// catch-up off).
-    pub fn misfire_grace(mut self, grace: Duration) -> Self {
-        self.misfire_grace = grace;
-        self
-    }
-
-    /// What happens to ticks not fired on time, for jobs without a policy of their own
-    /// ([`Job::misfire_policy`]): [`MisfirePolicy::Latest`] by default (the latest missed tick
-    /// within the grace runs at start-up, when a job is added and when an instance becomes
-    /// leader); [`MisfirePolicy::All`] runs every one within the grace, oldest first, each
-    /// once fleet-wide; [`MisfirePolicy::Skip`] none.
-    pub fn misfire_policy(mut self, policy: MisfirePolicy) -> Self {
-        self.misfire_policy = policy;
-        self
-    }
-
-    /// How long shutdown waits for running jobs before cancelling them (default 30 s).
-    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
-        self.shutdown_timeout = timeout;
-        self
-    }
-
-    /// This instance's clock (default: the system clock), to stand for a machine whose clock is
-    /// wrong: the scheduler measures this clock's offset to the provider's (the database's)
-    /// and fires ticks by the database's time, and the lock decides expiry by the database's
-    /// clock. Feature `test-util`.
-    #[cfg(feature = "test-util")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
-    pub fn clock(mut self, clock: AppClock) -> Self {
-        self.clock = clock;
-        self
-    }
-
-    /// How often the offset between this instance's clock and the database's is measured
-    /// (default 1 minute; at least 1 second). It is also measured when the scheduler starts;
-    /// each measurement is logged when it changed, and exposed as the
-    /// [`metric_names::CLOCK_OFFSET`](crate::metric_names::CLOCK_OFFSET) gauge.
-    pub fn clock_check_every(mut self, every: Duration) -> Self {
-        self.clock_check_every = every.max(Duration::from_secs(1));
-        self
-    }
-
-    /// Adds a [`SchedulerListener`]; every listener hears every job's ticks, in the order
-    /// added.
-    pub fn listener(mut self, listener: impl SchedulerListener) -> Self {
-        self.listeners.push(Arc::new(listener));
-        self
-    }
-
-    /// Only the leader of `election` fires ticks; the other instances keep their jobs
-    /// registered and planned, fire nothing, and take over when the leader's lease lapses or it
-    /// resigns (on [`shutdown`](Scheduler::shutdown)). Off by default: every instance fires
-    /// every tick and the tick's claim picks the one that runs it.
-    ///
-    /// The tick claims stay on: during a hand-over two instances may both fire for a moment,
-    /// and each tick still runs once. An instance that becomes leader runs each job's latest
-    /// past tick within the misfire grace that no instance ran (the tick the old leader did
-    /// not fire). [`Scheduler::leader_elector`] gives the elector (whether this instance
-    /// leads, the term's fencing token). See [`LeaderElector`] for how it elects.
-    pub fn leader_election(mut self, election: LeaderElection) -> Self {
-        self.election = Some(election);
-        self
-    }
-
-    /// At most `n` job bodies run at once on this instance (default: no limit).
-    ///
-    /// A job due when every slot is taken is neither started nor claimed: its tick stays free
-    /// for the other instances, and this instance claims it when a slot frees, oldest tick
-    /// first, as long as the tick is within the [misfire grace](Self::misfire_grace) (older
-    /// ones are counted in [`JobStats::misfires_skipped`]). Each deferral is counted in
-    /// [`JobStats::deferred_capacity`] and the
-    /// [`metric_names::DEFERRED`](crate::metric_names::DEFERRED) counter. If a newer tick of a
-    /// waiting job comes first, the newer one takes its place. A tick skipped because the
-    /// previous run is still going takes no slot. `n` of zero is taken as one.
-    pub fn max_concurrent_runs(mut self, n: usize) -> Self {
-        self.max_concurrent_runs = Some(n.max(1));
-        self
-    }
-
-    /// The fleet this instance belongs to (default `"default"`): the instances that share each
-    /// tick's jobs (see [Sharing a tick](Scheduler#sharing-a-tick)). Give services that share a
-    /// lock table but not their jobs fleets of their own, so each counts only its peers.
-    pub fn fleet(mut self, name: impl Into<String>) -> Self {
-        self.fleet = name.into();
-        self
-    }
-
-    /// How long after a tick this instance starts the due jobs of the other instances' shares
-    /// that nobody took (default 250 ms; see [Sharing a tick](Scheduler#sharing-a-tick)). It
-    /// reads which of them were claimed halfway through the delay.
-    /// Zero turns sharing off: every instance claims every due job at once, and the first
-    /// claim to arrive takes them all.
-    pub fn help_after(mut self, delay: Duration) -> Self {
-        self.help_after = delay;
-        self
-    }
-
-    /// The scheduler (not yet started).
-    pub fn build(self) -> Scheduler {
-        Scheduler {
-            inner: Arc::new(Inner {
-                observer: Arc::new(Observer {
-                    history: self.run_history,
-                    listeners: self.listeners,
-                }),
-                provider: self.provider as Arc<dyn LockProvider>,
-                clock: DbClock::new(self.clock),
-                clock_check_every: self.clock_check_every,
-                misfire_grace: self.misfire_grace,
-                misfire_policy: self.misfire_policy,
-                backlog: Backlog::default(),
-                shutdown_timeout: self.shutdown_timeout,
-                jobs: Mutex::new(Jobs::default()),
-                wake: Notify::new(),
-                started: AtomicBool::new(false),
-                stop_firing: watch::Sender::new(false),
-                cancel_runs: watch::Sender::new(false),
-                runs: Mutex::new(JoinSet::new()),
-                loops: Mutex::new(JoinSet::new()),
-                chores: Mutex::new(JoinSet::new()),
-                // With leader election only the leader fires: nothing to share.
-                fleet: Fleet::new(
-                    &self.fleet,
-                    if self.election.is_some() {
-                        Duration::ZERO
-                    } else {
-                        self.help_after
-                    },
-                ),
-                election: self.election,
-                leader: OnceLock::new(),
-                capacity: self.max_concurrent_runs.map(Capacity::new),
-            }),
-        }
-    }
-}
-
-impl<P: RunStore + 'static> SchedulerBuilder<P> {
-    /// Writes the run history into `<table>_runs` (see [`RunHistory`]); off by default.
-    /// The table is created by the provider's `migrate()`. Only a provider that keeps a run
-    /// history ([`RunStore`]) has this option.
-    pub fn history(mut self, history: RunHistory) -> Self {
-        self.run_history = Some((Arc::clone(&self.provider) as Arc<dyn RunStore>, history));
-        self
-    }
-}
-
 /// How shutdown went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -342,6 +168,10 @@ pub struct ShutdownReport {
     /// Runs cancelled after the timeout (their locks were released).
     pub cancelled: usize,
 }
+
+/// The lock name [`Scheduler::ready`] reads (a row it need not find): the read fails as a
+/// lock call would when the lock table is not there.
+const READY_PROBE: &str = "shedlock.ready";
 
 /// The longest job name, in characters: the run history's `job` column is `VARCHAR(255)`.
 const MAX_JOB_NAME_CHARS: usize = 255;
@@ -377,20 +207,7 @@ impl Scheduler {
 
     /// A builder for the misfire grace, the shutdown timeout, the run history and listeners.
     pub fn builder<P: LockProvider + 'static>(provider: P) -> SchedulerBuilder<P> {
-        SchedulerBuilder {
-            provider: Arc::new(provider),
-            clock: AppClock::system(),
-            clock_check_every: Duration::from_secs(60),
-            misfire_grace: Duration::from_secs(300),
-            misfire_policy: MisfirePolicy::default(),
-            shutdown_timeout: Duration::from_secs(30),
-            run_history: None,
-            listeners: Vec::new(),
-            election: None,
-            max_concurrent_runs: None,
-            fleet: "default".to_owned(),
-            help_after: Duration::from_millis(250),
-        }
+        SchedulerBuilder::new(provider)
     }
 
     /// Adds a job; it starts firing at once if the scheduler is running. Names are unique:
@@ -472,6 +289,31 @@ impl Scheduler {
     /// [`leader_election`](SchedulerBuilder::leader_election).
     pub fn leader_elector(&self) -> Option<LeaderElector> {
         self.inner.leader.get().cloned()
+    }
+
+    /// Checks once that the store can run this scheduler's jobs: it answers, it holds the lock
+    /// table, and, with [`history`](SchedulerBuilder::history), the run history table. A
+    /// database where `migrate()` never ran is the error each tick's lock call would meet,
+    /// [`Error::TableMissing`] saying to run `migrate()`: without this check the scheduler
+    /// fires and fails every tick, and says so only through `tracing`. It needs no running
+    /// scheduler; call it before or after [`start`](Self::start) and stop on `Err`:
+    ///
+    /// ```no_run
+    /// # async fn demo(scheduler: shedlock::Scheduler) -> shedlock::Result<()> {
+    /// scheduler.start();
+    /// scheduler.ready().await?; // the store answers and holds the tables
+    /// # Ok(()) }
+    /// ```
+    pub async fn ready(&self) -> Result<()> {
+        let provider = self.inner.provider.as_ref();
+        provider.now().await?;
+        if let Some(admin) = provider.as_admin() {
+            admin.lock_states(&[READY_PROBE.to_owned()]).await?;
+        }
+        if let Some((store, _)) = &self.inner.observer.history {
+            store.runs(&crate::RunQuery::latest(1)).await?;
+        }
+        Ok(())
     }
 
     /// Starts firing every job (in tasks on the current Tokio runtime); with leader election,
