@@ -1424,6 +1424,111 @@ async fn killed_leader_loses_no_tick_with_misfire_policy_all(backend: Backend) {
     place.cleanup().await;
 }
 
+// 10b. A first deployment and a restart (issue 34, point 5): three processes start together
+// with two jobs new to the store, job_0 under `MisfirePolicy::Latest`, job_1 under `All`, each
+// every 4 s with a 2 s body, their locks declared (as `#[scheduled]` declares them). Neither
+// runs a tick from before it existed (before, each ran the tick just before the start as a
+// catch-up, and with a body longer than the rest of the period that run made the next tick be
+// skipped); then the fleet stops for a tick and starts again, and each runs the tick it missed.
+
+/// Every 4 s.
+const EVERY_4S: i64 = 4000;
+
+async fn first_deployment_and_restart(backend: Backend) {
+    let Some(place) = new_place(backend).await else {
+        return;
+    };
+    let args = [
+        "--jobs",
+        "2",
+        "--cron",
+        "*/4 * * * * *",
+        "--work",
+        "2s",
+        "--misfire-grace",
+        "60s",
+        "--job-policy",
+        "latest,all",
+        "--declare-lock",
+    ];
+    let spawn_fleet = |round: usize| {
+        let place = &place;
+        async move {
+            let names: Vec<String> = (0..3).map(|i| format!("r{round}p{i}")).collect();
+            futures_util::future::join_all(names.iter().map(|name| place.spawn(name, &args))).await
+        }
+    };
+    let jobs = ["job_0", "job_1"];
+    let finished_after = |runs: &[fleet::Run], after: i64, n: usize| {
+        jobs.iter().all(|job| {
+            runs.iter()
+                .filter(|r| &r.job == job && r.finished_ms.is_some())
+                .filter(|r| r.tick_ms.is_some_and(|t| t > after))
+                .count()
+                >= n
+        })
+    };
+    let started = db_now_ms(&place.target).await;
+    let fleet = spawn_fleet(0).await;
+    wait_for_runs(&place.target, Duration::from_secs(60), |runs| {
+        finished_after(runs, 0, 3)
+    })
+    .await;
+    assert_clean_exits(&stop_all(fleet).await);
+    // Down for a tick at least, then up again.
+    let stopped = db_now_ms(&place.target).await;
+    let missed = (stopped / EVERY_4S + 1) * EVERY_4S;
+    while db_now_ms(&place.target).await < missed + 300 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let fleet = spawn_fleet(1).await;
+    let ready = db_now_ms(&place.target).await;
+    wait_for_runs(&place.target, Duration::from_secs(60), |runs| {
+        finished_after(runs, ready, 2)
+    })
+    .await;
+    assert_clean_exits(&stop_all(fleet).await);
+
+    let runs = place.target.runs().await;
+    let report = check(&runs, None);
+    report.assert_exactly_once_no_overlap();
+    for job in jobs {
+        let ticks = report.ticks.get(job).cloned().unwrap_or_default();
+        eprintln!(
+            "first deployment and restart, {backend}, {job}: ticks {ticks:?} (started {started}, stopped {stopped}, ready again {ready})"
+        );
+        assert!(
+            ticks.first().is_some_and(|first| *first >= started),
+            "{backend} {job}: a job new to the store ran a tick from before it existed: {ticks:?} (started at {started})"
+        );
+        let after_stop: Vec<i64> = ticks.iter().copied().filter(|t| *t > stopped).collect();
+        assert!(
+            after_stop.first().is_some_and(|t| *t <= ready),
+            "{backend} {job}: the restarted fleet ran the tick it missed: {after_stop:?} (stopped {stopped}, ready {ready})"
+        );
+        // `All` runs every tick; `Latest` every one from the tick it caught up.
+        let from = if job == "job_1" {
+            ticks[0]
+        } else {
+            after_stop[0]
+        };
+        let gaps: Vec<i64> = (from..=*ticks.last().unwrap())
+            .step_by(EVERY_4S as usize)
+            .filter(|t| !ticks.contains(t) && (job == "job_1" || *t > stopped))
+            .collect();
+        let before_stop: Vec<i64> = ticks.iter().copied().filter(|t| *t < stopped).collect();
+        let gaps_before: Vec<i64> = (ticks[0]..=*before_stop.last().unwrap())
+            .step_by(EVERY_4S as usize)
+            .filter(|t| !ticks.contains(t))
+            .collect();
+        assert!(
+            gaps.is_empty() && gaps_before.is_empty(),
+            "{backend} {job}: ticks not run: {gaps:?} {gaps_before:?} of {ticks:?}"
+        );
+    }
+    place.cleanup().await;
+}
+
 // 11. Worker mode (`--role scheduler` hands each claimed tick to an apalis queue, `--role
 // worker` processes run them): a worker killed mid-run, a scheduler that dies between a claim
 // and its enqueue. Every tick handed off runs to completion exactly once.
@@ -1506,6 +1611,47 @@ fn worker_args<'a>(queue: &'a str, work: &'a str) -> Vec<&'a str> {
         "--heartbeat",
         "1s",
     ]
+}
+
+/// Any number of schedulers and workers started at the same moment on a fresh queue all come
+/// up (issue 34, point 8): a `--role scheduler` and two `--role worker` processes, started
+/// together, ten times, each on a queue no process prepared before (a new SQLite file, a new
+/// PostgreSQL database, a new Redis prefix). Before, both workers of an SQLite queue died
+/// racing over apalis's migrations (`UNIQUE constraint failed: _sqlx_migrations.version`).
+async fn workers_started_together_all_come_up(backend: Backend) {
+    if skipped(backend) {
+        return;
+    }
+    for round in 0..10 {
+        let logs = tempfile::tempdir().unwrap();
+        let (place, database) = match backend {
+            Backend::Postgres => {
+                let (url, database) = shedlock_suite::postgres_database("together").await;
+                (place_at(backend, url, logs), Some(database))
+            }
+            _ => (new_place(backend).await.unwrap(), None),
+        };
+        let queue = queue_spec(&place);
+        let mut roles = vec![scheduler_args(&queue)];
+        roles.extend((0..2).map(|_| worker_args(&queue, "10ms")));
+        let names: Vec<String> = (0..roles.len()).map(|i| format!("r{round}p{i}")).collect();
+        // Each spawn waits for its process to say it is ready (a worker: its queue prepared),
+        // and fails with its log when it dies first.
+        let fleet = futures_util::future::join_all(
+            names
+                .iter()
+                .zip(&roles)
+                .map(|(name, args)| place.spawn(name, args)),
+        )
+        .await;
+        let exited = stop_all(fleet).await;
+        assert_clean_exits(&exited);
+        drop_queue(&place).await;
+        place.cleanup().await;
+        if let Some(database) = database {
+            shedlock_suite::drop_postgres_database(&database).await;
+        }
+    }
 }
 
 /// Waits (up to 30 s) until `enqueued` distinct hand-offs have completed; the workers' runs.
@@ -1847,6 +1993,7 @@ async fn worker_mode_with_leader(backend: Backend) {
 
 mod postgres {
     shedlock_suite::backend_tests!(in postgres: by backend super => [
+        workers_started_together_all_come_up,
         steady_state,
         crash,
         crash_history,
@@ -1857,6 +2004,7 @@ mod postgres {
         leader_failover,
         rolling_restart_with_leader,
         killed_leader_loses_no_tick_with_misfire_policy_all,
+        first_deployment_and_restart,
         worker_mode,
         worker_fleet_rolling_restart,
         worker_mode_with_leader,
@@ -1869,11 +2017,13 @@ mod mysql {
         crash_history,
         lost_connection,
         killed_leader_loses_no_tick_with_misfire_policy_all,
+        first_deployment_and_restart,
     ]);
 }
 
 mod sqlite {
     shedlock_suite::backend_tests!(in sqlite: by backend super => [
+        workers_started_together_all_come_up,
         steady_state,
         crash,
         crash_history,
@@ -1883,6 +2033,7 @@ mod sqlite {
         leader_failover,
         rolling_restart_with_leader,
         killed_leader_loses_no_tick_with_misfire_policy_all,
+        first_deployment_and_restart,
         worker_mode,
         worker_fleet_rolling_restart,
         worker_mode_with_leader,
@@ -1891,6 +2042,7 @@ mod sqlite {
 
 mod redis {
     shedlock_suite::backend_tests!(in redis: by backend super => [
+        workers_started_together_all_come_up,
         steady_state,
         crash,
         clock_skew,
@@ -1900,6 +2052,7 @@ mod redis {
         leader_failover,
         rolling_restart_with_leader,
         killed_leader_loses_no_tick_with_misfire_policy_all,
+        first_deployment_and_restart,
         worker_mode,
         worker_fleet_rolling_restart,
         worker_mode_with_leader,

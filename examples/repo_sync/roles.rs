@@ -11,7 +11,7 @@ use apalis_postgres::PostgresStorage;
 use apalis_sqlite::SqliteStorage;
 use shedlock::handoff::apalis::{
     DEFAULT_HEARTBEAT, PostgresTickQueue, SqliteTickQueue, postgres_worker_config,
-    sqlite_worker_config,
+    prepare_postgres_queue, prepare_sqlite_queue, sqlite_worker_config,
 };
 use shedlock::handoff::{HandOff, TickQueue};
 use shedlock::{LockProvider, Schedule, TaskResult, with_provider};
@@ -180,7 +180,7 @@ pub(crate) async fn run_worker(
     match queue {
         QueuePlace::Sqlite(path) => {
             let pool = QueuePlace::sqlite_pool(&path).await?;
-            SqliteStorage::<()>::migrations().run(&pool).await?;
+            prepare_sqlite_queue(&pool, QUEUE).await?;
             let storage = SqliteStorage::<HandOff>::new(&pool).with_config(
                 sqlite_worker_config(QUEUE, DEFAULT_HEARTBEAT).batch_size(concurrency),
             );
@@ -188,7 +188,7 @@ pub(crate) async fn run_worker(
         }
         QueuePlace::Postgres(url) => {
             let pool = sqlx::PgPool::connect(url.expose()).await?;
-            PostgresStorage::<()>::setup(&pool).await?;
+            prepare_postgres_queue(&pool, QUEUE).await?;
             let storage = PostgresStorage::<HandOff>::new(&pool).with_config(
                 postgres_worker_config(QUEUE, DEFAULT_HEARTBEAT).batch_size(concurrency),
             );

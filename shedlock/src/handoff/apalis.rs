@@ -34,6 +34,48 @@ pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
 /// Missed heartbeats after which a worker is taken for dead.
 const MISSED_HEARTBEATS: usize = 3;
 
+/// How many times preparing a queue (apalis's migrations) is tried when processes started
+/// together race over it, and the first pause between tries (doubling, with jitter, to 1 s).
+const PREPARE_TRIES: u32 = 20;
+const PREPARE_PAUSE: Duration = Duration::from_millis(50);
+
+/// Runs `prepare` (apalis's migrations of one queue) until it succeeds, again after a failure:
+/// schedulers and workers started at the same moment on a fresh queue each run the
+/// migrations, and sqlx takes no lock on SQLite, so the loser of each step fails (`UNIQUE
+/// constraint failed: _sqlx_migrations.version`, a column a migration of the other adds not
+/// there yet, the database busy). Each migration runs in a transaction, so a failed one left
+/// nothing behind, and the next try sees what the winner applied. A failure that lasts through
+/// every try (a file that cannot be written, a server that refuses) is the error.
+async fn prepare_racing<F, Fut, E>(what: &str, queue: &str, mut prepare: F) -> Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<(), E>>,
+    E: std::fmt::Display,
+{
+    let mut pause = PREPARE_PAUSE;
+    for attempt in 1..=PREPARE_TRIES {
+        match prepare().await {
+            Ok(()) => return Ok(()),
+            Err(e) if attempt < PREPARE_TRIES => {
+                tracing::debug!(queue, attempt, error = %e,
+                    "preparing the queue lost a race with another process: trying again");
+                let jitter = Duration::from_micros(u64::from(std::process::id() % 997) * 50);
+                tokio::time::sleep(pause + jitter).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+            Err(e) => {
+                return Err(Error::HandOff {
+                    job: String::new(),
+                    reason: format!(
+                        "creating apalis's {what} tables for queue {queue:?} failed (tried {PREPARE_TRIES} times): {e}"
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The apalis task of a hand-off: the JSON of `hand_off` (what apalis's JSON codec decodes
 /// into a [`HandOff`] on the worker) under the hand-off's key.
 fn task(hand_off: &HandOff) -> Result<apalis_core::task::Task<Vec<u8>>> {
@@ -64,7 +106,7 @@ fn queue_error(
 }
 
 #[cfg(feature = "apalis-sqlite")]
-pub use sqlite::{SqliteTickQueue, sqlite_worker_config};
+pub use sqlite::{SqliteTickQueue, prepare_sqlite_queue, sqlite_worker_config};
 
 #[cfg(feature = "apalis-sqlite")]
 mod sqlite {
@@ -86,15 +128,7 @@ mod sqlite {
         /// queue.
         pub async fn new(pool: SqlitePool, queue: impl Into<String>) -> Result<Self> {
             let queue = queue.into();
-            apalis_sqlite::SqliteStorage::<()>::migrations()
-                .run(&pool)
-                .await
-                .map_err(|e| Error::HandOff {
-                    job: String::new(),
-                    reason: format!(
-                        "creating apalis's SQLite tables for queue {queue:?} failed: {e}"
-                    ),
-                })?;
+            prepare_sqlite_queue(&pool, &queue).await?;
             Ok(Self { pool, queue })
         }
 
@@ -129,6 +163,22 @@ mod sqlite {
         }
     }
 
+    /// Creates apalis's tables in the SQLite database of `pool` if they are not there (its
+    /// migrations), as a worker of the queue `queue` must before it starts: safe when any
+    /// number of schedulers and workers start at the same moment on a fresh queue (a lost
+    /// race is tried again), which apalis's own `migrations().run()` is not.
+    pub async fn prepare_sqlite_queue(pool: &SqlitePool, queue: &str) -> Result<()> {
+        prepare_racing("SQLite", queue, || {
+            let pool = pool.clone();
+            async move {
+                apalis_sqlite::SqliteStorage::<()>::migrations()
+                    .run(&pool)
+                    .await
+            }
+        })
+        .await
+    }
+
     /// apalis-sqlite's settings for a worker of the queue `queue`: a heartbeat every
     /// `heartbeat` (whole seconds), a worker that missed three taken for dead (its tasks run
     /// again), one task fetched at a time.
@@ -142,7 +192,7 @@ mod sqlite {
 }
 
 #[cfg(feature = "apalis-postgres")]
-pub use postgres::{PostgresTickQueue, postgres_worker_config};
+pub use postgres::{PostgresTickQueue, postgres_worker_config, prepare_postgres_queue};
 
 #[cfg(feature = "apalis-postgres")]
 mod postgres {
@@ -161,14 +211,7 @@ mod postgres {
         /// Runs apalis's migrations (idempotent) and returns the queue.
         pub async fn new(pool: PgPool, queue: impl Into<String>) -> Result<Self> {
             let queue = queue.into();
-            apalis_postgres::PostgresStorage::<()>::setup(&pool)
-                .await
-                .map_err(|e| Error::HandOff {
-                    job: String::new(),
-                    reason: format!(
-                        "creating apalis's PostgreSQL tables for queue {queue:?} failed: {e}"
-                    ),
-                })?;
+            prepare_postgres_queue(&pool, &queue).await?;
             Ok(Self { pool, queue })
         }
 
@@ -199,6 +242,18 @@ mod postgres {
                 }
             })
         }
+    }
+
+    /// Runs apalis's migrations (schema `apalis`) in the database of `pool` if they are not
+    /// there, as a worker of the queue `queue` must before it starts: safe when any number of
+    /// schedulers and workers start at the same moment (a lost race, such as two sessions
+    /// creating the schema or the `hstore` extension at once, is tried again).
+    pub async fn prepare_postgres_queue(pool: &PgPool, queue: &str) -> Result<()> {
+        prepare_racing("PostgreSQL", queue, || {
+            let pool = pool.clone();
+            async move { apalis_postgres::PostgresStorage::<()>::setup(&pool).await }
+        })
+        .await
     }
 
     /// apalis-postgres's settings for a worker of the queue `queue` (see

@@ -108,14 +108,17 @@ pub(super) fn policy(inner: &Inner, job: &JobState) -> MisfirePolicy {
 /// Lock names read in one statement when planning backfills.
 const BACKFILL_PAGE: usize = 1000;
 
-/// The missed ticks to run of jobs under [`MisfirePolicy::All`] (each job's `missed`, oldest
-/// first, within the grace) that the fleet has not run: the ticks after the newest one each
+/// The missed ticks to run of jobs whose lock is declared (each job's `missed`, oldest first,
+/// within the grace: the latest one under [`MisfirePolicy::Latest`], every one under
+/// [`MisfirePolicy::All`]) that the fleet has not run: the ticks after the newest one each
 /// job's lock claimed, read for all of them in a statement per [`BACKFILL_PAGE`] jobs
-/// ([`LockAdmin::lock_states`](crate::LockAdmin::lock_states)). A job whose lock never
-/// claimed a tick is new to the fleet: only its latest missed tick runs, as under
-/// [`MisfirePolicy::Latest`], so a job deployed for the first time does not replay the grace
-/// (graphile_worker's backfill likewise starts from when a job was first seen). If the read
-/// fails, every missed tick is tried, and the lock refuses those already run.
+/// ([`LockAdmin::lock_states`](crate::LockAdmin::lock_states)). A job whose lock never claimed
+/// a tick (no row, or a row no scheduled run wrote) is new to the fleet: it runs from its
+/// first tick after start, none of the missed ones, so a first deployment neither runs a tick
+/// from before it existed nor, with a body longer than the period, skips the next tick as an
+/// overlap of that catch-up (graphile_worker's backfill likewise starts from when a job was
+/// first seen). If the read fails, every missed tick is tried, and the lock refuses those
+/// already run.
 ///
 /// Queues each job's later ticks in its backlog and answers the first of each, to fire.
 pub(super) async fn backfill(
@@ -149,9 +152,9 @@ pub(super) async fn backfill(
             None => {
                 tracing::info!(
                     job = job.job.name(),
-                    "its lock never claimed a tick: new to the fleet, only the latest missed tick runs"
+                    "its lock never claimed a tick: new to the fleet, it runs from its first tick after start"
                 );
-                missed.last().copied().into_iter().collect()
+                Vec::new()
             }
         };
         let mut missed = missed.into_iter();

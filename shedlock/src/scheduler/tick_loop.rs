@@ -160,8 +160,8 @@ fn plan_added(inner: &Arc<Inner>, added: Vec<Arc<JobState>>) {
                 tracing::info!(job = state.job.name(), "the schedule fires no more");
             }
             jobs.plan(&state, next);
-            if missed.len() > 1 && state.lock().is_some() {
-                // Every missed tick (`All`): which the fleet ran is read first.
+            if !missed.is_empty() && state.lock().is_some() {
+                // Which of them the fleet ran (and whether the job ever ran) is read first.
                 backfills.push((state, missed));
                 continue;
             }
@@ -291,6 +291,6 @@ fn catch_up(inner: &Arc<Inner>, job: &JobState, now: DateTime<Utc>) -> Vec<DateT
         return ticks;
     }
     tracing::info!(job = job.job.name(), %tick, age = %humantime::format_duration(age),
-        "latest tick is within the misfire grace: running it unless an instance already did");
+        "latest tick is within the misfire grace: running it unless an instance already did (or, its lock declared, the job is new to the fleet)");
     vec![tick]
 }

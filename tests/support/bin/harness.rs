@@ -107,6 +107,14 @@ struct Args {
     /// The scheduler's misfire policy: `skip`, `latest` (the default) or `all`.
     #[arg(long, value_enum, default_value = "latest")]
     misfire_policy: MisfireArg,
+    /// Each job's own misfire policy, by index (`latest,all`: job_0 `Latest`, job_1 `All`);
+    /// jobs past the list keep the scheduler's.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    job_policy: Vec<MisfireArg>,
+    /// Declare each job's lock (`Job::with_lock`, as a `#[scheduled]` function's `job()` does):
+    /// the scheduler knows it from the start, without learning it from a first run.
+    #[arg(long)]
+    declare_lock: bool,
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     shutdown_timeout: Duration,
     /// Write the scheduler's run history (`<table>_runs`), kept a day; the scheduler then also
@@ -146,6 +154,16 @@ enum MisfireArg {
     Skip,
     Latest,
     All,
+}
+
+impl MisfireArg {
+    fn policy(self) -> MisfirePolicy {
+        match self {
+            MisfireArg::Skip => MisfirePolicy::Skip,
+            MisfireArg::Latest => MisfirePolicy::Latest,
+            MisfireArg::All => MisfirePolicy::All,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -428,10 +446,21 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             ))?;
         } else {
             let spec = work.clone();
-            scheduler.add(Job::new(job.as_str(), schedule.clone(), move || {
+            let declared = cfg.clone();
+            let mut made = Job::new(job.as_str(), schedule.clone(), move || {
                 let (spec, cfg) = (spec.clone(), cfg.clone());
                 async move { spec.run(cfg).await }
-            }))?;
+            });
+            if args.declare_lock {
+                made = made.with_lock(declared);
+            }
+            let index = job
+                .strip_prefix("job_")
+                .and_then(|i| i.parse::<usize>().ok());
+            if let Some(policy) = index.and_then(|i| args.job_policy.get(i)) {
+                made = made.misfire_policy(policy.policy());
+            }
+            scheduler.add(made)?;
         }
     }
     scheduler.start();
@@ -507,11 +536,7 @@ fn settings<P: LockProvider + 'static>(
     let builder = builder
         .clock(clock.clone())
         .misfire_grace(args.misfire_grace)
-        .misfire_policy(match args.misfire_policy {
-            MisfireArg::Skip => MisfirePolicy::Skip,
-            MisfireArg::Latest => MisfirePolicy::Latest,
-            MisfireArg::All => MisfirePolicy::All,
-        })
+        .misfire_policy(args.misfire_policy.policy())
         .shutdown_timeout(args.shutdown_timeout);
     match election {
         Some(election) => builder.leader_election(election),

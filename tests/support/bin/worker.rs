@@ -16,7 +16,7 @@ use futures_util::future::BoxFuture;
 use shedlock::LockContext;
 use shedlock::handoff::apalis::{
     PostgresTickQueue, RedisTickQueue, SqliteTickQueue, postgres_worker_config,
-    redis_worker_config, sqlite_worker_config,
+    prepare_postgres_queue, prepare_sqlite_queue, redis_worker_config, sqlite_worker_config,
 };
 use shedlock::handoff::{Enqueued, HandOff, TickQueue};
 
@@ -228,8 +228,9 @@ pub(crate) async fn run(args: &Args, results: Results) -> Result<(), BoxError> {
         }
         Ok::<(), std::io::Error>(())
     };
-    eprintln!("shedlock-harness: {} ready (worker)", args.instance);
-    // One worker over the queue's storage, whichever backend it is (each is a type of its own).
+    // One worker over the queue's storage, whichever backend it is (each is a type of its own);
+    // "ready" once its queue is prepared.
+    let ready = || eprintln!("shedlock-harness: {} ready (worker)", args.instance);
     macro_rules! run {
         ($storage:expr) => {
             WorkerBuilder::new(worker_name)
@@ -244,21 +245,25 @@ pub(crate) async fn run(args: &Args, results: Results) -> Result<(), BoxError> {
     match QueueArg::parse(args)? {
         QueueArg::Sqlite(path) => {
             let pool = sqlite_pool(&path).await?;
-            SqliteStorage::<()>::migrations().run(&pool).await?;
+            prepare_sqlite_queue(&pool, &name).await?;
             let storage = SqliteStorage::<HandOff>::new(&pool)
                 .with_config(sqlite_worker_config(&name, args.heartbeat));
+            ready();
             run!(storage);
         }
         QueueArg::Postgres => {
             let pool = sqlx::PgPool::connect(&args.url).await?;
+            prepare_postgres_queue(&pool, &name).await?;
             let storage = PostgresStorage::<HandOff>::new(&pool)
                 .with_config(postgres_worker_config(&name, args.heartbeat));
+            ready();
             run!(storage);
         }
         QueueArg::Redis(url) => {
             let conn = apalis_redis::connect(url.as_str()).await?;
             let storage = RedisStorage::<HandOff>::new(conn)
                 .with_config(redis_worker_config(&name, args.heartbeat));
+            ready();
             run!(storage);
         }
     }
