@@ -378,7 +378,16 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
              started_ms BIGINT NOT NULL, finished_ms BIGINT NULL)"
         ),
     ] {
-        results.exec(ddl, vec![]).await?;
+        // Processes started together race over `CREATE TABLE IF NOT EXISTS` (PostgreSQL's
+        // catalog index, SQLite's lock): the loser tries again.
+        let mut tries = 0;
+        while let Err(e) = results.exec(ddl.clone(), vec![]).await {
+            tries += 1;
+            if tries == 20 {
+                return Err(format!("creating the harness's tables: {e}").into());
+            }
+            tokio::time::sleep(Duration::from_millis(50 * tries)).await;
+        }
     }
 
     let mut jobs: Vec<(String, Duration)> = (0..args.jobs)
