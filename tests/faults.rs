@@ -1355,9 +1355,10 @@ async fn killed_leader_loses_no_tick_with_misfire_policy_all(backend: Backend) {
         "all",
         "--at-most",
         "4s",
+        "--declare-lock",
     ];
     let mut fleet = Vec::new();
-    for i in 0..2 {
+    for i in 0..3 {
         fleet.push(place.spawn(&format!("p{i}"), &args).await);
     }
     let first = next_term(&place.target, 0).await;
