@@ -46,6 +46,7 @@ impl Backlog {
                 let backlog = backlog.get_or_insert_with(|| self.lock());
                 let waiting = backlog.get(&job.id).is_some_and(|ticks| !ticks.is_empty());
                 let busy = job.running.load(Ordering::SeqCst)
+                    || job.backfilling.load(Ordering::SeqCst)
                     || inner.capacity.as_ref().is_some_and(|c| c.is_waiting(job));
                 if waiting || busy {
                     backlog.entry(job.id).or_default().push_back(tick);
@@ -57,14 +58,17 @@ impl Backlog {
             .collect()
     }
 
-    /// Queues `ticks` (oldest first) behind whatever `job` waits for; a tick not newer than
-    /// the last one queued is there already.
+    /// Queues `ticks` in `job`'s backlog, in order with what waits there already (ticks due
+    /// while its missed ones were being read wait behind those); a tick queued already is not
+    /// queued twice.
     pub(super) fn extend(&self, job: &JobState, ticks: impl IntoIterator<Item = DateTime<Utc>>) {
         let mut backlog = self.lock();
         let queue = backlog.entry(job.id).or_default();
         for tick in ticks {
             if queue.back().is_none_or(|last| *last < tick) {
                 queue.push_back(tick);
+            } else if let Err(at) = queue.binary_search(&tick) {
+                queue.insert(at, tick);
             }
         }
         if queue.is_empty() {
@@ -145,6 +149,9 @@ pub(super) async fn backfill(
     }
     let mut catch_ups = Vec::new();
     for (job, missed) in jobs {
+        // Ticks due while this read went on wait in the backlog (`admit`): from here on they
+        // are ordered behind the missed ones.
+        job.backfilling.store(false, Ordering::SeqCst);
         let Some(lock) = job.lock() else { continue };
         let missed: Vec<DateTime<Utc>> = match last.get(lock.name()).copied().flatten() {
             _ if !read => missed,
@@ -157,12 +164,16 @@ pub(super) async fn backfill(
                 Vec::new()
             }
         };
-        let mut missed = missed.into_iter();
-        if let Some(tick) = missed.next() {
-            if inner.fires() {
-                inner.backlog.extend(&job, missed);
+        if inner.fires() {
+            inner.backlog.extend(&job, missed);
+            // The oldest tick waiting (a missed one, or one due during the read) runs first.
+            if !job.running.load(Ordering::SeqCst)
+                && let Some(first) = inner.backlog.next(inner, &job)
+            {
+                catch_ups.push((first, job));
             }
-            catch_ups.push((tick, job));
+        } else if let Some(tick) = missed.first() {
+            catch_ups.push((*tick, job));
         }
     }
     catch_ups

@@ -19,6 +19,10 @@ pub(super) struct JobState {
     pub(super) counters: Counters,
     /// Whether a run of it is going (a tick that comes meanwhile is an overlap skip).
     pub(super) running: AtomicBool,
+    /// Whether its missed ticks are being read from the store (`misfire::backfill`): under
+    /// `MisfirePolicy::All` a tick due meanwhile waits in its backlog, behind the missed ones,
+    /// instead of being claimed first (which would make every older one be refused).
+    pub(super) backfilling: AtomicBool,
     /// Tells jobs due at the same instant apart in the timer's queue (the order added).
     pub(super) id: u64,
     /// Its next tick (its key in the timer's queue, with `id`), in microseconds since the epoch;
@@ -119,6 +123,7 @@ impl Jobs {
             job,
             counters: Counters::default(),
             running: AtomicBool::new(false),
+            backfilling: AtomicBool::new(false),
             id: self.next_id,
             planned: AtomicI64::new(NOT_PLANNED),
         });

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -160,8 +161,10 @@ fn plan_added(inner: &Arc<Inner>, added: Vec<Arc<JobState>>) {
                 tracing::info!(job = state.job.name(), "the schedule fires no more");
             }
             jobs.plan(&state, next);
-            if !missed.is_empty() && state.lock().is_some() {
-                // Which of them the fleet ran (and whether the job ever ran) is read first.
+            if !missed.is_empty() && state.lock().is_some() && inner.provider.as_admin().is_some() {
+                // Which of them the fleet ran (and whether the job ever ran) is read first;
+                // under `All` a tick due meanwhile waits behind them.
+                state.backfilling.store(true, Ordering::SeqCst);
                 backfills.push((state, missed));
                 continue;
             }
@@ -175,7 +178,7 @@ fn plan_added(inner: &Arc<Inner>, added: Vec<Arc<JobState>>) {
             }
         }
     }
-    if !backfills.is_empty() && inner.provider.as_admin().is_some() {
+    if !backfills.is_empty() {
         let mut loops = inner.loops.lock().unwrap_or_else(|e| e.into_inner());
         while loops.try_join_next().is_some() {}
         let inner = Arc::clone(inner);
@@ -183,16 +186,6 @@ fn plan_added(inner: &Arc<Inner>, added: Vec<Arc<JobState>>) {
             let catch_ups = backfill(&inner, backfills).await;
             fire_catch_ups(&inner, catch_ups);
         });
-    } else {
-        for (state, missed) in backfills {
-            let mut missed = missed.into_iter();
-            if let Some(tick) = missed.next() {
-                if inner.fires() {
-                    inner.backlog.extend(&state, missed);
-                }
-                catch_ups.push((tick, state));
-            }
-        }
     }
     fire_catch_ups(inner, catch_ups);
 }
