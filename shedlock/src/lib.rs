@@ -309,7 +309,7 @@ pub use settings::{
     LOCKED_BY_ENV, MAX_TABLE_NAME_BYTES, OnLockLost, ProviderBuilder, ProviderSettings,
     default_locked_by,
 };
-pub use sql::{Dialect, SqlLockProvider, SqlPool};
+pub use sql::{Dialect, SqlLockProvider, SqlPool, SqlUrl};
 
 // The README's examples compile as doctests.
 #[cfg(all(doctest, feature = "postgres"))]

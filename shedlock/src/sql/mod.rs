@@ -39,7 +39,7 @@ pub(crate) mod stash;
 mod table;
 pub(crate) mod url;
 
-pub use provider::{SqlLockProvider, SqlPool};
+pub use provider::{SqlLockProvider, SqlPool, SqlUrl};
 pub use quirks::Dialect;
 pub(crate) use table::TableName;
 

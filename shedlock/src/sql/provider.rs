@@ -137,6 +137,34 @@ impl<D: Dialect> SqlLockProvider<D> {
     /// cannot be reached is [`Error::Unreachable`](crate::Error::Unreachable) naming the
     /// address.
     pub async fn connect(url: &str) -> Result<Self> {
+        Self::url(url).build().await
+    }
+
+    /// A builder for a provider with a pool of its own to `url`, as [`connect`](Self::connect)
+    /// makes it, with other settings: the table name, `locked_by`, the clock mode, keep-alive.
+    /// No pool of the application's, and no `sqlx` in its `Cargo.toml`:
+    ///
+    /// ```no_run
+    /// # #[cfg(feature = "postgres")]
+    /// # async fn demo() -> shedlock::Result<()> {
+    /// use shedlock::PostgresLockProvider;
+    ///
+    /// let provider = PostgresLockProvider::url("postgres://app@db/app")
+    ///     .table_name("ops_locks")
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn url(url: &str) -> ProviderBuilder<SqlUrl<D>> {
+        ProviderBuilder::new(SqlUrl {
+            url: crate::secret::SecretUrl::new(url),
+            dialect: std::marker::PhantomData,
+        })
+    }
+
+    /// [`connect`](Self::connect) with `common` settings, checked by the builder.
+    async fn connect_with(url: &str, common: ProviderSettings) -> Result<Self> {
+        let settings = Settings::new::<D>(common, 0, true)?;
         let options = D::options(url)?;
         let address = D::address(&options);
         // One direct attempt first: a down server is reported at once with its real cause,
@@ -158,7 +186,10 @@ impl<D: Dialect> SqlLockProvider<D> {
         }
         let pool = pool.connect_lazy_with(options);
         drop(first);
-        let settings = Self::settings(pool.options().get_max_connections() as usize, true);
+        let settings = Settings {
+            hold_connections: pool.options().get_max_connections() as usize,
+            ..settings
+        };
         Ok(Self::from_parts(pool, settings))
     }
 
@@ -209,6 +240,33 @@ impl<D: Dialect> SqlLockProvider<D> {
         Self {
             core: Arc::new(Core::new(pool, settings)),
         }
+    }
+}
+
+/// An SQL database's part of a [`ProviderBuilder`] built from a URL
+/// ([`SqlLockProvider::url`]): `build().await` connects a pool of the provider's own, as
+/// [`connect`](SqlLockProvider::connect) does. Its `Debug` masks the URL's secrets.
+pub struct SqlUrl<D: Dialect> {
+    url: crate::secret::SecretUrl,
+    dialect: std::marker::PhantomData<fn() -> D>,
+}
+
+impl<D: Dialect> fmt::Debug for SqlUrl<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqlUrl")
+            .field("backend", &D::BACKEND)
+            .field("url", &self.url)
+            .finish()
+    }
+}
+
+impl<D: Dialect> crate::Connect for SqlUrl<D> {
+    type Provider = SqlLockProvider<D>;
+
+    /// Checks the table name, connects a pool of the provider's own to the URL (one direct
+    /// attempt first, so a down server is named with its cause) and builds the provider.
+    fn connect(self, settings: ProviderSettings) -> BoxFuture<'static, Result<Self::Provider>> {
+        Box::pin(async move { SqlLockProvider::connect_with(self.url.expose(), settings).await })
     }
 }
 
