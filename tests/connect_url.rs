@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use shedlock::{
-    Error, LockAdmin, LockConfiguration, LockProvider, MySqlLockProvider, PostgresLockProvider,
+    Error, LockAdmin, LockConfiguration, MySqlLockProvider, PostgresLockProvider,
     SqliteLockProvider,
 };
 use shedlock_suite::{mysql_url, postgres_url, skipped, unique_name};
