@@ -68,7 +68,7 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
     }
 
     /// What happens to ticks not fired on time, for jobs without a policy of their own
-    /// ([`Job::misfire_policy`]): [`MisfirePolicy::Latest`] by default (the latest missed tick
+    /// ([`Job::misfire_policy`](crate::Job::misfire_policy)): [`MisfirePolicy::Latest`] by default (the latest missed tick
     /// within the grace runs at start-up, when a job is added and when an instance becomes
     /// leader); [`MisfirePolicy::All`] runs every one within the grace, oldest first, each
     /// once fleet-wide; [`MisfirePolicy::Skip`] none.
@@ -119,7 +119,7 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
     /// and each tick still runs once. An instance that becomes leader runs each job's latest
     /// past tick within the misfire grace that no instance ran (the tick the old leader did
     /// not fire). [`Scheduler::leader_elector`] gives the elector (whether this instance
-    /// leads, the term's fencing token). See [`LeaderElector`] for how it elects.
+    /// leads, the term's fencing token). See [`LeaderElector`](crate::LeaderElector) for how it elects.
     pub fn leader_election(mut self, election: LeaderElection) -> Self {
         self.election = Some(election);
         self
@@ -130,8 +130,8 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
     /// A job due when every slot is taken is neither started nor claimed: its tick stays free
     /// for the other instances, and this instance claims it when a slot frees, oldest tick
     /// first, as long as the tick is within the [misfire grace](Self::misfire_grace) (older
-    /// ones are counted in [`JobStats::misfires_skipped`]). Each deferral is counted in
-    /// [`JobStats::deferred_capacity`] and the
+    /// ones are counted in [`JobStats::misfires_skipped`](crate::JobStats::misfires_skipped)). Each deferral is counted in
+    /// [`JobStats::deferred_capacity`](crate::JobStats::deferred_capacity) and the
     /// [`metric_names::DEFERRED`](crate::metric_names::DEFERRED) counter. If a newer tick of a
     /// waiting job comes first, the newer one takes its place. A tick skipped because the
     /// previous run is still going takes no slot. `n` of zero is taken as one.
