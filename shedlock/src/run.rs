@@ -175,7 +175,7 @@ where
     F: FnOnce(LockContext) -> Fut,
     Fut: Future<Output = T>,
 {
-    let span = tracing::info_span!(
+    let span = tracing::debug_span!(
         "shedlock.lock",
         lock = config.name(),
         tick = config.tick().map(tracing::field::display),
