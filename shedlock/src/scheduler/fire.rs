@@ -67,8 +67,10 @@ pub(super) fn fire_ready(inner: &Arc<Inner>, tick: DateTime<Utc>, group: Vec<Arc
         tracing::debug!(%tick, jobs = group.len(), "not the leader: ticks not fired");
         return;
     }
-    let (now, later) = inner.fleet.split(tick, group);
-    start(inner, tick, now);
+    let (now, later, view) = inner.fleet.split(tick, group);
+    // This instance's share is claimed with its marker, when all of it is claimed at once.
+    let marker = view.and_then(|view| inner.fleet.share_marker(view, view.position));
+    start(inner, tick, now, marker);
     if later.is_empty() {
         return;
     }
@@ -85,7 +87,7 @@ pub(super) fn fire_ready(inner: &Arc<Inner>, tick: DateTime<Utc>, group: Vec<Arc
         if stopped(&help_inner) {
             return;
         }
-        let (claimed, later) = claimed_elsewhere(&help_inner, tick, later).await;
+        let (claimed, later) = claimed_elsewhere(&help_inner, tick, later, view).await;
         skip_claimed(&help_inner, tick, &claimed);
         if later.is_empty() {
             return;
@@ -94,7 +96,7 @@ pub(super) fn fire_ready(inner: &Arc<Inner>, tick: DateTime<Utc>, group: Vec<Arc
         if stopped(&help_inner) {
             return;
         }
-        start(&help_inner, tick, later);
+        start(&help_inner, tick, later, None);
     };
     let mut loops = inner.loops.lock().unwrap_or_else(|e| e.into_inner());
     while loops.try_join_next().is_some() {}
@@ -122,7 +124,7 @@ fn skip_claimed(inner: &Arc<Inner>, tick: DateTime<Utc>, jobs: &[Arc<JobState>])
             };
             inner.observer.fired(&info);
             // The run's span, as a refused run has (it closes here).
-            let _span = tracing::info_span!(
+            let _span = tracing::debug_span!(
                 "shedlock.run",
                 job = job.job.name(),
                 tick = %tick,
@@ -147,13 +149,21 @@ fn skip_claimed(inner: &Arc<Inner>, tick: DateTime<Utc>, jobs: &[Arc<JobState>])
 }
 
 /// Starts the runs of `jobs` for `tick`, as many as the run limit lets (the others wait for a
-/// slot, unclaimed), and claims their ticks together.
-fn start(inner: &Arc<Inner>, tick: DateTime<Utc>, jobs: Vec<Arc<JobState>>) {
-    let admitted = match &inner.capacity {
+/// slot, unclaimed), and claims their ticks together; with `marker`, the claim of the share's
+/// marker too, when every job of it is claimed in that statement.
+fn start(
+    inner: &Arc<Inner>,
+    tick: DateTime<Utc>,
+    jobs: Vec<Arc<JobState>>,
+    marker: Option<LockConfiguration>,
+) {
+    let count = jobs.len();
+    let admitted: Vec<_> = match &inner.capacity {
         None => jobs.into_iter().map(|job| (job, None)).collect(),
         Some(capacity) => capacity.admit(inner, tick, jobs),
     };
-    claim_and_fire(inner, tick, admitted);
+    let marker = marker.filter(|_| admitted.len() == count);
+    claim_with_marker(inner, tick, admitted, marker);
 }
 
 /// Fires each job of one tick instant (with its slot of the run limit, if any), after claiming
@@ -165,9 +175,21 @@ pub(super) fn claim_and_fire(
     tick: DateTime<Utc>,
     group: Vec<(Arc<JobState>, Option<Slot>)>,
 ) {
+    claim_with_marker(inner, tick, group, None);
+}
+
+/// [`claim_and_fire`], with `marker` claimed in the same statement when every job of `group`
+/// is claimed in it (its answer is dropped: only its claimed tick matters).
+fn claim_with_marker(
+    inner: &Arc<Inner>,
+    tick: DateTime<Utc>,
+    group: Vec<(Arc<JobState>, Option<Slot>)>,
+    marker: Option<LockConfiguration>,
+) {
     if group.is_empty() {
         return;
     }
+    let count = group.len();
     let keep_alive = inner.provider.keep_alive();
     let mut batch: Vec<(LockConfiguration, oneshot::Sender<PreClaim>)> = Vec::new();
     for (state, run_slot) in group {
@@ -185,12 +207,23 @@ pub(super) fn claim_and_fire(
     if batch.is_empty() {
         return;
     }
+    let whole = batch.len() == count;
+    let marker = marker.filter(|_| whole).map(|marker| marker.for_tick(tick));
     let provider = Arc::clone(&inner.provider);
     let claim = async move {
-        let (configs, answers): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+        let (mut configs, answers): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+        let marked = marker.is_some();
+        configs.extend(marker);
         let sent_at = Instant::now();
         match provider.lock_many(&configs).await {
-            Ok(results) if results.len() == configs.len() => {
+            Ok(mut results) if results.len() == configs.len() => {
+                if marked {
+                    // The marker's 1 ms lease is over: let it run out, no release.
+                    configs.pop();
+                    if let Some(Ok(Some(guard))) = results.pop() {
+                        guard.expire();
+                    }
+                }
                 for ((sent, answer), result) in configs.into_iter().zip(answers).zip(results) {
                     // A run that is gone drops its claim: a won lock's guard releases it.
                     let _ = answer.send(PreClaim {
@@ -270,7 +303,7 @@ fn fire(
         fencing_token: None,
     };
     inner.observer.fired(&info);
-    let span = tracing::info_span!(
+    let span = tracing::debug_span!(
         "shedlock.run",
         job = job.job.name(),
         tick = %tick,

@@ -35,6 +35,9 @@ const SEAT_PAGE: usize = 32;
 const MAX_SEATS: usize = 1024;
 /// Lock names read in one statement when looking which of the others' jobs were claimed.
 const CLAIMED_PAGE: usize = 1000;
+/// The lease of a share's marker ([`Fleet::share_marker`]): only its claimed tick matters, so
+/// it is free again at once for the next tick's claim.
+const SHARE_MARKER_LEASE: Duration = Duration::from_millis(1);
 
 /// Which instances fire this scheduler's ticks, as this instance last read its fleet's seats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,19 +86,36 @@ impl Fleet {
         *self.view.lock().unwrap_or_else(|e| e.into_inner()) = view;
     }
 
-    /// The jobs of `tick` this instance fires at once (its share), and those it helps with
-    /// after [`help_after`](Self::help_after) (empty when it is alone or does not know).
+    /// The jobs of `tick` this instance fires at once (its share), those it helps with after
+    /// [`help_after`](Self::help_after) (empty when it is alone or does not know), and the
+    /// view the split was made by (`None`: no split).
     pub(super) fn split(
         &self,
         tick: DateTime<Utc>,
         group: Vec<Arc<JobState>>,
-    ) -> (Vec<Arc<JobState>>, Vec<Arc<JobState>>) {
+    ) -> (Vec<Arc<JobState>>, Vec<Arc<JobState>>, Option<FleetView>) {
         match self.view() {
-            Some(view) if self.spreads() && view.instances > 1 => group
-                .into_iter()
-                .partition(|job| owner(job.job.name(), tick, view.instances) == view.position),
-            _ => (group, Vec::new()),
+            Some(view) if self.spreads() && view.instances > 1 => {
+                let (mine, others) = group
+                    .into_iter()
+                    .partition(|job| owner(job.job.name(), tick, view.instances) == view.position);
+                (mine, others, Some(view))
+            }
+            _ => (group, Vec::new(), None),
         }
+    }
+
+    /// The lock whose claim of a tick says "the share `position` of a fleet of `view.instances`
+    /// is claimed, every job of it": its owner claims it with its share, in the same statement,
+    /// when it claims the whole share; the others read it instead of each job's lock
+    /// ([`claimed_elsewhere`]). `None` when the name would be too long for a lock.
+    pub(super) fn share_marker(
+        &self,
+        view: FleetView,
+        position: usize,
+    ) -> Option<LockConfiguration> {
+        let name = format!("{}share/{}/{position}", self.prefix, view.instances);
+        LockConfiguration::new(name, SHARE_MARKER_LEASE, Duration::ZERO).ok()
     }
 
     /// Where a job waiting for a slot stands among the waiting jobs of its tick: its owner's
@@ -143,25 +163,60 @@ fn share_hash(name: &str, tick: DateTime<Utc>) -> u64 {
 }
 
 /// Of the jobs of the other instances' shares of `tick`, those whose tick was claimed already
-/// (by their owner, or by an instance that helped), read from their locks in a statement per
-/// [`CLAIMED_PAGE`] jobs; and the others: those not yet claimed, and every job whose lock is
-/// not known, or all of them when the provider cannot show its locks or the read fails.
+/// (by their owner, or by an instance that helped), and the others: those not yet claimed, and
+/// every job whose lock is not known, or all of them when the provider cannot show its locks
+/// or the read fails.
+///
+/// A share whose owner claimed all of it says so in its marker ([`Fleet::share_marker`]), read
+/// for every share in one statement: its jobs are claimed, and not one of their locks is read.
+/// The jobs of the other shares are read from their locks, a statement per [`CLAIMED_PAGE`]
+/// jobs. With `view`, the fleet the shares were split by; without, no markers are read.
 pub(super) async fn claimed_elsewhere(
     inner: &Inner,
     tick: DateTime<Utc>,
     jobs: Vec<Arc<JobState>>,
+    view: Option<FleetView>,
 ) -> (Vec<Arc<JobState>>, Vec<Arc<JobState>>) {
     let Some(admin) = inner.provider.as_admin() else {
         return (Vec::new(), jobs);
     };
-    let names: Vec<String> = jobs
+    let fleet = &inner.fleet;
+    // The shares claimed whole, by their markers.
+    let mut whole = std::collections::HashSet::new();
+    if let Some(view) = view {
+        let markers: Vec<(usize, String)> = (0..view.instances)
+            .filter(|&position| position != view.position)
+            .filter_map(|position| {
+                fleet
+                    .share_marker(view, position)
+                    .map(|marker| (position, marker.name().to_owned()))
+            })
+            .collect();
+        let names: Vec<String> = markers.iter().map(|(_, name)| name.clone()).collect();
+        if let Ok(states) = admin.lock_states(&names).await {
+            for state in states {
+                if state.last_tick.is_some_and(|last| last >= tick)
+                    && let Some((position, _)) = markers.iter().find(|(_, n)| *n == state.name)
+                {
+                    whole.insert(*position);
+                }
+            }
+        }
+    }
+    let (mut claimed, rest): (Vec<Arc<JobState>>, Vec<Arc<JobState>>) = match view {
+        Some(view) if !whole.is_empty() => jobs.into_iter().partition(|job| {
+            job.lock().is_some() && whole.contains(&owner(job.job.name(), tick, view.instances))
+        }),
+        _ => (Vec::new(), jobs),
+    };
+    let names: Vec<String> = rest
         .iter()
         .filter_map(|job| job.lock().map(|lock| lock.name().to_owned()))
         .collect();
-    let mut claimed = std::collections::HashSet::new();
+    let mut read = std::collections::HashSet::new();
     for page in names.chunks(CLAIMED_PAGE) {
         match admin.lock_states(page).await {
-            Ok(states) => claimed.extend(
+            Ok(states) => read.extend(
                 states
                     .into_iter()
                     .filter(|state| state.last_tick.is_some_and(|last| last >= tick))
@@ -169,12 +224,15 @@ pub(super) async fn claimed_elsewhere(
             ),
             Err(error) => {
                 tracing::debug!(%tick, %error, "fleet: could not read which of the others' jobs were claimed: helping with all");
-                return (Vec::new(), jobs);
+                return (claimed, rest);
             }
         }
     }
-    jobs.into_iter()
-        .partition(|job| job.lock().is_some_and(|lock| claimed.contains(lock.name())))
+    let (also, later): (Vec<Arc<JobState>>, Vec<Arc<JobState>>) = rest
+        .into_iter()
+        .partition(|job| job.lock().is_some_and(|lock| read.contains(lock.name())));
+    claimed.extend(also);
+    (claimed, later)
 }
 
 /// Holds this instance's seat and reads the fleet's every [`SEAT_RENEW`], until shutdown,
