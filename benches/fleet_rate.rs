@@ -21,6 +21,7 @@
 //! cargo bench --bench fleet_rate                                  # PostgreSQL, 4 × 10,000, 30 s
 //! cargo bench --bench fleet_rate -- --backend all                 # postgres, mysql, sqlite, redis
 //! cargo bench --bench fleet_rate -- --backend redis --processes 4 --jobs 5000 --seconds 30
+//! cargo bench --bench fleet_rate -- --path readme           # only the README's way (or job-new)
 //! ```
 //! Figures go to BENCHMARKS.md; nothing here asserts a time.
 #![allow(missing_docs)]
@@ -59,7 +60,39 @@ struct Args {
     /// Seconds from spawning the processes to the first measured tick: registering J jobs,
     /// starting, and a few ticks to settle.
     warmup: i64,
+    /// Which way the jobs are written: the README's, the bench's own, or both in turn.
+    paths: Vec<Path>,
     child: Option<Child>,
+}
+
+/// How a child process writes its jobs and builds its provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Path {
+    /// What the README tells a user to write: `#[scheduled]` + `#[scheduler_lock]` (the lock
+    /// declared by the macros), the provider from a URL with a pool of its own
+    /// (`PostgresLockProvider::url(url)`, as `connect(url)`), `Scheduler::new`, and one log
+    /// line per run (a `tracing` fmt subscriber writing to a file).
+    Readme,
+    /// `Job::new` + `run_locked` + `Job::with_lock`, a pool of 8 connections, no log.
+    JobNew,
+}
+
+impl Path {
+    fn name(self) -> &'static str {
+        match self {
+            Path::Readme => "readme",
+            Path::JobNew => "job-new",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Path::Readme => {
+                "README path: #[scheduled] + #[scheduler_lock], url(url) (own pool), a log line per run"
+            }
+            Path::JobNew => "Job::new + run_locked + with_lock, a pool of 8",
+        }
+    }
 }
 
 /// What a child process is told.
@@ -79,6 +112,7 @@ fn args() -> Args {
         jobs: 10_000,
         seconds: 30,
         warmup: 10,
+        paths: vec![Path::Readme, Path::JobNew],
         child: None,
     };
     let mut it = std::env::args().skip(1);
@@ -105,6 +139,14 @@ fn args() -> Args {
             "--jobs" => args.jobs = value().parse().expect("--jobs N"),
             "--seconds" => args.seconds = value().parse().expect("--seconds N"),
             "--warmup" => args.warmup = value().parse().expect("--warmup N"),
+            "--path" => {
+                args.paths = match value().as_str() {
+                    "readme" => vec![Path::Readme],
+                    "job-new" => vec![Path::JobNew],
+                    "both" => vec![Path::Readme, Path::JobNew],
+                    other => panic!("--path readme|job-new|both, not {other:?}"),
+                }
+            }
             "--child" => index = Some(value().parse().expect("--child N")),
             "--url" => url = Some(value()),
             "--table" => table = Some(value()),
@@ -138,11 +180,13 @@ fn main() {
         args.processes, args.jobs, args.seconds
     );
     println!(
-        "| backend | executions/s | duplicates | missed (job, tick) | last body after its tick, median / worst | CPU per process (% of a core) | server CPU | load average (steal) |"
+        "| backend | path | executions/s | duplicates | missed (job, tick) | last body after its tick, median / p99 / worst | CPU per process (% of a core) | server CPU | load average (steal) |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for &backend in &args.backends {
-        runtime.block_on(run_backend(&args, backend));
+        for &path in &args.paths {
+            runtime.block_on(run_backend(&args, backend, path));
+        }
     }
     println!(
         "\nGoal (PostgreSQL): at least {GOAL_EXECUTIONS_PER_SECOND} executions/s, 0 duplicates, at most {GOAL_MISSED_PERCENT} % of (job, tick) pairs missed."
@@ -299,7 +343,7 @@ struct Report {
     ticks: BTreeMap<i64, (Vec<u64>, f64)>,
 }
 
-async fn run_backend(args: &Args, backend: Backend) {
+async fn run_backend(args: &Args, backend: Backend, path: Path) {
     let store = store(backend).await;
     // The table is made once, before the processes start.
     provider(backend, &store.url, &store.table, "setup")
@@ -327,6 +371,8 @@ async fn run_backend(args: &Args, backend: Backend) {
                     &store.table,
                     "--first",
                     &first.to_string(),
+                    "--path",
+                    path.name(),
                 ])
                 .stdout(Stdio::piped())
                 .spawn()
@@ -355,10 +401,10 @@ async fn run_backend(args: &Args, backend: Backend) {
     print_row(
         args,
         backend,
+        path,
         &reports,
         first,
-        server_before,
-        server_after,
+        (server_before, server_after),
         &load,
     );
 }
@@ -404,10 +450,10 @@ fn parse(stdout: &[u8]) -> Report {
 fn print_row(
     args: &Args,
     backend: Backend,
+    path: Path,
     reports: &[Report],
     first: i64,
-    server_before: Option<f64>,
-    server_after: Option<f64>,
+    (server_before, server_after): (Option<f64>, Option<f64>),
     load: &str,
 ) {
     let words = args.jobs.div_ceil(64);
@@ -455,6 +501,9 @@ fn print_row(
     }
     last_starts.sort_by(f64::total_cmp);
     let median = last_starts.get(last_starts.len() / 2).copied();
+    let p99 = last_starts
+        .get((last_starts.len() * 99).div_ceil(100).saturating_sub(1))
+        .copied();
     let worst = last_starts.last().copied();
     let seconds = args.seconds as f64;
     let pairs = (args.jobs as u64 * args.seconds as u64) as f64;
@@ -468,10 +517,12 @@ fn print_row(
     };
     let ms = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.1} ms"));
     println!(
-        "| {backend} | {:.0} | {duplicates} | {missed} ({:.2} %) | {} / {} | {} | {server} | {load} |",
+        "| {backend} | {} | {:.0} | {duplicates} | {missed} ({:.2} %) | {} / {} / {} | {} | {server} | {load} |",
+        path.label(),
         executions as f64 / seconds,
         100.0 * missed as f64 / pairs,
         ms(median),
+        ms(p99),
         ms(worst),
         cpu.join(" / "),
     );
@@ -553,44 +604,118 @@ async fn provider(backend: Backend, url: &str, table: &str, who: &str) -> Arc<dy
 /// latest start after the tick (ms).
 type Ran = Mutex<BTreeMap<i64, (Vec<u64>, f64)>>;
 
+/// Records that this process ran job `i` for `tick`: its bit, and how late its body started.
+fn record(ran: &Ran, words: usize, i: usize, tick: DateTime<Utc>) {
+    let late = (Utc::now() - tick).num_microseconds().unwrap_or(0) as f64 / 1000.0;
+    let mut ran = ran.lock().unwrap_or_else(|e| e.into_inner());
+    let entry = ran
+        .entry(tick.timestamp())
+        .or_insert_with(|| (vec![0; words], 0.0));
+    entry.0[i / 64] |= 1 << (i % 64);
+    entry.1 = entry.1.max(late);
+}
+
+/// A job as the README writes one: its lock declared by the macros, its run handed the
+/// scheduler's claim, one log line per run.
+#[shedlock::scheduled(cron = "* * * * * *")]
+#[shedlock::scheduler_lock(name = "job_{i}", lock_at_most_for = "30s")]
+async fn readme_job(i: usize, ran: Arc<Ran>, words: usize) {
+    let Some(tick) = shedlock::LockContext::current().and_then(|lock| lock.tick()) else {
+        return;
+    };
+    tracing::info!(job = i, %tick, "ran");
+    record(&ran, words, i, tick);
+}
+
+/// The README's provider: from the URL, with a pool of its own.
+async fn readme_provider(backend: Backend, url: &str, table: &str) -> Arc<dyn LockAdmin> {
+    match backend {
+        Backend::Postgres => Arc::new(
+            PostgresLockProvider::url(url)
+                .table_name(table)
+                .build()
+                .await
+                .expect("connect to PostgreSQL"),
+        ),
+        Backend::MySql => Arc::new(
+            MySqlLockProvider::url(url)
+                .table_name(table)
+                .build()
+                .await
+                .expect("connect to MariaDB / MySQL"),
+        ),
+        Backend::Sqlite => Arc::new(
+            SqliteLockProvider::url(url)
+                .table_name(table)
+                .build()
+                .await
+                .expect("open the SQLite file"),
+        ),
+        _ => Arc::new(
+            RedisLockProvider::builder(url)
+                .table_name(table)
+                .build()
+                .await
+                .expect("connect to Redis"),
+        ),
+    }
+}
+
 async fn run_child(args: &Args, child: &Child) {
     let backend = args.backends[0];
+    let path = args.paths[0];
     let who = format!("process_{}", child.index);
-    let provider = provider(backend, &child.url, &child.table, &who).await;
     let ran: Arc<Ran> = Arc::new(Mutex::new(BTreeMap::new()));
     let words = args.jobs.div_ceil(64);
-    let scheduler = Scheduler::builder(Arc::clone(&provider)).build();
-    let every_second: Schedule = Schedule::parse("* * * * * *", "UTC").expect("a cron expression");
-    for i in 0..args.jobs {
-        let name = format!("job_{i}");
-        let lock = LockConfiguration::new(&name, Duration::from_secs(30), Duration::ZERO)
-            .expect("a lock configuration");
-        let ran = Arc::clone(&ran);
-        let job = Job::new(name, every_second.clone(), {
-            let lock = lock.clone();
-            move || {
-                let ran = Arc::clone(&ran);
-                let lock = lock.clone();
-                async move {
-                    let tick = current_tick();
-                    run_locked(lock, async move {
-                        let Some(tick) = tick else { return };
-                        let late =
-                            (Utc::now() - tick).num_microseconds().unwrap_or(0) as f64 / 1000.0;
-                        let mut ran = ran.lock().unwrap_or_else(|e| e.into_inner());
-                        let entry = ran
-                            .entry(tick.timestamp())
-                            .or_insert_with(|| (vec![0; words], 0.0));
-                        entry.0[i / 64] |= 1 << (i % 64);
-                        entry.1 = entry.1.max(late);
-                    })
-                    .await
-                }
+    let log = std::env::temp_dir().join(format!("fleet_rate_{}.log", std::process::id()));
+    let scheduler = match path {
+        Path::Readme => {
+            // One line per run, as a service's log would have it (to a file, as from a pod).
+            let file = std::fs::File::create(&log).expect("a log file");
+            tracing_subscriber::fmt()
+                .with_writer(Mutex::new(file))
+                .with_max_level(tracing::Level::INFO)
+                .init();
+            let provider = readme_provider(backend, &child.url, &child.table).await;
+            let scheduler = Scheduler::builder(provider).build();
+            for i in 0..args.jobs {
+                scheduler
+                    .add(readme_job::job(i, Arc::clone(&ran), words).named(format!("job_{i}")))
+                    .expect("a job");
             }
-        })
-        .with_lock(lock);
-        scheduler.add(job).expect("a job");
-    }
+            scheduler
+        }
+        Path::JobNew => {
+            let provider = provider(backend, &child.url, &child.table, &who).await;
+            let scheduler = Scheduler::builder(Arc::clone(&provider)).build();
+            let every_second: Schedule =
+                Schedule::parse("* * * * * *", "UTC").expect("a cron expression");
+            for i in 0..args.jobs {
+                let name = format!("job_{i}");
+                let lock = LockConfiguration::new(&name, Duration::from_secs(30), Duration::ZERO)
+                    .expect("a lock configuration");
+                let ran = Arc::clone(&ran);
+                let job = Job::new(name, every_second.clone(), {
+                    let lock = lock.clone();
+                    move || {
+                        let ran = Arc::clone(&ran);
+                        let lock = lock.clone();
+                        async move {
+                            let tick = current_tick();
+                            run_locked(lock, async move {
+                                let Some(tick) = tick else { return };
+                                record(&ran, words, i, tick);
+                            })
+                            .await
+                        }
+                    }
+                })
+                .with_lock(lock);
+                scheduler.add(job).expect("a job");
+            }
+            scheduler
+        }
+    };
     scheduler.start();
     let at = |s: i64| Utc.timestamp_opt(s, 0).single().expect("a time");
     sleep_until(at(child.first)).await;
@@ -617,6 +742,7 @@ async fn run_child(args: &Args, child: &Child) {
         }
     }
     scheduler.shutdown().await;
+    let _ = std::fs::remove_file(&log);
     eprintln!(
         "process {}: fired {} executed {} skipped_held {} skipped_overlap {} lock_errors {} misfires_skipped {} clock_skew {}",
         child.index, sums[0], sums[1], sums[2], sums[3], sums[4], sums[5], sums[6]
