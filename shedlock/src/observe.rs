@@ -78,6 +78,11 @@ pub mod names {
     /// Counter: ticks that waited for a slot of a scheduler's run limit
     /// ([`max_concurrent_runs`](crate::SchedulerBuilder::max_concurrent_runs)), by `job`.
     pub const DEFERRED: &str = "shedlock_deferred_total";
+    /// Counter: on-time ticks shed because this instance was past its capacity: their claim
+    /// waited behind the claims of earlier ticks until half-way to the job's next tick; by
+    /// `job`. Each is also a missed tick in
+    /// [`JobStats::misfires_skipped`](crate::JobStats::misfires_skipped).
+    pub const SHED: &str = "shedlock_shed_total";
 }
 
 /// One fired tick of one job, as listeners see it.

@@ -26,6 +26,7 @@ use super::job::MisfirePolicy;
 use super::job::{RunEnd, bump};
 use super::misfire::policy;
 use super::registry::JobState;
+use super::tick_loop::NextTicks;
 use crate::context::{PreClaim, with_cancel, with_provider_arc, with_tick};
 use crate::observe::{Probe, RunInfo};
 use crate::run::acquire_config;
@@ -42,19 +43,44 @@ pub(super) fn fire_group(inner: &Arc<Inner>, tick: DateTime<Utc>, group: Vec<Arc
     } else {
         group
     };
-    fire_ready(inner, tick, group);
+    fire_ready(inner, tick, group, Due::OnTime);
 }
 
 /// Fires the next tick of a job's backlog (its previous run ended).
 pub(super) fn fire_next(inner: &Arc<Inner>, tick: DateTime<Utc>, job: Arc<JobState>) {
     bump(&job.counters.misfires_run);
-    fire_ready(inner, tick, vec![job]);
+    fire_ready(inner, tick, vec![job], Due::Missed);
 }
+
+/// Whether the ticks fired are due now or missed ones caught up: only an on-time tick's claim
+/// is shed when it waited past its deadline (see [`CLAIMS_IN_FLIGHT`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Due {
+    /// Fired by the timer at its tick.
+    OnTime,
+    /// A missed tick, run late on purpose (the misfire policy, a backlog, a slot freed).
+    Missed,
+}
+
+/// Claims of many ticks at once ([`LockProvider::lock_many`](crate::LockProvider::lock_many))
+/// one scheduler has in flight. A claim past them waits; if it waited, the jobs of an on-time
+/// tick whose deadline passed meanwhile are shed: not run here, counted in
+/// [`JobStats::misfires_skipped`](crate::JobStats::misfires_skipped) and the
+/// [`metric_names::SHED`](crate::metric_names::SHED) counter. A tick's deadline is half-way to
+/// the job's next tick (500 ms for a job due every second). So an instance past its capacity
+/// runs what it can on time and drops the rest, instead of queueing claims that make every
+/// later tick later still.
+pub(super) const CLAIMS_IN_FLIGHT: usize = 2;
 
 /// Fires jobs of one tick instant: this instance's share of them at once, the other
 /// instances' shares after the fleet's help delay (see [`super::fleet`]); each within the run
 /// limit (see [`super::capacity`]).
-pub(super) fn fire_ready(inner: &Arc<Inner>, tick: DateTime<Utc>, group: Vec<Arc<JobState>>) {
+pub(super) fn fire_ready(
+    inner: &Arc<Inner>,
+    tick: DateTime<Utc>,
+    group: Vec<Arc<JobState>>,
+    due: Due,
+) {
     if group.is_empty() {
         return;
     }
@@ -70,7 +96,7 @@ pub(super) fn fire_ready(inner: &Arc<Inner>, tick: DateTime<Utc>, group: Vec<Arc
     let (now, later, view) = inner.fleet.split(tick, group);
     // This instance's share is claimed with its marker, when all of it is claimed at once.
     let marker = view.and_then(|view| inner.fleet.share_marker(view, view.position));
-    start(inner, tick, now, marker);
+    start(inner, tick, now, marker, due);
     if later.is_empty() {
         return;
     }
@@ -96,7 +122,7 @@ pub(super) fn fire_ready(inner: &Arc<Inner>, tick: DateTime<Utc>, group: Vec<Arc
         if stopped(&help_inner) {
             return;
         }
-        start(&help_inner, tick, later, None);
+        start(&help_inner, tick, later, None, due);
     };
     let mut loops = inner.loops.lock().unwrap_or_else(|e| e.into_inner());
     while loops.try_join_next().is_some() {}
@@ -156,6 +182,7 @@ fn start(
     tick: DateTime<Utc>,
     jobs: Vec<Arc<JobState>>,
     marker: Option<LockConfiguration>,
+    due: Due,
 ) {
     let count = jobs.len();
     let admitted: Vec<_> = match &inner.capacity {
@@ -163,35 +190,40 @@ fn start(
         Some(capacity) => capacity.admit(inner, tick, jobs),
     };
     let marker = marker.filter(|_| admitted.len() == count);
-    claim_with_marker(inner, tick, admitted, marker);
+    claim_with_marker(inner, tick, admitted, marker, due);
 }
 
 /// Fires each job of one tick instant (with its slot of the run limit, if any), after claiming
-/// at once the ticks of those whose lock is known and that are not still running. The claim
-/// goes out in a task of its own; each claimed run waits for its answer before its job is
-/// called.
+/// the ticks of those whose lock is known with one [`LockProvider::lock_many`] call; each run
+/// waits for its answer.
 pub(super) fn claim_and_fire(
     inner: &Arc<Inner>,
     tick: DateTime<Utc>,
     group: Vec<(Arc<JobState>, Option<Slot>)>,
 ) {
-    claim_with_marker(inner, tick, group, None);
+    claim_with_marker(inner, tick, group, None, Due::Missed);
 }
 
+/// A job of a claim: its state, its slot of the run limit, and the configuration to send.
+type ToClaim = (Arc<JobState>, Option<Slot>, LockConfiguration);
+
 /// [`claim_and_fire`], with `marker` claimed in the same statement when every job of `group`
-/// is claimed in it (its answer is dropped: only its claimed tick matters).
+/// is claimed in it (its answer is dropped: only its claimed tick matters). Jobs whose lock is
+/// not known are fired at once (each run takes its own lock); the others when the claim is
+/// let through [`CLAIMS_IN_FLIGHT`], or shed there.
 fn claim_with_marker(
     inner: &Arc<Inner>,
     tick: DateTime<Utc>,
     group: Vec<(Arc<JobState>, Option<Slot>)>,
     marker: Option<LockConfiguration>,
+    due: Due,
 ) {
     if group.is_empty() {
         return;
     }
     let count = group.len();
     let keep_alive = inner.provider.keep_alive();
-    let mut batch: Vec<(LockConfiguration, oneshot::Sender<PreClaim>)> = Vec::new();
+    let mut to_claim: Vec<ToClaim> = Vec::new();
     for (state, run_slot) in group {
         let claim = state.lock().and_then(|lock| {
             let config = LockConfiguration::clone(&lock).for_tick(tick);
@@ -199,18 +231,47 @@ fn claim_with_marker(
                 .ok()
                 .map(|(acquire, _)| acquire)
         });
-        let answer = fire(inner, &state, tick, claim.is_some(), run_slot);
-        if let (Some(acquire), Some(answer)) = (claim, answer) {
-            batch.push((acquire, answer));
+        match claim {
+            Some(acquire) => to_claim.push((state, run_slot, acquire)),
+            None => {
+                fire(inner, &state, tick, false, run_slot);
+            }
         }
     }
-    if batch.is_empty() {
+    if to_claim.is_empty() {
         return;
     }
-    let whole = batch.len() == count;
-    let marker = marker.filter(|_| whole).map(|marker| marker.for_tick(tick));
-    let provider = Arc::clone(&inner.provider);
+    let inner_claim = Arc::clone(inner);
     let claim = async move {
+        let inner = inner_claim;
+        let gate = Arc::clone(&inner.claim_gate);
+        let _permit = match Arc::clone(&gate).try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                let Ok(permit) = gate.acquire_owned().await else {
+                    return;
+                };
+                if due == Due::OnTime {
+                    to_claim = shed_late(&inner, tick, to_claim);
+                }
+                permit
+            }
+        };
+        if *inner.stop_firing.borrow() {
+            return; // shutdown began while the claim waited: nothing more starts
+        }
+        let mut batch: Vec<(LockConfiguration, oneshot::Sender<PreClaim>)> = Vec::new();
+        for (state, run_slot, acquire) in to_claim {
+            if let Some(answer) = fire(&inner, &state, tick, true, run_slot) {
+                batch.push((acquire, answer));
+            }
+        }
+        if batch.is_empty() {
+            return;
+        }
+        let whole = batch.len() == count;
+        let marker = marker.filter(|_| whole).map(|marker| marker.for_tick(tick));
+        let provider = Arc::clone(&inner.provider);
         let (mut configs, answers): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
         let marked = marker.is_some();
         configs.extend(marker);
@@ -245,9 +306,46 @@ fn claim_with_marker(
         }
         // Answers not sent (dropped here) let their runs claim their own ticks.
     };
-    let mut chores = inner.chores.lock().unwrap_or_else(|e| e.into_inner());
-    while chores.try_join_next().is_some() {}
-    chores.spawn(claim);
+    // In the loops' set, which shutdown joins before it takes the runs: every run this claim
+    // starts is among them.
+    let mut loops = inner.loops.lock().unwrap_or_else(|e| e.into_inner());
+    while loops.try_join_next().is_some() {}
+    loops.spawn(claim);
+}
+
+/// Of the jobs of an on-time `tick` whose claim waited for [`CLAIMS_IN_FLIGHT`], those still
+/// within their deadline (half-way to their next tick), and those under
+/// [`MisfirePolicy::All`] (every tick of theirs runs, late if need be). The others are shed:
+/// counted as missed, their slots of the run limit freed, one line logged for them all.
+fn shed_late(inner: &Inner, tick: DateTime<Utc>, jobs: Vec<ToClaim>) -> Vec<ToClaim> {
+    let now = inner.clock.now();
+    let mut next_ticks = NextTicks::default();
+    let (mut kept, mut shed) = (Vec::with_capacity(jobs.len()), 0usize);
+    for job in jobs {
+        let state = &job.0;
+        let late = next_ticks
+            .after(state.job.schedule(), tick)
+            .is_none_or(|next| now > tick + (next - tick) / 2);
+        if late && policy(inner, state) != MisfirePolicy::All {
+            bump(&state.counters.misfires_skipped);
+            metrics::counter!(crate::metric_names::SHED, "job" => state.job.name().to_owned())
+                .increment(1);
+            shed += 1;
+        } else {
+            kept.push(job);
+        }
+    }
+    if shed > 0 {
+        let late = (now - tick).to_std().unwrap_or_default();
+        tracing::warn!(%tick, jobs = shed, late = %humantime::format_duration(round_ms(late)),
+            "past capacity: the claims of earlier ticks were still being made when these jobs' deadline (half-way to their next tick) passed; not run here, counted as missed");
+    }
+    kept
+}
+
+/// `d` to whole milliseconds, for a log line.
+fn round_ms(d: Duration) -> Duration {
+    Duration::from_millis(d.as_millis() as u64)
 }
 
 /// Clears a job's running flag when dropped.

@@ -55,8 +55,7 @@ struct Inner {
     cancel_runs: watch::Sender<bool>,
     runs: Mutex<JoinSet<()>>,
     loops: Mutex<JoinSet<()>>,
-    /// History rows of overlap skips, written after the fact, and the claims of many ticks at
-    /// once.
+    /// History rows of overlap skips, written after the fact.
     chores: Mutex<JoinSet<()>>,
     /// With leader election: the election, and its elector once started.
     election: Option<LeaderElection>,
@@ -65,6 +64,10 @@ struct Inner {
     fleet: Fleet,
     /// With a run limit: its slots and the jobs waiting for one.
     capacity: Option<Capacity>,
+    /// The claims of many ticks at once in flight, at most [`fire::CLAIMS_IN_FLIGHT`]: those
+    /// past it wait here, where an on-time tick's claim that waited past its deadline is shed
+    /// (see [`fire`]).
+    claim_gate: Arc<tokio::sync::Semaphore>,
 }
 
 impl Inner {

@@ -13,7 +13,7 @@ use chrono_tz::Tz;
 use tokio::sync::watch;
 
 use super::Inner;
-use super::fire::{fire_group, fire_ready};
+use super::fire::{Due, fire_group, fire_ready};
 use super::job::MisfirePolicy;
 use super::job::bump;
 use super::misfire::{backfill, policy};
@@ -197,7 +197,7 @@ fn fire_catch_ups(inner: &Arc<Inner>, mut catch_ups: Vec<(DateTime<Utc>, Arc<Job
         for state in &group {
             bump(&state.counters.misfires_run);
         }
-        fire_ready(inner, tick, group);
+        fire_ready(inner, tick, group, Due::Missed);
     }
 }
 
@@ -238,13 +238,17 @@ fn fire_due(inner: &Arc<Inner>, due: Vec<(DateTime<Utc>, Arc<JobState>)>) {
 /// a few schedules (1,000 jobs on one expression are one evaluation, not 1,000 of ~20 µs that
 /// would hold the runtime's thread for 20 ms after each tick).
 #[derive(Default)]
-struct NextTicks(HashMap<ScheduleAt, Option<DateTime<Utc>>>);
+pub(super) struct NextTicks(HashMap<ScheduleAt, Option<DateTime<Utc>>>);
 
 /// A schedule (its expression and time zone) and the instant its next tick is asked after.
 type ScheduleAt = (Arc<str>, Tz, DateTime<Utc>);
 
 impl NextTicks {
-    fn after(&mut self, schedule: &Schedule, instant: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    pub(super) fn after(
+        &mut self,
+        schedule: &Schedule,
+        instant: DateTime<Utc>,
+    ) -> Option<DateTime<Utc>> {
         *self
             .0
             .entry((schedule.shared_expression(), schedule.time_zone(), instant))
