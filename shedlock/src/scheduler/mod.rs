@@ -176,6 +176,9 @@ pub struct ShutdownReport {
 /// lock call would when the lock table is not there.
 const READY_PROBE: &str = "shedlock.ready";
 
+/// How often [`Scheduler::ready`] looks whether the jobs added before start are planned.
+const PLANNED_POLL: Duration = Duration::from_millis(10);
+
 /// The longest job name, in characters: the run history's `job` column is `VARCHAR(255)`.
 const MAX_JOB_NAME_CHARS: usize = 255;
 
@@ -299,7 +302,10 @@ impl Scheduler {
     /// database where `migrate()` never ran is the error each tick's lock call would meet,
     /// [`Error::TableMissing`] saying to run `migrate()`: without this check the scheduler
     /// fires and fails every tick, and says so only through `tracing`. It needs no running
-    /// scheduler; call it before or after [`start`](Self::start) and stop on `Err`:
+    /// scheduler; call it before or after [`start`](Self::start) and stop on `Err`. After
+    /// `start`, it also waits until every job added so far is planned (its next tick known, its
+    /// missed tick fired as the misfire policy says): 100,000 jobs take a couple of seconds of
+    /// one core.
     ///
     /// ```no_run
     /// # async fn demo(scheduler: shedlock::Scheduler) -> shedlock::Result<()> {
@@ -315,6 +321,12 @@ impl Scheduler {
         }
         if let Some((store, _)) = &self.inner.observer.history {
             store.runs(&crate::RunQuery::latest(1)).await?;
+        }
+        if self.inner.started.load(Ordering::SeqCst) {
+            let stopped = || *self.inner.stop_firing.borrow();
+            while !self.inner.jobs().pending.is_empty() && !stopped() {
+                tokio::time::sleep(PLANNED_POLL).await;
+            }
         }
         Ok(())
     }

@@ -141,14 +141,19 @@ fn plan_added(inner: &Arc<Inner>, added: Vec<Arc<JobState>>) {
     let now = inner.clock.now();
     // The schedules are evaluated without holding the jobs' lock (~20 µs each).
     let mut next_ticks = NextTicks::default();
+    let mut not_run = 0usize;
     let planned: Vec<_> = added
         .into_iter()
         .map(|state| {
-            let next = next_ticks.after(state.job.schedule(), now);
-            let missed = catch_up(inner, &state, now);
+            let (next, missed) = plan_one(inner, &state, now, &mut next_ticks, &mut not_run);
             (state, next, missed)
         })
         .collect();
+    if not_run > 0 {
+        let grace = inner.misfire_grace;
+        tracing::info!(jobs = not_run, grace = %humantime::format_duration(grace),
+            "jobs whose latest tick is older than the misfire grace (or whose policy skips missed ticks): not run now; if it was missed, it stays missed");
+    }
     let mut catch_ups = Vec::new();
     let mut backfills = Vec::new();
     {
@@ -258,6 +263,45 @@ impl NextTicks {
 
 /// The most missed ticks of one job run under [`MisfirePolicy::All`] at once.
 const BACKLOG_MAX: usize = 10_000;
+
+/// A job's next tick and the missed ticks to run now. Most jobs have no tick within the misfire
+/// grace: one evaluation of the schedule answers both (the first tick after the grace's start
+/// is then the next one), so 100,000 jobs are planned in about half the time two evaluations
+/// each took. A job with a tick within the grace goes through [`catch_up`]. A job with none is
+/// counted as a skipped misfire, in `not_run` for one log line for them all.
+fn plan_one(
+    inner: &Arc<Inner>,
+    state: &JobState,
+    now: DateTime<Utc>,
+    next_ticks: &mut NextTicks,
+    not_run: &mut usize,
+) -> (Option<DateTime<Utc>>, Vec<DateTime<Utc>>) {
+    let schedule = state.job.schedule();
+    let grace = inner.misfire_grace;
+    let skip = |not_run: &mut usize| {
+        bump(&state.counters.misfires_skipped);
+        *not_run += 1;
+    };
+    if grace.is_zero() || policy(inner, state) == MisfirePolicy::Skip {
+        skip(not_run);
+        return (next_ticks.after(schedule, now), Vec::new());
+    }
+    // A millisecond before the grace's start, so a tick exactly at it counts as within.
+    let since = chrono::TimeDelta::from_std(grace + Duration::from_millis(1))
+        .ok()
+        .and_then(|grace| now.checked_sub_signed(grace))
+        .unwrap_or(DateTime::<Utc>::MIN_UTC);
+    match next_ticks.after(schedule, since) {
+        Some(first) if first <= now => (
+            next_ticks.after(schedule, now),
+            catch_up(inner, state, now),
+        ),
+        next => {
+            skip(not_run);
+            (next, Vec::new())
+        }
+    }
+}
 
 /// The missed ticks to run now, oldest first, as the job's misfire policy says: the latest past
 /// tick within the misfire grace ([`MisfirePolicy::Latest`]), every one within it
