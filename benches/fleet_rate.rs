@@ -536,6 +536,102 @@ async fn sleep_until(at: DateTime<Utc>) {
 
 // --- a child process -------------------------------------------------------------------------
 
+/// Where the time of a tick goes, from the scheduler's own metrics: each histogram named here
+/// is kept as one list of values (all labels together); every other metric is dropped.
+#[derive(Default)]
+struct Timings {
+    values: BTreeMap<&'static str, Arc<Samples>>,
+}
+
+#[derive(Default)]
+struct Samples(Mutex<Vec<f64>>);
+
+impl metrics::HistogramFn for Samples {
+    fn record(&self, value: f64) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(value);
+    }
+}
+
+impl Timings {
+    fn new(names: &[&'static str]) -> Self {
+        Self {
+            values: names.iter().map(|name| (*name, Arc::default())).collect(),
+        }
+    }
+
+    /// `name: p50 / p99 / max (count)`, in milliseconds.
+    fn summary(&self) -> String {
+        let mut parts = Vec::new();
+        for (name, samples) in &self.values {
+            let mut v = samples.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            v.sort_by(f64::total_cmp);
+            let at = |q: f64| {
+                v.get(((v.len() as f64 * q).ceil() as usize).saturating_sub(1))
+                    .map_or(0.0, |s| s * 1000.0)
+            };
+            parts.push(format!(
+                "{name} p50 {:.0} / p99 {:.0} / max {:.0} ms ({})",
+                at(0.5),
+                at(0.99),
+                at(1.0),
+                v.len()
+            ));
+        }
+        parts.join("; ")
+    }
+}
+
+impl metrics::Recorder for Timings {
+    fn describe_counter(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_gauge(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_histogram(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn register_counter(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        metrics::Counter::noop()
+    }
+    fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        metrics::Gauge::noop()
+    }
+    fn register_histogram(
+        &self,
+        key: &metrics::Key,
+        _: &metrics::Metadata<'_>,
+    ) -> metrics::Histogram {
+        match self.values.get(key.name()) {
+            Some(samples) => metrics::Histogram::from_arc(Arc::clone(samples)),
+            None => metrics::Histogram::noop(),
+        }
+    }
+}
+
+/// Installs [`Timings`] for the claim and fire histograms; the handle reads them at the end.
+fn install_timings() -> &'static Timings {
+    let timings: &'static Timings = Box::leak(Box::new(Timings::new(&[
+        shedlock::metric_names::CLAIM_WAIT,
+        shedlock::metric_names::CLAIM_DURATION,
+        shedlock::metric_names::FIRE_LATENESS,
+    ])));
+    metrics::set_global_recorder(timings).expect("the only recorder");
+    timings
+}
+
 async fn provider(backend: Backend, url: &str, table: &str, who: &str) -> Arc<dyn LockAdmin> {
     let timeout = Duration::from_secs(30);
     match backend {
@@ -668,6 +764,7 @@ async fn run_child(args: &Args, child: &Child) {
     let ran: Arc<Ran> = Arc::new(Mutex::new(BTreeMap::new()));
     let words = args.jobs.div_ceil(64);
     let log = std::env::temp_dir().join(format!("fleet_rate_{}.log", std::process::id()));
+    let timings = install_timings();
     let scheduler = match path {
         Path::Readme => {
             // One line per run, as a service's log would have it (to a file, as from a pod).
@@ -747,6 +844,7 @@ async fn run_child(args: &Args, child: &Child) {
         "process {}: fired {} executed {} skipped_held {} skipped_overlap {} lock_errors {} misfires_skipped {} clock_skew {}",
         child.index, sums[0], sums[1], sums[2], sums[3], sums[4], sums[5], sums[6]
     );
+    eprintln!("process {}: {}", child.index, timings.summary());
     println!("CPU {:.2}", cpu_after - cpu_before);
     let ran = ran.lock().unwrap_or_else(|e| e.into_inner());
     for s in child.first..child.first + args.seconds {

@@ -83,6 +83,13 @@ pub mod names {
     /// `job`. Each is also a missed tick in
     /// [`JobStats::misfires_skipped`](crate::JobStats::misfires_skipped).
     pub const SHED: &str = "shedlock_shed_total";
+    /// Histogram: how long a scheduler's claim of a tick's jobs waited for one of the claims
+    /// in flight before it was sent (zero when none was), seconds; no labels.
+    pub const CLAIM_WAIT: &str = "shedlock_claim_wait_seconds";
+    /// Histogram: a scheduler's claim of a tick's jobs
+    /// ([`LockProvider::lock_many`](crate::LockProvider::lock_many)), sent to answered,
+    /// seconds (connection wait included); no labels.
+    pub const CLAIM_DURATION: &str = "shedlock_claim_duration_seconds";
 }
 
 /// One fired tick of one job, as listeners see it.

@@ -60,6 +60,9 @@ pub(super) enum Due {
     OnTime,
     /// A missed tick, run late on purpose (the misfire policy, a backlog, a slot freed).
     Missed,
+    /// The other instances' jobs of an on-time tick, helped with: past the deadline they are
+    /// dropped without being counted here (their owners count them).
+    Help,
 }
 
 /// Claims of many ticks at once ([`LockProvider::lock_many`](crate::LockProvider::lock_many))
@@ -71,6 +74,23 @@ pub(super) enum Due {
 /// runs what it can on time and drops the rest, instead of queueing claims that make every
 /// later tick later still.
 pub(super) const CLAIMS_IN_FLIGHT: usize = 2;
+
+/// How often a helper whose own claims are in flight looks again.
+const HELP_POLL: Duration = Duration::from_millis(10);
+
+/// The deadline of `tick` for `jobs`: half-way to the earliest of their next ticks (the tick
+/// itself when one has none).
+fn deadline_of(tick: DateTime<Utc>, jobs: &[Arc<JobState>]) -> DateTime<Utc> {
+    let mut next_ticks = NextTicks::default();
+    jobs.iter()
+        .map(|job| {
+            next_ticks
+                .after(job.job.schedule(), tick)
+                .map_or(tick, |next| tick + (next - tick) / 2)
+        })
+        .min()
+        .unwrap_or(tick)
+}
 
 /// Fires jobs of one tick instant: this instance's share of them at once, the other
 /// instances' shares after the fleet's help delay (see [`super::fleet`]); each within the run
@@ -113,6 +133,19 @@ pub(super) fn fire_ready(
         if stopped(&help_inner) {
             return;
         }
+        // An instance whose own claims are still in flight is behind itself: its reads and
+        // claims would add load to a fleet past its capacity, and contend with the owners'
+        // claims of the same rows. It helps once they are answered, or not at all once the
+        // tick's deadline has passed.
+        let deadline = deadline_of(tick, &later);
+        while help_inner.claim_gate.available_permits() < CLAIMS_IN_FLIGHT {
+            if help_inner.clock.now() > deadline || stopped(&help_inner) {
+                tracing::debug!(%tick, jobs = later.len(),
+                    "fleet: this instance's own claims were in flight until the tick's deadline: not helping with the others' jobs");
+                return;
+            }
+            tokio::time::sleep(HELP_POLL).await;
+        }
         let (claimed, later) = claimed_elsewhere(&help_inner, tick, later, view).await;
         skip_claimed(&help_inner, tick, &claimed);
         if later.is_empty() {
@@ -122,7 +155,7 @@ pub(super) fn fire_ready(
         if stopped(&help_inner) {
             return;
         }
-        start(&help_inner, tick, later, None, due);
+        start(&help_inner, tick, later, None, Due::Help);
     };
     let mut loops = inner.loops.lock().unwrap_or_else(|e| e.into_inner());
     while loops.try_join_next().is_some() {}
@@ -245,14 +278,15 @@ fn claim_with_marker(
     let claim = async move {
         let inner = inner_claim;
         let gate = Arc::clone(&inner.claim_gate);
+        let queued_at = Instant::now();
         let _permit = match Arc::clone(&gate).try_acquire_owned() {
             Ok(permit) => permit,
             Err(_) => {
                 let Ok(permit) = gate.acquire_owned().await else {
                     return;
                 };
-                if due == Due::OnTime {
-                    to_claim = shed_late(&inner, tick, to_claim);
+                if due != Due::Missed {
+                    to_claim = shed_late(&inner, tick, to_claim, due);
                 }
                 permit
             }
@@ -276,7 +310,12 @@ fn claim_with_marker(
         let marked = marker.is_some();
         configs.extend(marker);
         let sent_at = Instant::now();
-        match provider.lock_many(&configs).await {
+        metrics::histogram!(crate::metric_names::CLAIM_WAIT)
+            .record((sent_at - queued_at).as_secs_f64());
+        let answered = provider.lock_many(&configs).await;
+        metrics::histogram!(crate::metric_names::CLAIM_DURATION)
+            .record(sent_at.elapsed().as_secs_f64());
+        match answered {
             Ok(mut results) if results.len() == configs.len() => {
                 if marked {
                     // The marker's 1 ms lease is over: let it run out, no release.
@@ -317,7 +356,7 @@ fn claim_with_marker(
 /// within their deadline (half-way to their next tick), and those under
 /// [`MisfirePolicy::All`] (every tick of theirs runs, late if need be). The others are shed:
 /// counted as missed, their slots of the run limit freed, one line logged for them all.
-fn shed_late(inner: &Inner, tick: DateTime<Utc>, jobs: Vec<ToClaim>) -> Vec<ToClaim> {
+fn shed_late(inner: &Inner, tick: DateTime<Utc>, jobs: Vec<ToClaim>, due: Due) -> Vec<ToClaim> {
     let now = inner.clock.now();
     let mut next_ticks = NextTicks::default();
     let (mut kept, mut shed) = (Vec::with_capacity(jobs.len()), 0usize);
@@ -327,15 +366,20 @@ fn shed_late(inner: &Inner, tick: DateTime<Utc>, jobs: Vec<ToClaim>) -> Vec<ToCl
             .after(state.job.schedule(), tick)
             .is_none_or(|next| now > tick + (next - tick) / 2);
         if late && policy(inner, state) != MisfirePolicy::All {
+            shed += 1;
+            if due == Due::Help {
+                continue; // the owner's to count
+            }
             bump(&state.counters.misfires_skipped);
             metrics::counter!(crate::metric_names::SHED, "job" => state.job.name().to_owned())
                 .increment(1);
-            shed += 1;
         } else {
             kept.push(job);
         }
     }
-    if shed > 0 {
+    if shed > 0 && due == Due::Help {
+        tracing::debug!(%tick, jobs = shed, "fleet: past the deadline, not helping with the others' jobs");
+    } else if shed > 0 {
         let late = (now - tick).to_std().unwrap_or_default();
         tracing::warn!(%tick, jobs = shed, late = %humantime::format_duration(round_ms(late)),
             "past capacity: the claims of earlier ticks were still being made when these jobs' deadline (half-way to their next tick) passed; not run here, counted as missed");
