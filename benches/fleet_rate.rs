@@ -22,6 +22,7 @@
 //! cargo bench --bench fleet_rate -- --backend all                 # postgres, mysql, sqlite, redis
 //! cargo bench --bench fleet_rate -- --backend redis --processes 4 --jobs 5000 --seconds 30
 //! cargo bench --bench fleet_rate -- --path readme           # only the README's way (or job-new)
+//! cargo bench --bench fleet_rate -- --timings    # + claim wait, claim and fire lateness per process
 //! ```
 //! Figures go to BENCHMARKS.md; nothing here asserts a time.
 #![allow(missing_docs)]
@@ -62,6 +63,9 @@ struct Args {
     warmup: i64,
     /// Which way the jobs are written: the README's, the bench's own, or both in turn.
     paths: Vec<Path>,
+    /// Installs a metrics recorder for the claim and fire histograms and prints them per
+    /// process (it costs the processes time: off by default, as the README installs none).
+    timings: bool,
     child: Option<Child>,
 }
 
@@ -113,6 +117,7 @@ fn args() -> Args {
         seconds: 30,
         warmup: 10,
         paths: vec![Path::Readme, Path::JobNew],
+        timings: false,
         child: None,
     };
     let mut it = std::env::args().skip(1);
@@ -147,6 +152,7 @@ fn args() -> Args {
                     other => panic!("--path readme|job-new|both, not {other:?}"),
                 }
             }
+            "--timings" => args.timings = true,
             "--child" => index = Some(value().parse().expect("--child N")),
             "--url" => url = Some(value()),
             "--table" => table = Some(value()),
@@ -374,6 +380,7 @@ async fn run_backend(args: &Args, backend: Backend, path: Path) {
                     "--path",
                     path.name(),
                 ])
+                .args(args.timings.then_some("--timings"))
                 .stdout(Stdio::piped())
                 .spawn()
                 .expect("start a process")
@@ -764,7 +771,7 @@ async fn run_child(args: &Args, child: &Child) {
     let ran: Arc<Ran> = Arc::new(Mutex::new(BTreeMap::new()));
     let words = args.jobs.div_ceil(64);
     let log = std::env::temp_dir().join(format!("fleet_rate_{}.log", std::process::id()));
-    let timings = install_timings();
+    let timings = args.timings.then(install_timings);
     let scheduler = match path {
         Path::Readme => {
             // One line per run, as a service's log would have it (to a file, as from a pod).
@@ -844,7 +851,9 @@ async fn run_child(args: &Args, child: &Child) {
         "process {}: fired {} executed {} skipped_held {} skipped_overlap {} lock_errors {} misfires_skipped {} clock_skew {}",
         child.index, sums[0], sums[1], sums[2], sums[3], sums[4], sums[5], sums[6]
     );
-    eprintln!("process {}: {}", child.index, timings.summary());
+    if let Some(timings) = timings {
+        eprintln!("process {}: {}", child.index, timings.summary());
+    }
     println!("CPU {:.2}", cpu_after - cpu_before);
     let ran = ran.lock().unwrap_or_else(|e| e.into_inner());
     for s in child.first..child.first + args.seconds {

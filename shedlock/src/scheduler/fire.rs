@@ -291,6 +291,8 @@ fn claim_with_marker(
                 permit
             }
         };
+        metrics::histogram!(crate::metric_names::CLAIM_WAIT)
+            .record(queued_at.elapsed().as_secs_f64());
         if *inner.stop_firing.borrow() {
             return; // shutdown began while the claim waited: nothing more starts
         }
@@ -310,8 +312,6 @@ fn claim_with_marker(
         let marked = marker.is_some();
         configs.extend(marker);
         let sent_at = Instant::now();
-        metrics::histogram!(crate::metric_names::CLAIM_WAIT)
-            .record((sent_at - queued_at).as_secs_f64());
         let answered = provider.lock_many(&configs).await;
         metrics::histogram!(crate::metric_names::CLAIM_DURATION)
             .record(sent_at.elapsed().as_secs_f64());

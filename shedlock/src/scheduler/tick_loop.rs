@@ -292,10 +292,9 @@ fn plan_one(
         .and_then(|grace| now.checked_sub_signed(grace))
         .unwrap_or(DateTime::<Utc>::MIN_UTC);
     match next_ticks.after(schedule, since) {
-        Some(first) if first <= now => (
-            next_ticks.after(schedule, now),
-            catch_up(inner, state, now),
-        ),
+        Some(first) if first <= now => {
+            (next_ticks.after(schedule, now), catch_up(inner, state, now))
+        }
         next => {
             skip(not_run);
             (next, Vec::new())
