@@ -1530,6 +1530,124 @@ async fn first_deployment_and_restart(backend: Backend) {
     place.cleanup().await;
 }
 
+// 10c. A run limit across a fleet (issue 34, point 3): 4 processes × 200 jobs of 2 s due every
+// 10 s, their locks declared (as `#[scheduled]` declares them), at most 30 bodies at once per
+// process. A process's share of a tick (about 50 jobs) is more than its 30 slots: the jobs
+// past them wait unclaimed for a slot, the others help with them, and every job of every tick
+// runs once (on Redis, one tick once ran 199 of its 200 jobs). `SHEDLOCK_SOAK=1`: ten ticks.
+
+/// Every 10 s.
+const EVERY_10S: i64 = 10_000;
+
+async fn run_limit_fleet_runs_every_tick_once(backend: Backend) {
+    let Some(place) = new_place(backend).await else {
+        return;
+    };
+    let jobs = 200;
+    let ticks = if soak() { 10 } else { 3 };
+    let jobs_arg = jobs.to_string();
+    let args = [
+        "--jobs",
+        jobs_arg.as_str(),
+        "--cron",
+        "*/10 * * * * *",
+        "--work",
+        "2s",
+        "--declare-lock",
+        "--max-concurrent-runs",
+        "30",
+        // The builder's default: a tick waiting for a slot runs within it.
+        "--misfire-grace",
+        "300s",
+    ];
+    // One after another: processes opening a new SQLite results file at once (Redis) can
+    // find it locked while the first sets it up.
+    let mut fleet = Vec::new();
+    for i in 0..4 {
+        fleet.push(place.spawn(&format!("p{i}"), &args).await);
+    }
+    let ready = db_now_ms(&place.target).await;
+    // The first tick every process was up for, and the last one waited for.
+    let first = (ready / EVERY_10S + 1) * EVERY_10S;
+    let last = first + (ticks - 1) * EVERY_10S;
+    let names: Vec<String> = (0..jobs).map(|j| format!("job_{j}")).collect();
+    let done = |runs: &[fleet::Run]| {
+        runs.iter()
+            .filter(|r| r.tick_ms == Some(last) && r.finished_ms.is_some())
+            .count()
+            >= jobs
+    };
+    let within = Duration::from_millis((last - ready).max(0) as u64) + Duration::from_secs(60);
+    wait_for_runs(&place.target, within, done).await;
+    let exited = stop_all(fleet).await;
+    assert_clean_exits(&exited);
+
+    let runs = place.target.runs().await;
+    let report = check(&runs, None);
+    let lost: Vec<(String, Vec<i64>)> = names
+        .iter()
+        .map(|job| {
+            (
+                job.clone(),
+                report.missing_every(job, EVERY_10S, first, last),
+            )
+        })
+        .filter(|(_, missing)| !missing.is_empty())
+        .collect();
+    for tick in (first..=last).step_by(EVERY_10S as usize) {
+        let of_tick: Vec<&fleet::Run> = runs.iter().filter(|r| r.tick_ms == Some(tick)).collect();
+        let last_start = of_tick.iter().map(|r| r.started_ms).max().unwrap_or(tick);
+        let last_end = of_tick
+            .iter()
+            .filter_map(|r| r.finished_ms)
+            .max()
+            .unwrap_or(tick);
+        eprintln!(
+            "run limit {backend}, tick {tick}: {} of {jobs} jobs ran, last start {} ms and last end {} ms after the tick",
+            of_tick.len(),
+            last_start - tick,
+            last_end - tick
+        );
+    }
+    let counters = [
+        "fired",
+        "executed",
+        "failed",
+        "skipped_held",
+        "skipped_overlap",
+        "lock_errors",
+        "lock_lost",
+        "misfires_run",
+        "misfires_skipped",
+        "deferred_capacity",
+    ];
+    for e in &exited {
+        let line: Vec<String> = counters
+            .iter()
+            .map(|c| format!("{c} {}", e.stat(c)))
+            .collect();
+        eprintln!("run limit {backend}, {}: {}", e.name, line.join(", "));
+    }
+    report.assert_exactly_once_no_overlap();
+    // A body that could not record its start (the results store refused the write) fails
+    // and leaves no row: it is counted in `failed`, which the message gives beside.
+    let failed: u64 = exited
+        .iter()
+        .map(|e| e.stat("failed") + e.stat("lock_errors") + e.stat("lock_lost"))
+        .sum();
+    assert!(
+        lost.is_empty(),
+        "{backend}: (job, ticks) that never ran between {first} and {last} ({failed} runs failed): {lost:?}"
+    );
+    assert_eq!(failed, 0, "{backend}: runs failed or lost their lock");
+    assert_eq!(
+        place.held_rows().await,
+        0,
+        "every lock released at shutdown"
+    );
+    place.cleanup().await;
+}
+
 // 11. Worker mode (`--role scheduler` hands each claimed tick to an apalis queue, `--role
 // worker` processes run them): a worker killed mid-run, a scheduler that dies between a claim
 // and its enqueue. Every tick handed off runs to completion exactly once.
@@ -2006,6 +2124,7 @@ mod postgres {
         rolling_restart_with_leader,
         killed_leader_loses_no_tick_with_misfire_policy_all,
         first_deployment_and_restart,
+        run_limit_fleet_runs_every_tick_once,
         worker_mode,
         worker_fleet_rolling_restart,
         worker_mode_with_leader,
@@ -2054,6 +2173,7 @@ mod redis {
         rolling_restart_with_leader,
         killed_leader_loses_no_tick_with_misfire_policy_all,
         first_deployment_and_restart,
+        run_limit_fleet_runs_every_tick_once,
         worker_mode,
         worker_fleet_rolling_restart,
         worker_mode_with_leader,

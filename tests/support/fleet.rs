@@ -285,10 +285,21 @@ pub struct Report {
 impl Report {
     /// Ticks of `job` (every whole second in `[from_ms, to_ms]`) that never ran.
     pub fn missing(&self, job: &str, from_ms: i64, to_ms: i64) -> Vec<i64> {
+        self.missing_every(job, 1000, from_ms, to_ms)
+    }
+
+    /// Ticks of `job` due every `period_ms` (the multiples of it in `[from_ms, to_ms]`) that
+    /// never ran.
+    pub fn missing_every(&self, job: &str, period_ms: i64, from_ms: i64, to_ms: i64) -> Vec<i64> {
         let ran = self.ticks.get(job).cloned().unwrap_or_default();
-        let first = from_ms.div_euclid(1000) * 1000 + if from_ms % 1000 == 0 { 0 } else { 1000 };
+        let first = from_ms.div_euclid(period_ms) * period_ms
+            + if from_ms.rem_euclid(period_ms) == 0 {
+                0
+            } else {
+                period_ms
+            };
         (first..=to_ms)
-            .step_by(1000)
+            .step_by(period_ms as usize)
             .filter(|t| !ran.contains(t))
             .collect()
     }
@@ -430,7 +441,7 @@ pub struct Exited {
 impl Exited {
     /// A counter summed over the process's jobs: `fired`, `executed`, `failed`,
     /// `skipped_held`, `skipped_overlap`, `lock_errors`, `lock_lost`, `cancelled`, `panicked`,
-    /// `clock_skew`.
+    /// `clock_skew`, `misfires_run`, `misfires_skipped`, `not_leader`, `deferred_capacity`.
     pub fn stat(&self, field: &str) -> u64 {
         let index = [
             "fired",
@@ -443,6 +454,10 @@ impl Exited {
             "cancelled",
             "panicked",
             "clock_skew",
+            "misfires_run",
+            "misfires_skipped",
+            "not_leader",
+            "deferred_capacity",
         ]
         .iter()
         .position(|f| *f == field)

@@ -10,9 +10,10 @@
 //! Signals: SIGTERM shuts down gracefully (exit 0); SIGUSR1 cuts the lock connection (the
 //! provider talks to the database through an in-process proxy with `--proxy`), SIGUSR2
 //! restores it. Prints `STATS <job> <fired> <executed> <failed> <skipped_held>
-//! <skipped_overlap> <lock_errors> <lock_lost> <cancelled> <panicked> <clock_skew>` per job on
-//! exit, and `LATE_STEPS <n>`: steps of work a run took right after a pause longer than its
-//! lease (the process was stopped while it held the lock).
+//! <skipped_overlap> <lock_errors> <lock_lost> <cancelled> <panicked> <clock_skew>
+//! <misfires_run> <misfires_skipped> <not_leader> <deferred_capacity>` per job on exit, and
+//! `LATE_STEPS <n>`: steps of work a run took right after a pause longer than its lease (the
+//! process was stopped while it held the lock).
 #![allow(missing_docs)]
 
 use std::str::FromStr;
@@ -117,6 +118,10 @@ struct Args {
     declare_lock: bool,
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     shutdown_timeout: Duration,
+    /// The scheduler's run limit (`SchedulerBuilder::max_concurrent_runs`): at most this many
+    /// job bodies at once in this process (default: no limit).
+    #[arg(long)]
+    max_concurrent_runs: Option<usize>,
     /// Write the scheduler's run history (`<table>_runs`), kept a day; the scheduler then also
     /// closes abandoned runs at start-up (and hourly).
     #[arg(long)]
@@ -518,7 +523,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     for (job, _) in &jobs {
         if let Some(s) = scheduler.stats(job) {
             println!(
-                "STATS {job} {} {} {} {} {} {} {} {} {} {}",
+                "STATS {job} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
                 s.fired,
                 s.executed,
                 s.failed,
@@ -528,7 +533,11 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 s.lock_lost,
                 s.cancelled,
                 s.panicked,
-                s.clock_skew
+                s.clock_skew,
+                s.misfires_run,
+                s.misfires_skipped,
+                s.not_leader,
+                s.deferred_capacity
             );
         }
     }
@@ -547,6 +556,10 @@ fn settings<P: LockProvider + 'static>(
         .misfire_grace(args.misfire_grace)
         .misfire_policy(args.misfire_policy.policy())
         .shutdown_timeout(args.shutdown_timeout);
+    let builder = match args.max_concurrent_runs {
+        Some(n) => builder.max_concurrent_runs(n),
+        None => builder,
+    };
     match election {
         Some(election) => builder.leader_election(election),
         None => builder,
