@@ -121,9 +121,6 @@ impl Capacity {
         if deferred > 0 {
             tracing::debug!(%tick, deferred, started = admitted.len(),
                 "run limit reached: the other jobs' ticks wait for a slot, unclaimed");
-            if self.slots.available_permits() > 0 {
-                self.freed.notify_one(); // a slot freed while we deferred
-            }
         }
         admitted
     }
@@ -142,9 +139,16 @@ impl Capacity {
             return;
         }
         self.supersede(&job);
-        let mut waiting = self.waiting();
-        waiting.by_job.insert(job.id, key);
-        waiting.queue.insert(key, job);
+        {
+            let mut waiting = self.waiting();
+            waiting.by_job.insert(job.id, key);
+            waiting.queue.insert(key, job);
+        }
+        // A slot that freed before this job was queued woke the loop to an empty queue: wake
+        // it again, or the job would wait for the next run to end (none, if it was the last).
+        if self.slots.available_permits() > 0 {
+            self.freed.notify_one();
+        }
     }
 
     /// Drops the tick `job` waits for, if any: a newer tick of it runs or waits instead.
