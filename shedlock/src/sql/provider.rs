@@ -169,10 +169,21 @@ impl<D: Dialect> SqlLockProvider<D> {
         let address = D::address(&options);
         // One direct attempt first: a down server is reported at once with its real cause,
         // instead of after the pool's retries as "pool timed out".
-        let first = options
-            .connect()
-            .await
-            .map_err(|source| connect_error(D::BACKEND, address, source, D::failure))?;
+        // SQLite: processes opening a new file at once race to switch it to WAL, and the loser
+        // is told `database is locked` at once (no busy wait applies there): it tries again.
+        let mut tries = 0;
+        let first = loop {
+            match options.connect().await {
+                Ok(conn) => break conn,
+                Err(source)
+                    if D::BACKEND == Backend::Sqlite && busy(&source) && tries < OPEN_TRIES =>
+                {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(25 * tries)).await;
+                }
+                Err(source) => return Err(connect_error(D::BACKEND, address, source, D::failure)),
+            }
+        };
         let mut pool = PoolOptions::<D::Db>::new()
             .max_connections(D::OWN_POOL_SIZE)
             .acquire_timeout(Duration::from_secs(10))
@@ -433,5 +444,20 @@ impl<D: Dialect> RunStore for SqlLockProvider<D> {
 
     fn close_abandoned_runs(&self) -> BoxFuture<'_, Result<u64>> {
         Box::pin(self.core.close_abandoned_runs())
+    }
+}
+
+/// How many times [`SqlLockProvider::connect`] opens an SQLite file that another process holds
+/// locked while it sets it up (about 5 s in all).
+const OPEN_TRIES: u64 = 20;
+
+/// Whether `error` is SQLite's `SQLITE_BUSY` or `SQLITE_LOCKED` (any extended code of them).
+fn busy(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Database(db) => db
+            .code()
+            .and_then(|code| code.parse::<i32>().ok())
+            .is_some_and(|code| matches!(code & 0xff, 5 | 6)),
+        _ => false,
     }
 }

@@ -760,10 +760,22 @@ async fn lite_pool(path: &str) -> Result<SqlitePool, sqlx::Error> {
     let options = SqliteLockProvider::recommended_options(
         sqlx::sqlite::SqliteConnectOptions::new().filename(path),
     );
-    sqlx::sqlite::SqlitePoolOptions::new()
-        .max_connections(4)
-        .connect_with(options)
-        .await
+    // Processes opening a new file at once race to switch it to WAL: the loser is told
+    // `database is locked` at once, and tries again.
+    let mut tries = 0;
+    loop {
+        match sqlx::sqlite::SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options.clone())
+            .await
+        {
+            Err(sqlx::Error::Database(db)) if db.message().contains("locked") && tries < 20 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(25 * tries)).await;
+            }
+            other => return other,
+        }
+    }
 }
 
 trait Pipe: Sized {
