@@ -193,7 +193,7 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
                 election: self.election,
                 leader: OnceLock::new(),
                 capacity: self.max_concurrent_runs.map(Capacity::new),
-                claim_gate: Arc::new(tokio::sync::Semaphore::new(super::fire::CLAIMS_IN_FLIGHT)),
+                claim_gate: Arc::new(tokio::sync::Semaphore::new(super::shed::CLAIMS_IN_FLIGHT)),
             }),
         }
     }

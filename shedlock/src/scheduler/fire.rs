@@ -26,7 +26,7 @@ use super::job::MisfirePolicy;
 use super::job::{RunEnd, bump};
 use super::misfire::policy;
 use super::registry::JobState;
-use super::tick_loop::NextTicks;
+use super::shed::{CLAIMS_IN_FLIGHT, Due, ToClaim, deadline_of, shed_late};
 use crate::context::{PreClaim, with_cancel, with_provider_arc, with_tick};
 use crate::observe::{Probe, RunInfo};
 use crate::run::acquire_config;
@@ -52,45 +52,8 @@ pub(super) fn fire_next(inner: &Arc<Inner>, tick: DateTime<Utc>, job: Arc<JobSta
     fire_ready(inner, tick, vec![job], Due::Missed);
 }
 
-/// Whether the ticks fired are due now or missed ones caught up: only an on-time tick's claim
-/// is shed when it waited past its deadline (see [`CLAIMS_IN_FLIGHT`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Due {
-    /// Fired by the timer at its tick.
-    OnTime,
-    /// A missed tick, run late on purpose (the misfire policy, a backlog, a slot freed).
-    Missed,
-    /// The other instances' jobs of an on-time tick, helped with: past the deadline they are
-    /// dropped without being counted here (their owners count them).
-    Help,
-}
-
-/// Claims of many ticks at once ([`LockProvider::lock_many`](crate::LockProvider::lock_many))
-/// one scheduler has in flight. A claim past them waits; if it waited, the jobs of an on-time
-/// tick whose deadline passed meanwhile are shed: not run here, counted in
-/// [`JobStats::misfires_skipped`](crate::JobStats::misfires_skipped) and the
-/// [`metric_names::SHED`](crate::metric_names::SHED) counter. A tick's deadline is half-way to
-/// the job's next tick (500 ms for a job due every second). So an instance past its capacity
-/// runs what it can on time and drops the rest, instead of queueing claims that make every
-/// later tick later still.
-pub(super) const CLAIMS_IN_FLIGHT: usize = 2;
-
 /// How often a helper whose own claims are in flight looks again.
 const HELP_POLL: Duration = Duration::from_millis(10);
-
-/// The deadline of `tick` for `jobs`: half-way to the earliest of their next ticks (the tick
-/// itself when one has none).
-fn deadline_of(tick: DateTime<Utc>, jobs: &[Arc<JobState>]) -> DateTime<Utc> {
-    let mut next_ticks = NextTicks::default();
-    jobs.iter()
-        .map(|job| {
-            next_ticks
-                .after(job.job.schedule(), tick)
-                .map_or(tick, |next| tick + (next - tick) / 2)
-        })
-        .min()
-        .unwrap_or(tick)
-}
 
 /// Fires jobs of one tick instant: this instance's share of them at once, the other
 /// instances' shares after the fleet's help delay (see [`super::fleet`]); each within the run
@@ -237,9 +200,6 @@ pub(super) fn claim_and_fire(
     claim_with_marker(inner, tick, group, None, Due::Missed);
 }
 
-/// A job of a claim: its state, its slot of the run limit, and the configuration to send.
-type ToClaim = (Arc<JobState>, Option<Slot>, LockConfiguration);
-
 /// [`claim_and_fire`], with `marker` claimed in the same statement when every job of `group`
 /// is claimed in it (its answer is dropped: only its claimed tick matters). Jobs whose lock is
 /// not known are fired at once (each run takes its own lock); the others when the claim is
@@ -350,46 +310,6 @@ fn claim_with_marker(
     let mut loops = inner.loops.lock().unwrap_or_else(|e| e.into_inner());
     while loops.try_join_next().is_some() {}
     loops.spawn(claim);
-}
-
-/// Of the jobs of an on-time `tick` whose claim waited for [`CLAIMS_IN_FLIGHT`], those still
-/// within their deadline (half-way to their next tick), and those under
-/// [`MisfirePolicy::All`] (every tick of theirs runs, late if need be). The others are shed:
-/// counted as missed, their slots of the run limit freed, one line logged for them all.
-fn shed_late(inner: &Inner, tick: DateTime<Utc>, jobs: Vec<ToClaim>, due: Due) -> Vec<ToClaim> {
-    let now = inner.clock.now();
-    let mut next_ticks = NextTicks::default();
-    let (mut kept, mut shed) = (Vec::with_capacity(jobs.len()), 0usize);
-    for job in jobs {
-        let state = &job.0;
-        let late = next_ticks
-            .after(state.job.schedule(), tick)
-            .is_none_or(|next| now > tick + (next - tick) / 2);
-        if late && policy(inner, state) != MisfirePolicy::All {
-            shed += 1;
-            if due == Due::Help {
-                continue; // the owner's to count
-            }
-            bump(&state.counters.misfires_skipped);
-            metrics::counter!(crate::metric_names::SHED, "job" => state.job.name().to_owned())
-                .increment(1);
-        } else {
-            kept.push(job);
-        }
-    }
-    if shed > 0 && due == Due::Help {
-        tracing::debug!(%tick, jobs = shed, "fleet: past the deadline, not helping with the others' jobs");
-    } else if shed > 0 {
-        let late = (now - tick).to_std().unwrap_or_default();
-        tracing::warn!(%tick, jobs = shed, late = %humantime::format_duration(round_ms(late)),
-            "past capacity: the claims of earlier ticks were still being made when these jobs' deadline (half-way to their next tick) passed; not run here, counted as missed");
-    }
-    kept
-}
-
-/// `d` to whole milliseconds, for a log line.
-fn round_ms(d: Duration) -> Duration {
-    Duration::from_millis(d.as_millis() as u64)
 }
 
 /// Clears a job's running flag when dropped.

@@ -21,6 +21,7 @@ mod fleet;
 mod job;
 mod misfire;
 mod registry;
+mod shed;
 mod tick_loop;
 
 pub use builder::SchedulerBuilder;
@@ -64,7 +65,7 @@ struct Inner {
     fleet: Fleet,
     /// With a run limit: its slots and the jobs waiting for one.
     capacity: Option<Capacity>,
-    /// The claims of many ticks at once in flight, at most [`fire::CLAIMS_IN_FLIGHT`]: those
+    /// The claims of many ticks at once in flight, at most [`shed::CLAIMS_IN_FLIGHT`]: those
     /// past it wait here, where an on-time tick's claim that waited past its deadline is shed
     /// (see [`fire`]).
     claim_gate: Arc<tokio::sync::Semaphore>,

@@ -3,22 +3,21 @@
 //! job due by then, grouped by tick instant, through [`super::fire`]), the leader loop and the
 //! history's prune loop.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use chrono_tz::Tz;
 use tokio::sync::watch;
 
 use super::Inner;
-use super::fire::{Due, fire_group, fire_ready};
+use super::fire::{fire_group, fire_ready};
 use super::job::MisfirePolicy;
 use super::job::bump;
 use super::misfire::{backfill, policy};
 use super::registry::{JobState, groups};
-use crate::{Leadership, RunHistory, Schedule};
+use super::shed::{Due, NextTicks};
+use crate::{Leadership, RunHistory};
 
 /// How many added jobs the timer plans before it fires what is due and yields.
 const PLAN_CHUNK: usize = 1000;
@@ -236,28 +235,6 @@ fn fire_due(inner: &Arc<Inner>, due: Vec<(DateTime<Utc>, Arc<JobState>)>) {
             tracing::info!(job = state.job.name(), "the schedule fires no more");
         }
         jobs.plan(state, next);
-    }
-}
-
-/// Next ticks computed once per schedule and instant: the jobs planned together mostly share
-/// a few schedules (1,000 jobs on one expression are one evaluation, not 1,000 of ~20 µs that
-/// would hold the runtime's thread for 20 ms after each tick).
-#[derive(Default)]
-pub(super) struct NextTicks(HashMap<ScheduleAt, Option<DateTime<Utc>>>);
-
-/// A schedule (its expression and time zone) and the instant its next tick is asked after.
-type ScheduleAt = (Arc<str>, Tz, DateTime<Utc>);
-
-impl NextTicks {
-    pub(super) fn after(
-        &mut self,
-        schedule: &Schedule,
-        instant: DateTime<Utc>,
-    ) -> Option<DateTime<Utc>> {
-        *self
-            .0
-            .entry((schedule.shared_expression(), schedule.time_zone(), instant))
-            .or_insert_with(|| schedule.next_after(instant))
     }
 }
 
