@@ -10,78 +10,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use futures_util::future::BoxFuture;
-use shedlock::{
-    Backend, Job, KeepAlive, LockAdmin, LockConfiguration, LockContext, LockGuard, LockProvider,
-    LockState, MisfirePolicy, Result, Schedule, Scheduler,
-};
+use shedlock::{Job, LockConfiguration, LockContext, MisfirePolicy, Schedule, Scheduler};
 use shedlock_suite::scheduler_suite::eventually;
-use shedlock_suite::{Sqlite, TestDb};
-
-/// `P`, whose `lock_states` (the read of the missed ticks) answers `delay` late.
-#[derive(Debug, Clone)]
-struct SlowReads<P> {
-    inner: P,
-    delay: Duration,
-}
-
-impl<P: LockAdmin> LockProvider for SlowReads<P> {
-    fn lock<'a>(
-        &'a self,
-        config: &'a LockConfiguration,
-    ) -> BoxFuture<'a, Result<Option<LockGuard>>> {
-        self.inner.lock(config)
-    }
-    fn lock_many<'a>(
-        &'a self,
-        configs: &'a [LockConfiguration],
-    ) -> BoxFuture<'a, Result<Vec<Result<Option<LockGuard>>>>> {
-        self.inner.lock_many(configs)
-    }
-    fn is_held<'a>(&'a self, name: &'a str, token: i64) -> BoxFuture<'a, Result<bool>> {
-        self.inner.is_held(name, token)
-    }
-    fn backend(&self) -> Backend {
-        self.inner.backend()
-    }
-    fn table_name(&self) -> &str {
-        self.inner.table_name()
-    }
-    fn locked_by(&self) -> &str {
-        self.inner.locked_by()
-    }
-    fn keep_alive(&self) -> KeepAlive {
-        self.inner.keep_alive()
-    }
-    fn now(&self) -> BoxFuture<'_, Result<DateTime<Utc>>> {
-        self.inner.now()
-    }
-    fn as_admin(&self) -> Option<&dyn LockAdmin> {
-        Some(self)
-    }
-}
-
-impl<P: LockAdmin> LockAdmin for SlowReads<P> {
-    fn migrate(&self) -> BoxFuture<'_, Result<()>> {
-        self.inner.migrate()
-    }
-    fn locks(&self) -> BoxFuture<'_, Result<Vec<LockState>>> {
-        self.inner.locks()
-    }
-    fn lock_state<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<LockState>>> {
-        self.inner.lock_state(name)
-    }
-    fn lock_states<'a>(&'a self, names: &'a [String]) -> BoxFuture<'a, Result<Vec<LockState>>> {
-        Box::pin(async move {
-            tokio::time::sleep(self.delay).await;
-            self.inner.lock_states(names).await
-        })
-    }
-    fn force_release<'a>(&'a self, name: &'a str, token: i64) -> BoxFuture<'a, Result<bool>> {
-        self.inner.force_release(name, token)
-    }
-}
+use shedlock_suite::{Hooked, Sqlite, TestDb, Turn};
 
 /// Runs per (job, tick in seconds).
 type Ran = Arc<Mutex<BTreeMap<(String, i64), usize>>>;
@@ -114,10 +45,13 @@ async fn ticks_due_while_the_missed_ones_are_read_wait_behind_them() {
     let jobs = ["read_a", "read_b", "read_c"];
     let count = |ran: &Ran| ran.lock().unwrap().len();
     for round in 0..2 {
-        let provider = SlowReads {
-            inner: db.provider(),
-            delay: Duration::from_millis(1500),
-        };
+        // The read of the missed ticks answers 1.5 s late.
+        let provider = Hooked::new(db.provider()).before_lock_states(|_| {
+            Box::pin(async {
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                Box::new(()) as Turn
+            })
+        });
         let scheduler = Scheduler::builder(provider)
             .misfire_grace(Duration::from_secs(30))
             .build();

@@ -14,86 +14,43 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use futures_util::future::BoxFuture;
-use shedlock::{
-    Backend, Job, KeepAlive, LockAdmin, LockConfiguration, LockContext, LockGuard, LockProvider,
-    LockState, Result, Schedule, Scheduler,
-};
+use chrono::Utc;
+use shedlock::{Job, LockAdmin, LockConfiguration, LockContext, Schedule, Scheduler};
 use shedlock_suite::scheduler_suite::eventually;
-use shedlock_suite::{Sqlite, TestDb};
+use shedlock_suite::{Hooked, Sqlite, TestDb, Turn};
 
-/// `P`, whose `lock_many` (the claim of a tick's jobs) is made one at a time, each `delay`
-/// long; it counts the claims in flight (made or waiting their turn).
-#[derive(Debug, Clone)]
-struct SlowClaims<P> {
-    inner: P,
-    delay: Duration,
-    serial: Arc<tokio::sync::Mutex<()>>,
-    in_flight: Arc<AtomicUsize>,
-    most_in_flight: Arc<AtomicUsize>,
-}
-
-impl<P: LockAdmin> LockProvider for SlowClaims<P> {
-    fn lock<'a>(
-        &'a self,
-        config: &'a LockConfiguration,
-    ) -> BoxFuture<'a, Result<Option<LockGuard>>> {
-        self.inner.lock(config)
-    }
-    fn lock_many<'a>(
-        &'a self,
-        configs: &'a [LockConfiguration],
-    ) -> BoxFuture<'a, Result<Vec<Result<Option<LockGuard>>>>> {
+/// A provider around `inner` whose `lock_many` (the claim of a tick's jobs) is made one at a
+/// time, each 1.5 s late; it counts the claims in flight (made or waiting their turn) and
+/// answers the most there were at once.
+fn slow_claims<P: LockAdmin>(inner: P) -> (Hooked<P>, Arc<AtomicUsize>) {
+    let serial = Arc::new(tokio::sync::Mutex::new(()));
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let most_in_flight = Arc::new(AtomicUsize::new(0));
+    let most = Arc::clone(&most_in_flight);
+    let provider = Hooked::new(inner).before_lock_many(move |_| {
+        let (serial, in_flight, most) = (
+            Arc::clone(&serial),
+            Arc::clone(&in_flight),
+            Arc::clone(&most),
+        );
         Box::pin(async move {
-            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-            self.most_in_flight.fetch_max(now, Ordering::SeqCst);
-            let turn = self.serial.lock().await;
-            tokio::time::sleep(self.delay).await;
-            let answer = self.inner.lock_many(configs).await;
-            drop(turn);
-            self.in_flight.fetch_sub(1, Ordering::SeqCst);
-            answer
+            let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(now, Ordering::SeqCst);
+            let turn = serial.lock_owned().await;
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            // Dropped when the claim has answered: the next one's turn, one fewer in flight.
+            Box::new((turn, Leaving(in_flight))) as Turn
         })
-    }
-    fn is_held<'a>(&'a self, name: &'a str, token: i64) -> BoxFuture<'a, Result<bool>> {
-        self.inner.is_held(name, token)
-    }
-    fn backend(&self) -> Backend {
-        self.inner.backend()
-    }
-    fn table_name(&self) -> &str {
-        self.inner.table_name()
-    }
-    fn locked_by(&self) -> &str {
-        self.inner.locked_by()
-    }
-    fn keep_alive(&self) -> KeepAlive {
-        self.inner.keep_alive()
-    }
-    fn now(&self) -> BoxFuture<'_, Result<DateTime<Utc>>> {
-        self.inner.now()
-    }
-    fn as_admin(&self) -> Option<&dyn LockAdmin> {
-        Some(self)
-    }
+    });
+    (provider, most_in_flight)
 }
 
-impl<P: LockAdmin> LockAdmin for SlowClaims<P> {
-    fn migrate(&self) -> BoxFuture<'_, Result<()>> {
-        self.inner.migrate()
-    }
-    fn locks(&self) -> BoxFuture<'_, Result<Vec<LockState>>> {
-        self.inner.locks()
-    }
-    fn lock_state<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<LockState>>> {
-        self.inner.lock_state(name)
-    }
-    fn lock_states<'a>(&'a self, names: &'a [String]) -> BoxFuture<'a, Result<Vec<LockState>>> {
-        self.inner.lock_states(names)
-    }
-    fn force_release<'a>(&'a self, name: &'a str, token: i64) -> BoxFuture<'a, Result<bool>> {
-        self.inner.force_release(name, token)
+/// Takes one from the claims in flight when dropped.
+struct Leaving(Arc<AtomicUsize>);
+
+impl Drop for Leaving {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -127,14 +84,7 @@ fn every_four_seconds(name: &str, offset: u32, ran: &Ran) -> Job {
 async fn claims_that_wait_past_their_deadline_are_shed() {
     let db = Sqlite::setup().await.unwrap();
     let ran = Ran::default();
-    let provider = SlowClaims {
-        inner: db.provider(),
-        delay: Duration::from_millis(1500),
-        serial: Arc::default(),
-        in_flight: Arc::default(),
-        most_in_flight: Arc::default(),
-    };
-    let most_in_flight = Arc::clone(&provider.most_in_flight);
+    let (provider, most_in_flight) = slow_claims(db.provider());
     let scheduler = Scheduler::builder(provider).build();
     let jobs = ["shed_a", "shed_b", "shed_c", "shed_d"];
     for (offset, job) in jobs.iter().enumerate() {

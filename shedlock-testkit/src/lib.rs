@@ -25,11 +25,13 @@
 #![allow(missing_docs, unreachable_pub, async_fn_in_trait)]
 
 mod db;
+pub mod hooked;
 pub mod proxy;
 pub mod scheduler_suite;
 pub mod suite;
 
 pub use db::{Blocker, Opts, Row, TestDb, skewed_clock, sql_only};
+pub use hooked::{Hook, Hooked, Turn};
 pub use proxy::Proxy;
 pub use scheduler_suite::eventually;
 

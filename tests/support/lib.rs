@@ -24,8 +24,9 @@ pub use redis_server::RedisServer;
 pub use shedlock_redis::testkit::Redis;
 /// The conformance kit, which every backend here runs its suites through.
 pub use shedlock_testkit::{
-    self as __testkit, Blocker, Opts, Proxy, Row, TestDb, backend_name, host_port, how_to_start,
-    proxy, reach, run_case, scheduler_suite, skewed_clock, skipped, suite, unique_name,
+    self as __testkit, Blocker, Hooked, Opts, Proxy, Row, TestDb, Turn, backend_name, host_port,
+    how_to_start, proxy, reach, run_case, scheduler_suite, skewed_clock, skipped, suite,
+    unique_name,
 };
 
 /// A provider with its table's administration and its run history, as one trait object.

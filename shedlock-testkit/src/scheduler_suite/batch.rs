@@ -7,47 +7,30 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use futures_util::future::BoxFuture;
+use chrono::TimeDelta;
 use shedlock::{
-    Backend, Job, JobStats, KeepAlive, LockConfiguration, LockContext, LockGuard, LockProvider,
-    Result, Schedule, Scheduler, TaskResult, run_locked,
+    Job, JobStats, LockAdmin, LockConfiguration, LockContext, LockProvider, Schedule, Scheduler,
+    TaskResult, run_locked,
 };
 
 use super::{MS, eventually};
-use crate::{Opts, TestDb};
+use crate::{Hooked, Opts, TestDb, Turn};
 
 /// How many jobs each case registers, all due every second.
 pub(super) const JOBS: usize = 20;
 
 pub(super) const SEC: Duration = Duration::from_secs(1);
 
-/// A provider that counts the calls the scheduler and the runs make: `lock` calls, and the
-/// size of each `lock_many` call (forwarded to the wrapped provider's own `lock_many`).
-#[derive(Debug)]
-pub(super) struct Counting<P> {
-    inner: P,
+/// What a provider counted of the calls the scheduler and the runs made through it: `lock`
+/// calls, and the size of each `lock_many` call (forwarded to the wrapped provider's own
+/// `lock_many`).
+#[derive(Debug, Default)]
+pub(super) struct Counts {
     locks: AtomicU64,
     lock_many: Mutex<Vec<usize>>,
-    /// Added to the wrapped provider's clock: a scheduler that measures its offset to it
-    /// fires that much early, by the database's real clock.
-    clock_ahead: chrono::TimeDelta,
 }
 
-impl<P> Counting<P> {
-    pub(super) fn new(inner: P) -> Arc<Self> {
-        Self::with_clock_ahead(inner, chrono::TimeDelta::zero())
-    }
-
-    fn with_clock_ahead(inner: P, clock_ahead: chrono::TimeDelta) -> Arc<Self> {
-        Arc::new(Self {
-            inner,
-            locks: AtomicU64::new(0),
-            lock_many: Mutex::default(),
-            clock_ahead,
-        })
-    }
-
+impl Counts {
     pub(super) fn locks(&self) -> u64 {
         self.locks.load(Ordering::SeqCst)
     }
@@ -58,48 +41,22 @@ impl<P> Counting<P> {
     }
 }
 
-impl<P: LockProvider> LockProvider for Counting<P> {
-    fn lock<'a>(
-        &'a self,
-        config: &'a LockConfiguration,
-    ) -> BoxFuture<'a, Result<Option<LockGuard>>> {
-        self.locks.fetch_add(1, Ordering::SeqCst);
-        self.inner.lock(config)
-    }
-
-    fn lock_many<'a>(
-        &'a self,
-        configs: &'a [LockConfiguration],
-    ) -> BoxFuture<'a, Result<Vec<Result<Option<LockGuard>>>>> {
-        self.lock_many.lock().unwrap().push(configs.len());
-        self.inner.lock_many(configs)
-    }
-
-    fn is_held<'a>(&'a self, name: &'a str, fencing_token: i64) -> BoxFuture<'a, Result<bool>> {
-        self.inner.is_held(name, fencing_token)
-    }
-
-    fn backend(&self) -> Backend {
-        self.inner.backend()
-    }
-
-    fn table_name(&self) -> &str {
-        self.inner.table_name()
-    }
-
-    fn locked_by(&self) -> &str {
-        self.inner.locked_by()
-    }
-
-    fn keep_alive(&self) -> KeepAlive {
-        self.inner.keep_alive()
-    }
-
-    fn now(&self) -> BoxFuture<'_, Result<DateTime<Utc>>> {
-        let ahead = self.clock_ahead;
-        let now = self.inner.now();
-        Box::pin(async move { now.await.map(|now| now + ahead) })
-    }
+/// `inner`, counting the calls made through it; without its [`LockAdmin`] side (no fleet seat:
+/// the scheduler's own `lock` calls would be counted with the runs').
+pub(super) fn counting<P: LockAdmin>(inner: P) -> (Arc<Hooked<P>>, Arc<Counts>) {
+    let counts = Arc::new(Counts::default());
+    let (on_lock, on_lock_many) = (Arc::clone(&counts), Arc::clone(&counts));
+    let provider = Hooked::new(inner)
+        .without_admin()
+        .before_lock(move |_| {
+            on_lock.locks.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async { Box::new(()) as Turn })
+        })
+        .before_lock_many(move |configs| {
+            on_lock_many.lock_many.lock().unwrap().push(configs);
+            Box::pin(async { Box::new(()) as Turn })
+        });
+    (Arc::new(provider), counts)
 }
 
 pub(super) fn every_second() -> Schedule {
@@ -178,7 +135,7 @@ pub async fn many_jobs_on_three_instances_run_every_tick_once<D: TestDb>(db: &Ar
     let mut counters = Vec::new();
     for i in 0..3 {
         let who = format!("instance-{i}");
-        let provider = Counting::new(db.provider_with(Opts::own_pool().locked_by(&who)).await);
+        let (provider, counts) = counting(db.provider_with(Opts::own_pool().locked_by(&who)).await);
         let scheduler = Scheduler::builder(Arc::clone(&provider))
             .misfire_grace(Duration::ZERO)
             .build();
@@ -190,7 +147,7 @@ pub async fn many_jobs_on_three_instances_run_every_tick_once<D: TestDb>(db: &Ar
             scheduler.add(job_def).unwrap();
         }
         schedulers.push(scheduler);
-        counters.push(provider);
+        counters.push(counts);
     }
     for s in &schedulers {
         s.start();
@@ -247,7 +204,7 @@ pub async fn many_jobs_on_three_instances_run_every_tick_once<D: TestDb>(db: &Ar
 /// one `lock_many` call carrying the twenty locks, and no run sends a `lock` of its own.
 pub async fn jobs_with_a_lock_are_claimed_in_one_call_per_tick<D: TestDb>(db: &Arc<D>) {
     db.ran_table().await;
-    let provider = Counting::new(db.provider_with(Opts::own_pool()).await);
+    let (provider, counts) = counting(db.provider_with(Opts::own_pool()).await);
     let names: Vec<String> = (0..JOBS).map(|job| format!("batch_{job:02}")).collect();
     let jobs = (0..JOBS).map(|job| recording_job(db, job, "one").with_lock(lock_config(job)));
     let (scheduler, done) = run_until(Arc::clone(&provider), jobs, 20 * SEC, |s| {
@@ -258,8 +215,8 @@ pub async fn jobs_with_a_lock_are_claimed_in_one_call_per_tick<D: TestDb>(db: &A
     .await;
     assert!(done, "every job ran twice within 20 s");
 
-    let sizes = provider.lock_many_sizes();
-    assert_eq!(provider.locks(), 0, "no run claimed its tick alone");
+    let sizes = counts.lock_many_sizes();
+    assert_eq!(counts.locks(), 0, "no run claimed its tick alone");
     assert_eq!(
         sizes.first(),
         Some(&JOBS),
@@ -295,7 +252,7 @@ pub async fn jobs_with_a_lock_are_claimed_in_one_call_per_tick<D: TestDb>(db: &A
 /// each sends a `lock` of its own, and from their second tick on they are claimed in batches.
 pub async fn a_learned_lock_is_claimed_in_batches_from_the_second_tick<D: TestDb>(db: &Arc<D>) {
     db.ran_table().await;
-    let provider = Counting::new(db.provider_with(Opts::own_pool()).await);
+    let (provider, counts) = counting(db.provider_with(Opts::own_pool()).await);
     let names: Vec<String> = (0..JOBS).map(|job| format!("batch_{job:02}")).collect();
     let jobs = (0..JOBS).map(|job| recording_job(db, job, "one"));
     let (scheduler, done) = run_until(Arc::clone(&provider), jobs, 20 * SEC, |s| {
@@ -306,9 +263,9 @@ pub async fn a_learned_lock_is_claimed_in_batches_from_the_second_tick<D: TestDb
     .await;
     assert!(done, "every job ran three times within 20 s");
 
-    let sizes = provider.lock_many_sizes();
+    let sizes = counts.lock_many_sizes();
     assert_eq!(
-        provider.locks(),
+        counts.locks(),
         JOBS as u64,
         "each job claimed its first tick alone, then never again: {sizes:?}"
     );
@@ -423,7 +380,7 @@ pub async fn a_batch_mixing_free_held_and_claimed_jobs_runs_only_the_free_ones<D
         db.set_last_tick_ahead(&name, Duration::from_secs(86_400))
             .await;
     }
-    let provider = Counting::new(db.provider_with(Opts::own_pool().locked_by("one")).await);
+    let (provider, counts) = counting(db.provider_with(Opts::own_pool().locked_by("one")).await);
     let name = |job: usize| format!("batch_{job:02}");
     let jobs = (0..12).map(|job| recording_job(db, job, "one").with_lock(lock_config(job)));
     let (scheduler, done) = run_until(Arc::clone(&provider), jobs, 20 * SEC, |s| {
@@ -456,8 +413,8 @@ pub async fn a_batch_mixing_free_held_and_claimed_jobs_runs_only_the_free_ones<D
             );
         }
     }
-    assert_eq!(provider.locks(), 0, "no run claimed its tick alone");
-    let sizes = provider.lock_many_sizes();
+    assert_eq!(counts.locks(), 0, "no run claimed its tick alone");
+    let sizes = counts.lock_many_sizes();
     assert_eq!(
         sizes.first(),
         Some(&12),
@@ -480,9 +437,9 @@ pub async fn a_batch_mixing_free_held_and_claimed_jobs_runs_only_the_free_ones<D
 /// `lock_many`; the database refuses every tick as too far ahead, each run reports clock skew,
 /// none runs, and nothing is written.
 pub async fn a_batch_of_future_ticks_is_refused_as_clock_skew<D: TestDb>(db: &Arc<D>) {
-    let provider = Counting::with_clock_ahead(
-        db.provider_with(Opts::own_pool()).await,
-        chrono::TimeDelta::hours(1),
+    // An hour ahead: the clock that `Hooked` skews is the one the scheduler measures.
+    let (provider, counts) = counting(
+        Hooked::new(db.provider_with(Opts::own_pool()).await).clock_ahead(TimeDelta::hours(1)),
     );
     let name = |job: usize| format!("batch_{job:02}");
     let jobs = (0..5).map(|job| recording_job(db, job, "ahead").with_lock(lock_config(job)));
@@ -506,7 +463,7 @@ pub async fn a_batch_of_future_ticks_is_refused_as_clock_skew<D: TestDb>(db: &Ar
             name(job)
         );
     }
-    assert_eq!(provider.locks(), 0, "no run claimed its tick alone");
-    let sizes = provider.lock_many_sizes();
+    assert_eq!(counts.locks(), 0, "no run claimed its tick alone");
+    let sizes = counts.lock_many_sizes();
     assert_eq!(sizes.first(), Some(&5), "one call for the five: {sizes:?}");
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use shedlock::{Job, LockConfiguration, LockContext, LockProvider};
 
-use super::batch::{Counting, JOBS, SEC, every_second, lock_config, run_until};
+use super::batch::{JOBS, SEC, counting, every_second, lock_config, run_until};
 use crate::{Opts, TestDb};
 
 /// Twenty jobs built with [`Job::locked`] (the scheduler takes the lock, the body gets its
@@ -18,7 +18,7 @@ use crate::{Opts, TestDb};
 /// and its token, and never for the held job.
 pub async fn a_locked_job_gets_its_claim_as_an_argument<D: TestDb>(db: &Arc<D>) {
     db.ran_table().await;
-    let provider = Counting::new(db.provider_with(Opts::own_pool()).await);
+    let (provider, counts) = counting(db.provider_with(Opts::own_pool()).await);
     let other = db.provider_with(Opts::own_pool()).await;
     let held = other
         .lock(&lock_config(0))
@@ -63,9 +63,9 @@ pub async fn a_locked_job_gets_its_claim_as_an_argument<D: TestDb>(db: &Arc<D>) 
     held.unlock().await.unwrap();
     assert!(done, "every free job ran twice within 20 s");
 
-    let sizes = provider.lock_many_sizes();
+    let sizes = counts.lock_many_sizes();
     assert_eq!(
-        provider.locks(),
+        counts.locks(),
         0,
         "no run sent a lock of its own: {sizes:?}"
     );
@@ -111,7 +111,7 @@ async fn scheduled_fn(job: usize, calls: Arc<Mutex<Vec<(usize, i64)>>>) {
 /// since the tick is claimed); the body runs once per run won, never for the held job; and a
 /// call by hand still takes the lock itself.
 pub async fn a_scheduled_function_gets_its_claim_as_an_argument<D: TestDb>(db: &Arc<D>) {
-    let provider = Counting::new(db.provider_with(Opts::own_pool()).await);
+    let (provider, counts) = counting(db.provider_with(Opts::own_pool()).await);
     let other = db.provider_with(Opts::own_pool()).await;
     let held = other
         .lock(&LockConfiguration::new("sched_0", 30 * SEC, Duration::ZERO).unwrap())
@@ -131,9 +131,9 @@ pub async fn a_scheduled_function_gets_its_claim_as_an_argument<D: TestDb>(db: &
     held.unlock().await.unwrap();
     assert!(done, "every free job ran twice within 20 s");
 
-    let sizes = provider.lock_many_sizes();
+    let sizes = counts.lock_many_sizes();
     assert_eq!(
-        provider.locks(),
+        counts.locks(),
         0,
         "no run sent a lock of its own: {sizes:?}"
     );
@@ -162,5 +162,5 @@ pub async fn a_scheduled_function_gets_its_claim_as_an_argument<D: TestDb>(db: &
             .await
             .unwrap();
     assert!(by_hand.was_executed(), "{by_hand:?}");
-    assert_eq!(provider.locks(), 1, "the call by hand sent its own lock");
+    assert_eq!(counts.locks(), 1, "the call by hand sent its own lock");
 }
