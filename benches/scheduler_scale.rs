@@ -291,6 +291,19 @@ async fn settle(scheduler: &Scheduler, names: &[String], ticks: f64) -> f64 {
 
 // --- phase 1: idle --------------------------------------------------------------------------
 
+/// Job `i`'s yearly schedule: a second of its own on 1 January (1 July if today is 1 January),
+/// so none ticks in a run's window.
+fn yearly(i: usize) -> Schedule {
+    let month = if Utc::now().month() == 1 { 7 } else { 1 };
+    let cron = format!(
+        "{} {} {} 1 {month} *",
+        i % 60,
+        (i / 60) % 60,
+        (i / 3600) % 24
+    );
+    Schedule::parse(&cron, "UTC").expect("a yearly expression")
+}
+
 async fn idle(jobs: usize, seconds: u64, pool: Option<u32>) -> Value {
     let ticks = clock_ticks();
     let rss_process_start = rss_mb();
@@ -299,35 +312,23 @@ async fn idle(jobs: usize, seconds: u64, pool: Option<u32>) -> Value {
     let rss_before = rss_mb();
     let cpu_setup = CpuWindow::start(ticks);
 
-    // Yearly ticks on 1 January (1 July if today is 1 January): none in the window.
-    let month = if Utc::now().month() == 1 { 7 } else { 1 };
     let scheduler = Scheduler::builder(provider)
         .misfire_grace(Duration::ZERO)
         .build();
     let registering = Instant::now();
     let mut names = Vec::with_capacity(jobs);
     for i in 0..jobs {
-        let cron = format!(
-            "{} {} {} 1 {month} *",
-            i % 60,
-            (i / 60) % 60,
-            (i / 3600) % 24
-        );
         let name = format!("idle_{i}");
         let lock = name.clone();
         scheduler
-            .add(Job::new(
-                &name,
-                Schedule::parse(&cron, "UTC").unwrap(),
-                move || {
-                    let lock = lock.clone();
-                    async move {
-                        let cfg =
-                            LockConfiguration::new(lock, Duration::from_secs(30), Duration::ZERO)?;
-                        run_locked(cfg, async {}).await
-                    }
-                },
-            ))
+            .add(Job::new(&name, yearly(i), move || {
+                let lock = lock.clone();
+                async move {
+                    let cfg =
+                        LockConfiguration::new(lock, Duration::from_secs(30), Duration::ZERO)?;
+                    run_locked(cfg, async {}).await
+                }
+            }))
             .unwrap();
         names.push(name);
     }
@@ -390,22 +391,15 @@ async fn startup(jobs: usize) -> Value {
     let ticks = clock_ticks();
     let dir = tempfile::tempdir().unwrap();
     let provider = provider(dir.path(), None).await;
-    let month = if Utc::now().month() == 1 { 7 } else { 1 };
     let scheduler = Scheduler::builder(provider).build();
     let registering = Instant::now();
     for i in 0..jobs {
-        let cron = format!(
-            "{} {} {} 1 {month} *",
-            i % 60,
-            (i / 60) % 60,
-            (i / 3600) % 24
-        );
         let name = format!("start_{i}");
         let lock = LockConfiguration::new(&name, Duration::from_secs(30), Duration::ZERO).unwrap();
         scheduler
             .add(Job::locked(
                 &name,
-                Schedule::parse(&cron, "UTC").unwrap(),
+                yearly(i),
                 lock,
                 |_: LockContext| async {},
             ))
