@@ -220,3 +220,56 @@ impl Capacity {
 fn round(age: Duration) -> Duration {
     Duration::from_millis(age.as_millis() as u64)
 }
+
+#[cfg(all(test, feature = "sqlite"))]
+mod tests {
+    use std::time::Duration;
+
+    use chrono::Utc;
+
+    use crate::{Job, LockConfiguration, LockContext, Schedule, Scheduler, SqliteLockProvider};
+
+    /// The cause of a tick lost under a run limit (issue 34, point 3): a job found no slot, a
+    /// run ended before the job was queued, and the slot loop, woken by that run's end, found an
+    /// empty queue. Queued, the job must wake the loop itself while a slot is free; otherwise it
+    /// waits for the next run to end, and when none is left it waits until its next tick
+    /// supersedes it (one tick ran 199 of its 200 jobs).
+    #[tokio::test]
+    async fn a_job_queued_just_after_a_slot_freed_wakes_the_slot_loop() {
+        let pool = sqlx::SqlitePool::connect("sqlite::memory:").await.unwrap();
+        let scheduler = Scheduler::builder(SqliteLockProvider::new(pool))
+            .max_concurrent_runs(1)
+            .build();
+        let lock =
+            LockConfiguration::new("queued", Duration::from_secs(30), Duration::ZERO).unwrap();
+        let every_second = Schedule::parse("* * * * * *", "UTC").unwrap();
+        let job = Job::locked("queued", every_second, lock, |_: LockContext| async {});
+        scheduler.add(job).unwrap();
+        let inner = &scheduler.inner;
+        let capacity = inner.capacity.as_ref().unwrap();
+        let job = inner
+            .jobs()
+            .by_name
+            .iter()
+            .next()
+            .map(|j| j.0.clone())
+            .unwrap();
+
+        // A run holds the only slot: the job finds none.
+        let slot = capacity.take_slot().unwrap();
+        assert!(capacity.take_slot().is_none());
+        // The run ends before the job is queued; the loop wakes to an empty queue.
+        drop(slot);
+        tokio::time::timeout(Duration::from_secs(5), capacity.freed())
+            .await
+            .expect("the run's end wakes the loop");
+        // Now the job is queued, with the slot free: the loop is woken again.
+        capacity.wait(inner, Utc::now(), job);
+        let woken = tokio::time::timeout(Duration::from_secs(5), capacity.freed()).await;
+        assert!(
+            woken.is_ok(),
+            "a job queued while a slot is free wakes the slot loop"
+        );
+        assert_eq!(capacity.waiting_len(), 1);
+    }
+}
