@@ -26,7 +26,7 @@ use super::job::MisfirePolicy;
 use super::job::{RunEnd, bump};
 use super::misfire::policy;
 use super::registry::JobState;
-use super::shed::{CLAIMS_IN_FLIGHT, Due, ToClaim, deadline_of, shed_late};
+use super::shed::{CLAIMS_IN_FLIGHT, Due, SOONEST_DEADLINE, ToClaim, deadline_of, shed_late};
 use crate::context::{PreClaim, with_cancel, with_provider_arc, with_tick};
 use crate::observe::{Probe, RunInfo};
 use crate::run::acquire_config;
@@ -239,18 +239,21 @@ fn claim_with_marker(
         let inner = inner_claim;
         let gate = Arc::clone(&inner.claim_gate);
         let queued_at = Instant::now();
-        let _permit = match Arc::clone(&gate).try_acquire_owned() {
-            Ok(permit) => permit,
+        let (_permit, waited) = match Arc::clone(&gate).try_acquire_owned() {
+            Ok(permit) => (permit, false),
             Err(_) => {
                 let Ok(permit) = gate.acquire_owned().await else {
                     return;
                 };
-                if due != Due::Missed {
-                    to_claim = shed_late(&inner, tick, to_claim, due);
-                }
-                permit
+                (permit, true)
             }
         };
+        // Waited for earlier claims, or fired late (a runtime or a machine past its CPU): the
+        // ticks whose deadline passed are shed, not claimed.
+        let late = inner.clock.now() - tick > SOONEST_DEADLINE;
+        if due != Due::Missed && (waited || late) {
+            to_claim = shed_late(&inner, tick, to_claim, due);
+        }
         metrics::histogram!(crate::metric_names::CLAIM_WAIT)
             .record(queued_at.elapsed().as_secs_f64());
         if *inner.stop_firing.borrow() {

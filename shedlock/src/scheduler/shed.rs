@@ -30,14 +30,20 @@ pub(super) enum Due {
 }
 
 /// Claims of many ticks at once ([`LockProvider::lock_many`](crate::LockProvider::lock_many))
-/// one scheduler has in flight. A claim past them waits; if it waited, the jobs of an on-time
-/// tick whose deadline passed meanwhile are shed: not run here, counted in
-/// [`JobStats::misfires_skipped`](crate::JobStats::misfires_skipped) and the
-/// [`metric_names::SHED`](crate::metric_names::SHED) counter. A tick's deadline is half-way to
-/// the job's next tick (500 ms for a job due every second). So an instance past its capacity
-/// runs what it can on time and drops the rest, instead of queueing claims that make every
-/// later tick later still.
+/// one scheduler has in flight. A claim past them waits; if it waited (or was fired late, see
+/// [`SOONEST_DEADLINE`]), the jobs of an on-time tick whose deadline passed meanwhile are shed:
+/// not run here, counted in [`JobStats::misfires_skipped`](crate::JobStats::misfires_skipped)
+/// and the [`metric_names::SHED`](crate::metric_names::SHED) counter. A tick's deadline is
+/// half-way to the job's next tick (500 ms for a job due every second). So an instance past its
+/// capacity runs what it can on time and drops the rest, instead of queueing claims that make
+/// every later tick later still.
 pub(super) const CLAIMS_IN_FLIGHT: usize = 2;
+
+/// How long after its tick a claim is checked against its jobs' deadlines even when it did
+/// not wait for [`CLAIMS_IN_FLIGHT`]: a timer that fires late (its runtime, or the machine,
+/// past its CPU) sheds the ticks whose deadline passed as a queued claim does. Cron ticks are
+/// whole seconds apart, so no deadline comes sooner than this; before it nothing is checked.
+pub(super) const SOONEST_DEADLINE: chrono::TimeDelta = chrono::TimeDelta::milliseconds(500);
 
 /// A job of a claim: its state, its slot of the run limit, and the configuration to send.
 pub(super) type ToClaim = (Arc<JobState>, Option<Slot>, LockConfiguration);
@@ -56,7 +62,8 @@ pub(super) fn deadline_of(tick: DateTime<Utc>, jobs: &[Arc<JobState>]) -> DateTi
         .unwrap_or(tick)
 }
 
-/// Of the jobs of an on-time `tick` whose claim waited for [`CLAIMS_IN_FLIGHT`], those still
+/// Of the jobs of an on-time `tick` whose claim waited for [`CLAIMS_IN_FLIGHT`] (or was
+/// fired more than [`SOONEST_DEADLINE`] after it), those still
 /// within their deadline (half-way to their next tick), and those under
 /// [`MisfirePolicy::All`] (every tick of theirs runs, late if need be). The others are shed:
 /// counted as missed, their slots of the run limit freed, one line logged for them all.
@@ -91,7 +98,7 @@ pub(super) fn shed_late(
     } else if shed > 0 {
         let late = (now - tick).to_std().unwrap_or_default();
         tracing::warn!(%tick, jobs = shed, late = %humantime::format_duration(round_ms(late)),
-            "past capacity: the claims of earlier ticks were still being made when these jobs' deadline (half-way to their next tick) passed; not run here, counted as missed");
+            "past capacity: these jobs' deadline (half-way to their next tick) passed before their claim could be sent (it waited for earlier claims, or the timer fired late); not run here, counted as missed");
     }
     kept
 }
