@@ -1,6 +1,8 @@
 //! `migrate()` beside an application's own sqlx migrations, in either order, on a fresh database
-//! per case; and the plain SQL folders run the way `sqlx migrate run --source shedlock/migrations/<db>`
-//! runs them. Each case runs on every backend (`postgres::…`, `mysql::…`, `sqlite::…`).
+//! per case; and the plain SQL folders at the top level run the way
+//! `sqlx migrate run --source migrations/<db>` runs them. Each case runs on every backend
+//! (`postgres::…`, `mysql::…`, `sqlite::…`); the top-level folder is checked to hold the files
+//! the `shedlock` package embeds.
 #![allow(missing_docs)]
 
 use std::path::{Path, PathBuf};
@@ -68,11 +70,52 @@ fn app_migrations(dir: &Path, dialect_int: &str) -> PathBuf {
     path
 }
 
+/// The folder the `shedlock` package embeds its migrations from.
 fn repo_migrations(db: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("shedlock")
         .join("migrations")
         .join(db)
+}
+
+/// The folder users and the sqlx CLI are told to use: `migrations/<db>` at the top level.
+fn top_level_migrations(db: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("migrations")
+        .join(db)
+}
+
+/// The `.sql` files of a folder, by name, with their bytes.
+fn sql_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "sql"))
+        .map(|path| {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&path).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// The top-level `migrations/<db>/` (what the README and the sqlx CLI use) holds exactly the
+/// files the package embeds, byte for byte, for every database.
+#[test]
+fn the_top_level_migrations_are_the_packages() {
+    for db in ["postgres", "mysql", "sqlite"] {
+        let packaged = sql_files(&repo_migrations(db));
+        let top = sql_files(&top_level_migrations(db));
+        assert!(packaged.len() >= 2, "{db}: the package's migrations");
+        let names = |files: &[(String, Vec<u8>)]| -> Vec<String> {
+            files.iter().map(|(name, _)| name.clone()).collect()
+        };
+        assert_eq!(names(&top), names(&packaged), "{db}: the same files");
+        for ((name, top), (_, packaged)) in top.iter().zip(&packaged) {
+            assert!(top == packaged, "{db}/{name}: the same bytes");
+        }
+    }
 }
 
 fn cfg() -> LockConfiguration {
@@ -214,8 +257,8 @@ where
 
 async fn plain_sql_folder_runs_like_the_sqlx_cli<D: TestDb>(db: &D) {
     let fresh = db.empty_database().await;
-    // What `sqlx migrate run --source shedlock/migrations/<db>` does.
-    let folder = Migrator::new(repo_migrations(backend_name(D::BACKEND)))
+    // What `sqlx migrate run --source migrations/<db>` does, from the top-level folder.
+    let folder = Migrator::new(top_level_migrations(backend_name(D::BACKEND)))
         .await
         .unwrap();
     fresh.run_migrations(&folder).await.unwrap();
