@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use shedlock::{
-    Error, LockAdmin, LockConfiguration, MySqlLockProvider, PostgresLockProvider,
+    Backend, Error, LockAdmin, LockConfiguration, MySqlLockProvider, PostgresLockProvider,
     SqliteLockProvider,
 };
 use shedlock_suite::{mysql_url, postgres_url, skipped, unique_name};
@@ -85,4 +85,74 @@ async fn a_bad_setting_is_refused_before_connecting_and_the_password_is_masked()
         .unwrap_err();
     assert!(matches!(error, Error::Unreachable { .. }), "{error:?}");
     assert!(!error.to_string().contains("topsecret"));
+}
+
+/// A URL naming a database the server does not have: the error names the database and how to
+/// create it, gives the server's address once, and carries no line of the server's source
+/// (before: `PostgreSQL error while trying to connect to 127.0.0.1:5432 (127.0.0.1:5432): …
+/// database "x" does not exist at line 948`).
+#[tokio::test]
+async fn an_unknown_database_is_named_with_how_to_create_it() {
+    let name = unique_name("no_such_db");
+    for (backend, base) in [
+        (Backend::Postgres, postgres_url()),
+        (Backend::MySql, mysql_url()),
+    ] {
+        if skipped(backend) {
+            continue;
+        }
+        let (server, _) = base.rsplit_once('/').expect("a URL with a database");
+        let url = format!("{server}/{name}");
+        let error = match backend {
+            Backend::Postgres => PostgresLockProvider::connect(&url).await.err(),
+            _ => MySqlLockProvider::connect(&url).await.err(),
+        }
+        .expect("no such database");
+        assert!(
+            matches!(&error, Error::UnknownDatabase { database, .. } if *database == name),
+            "{backend}: {error:?}"
+        );
+        let text = error.to_string();
+        assert!(
+            text.contains(&format!("has no database `{name}`"))
+                && text.contains(&format!("CREATE DATABASE {name}")),
+            "{text}"
+        );
+        let address = server.rsplit_once('@').map_or(server, |(_, host)| host);
+        assert_eq!(text.matches(address).count(), 1, "the address once: {text}");
+        assert!(!text.contains(" at line "), "{text}");
+    }
+}
+
+/// A password the server refuses is `Auth`, naming the server, not a generic database error
+/// (MariaDB here; this machine's PostgreSQL trusts every local user, so no password is wrong).
+#[tokio::test]
+async fn a_refused_password_is_an_auth_error() {
+    if skipped(Backend::MySql) {
+        return;
+    }
+    let base = mysql_url();
+    let (scheme, rest) = base.split_once("://").expect("a URL");
+    let (user, host) = rest.split_once('@').expect("a URL with a user");
+    let user = user.split(':').next().unwrap_or(user);
+    let url = format!("{scheme}://{user}:not-the-password@{host}");
+    let error = MySqlLockProvider::connect(&url)
+        .await
+        .expect_err("a wrong password is refused");
+    assert!(
+        matches!(
+            &error,
+            Error::Auth {
+                backend: Backend::MySql,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    let text = error.to_string();
+    assert!(text.contains("refused the credentials"), "{text}");
+    assert!(
+        !text.contains("not-the-password"),
+        "the password is never shown: {text}"
+    );
 }

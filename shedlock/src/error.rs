@@ -208,6 +208,21 @@ pub enum Error {
         source: BoxError,
     },
 
+    /// The database the URL names does not exist on the server.
+    #[error(
+        "the {backend} server at {address} has no database `{database}`: create it \
+         (`CREATE DATABASE {database}`; for PostgreSQL also `createdb {database}`) or correct the \
+         database name at the end of the URL (scheme://user:password@host:port/database)"
+    )]
+    UnknownDatabase {
+        /// Which store.
+        backend: Backend,
+        /// Host and port.
+        address: String,
+        /// The database's name, as the server gave it.
+        database: String,
+    },
+
     /// The lock table does not exist.
     #[error(
         "the lock table `{table}` does not exist in the {backend} database: run `migrate()` on the provider \

@@ -192,6 +192,10 @@ pub enum Failure {
     NoTable,
     /// A column the statement names does not exist.
     NoColumn,
+    /// The database the URL names does not exist on the server (at connect).
+    NoDatabase,
+    /// The server refused the user name or password (at connect).
+    Auth,
     /// Anything else.
     Other,
 }

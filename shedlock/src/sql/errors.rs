@@ -60,13 +60,37 @@ pub(crate) fn connect_error(
             address,
             source: source.into(),
         },
+        Failure::NoDatabase => Error::UnknownDatabase {
+            backend,
+            address,
+            database: quoted_name(&source).unwrap_or_else(|| "named in the URL".into()),
+        },
+        Failure::Auth => Error::Auth {
+            backend,
+            address,
+            source: source.into(),
+        },
         _ => Error::Database {
             backend,
-            operation: format!("connect to {address}"),
+            operation: "connect".into(),
             location: address,
             source: source.into(),
         },
     }
+}
+
+/// The first name in quotes in a server's message (`database "x" does not exist`, `Unknown
+/// database 'x'`): the server's own words name the database, whatever the URL's form.
+fn quoted_name(source: &sqlx::Error) -> Option<String> {
+    let sqlx::Error::Database(db) = source else {
+        return None;
+    };
+    let message = db.message();
+    let start = message.find(['"', '\''])?;
+    let quote = message[start..].chars().next()?;
+    let rest = &message[start + 1..];
+    let end = rest.find(quote)?;
+    Some(rest[..end].to_owned())
 }
 
 impl<D: Quirks> Core<D> {
@@ -112,7 +136,7 @@ impl<D: Quirks> Core<D> {
                     source: source.into(),
                 },
             },
-            Failure::Other => Error::Database {
+            Failure::Other | Failure::NoDatabase | Failure::Auth => Error::Database {
                 backend,
                 operation,
                 location: format!("table `{table}`"),

@@ -478,6 +478,16 @@ impl Hooks for MySql {
 
     /// SQLSTATE codes for a missing table or column (the same on MySQL and MariaDB).
     fn failure(error: &dyn DatabaseError) -> Failure {
+        // ER_BAD_DB_ERROR and ER_ACCESS_DENIED_ERROR share SQLSTATEs with other errors: their
+        // numbers tell them apart.
+        match error
+            .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+            .map(|e| e.number())
+        {
+            Some(1049) => return Failure::NoDatabase,
+            Some(1045) => return Failure::Auth,
+            _ => {}
+        }
         match error.code().as_deref() {
             Some("42S02") => Failure::NoTable,
             Some("42S22") => Failure::NoColumn,

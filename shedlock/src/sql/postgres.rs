@@ -390,6 +390,9 @@ impl Hooks for Postgres {
         match error.code().as_deref() {
             Some("42P01" | "3F000") => Failure::NoTable,
             Some("42703") => Failure::NoColumn,
+            // invalid_catalog_name; invalid_password, invalid_authorization_specification
+            Some("3D000") => Failure::NoDatabase,
+            Some("28P01" | "28000") => Failure::Auth,
             _ => Failure::Other,
         }
     }
