@@ -2514,3 +2514,25 @@ async fn ctrl_c_lets_a_running_sync_finish_or_records_it_cancelled() {
         }
     }
 }
+
+/// A PostgreSQL URL naming a database the server does not have: repo_sync names it and says
+/// how to create it, without the server's source line (`… does not exist at line 948`).
+#[tokio::test]
+async fn an_unknown_postgres_database_is_named_with_how_to_create_it() {
+    if shedlock_suite::skipped(shedlock::Backend::Postgres) {
+        return;
+    }
+    let base = shedlock_suite::postgres_url();
+    let (server, _) = base.rsplit_once('/').expect("a URL with a database");
+    let name = shedlock_suite::unique_name("repo_sync_none");
+    let location = Location::parse(&format!("{server}/{name}")).unwrap();
+    let Err(error) = Db::open(&location).await else {
+        panic!("the database {name} does not exist");
+    };
+    assert!(
+        error.contains(&format!("database \"{name}\" does not exist on the server"))
+            && error.contains("CREATE DATABASE"),
+        "{error}"
+    );
+    assert!(!error.contains(" at line "), "{error}");
+}

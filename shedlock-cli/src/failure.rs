@@ -90,8 +90,9 @@ fn library_error_line(error: &Error, table: &str) -> String {
             "lock table"
         };
         return format!(
-            "the {which} `{missing}` does not exist in the {backend} database: run `shedlock migrate` \
-             (with the same --database-url and --table) to create it"
+            "the {which} `{missing}` does not exist in the {backend} database: if your lock table \
+             has another name, give it with --table (the default is `shedlock`); otherwise run \
+             `shedlock migrate` (with the same --database-url and --table) to create it"
         );
     }
     let mut line = error.to_string();

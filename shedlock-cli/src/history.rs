@@ -1,8 +1,10 @@
 //! `shedlock history`: the run history, newest first, optionally after the abandoned-run sweep.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
 
+use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use shedlock::{RunOutcome, RunQuery, RunRecord};
 
@@ -27,7 +29,12 @@ pub(crate) async fn history(provider: &dyn Operated, args: &HistoryArgs) -> Resu
     query.outcome = args.outcome;
     let runs = provider.runs(&query).await?;
     if args.json {
-        let array: Vec<Value> = runs.iter().map(run_json).collect();
+        let holders = holders(&runs);
+        let array: Vec<Value> = runs
+            .iter()
+            .zip(holders)
+            .map(|(run, holder)| run_json(run, holder))
+            .collect();
         print(&format!("{}\n", pretty(&Value::Array(array))));
         return Ok(());
     }
@@ -46,8 +53,9 @@ pub(crate) async fn history(provider: &dyn Operated, args: &HistoryArgs) -> Resu
         ));
         return Ok(());
     }
+    let holders = holders(&runs);
     let mut rows = Vec::with_capacity(runs.len());
-    for run in &runs {
+    for (run, holder) in runs.iter().zip(&holders) {
         let duration = match run.duration() {
             Some(duration) => human(duration, true),
             // Closed by a sweep: when the run ended was never recorded.
@@ -64,6 +72,7 @@ pub(crate) async fn history(provider: &dyn Operated, args: &HistoryArgs) -> Resu
             duration,
             run.outcome.to_string(),
             run.locked_by.clone(),
+            holder.clone().unwrap_or_else(|| "-".to_owned()),
             run.fencing_token
                 .map_or_else(|| "-".to_owned(), |t| t.to_string()),
             // The reason a run was abandoned is shown whole: it is what the operator came for.
@@ -83,13 +92,41 @@ pub(crate) async fn history(provider: &dyn Operated, args: &HistoryArgs) -> Resu
             "STARTED_AT",
             "DURATION",
             "OUTCOME",
-            "LOCKED_BY",
+            "INSTANCE",
+            "HOLDER",
             "TOKEN",
             "ERROR",
         ],
         &rows,
     ));
     Ok(())
+}
+
+/// Who held each run's lock, as far as this page of rows tells: a run that took the lock held
+/// it itself (its `INSTANCE`); a `skipped-held` row's holder is the instance whose run of the
+/// same lock and tick is on the page, or `?` when none is (an older page, a call that did not
+/// record history); other rows took no lock and have none. So the instance that skipped is
+/// never shown as the one that held the lock.
+fn holders(runs: &[RunRecord]) -> Vec<Option<String>> {
+    let took: HashMap<(&str, Option<DateTime<Utc>>), &str> = runs
+        .iter()
+        .filter(|run| run.fencing_token.is_some())
+        .map(|run| ((run.name.as_str(), run.tick), run.locked_by.as_str()))
+        .collect();
+    runs.iter()
+        .map(|run| {
+            if run.fencing_token.is_some() {
+                Some(run.locked_by.clone())
+            } else if run.outcome == RunOutcome::SkippedHeld {
+                let holder = run
+                    .tick
+                    .and_then(|tick| took.get(&(run.name.as_str(), Some(tick))));
+                Some(holder.map_or_else(|| "?".to_owned(), |holder| (*holder).to_owned()))
+            } else {
+                None
+            }
+        })
+        .collect()
 }
 
 /// An unfinished run is running while its lock is still held with its token; otherwise its
@@ -105,7 +142,7 @@ async fn still_running(provider: &dyn Operated, run: &RunRecord) -> bool {
     )
 }
 
-fn run_json(run: &RunRecord) -> Value {
+fn run_json(run: &RunRecord, holder: Option<String>) -> Value {
     json!({
         "id": run.id,
         "job": run.job,
@@ -116,6 +153,7 @@ fn run_json(run: &RunRecord) -> Value {
         "duration_ms": run.duration().map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         "outcome": run.outcome.as_str(),
         "locked_by": run.locked_by,
+        "holder": holder,
         "fencing_token": run.fencing_token,
         "error": run.error,
     })

@@ -68,6 +68,19 @@ pub(crate) fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
+/// Why the first connection failed, in words a newcomer can act on: a database the server does
+/// not have is named with how to create it, without the server's source line.
+fn connect_failure(error: &sqlx::Error) -> String {
+    match error.as_database_error() {
+        Some(db) if db.code().as_deref() == Some("3D000") => format!(
+            "{} on the server: create it (`createdb NAME`, or `CREATE DATABASE NAME`) or correct \
+             the database name at the end of the URL",
+            db.message()
+        ),
+        _ => error.to_string(),
+    }
+}
+
 impl Db {
     /// Connects (creating an SQLite file and its directory if missing) and creates the
     /// tables. One connection is opened directly first, so a server that is down or refuses
@@ -97,7 +110,7 @@ impl Db {
                     CONNECT_TIMEOUT.as_secs()
                 )
             })?
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| connect_failure(&e))?;
         let pool = AnyPoolOptions::new()
             .max_connections(4)
             // Generous: a loaded machine can take seconds to hand out a connection.

@@ -47,6 +47,8 @@ async fn missing_tables_say_run_shedlock_migrate() {
             "{line}"
         );
         assert!(line.contains("run `shedlock migrate`"), "{line}");
+        // A table of another name is the likelier cause: the way to name it comes first.
+        assert!(line.contains("give it with --table"), "{line}");
     }
     let out = run(
         &[

@@ -9,6 +9,7 @@ use crate::common::{
     CliDb, HOLDER, TEN_MINUTES, cfg, cli, column, millis, parse_table, provider, secs, state, tick,
     time,
 };
+use shedlock_suite::Opts;
 
 pub(crate) async fn history_lists_runs_newest_first<D: CliDb>(db: &D) {
     let provider = provider(db).await;
@@ -86,7 +87,14 @@ pub(crate) async fn history_lists_runs_newest_first<D: CliDb>(db: &D) {
         column(&rows, "LOCK"),
         ["lock_c", "lock_a", "lock_a", "lock_b", "lock_a"]
     );
-    assert_eq!(column(&rows, "LOCKED_BY"), [HOLDER; 5]);
+    assert_eq!(column(&rows, "INSTANCE"), [HOLDER; 5]);
+    // Every run that took a lock held it itself; the skipped tick's holder is not on the page.
+    assert_eq!(
+        column(&rows, "HOLDER"),
+        [HOLDER, HOLDER, "?", HOLDER, HOLDER],
+        "{}",
+        out.stdout
+    );
     let durations = column(&rows, "DURATION");
     assert_eq!(durations[..2], ["running", "unfinished"], "{}", out.stdout);
     assert_eq!(
@@ -285,4 +293,48 @@ pub(crate) async fn history_closes_abandoned_runs_on_request<D: CliDb>(db: &D) {
     assert!(time(&runs[0]["finished_at"]) >= time(&runs[0]["started_at"]));
     assert!(live.unlock().await.unwrap());
     drop(dead);
+}
+
+/// A `skipped-held` row is written by the instance that skipped: `INSTANCE` says so, and
+/// `HOLDER` names the instance whose run of the same lock and tick took it (from the same page),
+/// never the one that skipped (issue 35, point 4). In the JSON too (`holder`).
+pub(crate) async fn history_names_the_holder_of_a_skipped_tick<D: CliDb>(db: &D) {
+    const RUNNER: &str = "cli-worker-9";
+    let skipper = provider(db).await;
+    let runner = db.provider_with(Opts::default().locked_by(RUNNER)).await;
+    let ran = runner
+        .record_run(
+            &NewRun::new("job_h", "lock_h", Some(tick(7)), RunOutcome::Executed)
+                .fencing_token(Some(31)),
+        )
+        .await
+        .unwrap();
+    let skipped = skipper
+        .record_run(&NewRun::new(
+            "job_h",
+            "lock_h",
+            Some(tick(7)),
+            RunOutcome::SkippedHeld,
+        ))
+        .await
+        .unwrap();
+    let out = cli(db, &["history", "lock_h"], "").await;
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    let rows = parse_table(&out.stdout);
+    assert_eq!(
+        column(&rows, "ID"),
+        [skipped.to_string(), ran.to_string()],
+        "{}",
+        out.stdout
+    );
+    assert_eq!(column(&rows, "OUTCOME"), ["skipped-held", "executed"]);
+    assert_eq!(column(&rows, "INSTANCE"), [HOLDER, RUNNER]);
+    assert_eq!(column(&rows, "HOLDER"), [RUNNER, RUNNER], "{}", out.stdout);
+
+    let out = cli(db, &["history", "lock_h", "--json"], "").await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    let runs = out.json();
+    assert_eq!(runs[0]["locked_by"], HOLDER);
+    assert_eq!(runs[0]["holder"], RUNNER);
+    assert_eq!(runs[1]["holder"], RUNNER);
 }

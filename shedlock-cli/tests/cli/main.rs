@@ -18,7 +18,10 @@ mod migrate;
 mod redis;
 mod unlock;
 
-use history::{history_closes_abandoned_runs_on_request, history_lists_runs_newest_first};
+use history::{
+    history_closes_abandoned_runs_on_request, history_lists_runs_newest_first,
+    history_names_the_holder_of_a_skipped_tick,
+};
 use list::{
     control_characters_of_a_row_are_escaped, list_and_unlock_name_a_row_they_cannot_read,
     list_shows_held_and_free_locks,
@@ -43,4 +46,5 @@ shedlock_suite::backend_tests!(crate => [
     unlock_refuses_a_lock_that_changed_hands,
     history_lists_runs_newest_first,
     history_closes_abandoned_runs_on_request,
+    history_names_the_holder_of_a_skipped_tick,
 ]);
