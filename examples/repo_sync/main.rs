@@ -54,7 +54,9 @@ use crate::sync::Ctx;
 #[derive(Debug, Parser)]
 #[command(
     name = "repo_sync",
-    about = "Sync git repositories into a vector store, once per tick across instances"
+    about = "Sync git repositories into a vector store, once per tick across instances",
+    // Listed apart in every command's help, after the command's own options.
+    next_help_heading = "Global options (any command)"
 )]
 struct Cli {
     /// Database for schedules, history, chunks and locks: an SQLite file path (created with
@@ -446,9 +448,8 @@ async fn run_scheduler(
     let report = scheduler.shutdown().await;
     ctx.pending.wait().await; // the records of syncs the shutdown cancelled
     say!(
-        "stopped ({} running syncs finished, {} cancelled)",
-        report.finished,
-        report.cancelled
+        "{}",
+        show::stopped_line(hand_off.is_some(), report.finished, report.cancelled)
     );
     Ok(())
 }

@@ -161,12 +161,14 @@ pub(crate) enum Decision {
 }
 
 impl Decision {
-    /// Why a tick was skipped, for the run history and `status`.
+    /// What a tick does and why, for the run history (skipped ticks) and `status` (the next
+    /// tick).
     pub(crate) fn reason(&self) -> String {
         match self {
-            Decision::Sync => "due".into(),
+            // `status` prints it beside the next tick: that tick syncs when it comes (not "now").
+            Decision::Sync => "that tick syncs".into(),
             Decision::Probe { failures } => format!(
-                "due; breaker half-open after {failures} consecutive failures: this sync is the probe"
+                "that tick syncs as the probe: breaker half-open after {failures} consecutive failures"
             ),
             Decision::NotDue {
                 next_at_ms,
@@ -276,6 +278,10 @@ mod tests {
         // Viewed an hour ago, synced at the previous hourly tick (a few ms after it).
         let s = session(0, Some(t - HOUR), Some(t - HOUR + 15), 0);
         assert_eq!(decide(&s, t, HOUR, &p), Decision::Sync);
+        // What `status` prints beside the next tick: what that tick will do, not "due" (which
+        // read as "due now" minutes early).
+        assert_eq!(Decision::Sync.reason(), "that tick syncs");
+        assert!(!Decision::Probe { failures: 5 }.reason().contains("due"));
         // Never synced: sync.
         assert_eq!(
             decide(&session(t - DAY_MS, None, None, 0), t, HOUR, &p),

@@ -62,6 +62,21 @@ pub(crate) fn shown(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// The last line a `run` process prints: what was still going at Ctrl-C (syncs; with `--role
+/// scheduler`, hand-offs to the queue, as it syncs nothing), one or many.
+pub(crate) fn stopped_line(hands_off: bool, finished: usize, cancelled: usize) -> String {
+    let (one, many) = if hands_off {
+        ("hand-off", "hand-offs")
+    } else {
+        ("sync", "syncs")
+    };
+    let what = |n: usize| if n == 1 { one } else { many };
+    format!(
+        "stopped ({finished} running {} finished, {cancelled} cancelled)",
+        what(finished)
+    )
+}
+
 /// Whether a terminal could act on `c`: a control character or a bidirectional control.
 fn needs_escape(c: char) -> bool {
     c.is_control()
@@ -83,5 +98,22 @@ mod tests {
         assert_eq!(shown("bell\x07 del\x7f nul\0"), r"bell\x07 del\x7f nul\x00");
         assert_eq!(shown("csi\u{9b}2J"), r"csi\u{9b}2J");
         assert_eq!(shown("abc\u{202e}fed\u{2066}"), r"abc\u{202e}fed\u{2066}");
+    }
+
+    #[test]
+    fn the_stop_line_names_what_the_process_runs() {
+        assert_eq!(
+            stopped_line(false, 1, 0),
+            "stopped (1 running sync finished, 0 cancelled)"
+        );
+        assert_eq!(
+            stopped_line(false, 2, 1),
+            "stopped (2 running syncs finished, 1 cancelled)"
+        );
+        // A scheduler that hands ticks to a queue never syncs.
+        assert_eq!(
+            stopped_line(true, 1, 0),
+            "stopped (1 running hand-off finished, 0 cancelled)"
+        );
     }
 }
