@@ -12,6 +12,7 @@ use shedlock::lease::Releases;
 use shedlock::secret::SecretUrl;
 use shedlock::{Backend, Connect, Error, ProviderBuilder, ProviderSettings, Result};
 
+use crate::fail::is_auth;
 use crate::{Inner, RedisLockProvider, Scripts, fail};
 
 /// The longest key prefix accepted, in bytes.
@@ -232,16 +233,6 @@ fn validate_prefix(prefix: String) -> Result<String> {
         ));
     }
     Ok(prefix)
-}
-
-/// Whether the server refused the credentials, or wants some it was not given: `NOAUTH`,
-/// `WRONGPASS`, or the protocol error Redis 7 gives an unauthenticated client whose command is
-/// too long to read before `AUTH` (every script call of more than a few keys).
-pub(crate) fn is_auth(e: &RedisError) -> bool {
-    e.kind() == redis::ErrorKind::AuthenticationFailed
-        || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"))
-        || e.detail()
-            .is_some_and(|d| d.starts_with("Protocol error: unauthenticated"))
 }
 
 /// What a failed first connection becomes: refused credentials, or an unreachable server. A

@@ -7,8 +7,8 @@ use std::fmt;
 use redis::RedisError;
 use shedlock::{Backend, Error};
 
+use crate::Inner;
 use crate::read::{Bad, problem};
-use crate::{Inner, connect};
 
 impl Inner {
     /// What a failed script or command becomes; `command` is what was sent (`EVALSHA`,
@@ -35,7 +35,7 @@ impl Inner {
             }
             _ => {}
         }
-        if connect::is_auth(&source) {
+        if is_auth(&source) {
             return Error::Auth {
                 backend: Backend::Redis,
                 address: self.address.clone(),
@@ -174,4 +174,14 @@ fn decode(text: &str) -> String {
     percent_encoding::percent_decode_str(text)
         .decode_utf8_lossy()
         .into_owned()
+}
+
+/// Whether the server refused the credentials, or wants some it was not given: `NOAUTH`,
+/// `WRONGPASS`, or the protocol error Redis 7 gives an unauthenticated client whose command is
+/// too long to read before `AUTH` (every script call of more than a few keys).
+pub(crate) fn is_auth(e: &RedisError) -> bool {
+    e.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"))
+        || e.detail()
+            .is_some_and(|d| d.starts_with("Protocol error: unauthenticated"))
 }
