@@ -2536,3 +2536,21 @@ async fn an_unknown_postgres_database_is_named_with_how_to_create_it() {
     );
     assert!(!error.contains(" at line "), "{error}");
 }
+
+/// `run --help` lists the command's own options first and the global ones apart, under their
+/// own heading, so a newcomer tells what `run` takes from what every command takes.
+#[test]
+fn run_help_lists_the_global_options_apart() {
+    let out = Command::new(example_binary())
+        .args(["run", "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let help = String::from_utf8_lossy(&out.stdout);
+    let own = help.find("--role").expect("run's own options");
+    let heading = help
+        .find("Global options (any command):")
+        .expect("a heading for the global options");
+    let global = help.find("--database-url").expect("a global option");
+    assert!(own < heading && heading < global, "{help}");
+}
