@@ -10,7 +10,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use shedlock::{Job, LockConfiguration, LockContext, MisfirePolicy, Schedule, Scheduler};
+use shedlock::{
+    Job, LockConfiguration, LockContext, LockGuard, MisfirePolicy, RunInfo, RunOutcome, Schedule,
+    Scheduler, SchedulerListener,
+};
 use shedlock_suite::scheduler_suite::eventually;
 use shedlock_suite::{Hooked, Sqlite, TestDb, Turn};
 
@@ -85,4 +88,81 @@ async fn ticks_due_while_the_missed_ones_are_read_wait_behind_them() {
             "{job}: every tick ran, missing {missing:?} of {ticks:?}"
         );
     }
+}
+
+/// The ticks refused as held, in seconds.
+#[derive(Clone, Default)]
+struct Refused(Arc<Mutex<Vec<i64>>>);
+
+impl SchedulerListener for Refused {
+    fn on_not_acquired(&self, run: &RunInfo, outcome: RunOutcome, _: Option<&str>) {
+        if outcome == RunOutcome::SkippedHeld {
+            self.0.lock().unwrap().push(run.tick.timestamp());
+        }
+    }
+}
+
+/// A tick refused because another instance held the lock (its run of an earlier tick still
+/// going), whose holder released the lock between the refusal and the scheduler's look at the
+/// lock: the tick was never claimed and the lock is free, so it is tried again at once. (It
+/// was given up, and the next tick claimed made it count as run: the fleet lost it.) Here the
+/// other instance is a guard taken by hand, released by the store's answer to that look.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tick_refused_while_its_holder_releases_is_tried_again() {
+    let db = Sqlite::setup().await.unwrap();
+    let holder = db.provider();
+    let lock = LockConfiguration::new("freed", Duration::from_secs(60), Duration::ZERO).unwrap();
+    let guard: Arc<Mutex<Option<LockGuard>>> =
+        Arc::new(Mutex::new(Some(holder.lock(&lock).await.unwrap().unwrap())));
+    let release = Arc::clone(&guard);
+    let provider = Hooked::new(db.provider()).before_lock_state(move |_| {
+        let guard = release.lock().unwrap().take();
+        Box::pin(async move {
+            if let Some(guard) = guard {
+                assert!(guard.unlock().await.unwrap());
+            }
+            Box::new(()) as Turn
+        })
+    });
+    let ran = Ran::default();
+    let refused = Refused::default();
+    let scheduler = Scheduler::builder(provider)
+        .misfire_grace(Duration::from_secs(30))
+        .listener(refused.clone())
+        .build();
+    scheduler.add(every_second("freed", &ran)).unwrap();
+    scheduler.start();
+    let first_refused = || refused.0.lock().unwrap().first().copied();
+    let done = eventually(Duration::from_secs(60), async || {
+        first_refused().is_some_and(|first| {
+            ran.lock()
+                .unwrap()
+                .keys()
+                .any(|(_, tick)| *tick >= first + 2)
+        })
+    })
+    .await;
+    scheduler.shutdown().await;
+    let ran = ran.lock().unwrap();
+    assert!(
+        done,
+        "a refused tick, then two more seconds of runs: {ran:?}"
+    );
+    assert!(
+        guard.lock().unwrap().is_none(),
+        "the look at the lock released it"
+    );
+    let first = first_refused().unwrap();
+    let ticks: Vec<i64> = ran.keys().map(|(_, tick)| *tick).collect();
+    assert_eq!(
+        ticks[0], first,
+        "the refused tick ran once the lock was free: {ran:?}"
+    );
+    let last = ticks[ticks.len() - 1];
+    assert_eq!(
+        ticks,
+        (first..=last).collect::<Vec<_>>(),
+        "every tick ran: {ran:?}"
+    );
+    assert!(ran.values().all(|n| *n == 1), "each once: {ran:?}");
 }

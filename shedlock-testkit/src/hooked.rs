@@ -39,6 +39,7 @@ pub struct Hooked<P> {
     inner: P,
     before_lock: Option<Hook>,
     before_lock_many: Option<Hook>,
+    before_lock_state: Option<Hook>,
     before_lock_states: Option<Hook>,
     clock_ahead: TimeDelta,
     admin: bool,
@@ -51,6 +52,7 @@ impl<P> Hooked<P> {
             inner,
             before_lock: None,
             before_lock_many: None,
+            before_lock_state: None,
             before_lock_states: None,
             clock_ahead: TimeDelta::zero(),
             admin: true,
@@ -72,6 +74,16 @@ impl<P> Hooked<P> {
         hook: impl Fn(usize) -> BoxFuture<'static, Turn> + Send + Sync + 'static,
     ) -> Self {
         self.before_lock_many = Some(Arc::new(hook));
+        self
+    }
+
+    /// Waits for `hook` before each `lock_state` call (the read of one lock, as the scheduler
+    /// makes after a refused tick under `MisfirePolicy::All`).
+    pub fn before_lock_state(
+        mut self,
+        hook: impl Fn(usize) -> BoxFuture<'static, Turn> + Send + Sync + 'static,
+    ) -> Self {
+        self.before_lock_state = Some(Arc::new(hook));
         self
     }
 
@@ -110,6 +122,7 @@ impl<P> fmt::Debug for Hooked<P> {
         f.debug_struct("Hooked")
             .field("before_lock", &self.before_lock.is_some())
             .field("before_lock_many", &self.before_lock_many.is_some())
+            .field("before_lock_state", &self.before_lock_state.is_some())
             .field("before_lock_states", &self.before_lock_states.is_some())
             .field("clock_ahead", &self.clock_ahead)
             .field("admin", &self.admin)
@@ -191,7 +204,12 @@ impl<P: LockAdmin> LockAdmin for Hooked<P> {
     }
 
     fn lock_state<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<LockState>>> {
-        self.inner.lock_state(name)
+        Box::pin(async move {
+            let turn = wait_for(&self.before_lock_state, 1).await;
+            let answer = self.inner.lock_state(name).await;
+            drop(turn);
+            answer
+        })
     }
 
     fn lock_states<'a>(&'a self, names: &'a [String]) -> BoxFuture<'a, Result<Vec<LockState>>> {

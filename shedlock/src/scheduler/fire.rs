@@ -471,14 +471,18 @@ fn fire(
             let learned = probe.lock_config().filter(|lock| lock.tick() == Some(tick));
             *job.lock.lock().unwrap_or_else(|e| e.into_inner()) = learned.map(Arc::new);
         }
+        // Under `All`, whether a refused tick is to be tried again is read while the job still
+        // counts as running: a tick due meanwhile waits in the backlog behind it, instead of
+        // being claimed first (a newer tick claimed would make this one count as run).
+        let all = policy(&run_inner, &job) == MisfirePolicy::All;
+        let held = if all && outcome == RunOutcome::SkippedHeld {
+            held_unclaimed(&run_inner, &job, tick).await
+        } else {
+            None
+        };
         drop(_running);
         drop(run_slot); // the run limit's next waiting tick may start
-        if policy(&run_inner, &job) == MisfirePolicy::All {
-            let held = if outcome == RunOutcome::SkippedHeld {
-                held_unclaimed(&run_inner, &job, tick).await
-            } else {
-                None
-            };
+        if all {
             match held {
                 Some(wait) => retry_when_free(&run_inner, &job, tick, wait),
                 None => {
@@ -497,23 +501,36 @@ fn fire(
     answer
 }
 
-/// Under [`MisfirePolicy::All`], after a run of `tick` was skipped: if the lock is held and
-/// `tick` was never claimed (a holder that died mid-run keeps the lock until its lease ends,
-/// and refuses every tick until then), how long until the lease ends; `None` when the tick
-/// was claimed (it ran elsewhere) or the provider cannot tell.
+/// How long after a refusal a tick is tried again when its lock was found free and the tick
+/// unclaimed: the holder released between the refusal and the read.
+const RETRY_FREED: Duration = Duration::from_millis(50);
+
+/// Under [`MisfirePolicy::All`], after a run of `tick` was skipped: when `tick` was never
+/// claimed, how long to wait before trying it again: until the lease ends if the lock is still
+/// held (a holder that died mid-run keeps the lock until then, and refuses every tick), or
+/// [`RETRY_FREED`] if it was released since the refusal (the previous tick's run ended on
+/// another instance; giving up here and claiming the next tick would lose this one for the
+/// whole fleet). `None` when the tick was claimed (it ran elsewhere) or the provider cannot
+/// tell.
 async fn held_unclaimed(inner: &Inner, job: &JobState, tick: DateTime<Utc>) -> Option<Duration> {
     let lock = job.lock()?;
     let admin = inner.provider.as_admin()?;
     let state = admin.lock_state(lock.name()).await.ok()??;
     let unclaimed = state.last_tick.is_none_or(|last| last < tick);
-    (state.is_held() && unclaimed).then(|| state.remaining() + Duration::from_millis(50))
+    unclaimed.then(|| {
+        if state.is_held() {
+            state.remaining() + Duration::from_millis(50)
+        } else {
+            RETRY_FREED
+        }
+    })
 }
 
 /// Queues `tick` again at the head of `job`'s backlog and fires it once the lock's holder's
 /// lease has ended (`wait`), unless shutdown comes first.
 fn retry_when_free(inner: &Arc<Inner>, job: &Arc<JobState>, tick: DateTime<Utc>, wait: Duration) {
     tracing::info!(job = job.job.name(), %tick, wait = ?wait,
-        "the lock is held and this tick was never claimed: trying it again when the lease ends");
+        "this tick was refused and never claimed: trying it again when the lock is free");
     inner.backlog.push_front(job, tick);
     let (retry_inner, job) = (Arc::clone(inner), Arc::clone(job));
     let mut stop = inner.stop_firing.subscribe();
