@@ -153,10 +153,15 @@ pub use settings::{
 };
 pub use sql::{Dialect, SqlLockProvider, SqlPool, SqlUrl};
 
-// The README's examples compile as doctests.
+// The README's and the guide's examples compile as doctests (the README's Quick start is a
+// crate of its own, built by the suite's `tests/readme.rs`).
 #[cfg(all(doctest, feature = "postgres"))]
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
+
+#[cfg(all(doctest, feature = "postgres"))]
+#[doc = include_str!("../../docs/guide.md")]
+struct GuideDoctests;
 
 /// The databases a [`SqlLockProvider`] speaks, one type each (their statements, encodings and
 /// sharp edges are on each).
