@@ -15,7 +15,7 @@ use shedlock::{
     Scheduler, SchedulerListener,
 };
 use shedlock_suite::scheduler_suite::eventually;
-use shedlock_suite::{Hooked, Sqlite, TestDb, Turn};
+use shedlock_suite::{Hooked, Opts, Sqlite, TestDb, Turn};
 
 /// Runs per (job, tick in seconds).
 type Ran = Arc<Mutex<BTreeMap<(String, i64), usize>>>;
@@ -166,3 +166,62 @@ async fn a_tick_refused_while_its_holder_releases_is_tried_again() {
     );
     assert!(ran.values().all(|n| *n == 1), "each once: {ran:?}");
 }
+
+/// Two instances sharing twelve per-second jobs under `All`, stopped for 3 s and started
+/// again: each job's missed ticks and the ones after run, every one once, whichever instance
+/// runs each, on every backend. (The fleet's look at a tick from a backlog, which lost ticks
+/// when it went wrong, is exercised here and by `poisoned_rows.rs`; see `fire.rs`'s
+/// `next_in_backlogs` and `fire_ready`'s `whole`.)
+async fn a_fleet_restarted_under_all_runs_every_tick_once<D: TestDb>(db: &Arc<D>) {
+    let ran = Ran::default();
+    let jobs: Vec<String> = (0..12).map(|i| format!("restart_{i:02}")).collect();
+    for round in 0..2 {
+        let mut schedulers = Vec::new();
+        for instance in 0..2 {
+            let provider = db
+                .provider_with(Opts::own_pool().locked_by(&format!("i{instance}")))
+                .await;
+            let scheduler = Scheduler::builder(provider)
+                .misfire_grace(Duration::from_secs(30))
+                .build();
+            for job in &jobs {
+                scheduler.add(every_second(job, &ran)).unwrap();
+            }
+            scheduler.start();
+            schedulers.push(scheduler);
+        }
+        let before = ran.lock().unwrap().len();
+        let fired = eventually(Duration::from_secs(60), async || {
+            ran.lock().unwrap().len() >= before + 4 * jobs.len()
+        })
+        .await;
+        for scheduler in &schedulers {
+            scheduler.shutdown().await;
+        }
+        assert!(
+            fired,
+            "round {round}: the jobs fire: {:?}",
+            ran.lock().unwrap()
+        );
+        if round == 0 {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    }
+    let ran = ran.lock().unwrap();
+    assert!(ran.values().all(|n| *n == 1), "each tick once: {ran:?}");
+    for job in &jobs {
+        let ticks: Vec<i64> = ran
+            .keys()
+            .filter(|(name, _)| name == job)
+            .map(|(_, tick)| *tick)
+            .collect();
+        let (first, last) = (ticks[0], ticks[ticks.len() - 1]);
+        let missing: Vec<i64> = (first..=last).filter(|t| !ticks.contains(t)).collect();
+        assert!(
+            missing.is_empty(),
+            "{job}: missing {missing:?} of {ticks:?}"
+        );
+    }
+}
+
+shedlock_suite::backend_tests!(super => [a_fleet_restarted_under_all_runs_every_tick_once]);

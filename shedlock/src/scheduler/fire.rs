@@ -38,18 +38,20 @@ use crate::{Error, LockConfiguration, RunOutcome};
 ///
 /// [`MisfirePolicy::All`]: super::MisfirePolicy::All
 pub(super) fn fire_group(inner: &Arc<Inner>, tick: DateTime<Utc>, group: Vec<Arc<JobState>>) {
+    let due = group.len();
     let group = if inner.fires() {
         inner.backlog.admit(inner, tick, group)
     } else {
         group
     };
-    fire_ready(inner, tick, group, Due::OnTime);
+    let whole = group.len() == due;
+    fire_ready(inner, tick, group, Due::OnTime, whole);
 }
 
 /// Fires the next tick of a job's backlog (its previous run ended).
 pub(super) fn fire_next(inner: &Arc<Inner>, tick: DateTime<Utc>, job: Arc<JobState>) {
     bump(&job.counters.misfires_run);
-    fire_ready(inner, tick, vec![job], Due::Missed);
+    fire_ready(inner, tick, vec![job], Due::Missed, false);
 }
 
 /// How often a helper whose own claims are in flight looks again.
@@ -57,12 +59,17 @@ const HELP_POLL: Duration = Duration::from_millis(10);
 
 /// Fires jobs of one tick instant: this instance's share of them at once, the other
 /// instances' shares after the fleet's help delay (see [`super::fleet`]); each within the run
-/// limit (see [`super::capacity`]).
+/// limit (see [`super::capacity`]). `whole`: `group` is every job due at `tick` (an on-time
+/// tick none of whose jobs waits in a backlog), so this instance's share of it is the share
+/// the others compute, and its claim may carry the share's marker. A tick fired from a
+/// backlog, or one some of whose jobs wait there, is part of its share: a marker claimed with
+/// it would tell the others that jobs this instance never claimed ran.
 pub(super) fn fire_ready(
     inner: &Arc<Inner>,
     tick: DateTime<Utc>,
     group: Vec<Arc<JobState>>,
     due: Due,
+    whole: bool,
 ) {
     if group.is_empty() {
         return;
@@ -78,7 +85,9 @@ pub(super) fn fire_ready(
     }
     let (now, later, view) = inner.fleet.split(tick, group);
     // This instance's share is claimed with its marker, when all of it is claimed at once.
-    let marker = view.and_then(|view| inner.fleet.share_marker(view, view.position));
+    let marker = view
+        .filter(|_| whole && due == Due::OnTime)
+        .and_then(|view| inner.fleet.share_marker(view, view.position));
     start(inner, tick, now, marker, due);
     if later.is_empty() {
         return;
@@ -102,9 +111,13 @@ pub(super) fn fire_ready(
         // tick's deadline has passed.
         let deadline = deadline_of(tick, &later);
         while help_inner.claim_gate.available_permits() < CLAIMS_IN_FLIGHT {
-            if help_inner.clock.now() > deadline || stopped(&help_inner) {
+            if stopped(&help_inner) {
+                return;
+            }
+            if help_inner.clock.now() > deadline {
                 tracing::debug!(%tick, jobs = later.len(),
                     "fleet: this instance's own claims were in flight until the tick's deadline: not helping with the others' jobs");
+                next_in_backlogs(&help_inner, &later);
                 return;
             }
             tokio::time::sleep(HELP_POLL).await;
@@ -125,12 +138,28 @@ pub(super) fn fire_ready(
     loops.spawn(help);
 }
 
+/// Under [`MisfirePolicy::All`], fires the next tick waiting in the backlog of each of `jobs`,
+/// whose tick here ended without a run (another instance claimed it, or it was left to its
+/// owner): as a run's end does. Without it, a job whose tick from its backlog was helped with
+/// would never fire again here; every later tick would queue behind it.
+fn next_in_backlogs(inner: &Arc<Inner>, jobs: &[Arc<JobState>]) {
+    for job in jobs {
+        if policy(inner, job) == MisfirePolicy::All
+            && !job.running.load(Ordering::SeqCst)
+            && let Some(next) = inner.backlog.next(inner, job)
+        {
+            fire_next(inner, next, Arc::clone(job));
+        }
+    }
+}
+
 /// Counts and reports the jobs of `tick` that another instance claimed as skipped because
 /// held, without calling them: the answer a run of theirs would have had.
 fn skip_claimed(inner: &Arc<Inner>, tick: DateTime<Utc>, jobs: &[Arc<JobState>]) {
     if jobs.is_empty() {
         return;
     }
+    next_in_backlogs(inner, jobs);
     let fired_at = inner.clock.now();
     let runs: Vec<RunInfo> = jobs
         .iter()

@@ -201,7 +201,7 @@ fn fire_catch_ups(inner: &Arc<Inner>, mut catch_ups: Vec<(DateTime<Utc>, Arc<Job
         for state in &group {
             bump(&state.counters.misfires_run);
         }
-        fire_ready(inner, tick, group, Due::Missed);
+        fire_ready(inner, tick, group, Due::Missed, false);
     }
 }
 
