@@ -3,7 +3,7 @@
 //! - [`LexicalHashEmbedder`] (`lexical.rs`): deterministic lexical feature hashing, no network
 //!   and no model. It is *not* a neural embedding: it captures shared words and identifiers, not
 //!   meaning. It keeps the example and its tests self-contained.
-//! - [`HttpEmbedder`] (`openai.rs`): any OpenAI-compatible `POST /v1/embeddings` endpoint
+//! - `HttpEmbedder` (`openai.rs`): any OpenAI-compatible `POST /v1/embeddings` endpoint
 //!   (OpenAI, vLLM, llama.cpp's server, Ollama, text-embeddings-inference...), plain `http://`
 //!   only in this build, with batching, a per-request timeout and retries with exponential
 //!   backoff (the shared `crate::http` helpers). Optional: built with the `http` feature only,
@@ -163,7 +163,7 @@ pub(crate) trait Embedder: Send + Sync + fmt::Debug {
     /// A stable name for what produced the vectors, stored beside them so vectors from
     /// different embedders are never compared: `lexical-hash-384`, `http:<model>`.
     fn name(&self) -> &str;
-    /// The length of every vector. For an [`HttpEmbedder`] without a configured dimension this
+    /// The length of every vector. For an `HttpEmbedder` without a configured dimension this
     /// is 0 until the first response has been received.
     fn dimension(&self) -> usize;
     /// One embedding per text, in the order of `texts`.

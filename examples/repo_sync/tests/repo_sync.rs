@@ -2575,3 +2575,25 @@ fn run_help_lists_the_global_options_apart() {
     let global = help.find("--database-url").expect("a global option");
     assert!(own < heading && heading < global, "{help}");
 }
+
+/// A `RUST_LOG` that is not a log filter is named, and the command still runs (warnings are
+/// logged); a valid one is taken without a word.
+#[test]
+fn a_rust_log_that_is_not_a_filter_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("app.db").display().to_string();
+    for (value, named) in [("=bad=", true), ("repo_sync=info,shedlock=debug", false)] {
+        let out = Command::new(example_binary())
+            .args(["--database-url", &db, "status"])
+            .env("RUST_LOG", value)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{value}: {stderr}");
+        assert_eq!(
+            stderr.contains(&format!("RUST_LOG={value:?} is not a log filter")),
+            named,
+            "{value}: {stderr}"
+        );
+    }
+}
