@@ -32,9 +32,14 @@ pub(crate) async fn add(
         checked_schedule(cron, time_zone)?;
     }
     let (source, default_name) = if source::is_remote(path) {
-        let project = crate::gitlab::GitLabProject::parse(path, ctx.gitlab_token.clone())?;
-        project.head().await?;
-        (project.url().to_owned(), project.name().to_owned())
+        #[cfg(not(feature = "http"))]
+        return Err(crate::features::not_built(crate::features::Feature::Http).into());
+        #[cfg(feature = "http")]
+        {
+            let project = crate::gitlab::GitLabProject::parse(path, ctx.gitlab_token.clone())?;
+            project.head().await?;
+            (project.url().to_owned(), project.name().to_owned())
+        }
     } else {
         let repo = crate::git::Repo::open(std::path::Path::new(path))?;
         let source = std::fs::canonicalize(repo.path())?.display().to_string();
@@ -146,10 +151,9 @@ pub(crate) async fn first_run(ctx: &Ctx, provider: Arc<dyn LockProvider>) -> Res
             failed.push(s.display_name);
         }
     }
-    say!("\nsearch it:  cargo run --example repo_sync -- search \"fencing token\"");
-    say!(
-        "keep it synced on schedule (start several, each tick runs once):  cargo run --example repo_sync -- run"
-    );
+    let command = crate::features::this_build();
+    say!("\nsearch it:  {command} -- search \"fencing token\"");
+    say!("keep it synced on schedule (start several, each tick runs once):  {command} -- run");
     if failed.is_empty() {
         Ok(())
     } else {
@@ -241,7 +245,10 @@ pub(crate) async fn search(ctx: &Ctx, query: &str, k: usize) -> Result<(), AnyEr
     if hits.is_empty() {
         let others = ctx.store.embedders().await?;
         if others.is_empty() {
-            say!("nothing indexed yet: run `cargo run --example repo_sync` first");
+            say!(
+                "nothing indexed yet: run `{}` first",
+                crate::features::this_build()
+            );
         } else {
             let others: Vec<String> = others
                 .iter()

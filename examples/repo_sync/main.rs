@@ -2,28 +2,37 @@
 //! on exactly one of however many instances run it, with a run history.
 //!
 //! ```text
-//! cargo run --example repo_sync                          # first run: register this repository, sync it, summarize
-//! cargo run --example repo_sync -- search "fencing token"
-//! cargo run --example repo_sync -- run                   # the scheduler (start several: each tick runs once)
-//! cargo run --example repo_sync -- add ../other-repo --cron "0 */15 * * * *" --time-zone Asia/Seoul
-//! cargo run --example repo_sync -- status | sync-now <repo> | pause <repo> | resume <repo> | remove <repo>
+//! cargo run -p repo_sync                          # first run: register this repository, sync it, summarize
+//! cargo run -p repo_sync -- search "fencing token"
+//! cargo run -p repo_sync -- run                   # the scheduler (start several: each tick runs once)
+//! cargo run -p repo_sync -- add ../other-repo --cron "0 */15 * * * *" --time-zone Asia/Seoul
+//! cargo run -p repo_sync -- status | sync-now <repo> | pause <repo> | resume <repo> | remove <repo>
 //! ```
 //!
 //! Everything lives in one database: by default an SQLite file in the git directory of the
 //! repository the command runs in (`.git/repo_sync.db`), or any SQLite path or PostgreSQL URL
 //! with `--database-url`. The lock of repository N is `repo_sync_N`, claimed per tick.
+//!
+//! The default build has SQLite, the lexical embedder and local git repositories; PostgreSQL,
+//! worker mode, the HTTP clients and the metrics endpoint are cargo features (`features.rs`),
+//! e.g. `cargo run -p repo_sync --features postgres -- --database-url postgres://…`.
 
 mod chunk;
 mod commands;
 mod db;
 mod embed;
 mod extract;
+mod features;
 mod git;
+#[cfg(feature = "http")]
 mod gitlab;
+#[cfg(feature = "http")]
 mod http;
 mod job;
+#[cfg(feature = "metrics")]
 mod metrics;
 mod refresh;
+#[cfg(feature = "workers")]
 mod roles;
 mod show;
 mod source;
@@ -35,17 +44,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
+#[cfg(feature = "postgres")]
+use shedlock::PostgresLockProvider;
 use shedlock::handoff::TickQueue;
 use shedlock::{
-    Job, LockAdmin, LockConfiguration, PostgresLockProvider, RunHistory, RunStore, Schedule,
-    Scheduler, SqliteLockProvider, TaskResult, current_tick,
+    Job, LockAdmin, LockConfiguration, RunHistory, RunStore, Schedule, Scheduler,
+    SqliteLockProvider, TaskResult, current_tick,
 };
 
 use crate::chunk::ChunkConfig;
 use crate::commands::{first_run, search, status, sync_now};
 use crate::db::{Db, Location, lock_name};
-use crate::embed::{Embedder, HttpEmbedder, LexicalHashEmbedder};
+#[cfg(feature = "http")]
+use crate::embed::HttpEmbedder;
+use crate::embed::{Embedder, LexicalHashEmbedder};
+use crate::features::{Feature, Missing};
 use crate::job::{Outcome, Trigger, sync_locked};
+#[cfg(feature = "workers")]
 use crate::roles::QueuePlace;
 use crate::show::{say, shown, tell};
 use crate::store::SqlVectorStore;
@@ -64,7 +79,7 @@ struct Cli {
     /// `repo_sync.db` in the git directory of the repository you run it in). A value that
     /// starts with a scheme (`postgres:`, `mysql:`, `redis:`, …) is a URL, never a file name;
     /// messages show it with its password masked. A server that cannot be reached is reported
-    /// at once, or after 10 s without an answer.
+    /// at once, or after 10 s without an answer. PostgreSQL needs the `postgres` feature.
     #[arg(long, global = true)]
     database_url: Option<String>,
     /// An OpenAI-compatible embeddings server (`http://host:port`); default: the built-in
@@ -72,17 +87,30 @@ struct Cli {
     /// are read up to 256 KiB per input text (8 MiB for a batch of 32): a larger one fails the
     /// request unread. A vector with a component that is not a finite number fails the sync,
     /// naming the chunk, and nothing of it is stored.
+    /// Needs the `http` feature.
     #[arg(long, global = true)]
     embedder_url: Option<String>,
     #[arg(long, global = true, default_value = "text-embedding-3-small")]
+    #[cfg_attr(
+        not(feature = "http"),
+        allow(dead_code, reason = "the HTTP embedder's")
+    )]
     embedder_model: String,
     /// Texts per embeddings request (at least 1).
     #[arg(long, global = true, default_value_t = crate::embed::DEFAULT_BATCH_SIZE as u32,
           value_parser = clap::value_parser!(u32).range(1..))]
+    #[cfg_attr(
+        not(feature = "http"),
+        allow(dead_code, reason = "the HTTP embedder's")
+    )]
     embedder_batch_size: u32,
     /// How long one embeddings request may take (a model on a CPU needs longer than a service;
     /// more than zero).
     #[arg(long, global = true, default_value = "30s", value_parser = positive_duration)]
+    #[cfg_attr(
+        not(feature = "http"),
+        allow(dead_code, reason = "the HTTP embedder's")
+    )]
     embedder_timeout: Duration,
     #[arg(long, global = true, default_value_t = 7000)]
     chunk_size: usize,
@@ -124,11 +152,13 @@ enum Command {
         /// `all`: fire and sync (every instance the same, each tick claimed once). `scheduler`
         /// and `worker`: fire in scheduler processes, sync in worker processes, through a
         /// queue beside the database (SQLite: `repo_sync_queue.db` in the same directory;
-        /// PostgreSQL: the same database, schema `apalis`).
+        /// PostgreSQL: the same database, schema `apalis`); these two need the `workers`
+        /// feature.
         #[arg(long, value_enum, default_value = "all")]
         role: Role,
         /// `--role worker`: syncs at once.
         #[arg(long, default_value_t = 1)]
+        #[cfg_attr(not(feature = "workers"), allow(dead_code, reason = "worker mode's"))]
         concurrency: usize,
         /// `--role all`: at most this many syncs at once in this process (default: no limit).
         /// A repository due while every slot is taken is left for another instance, and synced
@@ -145,7 +175,7 @@ enum Command {
         /// Serve the scheduler's metrics for Prometheus at `http://ADDR/metrics`
         /// (e.g. `127.0.0.1:9464`): `GET /metrics` only (another method 405, another path
         /// 404), request bodies not read, 5 s to send the request head, 64 connections at
-        /// once.
+        /// once. Needs the `metrics` feature.
         #[arg(long)]
         metrics_addr: Option<std::net::SocketAddr>,
         /// How long the scheduler's run history (`shedlock_runs`) is kept (more than zero).
@@ -156,7 +186,8 @@ enum Command {
         #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
         shutdown_timeout: Duration,
     },
-    /// Register a repository: a local git path, or a GitLab project URL (token in `GITLAB_TOKEN`).
+    /// Register a repository: a local git path, or a GitLab project URL (token in `GITLAB_TOKEN`;
+    /// needs the `http` feature).
     /// Adding one already registered changes its registration to the options given (the
     /// others keep their values); running schedulers pick the change up at their next reload.
     Add {
@@ -197,12 +228,7 @@ enum Command {
 
 #[tokio::main]
 async fn main() {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
+    init_logging();
     let cli = Cli::parse();
     if let Err(error) = run(cli).await {
         tell!("repo_sync: {}", shown(&error.to_string()));
@@ -211,6 +237,70 @@ async fn main() {
 }
 
 type AnyError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Log lines to stderr, filtered by `RUST_LOG` read as `tracing_subscriber`'s [`Targets`]
+/// (`warn`, `repo_sync=info,shedlock=debug`; default `warn`). A value that is not such a filter
+/// is named, and warnings are logged.
+///
+/// [`Targets`]: tracing_subscriber::filter::Targets
+fn init_logging() {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let warn = Targets::new().with_default(LevelFilter::WARN);
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(text) if !text.trim().is_empty() => text.parse::<Targets>().unwrap_or_else(|e| {
+            tell!(
+                "repo_sync: RUST_LOG={:?} is not a log filter ({e}): logging warnings only \
+                 (write it as `warn`, or `repo_sync=info,shedlock=debug`)",
+                shown(&text)
+            );
+            warn.clone()
+        }),
+        _ => warn,
+    };
+    tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(filter)
+        .init();
+}
+
+/// What `cli` asks for that this build leaves out (`features.rs`), the database at `location`
+/// included.
+fn missing_features(cli: &Cli, location: &Location) -> Vec<Missing> {
+    let mut asked = Vec::new();
+    if matches!(location, Location::Postgres(_)) {
+        asked.push(Missing::new(
+            Feature::Postgres,
+            "--database-url postgres://…",
+        ));
+    }
+    if cli.embedder_url.is_some() {
+        asked.push(Missing::new(Feature::Http, "--embedder-url"));
+    }
+    match &cli.command {
+        Some(Command::Run {
+            role, metrics_addr, ..
+        }) => {
+            match role {
+                Role::All => {}
+                Role::Scheduler => {
+                    asked.push(Missing::new(Feature::Workers, "run --role scheduler"))
+                }
+                Role::Worker => asked.push(Missing::new(Feature::Workers, "run --role worker")),
+            }
+            if metrics_addr.is_some() {
+                asked.push(Missing::new(Feature::Metrics, "run --metrics-addr"));
+            }
+        }
+        Some(Command::Add { path, .. }) if source::is_remote(path) => {
+            asked.push(Missing::new(Feature::Http, "add of a GitLab project URL"));
+        }
+        _ => {}
+    }
+    asked.retain(|m| !m.feature.built_in());
+    asked
+}
 
 /// A duration option that must not be zero (`10s`, `5m`, `1h 30m`): zero would make a busy
 /// loop (`--reload-every`), fail every request (`--embedder-timeout`), hold no lock
@@ -234,15 +324,27 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
         Some(url) => Location::parse(url)?,
         None => Location::default_for(&std::env::current_dir()?),
     };
+    // Refused before anything opens: what this build leaves out, with the command that has it.
+    let missing = missing_features(&cli, &location);
+    if !missing.is_empty() {
+        let args: Vec<String> = std::env::args_os()
+            .skip(1)
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        return Err(features::refusal(&missing, &features::built_in(), &args).into());
+    }
     let db = Db::open(&location).await?;
     // A provider that keeps a run history (`RunStore`) and lists its locks (`LockAdmin`),
     // whichever the database.
     let provider: Arc<dyn Locks> = match &location {
+        #[cfg(feature = "postgres")]
         Location::Postgres(url) => {
             let provider = PostgresLockProvider::connect(url.expose()).await?;
             provider.migrate().await?;
             Arc::new(provider)
         }
+        #[cfg(not(feature = "postgres"))]
+        Location::Postgres(_) => return Err(features::not_built(Feature::Postgres).into()),
         Location::Sqlite(_) => {
             let file = location.sqlite_file()?.unwrap_or_default();
             let file = file
@@ -261,6 +363,9 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
         );
     }
     let embedder: Arc<dyn Embedder> = match &cli.embedder_url {
+        #[cfg(not(feature = "http"))]
+        Some(_) => return Err(features::not_built(Feature::Http).into()),
+        #[cfg(feature = "http")]
         Some(base) => Arc::new(
             HttpEmbedder::new(base, &cli.embedder_model)?
                 .api_key(std::env::var("EMBEDDER_API_KEY").ok())
@@ -290,6 +395,7 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
 
     match cli.command {
         None => first_run(&ctx, provider).await,
+        #[cfg(feature = "workers")]
         Some(Command::Run {
             role: Role::Worker,
             concurrency,
@@ -310,7 +416,10 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
             shutdown_timeout,
         }) => {
             if let Some(addr) = metrics_addr {
+                #[cfg(feature = "metrics")]
                 metrics::serve_metrics(addr).await?;
+                #[cfg(not(feature = "metrics"))]
+                return Err(format!("{addr}: {}", features::not_built(Feature::Metrics)).into());
             }
             let mut scheduler = Scheduler::builder(Arc::clone(&provider))
                 .misfire_grace(Duration::from_secs(120))
@@ -321,9 +430,14 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
             }
             let scheduler = scheduler.build();
             let hand_off = match role {
+                #[cfg(feature = "workers")]
                 Role::Scheduler => {
                     let queue = QueuePlace::beside(&location)?.tick_queue().await?;
                     Some((queue, Arc::clone(&provider) as Arc<dyn LockAdmin>))
+                }
+                #[cfg(not(feature = "workers"))]
+                Role::Scheduler | Role::Worker => {
+                    return Err(features::not_built(Feature::Workers).into());
                 }
                 _ => None,
             };

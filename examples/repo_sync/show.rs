@@ -17,6 +17,10 @@ use std::fmt::Write as _;
 
 /// `println!` that never panics: when stdout is closed (`repo_sync status | head -1`, a log
 /// collector gone) the line is dropped and the program goes on.
+#[allow(
+    unused_macros,
+    reason = "tests/repo_sync.rs includes, without features, no module that prints to stdout"
+)]
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;

@@ -1,18 +1,22 @@
 //! Where a repository's files come from: a local git repository, or a GitLab project when the
-//! source is an `http(s)://` URL (token from `GITLAB_TOKEN`). One async interface over both;
-//! git runs as child processes on Tokio's blocking pool.
+//! source is an `http(s)://` URL (token from `GITLAB_TOKEN`; the `http` feature). One async
+//! interface over both; git runs as child processes on Tokio's blocking pool. A build without
+//! `http` refuses a GitLab source, saying how to build it in.
 
 use std::path::PathBuf;
 
+#[cfg(feature = "http")]
 use futures_util::StreamExt;
 
 use crate::git::{Blob, BlobReader, Changes, GitError, Repo};
+#[cfg(feature = "http")]
 use crate::gitlab::{GitLabError, GitLabProject};
 
 /// A repository source.
 #[derive(Debug, Clone)]
 pub(crate) enum Source {
     Git(Repo),
+    #[cfg(feature = "http")]
     GitLab(GitLabProject),
 }
 
@@ -21,8 +25,13 @@ pub(crate) enum Source {
 pub(crate) enum SourceError {
     #[error(transparent)]
     Git(#[from] GitError),
+    #[cfg(feature = "http")]
     #[error(transparent)]
     GitLab(#[from] GitLabError),
+    /// A GitLab project, in a build without the `http` feature.
+    #[cfg(not(feature = "http"))]
+    #[error("{0}")]
+    NotBuilt(String),
 }
 
 impl SourceError {
@@ -30,8 +39,10 @@ impl SourceError {
     /// or GitLab gave up computing the comparison. Sync everything instead.
     pub(crate) fn needs_full_listing(&self) -> bool {
         match self {
-            SourceError::Git(GitError::UnknownRevision { .. })
-            | SourceError::GitLab(GitLabError::UnknownRevision { .. }) => true,
+            SourceError::Git(GitError::UnknownRevision { .. }) => true,
+            #[cfg(feature = "http")]
+            SourceError::GitLab(GitLabError::UnknownRevision { .. }) => true,
+            #[cfg(feature = "http")]
             SourceError::GitLab(GitLabError::InvalidResponse { detail, .. }) => {
                 detail.contains("compare_timeout")
             }
@@ -51,8 +62,17 @@ impl Source {
         gitlab_token: Option<String>,
     ) -> Result<Self, SourceError> {
         if is_remote(source) {
+            #[cfg(feature = "http")]
             return Ok(Source::GitLab(GitLabProject::parse(source, gitlab_token)?));
+            #[cfg(not(feature = "http"))]
+            return Err(SourceError::NotBuilt(format!(
+                "{}: {}",
+                crate::show::shown(source),
+                crate::features::not_built(crate::features::Feature::Http)
+            )));
         }
+        #[cfg(not(feature = "http"))]
+        let _ = gitlab_token;
         let path = PathBuf::from(source);
         Ok(Source::Git(blocking(move || Repo::open(&path)).await?))
     }
@@ -64,6 +84,7 @@ impl Source {
                 let repo = repo.clone();
                 Ok(blocking(move || repo.head()).await?)
             }
+            #[cfg(feature = "http")]
             Source::GitLab(project) => Ok(project.head().await?),
         }
     }
@@ -74,6 +95,7 @@ impl Source {
                 let (repo, commit) = (repo.clone(), commit.to_owned());
                 Ok(blocking(move || repo.list_files(&commit)).await?)
             }
+            #[cfg(feature = "http")]
             Source::GitLab(project) => Ok(project.list_files(commit).await?),
         }
     }
@@ -84,6 +106,7 @@ impl Source {
                 let (repo, from, to) = (repo.clone(), from.to_owned(), to.to_owned());
                 Ok(blocking(move || repo.changes(&from, &to)).await?)
             }
+            #[cfg(feature = "http")]
             Source::GitLab(project) => Ok(project.changes(from, to).await?),
         }
     }
@@ -97,6 +120,7 @@ impl Source {
                     blocking(move || repo.blob_reader(&commit)).await?,
                 ))
             }
+            #[cfg(feature = "http")]
             Source::GitLab(project) => Ok(Reader::GitLab(project.clone(), commit.to_owned())),
         }
     }
@@ -108,6 +132,7 @@ pub(crate) enum Reader {
     /// One `git cat-file --batch` process for the whole sync.
     Git(BlobReader),
     /// Raw-file requests, 8 at a time.
+    #[cfg(feature = "http")]
     GitLab(GitLabProject, String),
 }
 
@@ -134,6 +159,7 @@ impl Reader {
                 })
                 .await
             }
+            #[cfg(feature = "http")]
             Reader::GitLab(project, commit) => {
                 let read = futures_util::stream::iter(paths)
                     .map(|path| {

@@ -100,17 +100,6 @@ pub fn shedlock_binary() -> std::path::PathBuf {
     )
 }
 
-/// The `repo_sync` example's binary of this target directory, built once per test process
-/// with the flags `scripts/test` uses.
-pub fn repo_sync_binary() -> std::path::PathBuf {
-    static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    cargo_built(
-        &BUILT,
-        &["--workspace", "--all-features", "--example", "repo_sync"],
-        "examples/repo_sync",
-    )
-}
-
 /// A PostgreSQL database of its own for one test: `(url, name)`. Drop it with
 /// [`drop_postgres_database`].
 pub async fn postgres_database(prefix: &str) -> (String, String) {

@@ -3,11 +3,12 @@
 //! - [`LexicalHashEmbedder`] (`lexical.rs`): deterministic lexical feature hashing, no network
 //!   and no model. It is *not* a neural embedding: it captures shared words and identifiers, not
 //!   meaning. It keeps the example and its tests self-contained.
-//! - [`HttpEmbedder`] (`openai.rs`): any OpenAI-compatible `POST /v1/embeddings` endpoint
+//! - `HttpEmbedder` (`openai.rs`): any OpenAI-compatible `POST /v1/embeddings` endpoint
 //!   (OpenAI, vLLM, llama.cpp's server, Ollama, text-embeddings-inference...), plain `http://`
 //!   only in this build, with batching, a per-request timeout and retries with exponential
-//!   backoff (the shared [`crate::http`] helpers). Optional: a copy that needs only the lexical
-//!   embedder can drop `openai.rs` and the HTTP variants of [`EmbedError`].
+//!   backoff (the shared `crate::http` helpers). Optional: built with the `http` feature only,
+//!   as are the HTTP variants of [`EmbedError`]; a copy that needs only the lexical embedder
+//!   can drop them.
 //!
 //! Both return L2-normalized vectors, so [`cosine`] is a dot product. [`to_bytes`] and
 //! [`from_bytes`] store a vector as little-endian `f32`s in a BLOB/bytea column.
@@ -16,21 +17,28 @@
 #![allow(dead_code)]
 
 use std::fmt;
+#[cfg(feature = "http")]
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
+#[cfg(feature = "http")]
 use crate::http::describe_status;
 
 mod lexical;
+#[cfg(feature = "http")]
 mod openai;
 
 pub(crate) use lexical::LexicalHashEmbedder;
+#[cfg(feature = "http")]
 #[allow(
     unused_imports,
     reason = "used by main.rs; tests/repo_sync.rs includes this module without it"
 )]
-pub(crate) use openai::{DEFAULT_BATCH_SIZE, HttpEmbedder};
+pub(crate) use openai::HttpEmbedder;
+
+/// Texts per request to an embeddings server, unless `--embedder-batch-size` says otherwise.
+pub(crate) const DEFAULT_BATCH_SIZE: usize = 32;
 
 /// One embedding vector.
 pub(crate) type Embedding = Vec<f32>;
@@ -46,6 +54,7 @@ pub(crate) enum EmbedError {
         reason: String,
     },
     /// Every attempt timed out (the last error was a timeout).
+    #[cfg(feature = "http")]
     #[error("POST {url} timed out (timeout {timeout:?} per request) after {attempts} attempt(s)")]
     Timeout {
         /// The endpoint.
@@ -56,6 +65,7 @@ pub(crate) enum EmbedError {
         timeout: Duration,
     },
     /// The request could not be sent or its response not read (connection refused, reset...).
+    #[cfg(feature = "http")]
     #[error("POST {url} failed after {attempts} attempt(s): {detail}")]
     Transport {
         /// The endpoint.
@@ -66,6 +76,7 @@ pub(crate) enum EmbedError {
         detail: String,
     },
     /// The server answered with an error status (after retries for 429 and 5xx).
+    #[cfg(feature = "http")]
     #[error(
         "POST {url} answered {described} after {attempts} attempt(s): {message}",
         described = describe_status(*status)
@@ -81,6 +92,7 @@ pub(crate) enum EmbedError {
         message: String,
     },
     /// A successful status, but the body is not a usable embeddings response.
+    #[cfg(feature = "http")]
     #[error("POST {url} returned an unusable embeddings response: {reason}")]
     InvalidResponse {
         /// The endpoint.
@@ -90,6 +102,7 @@ pub(crate) enum EmbedError {
     },
     /// A vector that cannot be scored: a component that is not a finite number (`1e39` is
     /// beyond `f32`; normalizing it gave NaN).
+    #[cfg(feature = "http")]
     #[error("POST {url} returned an unusable embedding for input {input} ({excerpt:?}): {reason}")]
     InvalidVector {
         /// The endpoint.
@@ -103,6 +116,7 @@ pub(crate) enum EmbedError {
     },
     /// The response is larger than the client reads ([`openai::RESPONSE_BYTES_PER_INPUT`] per
     /// input of the request); not retried.
+    #[cfg(feature = "http")]
     #[error(
         "POST {url} answered with more than the limit of {limit} for {inputs} input(s) \
          ({per_input} per input; {seen}): refused"
@@ -120,6 +134,7 @@ pub(crate) enum EmbedError {
         seen: String,
     },
     /// The vectors do not have the expected dimension.
+    #[cfg(feature = "http")]
     #[error("POST {url} returned embeddings of dimension {got}, expected {expected}")]
     DimensionMismatch {
         /// The endpoint.
@@ -135,10 +150,11 @@ impl EmbedError {
     /// The position, among the texts given to [`Embedder::embed`], of the input whose vector
     /// was refused; `None` for errors about a whole request.
     pub(crate) fn input(&self) -> Option<usize> {
-        match self {
-            EmbedError::InvalidVector { input, .. } => Some(*input),
-            _ => None,
+        #[cfg(feature = "http")]
+        if let EmbedError::InvalidVector { input, .. } = self {
+            return Some(*input);
         }
+        None
     }
 }
 
@@ -147,7 +163,7 @@ pub(crate) trait Embedder: Send + Sync + fmt::Debug {
     /// A stable name for what produced the vectors, stored beside them so vectors from
     /// different embedders are never compared: `lexical-hash-384`, `http:<model>`.
     fn name(&self) -> &str;
-    /// The length of every vector. For an [`HttpEmbedder`] without a configured dimension this
+    /// The length of every vector. For an `HttpEmbedder` without a configured dimension this
     /// is 0 until the first response has been received.
     fn dimension(&self) -> usize;
     /// One embedding per text, in the order of `texts`.

@@ -10,14 +10,12 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
 
-use super::{EmbedError, Embedder, Embedding, normalize, unusable};
+use super::{DEFAULT_BATCH_SIZE, EmbedError, Embedder, Embedding, normalize, unusable};
 use crate::http::{
     Failed, RetryPolicy, error_chain, is_retryable_error, is_retryable_status, read_server_message,
     retry_after, shown_url, truncate,
 };
 
-/// The default number of texts per request.
-pub(crate) const DEFAULT_BATCH_SIZE: usize = 32;
 /// The default per-request timeout.
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The default number of retries after the first attempt.

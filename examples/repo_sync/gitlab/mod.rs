@@ -28,7 +28,7 @@
 //!
 //! Files: this one (the project, its errors, the API calls); `request.rs` (one `GET` with
 //! retries, the body limit, redirects); `fake.rs` and `tests.rs` (the tests, against a fake
-//! GitLab served by [`crate::http::test_server`]).
+//! GitLab served by `crate::http::test_server`).
 
 // Some items (the timeout setter, accessors) are for callers that may not use them yet.
 #![allow(dead_code)]

@@ -7,7 +7,8 @@
 //! - what is retried ([`is_retryable_error`], [`is_retryable_status`]) and how:
 //!   [`RetryPolicy::run`], one loop with exponential backoff that honours `Retry-After`;
 //! - URL encoding ([`encode`], [`percent_decode`]);
-//! - in tests, a small local HTTP server both clients are tested against ([`test_server`]).
+//! - in tests, a small local HTTP server both clients are tested against (`test_server`, built
+//!   for tests only).
 //!
 //! Only an optional source or embedder needs this module: the lexical embedder and local git
 //! repositories do not.

@@ -9,6 +9,9 @@
 //! It needs what `scripts/minilm/setup` fetches (a venv with numpy, tokenizers and safetensors,
 //! and the model's files under `.cache/minilm/`); `scripts/test` runs that first. Without it the
 //! test fails and says what is missing.
+//!
+//! The HTTP embedder is repo_sync's `http` feature: without it there is nothing to test here.
+#![cfg(feature = "http")]
 #![allow(missing_docs)]
 
 use std::io::{BufRead, BufReader};
@@ -37,8 +40,13 @@ const MAX_FILE_BYTES: u64 = 11 * 1024;
 /// loaded machine (it took 1.2 s here with other builds running).
 const SERVER_START: Duration = Duration::from_secs(180);
 
+/// The repository's root: this package is `examples/repo_sync/` in it.
 fn repo_root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    let package = Path::new(env!("CARGO_MANIFEST_DIR"));
+    package
+        .parent()
+        .and_then(Path::parent)
+        .expect("the package is examples/repo_sync in the repository")
 }
 
 /// The venv's python and the model's directory, from `scripts/minilm/setup --check`; a failure
@@ -246,8 +254,9 @@ async fn check_the_model(url: &str) {
     }
 }
 
+/// The package's binary, built by cargo for these tests with the same features.
 fn example_binary() -> PathBuf {
-    shedlock_suite::repo_sync_binary()
+    PathBuf::from(env!("CARGO_BIN_EXE_repo_sync"))
 }
 
 /// One index of this repository: a fresh SQLite database, the repository registered, synced

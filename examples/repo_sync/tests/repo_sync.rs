@@ -1,36 +1,42 @@
-//! The reference job, `examples/repo_sync`: incremental correctness, idempotent re-runs,
-//! fenced writes, run history, and three copies of `run` against one database. Its modules are
-//! included by path, so their unit tests (chunking, extraction, git, embedders, HTTP, GitLab,
-//! adaptive refresh, the breaker) run here.
+//! The reference job, `repo_sync`: incremental correctness, idempotent re-runs, fenced writes,
+//! run history, and three copies of `run` against one database. Its modules are included by
+//! path, so their unit tests (chunking, extraction, git, embedders, HTTP, GitLab, adaptive
+//! refresh, the breaker) run here. What needs a feature (PostgreSQL, the HTTP clients, the
+//! metrics endpoint) runs when the package is built with it (`scripts/test`: all features).
 #![allow(missing_docs, dead_code, unreachable_pub)]
 
-#[path = "../examples/repo_sync/chunk.rs"]
+#[path = "../chunk.rs"]
 mod chunk;
-#[path = "../examples/repo_sync/db/mod.rs"]
+#[path = "../db/mod.rs"]
 mod db;
-#[path = "../examples/repo_sync/embed/mod.rs"]
+#[path = "../embed/mod.rs"]
 mod embed;
-#[path = "../examples/repo_sync/extract.rs"]
+#[path = "../extract.rs"]
 mod extract;
-#[path = "../examples/repo_sync/git/mod.rs"]
+#[path = "../features.rs"]
+mod features;
+#[path = "../git/mod.rs"]
 mod git;
-#[path = "../examples/repo_sync/gitlab/mod.rs"]
+#[cfg(feature = "http")]
+#[path = "../gitlab/mod.rs"]
 mod gitlab;
-#[path = "../examples/repo_sync/http/mod.rs"]
+#[cfg(feature = "http")]
+#[path = "../http/mod.rs"]
 mod http;
-#[path = "../examples/repo_sync/job.rs"]
+#[path = "../job.rs"]
 mod job;
-#[path = "../examples/repo_sync/metrics.rs"]
+#[cfg(feature = "metrics")]
+#[path = "../metrics.rs"]
 mod metrics;
-#[path = "../examples/repo_sync/refresh.rs"]
+#[path = "../refresh.rs"]
 mod refresh;
-#[path = "../examples/repo_sync/show.rs"]
+#[path = "../show.rs"]
 mod show;
-#[path = "../examples/repo_sync/source.rs"]
+#[path = "../source.rs"]
 mod source;
-#[path = "../examples/repo_sync/store.rs"]
+#[path = "../store.rs"]
 mod store;
-#[path = "../examples/repo_sync/sync.rs"]
+#[path = "../sync.rs"]
 mod sync;
 
 use std::path::{Path, PathBuf};
@@ -478,6 +484,7 @@ async fn history_records_completed_failed_and_skipped_runs() {
 /// An embeddings server that answers `1e39` (beyond `f32`) for one chunk: the sync fails
 /// naming that chunk's file and lines, and nothing is stored, neither published nor staged
 /// (before, the vector became NaN after normalizing, was stored, and `search` showed NaN).
+#[cfg(feature = "http")]
 #[tokio::test]
 async fn an_embedding_that_is_not_a_number_fails_the_sync_and_stores_nothing() {
     use crate::http::test_server::{Reply, serve};
@@ -556,8 +563,9 @@ async fn an_embedding_that_is_not_a_number_fails_the_sync_and_stores_nothing() {
     assert_eq!(stored_points(&app.ctx, id).await.len(), 2);
 }
 
+/// The package's binary, built by cargo for these tests with the same features.
 fn example_binary() -> PathBuf {
-    shedlock_suite::repo_sync_binary()
+    PathBuf::from(env!("CARGO_BIN_EXE_repo_sync"))
 }
 
 /// `repo_sync --database-url URL add REPO --cron CRON`, which must succeed.
@@ -813,6 +821,7 @@ async fn zero_settings_are_refused_before_anything_runs() {
 
 /// `run --metrics-addr` serves the scheduler's counters for Prometheus while it runs; the
 /// figures agree with the run history written by the same process.
+#[cfg(feature = "metrics")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_endpoint_serves_the_scheduler_counters() {
     let bin = example_binary();
@@ -917,6 +926,7 @@ async fn metrics_endpoint_serves_the_scheduler_counters() {
 
 /// A `repo_sync run --metrics-addr` on a free port, one repository due every second (so the
 /// scheduler records metrics), stderr to a file; killed when dropped.
+#[cfg(feature = "metrics")]
 struct MetricsRun {
     child: tokio::process::Child,
     addr: String,
@@ -925,6 +935,7 @@ struct MetricsRun {
     _repo: TempRepo,
 }
 
+#[cfg(feature = "metrics")]
 impl MetricsRun {
     /// Starts it, under `ulimit -n LIMIT` when `fd_limit` is set, and waits (up to 60 s) until
     /// `GET /metrics` shows a metric of the scheduler.
@@ -1033,6 +1044,7 @@ impl MetricsRun {
 
 /// Sends `request` on a new connection to `addr` and reads the answer until the server closes
 /// the connection (at most 30 s).
+#[cfg(feature = "metrics")]
 async fn raw_http(addr: &str, request: &[u8]) -> std::io::Result<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let exchange = async {
@@ -1049,6 +1061,7 @@ async fn raw_http(addr: &str, request: &[u8]) -> std::io::Result<String> {
 
 /// The metrics endpoint serves `GET /metrics` only: another method is 405 (a 10 MB `PUT` is
 /// answered before its body is sent), another path 404.
+#[cfg(feature = "metrics")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_metrics_endpoint_serves_get_metrics_only() {
     let run = MetricsRun::start(None).await;
@@ -1095,6 +1108,7 @@ async fn the_metrics_endpoint_serves_get_metrics_only() {
 
 /// A client that sends half a request line and waits is cut off (here within 30 s), and so
 /// are 100 of them at once, while the endpoint goes on answering scrapes.
+#[cfg(feature = "metrics")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_header_clients_are_cut_off_and_scrapes_still_answered() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -1132,6 +1146,7 @@ async fn slow_header_clients_are_cut_off_and_scrapes_still_answered() {
 /// Under `ulimit -n 64`, 100 idle connections exhaust the process's descriptors: accepting
 /// backs off instead of spinning, so over 10 s the process writes a few lines at most and uses
 /// little CPU, and it serves again once the connections close.
+#[cfg(feature = "metrics")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn descriptor_exhaustion_neither_spins_nor_floods_the_log() {
     let run = MetricsRun::start(Some(64)).await;
@@ -1171,6 +1186,7 @@ async fn descriptor_exhaustion_neither_spins_nor_floods_the_log() {
 
 /// The value of one sample in Prometheus text format: `name{labels} value`, with exactly
 /// these labels (in any order); 0 when absent.
+#[cfg(feature = "metrics")]
 fn value(page: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
     let mut want: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
     want.sort();
@@ -1245,6 +1261,7 @@ async fn the_first_run_registers_syncs_and_is_searchable() {
     );
 }
 
+#[cfg(feature = "postgres")]
 #[tokio::test]
 async fn the_same_works_on_postgres() {
     if shedlock_suite::skipped(shedlock::Backend::Postgres) {
@@ -1455,6 +1472,7 @@ macro_rules! on_both_backends {
             async fn sqlite() {
                 super::$test(false).await
             }
+            #[cfg(feature = "postgres")]
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn postgres() {
                 super::$test(true).await
@@ -2215,6 +2233,7 @@ async fn run_bounded(dir: &Path, args: &[&str]) -> (bool, String, f64) {
 /// A PostgreSQL server that is down is reported within seconds with its real cause, and no
 /// message shows the password, wherever it stands in the URL (a `/` in it, a query
 /// parameter); nor does the message for an unsupported scheme.
+#[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_database_is_named_at_once_without_its_password() {
     let dir = tempfile::tempdir().unwrap();
@@ -2365,6 +2384,7 @@ fn the_default_database_belongs_to_the_repository_and_vanished_ones_are_reported
 
 /// An OpenAI-compatible embeddings stand-in whose first answer takes `first_delay`: it holds
 /// a sync in the middle of its work. Sends on `started` when the first request arrives.
+#[cfg(feature = "http")]
 async fn slow_embedder(
     first_delay: Duration,
 ) -> (String, tokio::sync::mpsc::UnboundedReceiver<()>) {
@@ -2431,6 +2451,7 @@ async fn slow_embedder(
 /// Ctrl-C in a terminal signals the whole foreground process group. A sync running then
 /// either finishes within the shutdown timeout (git, in a group of its own, is not killed:
 /// no "Broken pipe") or is cancelled and recorded as such; never `failed`.
+#[cfg(feature = "http")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_lets_a_running_sync_finish_or_records_it_cancelled() {
     let bin = example_binary();
@@ -2553,4 +2574,26 @@ fn run_help_lists_the_global_options_apart() {
         .expect("a heading for the global options");
     let global = help.find("--database-url").expect("a global option");
     assert!(own < heading && heading < global, "{help}");
+}
+
+/// A `RUST_LOG` that is not a log filter is named, and the command still runs (warnings are
+/// logged); a valid one is taken without a word.
+#[test]
+fn a_rust_log_that_is_not_a_filter_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("app.db").display().to_string();
+    for (value, named) in [("=bad=", true), ("repo_sync=info,shedlock=debug", false)] {
+        let out = Command::new(example_binary())
+            .args(["--database-url", &db, "status"])
+            .env("RUST_LOG", value)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{value}: {stderr}");
+        assert_eq!(
+            stderr.contains(&format!("RUST_LOG={value:?} is not a log filter")),
+            named,
+            "{value}: {stderr}"
+        );
+    }
 }
