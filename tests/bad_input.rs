@@ -273,7 +273,7 @@ fn names_over_64_bytes_are_refused_with_length_and_name() {
     for long in ["n".repeat(65), format!("{crabs}a"), format!("{korean}!!")] {
         assert_eq!(long.len(), 65);
         refused!(LockConfiguration::new(long.clone(), MIN, ZERO).unwrap_err(),
-            Error::LockNameTooLong { name, len: 65 } if *name == long,
+            Error::LockNameTooLong { name, len: 65, max: 64 } if *name == long,
             ["`name` is 65 bytes long, the limit is 64 bytes", format!("{long:?}")]);
     }
 }

@@ -249,9 +249,10 @@ async fn a_lock_name_too_long_for_its_argument_is_refused_by_add() {
     let scheduler = shedlock::Scheduler::new(db.provider());
     let long = "k".repeat(60);
     match scheduler.add(named_by::job(long.clone())) {
-        Err(Error::LockNameTooLong { name, len }) => {
+        Err(Error::LockNameTooLong { name, len, max }) => {
             assert_eq!(name, format!("named_by_{long}"));
             assert_eq!(len, 69);
+            assert_eq!(max, 64);
         }
         other => panic!("refused by add(): {other:?}"),
     }

@@ -11,7 +11,7 @@ use shedlock::{
 };
 use sqlx::migrate::{MigrateError, Migrator};
 
-use crate::Proxy;
+use crate::proxy::Proxy;
 
 /// What the suite reads back from the lock table (on Redis: a lock's lease key, or once that is
 /// gone its record), with times measured by the database clock.

@@ -9,7 +9,10 @@ use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::{Error, LockConfiguration, LockGuard, LockProvider, Result};
+use crate::config::LockConfiguration;
+use crate::error::{Error, Result};
+use crate::guard::LockGuard;
+use crate::provider::LockProvider;
 
 static DEFAULT_PROVIDER: OnceLock<Arc<dyn LockProvider>> = OnceLock::new();
 

@@ -54,14 +54,15 @@ pub enum Error {
 
     /// The lock name is longer than [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES) bytes.
     #[error(
-        "invalid lock configuration: `name` is {len} bytes long, the limit is {max} bytes: {name:?}",
-        max = crate::MAX_NAME_BYTES
+        "invalid lock configuration: `name` is {len} bytes long, the limit is {max} bytes: {name:?}"
     )]
     LockNameTooLong {
         /// The name as given.
         name: String,
         /// Its length in bytes.
         len: usize,
+        /// The limit, [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES).
+        max: usize,
     },
 
     /// The lock name contains a character the table cannot store faithfully.

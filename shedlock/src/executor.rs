@@ -3,32 +3,11 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::{LockConfiguration, LockContext, LockProvider, Result};
-
-/// What happened to a task given to [`LockingTaskExecutor::execute`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[must_use]
-pub enum TaskResult<T> {
-    /// The lock was taken and the task ran to completion with this value.
-    Executed(T),
-    /// The lock was held elsewhere (or the tick already claimed): the task did not run.
-    Skipped,
-}
-
-impl<T> TaskResult<T> {
-    /// Whether the task ran.
-    pub fn was_executed(&self) -> bool {
-        matches!(self, TaskResult::Executed(_))
-    }
-
-    /// The task's value, if it ran.
-    pub fn into_executed(self) -> Option<T> {
-        match self {
-            TaskResult::Executed(value) => Some(value),
-            TaskResult::Skipped => None,
-        }
-    }
-}
+use crate::config::LockConfiguration;
+use crate::context::LockContext;
+use crate::error::Result;
+use crate::provider::LockProvider;
+use crate::run::TaskResult;
 
 /// Runs tasks under locks from any provider.
 ///

@@ -14,7 +14,10 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::{Error, LockConfiguration, LockGuard, LockProvider, Result};
+use crate::config::LockConfiguration;
+use crate::error::{Error, Result};
+use crate::guard::LockGuard;
+use crate::provider::LockProvider;
 
 /// Which lease an election uses and how it keeps it: the lock `name`, the `lease` it is taken
 /// and renewed for, the `renew_deadline` after which a leader that could not renew steps down,

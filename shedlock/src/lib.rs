@@ -109,6 +109,7 @@ pub mod handoff;
 mod history;
 mod leader;
 pub mod lease;
+pub mod metric_names;
 mod observe;
 mod provider;
 mod run;
@@ -123,14 +124,14 @@ pub use context::{
     LockContext, current_provider, current_tick, set_default_provider, with_provider, with_tick,
 };
 pub use error::{Backend, BoxError, Error, Result};
-pub use executor::{LockingTaskExecutor, TaskResult};
+pub use executor::LockingTaskExecutor;
 pub use guard::LockGuard;
 pub use history::{
     LockRows, LockState, NewRun, RunOutcome, RunQuery, RunRecord, UnknownOutcome, UnreadableRow,
 };
 pub use leader::{LeaderElection, LeaderElector, Leadership};
-pub use observe::{RunFinished, RunHistory, RunInfo, SchedulerListener, names as metric_names};
-pub use run::run_locked;
+pub use observe::{RunFinished, RunHistory, RunInfo, SchedulerListener};
+pub use run::{TaskResult, run_locked};
 pub use schedule::Schedule;
 pub use scheduler::{
     FleetView, Job, JobOutput, JobStats, MisfirePolicy, Scheduler, SchedulerBuilder, ShutdownReport,
@@ -151,6 +152,12 @@ pub use settings::{
     LOCKED_BY_ENV, MAX_TABLE_NAME_BYTES, OnLockLost, ProviderBuilder, ProviderSettings,
     default_locked_by,
 };
+#[cfg(feature = "mysql")]
+pub use sql::MySqlLockProvider;
+#[cfg(feature = "postgres")]
+pub use sql::PostgresLockProvider;
+#[cfg(feature = "sqlite")]
+pub use sql::SqliteLockProvider;
 pub use sql::{Dialect, SqlLockProvider, SqlPool, SqlUrl};
 
 // The README's examples compile as doctests.
@@ -172,28 +179,13 @@ pub mod dialect {
     pub use crate::sql::sqlite::Sqlite;
 }
 
-/// The lock table in PostgreSQL 12 or later.
-#[cfg(feature = "postgres")]
-#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub type PostgresLockProvider = SqlLockProvider<dialect::Postgres>;
-
-/// The lock table in MySQL 8 or MariaDB 10.11.
-#[cfg(feature = "mysql")]
-#[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
-pub type MySqlLockProvider = SqlLockProvider<dialect::MySql>;
-
-/// The lock table in an SQLite file, for instances on one machine.
-#[cfg(feature = "sqlite")]
-#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
-pub type SqliteLockProvider = SqlLockProvider<dialect::Sqlite>;
-
 /// What this crate's own tests and benchmarks need and users do not (feature `test-util`, as
 /// in tokio): the text of a statement, a scheduler clock of the test's choosing
 /// ([`SchedulerBuilder::clock`]).
 #[cfg(feature = "test-util")]
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub mod test_util {
-    use crate::Backend;
+    use crate::error::Backend;
 
     /// The text of statement `name` (as the SQL provider names its statements: `acquire`,
     /// `acquire_many`, `unlock`, `extend`, `run_insert`, …; the list is in

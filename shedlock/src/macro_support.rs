@@ -8,7 +8,11 @@ use std::future::Future;
 
 use std::sync::Arc;
 
-use crate::{Error, Job, JobOutput, LockConfiguration, Result, Schedule, TaskResult};
+use crate::config::LockConfiguration;
+use crate::error::{Error, Result};
+use crate::run::TaskResult;
+use crate::schedule::Schedule;
+use crate::scheduler::job::{Job, JobOutput};
 
 /// The body of a `#[scheduler_lock]` function: validates the rendered name, then
 /// [`run_locked`](crate::run_locked).
@@ -58,7 +62,7 @@ pub async fn run_claimed<T>(
 ) -> Result<TaskResult<T>> {
     let config = LockConfiguration::new(name, lock_at_most_for, lock_at_least_for)?;
     let Some(claim) = claim.0 else {
-        return crate::run_locked(config, body).await;
+        return crate::run::run_locked(config, body).await;
     };
     let provider = crate::context::current_provider()?;
     let config = match (config.tick(), crate::context::current_tick()) {

@@ -11,10 +11,11 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
 
-use crate::{
-    Backend, KeepAlive, LockConfiguration, LockGuard, LockRows, LockState, NewRun, Result,
-    RunOutcome, RunQuery, RunRecord,
-};
+use crate::config::LockConfiguration;
+use crate::error::{Backend, Result};
+use crate::guard::LockGuard;
+use crate::history::{LockRows, LockState, NewRun, RunOutcome, RunQuery, RunRecord};
+use crate::settings::KeepAlive;
 
 /// Takes locks: what [`run_locked`](crate::run_locked), the
 /// [`LockingTaskExecutor`](crate::LockingTaskExecutor) and the [`Scheduler`](crate::Scheduler)

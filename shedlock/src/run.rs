@@ -11,15 +11,43 @@ use futures_util::FutureExt;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::config::LockConfiguration;
 use crate::context::{
     LockContext, PreClaim, cancelled, current_provider, current_tick, take_pre_claim,
 };
-use crate::guard::Renewer;
+use crate::error::{Error, Result};
+use crate::guard::{LockGuard, Renewer};
 use crate::observe::Probe;
-use crate::{
-    Error, KeepAlive, LockConfiguration, LockGuard, LockProvider, OnLockLost, Result, TaskResult,
-};
+use crate::provider::LockProvider;
+use crate::settings::{KeepAlive, OnLockLost};
 use tracing::Instrument;
+
+/// What happened to a task run under a lock ([`run_locked`],
+/// [`LockingTaskExecutor::execute`](crate::LockingTaskExecutor::execute), a `#[scheduler_lock]`
+/// function).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub enum TaskResult<T> {
+    /// The lock was taken and the task ran to completion with this value.
+    Executed(T),
+    /// The lock was held elsewhere (or the tick already claimed): the task did not run.
+    Skipped,
+}
+
+impl<T> TaskResult<T> {
+    /// Whether the task ran.
+    pub fn was_executed(&self) -> bool {
+        matches!(self, TaskResult::Executed(_))
+    }
+
+    /// The task's value, if it ran.
+    pub fn into_executed(self) -> Option<T> {
+        match self {
+            TaskResult::Executed(value) => Some(value),
+            TaskResult::Skipped => None,
+        }
+    }
+}
 
 /// Runs `body` under the lock `config` describes, with the provider of the current scope (see
 /// [`with_provider`](crate::with_provider) and

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
 
 use crate::config::round_up_to_millis;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// The default lock table name.
 pub const DEFAULT_TABLE_NAME: &str = "shedlock";
@@ -148,7 +148,7 @@ impl KeepAlive {
                 "the lease must be greater than zero".into(),
             ));
         }
-        if lease > crate::MAX_LOCK_DURATION {
+        if lease > crate::config::MAX_LOCK_DURATION {
             return Err(Error::InvalidKeepAlive(format!(
                 "the lease ({}) is longer than the limit of 1000 years",
                 humantime::format_duration(lease)
@@ -257,7 +257,7 @@ fn validate_locked_by(value: String) -> Result<String> {
 }
 
 fn validate_tick_tolerance(tolerance: Duration) -> Result<Duration> {
-    if tolerance > crate::MAX_LOCK_DURATION {
+    if tolerance > crate::config::MAX_LOCK_DURATION {
         return Err(Error::InvalidTickTolerance(format!(
             "{} is longer than the limit of 1000 years",
             humantime::format_duration(tolerance)

@@ -14,7 +14,8 @@ use shedlock::{
 };
 
 use super::{MS, eventually};
-use crate::{Hooked, Opts, TestDb, Turn};
+use crate::db::{Opts, TestDb};
+use crate::hooked::{Hooked, Turn};
 
 /// How many jobs each case registers, all due every second.
 pub(super) const JOBS: usize = 20;

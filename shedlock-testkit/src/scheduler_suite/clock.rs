@@ -11,7 +11,7 @@ use shedlock::{
 };
 
 use super::eventually;
-use crate::{Opts, TestDb};
+use crate::db::{Opts, TestDb};
 
 /// Schedulers whose own clocks are 5 minutes ahead and 5 minutes behind measure their offset to
 /// the database and fire every tick when the database's clock reaches it: on time, nothing
@@ -21,7 +21,7 @@ pub async fn a_skewed_instance_fires_by_the_database_clock<D: TestDb>(db: &Arc<D
     for minutes in [5, -5] {
         let provider = db.provider_with(Opts::own_pool()).await;
         let scheduler = Scheduler::builder(provider)
-            .clock(crate::skewed_clock(minutes))
+            .clock(crate::db::skewed_clock(minutes))
             .misfire_grace(Duration::ZERO)
             .build();
         let seen: Seen = Arc::default();

@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use shedlock::{Job, LockConfiguration, LockContext, Schedule, Scheduler, run_locked};
 
 use super::eventually;
-use crate::{Opts, TestDb};
+use crate::db::{Opts, TestDb};
 
 const INSTANCES: usize = 4;
 const JOBS: usize = 200;

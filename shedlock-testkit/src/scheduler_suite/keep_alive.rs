@@ -11,7 +11,7 @@ use shedlock::{
 };
 
 use super::{MS, eventually};
-use crate::{Opts, TestDb};
+use crate::db::{Opts, TestDb};
 
 /// A job running 5 s under `lock_at_most_for = 30 s` on a 1.5 s lease: the lock is renewed
 /// (never more than 1.5 s ahead) and nobody else can take it meanwhile.

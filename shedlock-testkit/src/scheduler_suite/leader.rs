@@ -12,7 +12,7 @@ use shedlock::{
 };
 
 use super::{MS, eventually, recording_job};
-use crate::{Opts, TestDb};
+use crate::db::{Opts, TestDb};
 
 /// Lease 30 s: long enough that a hand-over within the tests' 15 s deadlines can only be a
 /// resignation or a release, never a lapse. Retry every 200 ms.

@@ -13,7 +13,7 @@ use shedlock::{
 };
 
 use super::{MS, eventually};
-use crate::{Opts, TestDb};
+use crate::db::{Opts, TestDb};
 
 /// The job every instance runs: claim the tick, work 5 ms, write one row.
 pub(super) fn recording_job<D: TestDb>(db: &Arc<D>, instance: &str) -> Job {

@@ -10,7 +10,7 @@ use shedlock::{
 };
 
 use super::{LONG, MS, cfg, taken_only_after};
-use crate::{Opts, TestDb};
+use crate::db::{Opts, TestDb};
 
 pub async fn creates_lock<D: TestDb>(db: &D) {
     let provider = db.provider();

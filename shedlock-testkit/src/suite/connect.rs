@@ -8,7 +8,7 @@ use futures_util::future::join_all;
 use shedlock::{LockAdmin, LockProvider, NewRun, RunOutcome, RunQuery};
 
 use super::{LONG, cfg};
-use crate::TestDb;
+use crate::db::TestDb;
 
 /// Every session of a provider from `connect(url)` ended by the server (PostgreSQL
 /// `pg_terminate_backend`, MariaDB `KILL`), twice: each time the next `lock()` still takes the

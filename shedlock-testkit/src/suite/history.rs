@@ -7,7 +7,8 @@ use chrono::{DateTime, Utc};
 use shedlock::{Error, LockAdmin, LockProvider, RunStore};
 
 use super::{LONG, MS, SEC, cfg, tick, wait_until_free};
-use crate::{Opts, TestDb, unique_name};
+use crate::db::{Opts, TestDb};
+use crate::unique_name;
 
 pub async fn run_history_round_trips_filters_and_prunes<D: TestDb>(db: &D)
 where

@@ -7,7 +7,8 @@ use std::time::Duration;
 use shedlock::{Error, LockAdmin, LockProvider, RunStore};
 
 use super::{LONG, cfg, tick};
-use crate::{Opts, TestDb, unique_name};
+use crate::db::{Opts, TestDb};
+use crate::unique_name;
 
 pub async fn missing_table_says_run_migrate<D: TestDb>(db: &D) {
     let table = unique_name("never_made");

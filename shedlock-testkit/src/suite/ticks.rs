@@ -7,7 +7,7 @@ use chrono::{DateTime, Timelike, Utc};
 use shedlock::{ClockMode, Error, LockAdmin, LockProvider};
 
 use super::{LONG, SEC, cfg, taken_only_after, tick};
-use crate::{Opts, Row, TestDb, skewed_clock};
+use crate::db::{Opts, Row, TestDb, skewed_clock};
 
 pub async fn tick_is_claimed_once<D: TestDb>(db: &D) {
     let a = db.provider();

@@ -14,8 +14,10 @@ use super::misfire::Backlog;
 use super::registry::Jobs;
 use super::{Inner, MisfirePolicy, Scheduler};
 use crate::clock_sync::DbClock;
-use crate::observe::Observer;
-use crate::{AppClock, LeaderElection, LockProvider, RunHistory, RunStore, SchedulerListener};
+use crate::leader::LeaderElection;
+use crate::observe::{Observer, RunHistory, SchedulerListener};
+use crate::provider::{LockProvider, RunStore};
+use crate::settings::AppClock;
 
 /// Settings for a [`Scheduler`] over the provider `P`.
 #[derive(Debug)]

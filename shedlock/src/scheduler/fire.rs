@@ -27,10 +27,12 @@ use super::job::{RunEnd, bump};
 use super::misfire::policy;
 use super::registry::JobState;
 use super::shed::{CLAIMS_IN_FLIGHT, Due, SOONEST_DEADLINE, ToClaim, deadline_of, shed_late};
+use crate::config::LockConfiguration;
 use crate::context::{PreClaim, with_cancel, with_provider_arc, with_tick};
+use crate::error::Error;
+use crate::history::RunOutcome;
 use crate::observe::{Probe, RunInfo};
 use crate::run::acquire_config;
-use crate::{Error, LockConfiguration, RunOutcome};
 
 /// Fires every job of one tick instant that is due now: under [`MisfirePolicy::All`] a job
 /// still running, or with older ticks waiting, queues this one behind them (see

@@ -10,9 +10,13 @@ use std::sync::{Arc, Mutex};
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 
-use crate::context::{PreClaim, PreClaimSlot, current_provider, current_tick, with_pre_claim};
-use crate::run::hold_claimed;
-use crate::{Error, LockConfiguration, LockContext, Result, Schedule, TaskResult};
+use crate::config::LockConfiguration;
+use crate::context::{
+    LockContext, PreClaim, PreClaimSlot, current_provider, current_tick, with_pre_claim,
+};
+use crate::error::{Error, Result};
+use crate::run::{TaskResult, hold_claimed};
+use crate::schedule::Schedule;
 
 /// What a scheduled function may return, so the scheduler can tell a failed run from a good
 /// one: `()` or any `Result<T, E>` whose error is `Display`.

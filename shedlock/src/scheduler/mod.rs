@@ -11,14 +11,16 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 
 use crate::clock_sync::{DbClock, clock_loop};
+use crate::error::{Error, Result};
+use crate::leader::{LeaderElection, LeaderElector};
 use crate::observe::Observer;
-use crate::{Error, LeaderElection, LeaderElector, LockProvider, Result};
+use crate::provider::LockProvider;
 
-mod builder;
+pub(crate) mod builder;
 mod capacity;
 mod fire;
-mod fleet;
-mod job;
+pub(crate) mod fleet;
+pub(crate) mod job;
 mod misfire;
 mod registry;
 mod shed;
@@ -321,7 +323,7 @@ impl Scheduler {
             admin.lock_states(&[READY_PROBE.to_owned()]).await?;
         }
         if let Some((store, _)) = &self.inner.observer.history {
-            store.runs(&crate::RunQuery::latest(1)).await?;
+            store.runs(&crate::history::RunQuery::latest(1)).await?;
         }
         if self.inner.started.load(Ordering::SeqCst) {
             let stopped = || *self.inner.stop_firing.borrow();

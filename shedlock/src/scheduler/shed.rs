@@ -14,7 +14,8 @@ use super::capacity::Slot;
 use super::job::{MisfirePolicy, bump};
 use super::misfire::policy;
 use super::registry::JobState;
-use crate::{LockConfiguration, Schedule};
+use crate::config::LockConfiguration;
+use crate::schedule::Schedule;
 
 /// Whether the ticks fired are due now or missed ones caught up: only an on-time tick's claim
 /// is shed when it waited past its deadline (see [`CLAIMS_IN_FLIGHT`]).

@@ -16,11 +16,12 @@ use super::core::{Core, Settings};
 use super::driver::Driver;
 use super::errors::connect_error;
 use super::quirks::Dialect;
-use crate::settings::{ProviderBuilder, ProviderSettings};
-use crate::{
-    Backend, Error, KeepAlive, LockAdmin, LockConfiguration, LockGuard, LockProvider, LockRows,
-    LockState, NewRun, Result, RunOutcome, RunQuery, RunRecord, RunStore,
-};
+use crate::config::LockConfiguration;
+use crate::error::{Backend, Error, Result};
+use crate::guard::LockGuard;
+use crate::history::{LockRows, LockState, NewRun, RunOutcome, RunQuery, RunRecord};
+use crate::provider::{LockAdmin, LockProvider, RunStore};
+use crate::settings::{KeepAlive, ProviderBuilder, ProviderSettings};
 
 /// A lock provider over an sqlx pool of one of the three databases; use it by its names
 /// [`PostgresLockProvider`](crate::PostgresLockProvider),
@@ -271,7 +272,7 @@ impl<D: Dialect> fmt::Debug for SqlUrl<D> {
     }
 }
 
-impl<D: Dialect> crate::Connect for SqlUrl<D> {
+impl<D: Dialect> crate::settings::Connect for SqlUrl<D> {
     type Provider = SqlLockProvider<D>;
 
     /// Checks the table name, connects a pool of the provider's own to the URL (one direct
