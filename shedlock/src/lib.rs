@@ -99,6 +99,7 @@
     allow(dead_code)
 )]
 
+mod claim;
 mod clock_sync;
 mod config;
 mod context;

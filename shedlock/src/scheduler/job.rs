@@ -4,16 +4,15 @@
 use std::fmt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
 
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 
+use crate::claim::{PreClaim, Slot};
 use crate::config::LockConfiguration;
-use crate::context::{
-    LockContext, PreClaim, PreClaimSlot, current_provider, current_tick, with_pre_claim,
-};
+use crate::context::{LockContext, current_provider, current_tick};
 use crate::error::{Error, Result};
 use crate::run::{TaskResult, hold_claimed};
 use crate::schedule::Schedule;
@@ -123,16 +122,14 @@ impl Job {
         Fut: Future<Output = Result<TaskResult<T>>> + Send + 'static,
         T: JobOutput,
     {
-        // The function takes its own lock: the scheduler's answer waits in the run's scope
-        // for its lock call (`crate::run::hold`), and is released if the run did not take it.
+        // The function takes its own lock: the scheduler's answer waits in the run's slot
+        // for its lock call (`crate::claim`), and is released if the run did not take it.
         let run = move |claim: Option<PreClaim>| -> BoxFuture<'static, RunEnd> {
-            let slot: PreClaimSlot = Arc::new(Mutex::new(claim));
+            let slot = Slot::new(claim);
             let fut = run();
             Box::pin(async move {
-                let end = AssertUnwindSafe(with_pre_claim(Arc::clone(&slot), fut))
-                    .catch_unwind()
-                    .await;
-                release_unused(&slot).await;
+                let end = AssertUnwindSafe(slot.scope(fut)).catch_unwind().await;
+                slot.release_unused().await;
                 match end {
                     Ok(result) => ended(result),
                     Err(panic) => std::panic::resume_unwind(panic),
@@ -387,24 +384,6 @@ fn ended<T: JobOutput>(result: Result<TaskResult<T>>) -> RunEnd {
         Ok(TaskResult::Executed(output)) => RunEnd::Executed(output.failure()),
         Ok(TaskResult::Skipped) => RunEnd::Skipped,
         Err(error) => RunEnd::Failed(error),
-    }
-}
-
-/// Releases a lock the scheduler claimed for a run that did not take it.
-async fn release_unused(slot: &PreClaimSlot) {
-    let unused = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
-    let Some(PreClaim {
-        answer: Ok(Some(guard)),
-        ..
-    }) = unused
-    else {
-        return;
-    };
-    let (name, token) = (guard.name().to_owned(), guard.fencing_token());
-    tracing::info!(lock = %name, token,
-        "the run did not take the lock claimed for its tick: released (the tick stays claimed)");
-    if let Err(error) = guard.unlock().await {
-        tracing::warn!(lock = %name, token, %error, "unlock failed; retrying in the background until the lease runs out");
     }
 }
 
