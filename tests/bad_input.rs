@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
 use shedlock::{
-    Error, Job, JobStats, LockAdmin, LockConfiguration, LockGuard, LockProvider, MAX_LOCK_DURATION,
-    MySqlLockProvider, PostgresLockProvider, Schedule, Scheduler, SqliteLockProvider, TaskResult,
+    Error, ErrorKind, Job, JobStats, LockAdmin, LockConfiguration, LockGuard, LockProvider,
+    MAX_LOCK_DURATION, MySqlLockProvider, PostgresLockProvider, Schedule, Scheduler,
+    SqliteLockProvider, TaskResult,
 };
 use shedlock_suite::{MySql, Opts, Postgres, Sqlite, TestDb, mysql_url, postgres_url, unique_name};
 use sqlx::AssertSqlSafe;
@@ -200,6 +201,25 @@ fn the_duration_limit_is_stated_as_the_macros_state_it() {
         Error::DurationTooLong { .. },
         ["the limit of 1000 years (365000 days)"]
     );
+}
+
+/// A bad value in the program's hands is an error of `ErrorKind::Configuration`, so a caller
+/// tells "my configuration" from "the store failed" in one match arm (`Error::kind`).
+#[test]
+fn bad_settings_are_configuration_errors() {
+    let errors = [
+        Schedule::parse("61 * * * *", "UTC").unwrap_err(),
+        Schedule::parse("* * * * *", "Europe/Berln").unwrap_err(),
+        LockConfiguration::new("", MIN, ZERO).unwrap_err(),
+        LockConfiguration::new("n".repeat(65), MIN, ZERO).unwrap_err(),
+        LockConfiguration::new("a\nb", MIN, ZERO).unwrap_err(),
+        LockConfiguration::new("job", ZERO, ZERO).unwrap_err(),
+        LockConfiguration::new("job", MIN, 2 * MIN).unwrap_err(),
+        LockConfiguration::new("job", MAX_LOCK_DURATION + MS, ZERO).unwrap_err(),
+    ];
+    for error in errors {
+        assert_eq!(error.kind(), ErrorKind::Configuration, "{error:?}");
+    }
 }
 
 async fn one_millisecond_lock_works_expires_and_is_retaken<D: Raw>(db: &D) {

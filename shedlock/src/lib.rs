@@ -124,7 +124,7 @@ pub use config::{DURATION_RESOLUTION, LockConfiguration, MAX_LOCK_DURATION, MAX_
 pub use context::{
     LockContext, current_provider, current_tick, set_default_provider, with_provider, with_tick,
 };
-pub use error::{Backend, BoxError, Error, Result};
+pub use error::{Backend, BoxError, Error, ErrorKind, Result};
 pub use executor::LockingTaskExecutor;
 pub use guard::LockGuard;
 pub use history::{
