@@ -13,10 +13,12 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
+use shedlock::error::ErrorKind;
+use shedlock::scheduler::JobStats;
+use shedlock::settings::MAX_LOCK_DURATION;
 use shedlock::{
-    Error, ErrorKind, Job, JobStats, LockAdmin, LockConfiguration, LockGuard, LockProvider,
-    MAX_LOCK_DURATION, MySqlLockProvider, PostgresLockProvider, Schedule, Scheduler,
-    SqliteLockProvider, TaskResult,
+    Error, Job, LockAdmin, LockConfiguration, LockGuard, LockProvider, MySqlLockProvider,
+    PostgresLockProvider, Schedule, Scheduler, SqliteLockProvider, TaskResult,
 };
 use shedlock_suite::{MySql, Opts, Postgres, Sqlite, TestDb, mysql_url, postgres_url, unique_name};
 use sqlx::AssertSqlSafe;

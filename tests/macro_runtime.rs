@@ -9,10 +9,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use shedlock::{
-    Error, LockConfiguration, MAX_LOCK_DURATION, TaskResult, scheduled, scheduler_lock,
-    with_provider,
-};
+use shedlock::settings::MAX_LOCK_DURATION;
+use shedlock::{Error, LockConfiguration, TaskResult, scheduled, scheduler_lock, with_provider};
 use shedlock_suite::{Sqlite, TestDb};
 
 const MINUTE: Duration = Duration::from_secs(60);

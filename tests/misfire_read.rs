@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use shedlock::{Job, LockConfiguration, LockContext, MisfirePolicy, Schedule, Scheduler};
+use shedlock::scheduler::MisfirePolicy;
+use shedlock::{Job, LockConfiguration, LockContext, Schedule, Scheduler};
 use shedlock_suite::scheduler_suite::eventually;
 use shedlock_suite::{Hooked, Sqlite, TestDb, Turn};
 

@@ -35,10 +35,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use shedlock::context::current_tick;
 use shedlock::handoff::TickQueue;
+use shedlock::scheduler::RunHistory;
 use shedlock::{
-    Job, LockAdmin, LockConfiguration, PostgresLockProvider, RunHistory, RunStore, Schedule,
-    Scheduler, SqliteLockProvider, TaskResult, current_tick,
+    Job, LockAdmin, LockConfiguration, PostgresLockProvider, RunStore, Schedule, Scheduler,
+    SqliteLockProvider, TaskResult,
 };
 
 use crate::chunk::ChunkConfig;

@@ -3,7 +3,8 @@
 use std::str::FromStr;
 
 use clap::{Args, Parser, Subcommand};
-use shedlock::{DEFAULT_TABLE_NAME, RunOutcome, UnknownOutcome};
+use shedlock::history::{RunOutcome, UnknownOutcome};
+use shedlock::settings::DEFAULT_TABLE_NAME;
 
 const AFTER_HELP: &str = "\
 Database URL: postgres:// or postgresql:// (PostgreSQL), mysql:// or mariadb:// (MySQL/MariaDB),

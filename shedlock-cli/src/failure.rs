@@ -1,6 +1,7 @@
 //! Why a command did not succeed: its exit code and its one line on stderr.
 
-use shedlock::{Error, ErrorKind};
+use shedlock::Error;
+use shedlock::error::ErrorKind;
 
 pub(crate) const EXIT_DATABASE: u8 = 1;
 pub(crate) const EXIT_USAGE: u8 = 2;

@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock::{
-    AppClock, Backend, ClockMode, Dialect, KeepAlive, LockAdmin, ProviderBuilder, RunHistory,
-    RunStore, SchedulerBuilder, SqlPool,
-};
+use shedlock::dialect::{Dialect, SqlPool};
+use shedlock::scheduler::{RunHistory, SchedulerBuilder};
+use shedlock::settings::{AppClock, ClockMode, KeepAlive, ProviderBuilder};
+use shedlock::{Backend, LockAdmin, RunStore};
 use sqlx::migrate::{MigrateError, Migrator};
 
 use crate::proxy::Proxy;

@@ -153,7 +153,7 @@ impl LockContext {
     }
 
     /// Resolves once the lock is lost (see [`is_lost`](Self::is_lost)); use it in a
-    /// `select!` to stop early under [`OnLockLost::Notify`](crate::OnLockLost::Notify).
+    /// `select!` to stop early under [`OnLockLost::Notify`](crate::settings::OnLockLost::Notify).
     pub async fn lost(&self) {
         let mut lost = self.inner.lost.subscribe();
         let _ = lost.wait_for(|lost| *lost).await;

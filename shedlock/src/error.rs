@@ -60,7 +60,8 @@ impl fmt::Display for Backend {
 ///
 /// ```
 /// use std::time::Duration;
-/// use shedlock::{Error, ErrorKind, LockConfiguration};
+/// use shedlock::{Error, LockConfiguration};
+/// use shedlock::error::ErrorKind;
 ///
 /// fn advice(error: &Error) -> &'static str {
 ///     match error.kind() {
@@ -83,7 +84,7 @@ pub enum Error {
     #[error("invalid lock configuration: `name` must not be empty")]
     EmptyLockName,
 
-    /// The lock name is longer than [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES) bytes.
+    /// The lock name is longer than [`MAX_NAME_BYTES`](crate::settings::MAX_NAME_BYTES) bytes.
     #[error(
         "invalid lock configuration: `name` is {len} bytes long, the limit is {max} bytes: {name:?}"
     )]
@@ -92,7 +93,7 @@ pub enum Error {
         name: String,
         /// Its length in bytes.
         len: usize,
-        /// The limit, [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES).
+        /// The limit, [`MAX_NAME_BYTES`](crate::settings::MAX_NAME_BYTES).
         max: usize,
     },
 
@@ -129,7 +130,7 @@ pub enum Error {
         lock_at_most_for: Duration,
     },
 
-    /// A duration is longer than [`MAX_LOCK_DURATION`](crate::MAX_LOCK_DURATION).
+    /// A duration is longer than [`MAX_LOCK_DURATION`](crate::settings::MAX_LOCK_DURATION).
     #[error(
         "invalid lock configuration for {name:?}: `{field}` ({}) is longer than the limit of 1000 years (365000 days)",
         humantime::format_duration(*value)

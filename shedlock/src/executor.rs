@@ -54,7 +54,7 @@ impl LockingTaskExecutor {
     /// - `Err(_)`: the lock could not be attempted (database unreachable, table missing, ...).
     ///
     /// While the task runs, the lock is kept alive as the provider's
-    /// [`KeepAlive`](crate::KeepAlive) says (by default renewed every third of
+    /// [`KeepAlive`](crate::settings::KeepAlive) says (by default renewed every third of
     /// `lock_at_most_for`); if it is lost, the task is cancelled and the call returns
     /// [`Error::LockLost`](crate::Error::LockLost). If the task panics, the lock is released and
     /// the panic resumes. If the unlock after a finished task fails, the value is still returned

@@ -56,7 +56,7 @@ pub enum Acquired {
 /// A provider implements it on the state its guards share (usually the provider's own
 /// `Arc`'d inner value) and passes that as the lease of every [`LockGuard`](crate::LockGuard)
 /// it builds. Times are the store's clock, or the application's clock in
-/// [`ClockMode::Application`](crate::ClockMode::Application), as the provider's acquire reads
+/// [`ClockMode::Application`](crate::settings::ClockMode::Application), as the provider's acquire reads
 /// them; durations arrive rounded up to whole milliseconds.
 ///
 /// # Contract

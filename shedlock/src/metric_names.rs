@@ -42,12 +42,12 @@ pub const UNLOCK_FAILED: &str = "shedlock_unlock_failures_total";
 /// free anyway, or an hour of retries passed and the lock expires at its lease).
 pub const UNLOCK_RETRIED: &str = "shedlock_unlock_retries_total";
 /// Gauge: the database clock minus this instance's clock, in seconds, as the scheduler last
-/// measured it (at start and every [`clock_check_every`](crate::SchedulerBuilder::clock_check_every)).
+/// measured it (at start and every [`clock_check_every`](crate::scheduler::SchedulerBuilder::clock_check_every)).
 /// The scheduler fires ticks by the database's time, so a skewed instance still fires on time.
 pub const CLOCK_OFFSET: &str = "shedlock_clock_offset_seconds";
-/// Gauge: 1 while this instance leads the `election` (a [`LeaderElector`](crate::LeaderElector),
+/// Gauge: 1 while this instance leads the `election` (a [`LeaderElector`](crate::leader::LeaderElector),
 /// also the scheduler's with
-/// [`leader_election`](crate::SchedulerBuilder::leader_election)), 0 once it stepped down.
+/// [`leader_election`](crate::scheduler::SchedulerBuilder::leader_election)), 0 once it stepped down.
 pub const LEADER: &str = "shedlock_leader";
 /// Counter: ticks a scheduler with leader election did not fire because it did not lead,
 /// by `job`.
@@ -58,12 +58,12 @@ pub const NOT_LEADER: &str = "shedlock_not_leader_total";
 /// `failed` (the queue refused or did not answer).
 pub const HAND_OFFS: &str = "shedlock_hand_offs_total";
 /// Counter: ticks that waited for a slot of a scheduler's run limit
-/// ([`max_concurrent_runs`](crate::SchedulerBuilder::max_concurrent_runs)), by `job`.
+/// ([`max_concurrent_runs`](crate::scheduler::SchedulerBuilder::max_concurrent_runs)), by `job`.
 pub const DEFERRED: &str = "shedlock_deferred_total";
 /// Counter: on-time ticks shed because this instance was past its capacity: their claim
 /// waited behind the claims of earlier ticks until half-way to the job's next tick; by
 /// `job`. Each is also a missed tick in
-/// [`JobStats::misfires_skipped`](crate::JobStats::misfires_skipped).
+/// [`JobStats::misfires_skipped`](crate::scheduler::JobStats::misfires_skipped).
 pub const SHED: &str = "shedlock_shed_total";
 /// Histogram: how long a scheduler's claim of a tick's jobs waited for one of the claims
 /// in flight before it was sent (zero when none was), seconds; no labels.

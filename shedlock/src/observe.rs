@@ -103,7 +103,8 @@ pub trait SchedulerListener: Send + Sync + 'static {
 /// # #[cfg(feature = "sqlite")]
 /// # async fn demo() -> shedlock::Result<()> {
 /// use std::time::Duration;
-/// use shedlock::{RunHistory, Scheduler, SqliteLockProvider};
+/// use shedlock::{Scheduler, SqliteLockProvider};
+/// use shedlock::scheduler::RunHistory;
 ///
 /// let provider = SqliteLockProvider::connect("locks.db").await?;
 /// provider.migrate().await?;

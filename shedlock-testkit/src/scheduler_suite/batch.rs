@@ -8,9 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::TimeDelta;
+use shedlock::scheduler::JobStats;
 use shedlock::{
-    Job, JobStats, LockAdmin, LockConfiguration, LockContext, LockProvider, Schedule, Scheduler,
-    TaskResult, run_locked,
+    Job, LockAdmin, LockConfiguration, LockContext, LockProvider, Schedule, Scheduler, TaskResult,
+    run_locked,
 };
 
 use super::{MS, eventually};

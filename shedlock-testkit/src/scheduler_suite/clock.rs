@@ -5,9 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use shedlock::history::{RunOutcome, RunQuery};
+use shedlock::scheduler::RunHistory;
 use shedlock::{
-    Job, LockConfiguration, LockContext, LockProvider, RunHistory, RunOutcome, RunQuery, RunStore,
-    Schedule, Scheduler, run_locked,
+    Job, LockConfiguration, LockContext, LockProvider, RunStore, Schedule, Scheduler, run_locked,
 };
 
 use super::eventually;
@@ -38,7 +39,11 @@ pub async fn a_skewed_instance_fires_by_the_database_clock<D: TestDb>(db: &Arc<D
                             LockConfiguration::new(name, Duration::from_secs(30), Duration::ZERO)?;
                         run_locked(cfg, async move {
                             let tick = LockContext::current().unwrap().tick().unwrap();
-                            let now = shedlock::current_provider().unwrap().now().await.unwrap();
+                            let now = shedlock::context::current_provider()
+                                .unwrap()
+                                .now()
+                                .await
+                                .unwrap();
                             seen.lock().unwrap().push((tick, now));
                         })
                         .await

@@ -5,9 +5,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use shedlock::settings::{KeepAlive, OnLockLost};
 use shedlock::{
-    Error, KeepAlive, LockAdmin, LockConfiguration, LockContext, LockProvider, OnLockLost,
-    TaskResult, run_locked, with_provider,
+    Error, LockAdmin, LockConfiguration, LockContext, LockProvider, TaskResult, run_locked,
+    with_provider,
 };
 
 use super::{MS, eventually};

@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use shedlock::{LockAdmin, LockProvider, NewRun, RunOutcome, RunQuery};
+use shedlock::history::{NewRun, RunOutcome, RunQuery};
+use shedlock::{LockAdmin, LockProvider};
 
 use super::{LONG, cfg};
 use crate::db::TestDb;

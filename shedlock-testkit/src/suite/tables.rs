@@ -177,7 +177,7 @@ pub async fn reserved_words_name_tables<D: TestDb>(db: &D)
 where
     D::Provider: RunStore,
 {
-    use shedlock::{NewRun, RunOutcome, RunQuery};
+    use shedlock::history::{NewRun, RunOutcome, RunQuery};
     for word in ["user", "order"] {
         let (p, place) = db.provider_in_own_place(word).await;
         p.migrate().await.unwrap_or_else(|e| panic!("{word}: {e}"));

@@ -43,7 +43,7 @@ impl<T: Send + 'static, E: fmt::Display + Send + 'static> JobOutput for std::res
 /// What the scheduler does with a job's ticks that were not fired on time: missed while no
 /// instance ran (a restarted fleet, a leader killed before its successor took over), or while
 /// this instance was late or the job still running. Set per scheduler
-/// ([`SchedulerBuilder::misfire_policy`](crate::SchedulerBuilder::misfire_policy)) and per job
+/// ([`SchedulerBuilder::misfire_policy`](crate::scheduler::SchedulerBuilder::misfire_policy)) and per job
 /// ([`Job::misfire_policy`](crate::Job::misfire_policy)); only ticks within the misfire grace
 /// are ever run, and each is still claimed through the lock, so it runs once fleet-wide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -260,7 +260,7 @@ impl Job {
     }
 
     /// What happens to this job's ticks that were not fired on time (default: the scheduler's,
-    /// [`SchedulerBuilder::misfire_policy`](crate::SchedulerBuilder::misfire_policy)).
+    /// [`SchedulerBuilder::misfire_policy`](crate::scheduler::SchedulerBuilder::misfire_policy)).
     #[must_use]
     pub fn misfire_policy(mut self, policy: MisfirePolicy) -> Self {
         self.misfire_policy = Some(policy);
@@ -316,7 +316,7 @@ pub struct JobStats {
     /// Runs cancelled by shutdown.
     pub cancelled: u64,
     /// Missed ticks run late because they were within the misfire grace (at start-up, when
-    /// added, on becoming leader; under [`MisfirePolicy::All`](crate::MisfirePolicy::All) also
+    /// added, on becoming leader; under [`MisfirePolicy::All`](crate::scheduler::MisfirePolicy::All) also
     /// each tick that waited for the runs before it).
     pub misfires_run: u64,
     /// Missed ticks not run: older than the misfire grace, skipped by the misfire policy, or
@@ -328,10 +328,10 @@ pub struct JobStats {
     /// ahead of the database's by more than the tick tolerance).
     pub clock_skew: u64,
     /// Ticks not fired because this instance did not lead (a scheduler with
-    /// [`leader_election`](crate::SchedulerBuilder::leader_election)).
+    /// [`leader_election`](crate::scheduler::SchedulerBuilder::leader_election)).
     pub not_leader: u64,
     /// Ticks that waited for a slot of the run limit
-    /// ([`max_concurrent_runs`](crate::SchedulerBuilder::max_concurrent_runs)), unclaimed.
+    /// ([`max_concurrent_runs`](crate::scheduler::SchedulerBuilder::max_concurrent_runs)), unclaimed.
     pub deferred_capacity: u64,
 }
 

@@ -21,7 +21,7 @@ use crate::error::{Backend, Result};
 ///
 /// `{table}`, `{runs}`, `{tokens}` and `{retired}` become the quoted table names; `{now}` (and
 /// `{grant_now}` in an acquire) the clock expression, or a bound parameter
-/// ([`Param::Now`]) with [`ClockMode::Application`](crate::ClockMode::Application).
+/// ([`Param::Now`]) with [`ClockMode::Application`](crate::settings::ClockMode::Application).
 #[derive(Debug, Clone, Copy)]
 pub struct Statement {
     /// The SQL text with its placeholders.

@@ -39,8 +39,7 @@ pub(crate) mod stash;
 mod table;
 pub(crate) mod url;
 
-pub use provider::{SqlLockProvider, SqlPool, SqlUrl};
-pub use quirks::Dialect;
+pub use provider::SqlLockProvider;
 pub(crate) use table::TableName;
 
 /// The lock table in PostgreSQL 12 or later.

@@ -31,7 +31,7 @@ use crate::settings::{KeepAlive, ProviderBuilder, ProviderSettings};
 /// It implements [`LockProvider`], [`LockAdmin`] and [`RunStore`]. Every statement runs on its
 /// own pooled connection in autocommit mode, so it never joins a transaction of the caller's;
 /// expiry is decided by the database server's clock unless
-/// [`ClockMode::Application`](crate::ClockMode::Application) says otherwise. Cloning is cheap
+/// [`ClockMode::Application`](crate::settings::ClockMode::Application) says otherwise. Cloning is cheap
 /// and shares the pool.
 ///
 /// ```no_run
@@ -56,7 +56,7 @@ use crate::settings::{KeepAlive, ProviderBuilder, ProviderSettings};
 ///   other instances until commit, and released on rollback.
 /// - `lock_at_most_for` must cover the job's longest run (or use extend / keep-alive): after it
 ///   the lock is free and another instance may start.
-/// - With [`ClockMode::Application`](crate::ClockMode::Application), instances' clocks must
+/// - With [`ClockMode::Application`](crate::settings::ClockMode::Application), instances' clocks must
 ///   agree; the default uses the server's clock.
 /// - Each database has its own; see [`dialect`](crate::dialect).
 pub struct SqlLockProvider<D: Dialect> {
