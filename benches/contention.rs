@@ -60,10 +60,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Timelike, Utc};
+use shedlock::context::current_tick;
+use shedlock::history::RunOutcome;
+use shedlock::scheduler::{RunInfo, SchedulerListener};
 use shedlock::{
     Backend, Job, LockAdmin, LockConfiguration, LockProvider, MySqlLockProvider,
-    PostgresLockProvider, RunInfo, RunOutcome, Schedule, Scheduler, SchedulerListener,
-    SqliteLockProvider, current_tick, run_locked,
+    PostgresLockProvider, Schedule, Scheduler, SqliteLockProvider, run_locked,
 };
 use shedlock_suite::procfs::{load_average, machine_jiffies, process_cpu_seconds};
 use shedlock_suite::{how_to_start, mysql_url, postgres_url, skipped, unique_name};

@@ -34,9 +34,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
+use shedlock::context::current_tick;
 use shedlock::{
     Backend, Job, LockAdmin, LockConfiguration, MySqlLockProvider, PostgresLockProvider, Schedule,
-    Scheduler, SqliteLockProvider, current_tick, run_locked,
+    Scheduler, SqliteLockProvider, run_locked,
 };
 use shedlock_redis::RedisLockProvider;
 use shedlock_suite::procfs::{

@@ -33,9 +33,9 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Datelike, Timelike, Utc};
 use serde_json::{Value, json};
+use shedlock::context::current_tick;
 use shedlock::{
-    Job, LockConfiguration, LockContext, Schedule, Scheduler, SqliteLockProvider, current_tick,
-    run_locked,
+    Job, LockConfiguration, LockContext, Schedule, Scheduler, SqliteLockProvider, run_locked,
 };
 
 const GOAL_RSS_MB: f64 = 64.0;

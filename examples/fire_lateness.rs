@@ -16,9 +16,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
+use shedlock::context::current_tick;
 use shedlock::{
-    Job, LockConfiguration, LockContext, Schedule, Scheduler, SqliteLockProvider, current_tick,
-    run_locked,
+    Job, LockConfiguration, LockContext, Schedule, Scheduler, SqliteLockProvider, run_locked,
 };
 
 type Samples = Arc<Mutex<Vec<f64>>>;

@@ -15,11 +15,10 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
+use shedlock::history::LockState;
 use shedlock::lease::{Acquired, Lease, Releases, Unlock};
-use shedlock::{
-    Backend, DEFAULT_TICK_TOLERANCE, KeepAlive, LockAdmin, LockConfiguration, LockGuard,
-    LockProvider, LockState, Result,
-};
+use shedlock::settings::{DEFAULT_TICK_TOLERANCE, KeepAlive};
+use shedlock::{Backend, LockAdmin, LockConfiguration, LockGuard, LockProvider, Result};
 use tokio::time::Instant;
 
 /// One lock's row: what a table's row or a key's record holds.

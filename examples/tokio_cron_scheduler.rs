@@ -11,9 +11,8 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use shedlock::{
-    LockContext, Schedule, SqliteLockProvider, scheduler_lock, with_provider, with_tick,
-};
+use shedlock::context::with_tick;
+use shedlock::{LockContext, Schedule, SqliteLockProvider, scheduler_lock, with_provider};
 use tokio_cron_scheduler::{Job, JobScheduler};
 
 #[scheduler_lock(name = "cleanup", lock_at_most_for = "5m")]

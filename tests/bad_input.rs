@@ -13,9 +13,12 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
+use shedlock::error::ErrorKind;
+use shedlock::scheduler::JobStats;
+use shedlock::settings::MAX_LOCK_DURATION;
 use shedlock::{
-    Error, Job, JobStats, LockAdmin, LockConfiguration, LockGuard, LockProvider, MAX_LOCK_DURATION,
-    MySqlLockProvider, PostgresLockProvider, Schedule, Scheduler, SqliteLockProvider, TaskResult,
+    Error, Job, LockAdmin, LockConfiguration, LockGuard, LockProvider, MySqlLockProvider,
+    PostgresLockProvider, Schedule, Scheduler, SqliteLockProvider, TaskResult,
 };
 use shedlock_suite::{MySql, Opts, Postgres, Sqlite, TestDb, mysql_url, postgres_url, unique_name};
 use sqlx::AssertSqlSafe;
@@ -202,6 +205,25 @@ fn the_duration_limit_is_stated_as_the_macros_state_it() {
     );
 }
 
+/// A bad value in the program's hands is an error of `ErrorKind::Configuration`, so a caller
+/// tells "my configuration" from "the store failed" in one match arm (`Error::kind`).
+#[test]
+fn bad_settings_are_configuration_errors() {
+    let errors = [
+        Schedule::parse("61 * * * *", "UTC").unwrap_err(),
+        Schedule::parse("* * * * *", "Europe/Berln").unwrap_err(),
+        LockConfiguration::new("", MIN, ZERO).unwrap_err(),
+        LockConfiguration::new("n".repeat(65), MIN, ZERO).unwrap_err(),
+        LockConfiguration::new("a\nb", MIN, ZERO).unwrap_err(),
+        LockConfiguration::new("job", ZERO, ZERO).unwrap_err(),
+        LockConfiguration::new("job", MIN, 2 * MIN).unwrap_err(),
+        LockConfiguration::new("job", MAX_LOCK_DURATION + MS, ZERO).unwrap_err(),
+    ];
+    for error in errors {
+        assert_eq!(error.kind(), ErrorKind::Configuration, "{error:?}");
+    }
+}
+
 async fn one_millisecond_lock_works_expires_and_is_retaken<D: Raw>(db: &D) {
     let (p, other) = (db.provider(), db.provider_with(Opts::own_pool()).await);
     let c = cfg("blink", MS);
@@ -273,7 +295,7 @@ fn names_over_64_bytes_are_refused_with_length_and_name() {
     for long in ["n".repeat(65), format!("{crabs}a"), format!("{korean}!!")] {
         assert_eq!(long.len(), 65);
         refused!(LockConfiguration::new(long.clone(), MIN, ZERO).unwrap_err(),
-            Error::LockNameTooLong { name, len: 65 } if *name == long,
+            Error::LockNameTooLong { name, len: 65, max: 64 } if *name == long,
             ["`name` is 65 bytes long, the limit is 64 bytes", format!("{long:?}")]);
     }
 }

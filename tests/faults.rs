@@ -10,7 +10,8 @@
 
 use std::time::Duration;
 
-use shedlock::{Backend, LockAdmin, RunOutcome, RunQuery};
+use shedlock::history::{RunOutcome, RunQuery};
+use shedlock::{Backend, LockAdmin};
 use shedlock_suite::fleet::{self, Exited, Instance, Target, check, db_now_ms, soak, spawn};
 use shedlock_suite::redis_server::{RedisServer, delete_prefix};
 use shedlock_suite::{host_port, postgres_url, redis_url, skipped, unique_name};

@@ -9,10 +9,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock::{
-    Error, Job, LockConfiguration, LockContext, RunHistory, RunOutcome, RunQuery, Schedule,
-    Scheduler,
-};
+use shedlock::history::{RunOutcome, RunQuery};
+use shedlock::scheduler::RunHistory;
+use shedlock::{Error, Job, LockConfiguration, LockContext, Schedule, Scheduler};
 use shedlock_suite::{TestDb, scheduler_suite::eventually};
 
 fn failing(name: &str, error: String) -> Job {
@@ -105,7 +104,7 @@ async fn a_scheduler_prunes_only_its_own_jobs_rows<D: TestDb>(db: &Arc<D>) {
     let Some(store) = D::run_store(&provider) else {
         unreachable!("every SQL backend keeps a run history")
     };
-    let old = |job: &str| shedlock::NewRun::new(job, job, None, RunOutcome::Executed);
+    let old = |job: &str| shedlock::history::NewRun::new(job, job, None, RunOutcome::Executed);
     let ours = store.record_run(&old("ours")).await.unwrap();
     let theirs = store.record_run(&old("theirs")).await.unwrap();
     let aged = match D::BACKEND {

@@ -9,10 +9,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use shedlock::{
-    Error, LockConfiguration, MAX_LOCK_DURATION, TaskResult, scheduled, scheduler_lock,
-    with_provider,
-};
+use shedlock::settings::MAX_LOCK_DURATION;
+use shedlock::{Error, LockConfiguration, TaskResult, scheduled, scheduler_lock, with_provider};
 use shedlock_suite::{Sqlite, TestDb};
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -249,9 +247,10 @@ async fn a_lock_name_too_long_for_its_argument_is_refused_by_add() {
     let scheduler = shedlock::Scheduler::new(db.provider());
     let long = "k".repeat(60);
     match scheduler.add(named_by::job(long.clone())) {
-        Err(Error::LockNameTooLong { name, len }) => {
+        Err(Error::LockNameTooLong { name, len, max }) => {
             assert_eq!(name, format!("named_by_{long}"));
             assert_eq!(len, 69);
+            assert_eq!(max, 64);
         }
         other => panic!("refused by add(): {other:?}"),
     }

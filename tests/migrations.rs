@@ -180,11 +180,11 @@ where
                 "tokens after the upgrade start above the first release's"
             );
             let id = provider
-                .record_run(&shedlock::NewRun::new(
+                .record_run(&shedlock::history::NewRun::new(
                     "kept",
                     "kept",
                     None,
-                    shedlock::RunOutcome::Executed,
+                    shedlock::history::RunOutcome::Executed,
                 ))
                 .await
                 .expect("the history table exists after the upgrade");
@@ -312,11 +312,11 @@ where
     let guard = provider.lock(&cfg()).await.unwrap().expect("lock works");
     assert_eq!(provider.lock_rows().await.unwrap().locks.len(), 1);
     provider
-        .record_run(&shedlock::NewRun::new(
+        .record_run(&shedlock::history::NewRun::new(
             "job",
             "job",
             None,
-            shedlock::RunOutcome::Executed,
+            shedlock::history::RunOutcome::Executed,
         ))
         .await
         .expect("history works");

@@ -10,10 +10,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use shedlock::{
-    Job, LockConfiguration, LockContext, LockGuard, MisfirePolicy, RunInfo, RunOutcome, Schedule,
-    Scheduler, SchedulerListener,
-};
+use shedlock::history::RunOutcome;
+use shedlock::scheduler::{MisfirePolicy, RunInfo, SchedulerListener};
+use shedlock::{Job, LockConfiguration, LockContext, LockGuard, Schedule, Scheduler};
 use shedlock_suite::scheduler_suite::eventually;
 use shedlock_suite::{Hooked, Opts, Sqlite, TestDb, Turn};
 

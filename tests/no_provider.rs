@@ -5,9 +5,10 @@
 
 use std::time::Duration;
 
+use shedlock::context::current_provider;
 use shedlock::{
-    Error, LockConfiguration, LockProvider, TaskResult, current_provider, run_locked,
-    set_default_provider, with_provider,
+    Error, LockConfiguration, LockProvider, TaskResult, run_locked, set_default_provider,
+    with_provider,
 };
 use shedlock_suite::{Sqlite, TestDb};
 

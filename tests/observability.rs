@@ -11,9 +11,11 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use shedlock::history::{RunOutcome, RunQuery};
+use shedlock::scheduler::{RunFinished, RunHistory, RunInfo, SchedulerListener};
+use shedlock::settings::KeepAlive;
 use shedlock::{
-    Job, KeepAlive, LockAdmin, LockConfiguration, RunFinished, RunHistory, RunInfo, RunOutcome,
-    RunQuery, RunStore, Schedule, Scheduler, SchedulerListener, metric_names, run_locked,
+    Job, LockAdmin, LockConfiguration, RunStore, Schedule, Scheduler, metric_names, run_locked,
 };
 use shedlock_suite::{Opts, Sqlite, TestDb, unique_name};
 use tracing::field::{Field, Visit};
@@ -562,7 +564,7 @@ async fn history_older_than_the_retention_is_pruned_at_start() {
     let mut old_ids = Vec::new();
     for job in [&ours, &ours, &other] {
         let id = provider
-            .record_run(&shedlock::NewRun::new(
+            .record_run(&shedlock::history::NewRun::new(
                 job.as_str(),
                 job.as_str(),
                 None,

@@ -10,9 +10,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use shedlock::scheduler::MisfirePolicy;
 use shedlock::{
-    Error, Job, LockAdmin, LockConfiguration, LockContext, LockProvider, MisfirePolicy, Schedule,
-    Scheduler,
+    Error, Job, LockAdmin, LockConfiguration, LockContext, LockProvider, Schedule, Scheduler,
 };
 use shedlock_suite::{Opts, TestDb, poison, scheduler_suite::eventually};
 

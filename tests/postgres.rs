@@ -112,8 +112,9 @@ mod postgres {
     async fn a_finish_that_waited_behind_a_sweep_lands_at_repeatable_read() {
         use std::time::Duration;
 
+        use shedlock::history::{NewRun, RunOutcome, RunQuery};
         use shedlock::test_util::statement;
-        use shedlock::{Backend, NewRun, RunOutcome, RunQuery, RunStore};
+        use shedlock::{Backend, RunStore};
         use shedlock_suite::{Opts, Postgres, TestDb};
         use sqlx::{AssertSqlSafe, Executor};
 

@@ -6,7 +6,8 @@
 
 use std::time::Duration;
 
-use shedlock::{Error, RunHistory, Scheduler};
+use shedlock::scheduler::RunHistory;
+use shedlock::{Error, Scheduler};
 use shedlock_suite::{TestDb, unique_name};
 
 async fn a_scheduler_on_an_unmigrated_store_is_not_ready<D: TestDb>(db: &D) {

@@ -278,7 +278,9 @@ fn via(url: &str, port: u16) -> String {
 }
 
 /// 100 acquire + unlock cycles: 200 statements by the provider's own count.
-async fn assert_one_statement_each<D: shedlock::Dialect>(provider: &shedlock::SqlLockProvider<D>) {
+async fn assert_one_statement_each<D: shedlock::dialect::Dialect>(
+    provider: &shedlock::SqlLockProvider<D>,
+) {
     let cfg =
         LockConfiguration::new(unique_name("st"), Duration::from_secs(60), Duration::ZERO).unwrap();
     let before = provider.statements_sent();

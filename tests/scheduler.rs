@@ -29,7 +29,10 @@ mod single_process {
         Job::new(name, Schedule::parse(cron, "UTC").unwrap(), move || {
             let log = Arc::clone(&log);
             // The closure itself runs inside the run's scopes, not only the future it returns.
-            assert!(shedlock::current_tick().is_some() && shedlock::current_provider().is_ok());
+            assert!(
+                shedlock::context::current_tick().is_some()
+                    && shedlock::context::current_provider().is_ok()
+            );
             async move {
                 let cfg = LockConfiguration::new(name, Duration::from_secs(60), Duration::ZERO)?;
                 run_locked(cfg, async move {

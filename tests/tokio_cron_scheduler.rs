@@ -6,7 +6,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use chrono::{DurationRound, TimeDelta, Utc};
-use shedlock::{LockContext, Schedule, scheduler_lock, with_provider, with_tick};
+use shedlock::context::with_tick;
+use shedlock::{LockContext, Schedule, scheduler_lock, with_provider};
 use shedlock_suite::{Opts, Sqlite, TestDb};
 use tokio_cron_scheduler::{Job, JobScheduler};
 

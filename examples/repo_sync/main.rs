@@ -46,10 +46,12 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 #[cfg(feature = "postgres")]
 use shedlock::PostgresLockProvider;
+use shedlock::context::current_tick;
 use shedlock::handoff::TickQueue;
+use shedlock::scheduler::RunHistory;
 use shedlock::{
-    Job, LockAdmin, LockConfiguration, RunHistory, RunStore, Schedule, Scheduler,
-    SqliteLockProvider, TaskResult, current_tick,
+    Job, LockAdmin, LockConfiguration, RunStore, Schedule, Scheduler, SqliteLockProvider,
+    TaskResult,
 };
 
 use crate::chunk::ChunkConfig;

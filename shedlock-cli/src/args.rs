@@ -3,7 +3,8 @@
 use std::str::FromStr;
 
 use clap::{Args, Parser, Subcommand};
-use shedlock::{DEFAULT_TABLE_NAME, RunOutcome, UnknownOutcome};
+use shedlock::history::{RunOutcome, UnknownOutcome};
+use shedlock::settings::DEFAULT_TABLE_NAME;
 
 const AFTER_HELP: &str = "\
 Database URL: postgres:// or postgresql:// (PostgreSQL), mysql:// or mariadb:// (MySQL/MariaDB),
@@ -18,8 +19,8 @@ Exit codes:
   0  success (including `unlock` of a lock that is already free)
   1  the database failed: unreachable, a table or SQLite file missing, a Redis key of the
      wrong type, a statement failed
-  2  usage error: bad arguments, an unsupported URL scheme, a bad table name or key prefix,
-     `history` on Redis
+  2  usage error: bad arguments, an unsupported URL scheme, a bad table name or key prefix
+     (or another setting the library refuses), `history` on Redis
   3  unlock: no lock of that name in the table (or under the key prefix)
   4  unlock: not released (declined at the prompt, or the lock changed hands or expired)";
 

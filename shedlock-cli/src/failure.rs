@@ -1,6 +1,7 @@
 //! Why a command did not succeed: its exit code and its one line on stderr.
 
 use shedlock::Error;
+use shedlock::error::ErrorKind;
 
 pub(crate) const EXIT_DATABASE: u8 = 1;
 pub(crate) const EXIT_USAGE: u8 = 2;
@@ -32,10 +33,8 @@ impl From<Error> for Failure {
 impl Failure {
     pub(crate) fn code(&self) -> u8 {
         match self {
-            Failure::Library(error) => match **error {
-                Error::InvalidUrl { .. }
-                | Error::InvalidTableName { .. }
-                | Error::InvalidSetting { .. } => EXIT_USAGE,
+            Failure::Library(error) => match error.kind() {
+                ErrorKind::Configuration => EXIT_USAGE,
                 _ => EXIT_DATABASE,
             },
             Failure::Usage(_) => EXIT_USAGE,

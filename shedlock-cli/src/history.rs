@@ -6,7 +6,7 @@ use std::io::Write as _;
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
-use shedlock::{RunOutcome, RunQuery, RunRecord};
+use shedlock::history::{RunOutcome, RunQuery, RunRecord};
 
 use crate::db::Operated;
 

@@ -64,7 +64,7 @@
 //! |---|---|
 //! | 0 | success (including `unlock` of a lock that is already free) |
 //! | 1 | the database failed: unreachable, a table or SQLite file missing, a Redis key of the wrong type, a statement failed |
-//! | 2 | usage error: bad arguments, an unsupported URL scheme, a bad table name or key prefix, `history` on Redis |
+//! | 2 | usage error: bad arguments, an unsupported URL scheme, a bad table name or key prefix (or another setting the library refuses: an error of [`ErrorKind::Configuration`](shedlock::error::ErrorKind::Configuration)), `history` on Redis |
 //! | 3 | `unlock`: no lock of that name in the table (or under the key prefix) |
 //! | 4 | `unlock`: not released (declined at the prompt, or the lock changed hands or expired) |
 //!

@@ -3,7 +3,8 @@
 use std::io::Write as _;
 
 use serde_json::{Value, json};
-use shedlock::{LockAdmin, LockRows, LockState};
+use shedlock::LockAdmin;
+use shedlock::history::{LockRows, LockState};
 
 use crate::db::place;
 use crate::failure::Failure;

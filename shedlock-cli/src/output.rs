@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::Value;
-use shedlock::LockState;
+use shedlock::history::LockState;
 
 use crate::failure::one_line;
 

@@ -8,7 +8,7 @@ use std::fmt;
 use std::time::Duration;
 
 /// The longest lock duration: 1000 years of 365 days. The same value as the runtime's
-/// `shedlock::MAX_LOCK_DURATION` (this crate cannot depend on `shedlock`).
+/// `shedlock::settings::MAX_LOCK_DURATION` (this crate cannot depend on `shedlock`).
 pub(crate) const MAX: Duration = Duration::from_secs(1000 * 365 * 24 * 60 * 60);
 
 /// How [`MAX`] reads in messages.
@@ -49,7 +49,7 @@ impl fmt::Display for Error {
 const NANOS_PER_SEC: u128 = 1_000_000_000;
 
 /// Parses a lock duration and rounds it **up** to whole milliseconds, the rule the runtime
-/// applies too (`shedlock::DURATION_RESOLUTION`: every backend stores milliseconds, and a lease
+/// applies too (`shedlock::settings::DURATION_RESOLUTION`: every backend stores milliseconds, and a lease
 /// is never shorter than asked), so that `"1500us"` and `"2ms"` compare as equal here exactly
 /// as they do in `LockConfiguration::new`. Zero is accepted here (the caller decides whether it
 /// may be zero); anything longer than [`MAX`] once rounded is [`Error::TooLong`].

@@ -11,7 +11,7 @@ use syn::{Expr, FnArg, Ident, ItemFn, LitStr, Pat};
 use crate::args::{self, Arguments, DurationArg, DurationValue, Errors, Key};
 use crate::duration;
 
-/// The longest lock name, in bytes: the runtime's `shedlock::MAX_NAME_BYTES`.
+/// The longest lock name, in bytes: the runtime's `shedlock::settings::MAX_NAME_BYTES`.
 const MAX_NAME_BYTES: usize = 64;
 
 /// Both macros refuse a non-`async` fn with this message; rustc shows identical errors at one

@@ -10,7 +10,8 @@ use redis::RedisError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use shedlock::lease::Releases;
 use shedlock::secret::SecretUrl;
-use shedlock::{Backend, Connect, Error, ProviderBuilder, ProviderSettings, Result};
+use shedlock::settings::{Connect, ProviderBuilder, ProviderSettings};
+use shedlock::{Backend, Error, Result};
 
 use crate::fail::is_auth;
 use crate::{Inner, RedisLockProvider, Scripts, fail};

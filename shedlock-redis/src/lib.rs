@@ -5,7 +5,7 @@
 //! A provider written against `shedlock`'s public API only, as a provider for any other store
 //! would be: it builds its guards with [`LockGuard::new`] over its own
 //! [`Lease`](shedlock::lease::Lease), takes its settings from shedlock's
-//! [`ProviderBuilder`](shedlock::ProviderBuilder) (the key prefix is what `table_name` sets)
+//! [`ProviderBuilder`](shedlock::settings::ProviderBuilder) (the key prefix is what `table_name` sets)
 //! and reports failures as shedlock's [`Error`](shedlock::Error), tagged [`Backend::Redis`].
 //! It passes the same provider and scheduler suites as the SQL providers.
 //!
@@ -47,15 +47,14 @@ use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
 use redis::Script;
 use redis::aio::ConnectionManager;
+use shedlock::history::{LockRows, LockState};
 use shedlock::lease::Releases;
-use shedlock::{
-    Backend, KeepAlive, LockAdmin, LockConfiguration, LockGuard, LockProvider, LockRows, LockState,
-    ProviderSettings, Result,
-};
+use shedlock::settings::{KeepAlive, ProviderSettings};
+use shedlock::{Backend, LockAdmin, LockConfiguration, LockGuard, LockProvider, Result};
 
-/// The default key prefix ([`shedlock::DEFAULT_TABLE_NAME`]): keys are
+/// The default key prefix ([`shedlock::settings::DEFAULT_TABLE_NAME`]): keys are
 /// `{shedlock}:lock:<name>`, `{shedlock}:meta:<name>` and `{shedlock}:names`.
-pub const DEFAULT_KEY_PREFIX: &str = shedlock::DEFAULT_TABLE_NAME;
+pub const DEFAULT_KEY_PREFIX: &str = shedlock::settings::DEFAULT_TABLE_NAME;
 
 /// A lock provider over a single Redis primary (Redis 6.2 or later, or a compatible server):
 /// the lock of each name is a lease key that Redis expires beside a record that never expires,
@@ -66,7 +65,7 @@ pub const DEFAULT_KEY_PREFIX: &str = shedlock::DEFAULT_TABLE_NAME;
 /// after its keys are deleted by hand), each tick claimed once, a tick too far ahead of the
 /// server's clock refused, the jobs due at one instant claimed in one script. It does not
 /// implement [`RunStore`](shedlock::RunStore): the run history lives in an SQL table, and giving
-/// this provider to [`SchedulerBuilder::history`](shedlock::SchedulerBuilder::history) does not
+/// this provider to [`SchedulerBuilder::history`](shedlock::scheduler::SchedulerBuilder::history) does not
 /// compile.
 ///
 /// ```no_run

@@ -4,7 +4,8 @@
 
 use chrono::{DateTime, Utc};
 use futures_util::future::try_join_all;
-use shedlock::{Backend, Error, LockRows, LockState, Result, UnreadableRow};
+use shedlock::history::{LockRows, LockState, UnreadableRow};
+use shedlock::{Backend, Error, Result};
 
 use crate::Inner;
 

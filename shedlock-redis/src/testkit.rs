@@ -17,10 +17,13 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
-use shedlock::{Backend, ProviderBuilder, RunHistory, SchedulerBuilder};
+use shedlock::Backend;
+use shedlock::scheduler::{RunHistory, SchedulerBuilder};
+use shedlock::settings::ProviderBuilder;
 use shedlock_testkit::{Opts, Proxy, Row, TestDb, host_port, reach, unique_name};
 
-use crate::{RedisLockProvider, RedisTarget};
+use crate::RedisLockProvider;
+use crate::connect::RedisTarget;
 
 /// The server the suites use: `SHEDLOCK_REDIS_URL`, or the local default.
 pub fn redis_url() -> String {

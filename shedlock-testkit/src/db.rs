@@ -5,13 +5,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock::{
-    AppClock, Backend, ClockMode, Dialect, KeepAlive, LockAdmin, ProviderBuilder, RunHistory,
-    RunStore, SchedulerBuilder, SqlPool,
-};
+use shedlock::dialect::{Dialect, SqlPool};
+use shedlock::scheduler::{RunHistory, SchedulerBuilder};
+use shedlock::settings::{AppClock, ClockMode, KeepAlive, ProviderBuilder};
+use shedlock::{Backend, LockAdmin, RunStore};
 use sqlx::migrate::{MigrateError, Migrator};
 
-use crate::Proxy;
+use crate::proxy::Proxy;
 
 /// What the suite reads back from the lock table (on Redis: a lock's lease key, or once that is
 /// gone its record), with times measured by the database clock.

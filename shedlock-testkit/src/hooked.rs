@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use futures_util::future::BoxFuture;
-use shedlock::{
-    Backend, KeepAlive, LockAdmin, LockConfiguration, LockGuard, LockProvider, LockState, Result,
-};
+use shedlock::history::LockState;
+use shedlock::settings::KeepAlive;
+use shedlock::{Backend, LockAdmin, LockConfiguration, LockGuard, LockProvider, Result};
 
 /// What a hook answers: kept while the forwarded call is made and dropped when it has answered
 /// (a lock's guard that makes the calls take turns, a counter's decrement). `Box::new(())` when

@@ -10,7 +10,9 @@ use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::{AppClock, LockProvider, Result};
+use crate::error::Result;
+use crate::provider::LockProvider;
+use crate::settings::AppClock;
 
 /// How many round trips one measurement takes; the one with the shortest round trip wins (its
 /// midpoint is the closest to when the database read its clock).

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// The longest lock name, in bytes (the `name` column is `VARCHAR(64)`).
 pub const MAX_NAME_BYTES: usize = 64;
@@ -132,7 +132,11 @@ pub(crate) fn validate_name(name: String) -> Result<String> {
     }
     if name.len() > MAX_NAME_BYTES {
         let len = name.len();
-        return Err(Error::LockNameTooLong { name, len });
+        return Err(Error::LockNameTooLong {
+            name,
+            len,
+            max: MAX_NAME_BYTES,
+        });
     }
     if name.chars().any(char::is_control) {
         return Err(Error::InvalidLockName {

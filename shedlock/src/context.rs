@@ -3,13 +3,13 @@
 //! task-locals set by [`run_locked`](crate::run_locked) and the scheduler.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use chrono::{DateTime, Utc};
 use tokio::sync::watch;
-use tokio::time::Instant;
 
-use crate::{Error, LockConfiguration, LockGuard, LockProvider, Result};
+use crate::error::{Error, Result};
+use crate::provider::LockProvider;
 
 static DEFAULT_PROVIDER: OnceLock<Arc<dyn LockProvider>> = OnceLock::new();
 
@@ -18,7 +18,6 @@ tokio::task_local! {
     static TICK: DateTime<Utc>;
     static CANCEL: watch::Receiver<bool>;
     static CURRENT: LockContext;
-    static PRE_CLAIM: PreClaimSlot;
 }
 
 /// Sets the provider that `#[scheduler_lock]` functions and [`run_locked`](crate::run_locked)
@@ -60,7 +59,8 @@ pub async fn with_tick<F: Future>(tick: DateTime<Utc>, future: F) -> F::Output {
 }
 
 /// Runs `future` with `provider` itself (not a new `Arc` around it) as the provider of its
-/// lock-wrapped calls, so [`take_pre_claim`] can tell the scheduler's provider by address.
+/// lock-wrapped calls, so a claim the scheduler made on it is known by address
+/// ([`PreClaim::answers`](crate::claim::PreClaim::answers)).
 pub(crate) async fn with_provider_arc<F: Future>(
     provider: Arc<dyn LockProvider>,
     future: F,
@@ -88,60 +88,6 @@ pub(crate) async fn cancelled() {
         // The scheduler is gone without asking: nothing will cancel us any more.
         std::future::pending::<()>().await;
     }
-}
-
-/// A lock the scheduler claimed for a run before calling the job: one answer of a
-/// [`LockProvider::lock_many`] for the ticks due at one instant, waiting for the run's own lock
-/// call to pick it up (see [`take_pre_claim`]).
-pub(crate) struct PreClaim {
-    /// The provider that answered; only a lock call on this same provider takes the answer.
-    pub(crate) provider: Arc<dyn LockProvider>,
-    /// The configuration sent: name, lease (after keep-alive's shortening), at-least, tick.
-    pub(crate) sent: LockConfiguration,
-    /// When the claim was sent: a won lock's lease counts from then.
-    pub(crate) sent_at: Instant,
-    /// What the provider answered for this lock: what [`LockProvider::lock`] would have.
-    pub(crate) answer: Result<Option<LockGuard>>,
-}
-
-impl std::fmt::Debug for PreClaim {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PreClaim")
-            .field("sent", &self.sent)
-            .field("answer", &self.answer)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Where a run's pre-claim waits; shared between the run's scope and the scheduler, which
-/// releases a won lock that the run did not take.
-pub(crate) type PreClaimSlot = Arc<Mutex<Option<PreClaim>>>;
-
-/// Runs `future` with `slot` as the pre-claim its lock calls may take.
-pub(crate) async fn with_pre_claim<F: Future>(slot: PreClaimSlot, future: F) -> F::Output {
-    PRE_CLAIM.scope(slot, future).await
-}
-
-/// Takes the pre-claim of this run if it is the answer for `config` on `provider`: the same
-/// provider (by address), lock name and tick. The slot is emptied, so a second lock call in
-/// the same run goes to the provider.
-pub(crate) fn take_pre_claim(
-    provider: &dyn LockProvider,
-    config: &LockConfiguration,
-) -> Option<PreClaim> {
-    let tick = config.tick()?;
-    PRE_CLAIM
-        .try_with(|slot| {
-            let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
-            let matches = slot.as_ref().is_some_and(|claim| {
-                std::ptr::addr_eq(Arc::as_ptr(&claim.provider), provider)
-                    && claim.sent.name() == config.name()
-                    && claim.sent.tick() == Some(tick)
-            });
-            if matches { slot.take() } else { None }
-        })
-        .ok()
-        .flatten()
 }
 
 /// The lock a running task holds: its name, its fencing token, the tick it claimed, and whether
@@ -207,7 +153,7 @@ impl LockContext {
     }
 
     /// Resolves once the lock is lost (see [`is_lost`](Self::is_lost)); use it in a
-    /// `select!` to stop early under [`OnLockLost::Notify`](crate::OnLockLost::Notify).
+    /// `select!` to stop early under [`OnLockLost::Notify`](crate::settings::OnLockLost::Notify).
     pub async fn lost(&self) {
         let mut lost = self.inner.lost.subscribe();
         let _ = lost.wait_for(|lost| *lost).await;

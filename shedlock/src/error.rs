@@ -40,9 +40,41 @@ impl fmt::Display for Backend {
     }
 }
 
-/// Everything that can go wrong in shedlock.
+/// Everything that can go wrong in shedlock: one variant per kind of failure, each carrying
+/// what it names (the lock, the setting, the store's address, the underlying error).
 ///
 /// "The lock is held elsewhere" is **not** an error: [`LockProvider::lock`] returns `Ok(None)`.
+///
+/// # Kinds
+///
+/// [`kind`](Error::kind) sorts the variants into a few [`ErrorKind`]s, so a caller can answer
+/// the usual question in one arm: is it my configuration, or did the store fail?
+///
+/// | [`ErrorKind`] | variants | what to do |
+/// |---|---|---|
+/// | [`Configuration`](ErrorKind::Configuration) | a lock's name or durations, a table name or key prefix, `locked_by`, keep-alive, the tick tolerance, a provider setting, a URL, a leader election's timing, a cron expression, a time zone, a job's name, a job added twice, no provider or a second default one | fix the program or its settings: the same call fails again |
+/// | [`Connection`](ErrorKind::Connection) | [`Unreachable`](Error::Unreachable), [`Auth`](Error::Auth), [`UnknownDatabase`](Error::UnknownDatabase) | check the server, the URL's credentials and database |
+/// | [`Schema`](ErrorKind::Schema) | [`TableMissing`](Error::TableMissing), [`MissingColumns`](Error::MissingColumns), [`IncompatibleTable`](Error::IncompatibleTable), [`Migrate`](Error::Migrate), [`UnreadableRow`](Error::UnreadableRow), [`WrongType`](Error::WrongType) | a person acts on the store: run `migrate()`, rename a foreign table or key, fix a row |
+/// | [`Store`](ErrorKind::Store) | [`Database`](Error::Database), [`Timeout`](Error::Timeout) | often passing: the next tick or call tries again |
+/// | [`Run`](ErrorKind::Run) | [`LockLost`](Error::LockLost), [`Cancelled`](Error::Cancelled), [`TickInFuture`](Error::TickInFuture), [`HandOff`](Error::HandOff) | a run under a lock did not complete as asked; the scheduler counts each |
+///
+/// ```
+/// use std::time::Duration;
+/// use shedlock::{Error, LockConfiguration};
+/// use shedlock::error::ErrorKind;
+///
+/// fn advice(error: &Error) -> &'static str {
+///     match error.kind() {
+///         ErrorKind::Configuration => "fix the program's settings",
+///         ErrorKind::Connection | ErrorKind::Store => "the store failed: try again later",
+///         _ => "see the message",
+///     }
+/// }
+///
+/// let refused = LockConfiguration::new("", Duration::from_secs(60), Duration::ZERO).unwrap_err();
+/// assert!(matches!(refused, Error::EmptyLockName));
+/// assert_eq!(advice(&refused), "fix the program's settings");
+/// ```
 ///
 /// [`LockProvider::lock`]: crate::LockProvider::lock
 #[derive(Debug, thiserror::Error)]
@@ -52,16 +84,17 @@ pub enum Error {
     #[error("invalid lock configuration: `name` must not be empty")]
     EmptyLockName,
 
-    /// The lock name is longer than [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES) bytes.
+    /// The lock name is longer than [`MAX_NAME_BYTES`](crate::settings::MAX_NAME_BYTES) bytes.
     #[error(
-        "invalid lock configuration: `name` is {len} bytes long, the limit is {max} bytes: {name:?}",
-        max = crate::MAX_NAME_BYTES
+        "invalid lock configuration: `name` is {len} bytes long, the limit is {max} bytes: {name:?}"
     )]
     LockNameTooLong {
         /// The name as given.
         name: String,
         /// Its length in bytes.
         len: usize,
+        /// The limit, [`MAX_NAME_BYTES`](crate::settings::MAX_NAME_BYTES).
+        max: usize,
     },
 
     /// The lock name contains a character the table cannot store faithfully.
@@ -97,7 +130,7 @@ pub enum Error {
         lock_at_most_for: Duration,
     },
 
-    /// A duration is longer than [`MAX_LOCK_DURATION`](crate::MAX_LOCK_DURATION).
+    /// A duration is longer than [`MAX_LOCK_DURATION`](crate::settings::MAX_LOCK_DURATION).
     #[error(
         "invalid lock configuration for {name:?}: `{field}` ({}) is longer than the limit of 1000 years (365000 days)",
         humantime::format_duration(*value)
@@ -446,7 +479,71 @@ pub enum Error {
     },
 }
 
+/// What kind of failure an [`Error`] is ([`Error::kind`]): the few groups a caller tells apart,
+/// so one match arm covers, say, every configuration mistake. The table on [`Error`] lists
+/// the variants of each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// A mistake in what the program gave shedlock (a lock configuration, a provider setting,
+    /// a URL, a table name or key prefix, a schedule, a job, a leader election; no provider,
+    /// or a second default one). The same call fails again until the program changes.
+    Configuration,
+    /// The store could not be reached, refused the credentials, or has no such database.
+    Connection,
+    /// What the store holds is not what shedlock keeps there: its table is missing (run
+    /// `migrate()`), a table or key of that name was made by something else or has another
+    /// shape, a row or key holds a value shedlock cannot read, or a migration failed. A person
+    /// must act; nothing was written.
+    Schema,
+    /// The store failed or refused an operation, or did not answer in time.
+    Store,
+    /// A run under a lock did not complete as asked: keep-alive lost its lock, the scheduler's
+    /// shutdown cancelled it, the store refused its tick as ahead of its clock (clock skew), or
+    /// its hand-off to a queue failed.
+    Run,
+}
+
 impl Error {
+    /// What kind of failure this is; see the table on [`Error`].
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::EmptyLockName
+            | Error::LockNameTooLong { .. }
+            | Error::InvalidLockName { .. }
+            | Error::ZeroLockAtMostFor { .. }
+            | Error::LockAtLeastForExceedsAtMostFor { .. }
+            | Error::DurationTooLong { .. }
+            | Error::InvalidTableName { .. }
+            | Error::InvalidLockedBy { .. }
+            | Error::InvalidKeepAlive(_)
+            | Error::InvalidTickTolerance(_)
+            | Error::InvalidLeaderElection { .. }
+            | Error::InvalidUrl { .. }
+            | Error::InvalidSetting { .. }
+            | Error::NoProvider
+            | Error::DefaultProviderAlreadySet
+            | Error::InvalidCron { .. }
+            | Error::UnknownTimeZone { .. }
+            | Error::InvalidJobName { .. }
+            | Error::DuplicateJob { .. } => ErrorKind::Configuration,
+            Error::Unreachable { .. } | Error::Auth { .. } | Error::UnknownDatabase { .. } => {
+                ErrorKind::Connection
+            }
+            Error::TableMissing { .. }
+            | Error::MissingColumns { .. }
+            | Error::IncompatibleTable { .. }
+            | Error::Migrate { .. }
+            | Error::UnreadableRow { .. }
+            | Error::WrongType { .. } => ErrorKind::Schema,
+            Error::Database { .. } | Error::Timeout { .. } => ErrorKind::Store,
+            Error::LockLost { .. }
+            | Error::Cancelled { .. }
+            | Error::TickInFuture { .. }
+            | Error::HandOff { .. } => ErrorKind::Run,
+        }
+    }
+
     /// [`Error::InvalidUrl`] for `url`, its secrets masked
     /// ([`secret::mask_url`](crate::secret::mask_url)): what a provider's
     /// `connect` returns for a URL its client library cannot read.
@@ -480,5 +577,288 @@ fn migration_dir(backend: Backend) -> &'static str {
         Backend::Sqlite => "sqlite",
         Backend::Redis => "redis",
         Backend::Other(name) => name,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::time::Duration;
+
+    use super::{Backend, Error, ErrorKind};
+
+    /// Which variant `error` is, by number. No wildcard: a new variant does not compile until it
+    /// is numbered here, and the test below then fails until it has a sample with its kind.
+    fn variant(error: &Error) -> usize {
+        match error {
+            Error::EmptyLockName => 0,
+            Error::LockNameTooLong { .. } => 1,
+            Error::InvalidLockName { .. } => 2,
+            Error::ZeroLockAtMostFor { .. } => 3,
+            Error::LockAtLeastForExceedsAtMostFor { .. } => 4,
+            Error::DurationTooLong { .. } => 5,
+            Error::InvalidTableName { .. } => 6,
+            Error::InvalidLockedBy { .. } => 7,
+            Error::InvalidKeepAlive(_) => 8,
+            Error::InvalidTickTolerance(_) => 9,
+            Error::HandOff { .. } => 10,
+            Error::InvalidLeaderElection { .. } => 11,
+            Error::InvalidUrl { .. } => 12,
+            Error::InvalidSetting { .. } => 13,
+            Error::Unreachable { .. } => 14,
+            Error::Auth { .. } => 15,
+            Error::UnknownDatabase { .. } => 16,
+            Error::TableMissing { .. } => 17,
+            Error::MissingColumns { .. } => 18,
+            Error::Migrate { .. } => 19,
+            Error::NoProvider => 20,
+            Error::DefaultProviderAlreadySet => 21,
+            Error::LockLost { .. } => 22,
+            Error::Cancelled { .. } => 23,
+            Error::InvalidCron { .. } => 24,
+            Error::UnknownTimeZone { .. } => 25,
+            Error::InvalidJobName { .. } => 26,
+            Error::DuplicateJob { .. } => 27,
+            Error::Timeout { .. } => 28,
+            Error::TickInFuture { .. } => 29,
+            Error::IncompatibleTable { .. } => 30,
+            Error::UnreadableRow { .. } => 31,
+            Error::WrongType { .. } => 32,
+            Error::Database { .. } => 33,
+        }
+    }
+
+    /// One of each variant, with the kind the table on `Error` gives it.
+    fn samples() -> Vec<(Error, ErrorKind)> {
+        use ErrorKind::{Configuration, Connection, Run, Schema, Store};
+        let (name, s) = (String::from("nightly"), String::from("x"));
+        let pg = Backend::Postgres;
+        let address = String::from("127.0.0.1:5432");
+        let minute = Duration::from_secs(60);
+        vec![
+            (Error::EmptyLockName, Configuration),
+            (
+                Error::LockNameTooLong {
+                    name: s.clone(),
+                    len: 65,
+                    max: 64,
+                },
+                Configuration,
+            ),
+            (
+                Error::InvalidLockName {
+                    name: s.clone(),
+                    reason: "r",
+                },
+                Configuration,
+            ),
+            (
+                Error::ZeroLockAtMostFor { name: name.clone() },
+                Configuration,
+            ),
+            (
+                Error::LockAtLeastForExceedsAtMostFor {
+                    name: name.clone(),
+                    lock_at_least_for: minute * 2,
+                    lock_at_most_for: minute,
+                },
+                Configuration,
+            ),
+            (
+                Error::DurationTooLong {
+                    name: name.clone(),
+                    field: "lock_at_most_for",
+                    value: minute,
+                },
+                Configuration,
+            ),
+            (
+                Error::InvalidTableName {
+                    backend: pg,
+                    name: s.clone(),
+                    reason: s.clone(),
+                },
+                Configuration,
+            ),
+            (
+                Error::InvalidLockedBy {
+                    value: s.clone(),
+                    reason: "r",
+                },
+                Configuration,
+            ),
+            (Error::InvalidKeepAlive(s.clone()), Configuration),
+            (Error::InvalidTickTolerance(s.clone()), Configuration),
+            (
+                Error::HandOff {
+                    job: name.clone(),
+                    reason: s.clone(),
+                },
+                Run,
+            ),
+            (
+                Error::InvalidLeaderElection {
+                    name: name.clone(),
+                    reason: s.clone(),
+                },
+                Configuration,
+            ),
+            (
+                Error::invalid_url(pg, "postgres://u:secret@h/db", "bad"),
+                Configuration,
+            ),
+            (
+                Error::InvalidSetting {
+                    backend: pg,
+                    setting: "response_timeout",
+                    reason: s.clone(),
+                },
+                Configuration,
+            ),
+            (
+                Error::Unreachable {
+                    backend: pg,
+                    address: address.clone(),
+                    source: "refused".into(),
+                },
+                Connection,
+            ),
+            (
+                Error::Auth {
+                    backend: pg,
+                    address: address.clone(),
+                    source: "denied".into(),
+                },
+                Connection,
+            ),
+            (
+                Error::UnknownDatabase {
+                    backend: pg,
+                    address: address.clone(),
+                    database: s.clone(),
+                },
+                Connection,
+            ),
+            (
+                Error::TableMissing {
+                    backend: pg,
+                    table: s.clone(),
+                },
+                Schema,
+            ),
+            (
+                Error::MissingColumns {
+                    backend: pg,
+                    table: s.clone(),
+                    columns: vec![s.clone()],
+                    found: vec![],
+                    java_shedlock: false,
+                },
+                Schema,
+            ),
+            (
+                Error::Migrate {
+                    backend: pg,
+                    table: s.clone(),
+                    source: sqlx::migrate::MigrateError::VersionMissing(1),
+                },
+                Schema,
+            ),
+            (Error::NoProvider, Configuration),
+            (Error::DefaultProviderAlreadySet, Configuration),
+            (
+                Error::LockLost {
+                    name: name.clone(),
+                    fencing_token: 7,
+                },
+                Run,
+            ),
+            (Error::Cancelled { name: name.clone() }, Run),
+            (
+                Error::InvalidCron {
+                    expression: s.clone(),
+                    reason: s.clone(),
+                },
+                Configuration,
+            ),
+            (
+                Error::UnknownTimeZone {
+                    name: s.clone(),
+                    reason: s.clone(),
+                },
+                Configuration,
+            ),
+            (
+                Error::InvalidJobName {
+                    name: s.clone(),
+                    reason: s.clone(),
+                },
+                Configuration,
+            ),
+            (Error::DuplicateJob { name: name.clone() }, Configuration),
+            (
+                Error::Timeout {
+                    operation: s.clone(),
+                    after: minute,
+                },
+                Store,
+            ),
+            (
+                Error::TickInFuture {
+                    name: name.clone(),
+                    tick: chrono::Utc::now(),
+                    tolerance: minute,
+                    ahead_by: None,
+                },
+                Run,
+            ),
+            (
+                Error::IncompatibleTable {
+                    backend: pg,
+                    table: s.clone(),
+                    problem: s.clone(),
+                },
+                Schema,
+            ),
+            (
+                Error::UnreadableRow {
+                    backend: pg,
+                    location: s.clone(),
+                    name: name.clone(),
+                    problem: s.clone(),
+                },
+                Schema,
+            ),
+            (
+                Error::WrongType {
+                    backend: Backend::Redis,
+                    address: address.clone(),
+                    key: s.clone(),
+                    found: "list".into(),
+                },
+                Schema,
+            ),
+            (
+                Error::Database {
+                    backend: pg,
+                    operation: s.clone(),
+                    location: s.clone(),
+                    source: "failed".into(),
+                },
+                Store,
+            ),
+        ]
+    }
+
+    #[test]
+    fn every_variant_has_its_kind() {
+        let samples = samples();
+        for (error, kind) in &samples {
+            assert_eq!(error.kind(), *kind, "{error:?}");
+        }
+        let numbered: BTreeSet<usize> = samples.iter().map(|(e, _)| variant(e)).collect();
+        let every: BTreeSet<usize> = (0..=33).collect();
+        assert_eq!(numbered, every, "one sample of each variant");
+        assert_eq!(samples.len(), every.len(), "no variant sampled twice");
     }
 }

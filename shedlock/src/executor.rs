@@ -3,32 +3,11 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::{LockConfiguration, LockContext, LockProvider, Result};
-
-/// What happened to a task given to [`LockingTaskExecutor::execute`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[must_use]
-pub enum TaskResult<T> {
-    /// The lock was taken and the task ran to completion with this value.
-    Executed(T),
-    /// The lock was held elsewhere (or the tick already claimed): the task did not run.
-    Skipped,
-}
-
-impl<T> TaskResult<T> {
-    /// Whether the task ran.
-    pub fn was_executed(&self) -> bool {
-        matches!(self, TaskResult::Executed(_))
-    }
-
-    /// The task's value, if it ran.
-    pub fn into_executed(self) -> Option<T> {
-        match self {
-            TaskResult::Executed(value) => Some(value),
-            TaskResult::Skipped => None,
-        }
-    }
-}
+use crate::config::LockConfiguration;
+use crate::context::LockContext;
+use crate::error::Result;
+use crate::provider::LockProvider;
+use crate::run::TaskResult;
 
 /// Runs tasks under locks from any provider.
 ///
@@ -75,7 +54,7 @@ impl LockingTaskExecutor {
     /// - `Err(_)`: the lock could not be attempted (database unreachable, table missing, ...).
     ///
     /// While the task runs, the lock is kept alive as the provider's
-    /// [`KeepAlive`](crate::KeepAlive) says (by default renewed every third of
+    /// [`KeepAlive`](crate::settings::KeepAlive) says (by default renewed every third of
     /// `lock_at_most_for`); if it is lost, the task is cancelled and the call returns
     /// [`Error::LockLost`](crate::Error::LockLost). If the task panics, the lock is released and
     /// the panic resumes. If the unlock after a finished task fails, the value is still returned

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::config::validate_durations;
-use crate::lease::{Lease, Unlock};
-use crate::{LockConfiguration, Result};
+use crate::config::{LockConfiguration, validate_durations};
+use crate::error::{Error, Result};
+use crate::lease::{Acquired, Lease, Unlock};
 
 /// A held lock. Carries the fencing token; [`extend`](Self::extend) and
 /// [`unlock`](Self::unlock) act only while the row still carries that token.
@@ -55,6 +55,46 @@ const UNLOCK_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a failed unlock is retried in the background at most (shorter when the lease runs
 /// out sooner).
 const UNLOCK_RETRY_LIMIT: Duration = Duration::from_secs(3600);
+
+// How a store's answer to an acquire becomes a guard: here, beside the guard it makes, so
+// `lease.rs` (what a guard needs from its provider) stays below this file.
+impl Acquired {
+    /// A guard for a token, over the lease `lease()` gives (called only then); for a tick
+    /// refused, or more than `tick_tolerance` ahead of the store's clock,
+    /// [`Error::TickInFuture`] (a tick that far ahead would block every other instance until
+    /// then); otherwise `None`, "held elsewhere". `sent_at` as for [`LockGuard::new`].
+    pub fn into_guard(
+        self,
+        config: &LockConfiguration,
+        lease: impl FnOnce() -> Arc<dyn Lease>,
+        sent_at: Instant,
+        tick_tolerance: Duration,
+    ) -> Result<Option<LockGuard>> {
+        let too_far = |tick, ahead_by| Error::TickInFuture {
+            name: config.name().to_owned(),
+            tick,
+            tolerance: tick_tolerance,
+            ahead_by,
+        };
+        let tolerance_us = i64::try_from(tick_tolerance.as_micros()).unwrap_or(i64::MAX);
+        match (self, config.tick()) {
+            (Acquired::Token(token), _) => {
+                Ok(Some(LockGuard::new(config, token, lease(), sent_at)))
+            }
+            (
+                Acquired::NotTaken {
+                    ahead_us: Some(ahead),
+                },
+                Some(tick),
+            ) if ahead > tolerance_us => {
+                let ahead_by = Duration::from_micros(ahead.unsigned_abs());
+                Err(too_far(tick, Some(ahead_by)))
+            }
+            (Acquired::TickRefused, Some(tick)) => Err(too_far(tick, None)),
+            _ => Ok(None),
+        }
+    }
+}
 
 impl LockGuard {
     /// A guard for a lock a provider just acquired: `config` as asked, the acquisition's
@@ -225,7 +265,7 @@ impl Release {
         };
         let outcome = match tokio::time::timeout(UNLOCK_TIMEOUT, unlock).await {
             Ok(outcome) => outcome,
-            Err(_) => Err(crate::Error::Timeout {
+            Err(_) => Err(Error::Timeout {
                 operation: format!("unlock lock {:?}", self.name),
                 after: UNLOCK_TIMEOUT,
             }),

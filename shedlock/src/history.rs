@@ -1,6 +1,6 @@
 //! What an operator reads: the state of every lock ([`LockState`]) and the run history
 //! ([`RunRecord`], written by the scheduler into `<table>_runs` when
-//! [`SchedulerBuilder::history`](crate::SchedulerBuilder::history) turns it on).
+//! [`SchedulerBuilder::history`](crate::scheduler::SchedulerBuilder::history) turns it on).
 
 use std::fmt;
 use std::str::FromStr;
@@ -139,7 +139,7 @@ pub enum RunOutcome {
     /// [`RunStore::close_abandoned_runs`](crate::RunStore::close_abandoned_runs) finds
     /// that its lock is no longer held by its fencing token and closes it as
     /// [`Abandoned`](Self::Abandoned). A scheduler with history on does that at start-up and
-    /// at every [`RunHistory::prune_every`](crate::RunHistory::prune_every).
+    /// at every [`RunHistory::prune_every`](crate::scheduler::RunHistory::prune_every).
     Running,
     /// The job ran and succeeded.
     Executed,

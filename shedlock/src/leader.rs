@@ -1,6 +1,6 @@
 //! [`LeaderElector`]: one instance of many leads, through a lease kept in the lock table (or in
 //! Redis) as an ordinary lock; the others stand by and take over when the lease lapses or the
-//! leader resigns. What [`SchedulerBuilder::leader_election`](crate::SchedulerBuilder::leader_election)
+//! leader resigns. What [`SchedulerBuilder::leader_election`](crate::scheduler::SchedulerBuilder::leader_election)
 //! uses so that only the leader fires ticks, and what an application can use for singleton work
 //! of its own.
 //!
@@ -14,7 +14,10 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::{Error, LockConfiguration, LockGuard, LockProvider, Result};
+use crate::config::LockConfiguration;
+use crate::error::{Error, Result};
+use crate::guard::LockGuard;
+use crate::provider::LockProvider;
 
 /// Which lease an election uses and how it keeps it: the lock `name`, the `lease` it is taken
 /// and renewed for, the `renew_deadline` after which a leader that could not renew steps down,
@@ -56,7 +59,7 @@ impl LeaderElection {
     /// [`Error::InvalidLeaderElection`] unless `lease > renew_deadline > 1.2 × retry_period`
     /// and `retry_period` is at least 10 ms; the lease itself is checked as every
     /// `lock_at_most_for` is (rounded up to whole milliseconds, at most
-    /// [`MAX_LOCK_DURATION`](crate::MAX_LOCK_DURATION)).
+    /// [`MAX_LOCK_DURATION`](crate::settings::MAX_LOCK_DURATION)).
     pub fn timing(
         mut self,
         lease: Duration,
@@ -151,7 +154,8 @@ impl Leadership {
 /// ```no_run
 /// # #[cfg(feature = "sqlite")]
 /// # async fn demo() -> shedlock::Result<()> {
-/// use shedlock::{LeaderElection, LeaderElector, SqliteLockProvider};
+/// use shedlock::SqliteLockProvider;
+/// use shedlock::leader::{LeaderElection, LeaderElector};
 ///
 /// let provider = SqliteLockProvider::connect("locks.db").await?;
 /// provider.migrate().await?;

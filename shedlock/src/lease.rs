@@ -2,7 +2,7 @@
 //! token), and grouped releases ([`Releases`]).
 //!
 //! A provider written outside this crate implements [`Lease`] on its shared state and hands
-//! each acquisition to [`LockGuard::new`] with that state as the lease;
+//! each acquisition to [`LockGuard::new`](crate::LockGuard::new) with that state as the lease;
 //! keep-alive, the pause gate, the unlock retry and grouped releases then work for it as for the
 //! providers this crate ships. The project's "Writing a provider" guide (`docs/writing-a-provider.md`)
 //! walks through one.
@@ -29,9 +29,8 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use futures_util::future::BoxFuture;
-use tokio::time::Instant;
 
-use crate::{Error, LockConfiguration, LockGuard, Result};
+use crate::error::Result;
 
 /// What a store answered to one acquire, before it becomes what
 /// [`LockProvider::lock`](crate::LockProvider::lock) returns ([`Acquired::into_guard`]): every
@@ -51,51 +50,13 @@ pub enum Acquired {
     TickRefused,
 }
 
-impl Acquired {
-    /// A guard for a token, over the lease `lease()` gives (called only then); for a tick
-    /// refused, or more than `tick_tolerance` ahead of the store's clock,
-    /// [`Error::TickInFuture`] (a tick that far ahead would block every other instance until
-    /// then); otherwise `None`, "held elsewhere". `sent_at` as for [`LockGuard::new`].
-    pub fn into_guard(
-        self,
-        config: &LockConfiguration,
-        lease: impl FnOnce() -> Arc<dyn Lease>,
-        sent_at: Instant,
-        tick_tolerance: Duration,
-    ) -> Result<Option<LockGuard>> {
-        let too_far = |tick, ahead_by| Error::TickInFuture {
-            name: config.name().to_owned(),
-            tick,
-            tolerance: tick_tolerance,
-            ahead_by,
-        };
-        let tolerance_us = i64::try_from(tick_tolerance.as_micros()).unwrap_or(i64::MAX);
-        match (self, config.tick()) {
-            (Acquired::Token(token), _) => {
-                Ok(Some(LockGuard::new(config, token, lease(), sent_at)))
-            }
-            (
-                Acquired::NotTaken {
-                    ahead_us: Some(ahead),
-                },
-                Some(tick),
-            ) if ahead > tolerance_us => {
-                let ahead_by = Duration::from_micros(ahead.unsigned_abs());
-                Err(too_far(tick, Some(ahead_by)))
-            }
-            (Acquired::TickRefused, Some(tick)) => Err(too_far(tick, None)),
-            _ => Ok(None),
-        }
-    }
-}
-
 /// What a guard needs from its provider after acquisition: the two statements that act on a
 /// held lock, both guarded by the fencing token.
 ///
 /// A provider implements it on the state its guards share (usually the provider's own
-/// `Arc`'d inner value) and passes that as the lease of every [`LockGuard`]
+/// `Arc`'d inner value) and passes that as the lease of every [`LockGuard`](crate::LockGuard)
 /// it builds. Times are the store's clock, or the application's clock in
-/// [`ClockMode::Application`](crate::ClockMode::Application), as the provider's acquire reads
+/// [`ClockMode::Application`](crate::settings::ClockMode::Application), as the provider's acquire reads
 /// them; durations arrive rounded up to whole milliseconds.
 ///
 /// # Contract

@@ -35,33 +35,39 @@
 //!
 //! # The map
 //!
+//! The crate root holds what the README's programs write; every other name is in the module
+//! of its topic, as `tokio::sync` or `sqlx::error` hold theirs.
+//!
 //! - **Providers**: [`PostgresLockProvider`], [`MySqlLockProvider`], [`SqliteLockProvider`],
-//!   the three [`dialect`]s of one [`SqlLockProvider`]; settings through [`ProviderBuilder`]
-//!   ([`ClockMode`], [`KeepAlive`]). Redis is the workspace's `shedlock-redis` crate
-//!   (`RedisLockProvider`: each lock a lease key beside a record key, each operation one
-//!   script), written against this crate's public API as any other provider would be.
+//!   the three [`dialect`]s of one [`SqlLockProvider`]; their settings in [`settings`]
+//!   ([`ProviderBuilder`](settings::ProviderBuilder), [`ClockMode`](settings::ClockMode),
+//!   [`KeepAlive`](settings::KeepAlive), and the limits every setting is held to). Redis is the
+//!   workspace's `shedlock-redis` crate (`RedisLockProvider`: each lock a lease key beside a
+//!   record key, each operation one script), written against this crate's public API as any
+//!   other provider would be.
 //! - **What a provider can do**, one trait each: [`LockProvider`] (take a lock, get a
 //!   [`LockGuard`] with its fencing token), [`LockAdmin`] (create the table, list and release
 //!   locks), [`RunStore`] (the run history). A backend implements what it can; the compiler
-//!   checks the rest.
+//!   checks the rest. What they read and write: [`history`].
 //! - **Writing a provider** for another store: the traits above are open; a provider returns
 //!   guards built with [`LockGuard::new`] over its implementation of [`lease::Lease`] (extend
 //!   and unlock by fencing token; [`lease::Releases`] groups releases). The project's
 //!   "Writing a provider" guide (`docs/writing-a-provider.md`) walks through a complete one.
-//! - **Running a job under a lock**: [`run_locked`], [`LockingTaskExecutor`], [`LockContext`].
+//! - **Running a job under a lock**: [`run_locked`], [`LockingTaskExecutor`], [`LockContext`];
+//!   where a locked call finds its provider and its tick: [`context`].
 //! - **Scheduling**: [`Scheduler`] of [`Job`]s on a [`Schedule`] (a job takes its own lock, or
-//!   leaves it to the scheduler with [`Job::locked`]), with [`RunHistory`] and
-//!   [`SchedulerListener`]s; metrics named in [`metric_names`]. Instances scheduling the same
-//!   jobs share each tick ([`SchedulerBuilder::fleet`], [`SchedulerBuilder::help_after`]), each
-//!   within [`SchedulerBuilder::max_concurrent_runs`]; missed ticks follow a
-//!   [`MisfirePolicy`].
-//! - **Leader election**: [`LeaderElector`] over a [`LeaderElection`] (a lease that is a lock),
-//!   on its own or in the scheduler ([`SchedulerBuilder::leader_election`]), so only the
-//!   leader fires.
+//!   leaves it to the scheduler with [`Job::locked`]); the rest in [`scheduler`]: its builder,
+//!   the run history it writes, its listeners, its misfire policies. Instances scheduling the
+//!   same jobs share each tick, each within its own run limit when one is set. Metrics are
+//!   named in [`metric_names`].
+//! - **Leader election**: [`leader`], a lease that is a lock, on its own or in the scheduler,
+//!   so only the leader fires.
 //! - **Worker mode**: [`Job::hand_off`] claims each tick and hands it to a job queue
 //!   ([`handoff::TickQueue`]; apalis's in [`handoff::apalis`]) for worker processes.
 //! - **Macros**: [`scheduler_lock`] and [`scheduled`].
-//! - **Errors**: [`Error`], each naming what went wrong.
+//! - **Errors**: [`Error`], each naming what went wrong, sorted by
+//!   [`kind`](Error::kind) into a few [`ErrorKind`](error::ErrorKind)s ([`error`]).
+//! - **Secrets** in URLs, masked wherever they would show: [`secret`].
 //!
 //! # Scheduled, locked functions
 //!
@@ -75,9 +81,9 @@
 //! Like `tracing` and its subscriber: the innermost [`with_provider`] scope, else the
 //! process-wide [`set_default_provider`], else [`Error::NoProvider`] (never a panic). The
 //! scheduler runs each job inside a scope of its own provider and of the run's tick
-//! ([`with_tick`]), so a scheduled run claims its tick while a call by hand ("sync now") takes
-//! the same lock without one. Task-local scopes do not follow `tokio::spawn`: wrap a spawned
-//! future in its own `with_provider` if it makes locked calls.
+//! ([`with_tick`](context::with_tick)), so a scheduled run claims its tick while a call by
+//! hand ("sync now") takes the same lock without one. Task-local scopes do not follow
+//! `tokio::spawn`: wrap a spawned future in its own `with_provider` if it makes locked calls.
 //!
 //! # Features
 //!
@@ -99,42 +105,45 @@
     allow(dead_code)
 )]
 
+mod claim;
 mod clock_sync;
 mod config;
-mod context;
-mod error;
+pub mod context;
+pub mod error;
 mod executor;
 mod guard;
 pub mod handoff;
-mod history;
-mod leader;
+pub mod history;
+pub mod leader;
 pub mod lease;
+pub mod metric_names;
 mod observe;
 mod provider;
 mod run;
 mod schedule;
-mod scheduler;
+pub mod scheduler;
 pub mod secret;
-mod settings;
+pub mod settings;
 mod sql;
 
-pub use config::{DURATION_RESOLUTION, LockConfiguration, MAX_LOCK_DURATION, MAX_NAME_BYTES};
-pub use context::{
-    LockContext, current_provider, current_tick, set_default_provider, with_provider, with_tick,
-};
-pub use error::{Backend, BoxError, Error, Result};
-pub use executor::{LockingTaskExecutor, TaskResult};
+// The root: what a user of the README writes. Everything else is in its module above
+// (this crate's `tests/crate_root.rs` holds the root to its size).
+pub use config::LockConfiguration;
+pub use context::{LockContext, set_default_provider, with_provider};
+pub use error::{Backend, Error, Result};
+pub use executor::LockingTaskExecutor;
 pub use guard::LockGuard;
-pub use history::{
-    LockRows, LockState, NewRun, RunOutcome, RunQuery, RunRecord, UnknownOutcome, UnreadableRow,
-};
-pub use leader::{LeaderElection, LeaderElector, Leadership};
-pub use observe::{RunFinished, RunHistory, RunInfo, SchedulerListener, names as metric_names};
-pub use run::run_locked;
+pub use provider::{LockAdmin, LockProvider, RunStore};
+pub use run::{TaskResult, run_locked};
 pub use schedule::Schedule;
-pub use scheduler::{
-    FleetView, Job, JobOutput, JobStats, MisfirePolicy, Scheduler, SchedulerBuilder, ShutdownReport,
-};
+pub use scheduler::{Job, RunHistory, Scheduler};
+#[cfg(feature = "mysql")]
+pub use sql::MySqlLockProvider;
+#[cfg(feature = "postgres")]
+pub use sql::PostgresLockProvider;
+pub use sql::SqlLockProvider;
+#[cfg(feature = "sqlite")]
+pub use sql::SqliteLockProvider;
 
 #[cfg(feature = "macros")]
 #[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
@@ -145,13 +154,6 @@ pub use shedlock_macros::{scheduled, scheduler_lock};
 #[doc(hidden)]
 #[path = "macro_support.rs"]
 pub mod __private;
-pub use provider::{LockAdmin, LockProvider, RunStore};
-pub use settings::{
-    AppClock, ClockMode, Connect, DEFAULT_TABLE_NAME, DEFAULT_TICK_TOLERANCE, KeepAlive,
-    LOCKED_BY_ENV, MAX_TABLE_NAME_BYTES, OnLockLost, ProviderBuilder, ProviderSettings,
-    default_locked_by,
-};
-pub use sql::{Dialect, SqlLockProvider, SqlPool, SqlUrl};
 
 // The README's and the guide's examples compile as doctests (the README's Quick start is a
 // crate of its own, built by the suite's `tests/readme.rs`).
@@ -163,8 +165,10 @@ struct ReadmeDoctests;
 #[doc = include_str!("../../docs/guide.md")]
 struct GuideDoctests;
 
-/// The databases a [`SqlLockProvider`] speaks, one type each (their statements, encodings and
-/// sharp edges are on each).
+/// The databases a [`SqlLockProvider`] speaks: [`Dialect`](dialect::Dialect), one type each
+/// (their statements, encodings and sharp edges are on each), and an SQL database's part of a
+/// [`ProviderBuilder`](crate::settings::ProviderBuilder): [`SqlPool`](dialect::SqlPool), a pool
+/// of yours, or [`SqlUrl`](dialect::SqlUrl), a URL it connects to.
 pub mod dialect {
     #[cfg(feature = "mysql")]
     #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
@@ -172,33 +176,20 @@ pub mod dialect {
     #[cfg(feature = "postgres")]
     #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
     pub use crate::sql::postgres::Postgres;
+    pub use crate::sql::provider::{SqlPool, SqlUrl};
+    pub use crate::sql::quirks::Dialect;
     #[cfg(feature = "sqlite")]
     #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
     pub use crate::sql::sqlite::Sqlite;
 }
 
-/// The lock table in PostgreSQL 12 or later.
-#[cfg(feature = "postgres")]
-#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub type PostgresLockProvider = SqlLockProvider<dialect::Postgres>;
-
-/// The lock table in MySQL 8 or MariaDB 10.11.
-#[cfg(feature = "mysql")]
-#[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
-pub type MySqlLockProvider = SqlLockProvider<dialect::MySql>;
-
-/// The lock table in an SQLite file, for instances on one machine.
-#[cfg(feature = "sqlite")]
-#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
-pub type SqliteLockProvider = SqlLockProvider<dialect::Sqlite>;
-
 /// What this crate's own tests and benchmarks need and users do not (feature `test-util`, as
 /// in tokio): the text of a statement, a scheduler clock of the test's choosing
-/// ([`SchedulerBuilder::clock`]).
+/// ([`SchedulerBuilder::clock`](scheduler::SchedulerBuilder::clock)).
 #[cfg(feature = "test-util")]
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub mod test_util {
-    use crate::Backend;
+    use crate::error::Backend;
 
     /// The text of statement `name` (as the SQL provider names its statements: `acquire`,
     /// `acquire_many`, `unlock`, `extend`, `run_insert`, …; the list is in

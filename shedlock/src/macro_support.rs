@@ -8,7 +8,12 @@ use std::future::Future;
 
 use std::sync::Arc;
 
-use crate::{Error, Job, JobOutput, LockConfiguration, Result, Schedule, TaskResult};
+use crate::claim::PreClaim;
+use crate::config::LockConfiguration;
+use crate::error::{Error, Result};
+use crate::run::TaskResult;
+use crate::schedule::Schedule;
+use crate::scheduler::job::{Job, JobOutput};
 
 /// The body of a `#[scheduler_lock]` function: validates the rendered name, then
 /// [`run_locked`](crate::run_locked).
@@ -31,7 +36,7 @@ pub async fn run_locked<T>(
 /// The scheduler's answer for the lock of one run of a `#[scheduled]` function (or none:
 /// a call by hand, or a tick the scheduler did not claim), passed to the function's
 /// hidden sibling as an argument.
-pub struct Claim(pub(crate) Option<crate::context::PreClaim>);
+pub struct Claim(pub(crate) Option<PreClaim>);
 
 impl Claim {
     /// No claim: the call takes its lock itself.
@@ -47,7 +52,8 @@ impl std::fmt::Debug for Claim {
 }
 
 /// The body of a `#[scheduled]` function's hidden sibling: with `claim`, holds the lock
-/// with the scheduler's answer (when it is the answer for this lock and tick); without,
+/// with the scheduler's answer when the claim answers this lock call (`crate::claim`'s rule;
+/// another is dropped, releasing a won lock, and the lock is taken as by hand); without,
 /// [`run_locked`](crate::run_locked).
 pub async fn run_claimed<T>(
     claim: Claim,
@@ -58,19 +64,13 @@ pub async fn run_claimed<T>(
 ) -> Result<TaskResult<T>> {
     let config = LockConfiguration::new(name, lock_at_most_for, lock_at_least_for)?;
     let Some(claim) = claim.0 else {
-        return crate::run_locked(config, body).await;
+        return crate::run::run_locked(config, body).await;
     };
     let provider = crate::context::current_provider()?;
     let config = match (config.tick(), crate::context::current_tick()) {
         (None, Some(tick)) => config.for_tick(tick),
         _ => config,
     };
-    if claim.sent.name() != config.name() || claim.sent.tick() != config.tick() {
-        // Not this lock's answer (the function renders another name than `job()` did):
-        // dropped, which releases a won lock, and the lock is taken as by hand.
-        drop(claim);
-        return crate::run::hold(provider.as_ref(), &config, |_| body).await;
-    }
     crate::run::hold_claimed(provider.as_ref(), &config, Some(claim), |_| body).await
 }
 

@@ -11,10 +11,11 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
 
-use crate::{
-    Backend, KeepAlive, LockConfiguration, LockGuard, LockRows, LockState, NewRun, Result,
-    RunOutcome, RunQuery, RunRecord,
-};
+use crate::config::LockConfiguration;
+use crate::error::{Backend, Result};
+use crate::guard::LockGuard;
+use crate::history::{LockRows, LockState, NewRun, RunOutcome, RunQuery, RunRecord};
+use crate::settings::KeepAlive;
 
 /// Takes locks: what [`run_locked`](crate::run_locked), the
 /// [`LockingTaskExecutor`](crate::LockingTaskExecutor) and the [`Scheduler`](crate::Scheduler)
@@ -86,7 +87,7 @@ pub trait LockProvider: Send + Sync + fmt::Debug {
 
     /// The current time by the clock that decides expiry: the database's (`clock_timestamp()`,
     /// `UTC_TIMESTAMP(6)`, SQLite's `unixepoch('subsec')`), or the application's clock with
-    /// [`ClockMode::Application`](crate::ClockMode::Application). The scheduler measures its
+    /// [`ClockMode::Application`](crate::settings::ClockMode::Application). The scheduler measures its
     /// offset to it and fires ticks by it.
     ///
     /// The default (for a provider from outside this crate) is this machine's clock.
@@ -162,11 +163,11 @@ pub trait LockAdmin: LockProvider {
 }
 
 /// The run history (`<table>_runs`): one row per run or skipped tick, written by the
-/// [`Scheduler`](crate::Scheduler) when its [`RunHistory`](crate::RunHistory) is on, read by
+/// [`Scheduler`](crate::Scheduler) when its [`RunHistory`](crate::scheduler::RunHistory) is on, read by
 /// `shedlock history`.
 ///
 /// Only a provider that implements it can be given to
-/// [`SchedulerBuilder::history`](crate::SchedulerBuilder::history).
+/// [`SchedulerBuilder::history`](crate::scheduler::SchedulerBuilder::history).
 pub trait RunStore: LockProvider {
     /// Adds a row to the history table and returns its id. The start time is the database's
     /// now; an outcome other than [`RunOutcome::Running`] also sets the finish time to it.
@@ -202,7 +203,7 @@ pub trait RunStore: LockProvider {
     /// A row is closed when the lock table has no row for its lock name (it was deleted), when
     /// that row carries another fencing token (another holder took the lock over), or when its
     /// `locked_until` is past by the database's clock (whatever the
-    /// [`ClockMode`](crate::ClockMode), as for every history statement). `finished_at` becomes
+    /// [`ClockMode`](crate::settings::ClockMode), as for every history statement). `finished_at` becomes
     /// the database's now and `error` names what was found, for example
     /// `abandoned: lock "sync" was taken by fencing token 18 at 2026-11-21T12:04:02.000Z (a later
     /// run or another holder) while this run was still recorded as running (its process died or
@@ -214,7 +215,7 @@ pub trait RunStore: LockProvider {
     /// them. A run that was only stalled, not dead, and records its end later (through
     /// [`finish_run`](Self::finish_run), which sets the outcome whatever it was) ends with its
     /// real outcome. The scheduler calls this at start-up and at every
-    /// [`RunHistory::prune_every`](crate::RunHistory::prune_every) when its history is on.
+    /// [`RunHistory::prune_every`](crate::scheduler::RunHistory::prune_every) when its history is on.
     fn close_abandoned_runs(&self) -> BoxFuture<'_, Result<u64>>;
 }
 

@@ -11,15 +11,42 @@ use futures_util::FutureExt;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::context::{
-    LockContext, PreClaim, cancelled, current_provider, current_tick, take_pre_claim,
-};
-use crate::guard::Renewer;
+use crate::claim::{self, PreClaim};
+use crate::config::LockConfiguration;
+use crate::context::{LockContext, cancelled, current_provider, current_tick};
+use crate::error::{Error, Result};
+use crate::guard::{LockGuard, Renewer};
 use crate::observe::Probe;
-use crate::{
-    Error, KeepAlive, LockConfiguration, LockGuard, LockProvider, OnLockLost, Result, TaskResult,
-};
+use crate::provider::LockProvider;
+use crate::settings::{KeepAlive, OnLockLost};
 use tracing::Instrument;
+
+/// What happened to a task run under a lock ([`run_locked`],
+/// [`LockingTaskExecutor::execute`](crate::LockingTaskExecutor::execute), a `#[scheduler_lock]`
+/// function).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub enum TaskResult<T> {
+    /// The lock was taken and the task ran to completion with this value.
+    Executed(T),
+    /// The lock was held elsewhere (or the tick already claimed): the task did not run.
+    Skipped,
+}
+
+impl<T> TaskResult<T> {
+    /// Whether the task ran.
+    pub fn was_executed(&self) -> bool {
+        matches!(self, TaskResult::Executed(_))
+    }
+
+    /// The task's value, if it ran.
+    pub fn into_executed(self) -> Option<T> {
+        match self {
+            TaskResult::Executed(value) => Some(value),
+            TaskResult::Skipped => None,
+        }
+    }
+}
 
 /// Runs `body` under the lock `config` describes, with the provider of the current scope (see
 /// [`with_provider`](crate::with_provider) and
@@ -88,49 +115,6 @@ pub(crate) fn acquire_config(
     Ok((acquire, lease))
 }
 
-/// The answer of a scheduler's pre-claim, as `provider.lock(acquire)` would have given it, and
-/// the instant the lease counts from.
-///
-/// When the run's lock asks for another lease or `lock_at_least_for` than the scheduler sent
-/// (the job's body changed its configuration since the scheduler learned it, or
-/// [`Job::with_lock`](crate::Job::with_lock) says otherwise), a won lock is extended at once to
-/// the run's lease and at-least, so keep-alive, expiry and the unlock follow the run's
-/// configuration. (The pre-claim's own at-least, counted from the acquire, still holds too: an
-/// unlock keeps the lock until the later of the two.) An extension refused (the lock was lost in
-/// between) makes the tick a skip, as a refused acquire does; one that fails is the run's error.
-async fn pre_claimed(
-    claim: PreClaim,
-    acquire: &LockConfiguration,
-) -> Result<(Option<LockGuard>, Instant)> {
-    let Some(mut guard) = claim.answer? else {
-        return Ok((None, claim.sent_at));
-    };
-    if claim.sent.lock_at_most_for() == acquire.lock_at_most_for()
-        && claim.sent.lock_at_least_for() == acquire.lock_at_least_for()
-    {
-        return Ok((Some(guard), claim.sent_at));
-    }
-    let sent_at = Instant::now();
-    if guard
-        .extend(acquire.lock_at_most_for(), acquire.lock_at_least_for())
-        .await?
-    {
-        tracing::debug!(
-            lock = acquire.name(),
-            token = guard.fencing_token(),
-            "the run asked for another lease than the scheduler claimed: extended to it"
-        );
-        Ok((Some(guard), sent_at))
-    } else {
-        tracing::warn!(
-            lock = acquire.name(),
-            token = guard.fencing_token(),
-            "the lock the scheduler claimed for this run was lost before the run took it: skipped"
-        );
-        Ok((None, sent_at))
-    }
-}
-
 /// How a held run ended.
 enum Ending<T> {
     Done(std::thread::Result<T>),
@@ -147,9 +131,9 @@ enum Ending<T> {
 /// fencing token and the outcome; inside a scheduled run it reports to the run's probe.
 ///
 /// Inside a scheduled run whose tick the scheduler already claimed (with the ticks of other jobs
-/// due at the same instant, see [`LockProvider::lock_many`]), the first lock call for that lock
-/// name and tick on the scheduler's provider takes the scheduler's answer instead of sending its
-/// own acquire (see `pre_claimed`).
+/// due at the same instant, see [`LockProvider::lock_many`]), the first lock call that the
+/// claim answers (the scheduler's provider, the lock name and the tick: `crate::claim`) takes
+/// the scheduler's answer instead of sending its own acquire.
 pub(crate) async fn hold<T, F, Fut>(
     provider: &dyn LockProvider,
     config: &LockConfiguration,
@@ -159,16 +143,18 @@ where
     F: FnOnce(LockContext) -> Fut,
     Fut: Future<Output = T>,
 {
-    let claim = take_pre_claim(provider, config);
-    hold_claimed(provider, config, claim, task).await
+    let pre_claim = claim::take(provider, config);
+    hold_claimed(provider, config, pre_claim, task).await
 }
 
 /// [`hold`] with the scheduler's answer for `config`'s lock and tick, if it claimed it, given
-/// as `claim` (a [`Job::locked`](crate::Job::locked) run): it is taken instead of an acquire.
+/// as `pre_claim` (a [`Job::locked`](crate::Job::locked) run, a `#[scheduled]` function's): it is
+/// taken instead of an acquire if it answers this call (`claim::mine`, the rule `hold`'s
+/// claim from the run's scope passed too), else dropped.
 pub(crate) async fn hold_claimed<T, F, Fut>(
     provider: &dyn LockProvider,
     config: &LockConfiguration,
-    claim: Option<PreClaim>,
+    pre_claim: Option<PreClaim>,
     task: F,
 ) -> Result<TaskResult<T>>
 where
@@ -183,11 +169,12 @@ where
         outcome = tracing::field::Empty,
     );
     let out: Result<TaskResult<T>> = async {
+        let pre_claim = claim::mine(pre_claim, provider, config);
         let keep_alive = provider.keep_alive();
         let (acquire, lease) = acquire_config(&keep_alive, config)?;
         let probe = Probe::attempt(config);
-        let (answer, sent_at) = match claim {
-            Some(claim) => pre_claimed(claim, &acquire).await?,
+        let (answer, sent_at) = match pre_claim {
+            Some(pre_claim) => pre_claim.into_answer(&acquire).await?,
             None => {
                 let sent_at = Instant::now();
                 (provider.lock(&acquire).await?, sent_at)
@@ -449,5 +436,116 @@ async fn release(guard: LockGuard, name: &str) {
     let token = guard.fencing_token();
     if let Err(error) = guard.unlock().await {
         tracing::warn!(lock = name, token, %error, "unlock failed; retrying in the background until the lease runs out");
+    }
+}
+
+#[cfg(all(test, feature = "sqlite"))]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use chrono::{DateTime, TimeDelta, Utc};
+    use tokio::time::Instant;
+
+    use super::{TaskResult, hold, hold_claimed};
+    use crate::claim::{PreClaim, Slot};
+    use crate::config::LockConfiguration;
+    use crate::provider::LockProvider;
+    use crate::sql::SqliteLockProvider;
+
+    async fn provider() -> Arc<dyn LockProvider> {
+        let pool = sqlx::SqlitePool::connect("sqlite::memory:").await.unwrap();
+        let provider = SqliteLockProvider::new(pool);
+        crate::provider::LockAdmin::migrate(&provider)
+            .await
+            .unwrap();
+        Arc::new(provider)
+    }
+
+    fn config(name: &str, tick: Option<DateTime<Utc>>) -> LockConfiguration {
+        let config = LockConfiguration::new(name, Duration::from_secs(60), Duration::ZERO).unwrap();
+        match tick {
+            Some(tick) => config.for_tick(tick),
+            None => config,
+        }
+    }
+
+    /// A claim whose answer is "held elsewhere", while the store itself would grant the lock:
+    /// a lock call that takes the claim skips, one that refuses it acquires and runs.
+    fn held_elsewhere(provider: &Arc<dyn LockProvider>, sent: LockConfiguration) -> PreClaim {
+        PreClaim {
+            provider: Arc::clone(provider),
+            sent,
+            sent_at: Instant::now(),
+            answer: Ok(None),
+        }
+    }
+
+    /// Whether the lock call took the claim: it skipped on the claim's answer.
+    fn took(outcome: TaskResult<()>) -> bool {
+        !outcome.was_executed()
+    }
+
+    /// The two ways a run's lock call meets the scheduler's claim, the argument
+    /// (`hold_claimed`, as `Job::locked` and `#[scheduled]` runs) and the run's slot (`hold`, as
+    /// a `Job::new` run's own lock call), take a claim for the same calls and refuse it for the
+    /// same calls: another provider, another lock name, another tick, no tick.
+    #[tokio::test]
+    async fn the_argument_and_the_slot_take_a_claim_by_one_rule() {
+        // A past tick, whole seconds: the store grants it (a tick ahead of its clock it refuses).
+        let tick = DateTime::from_timestamp(Utc::now().timestamp() - 60, 0).unwrap();
+        let claimed = config("job", Some(tick));
+        let cases = [
+            ("its own call", false, claimed.clone(), true),
+            ("another provider", true, claimed.clone(), false),
+            ("another lock", false, config("other", Some(tick)), false),
+            (
+                "another tick",
+                false,
+                config("job", Some(tick - TimeDelta::seconds(1))),
+                false,
+            ),
+            ("no tick", false, config("job", None), false),
+        ];
+        for (case, on_other_provider, call, expected) in cases {
+            // Each path on stores of its own, so neither sees the other's acquire.
+            let (scheduler, other) = (provider().await, provider().await);
+            let on = if on_other_provider {
+                &other
+            } else {
+                &scheduler
+            };
+            let by_argument = hold_claimed(
+                on.as_ref(),
+                &call,
+                Some(held_elsewhere(&scheduler, claimed.clone())),
+                |_| async {},
+            )
+            .await
+            .unwrap();
+
+            let (scheduler, other) = (provider().await, provider().await);
+            let on = if on_other_provider {
+                &other
+            } else {
+                &scheduler
+            };
+            let slot = Slot::new(Some(held_elsewhere(&scheduler, claimed.clone())));
+            let by_slot = slot
+                .scope(hold(on.as_ref(), &call, |_| async {}))
+                .await
+                .unwrap();
+            assert_eq!(
+                (took(by_argument), took(by_slot)),
+                (expected, expected),
+                "{case}: (the argument's call took it, the slot's call took it)"
+            );
+            // A claim the slot's call refused is still there for a later call of the run.
+            assert_eq!(
+                slot.is_taken(),
+                expected,
+                "{case}: taken out of the slot (else left for a later call of the run)"
+            );
+        }
     }
 }

@@ -1,5 +1,7 @@
 //! Provider settings shared by every backend: table name, `locked_by`, clock, keep-alive, and
-//! the builder that sets them.
+//! the builder that sets them ([`ProviderBuilder`]); and the limits every setting and every
+//! [`LockConfiguration`](crate::LockConfiguration) is held to ([`MAX_NAME_BYTES`],
+//! [`MAX_LOCK_DURATION`], [`DURATION_RESOLUTION`], [`MAX_TABLE_NAME_BYTES`]).
 
 use std::fmt;
 use std::sync::Arc;
@@ -9,7 +11,9 @@ use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
 
 use crate::config::round_up_to_millis;
-use crate::{Error, Result};
+// A lock configuration's limits, public here beside the settings' own.
+pub use crate::config::{DURATION_RESOLUTION, MAX_LOCK_DURATION, MAX_NAME_BYTES};
+use crate::error::{Error, Result};
 
 /// The default lock table name.
 pub const DEFAULT_TABLE_NAME: &str = "shedlock";
@@ -141,14 +145,14 @@ impl KeepAlive {
     /// `lease / 3`: a holder that dies releases its lock after at most `lease`.
     ///
     /// The lease is rounded up to whole milliseconds, like every lock duration
-    /// ([`DURATION_RESOLUTION`](crate::DURATION_RESOLUTION)).
+    /// ([`DURATION_RESOLUTION`]).
     pub fn lease(lease: Duration) -> Result<Self> {
         if lease.is_zero() {
             return Err(Error::InvalidKeepAlive(
                 "the lease must be greater than zero".into(),
             ));
         }
-        if lease > crate::MAX_LOCK_DURATION {
+        if lease > crate::config::MAX_LOCK_DURATION {
             return Err(Error::InvalidKeepAlive(format!(
                 "the lease ({}) is longer than the limit of 1000 years",
                 humantime::format_duration(lease)
@@ -257,7 +261,7 @@ fn validate_locked_by(value: String) -> Result<String> {
 }
 
 fn validate_tick_tolerance(tolerance: Duration) -> Result<Duration> {
-    if tolerance > crate::MAX_LOCK_DURATION {
+    if tolerance > crate::config::MAX_LOCK_DURATION {
         return Err(Error::InvalidTickTolerance(format!(
             "{} is longer than the limit of 1000 years",
             humantime::format_duration(tolerance)

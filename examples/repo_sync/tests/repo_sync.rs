@@ -44,9 +44,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock::{
-    LockAdmin, LockProvider, RunStore, SqliteLockProvider, TaskResult, with_provider, with_tick,
-};
+use shedlock::context::with_tick;
+use shedlock::{LockAdmin, LockProvider, RunStore, SqliteLockProvider, TaskResult, with_provider};
 
 use crate::chunk::ChunkConfig;
 use crate::db::{Db, Location};
@@ -656,13 +655,13 @@ async fn three_copies_of_run_sync_each_repository_once_per_tick() {
     // repository and tick, one `executed` row by the copy that synced it.
     let provider = shedlock::SqliteLockProvider::connect(&url).await.unwrap();
     let history = provider
-        .runs(&shedlock::RunQuery::latest(10_000))
+        .runs(&shedlock::history::RunQuery::latest(10_000))
         .await
         .unwrap();
     let mut executed = std::collections::BTreeMap::<(i64, i64), Vec<String>>::new();
     for row in history
         .iter()
-        .filter(|r| r.outcome == shedlock::RunOutcome::Executed)
+        .filter(|r| r.outcome == shedlock::history::RunOutcome::Executed)
     {
         let id: i64 = row.job.trim_start_matches("repo_sync_").parse().unwrap();
         executed
@@ -684,7 +683,7 @@ async fn three_copies_of_run_sync_each_repository_once_per_tick() {
     assert!(
         history
             .iter()
-            .all(|r| r.outcome != shedlock::RunOutcome::Running),
+            .all(|r| r.outcome != shedlock::history::RunOutcome::Running),
         "every run finished before its copy exited: {history:?}"
     );
     eprintln!(
@@ -911,9 +910,9 @@ async fn metrics_endpoint_serves_the_scheduler_counters() {
     let provider = shedlock::SqliteLockProvider::connect(&url).await.unwrap();
     let rows = provider
         .runs(
-            &shedlock::RunQuery::latest(100)
+            &shedlock::history::RunQuery::latest(100)
                 .name("repo_sync_1")
-                .outcome(shedlock::RunOutcome::Executed),
+                .outcome(shedlock::history::RunOutcome::Executed),
         )
         .await
         .unwrap();

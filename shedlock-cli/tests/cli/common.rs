@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 use serde_json::Value;
-use shedlock::{LockAdmin, LockConfiguration, LockState};
+use shedlock::history::LockState;
+use shedlock::{LockAdmin, LockConfiguration};
 use shedlock_suite::{MySql, Opts, Postgres, Sqlite, TestDb};
 use tokio::io::AsyncWriteExt;
 

@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use shedlock::{LockProvider, NewRun, RunOutcome, RunQuery, RunStore};
+use shedlock::history::{NewRun, RunOutcome, RunQuery};
+use shedlock::{LockProvider, RunStore};
 
 use crate::common::{
     CliDb, HOLDER, TEN_MINUTES, cfg, cli, column, millis, parse_table, provider, secs, state, tick,

@@ -1,6 +1,7 @@
 //! `shedlock migrate`, on every backend.
 
-use shedlock::{LockAdmin, RunQuery, RunStore};
+use shedlock::history::RunQuery;
+use shedlock::{LockAdmin, RunStore};
 use shedlock_suite::unique_name;
 
 use crate::common::{CliDb, run};

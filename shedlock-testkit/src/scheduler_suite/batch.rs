@@ -8,13 +8,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::TimeDelta;
+use shedlock::scheduler::JobStats;
 use shedlock::{
-    Job, JobStats, LockAdmin, LockConfiguration, LockContext, LockProvider, Schedule, Scheduler,
-    TaskResult, run_locked,
+    Job, LockAdmin, LockConfiguration, LockContext, LockProvider, Schedule, Scheduler, TaskResult,
+    run_locked,
 };
 
 use super::{MS, eventually};
-use crate::{Hooked, Opts, TestDb, Turn};
+use crate::db::{Opts, TestDb};
+use crate::hooked::{Hooked, Turn};
 
 /// How many jobs each case registers, all due every second.
 pub(super) const JOBS: usize = 20;

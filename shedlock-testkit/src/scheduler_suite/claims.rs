@@ -9,7 +9,7 @@ use std::time::Duration;
 use shedlock::{Job, LockConfiguration, LockContext, LockProvider};
 
 use super::batch::{JOBS, SEC, counting, every_second, lock_config, run_until};
-use crate::{Opts, TestDb};
+use crate::db::{Opts, TestDb};
 
 /// Twenty jobs built with [`Job::locked`] (the scheduler takes the lock, the body gets its
 /// context), one of them held by another holder throughout: every tick is claimed in the

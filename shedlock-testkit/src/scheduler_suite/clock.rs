@@ -5,13 +5,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use shedlock::history::{RunOutcome, RunQuery};
+use shedlock::scheduler::RunHistory;
 use shedlock::{
-    Job, LockConfiguration, LockContext, LockProvider, RunHistory, RunOutcome, RunQuery, RunStore,
-    Schedule, Scheduler, run_locked,
+    Job, LockConfiguration, LockContext, LockProvider, RunStore, Schedule, Scheduler, run_locked,
 };
 
 use super::eventually;
-use crate::{Opts, TestDb};
+use crate::db::{Opts, TestDb};
 
 /// Schedulers whose own clocks are 5 minutes ahead and 5 minutes behind measure their offset to
 /// the database and fire every tick when the database's clock reaches it: on time, nothing
@@ -21,7 +22,7 @@ pub async fn a_skewed_instance_fires_by_the_database_clock<D: TestDb>(db: &Arc<D
     for minutes in [5, -5] {
         let provider = db.provider_with(Opts::own_pool()).await;
         let scheduler = Scheduler::builder(provider)
-            .clock(crate::skewed_clock(minutes))
+            .clock(crate::db::skewed_clock(minutes))
             .misfire_grace(Duration::ZERO)
             .build();
         let seen: Seen = Arc::default();
@@ -38,7 +39,11 @@ pub async fn a_skewed_instance_fires_by_the_database_clock<D: TestDb>(db: &Arc<D
                             LockConfiguration::new(name, Duration::from_secs(30), Duration::ZERO)?;
                         run_locked(cfg, async move {
                             let tick = LockContext::current().unwrap().tick().unwrap();
-                            let now = shedlock::current_provider().unwrap().now().await.unwrap();
+                            let now = shedlock::context::current_provider()
+                                .unwrap()
+                                .now()
+                                .await
+                                .unwrap();
                             seen.lock().unwrap().push((tick, now));
                         })
                         .await

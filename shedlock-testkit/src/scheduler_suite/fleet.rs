@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use shedlock::{Job, LockConfiguration, LockContext, Schedule, Scheduler, run_locked};
 
 use super::eventually;
-use crate::{Opts, TestDb};
+use crate::db::{Opts, TestDb};
 
 const INSTANCES: usize = 4;
 const JOBS: usize = 200;
@@ -46,7 +46,7 @@ fn sharing_job(
     let run_lock = lock.clone();
     Job::new(name, Schedule::parse(cron, "UTC").unwrap(), move || {
         let (ledger, running, lock) = (Arc::clone(&ledger), Arc::clone(&running), run_lock.clone());
-        if let Some(tick) = shedlock::current_tick() {
+        if let Some(tick) = shedlock::context::current_tick() {
             ledger
                 .calls
                 .lock()

@@ -5,13 +5,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use shedlock::settings::{KeepAlive, OnLockLost};
 use shedlock::{
-    Error, KeepAlive, LockAdmin, LockConfiguration, LockContext, LockProvider, OnLockLost,
-    TaskResult, run_locked, with_provider,
+    Error, LockAdmin, LockConfiguration, LockContext, LockProvider, TaskResult, run_locked,
+    with_provider,
 };
 
 use super::{MS, eventually};
-use crate::{Opts, TestDb};
+use crate::db::{Opts, TestDb};
 
 /// A job running 5 s under `lock_at_most_for = 30 s` on a 1.5 s lease: the lock is renewed
 /// (never more than 1.5 s ahead) and nobody else can take it meanwhile.

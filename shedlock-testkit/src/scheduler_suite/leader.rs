@@ -7,12 +7,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use shedlock::{
-    LeaderElection, LeaderElector, Leadership, LockAdmin, LockConfiguration, Schedule, Scheduler,
-};
+use shedlock::leader::{LeaderElection, LeaderElector, Leadership};
+use shedlock::{LockAdmin, LockConfiguration, Schedule, Scheduler};
 
 use super::{MS, eventually, recording_job};
-use crate::{Opts, TestDb};
+use crate::db::{Opts, TestDb};
 
 /// Lease 30 s: long enough that a hand-over within the tests' 15 s deadlines can only be a
 /// resignation or a release, never a lapse. Retry every 200 ms.
@@ -305,12 +304,12 @@ pub async fn only_the_leader_fires_and_a_successor_takes_over<D: TestDb>(db: &Ar
 }
 
 /// Every missed tick, on request: a scheduler runs a per-second job, stops, and 4 s later
-/// another starts with [`shedlock::MisfirePolicy::All`]. It runs each tick missed in between,
+/// another starts with [`shedlock::scheduler::MisfirePolicy::All`]. It runs each tick missed in between,
 /// oldest first, and then the new ones: from the first run to the last, every tick ran, and
 /// none twice. The same with the default policy runs only the latest missed tick, so it leaves the
 /// gap (checked too, as the difference the policy makes).
 pub async fn every_missed_tick_runs_once_with_misfire_policy_all<D: TestDb>(db: &Arc<D>) {
-    use shedlock::MisfirePolicy;
+    use shedlock::scheduler::MisfirePolicy;
     let grace = Duration::from_secs(30);
     let ticks_of = async || {
         let mut ticks: Vec<i64> = db.runs().await.iter().map(|(tick, _, _)| *tick).collect();
@@ -380,10 +379,10 @@ pub async fn every_missed_tick_runs_once_with_misfire_policy_all<D: TestDb>(db: 
 }
 
 /// A job new to the fleet (its declared lock never claimed a tick) under
-/// [`shedlock::MisfirePolicy::All`] with a 30 s grace: at start only its latest missed tick
+/// [`shedlock::scheduler::MisfirePolicy::All`] with a 30 s grace: at start only its latest missed tick
 /// runs, not the 30 ticks of the grace before it existed.
 pub async fn a_new_job_does_not_replay_the_grace_with_misfire_policy_all<D: TestDb>(db: &Arc<D>) {
-    use shedlock::MisfirePolicy;
+    use shedlock::scheduler::MisfirePolicy;
     let started = Utc::now().timestamp_millis();
     let scheduler = Scheduler::builder(db.provider_with(Opts::own_pool()).await)
         .misfire_grace(Duration::from_secs(30))
@@ -410,13 +409,13 @@ pub async fn a_new_job_does_not_replay_the_grace_with_misfire_policy_all<D: Test
 }
 
 /// A leader cut off from the database (nothing it sends arrives) hands over to a follower once
-/// its lease lapses; with [`shedlock::MisfirePolicy::All`] the follower runs every tick nobody
+/// its lease lapses; with [`shedlock::scheduler::MisfirePolicy::All`] the follower runs every tick nobody
 /// ran in the hand-over, oldest first: from the first run to the last, no tick is missing and
 /// none ran twice (a run of the old leader caught mid-flight keeps its lock until its lease
 /// ends; the ticks it refuses meanwhile are tried again then). SQLite has no wire: there the
 /// case returns at once (`every_missed_tick_runs_once_with_misfire_policy_all` covers it).
 pub async fn a_hand_over_runs_every_missed_tick_with_misfire_policy_all<D: TestDb>(db: &Arc<D>) {
-    use shedlock::MisfirePolicy;
+    use shedlock::scheduler::MisfirePolicy;
     let election = short_lease();
     let Some((cut_off, proxy)) = db
         .provider_via_proxy(Opts::default().locked_by("cut-off"))

@@ -7,13 +7,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use chrono::Utc;
+use shedlock::history::{RunOutcome, RunQuery};
+use shedlock::scheduler::RunHistory;
 use shedlock::{
-    Job, LockAdmin, LockConfiguration, LockContext, RunHistory, RunOutcome, RunQuery, RunStore,
-    Schedule, Scheduler, TaskResult, run_locked, with_provider,
+    Job, LockAdmin, LockConfiguration, LockContext, RunStore, Schedule, Scheduler, TaskResult,
+    run_locked, with_provider,
 };
 
 use super::{MS, eventually};
-use crate::{Opts, TestDb};
+use crate::db::{Opts, TestDb};
 
 /// The job every instance runs: claim the tick, work 5 ms, write one row.
 pub(super) fn recording_job<D: TestDb>(db: &Arc<D>, instance: &str) -> Job {
@@ -353,7 +355,7 @@ pub async fn a_sweep_between_unlock_and_finish_leaves_the_real_outcome<D: TestDb
 where
     D::Provider: RunStore,
 {
-    use shedlock::{RunFinished, RunInfo, SchedulerListener};
+    use shedlock::scheduler::{RunFinished, RunInfo, SchedulerListener};
 
     /// Runs the sweep, synchronously, in every `on_finished`; records what each closed.
     struct SweepOnFinish {

@@ -10,7 +10,7 @@ use shedlock::{
 };
 
 use super::{LONG, MS, cfg, taken_only_after};
-use crate::{Opts, TestDb};
+use crate::db::{Opts, TestDb};
 
 pub async fn creates_lock<D: TestDb>(db: &D) {
     let provider = db.provider();
@@ -288,7 +288,8 @@ pub async fn executor_runs_skips_and_releases_after_panic<D: TestDb>(db: &D) {
 /// `lock_at_most_for` of one nanosecond under keep-alive does not panic; odd retentions prune
 /// (where the backend keeps a run history).
 pub async fn odd_durations_are_honoured_alike<D: TestDb>(db: &D) {
-    use shedlock::{KeepAlive, TaskResult, run_locked, with_provider};
+    use shedlock::settings::KeepAlive;
+    use shedlock::{TaskResult, run_locked, with_provider};
     let p = db.provider();
     let third = Duration::from_millis(100) / 3;
     let c = LockConfiguration::new("third", third, third).unwrap();

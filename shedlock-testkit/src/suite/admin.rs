@@ -6,7 +6,7 @@ use std::time::Duration;
 use shedlock::{LockAdmin, LockProvider};
 
 use super::{LONG, SEC, cfg, tick};
-use crate::{Opts, TestDb};
+use crate::db::{Opts, TestDb};
 
 pub async fn lock_states_read_by_the_database_clock<D: TestDb>(db: &D) {
     let provider = db.provider();

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use shedlock::{Error, LockAdmin, LockConfiguration, LockGuard, LockProvider};
 
 use super::{LONG, SEC, cfg, tick};
-use crate::{Opts, TestDb};
+use crate::db::{Opts, TestDb};
 
 fn at(config: &LockConfiguration, tick: DateTime<Utc>) -> LockConfiguration {
     config.clone().for_tick(tick)
@@ -180,7 +180,7 @@ pub async fn a_name_twice_in_one_batch_is_taken_once<D: TestDb>(db: &D) {
 pub async fn a_batch_reads_the_application_clock_in_application_mode<D: TestDb>(db: &D) {
     let app = |minutes: i64| Opts {
         own_pool: true,
-        clock_mode: shedlock::ClockMode::Application(crate::skewed_clock(minutes)),
+        clock_mode: shedlock::settings::ClockMode::Application(crate::db::skewed_clock(minutes)),
         ..Opts::default()
     };
     let right = db.provider_with(app(0)).await;

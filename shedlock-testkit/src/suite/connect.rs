@@ -5,10 +5,11 @@
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use shedlock::{LockAdmin, LockProvider, NewRun, RunOutcome, RunQuery};
+use shedlock::history::{NewRun, RunOutcome, RunQuery};
+use shedlock::{LockAdmin, LockProvider};
 
 use super::{LONG, cfg};
-use crate::TestDb;
+use crate::db::TestDb;
 
 /// Every session of a provider from `connect(url)` ended by the server (PostgreSQL
 /// `pg_terminate_backend`, MariaDB `KILL`), twice: each time the next `lock()` still takes the

@@ -9,7 +9,7 @@ use shedlock::{LockAdmin, LockProvider};
 use tokio::sync::Mutex;
 
 use super::{LONG, MS, SEC, cfg, tick};
-use crate::{Opts, TestDb};
+use crate::db::{Opts, TestDb};
 
 pub async fn separate_pools_race_for_one_tick_exactly_one_wins<D: TestDb>(db: &D) {
     let mut providers = Vec::new();

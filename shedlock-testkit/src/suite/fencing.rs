@@ -6,7 +6,7 @@ use std::time::Duration;
 use shedlock::{Error, LockAdmin, LockProvider};
 
 use super::{LONG, MS, SEC, cfg};
-use crate::{Opts, TestDb};
+use crate::db::{Opts, TestDb};
 
 pub async fn extends_several_times<D: TestDb>(db: &D) {
     let p = db.provider();

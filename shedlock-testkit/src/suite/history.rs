@@ -7,13 +7,14 @@ use chrono::{DateTime, Utc};
 use shedlock::{Error, LockAdmin, LockProvider, RunStore};
 
 use super::{LONG, MS, SEC, cfg, tick, wait_until_free};
-use crate::{Opts, TestDb, unique_name};
+use crate::db::{Opts, TestDb};
+use crate::unique_name;
 
 pub async fn run_history_round_trips_filters_and_prunes<D: TestDb>(db: &D)
 where
     D::Provider: RunStore,
 {
-    use shedlock::{NewRun, RunOutcome, RunQuery};
+    use shedlock::history::{NewRun, RunOutcome, RunQuery};
     let provider = db.provider();
     let old = provider
         .record_run(&NewRun::new(
@@ -141,7 +142,7 @@ where
     D::Provider: RunStore,
 {
     use chrono::SecondsFormat;
-    use shedlock::{NewRun, RunOutcome, RunQuery, RunRecord};
+    use shedlock::history::{NewRun, RunOutcome, RunQuery, RunRecord};
     let p = db.provider();
     let other = db.provider_with(Opts::own_pool().locked_by("newer")).await;
     let running = |name: &str, token: i64| {
@@ -300,7 +301,7 @@ pub async fn a_run_finished_after_a_sweep_keeps_its_real_outcome<D: TestDb>(db: 
 where
     D::Provider: RunStore,
 {
-    use shedlock::{NewRun, RunOutcome, RunQuery};
+    use shedlock::history::{NewRun, RunOutcome, RunQuery};
     let p = db.provider();
     let guard = p
         .lock(&cfg("quick", LONG, Duration::ZERO))

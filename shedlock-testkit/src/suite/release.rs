@@ -7,7 +7,7 @@ use futures_util::future::join_all;
 use shedlock::{LockAdmin, LockConfiguration, LockGuard, LockProvider};
 
 use super::{LONG, SEC, cfg, taken_only_after, tick};
-use crate::{Opts, TestDb};
+use crate::db::{Opts, TestDb};
 
 /// 200 runs of one tick end together and unlock at once: at most 20 statements release them
 /// (one each before grouping: 200). Half had `lock_at_least_for` of a minute and stay held

@@ -7,7 +7,8 @@ use std::time::Duration;
 use shedlock::{Error, LockAdmin, LockProvider, RunStore};
 
 use super::{LONG, cfg, tick};
-use crate::{Opts, TestDb, unique_name};
+use crate::db::{Opts, TestDb};
+use crate::unique_name;
 
 pub async fn missing_table_says_run_migrate<D: TestDb>(db: &D) {
     let table = unique_name("never_made");
@@ -176,7 +177,7 @@ pub async fn reserved_words_name_tables<D: TestDb>(db: &D)
 where
     D::Provider: RunStore,
 {
-    use shedlock::{NewRun, RunOutcome, RunQuery};
+    use shedlock::history::{NewRun, RunOutcome, RunQuery};
     for word in ["user", "order"] {
         let (p, place) = db.provider_in_own_place(word).await;
         p.migrate().await.unwrap_or_else(|e| panic!("{word}: {e}"));

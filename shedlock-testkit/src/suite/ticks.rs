@@ -4,10 +4,11 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Timelike, Utc};
-use shedlock::{ClockMode, Error, LockAdmin, LockProvider};
+use shedlock::settings::ClockMode;
+use shedlock::{Error, LockAdmin, LockProvider};
 
 use super::{LONG, SEC, cfg, taken_only_after, tick};
-use crate::{Opts, Row, TestDb, skewed_clock};
+use crate::db::{Opts, Row, TestDb, skewed_clock};
 
 pub async fn tick_is_claimed_once<D: TestDb>(db: &D) {
     let a = db.provider();
@@ -140,7 +141,7 @@ pub async fn a_tick_too_far_ahead_is_refused_as_clock_skew<D: TestDb>(db: &D) {
             ahead_by,
         } => {
             assert_eq!((name.as_str(), tick), ("job", future));
-            assert_eq!(tolerance, shedlock::DEFAULT_TICK_TOLERANCE);
+            assert_eq!(tolerance, shedlock::settings::DEFAULT_TICK_TOLERANCE);
             if let Some(ahead) = ahead_by {
                 assert!(
                     (59 * 60 * SEC..=61 * 60 * SEC).contains(&ahead),

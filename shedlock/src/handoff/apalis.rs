@@ -21,7 +21,7 @@ use apalis_core::task::builder::TaskBuilder;
 use futures_util::future::BoxFuture;
 
 use super::{Enqueued, HandOff, TickQueue};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// How many times the queue runs a hand-off whose run fails before it gives up (apalis's
 /// default, 25, made explicit). A worker killed mid-run does not count against it in apalis.

@@ -25,10 +25,13 @@ use chrono::{DateTime, TimeDelta, Utc};
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
-use crate::{
-    Error, Job, LockAdmin, LockConfiguration, LockContext, Result, Schedule, TaskResult,
-    current_tick, run_locked,
-};
+use crate::config::LockConfiguration;
+use crate::context::{LockContext, current_tick};
+use crate::error::{Error, Result};
+use crate::provider::LockAdmin;
+use crate::run::{TaskResult, run_locked};
+use crate::schedule::Schedule;
+use crate::scheduler::job::Job;
 
 #[cfg(any(
     feature = "apalis-sqlite",

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// A cron expression evaluated in an IANA time zone.
 ///

@@ -14,8 +14,10 @@ use super::misfire::Backlog;
 use super::registry::Jobs;
 use super::{Inner, MisfirePolicy, Scheduler};
 use crate::clock_sync::DbClock;
-use crate::observe::Observer;
-use crate::{AppClock, LeaderElection, LockProvider, RunHistory, RunStore, SchedulerListener};
+use crate::leader::LeaderElection;
+use crate::observe::{Observer, RunHistory, SchedulerListener};
+use crate::provider::{LockProvider, RunStore};
+use crate::settings::AppClock;
 
 /// Settings for a [`Scheduler`] over the provider `P`.
 #[derive(Debug)]
@@ -119,7 +121,7 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
     /// and each tick still runs once. An instance that becomes leader runs each job's latest
     /// past tick within the misfire grace that no instance ran (the tick the old leader did
     /// not fire). [`Scheduler::leader_elector`] gives the elector (whether this instance
-    /// leads, the term's fencing token). See [`LeaderElector`](crate::LeaderElector) for how it elects.
+    /// leads, the term's fencing token). See [`LeaderElector`](crate::leader::LeaderElector) for how it elects.
     pub fn leader_election(mut self, election: LeaderElection) -> Self {
         self.election = Some(election);
         self
@@ -130,8 +132,8 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
     /// A job due when every slot is taken is neither started nor claimed: its tick stays free
     /// for the other instances, and this instance claims it when a slot frees, oldest tick
     /// first, as long as the tick is within the [misfire grace](Self::misfire_grace) (older
-    /// ones are counted in [`JobStats::misfires_skipped`](crate::JobStats::misfires_skipped)). Each deferral is counted in
-    /// [`JobStats::deferred_capacity`](crate::JobStats::deferred_capacity) and the
+    /// ones are counted in [`JobStats::misfires_skipped`](crate::scheduler::JobStats::misfires_skipped)). Each deferral is counted in
+    /// [`JobStats::deferred_capacity`](crate::scheduler::JobStats::deferred_capacity) and the
     /// [`metric_names::DEFERRED`](crate::metric_names::DEFERRED) counter. If a newer tick of a
     /// waiting job comes first, the newer one takes its place. A tick skipped because the
     /// previous run is still going takes no slot. `n` of zero is taken as one.

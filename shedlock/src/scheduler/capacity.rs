@@ -227,7 +227,12 @@ mod tests {
 
     use chrono::Utc;
 
-    use crate::{Job, LockConfiguration, LockContext, Schedule, Scheduler, SqliteLockProvider};
+    use crate::config::LockConfiguration;
+    use crate::context::LockContext;
+    use crate::schedule::Schedule;
+    use crate::scheduler::Scheduler;
+    use crate::scheduler::job::Job;
+    use crate::sql::SqliteLockProvider;
 
     /// The cause of a tick lost under a run limit (issue 34, point 3): a job found no slot, a
     /// run ended before the job was queued, and the slot loop, woken by that run's end, found an

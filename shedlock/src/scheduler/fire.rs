@@ -4,8 +4,8 @@
 //! task of its own, which receives the answer for its lock as an argument: a
 //! [`Job::locked`](crate::Job::locked) run, or a `#[scheduled]` function's with a declared
 //! lock, takes it at once; a [`Job::new`](crate::Job::new) function's own lock call picks it
-//! up by lock name and tick (see `crate::run::hold`), and a claimed lock it did not take is
-//! released when it ends. If the claim as a whole fails, the
+//! up from the run's scope; either way only a lock call the claim answers takes it (one rule,
+//! in `crate::claim`), and a claimed lock the run did not take is released when it ends. If the claim as a whole fails, the
 //! runs claim their own locks.
 
 use std::panic::AssertUnwindSafe;
@@ -27,10 +27,13 @@ use super::job::{RunEnd, bump};
 use super::misfire::policy;
 use super::registry::JobState;
 use super::shed::{CLAIMS_IN_FLIGHT, Due, SOONEST_DEADLINE, ToClaim, deadline_of, shed_late};
-use crate::context::{PreClaim, with_cancel, with_provider_arc, with_tick};
+use crate::claim::PreClaim;
+use crate::config::LockConfiguration;
+use crate::context::{with_cancel, with_provider_arc, with_tick};
+use crate::error::Error;
+use crate::history::RunOutcome;
 use crate::observe::{Probe, RunInfo};
 use crate::run::acquire_config;
-use crate::{Error, LockConfiguration, RunOutcome};
 
 /// Fires every job of one tick instant that is due now: under [`MisfirePolicy::All`] a job
 /// still running, or with older ticks waiting, queues this one behind them (see

@@ -20,7 +20,9 @@ use chrono::{DateTime, Utc};
 
 use super::Inner;
 use super::registry::JobState;
-use crate::{LockConfiguration, LockGuard, LockProvider};
+use crate::config::LockConfiguration;
+use crate::guard::LockGuard;
+use crate::provider::LockProvider;
 
 /// How long a seat lasts without renewal: an instance gone for this long stops counting.
 const SEAT_LEASE: Duration = Duration::from_secs(10);

@@ -4,15 +4,18 @@
 use std::fmt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
 
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 
-use crate::context::{PreClaim, PreClaimSlot, current_provider, current_tick, with_pre_claim};
-use crate::run::hold_claimed;
-use crate::{Error, LockConfiguration, LockContext, Result, Schedule, TaskResult};
+use crate::claim::{PreClaim, Slot};
+use crate::config::LockConfiguration;
+use crate::context::{LockContext, current_provider, current_tick};
+use crate::error::{Error, Result};
+use crate::run::{TaskResult, hold_claimed};
+use crate::schedule::Schedule;
 
 /// What a scheduled function may return, so the scheduler can tell a failed run from a good
 /// one: `()` or any `Result<T, E>` whose error is `Display`.
@@ -40,7 +43,7 @@ impl<T: Send + 'static, E: fmt::Display + Send + 'static> JobOutput for std::res
 /// What the scheduler does with a job's ticks that were not fired on time: missed while no
 /// instance ran (a restarted fleet, a leader killed before its successor took over), or while
 /// this instance was late or the job still running. Set per scheduler
-/// ([`SchedulerBuilder::misfire_policy`](crate::SchedulerBuilder::misfire_policy)) and per job
+/// ([`SchedulerBuilder::misfire_policy`](crate::scheduler::SchedulerBuilder::misfire_policy)) and per job
 /// ([`Job::misfire_policy`](crate::Job::misfire_policy)); only ticks within the misfire grace
 /// are ever run, and each is still claimed through the lock, so it runs once fleet-wide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -119,16 +122,14 @@ impl Job {
         Fut: Future<Output = Result<TaskResult<T>>> + Send + 'static,
         T: JobOutput,
     {
-        // The function takes its own lock: the scheduler's answer waits in the run's scope
-        // for its lock call (`crate::run::hold`), and is released if the run did not take it.
+        // The function takes its own lock: the scheduler's answer waits in the run's slot
+        // for its lock call (`crate::claim`), and is released if the run did not take it.
         let run = move |claim: Option<PreClaim>| -> BoxFuture<'static, RunEnd> {
-            let slot: PreClaimSlot = Arc::new(Mutex::new(claim));
+            let slot = Slot::new(claim);
             let fut = run();
             Box::pin(async move {
-                let end = AssertUnwindSafe(with_pre_claim(Arc::clone(&slot), fut))
-                    .catch_unwind()
-                    .await;
-                release_unused(&slot).await;
+                let end = AssertUnwindSafe(slot.scope(fut)).catch_unwind().await;
+                slot.release_unused().await;
                 match end {
                     Ok(result) => ended(result),
                     Err(panic) => std::panic::resume_unwind(panic),
@@ -259,7 +260,7 @@ impl Job {
     }
 
     /// What happens to this job's ticks that were not fired on time (default: the scheduler's,
-    /// [`SchedulerBuilder::misfire_policy`](crate::SchedulerBuilder::misfire_policy)).
+    /// [`SchedulerBuilder::misfire_policy`](crate::scheduler::SchedulerBuilder::misfire_policy)).
     #[must_use]
     pub fn misfire_policy(mut self, policy: MisfirePolicy) -> Self {
         self.misfire_policy = Some(policy);
@@ -315,7 +316,7 @@ pub struct JobStats {
     /// Runs cancelled by shutdown.
     pub cancelled: u64,
     /// Missed ticks run late because they were within the misfire grace (at start-up, when
-    /// added, on becoming leader; under [`MisfirePolicy::All`](crate::MisfirePolicy::All) also
+    /// added, on becoming leader; under [`MisfirePolicy::All`](crate::scheduler::MisfirePolicy::All) also
     /// each tick that waited for the runs before it).
     pub misfires_run: u64,
     /// Missed ticks not run: older than the misfire grace, skipped by the misfire policy, or
@@ -327,10 +328,10 @@ pub struct JobStats {
     /// ahead of the database's by more than the tick tolerance).
     pub clock_skew: u64,
     /// Ticks not fired because this instance did not lead (a scheduler with
-    /// [`leader_election`](crate::SchedulerBuilder::leader_election)).
+    /// [`leader_election`](crate::scheduler::SchedulerBuilder::leader_election)).
     pub not_leader: u64,
     /// Ticks that waited for a slot of the run limit
-    /// ([`max_concurrent_runs`](crate::SchedulerBuilder::max_concurrent_runs)), unclaimed.
+    /// ([`max_concurrent_runs`](crate::scheduler::SchedulerBuilder::max_concurrent_runs)), unclaimed.
     pub deferred_capacity: u64,
 }
 
@@ -383,24 +384,6 @@ fn ended<T: JobOutput>(result: Result<TaskResult<T>>) -> RunEnd {
         Ok(TaskResult::Executed(output)) => RunEnd::Executed(output.failure()),
         Ok(TaskResult::Skipped) => RunEnd::Skipped,
         Err(error) => RunEnd::Failed(error),
-    }
-}
-
-/// Releases a lock the scheduler claimed for a run that did not take it.
-async fn release_unused(slot: &PreClaimSlot) {
-    let unused = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
-    let Some(PreClaim {
-        answer: Ok(Some(guard)),
-        ..
-    }) = unused
-    else {
-        return;
-    };
-    let (name, token) = (guard.name().to_owned(), guard.fencing_token());
-    tracing::info!(lock = %name, token,
-        "the run did not take the lock claimed for its tick: released (the tick stays claimed)");
-    if let Err(error) = guard.unlock().await {
-        tracing::warn!(lock = %name, token, %error, "unlock failed; retrying in the background until the lease runs out");
     }
 }
 

@@ -1,5 +1,11 @@
-//! [`Scheduler`]: fires each job at its cron ticks and runs it under its lock, once per tick
-//! across instances. The timer (one per scheduler) is in [`tick_loop`]; jobs are in [`job`].
+//! [`Scheduler`]: fires each [`Job`] at its cron ticks and runs it under its lock, once per
+//! tick across instances; what it is built with ([`SchedulerBuilder`], [`MisfirePolicy`],
+//! [`RunHistory`]), what a job returns ([`JobOutput`]) and counts ([`JobStats`]), and what it
+//! reports ([`SchedulerListener`] with [`RunInfo`] and [`RunFinished`], [`FleetView`],
+//! [`ShutdownReport`]).
+//!
+//! Inside the crate: the timer (one per scheduler) is in `tick_loop.rs`, jobs in `job.rs`,
+//! firing one tick instant in `fire.rs`.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,19 +17,22 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 
 use crate::clock_sync::{DbClock, clock_loop};
+use crate::error::{Error, Result};
+use crate::leader::{LeaderElection, LeaderElector};
 use crate::observe::Observer;
-use crate::{Error, LeaderElection, LeaderElector, LockProvider, Result};
+use crate::provider::LockProvider;
 
-mod builder;
+pub(crate) mod builder;
 mod capacity;
 mod fire;
-mod fleet;
-mod job;
+pub(crate) mod fleet;
+pub(crate) mod job;
 mod misfire;
 mod registry;
 mod shed;
 mod tick_loop;
 
+pub use crate::observe::{RunFinished, RunHistory, RunInfo, SchedulerListener};
 pub use builder::SchedulerBuilder;
 use capacity::Capacity;
 use fire::capacity_loop;
@@ -121,7 +130,7 @@ impl Inner {
 /// entries, not a task each. On waking it fires every job due by then. Jobs due at the same
 /// instant are fired together: the ticks of those whose lock is known ([`Job::with_lock`], or
 /// learned from the job's previous run) are claimed with one
-/// [`LockProvider::lock_many`](crate::LockProvider::lock_many) call, and each run's lock call
+/// [`LockProvider::lock_many`] call, and each run's lock call
 /// takes its answer (see [Claiming ticks together](Job#claiming-ticks-together)).
 ///
 /// # Sharing a tick
@@ -152,7 +161,7 @@ impl Inner {
 /// - It never overlaps a job with itself in one process: a tick that comes while the previous
 ///   run still goes is skipped and counted ([`JobStats::skipped_overlap`]).
 /// - Runs happen inside [`with_provider`](crate::with_provider) (this scheduler's provider) and
-///   [`with_tick`](crate::with_tick), so the job's lock claims the tick.
+///   [`with_tick`](crate::context::with_tick), so the job's lock claims the tick.
 /// - At start (and when a job is added) the latest past tick is run if it is younger than the
 ///   misfire grace (default 5 minutes) and no instance ran it; older ones are logged and skipped.
 /// - [`shutdown`](Self::shutdown) stops firing, waits up to the shutdown timeout (default 30 s)
@@ -321,7 +330,7 @@ impl Scheduler {
             admin.lock_states(&[READY_PROBE.to_owned()]).await?;
         }
         if let Some((store, _)) = &self.inner.observer.history {
-            store.runs(&crate::RunQuery::latest(1)).await?;
+            store.runs(&crate::history::RunQuery::latest(1)).await?;
         }
         if self.inner.started.load(Ordering::SeqCst) {
             let stopped = || *self.inner.stop_firing.borrow();

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use chrono::{DateTime, Utc};
 
 use super::job::{Counters, Job};
-use crate::LockConfiguration;
+use crate::config::LockConfiguration;
 
 /// One registered job and its running state. About 170 bytes (the job's name, expression and
 /// function are allocations of their own): with 100,000 jobs every byte here is 100 KB.

@@ -14,7 +14,8 @@ use super::capacity::Slot;
 use super::job::{MisfirePolicy, bump};
 use super::misfire::policy;
 use super::registry::JobState;
-use crate::{LockConfiguration, Schedule};
+use crate::config::LockConfiguration;
+use crate::schedule::Schedule;
 
 /// Whether the ticks fired are due now or missed ones caught up: only an on-time tick's claim
 /// is shed when it waited past its deadline (see [`CLAIMS_IN_FLIGHT`]).
@@ -32,7 +33,7 @@ pub(super) enum Due {
 /// Claims of many ticks at once ([`LockProvider::lock_many`](crate::LockProvider::lock_many))
 /// one scheduler has in flight. A claim past them waits; if it waited (or was fired late, see
 /// [`SOONEST_DEADLINE`]), the jobs of an on-time tick whose deadline passed meanwhile are shed:
-/// not run here, counted in [`JobStats::misfires_skipped`](crate::JobStats::misfires_skipped)
+/// not run here, counted in [`JobStats::misfires_skipped`](crate::scheduler::JobStats::misfires_skipped)
 /// and the [`metric_names::SHED`](crate::metric_names::SHED) counter. A tick's deadline is
 /// half-way to the job's next tick (500 ms for a job due every second). So an instance past its
 /// capacity runs what it can on time and drops the rest, instead of queueing claims that make

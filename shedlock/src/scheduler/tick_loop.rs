@@ -17,7 +17,8 @@ use super::job::bump;
 use super::misfire::{backfill, policy};
 use super::registry::{JobState, groups};
 use super::shed::{Due, NextTicks};
-use crate::{Leadership, RunHistory};
+use crate::leader::Leadership;
+use crate::observe::RunHistory;
 
 /// How many added jobs the timer plans before it fires what is due and yields.
 const PLAN_CHUNK: usize = 1000;

@@ -18,13 +18,15 @@ use super::quirks::Quirks;
 use super::stash::{Lent, Stash};
 use super::table::TableName;
 use super::{PRUNE_BATCH, PRUNE_JOBS, retention, statement};
-use crate::history::{parse_outcome, storable_error};
+use crate::config::LockConfiguration;
+use crate::error::Result;
+use crate::guard::LockGuard;
+use crate::history::{
+    LockRows, LockState, NewRun, RunOutcome, RunQuery, RunRecord, UnreadableRow, parse_outcome,
+    storable_error,
+};
 use crate::lease::{Lease, Releases};
 use crate::settings::ProviderSettings;
-use crate::{
-    LockConfiguration, LockGuard, LockRows, LockState, NewRun, Result, RunOutcome, RunQuery,
-    RunRecord, UnreadableRow,
-};
 
 /// An SQL provider's settings: the shared ones, the table name checked, and how many
 /// connections it keeps between statements.

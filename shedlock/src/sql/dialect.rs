@@ -15,13 +15,13 @@ use sqlx::error::{BoxDynError, DatabaseError};
 use sqlx::{Connection, Database};
 
 use super::driver::Driver;
-use crate::{Backend, Result};
+use crate::error::{Backend, Result};
 
 /// A statement template and what its parameters are, in the order they are bound.
 ///
 /// `{table}`, `{runs}`, `{tokens}` and `{retired}` become the quoted table names; `{now}` (and
 /// `{grant_now}` in an acquire) the clock expression, or a bound parameter
-/// ([`Param::Now`]) with [`ClockMode::Application`](crate::ClockMode::Application).
+/// ([`Param::Now`]) with [`ClockMode::Application`](crate::settings::ClockMode::Application).
 #[derive(Debug, Clone, Copy)]
 pub struct Statement {
     /// The SQL text with its placeholders.
@@ -320,9 +320,9 @@ pub trait Hooks: Send + Sync + Sized + 'static {
     /// ([`url::checked`](super::url::checked)).
     fn options(url: &str) -> Result<Options<Self>> {
         let checked = super::url::checked(url, Self::BACKEND)?;
-        checked
-            .parse()
-            .map_err(|source: sqlx::Error| crate::Error::invalid_url(Self::BACKEND, url, source))
+        checked.parse().map_err(|source: sqlx::Error| {
+            crate::error::Error::invalid_url(Self::BACKEND, url, source)
+        })
     }
 
     /// A time column as ISO-8601 text in UTC with milliseconds (`2026-11-21T12:04:02.000Z`),

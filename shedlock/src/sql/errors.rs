@@ -6,7 +6,7 @@ use super::core::Core;
 use super::dialect::Failure;
 use super::quirks::Quirks;
 use super::table::{TableName, is_java_shedlock, missing_columns};
-use crate::{Backend, Error};
+use crate::error::{Backend, Error};
 
 /// Sorts a sqlx error into a [`Failure`], asking the dialect about database errors.
 pub(crate) fn classify(

@@ -9,7 +9,7 @@ use super::core::{Core, run};
 use super::dialect::Param;
 use super::driver::Driver;
 use super::quirks::Quirks;
-use crate::Result;
+use crate::error::Result;
 use crate::lease::{Lease, Releases, Unlock};
 
 impl<D: Quirks> Lease for Core<D> {

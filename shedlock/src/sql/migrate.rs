@@ -12,7 +12,7 @@ use super::errors::classify;
 use super::preflight;
 use super::quirks::Quirks;
 use super::table::{TableName, is_java_shedlock, missing_columns};
-use crate::{Backend, Error, Result};
+use crate::error::{Backend, Error, Result};
 
 /// The opening of every lock table migration; a test checks each file has it once.
 const CREATE_TABLE_PREFIX: &str = "CREATE TABLE IF NOT EXISTS shedlock (";

@@ -16,7 +16,7 @@
 use std::sync::Arc;
 
 #[cfg_attr(not(feature = "test-util"), allow(unused_imports))]
-use crate::Backend;
+use crate::error::Backend;
 
 pub(crate) mod core;
 pub(crate) mod dialect;
@@ -39,9 +39,23 @@ pub(crate) mod stash;
 mod table;
 pub(crate) mod url;
 
-pub use provider::{SqlLockProvider, SqlPool, SqlUrl};
-pub use quirks::Dialect;
+pub use provider::SqlLockProvider;
 pub(crate) use table::TableName;
+
+/// The lock table in PostgreSQL 12 or later.
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub type PostgresLockProvider = SqlLockProvider<postgres::Postgres>;
+
+/// The lock table in MySQL 8 or MariaDB 10.11.
+#[cfg(feature = "mysql")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
+pub type MySqlLockProvider = SqlLockProvider<mysql::MySql>;
+
+/// The lock table in an SQLite file, for instances on one machine.
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+pub type SqliteLockProvider = SqlLockProvider<sqlite::Sqlite>;
 
 /// How many history rows one prune statement deletes at most (it repeats until fewer).
 pub(crate) const PRUNE_BATCH: u64 = 10_000;
@@ -78,7 +92,7 @@ pub(crate) fn statement<D: dialect::Hooks>(
 /// A history retention as the statements bind it: whole milliseconds, at most 1000 years (no
 /// row can be older, so a longer retention keeps everything just the same).
 pub(crate) fn retention(older_than: std::time::Duration) -> std::time::Duration {
-    crate::config::round_up_to_millis(older_than).min(crate::MAX_LOCK_DURATION)
+    crate::config::round_up_to_millis(older_than).min(crate::config::MAX_LOCK_DURATION)
 }
 
 /// Microseconds in a duration, saturating (durations are validated to at most 1000 years).

@@ -20,7 +20,7 @@ use super::dialect::{
 use super::micros;
 use super::quirks::{Conn, Dialect, Quirks};
 use super::table::TableName;
-use crate::{Backend, Result};
+use crate::error::{Backend, Result};
 
 /// The database's current time in UTC with microseconds, as of the start of the statement
 /// (MySQL fixes it for the whole statement). Used where a statement only reads.

@@ -17,7 +17,7 @@ use super::dialect::{
 };
 use super::micros;
 use super::quirks::{Dialect, Quirks};
-use crate::{Backend, Result};
+use crate::error::{Backend, Result};
 
 /// The database's current time: `clock_timestamp()`, the wall clock at the moment of the call.
 /// (`now()` would be the start of the transaction, which can be far in the past.)

@@ -8,7 +8,7 @@ use super::core::Core;
 use super::driver::Driver;
 use super::quirks::Quirks;
 use super::table::{COLUMNS, RETIRED_COLUMNS, RUN_COLUMNS, is_java_shedlock, missing_columns_of};
-use crate::{Backend, Error, Result};
+use crate::error::{Backend, Error, Result};
 
 impl<D: Quirks> Core<D> {
     /// The column names of the table named after the lock table with `suffix` (`""` for the lock

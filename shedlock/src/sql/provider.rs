@@ -16,11 +16,12 @@ use super::core::{Core, Settings};
 use super::driver::Driver;
 use super::errors::connect_error;
 use super::quirks::Dialect;
-use crate::settings::{ProviderBuilder, ProviderSettings};
-use crate::{
-    Backend, Error, KeepAlive, LockAdmin, LockConfiguration, LockGuard, LockProvider, LockRows,
-    LockState, NewRun, Result, RunOutcome, RunQuery, RunRecord, RunStore,
-};
+use crate::config::LockConfiguration;
+use crate::error::{Backend, Error, Result};
+use crate::guard::LockGuard;
+use crate::history::{LockRows, LockState, NewRun, RunOutcome, RunQuery, RunRecord};
+use crate::provider::{LockAdmin, LockProvider, RunStore};
+use crate::settings::{KeepAlive, ProviderBuilder, ProviderSettings};
 
 /// A lock provider over an sqlx pool of one of the three databases; use it by its names
 /// [`PostgresLockProvider`](crate::PostgresLockProvider),
@@ -30,7 +31,7 @@ use crate::{
 /// It implements [`LockProvider`], [`LockAdmin`] and [`RunStore`]. Every statement runs on its
 /// own pooled connection in autocommit mode, so it never joins a transaction of the caller's;
 /// expiry is decided by the database server's clock unless
-/// [`ClockMode::Application`](crate::ClockMode::Application) says otherwise. Cloning is cheap
+/// [`ClockMode::Application`](crate::settings::ClockMode::Application) says otherwise. Cloning is cheap
 /// and shares the pool.
 ///
 /// ```no_run
@@ -55,7 +56,7 @@ use crate::{
 ///   other instances until commit, and released on rollback.
 /// - `lock_at_most_for` must cover the job's longest run (or use extend / keep-alive): after it
 ///   the lock is free and another instance may start.
-/// - With [`ClockMode::Application`](crate::ClockMode::Application), instances' clocks must
+/// - With [`ClockMode::Application`](crate::settings::ClockMode::Application), instances' clocks must
 ///   agree; the default uses the server's clock.
 /// - Each database has its own; see [`dialect`](crate::dialect).
 pub struct SqlLockProvider<D: Dialect> {
@@ -271,7 +272,7 @@ impl<D: Dialect> fmt::Debug for SqlUrl<D> {
     }
 }
 
-impl<D: Dialect> crate::Connect for SqlUrl<D> {
+impl<D: Dialect> crate::settings::Connect for SqlUrl<D> {
     type Provider = SqlLockProvider<D>;
 
     /// Checks the table name, connects a pool of the provider's own to the URL (one direct

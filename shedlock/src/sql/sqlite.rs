@@ -22,7 +22,8 @@ use super::driver::retry_lost_race;
 use super::millis_ceil;
 use super::quirks::{Conn, Dialect, Quirks};
 use super::table::TableName;
-use crate::{Backend, Error, Result, SqlLockProvider};
+use crate::error::{Backend, Error, Result};
+use crate::sql::provider::SqlLockProvider;
 
 /// The current time in whole milliseconds since the Unix epoch. SQLite fixes `'now'` for the
 /// whole of one statement step, so every use in one statement sees the same instant.

@@ -48,7 +48,7 @@ use super::exec::{RunFn, SERIALIZATION_RETRIES, connection_lost, lost_a_race};
 /// for longer than the pool's `idle_timeout` is closed instead of used, as the pool would have
 /// (a connection a firewall dropped silently would otherwise hang the statement).
 ///
-/// [`hold_connections`]: crate::ProviderBuilder::hold_connections
+/// [`hold_connections`]: crate::settings::ProviderBuilder::hold_connections
 /// [`connect`]: crate::SqlLockProvider::connect
 #[derive(Debug)]
 pub(crate) struct Stash<DB: Database> {

@@ -1,7 +1,7 @@
 //! The lock table's name: checked to be a plain SQL identifier, quoted per database.
 
+use crate::error::{Backend, Error, Result};
 use crate::settings::MAX_TABLE_NAME_BYTES;
-use crate::{Backend, Error, Result};
 
 /// A lock table name, checked to be a plain SQL identifier (optionally `schema.table`).
 ///

@@ -2,8 +2,8 @@
 //! scheme, before the client library reads it, and a string that begins with a database's
 //! scheme is never taken for an SQLite file path.
 
+use crate::error::{Backend, Error, Result};
 use crate::secret::scheme;
-use crate::{Backend, Error, Result};
 
 /// The schemes of each backend, as `connect` and the `shedlock` tool take them.
 const SCHEMES: [(Backend, &[&str]); 4] = [

@@ -42,9 +42,9 @@ macro_rules! alike_on_every_backend {
         }
 
         fn with_history(
-            builder: shedlock::SchedulerBuilder<Self::Provider>,
-            history: shedlock::RunHistory,
-        ) -> shedlock::SchedulerBuilder<Self::Provider> {
+            builder: shedlock::scheduler::SchedulerBuilder<Self::Provider>,
+            history: shedlock::scheduler::RunHistory,
+        ) -> shedlock::scheduler::SchedulerBuilder<Self::Provider> {
             builder.history(history)
         }
 

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use shedlock::{Backend, DEFAULT_TABLE_NAME, MySqlLockProvider};
+use shedlock::settings::DEFAULT_TABLE_NAME;
+use shedlock::{Backend, MySqlLockProvider};
 use sqlx::mysql::MySqlPoolOptions;
 use sqlx::{AssertSqlSafe, Executor, MySqlPool};
 

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use shedlock::{Backend, DEFAULT_TABLE_NAME, PostgresLockProvider};
+use shedlock::settings::DEFAULT_TABLE_NAME;
+use shedlock::{Backend, PostgresLockProvider};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{AssertSqlSafe, Executor, PgPool};
 

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use shedlock::{Backend, DEFAULT_TABLE_NAME, SqliteLockProvider};
+use shedlock::settings::DEFAULT_TABLE_NAME;
+use shedlock::{Backend, SqliteLockProvider};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use sqlx::{AssertSqlSafe, Executor, SqlitePool};
 

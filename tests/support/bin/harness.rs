@@ -22,11 +22,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
+use shedlock::leader::{LeaderElection, LeaderElector, Leadership};
+use shedlock::scheduler::{MisfirePolicy, RunHistory, SchedulerBuilder};
+use shedlock::settings::{AppClock, ClockMode, KeepAlive, OnLockLost};
 use shedlock::{
-    AppClock, ClockMode, Job, KeepAlive, LeaderElection, LeaderElector, Leadership, LockAdmin,
-    LockConfiguration, LockContext, LockProvider, MisfirePolicy, MySqlLockProvider, OnLockLost,
-    PostgresLockProvider, RunHistory, Schedule, Scheduler, SchedulerBuilder, SqliteLockProvider,
-    TaskResult, run_locked, with_provider,
+    Job, LockAdmin, LockConfiguration, LockContext, LockProvider, MySqlLockProvider,
+    PostgresLockProvider, Schedule, Scheduler, SqliteLockProvider, TaskResult, run_locked,
+    with_provider,
 };
 use shedlock_redis::{RedisLockProvider, RedisTarget};
 use shedlock_suite::AdminAndRuns;

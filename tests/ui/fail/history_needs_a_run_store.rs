@@ -3,9 +3,9 @@
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use shedlock::{
-    Backend, KeepAlive, LockConfiguration, LockGuard, LockProvider, Result, RunHistory, Scheduler,
-};
+use shedlock::{Backend, LockConfiguration, LockGuard, LockProvider, Result, Scheduler};
+use shedlock::scheduler::RunHistory;
+use shedlock::settings::KeepAlive;
 
 #[derive(Debug)]
 struct LocksOnly;

@@ -2,7 +2,7 @@
 // compile error (RedisLockProvider implements no RunStore), not an error at run time.
 use std::time::Duration;
 
-use shedlock::{RunHistory, Scheduler};
+use shedlock::{Scheduler, scheduler::RunHistory};
 use shedlock_redis::{RedisLockProvider};
 
 async fn build() -> shedlock::Result<()> {

@@ -63,7 +63,7 @@ async fn main() -> shedlock::Result<()> {
             "{err:?}"
         );
 
-        let err = job(3, shedlock::MAX_LOCK_DURATION + MINUTE, Duration::ZERO)
+        let err = job(3, shedlock::settings::MAX_LOCK_DURATION + MINUTE, Duration::ZERO)
             .await
             .unwrap_err();
         assert!(
