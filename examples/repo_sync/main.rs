@@ -130,6 +130,12 @@ enum Command {
         /// `--role worker`: syncs at once.
         #[arg(long, default_value_t = 1)]
         concurrency: usize,
+        /// `--role worker`: how often an idle worker looks for a hand-off by itself, between
+        /// 10ms and 10m. On SQLite the only way it learns of one (a sync starts half of it
+        /// after its tick on average); on PostgreSQL a notification wakes it at once and this
+        /// only covers a lost one.
+        #[arg(long, default_value_t = shedlock::handoff::apalis::PollInterval::DEFAULT)]
+        poll_interval: shedlock::handoff::apalis::PollInterval,
         /// `--role all`: at most this many syncs at once in this process (default: no limit).
         /// A repository due while every slot is taken is left for another instance, and synced
         /// here when a slot frees if none took it; 1,000 repositories due at once are spread
@@ -293,15 +299,17 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
         Some(Command::Run {
             role: Role::Worker,
             concurrency,
+            poll_interval,
             run_for,
             ..
         }) => {
             let queue = QueuePlace::beside(&location)?;
-            roles::run_worker(ctx, provider, queue, concurrency, run_for).await
+            roles::run_worker(ctx, provider, queue, concurrency, poll_interval, run_for).await
         }
         Some(Command::Run {
             role,
             concurrency: _,
+            poll_interval: _,
             max_concurrent_syncs,
             reload_every,
             run_for,

@@ -149,6 +149,15 @@ pub enum Error {
         reason: String,
     },
 
+    /// A worker-mode setting that cannot be used (for example a poll interval of zero).
+    #[error("invalid worker setting `{setting}`: {reason}")]
+    InvalidWorkerSetting {
+        /// The setting, as its type or flag is named.
+        setting: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+
     /// A leader election's lease, renew deadline and retry period contradict each other.
     #[error("invalid leader election {name:?}: {reason}")]
     InvalidLeaderElection {
