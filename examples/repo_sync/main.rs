@@ -48,6 +48,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 use shedlock::PostgresLockProvider;
 use shedlock::context::current_tick;
 use shedlock::handoff::TickQueue;
+/// `--poll-interval`: worker mode's own type, checked as worker mode checks it.
+#[cfg(feature = "workers")]
+use shedlock::handoff::apalis::PollInterval;
 use shedlock::scheduler::RunHistory;
 use shedlock::{
     Job, LockAdmin, LockConfiguration, RunStore, Schedule, Scheduler, SqliteLockProvider,
@@ -67,6 +70,11 @@ use crate::roles::QueuePlace;
 use crate::show::{say, shown, tell};
 use crate::store::SqlVectorStore;
 use crate::sync::Ctx;
+
+/// Without worker mode `--poll-interval` is taken as text: `--role worker` is refused then,
+/// naming the feature to build in.
+#[cfg(not(feature = "workers"))]
+type PollInterval = String;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -162,6 +170,13 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         #[cfg_attr(not(feature = "workers"), allow(dead_code, reason = "worker mode's"))]
         concurrency: usize,
+        /// `--role worker`: how often an idle worker looks for a hand-off by itself, between
+        /// 10ms and 10m. On SQLite the only way it learns of one (a sync starts half of it
+        /// after its tick on average); on PostgreSQL a notification wakes it at once and this
+        /// only covers a lost one.
+        #[arg(long, default_value = "500ms")]
+        #[cfg_attr(not(feature = "workers"), allow(dead_code, reason = "worker mode's"))]
+        poll_interval: PollInterval,
         /// `--role all`: at most this many syncs at once in this process (default: no limit).
         /// A repository due while every slot is taken is left for another instance, and synced
         /// here when a slot frees if none took it; 1,000 repositories due at once are spread
@@ -401,15 +416,17 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
         Some(Command::Run {
             role: Role::Worker,
             concurrency,
+            poll_interval,
             run_for,
             ..
         }) => {
             let queue = QueuePlace::beside(&location)?;
-            roles::run_worker(ctx, provider, queue, concurrency, run_for).await
+            roles::run_worker(ctx, provider, queue, concurrency, poll_interval, run_for).await
         }
         Some(Command::Run {
             role,
             concurrency: _,
+            poll_interval: _,
             max_concurrent_syncs,
             reload_every,
             run_for,

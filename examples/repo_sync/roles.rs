@@ -7,11 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apalis::prelude::*;
-use apalis_postgres::PostgresStorage;
-use apalis_sqlite::SqliteStorage;
 use shedlock::handoff::apalis::{
-    DEFAULT_HEARTBEAT, PostgresTickQueue, SqliteTickQueue, postgres_worker_config,
-    prepare_postgres_queue, prepare_sqlite_queue, sqlite_worker_config,
+    DEFAULT_HEARTBEAT, PollInterval, PostgresTickQueue, SqliteTickQueue, postgres_worker,
+    postgres_worker_config, prepare_postgres_queue, prepare_sqlite_queue, sqlite_worker,
+    sqlite_worker_config,
 };
 use shedlock::handoff::{HandOff, TickQueue};
 use shedlock::{LockProvider, Schedule, TaskResult, with_provider};
@@ -138,12 +137,14 @@ async fn sync(hand_off: HandOff, worker: Data<Arc<Worker>>) -> Result<(), BoxDyn
 
 /// `run --role worker`: takes hand-offs from the queue and syncs, `concurrency` at a time,
 /// until Ctrl-C (a sync in progress finishes; one not started goes back to the queue) or
-/// `run_for`.
+/// `run_for`. Woken by the queue's notification on PostgreSQL, and looking every `poll` (on
+/// SQLite the only way).
 pub(crate) async fn run_worker(
     ctx: Ctx,
     provider: Arc<dyn LockProvider>,
     queue: QueuePlace,
     concurrency: usize,
+    poll: PollInterval,
     run_for: Option<Duration>,
 ) -> Result<(), AnyError> {
     let name = format!("{}-{}", provider.locked_by(), std::process::id());
@@ -181,17 +182,21 @@ pub(crate) async fn run_worker(
         QueuePlace::Sqlite(path) => {
             let pool = QueuePlace::sqlite_pool(&path).await?;
             prepare_sqlite_queue(&pool, QUEUE).await?;
-            let storage = SqliteStorage::<HandOff>::new(&pool).with_config(
+            let storage = sqlite_worker(
+                &pool,
                 sqlite_worker_config(QUEUE, DEFAULT_HEARTBEAT).batch_size(concurrency),
+                poll,
             );
             run!(storage);
         }
         QueuePlace::Postgres(url) => {
             let pool = sqlx::PgPool::connect(url.expose()).await?;
             prepare_postgres_queue(&pool, QUEUE).await?;
-            let storage = PostgresStorage::<HandOff>::new(&pool).with_config(
+            let storage = postgres_worker(
+                &pool,
                 postgres_worker_config(QUEUE, DEFAULT_HEARTBEAT).batch_size(concurrency),
-            );
+                poll,
+            )?;
             run!(storage);
         }
     }

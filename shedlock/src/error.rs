@@ -52,7 +52,7 @@ impl fmt::Display for Backend {
 ///
 /// | [`ErrorKind`] | variants | what to do |
 /// |---|---|---|
-/// | [`Configuration`](ErrorKind::Configuration) | a lock's name or durations, a table name or key prefix, `locked_by`, keep-alive, the tick tolerance, a provider setting, a URL, a leader election's timing, a cron expression, a time zone, a job's name, a job added twice, no provider or a second default one | fix the program or its settings: the same call fails again |
+/// | [`Configuration`](ErrorKind::Configuration) | a lock's name or durations, a table name or key prefix, `locked_by`, keep-alive, the tick tolerance, a provider setting, a URL, a leader election's timing, a worker's poll interval, a cron expression, a time zone, a job's name, a job added twice, no provider or a second default one | fix the program or its settings: the same call fails again |
 /// | [`Connection`](ErrorKind::Connection) | [`Unreachable`](Error::Unreachable), [`Auth`](Error::Auth), [`UnknownDatabase`](Error::UnknownDatabase) | check the server, the URL's credentials and database |
 /// | [`Schema`](ErrorKind::Schema) | [`TableMissing`](Error::TableMissing), [`MissingColumns`](Error::MissingColumns), [`IncompatibleTable`](Error::IncompatibleTable), [`Migrate`](Error::Migrate), [`UnreadableRow`](Error::UnreadableRow), [`WrongType`](Error::WrongType) | a person acts on the store: run `migrate()`, rename a foreign table or key, fix a row |
 /// | [`Store`](ErrorKind::Store) | [`Database`](Error::Database), [`Timeout`](Error::Timeout) | often passing: the next tick or call tries again |
@@ -179,6 +179,15 @@ pub enum Error {
         /// The job's name.
         job: String,
         /// What went wrong (the queue's error, named).
+        reason: String,
+    },
+
+    /// A worker-mode setting that cannot be used (for example a poll interval of zero).
+    #[error("invalid worker setting `{setting}`: {reason}")]
+    InvalidWorkerSetting {
+        /// The setting, as its type or flag is named.
+        setting: &'static str,
+        /// What is wrong with it.
         reason: String,
     },
 
@@ -519,6 +528,7 @@ impl Error {
             | Error::InvalidKeepAlive(_)
             | Error::InvalidTickTolerance(_)
             | Error::InvalidLeaderElection { .. }
+            | Error::InvalidWorkerSetting { .. }
             | Error::InvalidUrl { .. }
             | Error::InvalidSetting { .. }
             | Error::NoProvider
@@ -625,6 +635,7 @@ mod tests {
             Error::UnreadableRow { .. } => 31,
             Error::WrongType { .. } => 32,
             Error::Database { .. } => 33,
+            Error::InvalidWorkerSetting { .. } => 34,
         }
     }
 
@@ -699,6 +710,13 @@ mod tests {
             (
                 Error::InvalidLeaderElection {
                     name: name.clone(),
+                    reason: s.clone(),
+                },
+                Configuration,
+            ),
+            (
+                Error::InvalidWorkerSetting {
+                    setting: "PollInterval",
                     reason: s.clone(),
                 },
                 Configuration,

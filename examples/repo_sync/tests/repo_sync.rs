@@ -2596,3 +2596,26 @@ fn a_rust_log_that_is_not_a_filter_is_named() {
         );
     }
 }
+
+/// `run --role worker --poll-interval` refuses a poll interval of zero, a busy loop's, or one
+/// past 10 minutes, naming the flag and the bound, before it opens anything.
+#[test]
+fn run_refuses_an_unusable_poll_interval() {
+    for (value, says) in [
+        ("0s", "shorter than 10ms"),
+        ("5ms", "shorter than 10ms"),
+        ("2h", "longer than 10m"),
+        ("often", "\"often\" is not a duration"),
+    ] {
+        let out = Command::new(example_binary())
+            .args(["run", "--role", "worker", "--poll-interval", value])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{value}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("--poll-interval") && stderr.contains(says),
+            "{value}: {stderr}"
+        );
+    }
+}

@@ -5,23 +5,31 @@
 //! (`sqlite_worker_config` and the others), so a killed worker's task is taken up again within
 //! seconds rather than apalis's default minutes.
 //!
-//! A worker is an ordinary apalis worker over the same queue with [`HandOff`] as its task type:
+//! A worker is an ordinary apalis worker over the same queue with [`HandOff`] as its task type,
+//! on the backend [`sqlite_worker`], [`postgres_worker`] or [`redis_worker`] builds: apalis's
+//! storage with these settings, woken by [`Wake`] (at once by the queue's notification on
+//! PostgreSQL and Redis, and every [`PollInterval`]; module [`wake`]):
 //!
 //! ```ignore
 //! use apalis::prelude::*;
-//! let storage = SqliteStorage::<HandOff>::new(&pool).with_config(sqlite_worker_config("jobs", HEARTBEAT));
-//! WorkerBuilder::new("worker-1").backend(storage).build(|h: HandOff| async move { run(h).await })
+//! let config = postgres_worker_config("jobs", DEFAULT_HEARTBEAT);
+//! let backend = postgres_worker(&pool, config, PollInterval::DEFAULT)?;
+//! WorkerBuilder::new("worker-1").backend(backend).build(|h: HandOff| async move { run(h).await })
 //! ```
 //!
 //! Why apalis, and what it does when a worker dies: `docs/adr/0009-worker-mode.md`.
 
 use std::time::Duration;
 
+use apalis_core::backend::ext::poll_strategy::PollWith;
 use apalis_core::task::builder::TaskBuilder;
 use futures_util::future::BoxFuture;
 
 use super::{Enqueued, HandOff, TickQueue};
 use crate::error::{Error, Result};
+
+pub mod wake;
+pub use wake::{PollInterval, Wake};
 
 /// How many times the queue runs a hand-off whose run fails before it gives up (apalis's
 /// default, 25, made explicit). A worker killed mid-run does not count against it in apalis.
@@ -106,7 +114,9 @@ fn queue_error(
 }
 
 #[cfg(feature = "apalis-sqlite")]
-pub use sqlite::{SqliteTickQueue, prepare_sqlite_queue, sqlite_worker_config};
+pub use sqlite::{
+    SqliteTickQueue, SqliteWorker, prepare_sqlite_queue, sqlite_worker, sqlite_worker_config,
+};
 
 #[cfg(feature = "apalis-sqlite")]
 mod sqlite {
@@ -189,10 +199,31 @@ mod sqlite {
             .missed_heartbeats(MISSED_HEARTBEATS)
             .batch_size(1)
     }
+
+    /// A worker's backend over an SQLite queue: apalis-sqlite's storage with `config` (see
+    /// [`sqlite_worker_config`]), looking for hand-offs every `poll` (SQLite cannot notify
+    /// another process; see [`Wake`]).
+    pub type SqliteWorker = PollWith<apalis_sqlite::SqliteStorage<HandOff>, Wake>;
+
+    /// The backend of a worker of an SQLite queue (prepared first with
+    /// [`prepare_sqlite_queue`]): apalis-sqlite's storage with `config`, polled every `poll`.
+    pub fn sqlite_worker(
+        pool: &SqlitePool,
+        config: apalis_sqlite::Config,
+        poll: PollInterval,
+    ) -> SqliteWorker {
+        PollWith::new(
+            apalis_sqlite::SqliteStorage::new(pool).with_config(config),
+            Wake::polling(poll),
+        )
+    }
 }
 
 #[cfg(feature = "apalis-postgres")]
-pub use postgres::{PostgresTickQueue, postgres_worker_config, prepare_postgres_queue};
+pub use postgres::{
+    PostgresTickQueue, PostgresWorker, postgres_worker, postgres_worker_config,
+    prepare_postgres_queue,
+};
 
 #[cfg(feature = "apalis-postgres")]
 mod postgres {
@@ -265,10 +296,35 @@ mod postgres {
             .missed_heartbeats(MISSED_HEARTBEATS)
             .batch_size(1)
     }
+
+    /// A worker's backend over a PostgreSQL queue: apalis-postgres's storage, woken by the
+    /// queue's `NOTIFY` and every poll interval (see [`Wake`]).
+    pub type PostgresWorker = PollWith<apalis_postgres::PostgresStorage<HandOff>, Wake>;
+
+    /// The backend of a worker of a PostgreSQL queue (prepared first with
+    /// [`prepare_postgres_queue`]): apalis-postgres's storage with `config` (see
+    /// [`postgres_worker_config`]), woken at once when a hand-off is enqueued (`LISTEN` on a
+    /// connection of its own, opened with `pool`'s options, again after it is lost) and every
+    /// `poll` in case a notification was lost. Call it inside a tokio runtime (it starts the
+    /// listening task); the connection is opened by that task, which keeps trying (and the
+    /// worker polling) while the server cannot be reached.
+    pub fn postgres_worker(
+        pool: &PgPool,
+        config: apalis_postgres::Config,
+        poll: PollInterval,
+    ) -> Result<PostgresWorker> {
+        let wake = wake::listening_postgres(pool, config.queue.as_ref(), poll)?;
+        Ok(PollWith::new(
+            apalis_postgres::PostgresStorage::new(pool).with_config(config),
+            wake,
+        ))
+    }
 }
 
 #[cfg(feature = "apalis-redis")]
-pub use self::redis::{REDIS_KEY_TTL, RedisTickQueue, redis_worker_config};
+pub use self::redis::{
+    REDIS_KEY_TTL, RedisTickQueue, RedisWorker, redis_worker, redis_worker_config,
+};
 
 #[cfg(feature = "apalis-redis")]
 mod redis {
@@ -322,11 +378,22 @@ mod redis {
                     apalis_redis::queries::push_tasks(&mut conn, &self.config, &[task])
                         .await
                         .map_err(|e| queue_error(hand_off, "Redis", &self.queue, e))?;
-                Ok(if enqueued + scheduled > 0 {
-                    Enqueued::New
-                } else {
-                    Enqueued::AlreadyQueued
-                })
+                if enqueued + scheduled == 0 {
+                    return Ok(Enqueued::AlreadyQueued);
+                }
+                // apalis-redis 1.0.0's push gives every task a run time (now), so its script
+                // files it as scheduled and publishes nothing; the workers' wake-up is
+                // published here, on the channel its script would use.
+                let published: ::redis::RedisResult<i64> = ::redis::cmd("PUBLISH")
+                    .arg(wake::redis_channel(&self.config))
+                    .arg(hand_off.key())
+                    .query_async(&mut conn)
+                    .await;
+                if let Err(error) = published {
+                    tracing::warn!(queue = %self.queue, %error,
+                        "hand-off enqueued, but the workers' wake-up could not be published: they take it at their next poll");
+                }
+                Ok(Enqueued::New)
             })
         }
     }
@@ -341,5 +408,39 @@ mod redis {
             .missed_heartbeats(MISSED_HEARTBEATS)
             .batch_size(1)
             .idempotency_ttl(Some(REDIS_KEY_TTL))
+    }
+
+    /// A worker's backend over a Redis queue: apalis-redis's storage, woken by the queue's
+    /// `PUBLISH` and every poll interval (see [`Wake`]).
+    pub type RedisWorker = PollWith<apalis_redis::RedisStorage<HandOff>, Wake>;
+
+    /// The backend of a worker of the Redis queue at `url` (`redis://` or `rediss://`):
+    /// apalis-redis's storage with `config` (see [`redis_worker_config`]), woken at once when a
+    /// hand-off is enqueued (`SUBSCRIBE` on a connection of its own, again after it is lost)
+    /// and every `poll` in case a message was lost. Call it inside a tokio runtime (it starts
+    /// the listening task).
+    pub async fn redis_worker(
+        url: &str,
+        config: apalis_redis::Config,
+        poll: PollInterval,
+    ) -> Result<RedisWorker> {
+        let queue = config.queue.to_string();
+        let unreachable = |e: &dyn std::fmt::Display| Error::HandOff {
+            job: String::new(),
+            reason: format!(
+                "cannot reach the Redis server {} of queue {queue:?}: {e}",
+                crate::secret::mask_url(url)
+            ),
+        };
+        let client = ::redis::Client::open(url).map_err(|e| unreachable(&e))?;
+        let conn = client
+            .get_connection_manager()
+            .await
+            .map_err(|e| unreachable(&e))?;
+        let wake = wake::listening_redis(client, &config, poll)?;
+        Ok(PollWith::new(
+            apalis_redis::RedisStorage::new(conn).with_config(config),
+            wake,
+        ))
     }
 }

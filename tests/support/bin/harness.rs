@@ -143,6 +143,11 @@ struct Args {
     /// Worker mode's heartbeat (a killed worker's hand-off runs again after three missed).
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     heartbeat: Duration,
+    /// `--role worker`: how often the worker looks for a hand-off by itself (on SQLite the
+    /// only way; on PostgreSQL and Redis a notification wakes it at once and this is the
+    /// fallback), between 10ms and 10m.
+    #[arg(long, default_value_t = shedlock::handoff::apalis::PollInterval::DEFAULT)]
+    poll_interval: shedlock::handoff::apalis::PollInterval,
     /// `--role scheduler`: exit (code 3) at the n-th hand-off, after its claim and before its
     /// enqueue, as a scheduler that dies between the two.
     #[arg(long)]

@@ -9,14 +9,12 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use apalis::prelude::*;
-use apalis_postgres::PostgresStorage;
-use apalis_redis::RedisStorage;
-use apalis_sqlite::SqliteStorage;
 use futures_util::future::BoxFuture;
 use shedlock::LockContext;
 use shedlock::handoff::apalis::{
-    PostgresTickQueue, RedisTickQueue, SqliteTickQueue, postgres_worker_config,
-    prepare_postgres_queue, prepare_sqlite_queue, redis_worker_config, sqlite_worker_config,
+    PostgresTickQueue, RedisTickQueue, SqliteTickQueue, postgres_worker, postgres_worker_config,
+    prepare_postgres_queue, prepare_sqlite_queue, redis_worker, redis_worker_config, sqlite_worker,
+    sqlite_worker_config,
 };
 use shedlock::handoff::{Enqueued, HandOff, TickQueue};
 
@@ -246,23 +244,32 @@ pub(crate) async fn run(args: &Args, results: Results) -> Result<(), BoxError> {
         QueueArg::Sqlite(path) => {
             let pool = sqlite_pool(&path).await?;
             prepare_sqlite_queue(&pool, &name).await?;
-            let storage = SqliteStorage::<HandOff>::new(&pool)
-                .with_config(sqlite_worker_config(&name, args.heartbeat));
+            let storage = sqlite_worker(
+                &pool,
+                sqlite_worker_config(&name, args.heartbeat),
+                args.poll_interval,
+            );
             ready();
             run!(storage);
         }
         QueueArg::Postgres => {
             let pool = sqlx::PgPool::connect(&args.url).await?;
             prepare_postgres_queue(&pool, &name).await?;
-            let storage = PostgresStorage::<HandOff>::new(&pool)
-                .with_config(postgres_worker_config(&name, args.heartbeat));
+            let storage = postgres_worker(
+                &pool,
+                postgres_worker_config(&name, args.heartbeat),
+                args.poll_interval,
+            )?;
             ready();
             run!(storage);
         }
         QueueArg::Redis(url) => {
-            let conn = apalis_redis::connect(url.as_str()).await?;
-            let storage = RedisStorage::<HandOff>::new(conn)
-                .with_config(redis_worker_config(&name, args.heartbeat));
+            let storage = redis_worker(
+                &url,
+                redis_worker_config(&name, args.heartbeat),
+                args.poll_interval,
+            )
+            .await?;
             ready();
             run!(storage);
         }
