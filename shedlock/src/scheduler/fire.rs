@@ -10,7 +10,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -25,7 +25,7 @@ use super::fleet::claimed_elsewhere;
 use super::job::MisfirePolicy;
 use super::job::{RunEnd, bump};
 use super::misfire::policy;
-use super::registry::JobState;
+use super::registry::{JobState, Running};
 use super::shed::{CLAIMS_IN_FLIGHT, Due, SOONEST_DEADLINE, ToClaim, deadline_of, shed_late};
 use crate::claim::PreClaim;
 use crate::config::LockConfiguration;
@@ -345,15 +345,6 @@ fn claim_with_marker(
     let mut loops = inner.loops.lock().unwrap_or_else(|e| e.into_inner());
     while loops.try_join_next().is_some() {}
     loops.spawn(claim);
-}
-
-/// Clears a job's running flag when dropped.
-struct Running<'a>(&'a AtomicBool);
-
-impl Drop for Running<'_> {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::SeqCst);
-    }
 }
 
 /// The message of a caught panic: its `&str` or `String` payload, or a placeholder.

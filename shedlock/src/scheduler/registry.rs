@@ -12,6 +12,16 @@ use chrono::{DateTime, Utc};
 use super::job::{Counters, Job};
 use crate::config::LockConfiguration;
 
+/// Clears a job's running flag ([`JobState::running`]) when dropped: a run holds it from its
+/// start to its end, a panic included.
+pub(super) struct Running<'a>(pub(super) &'a AtomicBool);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
 /// One registered job and its running state. About 170 bytes (the job's name, expression and
 /// function are allocations of their own): with 100,000 jobs every byte here is 100 KB.
 pub(super) struct JobState {
