@@ -393,6 +393,35 @@ pub enum Error {
         name: String,
     },
 
+    /// A schedule was created under a name the store already holds a schedule for
+    /// ([`ScheduleStore::create_schedule`](crate::schedules::ScheduleStore::create_schedule)).
+    #[error(
+        "the store already holds a schedule named {name:?}; change it (reschedule, pause) or delete it first"
+    )]
+    ScheduleExists {
+        /// The schedule's name.
+        name: String,
+    },
+
+    /// An operation named a schedule the store does not hold (or holds only as deleted).
+    #[error("the store holds no schedule named {name:?}{hint}")]
+    NoSuchSchedule {
+        /// The name as given.
+        name: String,
+        /// What to do instead, with the closest name when one is close (may be empty).
+        hint: String,
+    },
+
+    /// A schedule that cannot be stored or run: a field out of range, a payload that is not
+    /// JSON, a run-time job without a cron expression. What is wrong is named.
+    #[error("invalid schedule {name:?}: {reason}")]
+    InvalidSchedule {
+        /// The schedule's name.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
     /// A statement (a script, a request) got no answer in time.
     #[error("the store did not answer within {} while trying to {operation}", humantime::format_duration(*after))]
     Timeout {
@@ -536,7 +565,10 @@ impl Error {
             | Error::InvalidCron { .. }
             | Error::UnknownTimeZone { .. }
             | Error::InvalidJobName { .. }
-            | Error::DuplicateJob { .. } => ErrorKind::Configuration,
+            | Error::DuplicateJob { .. }
+            | Error::ScheduleExists { .. }
+            | Error::NoSuchSchedule { .. }
+            | Error::InvalidSchedule { .. } => ErrorKind::Configuration,
             Error::Unreachable { .. } | Error::Auth { .. } | Error::UnknownDatabase { .. } => {
                 ErrorKind::Connection
             }

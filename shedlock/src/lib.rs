@@ -47,8 +47,9 @@
 //!   other provider would be.
 //! - **What a provider can do**, one trait each: [`LockProvider`] (take a lock, get a
 //!   [`LockGuard`] with its fencing token), [`LockAdmin`] (create the table, list and release
-//!   locks), [`RunStore`] (the run history). A backend implements what it can; the compiler
-//!   checks the rest. What they read and write: [`history`].
+//!   locks), [`RunStore`] (the run history), [`ScheduleStore`](schedules::ScheduleStore)
+//!   (schedules an operator changes while the fleet runs: [`schedules`]). A backend implements
+//!   what it can; the compiler checks the rest. What they read and write: [`history`].
 //! - **Writing a provider** for another store: the traits above are open; a provider returns
 //!   guards built with [`LockGuard::new`] over its implementation of [`lease::Lease`] (extend
 //!   and unlock by fencing token; [`lease::Releases`] groups releases). The project's
@@ -122,6 +123,7 @@ mod provider;
 mod run;
 mod schedule;
 pub mod scheduler;
+pub mod schedules;
 pub mod secret;
 pub mod settings;
 mod sql;

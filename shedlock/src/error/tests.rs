@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::{Backend, Error, ErrorKind};
 
 /// How many variants `Error` has: `variant` numbers them from 0.
-const VARIANTS: usize = 35;
+const VARIANTS: usize = 38;
 
 /// Which variant `error` is, by number. No wildcard: a new variant does not compile until it
 /// is numbered here, and the test below then fails until it has a sample with its kind.
@@ -47,6 +47,9 @@ fn variant(error: &Error) -> usize {
         Error::WrongType { .. } => 32,
         Error::Database { .. } => 33,
         Error::InvalidWorkerSetting { .. } => 34,
+        Error::ScheduleExists { .. } => 35,
+        Error::NoSuchSchedule { .. } => 36,
+        Error::InvalidSchedule { .. } => 37,
     }
 }
 
@@ -225,6 +228,21 @@ fn samples() -> Vec<(Error, ErrorKind)> {
             Configuration,
         ),
         (Error::DuplicateJob { name: name.clone() }, Configuration),
+        (Error::ScheduleExists { name: name.clone() }, Configuration),
+        (
+            Error::NoSuchSchedule {
+                name: name.clone(),
+                hint: s.clone(),
+            },
+            Configuration,
+        ),
+        (
+            Error::InvalidSchedule {
+                name: name.clone(),
+                reason: s.clone(),
+            },
+            Configuration,
+        ),
         (
             Error::Timeout {
                 operation: s.clone(),

@@ -1,0 +1,375 @@
+//! Schedules kept in the store the locks live in: an operator's override of a code-defined
+//! job (a new cron, a pause) and jobs created at run time for a registered handler, each
+//! change bumping the store's schedule version, plus the pending "run now" requests
+//! ([`Trigger`]s).
+//!
+//! A provider opts in by implementing [`ScheduleStore`] (as it does [`LockAdmin`](crate::LockAdmin)
+//! and [`RunStore`](crate::RunStore)). The SQL providers keep the schedules in
+//! `<table>_schedules`, created by `migrate()`; `shedlock-redis` in keys beside its locks.
+//!
+//! # Versions
+//!
+//! Every change (create, update, delete, pause, trigger request) gives the schedule a new
+//! version, strictly greater than every version the store handed out before, and changes
+//! become visible in version order: a reader that has seen version `v` finds every later
+//! change with [`ScheduleStore::schedules_since`]`(v)`. A delete leaves a tombstone
+//! ([`StoredSchedule::deleted`]) carrying its version, so a reader learns of it the same way;
+//! creating the name again reuses the row. [`ScheduleStore::schedules_version`] is one cheap
+//! read: what an instance polls.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures_util::future::BoxFuture;
+use futures_util::stream::BoxStream;
+
+use crate::error::Result;
+use crate::provider::LockProvider;
+
+/// Retries of a failed run, per job: up to `max_attempts` attempts in all (the first run
+/// included), the `n`-th retry after a pseudo-random delay in `[0, min(cap, base · 2ⁿ⁻¹))`
+/// (exponential backoff with full jitter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RetryPolicy {
+    /// Attempts in all, the first run included; 1 means no retry.
+    pub max_attempts: u32,
+    /// The first retry's delay bound.
+    pub base: Duration,
+    /// The largest delay bound.
+    pub cap: Duration,
+    /// Whether a retry may start after the job's next tick; by default it may not (the next
+    /// tick's run takes over).
+    pub past_next_tick: bool,
+}
+
+impl RetryPolicy {
+    /// `max_attempts` attempts in all, backoff from `base` doubling up to `cap`, never past the
+    /// next tick.
+    pub fn new(max_attempts: u32, base: Duration, cap: Duration) -> Self {
+        Self {
+            max_attempts,
+            base,
+            cap,
+            past_next_tick: false,
+        }
+    }
+
+    /// Lets retries start after the job's next tick.
+    pub fn past_next_tick(mut self, yes: bool) -> Self {
+        self.past_next_tick = yes;
+        self
+    }
+}
+
+/// A pending "run now" request of a job: made by [`ScheduleStore::request_trigger`], claimed
+/// by one instance with a lease ([`ScheduleStore::claim_trigger`]), marked started when its
+/// run has its lock ([`ScheduleStore::start_trigger`]) and removed when the run ends
+/// ([`ScheduleStore::finish_trigger`]). A claim whose lease ran out before the run started is
+/// claimed again by another instance; a started one is never run again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Trigger {
+    /// Identifies this request (a schedule version): claims, starts and finishes name it, so
+    /// one for an older request does nothing.
+    pub id: i64,
+    /// Who asked (an operator, an instance).
+    pub requested_by: String,
+    /// When, by the store's clock.
+    pub requested_at: DateTime<Utc>,
+    /// The instance that claimed it, if any.
+    pub claimed_by: Option<String>,
+    /// Until when that claim (or, once started, the run) holds, by the store's clock.
+    pub claimed_until: Option<DateTime<Utc>>,
+    /// Whether its run has started (has its lock).
+    pub started: bool,
+}
+
+/// One schedule as the store keeps it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct StoredSchedule {
+    /// The job's name (the scheduler's job name; its lock name unless the job says otherwise).
+    pub name: String,
+    /// `Some(handler)`: a job created at run time, run by every instance that registered this
+    /// handler. `None`: an operator's override of a job defined in code (the code gives the
+    /// default; what is set here wins).
+    pub handler: Option<String>,
+    /// What a run-time job's handler is given (JSON text); `None` for an override.
+    pub payload: Option<String>,
+    /// The cron expression (six or seven fields, as [`Schedule::parse`](crate::Schedule::parse));
+    /// `None` on an override keeps the code's.
+    pub cron: Option<String>,
+    /// The IANA time zone the cron is read in; `None` keeps the code's (for a run-time job:
+    /// UTC).
+    pub time_zone: Option<String>,
+    /// A paused job fires nowhere.
+    pub paused: bool,
+    /// Each tick's run starts up to this much later (the same delay on every instance for a
+    /// job and tick); `None` keeps the code's.
+    pub jitter: Option<Duration>,
+    /// Retries of a failed run; `None` keeps the code's.
+    pub retry: Option<RetryPolicy>,
+    /// The version of its last change.
+    pub version: i64,
+    /// Deleted at that version (a tombstone, kept so readers learn of it).
+    pub deleted: bool,
+    /// When it last changed, by the store's clock.
+    pub updated_at: DateTime<Utc>,
+    /// Who changed it last.
+    pub updated_by: String,
+    /// Its pending "run now" request, if any.
+    pub trigger: Option<Trigger>,
+}
+
+/// A change to one schedule: each field set replaces the stored one, each left `None` keeps
+/// it (for a field that is itself optional, `Some(None)` clears it).
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct ScheduleChange {
+    /// The cron expression; `Some(None)` goes back to the code's.
+    pub cron: Option<Option<String>>,
+    /// The time zone; `Some(None)` goes back to the code's (UTC for a run-time job).
+    pub time_zone: Option<Option<String>>,
+    /// Paused or not.
+    pub paused: Option<bool>,
+    /// The jitter; `Some(None)` goes back to the code's.
+    pub jitter: Option<Option<Duration>>,
+    /// The retry policy; `Some(None)` goes back to the code's.
+    pub retry: Option<Option<RetryPolicy>>,
+    /// The payload (JSON text) of a run-time job.
+    pub payload: Option<Option<String>>,
+}
+
+impl ScheduleChange {
+    /// A change that changes nothing yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Sets the cron expression and time zone.
+    pub fn cron(mut self, cron: impl Into<String>, time_zone: Option<String>) -> Self {
+        self.cron = Some(Some(cron.into()));
+        self.time_zone = Some(time_zone);
+        self
+    }
+    /// Pauses or resumes.
+    pub fn paused(mut self, paused: bool) -> Self {
+        self.paused = Some(paused);
+        self
+    }
+    /// Sets the jitter.
+    pub fn jitter(mut self, jitter: Option<Duration>) -> Self {
+        self.jitter = Some(jitter);
+        self
+    }
+    /// Sets the retry policy.
+    pub fn retry(mut self, retry: Option<RetryPolicy>) -> Self {
+        self.retry = Some(retry);
+        self
+    }
+    /// Sets the payload (JSON text).
+    pub fn payload(mut self, payload: Option<String>) -> Self {
+        self.payload = Some(payload);
+        self
+    }
+}
+
+/// A new schedule: an override of a code-defined job (`handler` `None`) or a job created at
+/// run time for `handler`.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct NewSchedule {
+    /// The job's name.
+    pub name: String,
+    /// The handler of a run-time job; `None` for an override.
+    pub handler: Option<String>,
+    /// Everything else, as a change from nothing.
+    pub fields: ScheduleChange,
+}
+
+impl NewSchedule {
+    /// A job created at run time: `name`, run by `handler` with `payload` (JSON text) at
+    /// `cron` in `time_zone` (UTC when `None`).
+    pub fn job(
+        name: impl Into<String>,
+        handler: impl Into<String>,
+        payload: impl Into<String>,
+        cron: impl Into<String>,
+        time_zone: Option<String>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            handler: Some(handler.into()),
+            fields: ScheduleChange::new()
+                .cron(cron, time_zone)
+                .payload(Some(payload.into())),
+        }
+    }
+
+    /// An override of the code-defined job `name`, with `fields`.
+    pub fn overriding(name: impl Into<String>, fields: ScheduleChange) -> Self {
+        Self {
+            name: name.into(),
+            handler: None,
+            fields,
+        }
+    }
+}
+
+/// The answer to [`ScheduleStore::request_trigger`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TriggerAnswer {
+    /// The request is pending, with this id.
+    Requested {
+        /// The request's id.
+        id: i64,
+    },
+    /// A request of that job is already pending or its run is going: nothing was added.
+    AlreadyPending(Trigger),
+}
+
+/// The schedules and "run now" requests, kept in the store: what the
+/// [`Scheduler`](crate::Scheduler)'s control plane watches and the `shedlock` tool changes.
+///
+/// Every change bumps the store's schedule version (see [Versions](self#versions)); a change
+/// to a name that has a tombstone revives it. Names follow the lock-name rules of the
+/// provider. Every time is the store's clock.
+pub trait ScheduleStore: LockProvider {
+    /// The highest schedule version handed out so far (0 before any): one cheap read.
+    fn schedules_version(&self) -> BoxFuture<'_, Result<i64>>;
+
+    /// Every schedule (tombstones included) whose version is greater than `since`, ordered by
+    /// version; `since = 0` reads them all.
+    fn schedules_since(&self, since: i64) -> BoxFuture<'_, Result<Vec<StoredSchedule>>>;
+
+    /// The schedule `name`, tombstone or not, if the store has one.
+    fn schedule<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<StoredSchedule>>>;
+
+    /// Creates a schedule. [`Error::ScheduleExists`](crate::Error::ScheduleExists) when `name`
+    /// already has one that is not a tombstone.
+    fn create_schedule<'a>(
+        &'a self,
+        schedule: &'a NewSchedule,
+        by: &'a str,
+    ) -> BoxFuture<'a, Result<StoredSchedule>>;
+
+    /// Changes the schedule `name`, creating an override (`handler` `None`) when there is none
+    /// (or only a tombstone); returns it as stored.
+    fn update_schedule<'a>(
+        &'a self,
+        name: &'a str,
+        change: &'a ScheduleChange,
+        by: &'a str,
+    ) -> BoxFuture<'a, Result<StoredSchedule>>;
+
+    /// Deletes the schedule `name` (leaves a tombstone); returns whether there was one. For a
+    /// code-defined job this clears the override: the code's schedule applies again.
+    fn delete_schedule<'a>(&'a self, name: &'a str, by: &'a str) -> BoxFuture<'a, Result<bool>>;
+
+    /// Asks for one run of `name` now. A request already pending, claimed or running is
+    /// answered [`TriggerAnswer::AlreadyPending`]: a run that started and whose claim ran out
+    /// (its instance died) counts as ended. Creates an override row when the job has none.
+    fn request_trigger<'a>(
+        &'a self,
+        name: &'a str,
+        by: &'a str,
+    ) -> BoxFuture<'a, Result<TriggerAnswer>>;
+
+    /// Claims request `id` of `name` for `by` until `lease` from now, when it is not started and
+    /// not claimed by a live lease; returns whether it did.
+    fn claim_trigger<'a>(
+        &'a self,
+        name: &'a str,
+        id: i64,
+        by: &'a str,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<bool>>;
+
+    /// Marks request `id`, claimed by `by`, started, holding until `lease` from now (the run's
+    /// `lock_at_most_for`); returns whether it did (false: the claim was lost).
+    fn start_trigger<'a>(
+        &'a self,
+        name: &'a str,
+        id: i64,
+        by: &'a str,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<bool>>;
+
+    /// Removes request `id` of `name` (its run ended, or it was given up); returns whether it
+    /// was there.
+    fn finish_trigger<'a>(&'a self, name: &'a str, id: i64) -> BoxFuture<'a, Result<bool>>;
+
+    /// A feed that yields soon after any schedule change, for a watcher to read the changes
+    /// before its next poll: PostgreSQL's `LISTEN` on the channel every change `NOTIFY`s. The
+    /// feed ends when its connection is lost; the watcher then reads the changes and asks for
+    /// a new one. `None` (the default): the store has no such feed, and the watcher polls
+    /// [`schedules_version`](Self::schedules_version).
+    fn change_feed(&self) -> BoxFuture<'_, Result<Option<ChangeFeed>>> {
+        Box::pin(async { Ok(None) })
+    }
+}
+
+/// What [`ScheduleStore::change_feed`] yields: one item per change notice (several changes may
+/// come as one); the stream ends when the feed is lost.
+pub type ChangeFeed = BoxStream<'static, ()>;
+
+/// `ScheduleStore` for a pointer to a store: each method is the pointee's.
+macro_rules! forward {
+    ($($ty:ty),*) => {$(
+        impl<P: ScheduleStore + ?Sized> ScheduleStore for $ty {
+            fn schedules_version(&self) -> BoxFuture<'_, Result<i64>> {
+                (**self).schedules_version()
+            }
+            fn schedules_since(&self, since: i64) -> BoxFuture<'_, Result<Vec<StoredSchedule>>> {
+                (**self).schedules_since(since)
+            }
+            fn schedule<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<StoredSchedule>>> {
+                (**self).schedule(name)
+            }
+            fn create_schedule<'a>(&'a self, schedule: &'a NewSchedule, by: &'a str) -> BoxFuture<'a, Result<StoredSchedule>> {
+                (**self).create_schedule(schedule, by)
+            }
+            fn update_schedule<'a>(&'a self, name: &'a str, change: &'a ScheduleChange, by: &'a str) -> BoxFuture<'a, Result<StoredSchedule>> {
+                (**self).update_schedule(name, change, by)
+            }
+            fn delete_schedule<'a>(&'a self, name: &'a str, by: &'a str) -> BoxFuture<'a, Result<bool>> {
+                (**self).delete_schedule(name, by)
+            }
+            fn request_trigger<'a>(&'a self, name: &'a str, by: &'a str) -> BoxFuture<'a, Result<TriggerAnswer>> {
+                (**self).request_trigger(name, by)
+            }
+            fn claim_trigger<'a>(&'a self, name: &'a str, id: i64, by: &'a str, lease: Duration) -> BoxFuture<'a, Result<bool>> {
+                (**self).claim_trigger(name, id, by, lease)
+            }
+            fn start_trigger<'a>(&'a self, name: &'a str, id: i64, by: &'a str, lease: Duration) -> BoxFuture<'a, Result<bool>> {
+                (**self).start_trigger(name, id, by, lease)
+            }
+            fn finish_trigger<'a>(&'a self, name: &'a str, id: i64) -> BoxFuture<'a, Result<bool>> {
+                (**self).finish_trigger(name, id)
+            }
+            fn change_feed(&self) -> BoxFuture<'_, Result<Option<ChangeFeed>>> {
+                (**self).change_feed()
+            }
+        }
+    )*};
+}
+forward!(Arc<P>, Box<P>, &P);
+
+impl fmt::Display for TriggerAnswer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Requested { id } => write!(f, "requested (id {id})"),
+            Self::AlreadyPending(t) => write!(
+                f,
+                "already pending: asked by {} at {}{}",
+                t.requested_by,
+                t.requested_at
+                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                if t.started { " (running)" } else { "" }
+            ),
+        }
+    }
+}
