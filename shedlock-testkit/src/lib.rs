@@ -24,6 +24,7 @@
 //! and SQLite in the workspace's tests, Redis in `shedlock-redis` (feature `testkit`).
 #![allow(missing_docs, unreachable_pub, async_fn_in_trait)]
 
+pub mod control_suite;
 mod db;
 pub mod hooked;
 pub mod proxy;
@@ -298,6 +299,23 @@ macro_rules! scheduler_suite {
             a_failed_unlock_is_retried_until_it_releases,
             // The run history (`RunStore`).
             a_sweep_between_unlock_and_finish_leaves_the_real_outcome,
+        ]);
+    };
+}
+
+/// The control-plane suite ([`control_suite`](mod@control_suite)) on backend `$db`, whose
+/// provider keeps schedules ([`ScheduleStore`](shedlock::schedules::ScheduleStore)): one test
+/// per case in the module of the call.
+#[macro_export]
+macro_rules! control_suite {
+    (in $db:ty) => {
+        $crate::cases!(in $db: $crate::control_suite => [
+            an_override_moves_a_code_job_and_clearing_it_restores_the_code_schedule,
+            a_run_time_job_runs_where_its_handler_is,
+            a_paused_job_fires_nowhere_and_each_tick_is_recorded_once,
+            run_now_runs_once_and_a_second_request_is_already_pending,
+            a_failed_run_is_retried_each_attempt_once,
+            a_jitter_delays_each_run_by_its_ticks_amount,
         ]);
     };
 }

@@ -171,11 +171,15 @@ pub enum RunOutcome {
     /// A run that was only stalled (a paused process) and finishes later overwrites this with
     /// its real outcome.
     Abandoned,
+    /// The job was paused ([`ScheduleStore`](crate::schedules::ScheduleStore)): the tick was
+    /// claimed through its lock and not run. Written once fleet-wide, by the instance whose
+    /// claim won; the others find the tick claimed (`skipped-held`).
+    SkippedPaused,
 }
 
 impl RunOutcome {
     /// Every outcome, in the order above.
-    pub const ALL: [RunOutcome; 11] = [
+    pub const ALL: [RunOutcome; 12] = [
         RunOutcome::Running,
         RunOutcome::Executed,
         RunOutcome::Failed,
@@ -187,6 +191,7 @@ impl RunOutcome {
         RunOutcome::SkippedClockSkew,
         RunOutcome::Error,
         RunOutcome::Abandoned,
+        RunOutcome::SkippedPaused,
     ];
 
     /// The text stored in the `outcome` column (and used as the `reason` or `outcome` label of
@@ -204,6 +209,7 @@ impl RunOutcome {
             RunOutcome::SkippedClockSkew => "skipped-clock-skew",
             RunOutcome::Error => "error",
             RunOutcome::Abandoned => "abandoned",
+            RunOutcome::SkippedPaused => "skipped-paused",
         }
     }
 
@@ -231,7 +237,7 @@ impl fmt::Display for RunOutcome {
 /// A text that is not one of [`RunOutcome::as_str`]'s values.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown run outcome {0:?}: expected one of running, executed, failed, skipped-held, skipped-overlap, cancelled-lost-lock, cancelled-shutdown, panicked, skipped-clock-skew, error, abandoned"
+    "unknown run outcome {0:?}: expected one of running, executed, failed, skipped-held, skipped-overlap, cancelled-lost-lock, cancelled-shutdown, panicked, skipped-clock-skew, error, abandoned, skipped-paused"
 )]
 pub struct UnknownOutcome(pub String);
 

@@ -16,7 +16,9 @@ use super::{Inner, MisfirePolicy, Scheduler};
 use crate::clock_sync::DbClock;
 use crate::leader::LeaderElection;
 use crate::observe::{Observer, RunHistory, SchedulerListener};
+use super::control::{Control, ScheduleWatch};
 use crate::provider::{LockProvider, RunStore};
+use crate::schedules::ScheduleStore;
 use crate::settings::AppClock;
 
 /// Settings for a [`Scheduler`] over the provider `P`.
@@ -35,6 +37,7 @@ pub struct SchedulerBuilder<P> {
     max_concurrent_runs: Option<usize>,
     fleet: String,
     help_after: Duration,
+    schedules: Option<(Arc<dyn ScheduleStore>, ScheduleWatch)>,
 }
 
 impl fmt::Debug for dyn SchedulerListener {
@@ -59,6 +62,7 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
             max_concurrent_runs: None,
             fleet: "default".to_owned(),
             help_after: Duration::from_millis(250),
+            schedules: None,
         }
     }
 
@@ -196,6 +200,9 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
                 leader: OnceLock::new(),
                 capacity: self.max_concurrent_runs.map(Capacity::new),
                 claim_gate: Arc::new(tokio::sync::Semaphore::new(super::shed::CLAIMS_IN_FLIGHT)),
+                control: self
+                    .schedules
+                    .map(|(store, watch)| Control::new(store, watch)),
             }),
         }
     }
@@ -207,6 +214,27 @@ impl<P: RunStore + 'static> SchedulerBuilder<P> {
     /// history ([`RunStore`]) has this option.
     pub fn history(mut self, history: RunHistory) -> Self {
         self.run_history = Some((Arc::clone(&self.provider) as Arc<dyn RunStore>, history));
+        self
+    }
+}
+
+impl<P: ScheduleStore + 'static> SchedulerBuilder<P> {
+    /// Keeps this scheduler's schedules in the store too, watched as `watch` says: an
+    /// operator's override of a job (a new cron and time zone, a pause, a jitter, a retry
+    /// policy) made in the store wins over the code's, on every instance, until it is cleared;
+    /// jobs created in the store for a handler ([`Scheduler::handler`]) run here when this
+    /// instance registered the handler; a "run now" request
+    /// ([`Scheduler::trigger`], `shedlock trigger`) runs the job once, on one instance; and
+    /// the whole fleet can be paused ([`FLEET_SCHEDULE`](super::FLEET_SCHEDULE)).
+    ///
+    /// A change reaches every instance within `watch`'s poll interval (2 s by default; one
+    /// statement per poll), on PostgreSQL as soon as it is made (`LISTEN`/`NOTIFY`). Each tick
+    /// is still claimed through its lock: an instance that applies a change later than another
+    /// never runs a tick twice. At start the timer fires nothing before the first read of the
+    /// store (or its failure, logged), so a job paused in the store does not fire on a
+    /// restart. The store needs its schedules table (`migrate()`).
+    pub fn schedules(mut self, watch: ScheduleWatch) -> Self {
+        self.schedules = Some((Arc::clone(&self.provider) as Arc<dyn ScheduleStore>, watch));
         self
     }
 }

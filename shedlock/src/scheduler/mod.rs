@@ -22,8 +22,10 @@ use crate::leader::{LeaderElection, LeaderElector};
 use crate::observe::Observer;
 use crate::provider::LockProvider;
 
+mod attempt;
 pub(crate) mod builder;
 mod capacity;
+pub(crate) mod control;
 mod fire;
 pub(crate) mod fleet;
 pub(crate) mod job;
@@ -34,6 +36,8 @@ mod tick_loop;
 
 pub use crate::observe::{RunFinished, RunHistory, RunInfo, SchedulerListener};
 pub use builder::SchedulerBuilder;
+pub use control::spread::jitter_delay;
+pub use control::{FLEET_SCHEDULE, HandlerLock, ScheduleWatch};
 use capacity::Capacity;
 use fire::capacity_loop;
 pub use fleet::FleetView;
@@ -78,6 +82,8 @@ struct Inner {
     /// past it wait here, where an on-time tick's claim that waited past its deadline is shed
     /// (see [`fire`]).
     claim_gate: Arc<tokio::sync::Semaphore>,
+    /// With schedules kept in the store: the control plane that watches them.
+    control: Option<control::Control>,
 }
 
 impl Inner {
@@ -89,6 +95,38 @@ impl Inner {
     /// with it.
     fn fires(&self) -> bool {
         self.election.is_none() || self.leader.get().is_some_and(LeaderElector::is_leader)
+    }
+
+    /// A copy of the registered job `name`.
+    fn job_of(&self, name: &str) -> Option<Job> {
+        self.jobs().by_name.get(name).map(|job| job.0.job.clone())
+    }
+
+    /// Registers `job` (see [`Scheduler::add`]); wakes the timer.
+    fn add_job(&self, job: Job) -> Result<()> {
+        if let Err(job) = self.jobs().insert(job) {
+            return Err(Error::DuplicateJob {
+                name: job.name().to_owned(),
+            });
+        }
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    /// Replaces the job of `job`'s name from its next tick on (see `Jobs::replace`).
+    fn replace_job(&self, job: Job) {
+        let next = job.schedule.next_after(self.clock.now());
+        self.jobs().replace(job, next);
+        self.wake.notify_one();
+    }
+
+    /// Unregisters job `name`; whether it was registered.
+    fn remove_job(&self, name: &str) -> bool {
+        let removed = self.jobs().remove(name);
+        if removed {
+            self.wake.notify_one();
+        }
+        removed
     }
 
     /// Whether a missed `tick` may still run at `now`: it is within the misfire grace (zero:
@@ -238,22 +276,18 @@ impl Scheduler {
             return Err(refusal());
         }
         check_job_name(job.name())?;
-        if let Err(job) = self.inner.jobs().insert(job) {
-            return Err(Error::DuplicateJob {
-                name: job.name().to_owned(),
-            });
+        let mut job = job;
+        if let Some(control) = &self.inner.control
+            && let Some(schedule) = control.overridden(job.name(), &job.schedule)
+        {
+            job.schedule = schedule;
         }
-        self.inner.wake.notify_one();
-        Ok(())
+        self.inner.add_job(job)
     }
 
     /// Removes a job: it fires no more; a run in progress finishes. Returns whether it existed.
     pub fn remove(&self, name: &str) -> bool {
-        let removed = self.inner.jobs().remove(name);
-        if removed {
-            self.inner.wake.notify_one();
-        }
-        removed
+        self.inner.remove_job(name)
     }
 
     /// The names of the registered jobs.
@@ -393,6 +427,9 @@ impl Scheduler {
         }
         if let Some((_, history)) = self.inner.observer.history {
             loops.spawn(prune_loop(Arc::clone(&self.inner), history));
+        }
+        if self.inner.control.is_some() {
+            loops.spawn(control::watch_loop(Arc::clone(&self.inner)));
         }
         tracing::info!(jobs, "scheduler started");
     }

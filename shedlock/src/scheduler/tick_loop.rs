@@ -50,6 +50,14 @@ pub(super) async fn timer_loop(inner: Arc<Inner>) {
         () = inner.clock.first_measurement() => {}
         _ = stop_firing.wait_for(|stop| *stop) => return,
     }
+    // With schedules in the store, nothing fires before they were read: a job paused there
+    // must not fire on a restart.
+    if let Some(control) = &inner.control {
+        tokio::select! {
+            () = control.first_read() => {}
+            _ = stop_firing.wait_for(|stop| *stop) => return,
+        }
+    }
     loop {
         // Added jobs are planned a chunk at a time, with due ticks fired in between: 100,000
         // jobs at start take seconds of schedule evaluation, and must not hold the runtime's
