@@ -5,6 +5,7 @@
 /// (`scripts/test` does, with `--skip postgres`, when its server does not answer).
 mod postgres {
     shedlock_suite::backend_tests!(in postgres: provider suite);
+    shedlock_suite::backend_tests!(in postgres: schedule suite);
 
     /// A held connection (`hold_connections`) that the server killed fails its statement on a
     /// connection-level error; the provider drops it and runs the statement again on a fresh
