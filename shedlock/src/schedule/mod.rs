@@ -1,6 +1,6 @@
 //! [`Schedule`]: a cron expression in an IANA time zone, and the ticks it fires at.
 
-mod rules;
+pub(crate) mod rules;
 
 use std::fmt;
 use std::sync::Arc;

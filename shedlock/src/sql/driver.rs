@@ -26,6 +26,8 @@ pub enum Plain<'a> {
     OptInt(Option<i64>),
     /// A boolean.
     Bool(bool),
+    /// A boolean or null.
+    OptBool(Option<bool>),
 }
 
 /// The value of a parameter: plain, or encoded by the dialect.
@@ -127,6 +129,12 @@ pub trait Driver: Database {
     /// An integer or null in column `index`.
     fn opt_int(row: &Self::Row, index: usize) -> Result<Option<i64>, sqlx::Error>;
 
+    /// A 32-bit integer or null in column `index` (an `INTEGER` column).
+    fn opt_i32(row: &Self::Row, index: usize) -> Result<Option<i32>, sqlx::Error>;
+
+    /// A boolean or null in column `index`.
+    fn opt_bool(row: &Self::Row, index: usize) -> Result<Option<bool>, sqlx::Error>;
+
     /// Runs `migrator` on `conn` (sqlx's own migration lock included).
     fn run_migrator<'a>(
         migrator: &'a Migrator,
@@ -146,6 +154,7 @@ macro_rules! driver {
                     Plain::Int(v) => args.add(v),
                     Plain::OptInt(v) => args.add(v),
                     Plain::Bool(v) => args.add(v),
+                    Plain::OptBool(v) => args.add(v),
                 }
             }
 
@@ -182,6 +191,14 @@ macro_rules! driver {
             }
 
             fn opt_int(row: &Self::Row, index: usize) -> Result<Option<i64>, sqlx::Error> {
+                sqlx::Row::try_get(row, index)
+            }
+
+            fn opt_i32(row: &Self::Row, index: usize) -> Result<Option<i32>, sqlx::Error> {
+                sqlx::Row::try_get(row, index)
+            }
+
+            fn opt_bool(row: &Self::Row, index: usize) -> Result<Option<bool>, sqlx::Error> {
                 sqlx::Row::try_get(row, index)
             }
 

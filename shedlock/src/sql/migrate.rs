@@ -14,13 +14,81 @@ use super::quirks::Quirks;
 use super::table::{TableName, is_java_shedlock, missing_columns};
 use crate::error::{Backend, Error, Result};
 
+/// postgres's migration files, `(version, description, SQL)`: the dialect's `MIGRATIONS`.
+pub(crate) const POSTGRES: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "create shedlock table",
+        include_str!("../../migrations/postgres/0001_create_shedlock.sql"),
+    ),
+    (
+        2,
+        "create shedlock_runs table",
+        include_str!("../../migrations/postgres/0002_create_shedlock_runs.sql"),
+    ),
+    (
+        3,
+        "create shedlock_tokens sequence",
+        include_str!("../../migrations/postgres/0003_create_shedlock_tokens.sql"),
+    ),
+    (
+        4,
+        "create shedlock_schedules table",
+        include_str!("../../migrations/postgres/0004_create_shedlock_schedules.sql"),
+    ),
+];
+
+/// mysql's migration files, `(version, description, SQL)`: the dialect's `MIGRATIONS`.
+pub(crate) const MYSQL: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "create shedlock table",
+        include_str!("../../migrations/mysql/0001_create_shedlock.sql"),
+    ),
+    (
+        2,
+        "create shedlock_runs table",
+        include_str!("../../migrations/mysql/0002_create_shedlock_runs.sql"),
+    ),
+    (
+        4,
+        "create shedlock_schedules table",
+        include_str!("../../migrations/mysql/0004_create_shedlock_schedules.sql"),
+    ),
+];
+
+/// sqlite's migration files, `(version, description, SQL)`: the dialect's `MIGRATIONS`.
+pub(crate) const SQLITE: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "create shedlock table",
+        include_str!("../../migrations/sqlite/0001_create_shedlock.sql"),
+    ),
+    (
+        2,
+        "create shedlock_runs table",
+        include_str!("../../migrations/sqlite/0002_create_shedlock_runs.sql"),
+    ),
+    (
+        3,
+        "create shedlock_retired table",
+        include_str!("../../migrations/sqlite/0003_create_shedlock_retired.sql"),
+    ),
+    (
+        4,
+        "create shedlock_schedules table",
+        include_str!("../../migrations/sqlite/0004_create_shedlock_schedules.sql"),
+    ),
+];
+
 /// The opening of every lock table migration; a test checks each file has it once.
 const CREATE_TABLE_PREFIX: &str = "CREATE TABLE IF NOT EXISTS shedlock (";
 
 /// A migration file's text for the configured table. The files name their objects after the
 /// default table, `shedlock`: the table itself, `shedlock_runs`, `shedlock_tokens` (a
-/// PostgreSQL sequence), `shedlock_retired` and the trigger `shedlock_retire` (SQLite), and
-/// indexes `shedlock_runs_by_*`. Each such word (outside `--` comments) becomes the configured
+/// PostgreSQL sequence), `shedlock_retired` and the trigger `shedlock_retire` (SQLite),
+/// `shedlock_schedules`, and indexes `shedlock_runs_by_*` and `shedlock_schedules_by_*`. Each
+/// such word (outside `--` comments) becomes the configured
 /// name, quoted and schema-qualified, except where the backend wants a bare name: PostgreSQL
 /// index names (an index lives in its table's schema), and SQLite's `ON <table>` of an index or
 /// trigger and a trigger's body, where names may not be qualified (the index or trigger name
@@ -67,7 +135,10 @@ fn rename(text: &str, table: &TableName, backend: Backend, quoted: bool) -> Stri
             let suffix = &word["shedlock".len()..];
             let after_on = before.trim_end().to_ascii_uppercase().ends_with(" ON")
                 || before.trim_end().eq_ignore_ascii_case("ON");
-            let replaced = if suffix.starts_with("_runs_by_") || suffix == "_retire" {
+            let replaced = if suffix.starts_with("_runs_by_")
+                || suffix.starts_with("_schedules_by_")
+                || suffix == "_retire"
+            {
                 // An index or trigger name: PostgreSQL keeps it in the table's schema, SQLite
                 // wants the schema here rather than on the table.
                 match (backend, schema) {
@@ -380,17 +451,17 @@ mod tests {
             (Backend::MySql, "mysql"),
             (Backend::Sqlite, "sqlite"),
         ] {
-            let files: Vec<(i64, &'static str, &'static str)> = match backend {
-                Backend::Postgres => postgres_files(),
-                Backend::MySql => mysql_files(),
-                _ => sqlite_files(),
+            let files = match backend {
+                Backend::Postgres => POSTGRES,
+                Backend::MySql => MYSQL,
+                _ => SQLITE,
             };
             let ours = migrator(
                 &files,
                 &TableName::new("shedlock", Backend::Postgres).unwrap(),
                 backend,
             );
-            for (migration, (version, _, text)) in ours.iter().zip(&files) {
+            for (migration, (version, _, text)) in ours.iter().zip(files) {
                 let plain = Migration::new(
                     *version,
                     Cow::Borrowed("plain"),
@@ -404,61 +475,6 @@ mod tests {
                 );
             }
         }
-    }
-
-    fn postgres_files() -> Vec<(i64, &'static str, &'static str)> {
-        vec![
-            (
-                1,
-                "1",
-                include_str!("../../migrations/postgres/0001_create_shedlock.sql"),
-            ),
-            (
-                2,
-                "2",
-                include_str!("../../migrations/postgres/0002_create_shedlock_runs.sql"),
-            ),
-            (
-                3,
-                "3",
-                include_str!("../../migrations/postgres/0003_create_shedlock_tokens.sql"),
-            ),
-        ]
-    }
-
-    fn mysql_files() -> Vec<(i64, &'static str, &'static str)> {
-        vec![
-            (
-                1,
-                "1",
-                include_str!("../../migrations/mysql/0001_create_shedlock.sql"),
-            ),
-            (
-                2,
-                "2",
-                include_str!("../../migrations/mysql/0002_create_shedlock_runs.sql"),
-            ),
-        ]
-    }
-
-    fn sqlite_files() -> Vec<(i64, &'static str, &'static str)> {
-        vec![
-            (
-                1,
-                "1",
-                include_str!("../../migrations/sqlite/0001_create_shedlock.sql"),
-            ),
-            (
-                2,
-                "2",
-                include_str!("../../migrations/sqlite/0002_create_shedlock_runs.sql"),
-            ),
-            (
-                3,
-                "3",
-                include_str!("../../migrations/sqlite/0003_create_shedlock_retired.sql"),
-            ),
-        ]
     }
 
     #[test]

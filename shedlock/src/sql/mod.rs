@@ -32,6 +32,7 @@ pub(crate) mod postgres;
 mod preflight;
 pub(crate) mod provider;
 pub(crate) mod quirks;
+mod schedules;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
 pub(crate) mod standard;
@@ -65,7 +66,7 @@ pub(crate) const PRUNE_JOBS: usize = 1_000;
 
 /// A statement with its placeholders filled in, cheap to clone into each query: `{table}` (the
 /// lock table), `{runs}` (its run history), `{tokens}` (PostgreSQL's token sequence),
-/// `{retired}` (SQLite's record of deleted rows), all quoted for the dialect, `{now}`, and each
+/// `{retired}` (SQLite's record of deleted rows), `{schedules}` (the schedules), all quoted for the dialect, `{now}`, and each
 /// `{iso(<column>)}` ([`Hooks::iso_utc`](dialect::Hooks::iso_utc)).
 pub(crate) fn statement<D: dialect::Hooks>(
     template: &str,
@@ -78,6 +79,7 @@ pub(crate) fn statement<D: dialect::Hooks>(
         .replace("{runs}", &table.quoted(backend, "_runs"))
         .replace("{tokens}", &table.quoted(backend, "_tokens"))
         .replace("{retired}", &table.quoted(backend, "_retired"))
+        .replace("{schedules}", &table.quoted(backend, "_schedules"))
         .replace("{now}", now);
     while let Some(start) = text.find("{iso(") {
         let Some(len) = text[start..].find(")}") else {

@@ -326,18 +326,7 @@ LIMIT ?",
     ],
 };
 
-const MIGRATIONS: &[(i64, &str, &str)] = &[
-    (
-        1,
-        "create shedlock table",
-        include_str!("../../migrations/mysql/0001_create_shedlock.sql"),
-    ),
-    (
-        2,
-        "create shedlock_runs table",
-        include_str!("../../migrations/mysql/0002_create_shedlock_runs.sql"),
-    ),
-];
+const MIGRATIONS: &[(i64, &str, &str)] = super::migrate::MYSQL;
 
 /// MySQL 8 or MariaDB 10.11: [`MySqlLockProvider`](crate::MySqlLockProvider).
 ///

@@ -271,23 +271,7 @@ LIMIT $3",
     binds: &[P::NameFilter, P::OutcomeFilter, P::Limit],
 };
 
-const MIGRATIONS: &[(i64, &str, &str)] = &[
-    (
-        1,
-        "create shedlock table",
-        include_str!("../../migrations/postgres/0001_create_shedlock.sql"),
-    ),
-    (
-        2,
-        "create shedlock_runs table",
-        include_str!("../../migrations/postgres/0002_create_shedlock_runs.sql"),
-    ),
-    (
-        3,
-        "create shedlock_tokens sequence",
-        include_str!("../../migrations/postgres/0003_create_shedlock_tokens.sql"),
-    ),
-];
+const MIGRATIONS: &[(i64, &str, &str)] = super::migrate::POSTGRES;
 
 /// PostgreSQL 12 or later: [`PostgresLockProvider`](crate::PostgresLockProvider).
 ///

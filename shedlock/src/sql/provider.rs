@@ -21,6 +21,9 @@ use crate::error::{Backend, Error, Result};
 use crate::guard::LockGuard;
 use crate::history::{LockRows, LockState, NewRun, RunOutcome, RunQuery, RunRecord};
 use crate::provider::{LockAdmin, LockProvider, RunStore};
+use crate::schedules::{
+    ChangeFeed, NewSchedule, ScheduleChange, ScheduleStore, StoredSchedule, TriggerAnswer,
+};
 use crate::settings::{KeepAlive, ProviderBuilder, ProviderSettings};
 
 /// A lock provider over an sqlx pool of one of the three databases; use it by its names
@@ -445,6 +448,82 @@ impl<D: Dialect> RunStore for SqlLockProvider<D> {
 
     fn close_abandoned_runs(&self) -> BoxFuture<'_, Result<u64>> {
         Box::pin(self.core.close_abandoned_runs())
+    }
+}
+
+/// The schedules in `<table>_schedules` (created by `migrate()`): each write one transaction
+/// that takes the next version from the table's counter row; on PostgreSQL every change
+/// `NOTIFY`s the channel named after the schedules table, which [`change_feed`] listens on.
+///
+/// [`change_feed`]: ScheduleStore::change_feed
+impl<D: Dialect> ScheduleStore for SqlLockProvider<D> {
+    fn schedules_version(&self) -> BoxFuture<'_, Result<i64>> {
+        Box::pin(self.core.schedules_version())
+    }
+
+    fn schedules_since(&self, since: i64) -> BoxFuture<'_, Result<Vec<StoredSchedule>>> {
+        Box::pin(self.core.schedules_since(since))
+    }
+
+    fn schedule<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<StoredSchedule>>> {
+        Box::pin(self.core.schedule(name))
+    }
+
+    fn create_schedule<'a>(
+        &'a self,
+        schedule: &'a NewSchedule,
+        by: &'a str,
+    ) -> BoxFuture<'a, Result<StoredSchedule>> {
+        Box::pin(self.core.create_schedule(schedule, by))
+    }
+
+    fn update_schedule<'a>(
+        &'a self,
+        name: &'a str,
+        change: &'a ScheduleChange,
+        by: &'a str,
+    ) -> BoxFuture<'a, Result<StoredSchedule>> {
+        Box::pin(self.core.update_schedule(name, change, by))
+    }
+
+    fn delete_schedule<'a>(&'a self, name: &'a str, by: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(self.core.delete_schedule(name, by))
+    }
+
+    fn request_trigger<'a>(
+        &'a self,
+        name: &'a str,
+        by: &'a str,
+    ) -> BoxFuture<'a, Result<TriggerAnswer>> {
+        Box::pin(self.core.request_trigger(name, by))
+    }
+
+    fn claim_trigger<'a>(
+        &'a self,
+        name: &'a str,
+        id: i64,
+        by: &'a str,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(self.core.claim_trigger(name, id, by, lease))
+    }
+
+    fn start_trigger<'a>(
+        &'a self,
+        name: &'a str,
+        id: i64,
+        by: &'a str,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(self.core.start_trigger(name, id, by, lease))
+    }
+
+    fn finish_trigger<'a>(&'a self, name: &'a str, id: i64) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(self.core.finish_trigger(name, id))
+    }
+
+    fn change_feed(&self) -> BoxFuture<'_, Result<Option<ChangeFeed>>> {
+        Box::pin(self.core.change_feed())
     }
 }
 

@@ -240,23 +240,7 @@ LIMIT ?3",
     binds: &[P::NameFilter, P::OutcomeFilter, P::Limit],
 };
 
-const MIGRATIONS: &[(i64, &str, &str)] = &[
-    (
-        1,
-        "create shedlock table",
-        include_str!("../../migrations/sqlite/0001_create_shedlock.sql"),
-    ),
-    (
-        2,
-        "create shedlock_runs table",
-        include_str!("../../migrations/sqlite/0002_create_shedlock_runs.sql"),
-    ),
-    (
-        3,
-        "create shedlock_retired table",
-        include_str!("../../migrations/sqlite/0003_create_shedlock_retired.sql"),
-    ),
-];
+const MIGRATIONS: &[(i64, &str, &str)] = super::migrate::SQLITE;
 
 /// SQLite: [`SqliteLockProvider`](crate::SqliteLockProvider), for services whose instances all
 /// run on one machine and share one database file.

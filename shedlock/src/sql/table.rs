@@ -72,6 +72,11 @@ impl TableName {
         format!("{}_runs", self.0)
     }
 
+    /// The schedules kept in the store beside the lock table: `<table>_schedules`.
+    pub(crate) fn schedules_table(&self) -> String {
+        format!("{}_schedules", self.0)
+    }
+
     /// The lock table, or an object named after it (`suffix`, e.g. `_runs`), quoted as an
     /// identifier for `backend`, schema included: `"ops"."locks_runs"`. Quoting lets reserved
     /// words (`user`, `order`) be table names. PostgreSQL folds unquoted names to lower case, so
@@ -134,6 +139,32 @@ pub(crate) const RUN_COLUMNS: [&str; 10] = [
     "locked_by",
     "fencing_token",
     "error",
+];
+
+/// The columns of the schedules table (`<table>_schedules`), in the order the schedule
+/// statements read and write them.
+pub(crate) const SCHEDULE_COLUMNS: [&str; 21] = [
+    "name",
+    "handler",
+    "payload",
+    "cron",
+    "time_zone",
+    "paused",
+    "jitter_ms",
+    "retry_max_attempts",
+    "retry_base_ms",
+    "retry_cap_ms",
+    "retry_past_next_tick",
+    "version",
+    "deleted",
+    "updated_at",
+    "updated_by",
+    "trigger_id",
+    "trigger_by",
+    "trigger_at",
+    "trigger_claimed_by",
+    "trigger_until",
+    "trigger_started",
 ];
 
 /// The columns of SQLite's record of deleted rows (`<table>_retired`).
@@ -205,6 +236,20 @@ mod tests {
                 .unwrap()
                 .history_table(),
             "ops._locks_migrations"
+        );
+    }
+
+    #[test]
+    fn schedules_sit_beside_the_lock_table() {
+        let table = TableName::new("Ops.Locks", Backend::Postgres).unwrap();
+        assert_eq!(table.schedules_table(), "Ops.Locks_schedules");
+        assert_eq!(
+            table.quoted(Backend::Postgres, "_schedules"),
+            "\"ops\".\"locks_schedules\""
+        );
+        assert_eq!(
+            table.quoted(Backend::MySql, "_schedules"),
+            "`Ops`.`Locks_schedules`"
         );
     }
 }

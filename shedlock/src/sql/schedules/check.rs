@@ -1,0 +1,175 @@
+//! What a schedule must be before it is written: each refusal an
+//! [`Error::InvalidSchedule`] naming the field (or the lock-name error for a bad name), so
+//! nothing is stored that an instance could not run.
+
+use std::time::Duration;
+
+use crate::config::{MAX_LOCK_DURATION, validate_name};
+use crate::error::{Error, Result};
+use crate::schedule::rules;
+use crate::schedules::{ScheduleChange, StoredSchedule};
+
+/// The longest text a name-like column holds (`VARCHAR(255)`).
+const MAX_TEXT_BYTES: usize = 255;
+
+/// A schedule name, by the lock-name rules.
+pub(crate) fn name(name: &str) -> Result<()> {
+    validate_name(name.to_owned()).map(drop)
+}
+
+fn refuse(name: &str, reason: String) -> Error {
+    Error::InvalidSchedule {
+        name: name.to_owned(),
+        reason,
+    }
+}
+
+/// Who makes a change (`updated_by`, `trigger_by`, a claimant): 1 to 255 bytes.
+pub(crate) fn who(name: &str, field: &str, by: &str) -> Result<()> {
+    if by.is_empty() || by.len() > MAX_TEXT_BYTES {
+        return Err(refuse(
+            name,
+            format!(
+                "{field} is {} bytes long; it must be 1 to {MAX_TEXT_BYTES}",
+                by.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A lease of a trigger's claim or run: above zero, at most [`MAX_LOCK_DURATION`].
+pub(crate) fn lease(name: &str, lease: Duration) -> Result<()> {
+    if lease.is_zero() || lease > MAX_LOCK_DURATION {
+        return Err(refuse(
+            name,
+            format!(
+                "lease: {} is not above zero and at most 1000 years",
+                humantime::format_duration(lease)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The fields a change sets, each on its own: cron and time zone (with the macros' hints), a
+/// payload that must be JSON, durations in range.
+pub(crate) fn change(name: &str, change: &ScheduleChange) -> Result<()> {
+    let tz = change.time_zone.as_ref().and_then(Option::as_deref);
+    if let Some(tz) = tz {
+        time_zone(name, tz)?;
+    }
+    if let Some(Some(cron)) = &change.cron {
+        expression(name, cron, tz)?;
+    }
+    if let Some(Some(payload)) = &change.payload {
+        serde_json::from_str::<serde_json::Value>(payload).map_err(|e| {
+            refuse(
+                name,
+                format!("payload: not JSON ({e}); a run-time job's payload is JSON text"),
+            )
+        })?;
+    }
+    if let Some(Some(jitter)) = change.jitter
+        && jitter > MAX_LOCK_DURATION
+    {
+        return Err(refuse(name, "jitter: more than 1000 years".into()));
+    }
+    if let Some(Some(retry)) = change.retry {
+        if retry.max_attempts == 0 || i32::try_from(retry.max_attempts).is_err() {
+            return Err(refuse(
+                name,
+                format!(
+                    "retry: max_attempts is {}; it counts the first run, so at least 1",
+                    retry.max_attempts
+                ),
+            ));
+        }
+        if retry.cap < retry.base || retry.cap > MAX_LOCK_DURATION {
+            return Err(refuse(
+                name,
+                "retry: the cap must be at least the base and at most 1000 years".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn time_zone(name: &str, tz: &str) -> Result<()> {
+    rules::parse_time_zone(tz)
+        .map(drop)
+        .map_err(|reason| refuse(name, format!("time_zone: {reason}")))
+}
+
+fn expression(name: &str, cron: &str, tz: Option<&str>) -> Result<()> {
+    let zone = match tz {
+        Some(tz) => rules::parse_time_zone(tz)
+            .map_err(|reason| refuse(name, format!("time_zone: {reason}")))?,
+        None => chrono_tz::UTC,
+    };
+    rules::parse_cron(cron, zone)
+        .map(drop)
+        .map_err(|reason| refuse(name, format!("cron: {reason}")))
+}
+
+/// A whole schedule as it would be stored: what [`change`] checks, and what the fields say
+/// together (a run-time job has a cron expression, an override no payload; the cron read in
+/// the time zone stored).
+pub(crate) fn whole(s: &StoredSchedule) -> Result<()> {
+    if let Some(tz) = &s.time_zone {
+        time_zone(&s.name, tz)?;
+    }
+    if let Some(cron) = &s.cron {
+        expression(&s.name, cron, s.time_zone.as_deref())?;
+    }
+    match &s.handler {
+        Some(handler) => {
+            if handler.is_empty() || handler.len() > MAX_TEXT_BYTES {
+                return Err(refuse(
+                    &s.name,
+                    format!("handler: {handler:?} must be 1 to {MAX_TEXT_BYTES} bytes"),
+                ));
+            }
+            if s.cron.is_none() && !s.deleted {
+                return Err(refuse(
+                    &s.name,
+                    format!(
+                        "cron: a job created at run time (handler {handler:?}) needs a cron expression"
+                    ),
+                ));
+            }
+        }
+        None if s.payload.is_some() => {
+            return Err(refuse(
+                &s.name,
+                "payload: only a job created at run time (with a handler) has one; this is an override of a job defined in code".into(),
+            ));
+        }
+        None => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_refusal_names_its_field() {
+        let bad = [
+            (ScheduleChange::new().cron("every minute", None), "cron:"),
+            (
+                ScheduleChange::new().cron("0 * * * * *", Some("Europe/Berlinn".into())),
+                "time_zone:",
+            ),
+            (ScheduleChange::new().payload(Some("{".into())), "payload:"),
+        ];
+        for (change, field) in bad {
+            let e = super::change("job", &change).unwrap_err();
+            assert!(matches!(e, Error::InvalidSchedule { .. }), "{e}");
+            assert!(e.to_string().contains(field), "{e}");
+        }
+        let e = super::change("job", &ScheduleChange::new().cron("0 * * * * *", None));
+        assert!(e.is_ok());
+    }
+}
