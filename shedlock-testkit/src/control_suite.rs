@@ -14,7 +14,8 @@ use shedlock::schedules::{
     NewSchedule, RetryPolicy, ScheduleChange, ScheduleStore, TriggerAnswer,
 };
 use shedlock::scheduler::{FLEET_SCHEDULE, RunHistory, ScheduleWatch, jitter_delay};
-use shedlock::{Job, JobStats, LockConfiguration, LockContext, Schedule, Scheduler};
+use shedlock::scheduler::JobStats;
+use shedlock::{Job, LockConfiguration, LockContext, Schedule, Scheduler};
 
 use crate::db::{Opts, TestDb};
 use crate::scheduler_suite::eventually;
