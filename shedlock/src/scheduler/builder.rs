@@ -8,11 +8,13 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 
+use super::Scheduler;
 use super::capacity::Capacity;
 use super::fleet::Fleet;
-use super::misfire::Backlog;
+use super::job::MisfirePolicy;
+use super::misfire::{Backlog, Misfire};
 use super::registry::Jobs;
-use super::{Inner, MisfirePolicy, Scheduler};
+use super::state::Inner;
 use crate::clock_sync::DbClock;
 use crate::leader::LeaderElection;
 use crate::observe::{Observer, RunHistory, SchedulerListener};
@@ -175,8 +177,10 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
                 provider: self.provider as Arc<dyn LockProvider>,
                 clock: DbClock::new(self.clock),
                 clock_check_every: self.clock_check_every,
-                misfire_grace: self.misfire_grace,
-                misfire_policy: self.misfire_policy,
+                misfire: Misfire {
+                    grace: self.misfire_grace,
+                    policy: self.misfire_policy,
+                },
                 backlog: Backlog::default(),
                 shutdown_timeout: self.shutdown_timeout,
                 jobs: Mutex::new(Jobs::default()),

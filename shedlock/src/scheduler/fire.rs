@@ -17,15 +17,14 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::Inner;
 use super::attempt::run_tick;
 use super::capacity::Slot;
 use super::fleet::claimed_elsewhere;
 use super::job::MisfirePolicy;
 use super::job::bump;
-use super::misfire::policy;
 use super::registry::{JobState, Running};
 use super::shed::{CLAIMS_IN_FLIGHT, Due, SOONEST_DEADLINE, ToClaim, deadline_of, shed_late};
+use super::state::Inner;
 use crate::claim::PreClaim;
 use crate::config::LockConfiguration;
 use crate::history::RunOutcome;
@@ -36,11 +35,14 @@ use crate::run::acquire_config;
 /// still running, or with older ticks waiting, queues this one behind them (see
 /// [`super::misfire`]); the others are fired by [`fire_ready`].
 ///
-/// [`MisfirePolicy::All`]: super::MisfirePolicy::All
+/// [`MisfirePolicy::All`]: super::job::MisfirePolicy::All
 pub(super) fn fire_group(inner: &Arc<Inner>, tick: DateTime<Utc>, group: Vec<Arc<JobState>>) {
     let due = group.len();
     let group = if inner.fires() {
-        inner.backlog.admit(inner, tick, group)
+        let waits_for_slot = |job: &JobState| inner.waits_for_slot(job);
+        inner
+            .backlog
+            .admit(&inner.misfire, waits_for_slot, tick, group)
     } else {
         group
     };
@@ -122,7 +124,8 @@ pub(super) fn fire_ready(
             }
             tokio::time::sleep(HELP_POLL).await;
         }
-        let (claimed, later) = claimed_elsewhere(&help_inner, tick, later, view).await;
+        let (fleet, provider) = (&help_inner.fleet, help_inner.provider.as_ref());
+        let (claimed, later) = claimed_elsewhere(fleet, provider, tick, later, view).await;
         skip_claimed(&help_inner, tick, &claimed);
         if later.is_empty() {
             return;
@@ -144,9 +147,9 @@ pub(super) fn fire_ready(
 /// would never fire again here; every later tick would queue behind it.
 fn next_in_backlogs(inner: &Arc<Inner>, jobs: &[Arc<JobState>]) {
     for job in jobs {
-        if policy(inner, job) == MisfirePolicy::All
+        if inner.misfire.policy(job) == MisfirePolicy::All
             && !job.running.load(Ordering::SeqCst)
-            && let Some(next) = inner.backlog.next(inner, job)
+            && let Some(next) = inner.next_in_backlog(job)
         {
             fire_next(inner, next, Arc::clone(job));
         }
@@ -209,7 +212,7 @@ fn start(
     let count = jobs.len();
     let admitted: Vec<_> = match &inner.capacity {
         None => jobs.into_iter().map(|job| (job, None)).collect(),
-        Some(capacity) => capacity.admit(inner, tick, jobs),
+        Some(c) => c.admit(&inner.fleet, &inner.misfire, &inner.backlog, tick, jobs),
     };
     let marker = marker.filter(|_| admitted.len() == count);
     claim_with_marker(inner, tick, admitted, marker, due);
@@ -361,7 +364,8 @@ fn fire(
             Some(slot) => Some(slot),
             None => {
                 job.running.store(false, Ordering::SeqCst);
-                capacity.wait(inner, tick, Arc::clone(job));
+                let (fleet, misfire, backlog) = (&inner.fleet, &inner.misfire, &inner.backlog);
+                capacity.wait(fleet, misfire, backlog, tick, Arc::clone(job));
                 return None;
             }
         },
@@ -418,7 +422,7 @@ fn fire(
         // Under `All`, whether a refused tick is to be tried again is read while the job still
         // counts as running: a tick due meanwhile waits in the backlog behind it, instead of
         // being claimed first (a newer tick claimed would make this one count as run).
-        let all = policy(&run_inner, &job) == MisfirePolicy::All;
+        let all = run_inner.misfire.policy(&job) == MisfirePolicy::All;
         let held = if all && outcome == RunOutcome::SkippedHeld {
             held_unclaimed(&run_inner, &job, tick).await
         } else {
@@ -430,7 +434,7 @@ fn fire(
             match held {
                 Some(wait) => retry_when_free(&run_inner, &job, tick, wait),
                 None => {
-                    if let Some(next) = run_inner.backlog.next(&run_inner, &job) {
+                    if let Some(next) = run_inner.next_in_backlog(&job) {
                         fire_next(&run_inner, next, Arc::clone(&job));
                     }
                 }
@@ -483,7 +487,7 @@ fn retry_when_free(inner: &Arc<Inner>, job: &Arc<JobState>, tick: DateTime<Utc>,
             () = tokio::time::sleep(wait) => {}
             _ = stop.wait_for(|stop| *stop) => return,
         }
-        if let Some(next) = retry_inner.backlog.next(&retry_inner, &job) {
+        if let Some(next) = retry_inner.next_in_backlog(&job) {
             fire_next(&retry_inner, next, job);
         }
     };
@@ -504,7 +508,7 @@ pub(super) async fn capacity_loop(inner: Arc<Inner>) {
             () = capacity.freed() => {}
             _ = stop.wait_for(|stop| *stop) => return,
         }
-        let (ready, backlog) = capacity.take_ready(&inner);
+        let (ready, backlog) = inner.take_ready(capacity);
         for (tick, group) in ready {
             claim_and_fire(&inner, tick, group);
         }

@@ -8,18 +8,15 @@
 //! firing one tick instant in `fire.rs`.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tokio::sync::{Notify, watch};
-use tokio::task::JoinSet;
 
-use crate::clock_sync::{DbClock, clock_loop};
+use crate::clock_sync::clock_loop;
 use crate::error::{Error, Result};
-use crate::leader::{LeaderElection, LeaderElector};
-use crate::observe::Observer;
+use crate::leader::LeaderElector;
 use crate::provider::LockProvider;
 
 mod attempt;
@@ -32,6 +29,7 @@ pub(crate) mod job;
 mod misfire;
 mod registry;
 mod shed;
+mod state;
 mod tick_loop;
 
 pub use crate::observe::{RunFinished, RunHistory, RunInfo, SchedulerListener};
@@ -41,101 +39,10 @@ pub use control::{FLEET_SCHEDULE, HandlerLock, ScheduleWatch};
 use capacity::Capacity;
 use fire::capacity_loop;
 pub use fleet::FleetView;
-use fleet::{Fleet, fleet_loop};
+use fleet::fleet_loop;
 pub use job::{Job, JobOutput, JobStats, MisfirePolicy};
-use misfire::Backlog;
-use registry::Jobs;
+use state::Inner;
 use tick_loop::{leader_loop, prune_loop, timer_loop};
-
-struct Inner {
-    provider: Arc<dyn LockProvider>,
-    observer: Arc<Observer>,
-    /// This instance's clock and its measured offset to the database's: ticks fire by it.
-    clock: DbClock,
-    clock_check_every: Duration,
-    misfire_grace: Duration,
-    misfire_policy: MisfirePolicy,
-    /// Ticks of jobs under [`MisfirePolicy::All`] waiting for the runs before them.
-    backlog: Backlog,
-    shutdown_timeout: Duration,
-    /// The registered jobs and the timer's queue of their next ticks.
-    jobs: Mutex<Jobs>,
-    /// Wakes the timer: a job was added or removed.
-    wake: Notify,
-    started: AtomicBool,
-    /// Turns true when shutdown begins: the timer stops firing.
-    stop_firing: watch::Sender<bool>,
-    /// Turns true when the shutdown timeout has passed: running jobs are cancelled.
-    cancel_runs: watch::Sender<bool>,
-    runs: Mutex<JoinSet<()>>,
-    loops: Mutex<JoinSet<()>>,
-    /// History rows of overlap skips, written after the fact.
-    chores: Mutex<JoinSet<()>>,
-    /// With leader election: the election, and its elector once started.
-    election: Option<LeaderElection>,
-    leader: OnceLock<LeaderElector>,
-    /// The fleet this instance shares each tick's jobs with.
-    fleet: Fleet,
-    /// With a run limit: its slots and the jobs waiting for one.
-    capacity: Option<Capacity>,
-    /// The claims of many ticks at once in flight, at most [`shed::CLAIMS_IN_FLIGHT`]: those
-    /// past it wait here, where an on-time tick's claim that waited past its deadline is shed
-    /// (see [`fire`]).
-    claim_gate: Arc<tokio::sync::Semaphore>,
-    /// With schedules kept in the store: the control plane that watches them.
-    control: Option<control::Control>,
-}
-
-impl Inner {
-    fn jobs(&self) -> MutexGuard<'_, Jobs> {
-        self.jobs.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Whether this instance fires ticks: always without leader election, only while leading
-    /// with it.
-    fn fires(&self) -> bool {
-        self.election.is_none() || self.leader.get().is_some_and(LeaderElector::is_leader)
-    }
-
-    /// A copy of the registered job `name`.
-    fn job_of(&self, name: &str) -> Option<Job> {
-        self.jobs().by_name.get(name).map(|job| job.0.job.clone())
-    }
-
-    /// Registers `job` (see [`Scheduler::add`]); wakes the timer.
-    fn add_job(&self, job: Job) -> Result<()> {
-        if let Err(job) = self.jobs().insert(job) {
-            return Err(Error::DuplicateJob {
-                name: job.name().to_owned(),
-            });
-        }
-        self.wake.notify_one();
-        Ok(())
-    }
-
-    /// Replaces the job of `job`'s name from its next tick on (see `Jobs::replace`).
-    fn replace_job(&self, job: Job) {
-        let next = job.schedule.next_after(self.clock.now());
-        self.jobs().replace(job, next);
-        self.wake.notify_one();
-    }
-
-    /// Unregisters job `name`; whether it was registered.
-    fn remove_job(&self, name: &str) -> bool {
-        let removed = self.jobs().remove(name);
-        if removed {
-            self.wake.notify_one();
-        }
-        removed
-    }
-
-    /// Whether a missed `tick` may still run at `now`: it is within the misfire grace (zero:
-    /// no missed tick runs).
-    fn within_grace(&self, tick: DateTime<Utc>, now: DateTime<Utc>) -> bool {
-        let age = (now - tick).to_std().unwrap_or_default();
-        !self.misfire_grace.is_zero() && age <= self.misfire_grace
-    }
-}
 
 /// Fires jobs at their cron ticks; each run claims its tick through the lock, so across any
 /// number of instances each tick runs once.
@@ -420,7 +327,11 @@ impl Scheduler {
         }
         loops.spawn(timer_loop(Arc::clone(&self.inner)));
         if self.inner.fleet.spreads() {
-            loops.spawn(fleet_loop(Arc::clone(&self.inner)));
+            let inner = Arc::clone(&self.inner);
+            loops.spawn(async move {
+                let stop = inner.stop_firing.subscribe();
+                fleet_loop(&inner.fleet, inner.provider.as_ref(), stop).await;
+            });
         }
         if self.inner.capacity.is_some() {
             loops.spawn(capacity_loop(Arc::clone(&self.inner)));
@@ -489,7 +400,7 @@ impl fmt::Debug for Scheduler {
         f.debug_struct("Scheduler")
             .field("provider", &self.inner.provider)
             .field("jobs", &self.job_names())
-            .field("misfire_grace", &self.inner.misfire_grace)
+            .field("misfire_grace", &self.inner.misfire.grace)
             .field("shutdown_timeout", &self.inner.shutdown_timeout)
             .finish()
     }
