@@ -42,7 +42,12 @@ struct Args {
 
 fn parse_args() -> Args {
     let mut args = Args {
-        backends: vec![Backend::Postgres, Backend::MySql, Backend::Sqlite, Backend::Redis],
+        backends: vec![
+            Backend::Postgres,
+            Backend::MySql,
+            Backend::Sqlite,
+            Backend::Redis,
+        ],
         processes: 4,
         changes: 100,
         triggers: 20,
@@ -91,7 +96,10 @@ async fn applied_by_all(target: &Target, processes: usize, version: i64) -> i64 
         if first.len() == processes {
             return first.into_values().max().unwrap();
         }
-        assert!(Instant::now() < deadline, "version {version} not applied by all within 60 s");
+        assert!(
+            Instant::now() < deadline,
+            "version {version} not applied by all within 60 s"
+        );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
@@ -116,7 +124,15 @@ async fn run_backend(backend: Backend, args: &Args) {
     let poll = humantime::format_duration(args.poll).to_string();
     let mut fleet = Vec::new();
     for i in 0..args.processes {
-        let extra = ["--schedules", poll.as_str(), "--jobs", "1", "--cron", "0 0 0 1 1 *", "--declare-lock"];
+        let extra = [
+            "--schedules",
+            poll.as_str(),
+            "--jobs",
+            "1",
+            "--cron",
+            "0 0 0 1 1 *",
+            "--declare-lock",
+        ];
         fleet.push(spawn(&target, &format!("p{i}"), &extra, logs.path()).await);
     }
     let store = target.schedules().await;
@@ -125,24 +141,45 @@ async fn run_backend(backend: Backend, args: &Args) {
         let change = match i % 3 {
             0 => ScheduleChange::new().paused(true),
             1 => ScheduleChange::new().paused(false),
-            _ => ScheduleChange::new().cron(if i % 2 == 0 { "0 0 0 1 1 *" } else { "0 0 0 2 1 *" }, None),
+            _ => ScheduleChange::new().cron(
+                if i % 2 == 0 {
+                    "0 0 0 1 1 *"
+                } else {
+                    "0 0 0 2 1 *"
+                },
+                None,
+            ),
         };
-        let row = store.update_schedule("job_0", &change, "bench").await.unwrap();
+        let row = store
+            .update_schedule("job_0", &change, "bench")
+            .await
+            .unwrap();
         let written = chrono::Utc::now().timestamp_millis();
         convergence.push(applied_by_all(&target, args.processes, row.version).await - written);
     }
     store
-        .create_schedule(&NewSchedule::job("dyn_0", "harness", "{}", "0 0 0 1 1 *", None), "bench")
+        .create_schedule(
+            &NewSchedule::job("dyn_0", "harness", "{}", "0 0 0 1 1 *", None),
+            "bench",
+        )
         .await
         .unwrap();
     let mut run_now = Vec::new();
     for i in 0..args.triggers {
         let asked = chrono::Utc::now().timestamp_millis();
         let answer = store.request_trigger("dyn_0", "bench").await.unwrap();
-        assert!(matches!(answer, TriggerAnswer::Requested { .. }), "{answer:?}");
+        assert!(
+            matches!(answer, TriggerAnswer::Requested { .. }),
+            "{answer:?}"
+        );
         let deadline = Instant::now() + Duration::from_secs(60);
         let started = loop {
-            let runs: Vec<_> = target.runs().await.into_iter().filter(|r| r.job == "dyn_0").collect();
+            let runs: Vec<_> = target
+                .runs()
+                .await
+                .into_iter()
+                .filter(|r| r.job == "dyn_0")
+                .collect();
             if runs.len() > i {
                 assert_eq!(runs.len(), i + 1, "each request ran once");
                 break runs[i].started_ms;
@@ -152,7 +189,12 @@ async fn run_backend(backend: Backend, args: &Args) {
         };
         run_now.push(started - asked);
         // Its request is removed when the run ends: the next one is a new request.
-        while store.schedule("dyn_0").await.unwrap().is_some_and(|row| row.trigger.is_some()) {
+        while store
+            .schedule("dyn_0")
+            .await
+            .unwrap()
+            .is_some_and(|row| row.trigger.is_some())
+        {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
@@ -166,9 +208,7 @@ async fn run_backend(backend: Backend, args: &Args) {
     let (t50, t99, tmax) = percentiles(&mut run_now);
     println!(
         "| {backend:?} | {} | {poll} | {} | {c50} | {c99} | {cmax} | {} | {t50} | {t99} | {tmax} |",
-        args.processes,
-        args.changes,
-        args.triggers
+        args.processes, args.changes, args.triggers
     );
     let t = &target.table;
     let drop = format!(
@@ -194,7 +234,9 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    println!("| backend | processes | poll | changes | p50 ms | p99 ms | worst ms | run-now requests | p50 ms | p99 ms | worst ms |");
+    println!(
+        "| backend | processes | poll | changes | p50 ms | p99 ms | worst ms | run-now requests | p50 ms | p99 ms | worst ms |"
+    );
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for backend in args.backends.clone() {
         runtime.block_on(run_backend(backend, &args));

@@ -143,16 +143,28 @@ async fn changes_hold_fleet_wide(backend: Backend) {
 
     // A run-time job for the handler, asked to run now, twice.
     store
-        .create_schedule(&NewSchedule::job("dyn_0", "harness", "{}", "0 0 0 1 1 *", None), "test")
+        .create_schedule(
+            &NewSchedule::job("dyn_0", "harness", "{}", "0 0 0 1 1 *", None),
+            "test",
+        )
         .await
         .unwrap();
     let first = store.request_trigger("dyn_0", "operator").await.unwrap();
-    assert!(matches!(first, TriggerAnswer::Requested { .. }), "{first:?}");
+    assert!(
+        matches!(first, TriggerAnswer::Requested { .. }),
+        "{first:?}"
+    );
     let second = store.request_trigger("dyn_0", "operator").await.unwrap();
-    assert!(matches!(second, TriggerAnswer::AlreadyPending(_)), "{second:?}");
+    assert!(
+        matches!(second, TriggerAnswer::AlreadyPending(_)),
+        "{second:?}"
+    );
     let deadline = tokio::time::Instant::now() + DEADLINE;
     while place.runs_of("dyn_0").await.is_empty() {
-        assert!(tokio::time::Instant::now() < deadline, "run now ran within {DEADLINE:?}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "run now ran within {DEADLINE:?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -169,7 +181,11 @@ async fn changes_hold_fleet_wide(backend: Backend) {
     let paused_secs = (resumed_from - changed_at) / 1000;
     let mut latencies = Vec::new();
     for i in 0..10 {
-        let cron = if i % 2 == 0 { "*/2 * * * * *" } else { "* * * * * *" };
+        let cron = if i % 2 == 0 {
+            "*/2 * * * * *"
+        } else {
+            "* * * * * *"
+        };
         let changed_at = now_ms();
         let row = store
             .update_schedule("job_1", &ScheduleChange::new().cron(cron, None), "test")
@@ -186,7 +202,10 @@ async fn changes_hold_fleet_wide(backend: Backend) {
         .iter()
         .any(|run| run.started_ms > resumed_from)
     {
-        assert!(tokio::time::Instant::now() < deadline, "resumed job_0 runs again");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "resumed job_0 runs again"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 

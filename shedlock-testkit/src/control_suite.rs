@@ -10,11 +10,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use shedlock::history::{RunOutcome, RunQuery};
-use shedlock::schedules::{
-    NewSchedule, RetryPolicy, ScheduleChange, ScheduleStore, TriggerAnswer,
-};
-use shedlock::scheduler::{FLEET_SCHEDULE, RunHistory, ScheduleWatch, jitter_delay};
 use shedlock::scheduler::JobStats;
+use shedlock::scheduler::{FLEET_SCHEDULE, RunHistory, ScheduleWatch, jitter_delay};
+use shedlock::schedules::{NewSchedule, RetryPolicy, ScheduleChange, ScheduleStore, TriggerAnswer};
 use shedlock::{Job, LockConfiguration, LockContext, Schedule, Scheduler};
 
 use crate::db::{Opts, TestDb};
@@ -27,7 +25,11 @@ const DEADLINE: Duration = Duration::from_secs(20);
 type Log = Arc<Mutex<Vec<(String, String, DateTime<Utc>)>>>;
 
 fn log_len(log: &Log, job: &str) -> usize {
-    log.lock().unwrap().iter().filter(|(_, j, _)| j == job).count()
+    log.lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, j, _)| j == job)
+        .count()
 }
 
 /// An instance: its scheduler (polling every 100 ms, history where the backend keeps one) and
@@ -43,8 +45,8 @@ where
     let builder = Scheduler::builder(provider.clone())
         .misfire_grace(Duration::ZERO)
         .schedules(watch);
-    let scheduler = D::with_history(builder, RunHistory::keep_for(Duration::from_secs(86_400)))
-        .build();
+    let scheduler =
+        D::with_history(builder, RunHistory::keep_for(Duration::from_secs(86_400))).build();
     (scheduler, provider)
 }
 
@@ -75,7 +77,10 @@ async fn all_applied<P: ScheduleStore>(store: &P, schedulers: &[&Scheduler]) {
             .all(|s| s.schedules_applied().is_some_and(|v| v >= version))
     })
     .await;
-    assert!(applied, "every instance applies version {version} within {DEADLINE:?}");
+    assert!(
+        applied,
+        "every instance applies version {version} within {DEADLINE:?}"
+    );
 }
 
 fn sum(stats: &[Option<JobStats>], field: fn(&JobStats) -> u64) -> u64 {
@@ -93,15 +98,23 @@ pub async fn an_override_moves_a_code_job_and_clearing_it_restores_the_code_sche
     let (a, store) = instance(db, "a").await;
     let (b, _) = instance(db, "b").await;
     for (s, who) in [(&a, "a"), (&b, "b")] {
-        s.add(logging_job("moved", "0 0 0 1 1 *", who, &log)).unwrap();
+        s.add(logging_job("moved", "0 0 0 1 1 *", who, &log))
+            .unwrap();
         s.start();
     }
     store
-        .update_schedule("moved", &ScheduleChange::new().cron("* * * * * *", None), "test")
+        .update_schedule(
+            "moved",
+            &ScheduleChange::new().cron("* * * * * *", None),
+            "test",
+        )
         .await
         .unwrap();
     all_applied(&store, &[&a, &b]).await;
-    assert!(eventually(DEADLINE, async || log_len(&log, "moved") >= 3).await, "the moved job runs every second");
+    assert!(
+        eventually(DEADLINE, async || log_len(&log, "moved") >= 3).await,
+        "the moved job runs every second"
+    );
     let row = store.schedule("moved").await.unwrap().unwrap();
     assert_eq!(row.cron.as_deref(), Some("* * * * * *"));
     assert!(row.handler.is_none(), "an override");
@@ -110,9 +123,16 @@ pub async fn an_override_moves_a_code_job_and_clearing_it_restores_the_code_sche
     tokio::time::sleep(Duration::from_millis(1500)).await; // a run that was starting ends
     let after_reset = log_len(&log, "moved");
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(log_len(&log, "moved"), after_reset, "the code's yearly schedule is back");
+    assert_eq!(
+        log_len(&log, "moved"),
+        after_reset,
+        "the code's yearly schedule is back"
+    );
     let next = a.next_tick("moved").unwrap();
-    assert!(next - Utc::now() > chrono::TimeDelta::days(1), "next tick {next} is the code's");
+    assert!(
+        next - Utc::now() > chrono::TimeDelta::days(1),
+        "next tick {next} is the code's"
+    );
     a.shutdown().await;
     b.shutdown().await;
     let ticks: Vec<_> = log.lock().unwrap().iter().map(|(_, _, t)| *t).collect();
@@ -145,33 +165,82 @@ where
     a.start();
     b.start();
     store
-        .create_schedule(&NewSchedule::job("sync_42", "sync", r#"{"repository_id":42}"#, "* * * * * *", None), "test")
+        .create_schedule(
+            &NewSchedule::job(
+                "sync_42",
+                "sync",
+                r#"{"repository_id":42}"#,
+                "* * * * * *",
+                None,
+            ),
+            "test",
+        )
         .await
         .unwrap();
     let count = |id: i64| seen.lock().unwrap().iter().filter(|&&x| x == id).count();
-    assert!(eventually(DEADLINE, async || count(42) >= 2).await, "the handler runs sync_42");
+    assert!(
+        eventually(DEADLINE, async || count(42) >= 2).await,
+        "the handler runs sync_42"
+    );
     assert!(a.job_names().contains(&"sync_42".to_owned()));
-    assert!(!b.job_names().contains(&"sync_42".to_owned()), "b has no handler: not its job");
+    assert!(
+        !b.job_names().contains(&"sync_42".to_owned()),
+        "b has no handler: not its job"
+    );
     store
-        .update_schedule("sync_42", &ScheduleChange::new().payload(Some(r#"{"repository_id":43}"#.into())), "test")
-        .await
-        .unwrap();
-    assert!(eventually(DEADLINE, async || count(43) >= 1).await, "the new payload is used");
-    store.delete_schedule("sync_42", "test").await.unwrap();
-    assert!(eventually(DEADLINE, async || !a.job_names().contains(&"sync_42".to_owned())).await, "deleted: gone");
-    store
-        .create_schedule(&NewSchedule::job("sync_bad", "sync", r#"{"repository_id":"x"}"#, "* * * * * *", None), "test")
+        .update_schedule(
+            "sync_42",
+            &ScheduleChange::new().payload(Some(r#"{"repository_id":43}"#.into())),
+            "test",
+        )
         .await
         .unwrap();
     assert!(
-        eventually(DEADLINE, async || a.stats("sync_bad").is_some_and(|s| s.failed >= 1)).await,
+        eventually(DEADLINE, async || count(43) >= 1).await,
+        "the new payload is used"
+    );
+    store.delete_schedule("sync_42", "test").await.unwrap();
+    assert!(
+        eventually(DEADLINE, async || !a
+            .job_names()
+            .contains(&"sync_42".to_owned()))
+        .await,
+        "deleted: gone"
+    );
+    store
+        .create_schedule(
+            &NewSchedule::job(
+                "sync_bad",
+                "sync",
+                r#"{"repository_id":"x"}"#,
+                "* * * * * *",
+                None,
+            ),
+            "test",
+        )
+        .await
+        .unwrap();
+    assert!(
+        eventually(DEADLINE, async || a
+            .stats("sync_bad")
+            .is_some_and(|s| s.failed >= 1))
+        .await,
         "a payload of the wrong type fails its runs"
     );
     if let Some(runs) = D::run_store(&store) {
-        let rows = runs.runs(&RunQuery::latest(50).name("sync_bad")).await.unwrap();
-        let failed = rows.iter().find(|r| r.outcome == RunOutcome::Failed).expect("a failed row");
+        let rows = runs
+            .runs(&RunQuery::latest(50).name("sync_bad"))
+            .await
+            .unwrap();
+        let failed = rows
+            .iter()
+            .find(|r| r.outcome == RunOutcome::Failed)
+            .expect("a failed row");
         let error = failed.error.as_deref().unwrap_or_default();
-        assert!(error.contains("payload") && error.contains("Repo"), "{error}");
+        assert!(
+            error.contains("payload") && error.contains("Repo"),
+            "{error}"
+        );
     }
     a.shutdown().await;
     b.shutdown().await;
@@ -188,7 +257,8 @@ where
     let (a, store) = instance(db, "a").await;
     let (b, _) = instance(db, "b").await;
     for (s, who) in [(&a, "a"), (&b, "b")] {
-        s.add(logging_job("paused", "* * * * * *", who, &log)).unwrap();
+        s.add(logging_job("paused", "* * * * * *", who, &log))
+            .unwrap();
         s.start();
     }
     assert!(eventually(DEADLINE, async || log_len(&log, "paused") >= 2).await);
@@ -201,26 +271,40 @@ where
     let before = log_len(&log, "paused");
     let paused_at = Utc::now();
     tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(log_len(&log, "paused"), before, "a paused job fires nowhere");
+    assert_eq!(
+        log_len(&log, "paused"),
+        before,
+        "a paused job fires nowhere"
+    );
     let stats = [a.stats("paused"), b.stats("paused")];
     let recorded = sum(&stats, |s| s.paused);
     assert!(recorded >= 2, "paused ticks are counted: {stats:?}");
     if let Some(runs) = D::run_store(&store) {
-        let rows = runs.runs(&RunQuery::latest(200).name("paused")).await.unwrap();
+        let rows = runs
+            .runs(&RunQuery::latest(200).name("paused"))
+            .await
+            .unwrap();
         let ticks: Vec<_> = rows
             .iter()
             .filter(|r| r.outcome == RunOutcome::SkippedPaused)
             .filter_map(|r| r.tick)
             .collect();
         let unique: BTreeSet<_> = ticks.iter().collect();
-        assert_eq!(ticks.len(), unique.len(), "each paused tick recorded once fleet-wide: {ticks:?}");
+        assert_eq!(
+            ticks.len(),
+            unique.len(),
+            "each paused tick recorded once fleet-wide: {ticks:?}"
+        );
         assert!(ticks.iter().filter(|t| **t >= paused_at).count() >= 2);
     }
     store
         .update_schedule("paused", &ScheduleChange::new().paused(false), "test")
         .await
         .unwrap();
-    assert!(eventually(DEADLINE, async || log_len(&log, "paused") >= before + 2).await, "resumed: runs again");
+    assert!(
+        eventually(DEADLINE, async || log_len(&log, "paused") >= before + 2).await,
+        "resumed: runs again"
+    );
     store
         .update_schedule(FLEET_SCHEDULE, &ScheduleChange::new().paused(true), "test")
         .await
@@ -229,12 +313,21 @@ where
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let fleet_before = log_len(&log, "paused");
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(log_len(&log, "paused"), fleet_before, "a paused fleet fires nothing");
+    assert_eq!(
+        log_len(&log, "paused"),
+        fleet_before,
+        "a paused fleet fires nothing"
+    );
     store
         .update_schedule(FLEET_SCHEDULE, &ScheduleChange::new().paused(false), "test")
         .await
         .unwrap();
-    assert!(eventually(DEADLINE, async || log_len(&log, "paused") >= fleet_before + 2).await, "the fleet resumed");
+    assert!(
+        eventually(DEADLINE, async || log_len(&log, "paused")
+            >= fleet_before + 2)
+        .await,
+        "the fleet resumed"
+    );
     a.shutdown().await;
     b.shutdown().await;
 }
@@ -249,16 +342,31 @@ where
     let (a, store) = instance(db, "a").await;
     let (b, _) = instance(db, "b").await;
     for (s, who) in [(&a, "a"), (&b, "b")] {
-        s.add(logging_job("manual", "0 0 0 1 1 *", who, &log)).unwrap();
+        s.add(logging_job("manual", "0 0 0 1 1 *", who, &log))
+            .unwrap();
         s.start();
     }
     let first = a.trigger("manual").await.unwrap();
-    assert!(matches!(first, TriggerAnswer::Requested { .. }), "{first:?}");
-    let second = store.request_trigger("manual", "operator").await.unwrap();
-    assert!(matches!(second, TriggerAnswer::AlreadyPending(_)), "{second:?}");
-    assert!(eventually(DEADLINE, async || log_len(&log, "manual") == 1).await, "run once");
     assert!(
-        eventually(DEADLINE, async || store.schedule("manual").await.unwrap().is_some_and(|row| row.trigger.is_none())).await,
+        matches!(first, TriggerAnswer::Requested { .. }),
+        "{first:?}"
+    );
+    let second = store.request_trigger("manual", "operator").await.unwrap();
+    assert!(
+        matches!(second, TriggerAnswer::AlreadyPending(_)),
+        "{second:?}"
+    );
+    assert!(
+        eventually(DEADLINE, async || log_len(&log, "manual") == 1).await,
+        "run once"
+    );
+    assert!(
+        eventually(DEADLINE, async || store
+            .schedule("manual")
+            .await
+            .unwrap()
+            .is_some_and(|row| row.trigger.is_none()))
+        .await,
         "the request is removed when its run ends"
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -266,14 +374,22 @@ where
     let stats = [a.stats("manual"), b.stats("manual")];
     assert_eq!(sum(&stats, |s| s.manual), 1, "{stats:?}");
     if let Some(runs) = D::run_store(&store) {
-        let rows = runs.runs(&RunQuery::latest(10).name("manual")).await.unwrap();
+        let rows = runs
+            .runs(&RunQuery::latest(10).name("manual"))
+            .await
+            .unwrap();
         assert!(
-            rows.iter().any(|r| r.outcome == RunOutcome::Executed && r.requested_by.as_deref() == Some("a")),
+            rows.iter().any(
+                |r| r.outcome == RunOutcome::Executed && r.requested_by.as_deref() == Some("a")
+            ),
             "recorded as asked for by its requester: {rows:?}"
         );
     }
     // Again after the run ended: a new request.
-    assert!(matches!(store.request_trigger("manual", "operator").await.unwrap(), TriggerAnswer::Requested { .. }));
+    assert!(matches!(
+        store.request_trigger("manual", "operator").await.unwrap(),
+        TriggerAnswer::Requested { .. }
+    ));
     assert!(eventually(DEADLINE, async || log_len(&log, "manual") == 2).await);
     a.shutdown().await;
     b.shutdown().await;
@@ -292,39 +408,63 @@ where
     let policy = RetryPolicy::new(4, Duration::from_millis(100), Duration::from_millis(300));
     for s in [&a, &b] {
         let attempts = Arc::clone(&attempts);
-        let lock = LockConfiguration::new("flaky", Duration::from_secs(30), Duration::ZERO).unwrap();
-        let job = Job::locked("flaky", Schedule::parse("*/5 * * * * *", "UTC").unwrap(), lock, move |ctx: LockContext| {
-            let attempts = Arc::clone(&attempts);
-            async move {
-                // The tick of the first attempt: retries claim the tick plus milliseconds.
-                let tick = ctx.tick().unwrap();
-                let tick = tick - chrono::TimeDelta::milliseconds(i64::from(tick.timestamp_subsec_millis()));
-                let n = {
-                    let mut map = attempts.lock().unwrap();
-                    let n = map.entry(tick).or_insert(0);
-                    *n += 1;
-                    *n
-                };
-                if n < 3 { Err(format!("attempt {n} fails")) } else { Ok(()) }
-            }
-        })
+        let lock =
+            LockConfiguration::new("flaky", Duration::from_secs(30), Duration::ZERO).unwrap();
+        let job = Job::locked(
+            "flaky",
+            Schedule::parse("*/5 * * * * *", "UTC").unwrap(),
+            lock,
+            move |ctx: LockContext| {
+                let attempts = Arc::clone(&attempts);
+                async move {
+                    // The tick of the first attempt: retries claim the tick plus milliseconds.
+                    let tick = ctx.tick().unwrap();
+                    let tick = tick
+                        - chrono::TimeDelta::milliseconds(i64::from(
+                            tick.timestamp_subsec_millis(),
+                        ));
+                    let n = {
+                        let mut map = attempts.lock().unwrap();
+                        let n = map.entry(tick).or_insert(0);
+                        *n += 1;
+                        *n
+                    };
+                    if n < 3 {
+                        Err(format!("attempt {n} fails"))
+                    } else {
+                        Ok(())
+                    }
+                }
+            },
+        )
         .retry(policy);
         s.add(job).unwrap();
         s.start();
     }
     assert!(
-        eventually(Duration::from_secs(30), async || attempts.lock().unwrap().values().any(|&n| n >= 3)).await,
+        eventually(Duration::from_secs(30), async || attempts
+            .lock()
+            .unwrap()
+            .values()
+            .any(|&n| n >= 3))
+        .await,
         "a tick reaches its third attempt"
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
     a.shutdown().await;
     b.shutdown().await;
     let map = attempts.lock().unwrap().clone();
-    assert!(map.values().all(|&n| n <= 3), "no attempt after the success, none twice: {map:?}");
+    assert!(
+        map.values().all(|&n| n <= 3),
+        "no attempt after the success, none twice: {map:?}"
+    );
     let stats = [a.stats("flaky"), b.stats("flaky")];
     assert!(sum(&stats, |s| s.retries) >= 2, "{stats:?}");
     if let Some(runs) = D::run_store(&store) {
-        let rows = runs.runs(&RunQuery::latest(100).name("flaky")).await.unwrap();
+        let rows = runs
+            .runs(&RunQuery::latest(100).name("flaky"))
+            .await
+            .unwrap();
         let (tick, _) = map.iter().find(|(_, n)| **n == 3).unwrap();
         let mut numbers: Vec<u32> = rows
             .iter()
@@ -347,16 +487,31 @@ where
     let (b, _) = instance(db, "b").await;
     let jitter = Duration::from_millis(1500);
     store
-        .update_schedule("spread", &ScheduleChange::new().jitter(Some(jitter)), "test")
+        .update_schedule(
+            "spread",
+            &ScheduleChange::new().jitter(Some(jitter)),
+            "test",
+        )
         .await
         .unwrap();
     for s in [&a, &b] {
         let starts = Arc::clone(&starts);
-        let lock = LockConfiguration::new("spread", Duration::from_secs(30), Duration::ZERO).unwrap();
-        s.add(Job::locked("spread", Schedule::parse("*/2 * * * * *", "UTC").unwrap(), lock, move |ctx: LockContext| {
-            let starts = Arc::clone(&starts);
-            async move { starts.lock().unwrap().push((ctx.tick().unwrap(), Utc::now())) }
-        }))
+        let lock =
+            LockConfiguration::new("spread", Duration::from_secs(30), Duration::ZERO).unwrap();
+        s.add(Job::locked(
+            "spread",
+            Schedule::parse("*/2 * * * * *", "UTC").unwrap(),
+            lock,
+            move |ctx: LockContext| {
+                let starts = Arc::clone(&starts);
+                async move {
+                    starts
+                        .lock()
+                        .unwrap()
+                        .push((ctx.tick().unwrap(), Utc::now()))
+                }
+            },
+        ))
         .unwrap();
     }
     a.start();
@@ -368,6 +523,9 @@ where
         let delay = jitter_delay("spread", *tick, jitter);
         assert!(delay < jitter);
         let waited = (*started - *tick).to_std().unwrap_or_default();
-        assert!(waited >= delay, "tick {tick}: started {waited:?} after it, its jitter is {delay:?}");
+        assert!(
+            waited >= delay,
+            "tick {tick}: started {waited:?} after it, its jitter is {delay:?}"
+        );
     }
 }

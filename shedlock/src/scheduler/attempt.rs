@@ -223,7 +223,12 @@ async fn paused_tick(
                     Ok(config) => config,
                     Err(error) => {
                         bump(&job.counters.paused);
-                        return (RunOutcome::SkippedPaused, Some(format!("paused; the tick could not be claimed ({error}): each instance records it")));
+                        return (
+                            RunOutcome::SkippedPaused,
+                            Some(format!(
+                                "paused; the tick could not be claimed ({error}): each instance records it"
+                            )),
+                        );
                     }
                 },
             };
@@ -258,7 +263,11 @@ pub(super) async fn run_now(
     name: &str,
     requested_by: &str,
 ) -> Option<RunOutcome> {
-    let job = inner.jobs().by_name.get(name).map(|job| Arc::clone(&job.0))?;
+    let job = inner
+        .jobs()
+        .by_name
+        .get(name)
+        .map(|job| Arc::clone(&job.0))?;
     if job.running.swap(true, Ordering::SeqCst) {
         return None;
     }

@@ -10,6 +10,7 @@ use tokio::task::JoinSet;
 
 use super::Scheduler;
 use super::capacity::Capacity;
+use super::control::{Control, ScheduleWatch};
 use super::fleet::Fleet;
 use super::job::MisfirePolicy;
 use super::misfire::{Backlog, Misfire};
@@ -18,7 +19,6 @@ use super::state::Inner;
 use crate::clock_sync::DbClock;
 use crate::leader::LeaderElection;
 use crate::observe::{Observer, RunHistory, SchedulerListener};
-use super::control::{Control, ScheduleWatch};
 use crate::provider::{LockProvider, RunStore};
 use crate::schedules::ScheduleStore;
 use crate::settings::AppClock;

@@ -30,13 +30,14 @@ mod misfire;
 mod registry;
 mod shed;
 mod state;
+mod steer;
 mod tick_loop;
 
 pub use crate::observe::{RunFinished, RunHistory, RunInfo, SchedulerListener};
 pub use builder::SchedulerBuilder;
+use capacity::Capacity;
 pub use control::spread::jitter_delay;
 pub use control::{FLEET_SCHEDULE, HandlerLock, ScheduleWatch};
-use capacity::Capacity;
 use fire::capacity_loop;
 pub use fleet::FleetView;
 use fleet::fleet_loop;
@@ -340,7 +341,7 @@ impl Scheduler {
             loops.spawn(prune_loop(Arc::clone(&self.inner), history));
         }
         if self.inner.control.is_some() {
-            loops.spawn(control::watch_loop(Arc::clone(&self.inner)));
+            loops.spawn(steer::watch_loop(Arc::clone(&self.inner)));
         }
         tracing::info!(jobs, "scheduler started");
     }

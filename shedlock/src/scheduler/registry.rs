@@ -178,12 +178,7 @@ impl Jobs {
             .and_then(|old| old.lock())
             .filter(|_| job.lock.is_none() && !job.claims_in_run);
         let state = Arc::new(JobState {
-            lock: Mutex::new(
-                job.lock
-                    .clone()
-                    .filter(|_| !job.claims_in_run)
-                    .or(learned),
-            ),
+            lock: Mutex::new(job.lock.clone().filter(|_| !job.claims_in_run).or(learned)),
             job,
             counters: Counters::default(),
             running: AtomicBool::new(false),

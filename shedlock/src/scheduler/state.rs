@@ -13,8 +13,8 @@ use tokio::task::JoinSet;
 
 use super::capacity::{Capacity, Slot};
 use super::control::Control;
-use super::job::Job;
 use super::fleet::Fleet;
+use super::job::Job;
 use super::misfire::{Backlog, Misfire};
 use super::registry::{JobState, Jobs, groups};
 use crate::clock_sync::DbClock;

@@ -11,12 +11,18 @@ use shedlock::{LockContext, Scheduler};
 use super::{Bind, RunSpec};
 
 /// Registers the handler `harness`: a schedule's run does the harness's work under its lock.
-pub(crate) fn serve(scheduler: &Scheduler, work: &RunSpec) -> Result<(), Box<dyn std::error::Error>> {
+pub(crate) fn serve(
+    scheduler: &Scheduler,
+    work: &RunSpec,
+) -> Result<(), Box<dyn std::error::Error>> {
     let spec = work.clone();
-    scheduler.handler("harness", move |_payload: serde_json::Value, lock: LockContext| {
-        let spec = spec.clone();
-        async move { spec.body(lock.name().to_owned()).await }
-    })?;
+    scheduler.handler(
+        "harness",
+        move |_payload: serde_json::Value, lock: LockContext| {
+            let spec = spec.clone();
+            async move { spec.body(lock.name().to_owned()).await }
+        },
+    )?;
     Ok(())
 }
 
@@ -35,9 +41,15 @@ pub(crate) fn record_applied(scheduler: Scheduler, work: &RunSpec) -> tokio::tas
                     "INSERT INTO {}_applied (instance, version, at_ms) VALUES (?, ?, ?)",
                     spec.table
                 );
-                let binds = vec![Bind::S(spec.instance.clone()), Bind::I(applied), Bind::I(at)];
+                let binds = vec![
+                    Bind::S(spec.instance.clone()),
+                    Bind::I(applied),
+                    Bind::I(at),
+                ];
                 if let Err(error) = spec.results.exec(sql, binds).await {
-                    eprintln!("shedlock-harness: could not record applied version {applied}: {error}");
+                    eprintln!(
+                        "shedlock-harness: could not record applied version {applied}: {error}"
+                    );
                 }
             }
             tokio::time::sleep(Duration::from_millis(1)).await;

@@ -436,7 +436,10 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     };
     let late_steps = Arc::clone(&work.late_steps);
     let election = args.leader.as_deref().map(election).transpose()?;
-    let watch = args.schedules.map(ScheduleWatch::new().poll_every).transpose()?;
+    let watch = args
+        .schedules
+        .map(ScheduleWatch::new().poll_every)
+        .transpose()?;
     let scheduler = match &provider {
         Store::Sql(p) => {
             let builder = settings(Scheduler::builder(Arc::clone(p)), &args, &clock, election);

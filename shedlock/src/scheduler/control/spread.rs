@@ -82,7 +82,10 @@ mod tests {
             assert_eq!(a, jitter_delay("sync", tick(s), jitter));
             assert!(a < jitter, "{a:?} is not below {jitter:?}");
         }
-        assert_eq!(jitter_delay("sync", tick(0), Duration::ZERO), Duration::ZERO);
+        assert_eq!(
+            jitter_delay("sync", tick(0), Duration::ZERO),
+            Duration::ZERO
+        );
     }
 
     #[test]
@@ -97,7 +100,11 @@ mod tests {
             }
             bins
         };
-        let by_tick = spread((0..1000).map(|s| jitter_delay("sync", tick(s), jitter)).collect());
+        let by_tick = spread(
+            (0..1000)
+                .map(|s| jitter_delay("sync", tick(s), jitter))
+                .collect(),
+        );
         let by_job = spread(
             (0..1000)
                 .map(|j| jitter_delay(&format!("repo_sync_{j}"), tick(0), jitter))
@@ -120,7 +127,10 @@ mod tests {
                 largest = largest.max(d);
             }
             // Full jitter: the draws reach the top half of the range.
-            assert!(largest > bound / 2, "retry {retry}: largest {largest:?} of {bound:?}");
+            assert!(
+                largest > bound / 2,
+                "retry {retry}: largest {largest:?} of {bound:?}"
+            );
         }
         // A huge retry number saturates instead of overflowing.
         assert!(backoff(&policy, "sync", tick(0), u32::MAX, "pod-1") < Duration::from_secs(30));

@@ -8,10 +8,10 @@
 
 use std::sync::Arc;
 
-use super::{Control, expired};
+use super::super::control::{Control, expired};
+use super::super::state::Inner;
 use crate::history::RunOutcome;
 use crate::schedules::{ScheduleStore, Trigger, TriggerAnswer};
-use crate::scheduler::Inner;
 
 /// Claims, in tasks of their own, the pending requests of this instance's jobs whose claim (if
 /// any) ran out.
@@ -82,7 +82,7 @@ async fn run_trigger(inner: Arc<Inner>, name: String, trigger: Trigger) {
     }
     control.state().triggers.remove(&name);
     tracing::info!(job = name, requested_by = trigger.requested_by, "run now");
-    let outcome = crate::scheduler::attempt::run_now(&inner, &name, &trigger.requested_by).await;
+    let outcome = super::super::attempt::run_now(&inner, &name, &trigger.requested_by).await;
     if let Err(error) = store.finish_trigger(&name, trigger.id).await {
         tracing::warn!(job = name, %error, "run now: could not remove the request after its run");
     }
