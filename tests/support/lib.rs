@@ -207,6 +207,9 @@ macro_rules! backend_tests {
     (in $backend:ident: schedule suite) => {
         $crate::__testkit::schedule_suite!(in $crate::backend_tests!(@type $backend));
     };
+    (in $backend:ident: control suite) => {
+        $crate::__testkit::control_suite!(in $crate::backend_tests!(@type $backend));
+    };
     (in redis: scheduler suite) => {
         $crate::__testkit::scheduler_suite!(in $crate::Redis, without sql);
     };

@@ -250,7 +250,8 @@ impl Scheduler {
     }
 
     /// Checks once that the store can run this scheduler's jobs: it answers, it holds the lock
-    /// table, and, with [`history`](SchedulerBuilder::history), the run history table. A
+    /// table, and, with [`history`](SchedulerBuilder::history), the run history table, and
+    /// with [`schedules`](SchedulerBuilder::schedules), the schedules. A
     /// database where `migrate()` never ran is the error each tick's lock call would meet,
     /// [`Error::TableMissing`] saying to run `migrate()`: without this check the scheduler
     /// fires and fails every tick, and says so only through `tracing`. It needs no running
@@ -273,6 +274,9 @@ impl Scheduler {
         }
         if let Some((store, _)) = &self.inner.observer.history {
             store.runs(&crate::history::RunQuery::latest(1)).await?;
+        }
+        if let Some(control) = &self.inner.control {
+            control.store.schedules_version().await?;
         }
         if self.inner.started.load(Ordering::SeqCst) {
             let stopped = || *self.inner.stop_firing.borrow();
