@@ -248,6 +248,10 @@ impl Observer {
                 metrics::counter!(metric_names::SKIPPED, "job" => job, "reason" => "clock-skew")
                     .increment(1);
             }
+            RunOutcome::SkippedPaused => {
+                metrics::counter!(metric_names::SKIPPED, "job" => job, "reason" => "paused")
+                    .increment(1);
+            }
             _ => metrics::counter!(metric_names::ERRORS, "job" => job).increment(1),
         }
         for listener in &self.listeners {
