@@ -271,6 +271,10 @@ pub struct NewRun {
     /// replaced by U+FFFD and cut to 16 KiB (16,384 bytes) with a marker saying how long it
     /// was.
     pub error: Option<String>,
+    /// Which attempt of the tick's run this is (1 for the first), when the job retries.
+    pub attempt: Option<u32>,
+    /// Who asked for this run, for a manual run ("run now"); `None` for a tick's run.
+    pub requested_by: Option<String>,
 }
 
 impl NewRun {
@@ -288,6 +292,8 @@ impl NewRun {
             outcome,
             fencing_token: None,
             error: None,
+            attempt: None,
+            requested_by: None,
         }
     }
 
@@ -302,6 +308,20 @@ impl NewRun {
     #[must_use]
     pub fn error(mut self, error: Option<String>) -> Self {
         self.error = error;
+        self
+    }
+
+    /// With the attempt number (1 for the first run of a tick).
+    #[must_use]
+    pub fn attempt(mut self, attempt: Option<u32>) -> Self {
+        self.attempt = attempt;
+        self
+    }
+
+    /// A manual run, asked for by `who`.
+    #[must_use]
+    pub fn requested_by(mut self, who: Option<String>) -> Self {
+        self.requested_by = who;
         self
     }
 }
@@ -357,6 +377,10 @@ pub struct RunRecord {
     pub fencing_token: Option<i64>,
     /// Why it failed, or why it was found [`Abandoned`](RunOutcome::Abandoned).
     pub error: Option<String>,
+    /// Which attempt of the tick's run it was, when the job retries.
+    pub attempt: Option<u32>,
+    /// Who asked for it, for a manual run.
+    pub requested_by: Option<String>,
 }
 
 impl RunRecord {

@@ -30,9 +30,15 @@ pub use shedlock_testkit::{
 };
 
 /// A provider with its table's administration and its run history, as one trait object.
-pub trait AdminAndRuns: shedlock::LockAdmin + shedlock::RunStore {}
+pub trait AdminAndRuns:
+    shedlock::LockAdmin + shedlock::RunStore + shedlock::schedules::ScheduleStore
+{
+}
 
-impl<P: shedlock::LockAdmin + shedlock::RunStore> AdminAndRuns for P {}
+impl<P: shedlock::LockAdmin + shedlock::RunStore + shedlock::schedules::ScheduleStore> AdminAndRuns
+    for P
+{
+}
 
 pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 pub const DEFAULT_MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/test";
