@@ -24,6 +24,7 @@ mod connect;
 mod fail;
 mod lease;
 mod read;
+mod schedules;
 mod scripts;
 mod send;
 #[cfg(feature = "testkit")]
@@ -31,7 +32,7 @@ mod send;
 pub mod testkit;
 
 pub use connect::{DEFAULT_RESPONSE_TIMEOUT, MAX_KEY_PREFIX_BYTES, RedisTarget};
-pub use fail::REQUIRED_COMMANDS;
+pub use fail::{REQUIRED_COMMANDS, SCHEDULE_COMMANDS};
 
 // The README's example compiles as a doctest.
 #[cfg(doctest)]
@@ -154,6 +155,8 @@ pub struct RedisLockProvider {
 
 struct Inner {
     conn: ConnectionManager,
+    /// The client `conn` came from, for the change feed's connection of its own.
+    client: redis::Client,
     /// `host:port` of the server, for messages.
     address: String,
     /// The prefix as given.
@@ -184,6 +187,7 @@ struct Scripts {
     read: Script,
     check: Script,
     now: Script,
+    schedules: schedules::ScheduleScripts,
 }
 
 impl Scripts {
@@ -197,6 +201,7 @@ impl Scripts {
             read: Script::new(scripts::READ),
             check: Script::new(scripts::CHECK),
             now: Script::new(scripts::NOW),
+            schedules: schedules::ScheduleScripts::new(),
         }
     }
 }
@@ -311,10 +316,14 @@ impl Inner {
         })
     }
 
-    /// Checks that the set of names is a set or absent: one script, whatever it holds.
-    pub(crate) async fn check(&self) -> Result<()> {
+    /// Checks that the set of names is a set or absent, and with `schedules` the schedules'
+    /// sorted set and counter: one script, whatever they hold.
+    pub(crate) async fn check(&self, schedules: bool) -> Result<()> {
         let mut invocation = self.scripts.check.prepare_invoke();
         invocation.key(self.names_key());
+        if schedules {
+            invocation.key(self.schedules_key()).key(self.counter_key());
+        }
         let _: i64 = self
             .run(&invocation, || {
                 format!("check the keys under {:?}", self.tag)
@@ -402,10 +411,12 @@ impl LockProvider for RedisLockProvider {
 impl LockAdmin for RedisLockProvider {
     /// Nothing to create in Redis: checks, in one script, that the server answers (and runs
     /// this provider's scripts) and that the key prefix's set of names (`{<prefix>}:names`) is a
-    /// set or absent. The same work whatever the number of locks: the keys of each lock are
-    /// checked by every operation that touches them.
+    /// set, the schedules' sorted set (`{<prefix>}:schedules`) a sorted set and their counter
+    /// (`{<prefix>}:schedules:version`) a string, or absent. The same work whatever the number
+    /// of locks and schedules: the keys of each are checked by every operation that touches
+    /// them.
     fn migrate(&self) -> BoxFuture<'_, Result<()>> {
-        Box::pin(self.inner.check())
+        Box::pin(self.inner.check(true))
     }
 
     /// Every readable lock, ordered by name, read a page at a time ([`lock_rows`]); a lock
@@ -472,7 +483,9 @@ pub mod test_util {
     use crate::scripts;
 
     /// The Lua text of script `name` (`acquire`, `extend`, `unlock`, `is_held`, `release`,
-    /// `read`, `check`, `now`), exactly as the provider sends it; `None` for an unknown name. Its
+    /// `read`, `check`, `now`; the schedules' `schedules_version`, `schedules_since`,
+    /// `schedule`, `schedule_write`, `schedule_delete`, `trigger_request`, `trigger_claim`,
+    /// `trigger_start`, `trigger_finish`), exactly as the provider sends it; `None` for an unknown name. Its
     /// `KEYS` and `ARGV` are described on each script in `shedlock-redis/src/scripts.rs`.
     pub fn script(name: &str) -> Option<&'static str> {
         Some(match name {
@@ -484,7 +497,7 @@ pub mod test_util {
             "read" => scripts::READ,
             "check" => scripts::CHECK,
             "now" => scripts::NOW,
-            _ => return None,
+            other => return crate::schedules::script(other),
         })
     }
 }
