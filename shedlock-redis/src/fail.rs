@@ -174,8 +174,9 @@ impl fmt::Display for NoPermission {
             f,
             "permission denied: the Redis user may not run {} (the server said: {said}); the \
              provider's user needs the ACL rules ~{{{}}}:* {REQUIRED_COMMANDS} (and +select \
-             for a database other than 0)",
-            self.command, self.prefix,
+             for a database other than 0; for the schedules also {SCHEDULE_COMMANDS} \
+             &{{{}}}:schedules)",
+            self.command, self.prefix, self.prefix,
         )
     }
 }

@@ -648,6 +648,56 @@ mod redis {
         k.cleanup().await;
     }
 
+    /// The feed's connection lost (its private server stopped): the stream ends, so a watcher
+    /// knows to read the changes and ask for a new feed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_schedules_change_feed_ends_when_its_connection_is_lost() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dir = std::env::temp_dir().join(format!("shedlock_feed_{}_{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut server = std::process::Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+            ])
+            .args(["--appendonly", "no", "--dir", dir.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server on the PATH");
+        let url = format!("redis://127.0.0.1:{port}");
+        let mut provider = None;
+        eventually(
+            async || {
+                provider = RedisLockProvider::connect(&url).await.ok();
+                provider.is_some()
+            },
+            "the private server answers",
+        )
+        .await;
+        let p = provider.unwrap();
+        let mut feed = p.change_feed().await.unwrap().unwrap();
+        p.create_schedule(&job("a", "0 * * * * *"), "ops")
+            .await
+            .unwrap();
+        let first = tokio::time::timeout(Duration::from_secs(20), feed.next()).await;
+        server.kill().unwrap();
+        server.wait().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(first.expect("a notice within 20 s"), Some(()));
+        let end = tokio::time::timeout(Duration::from_secs(20), feed.next())
+            .await
+            .expect("the feed ends within 20 s of the server's death");
+        assert_eq!(end, None);
+    }
+
     /// 100,000 schedules created (64 creates in flight), then read back by one
     /// `schedules_since(0)`: prints both durations.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
