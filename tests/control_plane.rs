@@ -4,4 +4,4 @@
 //! `tests/control_fleet.rs`.
 #![allow(missing_docs)]
 
-shedlock_suite::backend_tests!([postgres, mysql, sqlite]: control suite);
+shedlock_suite::backend_tests!([postgres, mysql, sqlite, redis]: control suite);

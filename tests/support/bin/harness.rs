@@ -438,7 +438,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let election = args.leader.as_deref().map(election).transpose()?;
     let watch = args
         .schedules
-        .map(ScheduleWatch::new().poll_every)
+        .map(|every| ScheduleWatch::new().poll_every(every))
         .transpose()?;
     let scheduler = match &provider {
         Store::Sql(p) => {
