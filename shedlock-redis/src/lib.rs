@@ -110,7 +110,9 @@ pub const DEFAULT_KEY_PREFIX: &str = shedlock::settings::DEFAULT_TABLE_NAME;
 ///   `time_zone`, `paused`, `jitter`, `retry_attempts`, `retry_base`, `retry_cap`,
 ///   `retry_past`; `version`, `deleted`, `updated_at`, `updated_by`; and while a "run now" is
 ///   pending, `trigger_id`, `trigger_by`, `trigger_at`, `claimed_by`, `claimed_until`,
-///   `started`. Durations and times are whole microseconds, flags `0` or `1`. A delete keeps
+///   `started`; `req`, the id of the last call that wrote it (a script sent again after a
+///   broken connection finds it and answers what its first run did). Durations and times are
+///   whole microseconds, flags `0` or `1`. A delete keeps
 ///   the hash as a tombstone (`deleted` `1`, its fields kept, a request not yet started
 ///   dropped); creating the name again reuses it.
 /// - `{<prefix>}:schedules`: a sorted set of the names, each scored by its schedule's

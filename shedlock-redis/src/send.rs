@@ -14,8 +14,9 @@ impl Inner {
     /// meets it), once more on a fresh connection when the connection broke. The first attempt
     /// may have run before the break, so a second run must do no harm: extend, unlock, the
     /// operator's release and the reads change nothing more (a release then answers 0, a read
-    /// finds the names it removed gone), and an acquire carries a request id with which it
-    /// gets its own lease back.
+    /// finds the names it removed gone), an acquire carries a request id with which it
+    /// gets its own lease back, and so does each schedule script that writes (it answers what
+    /// its first run did).
     pub(crate) async fn run<T: FromRedisValue>(
         &self,
         invocation: &ScriptInvocation<'_>,

@@ -8,6 +8,7 @@ mod read;
 mod scripts;
 
 use std::collections::HashSet;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -86,6 +87,16 @@ impl Inner {
     /// `{<prefix>}:schedules:version`: the counter.
     pub(crate) fn counter_key(&self) -> String {
         format!("{}schedules:version", self.tag)
+    }
+
+    /// A request id for one writing script, the same for its retry (see `scripts`): this
+    /// provider's prefix and a count, as the acquire's.
+    fn request_id(&self) -> String {
+        format!(
+            "{}-{}",
+            self.request_prefix,
+            self.requests.fetch_add(1, Ordering::Relaxed)
+        )
     }
 
     async fn schedules_version(&self) -> Result<i64> {
@@ -189,6 +200,7 @@ impl Inner {
             .arg(by)
             .arg(handler.unwrap_or(""))
             .arg(self.schedules_key())
+            .arg(self.request_id())
             .arg(fields.sets.len());
         for (field, value) in &fields.sets {
             invocation.arg(*field).arg(value);
@@ -243,7 +255,11 @@ impl Inner {
     async fn delete_schedule(&self, name: &str, by: &str) -> Result<bool> {
         check::name(name)?;
         let mut invocation = self.changing(&self.scripts.schedules.delete, name);
-        invocation.arg(name).arg(by).arg(self.schedules_key());
+        invocation
+            .arg(name)
+            .arg(by)
+            .arg(self.schedules_key())
+            .arg(self.request_id());
         let deleted: i64 = self
             .run(&invocation, || format!("delete schedule {name:?}"))
             .await?;
@@ -254,7 +270,11 @@ impl Inner {
         check::name(name)?;
         let key = self.schedule_key(name);
         let mut invocation = self.changing(&self.scripts.schedules.request, name);
-        invocation.arg(name).arg(by).arg(self.schedules_key());
+        invocation
+            .arg(name)
+            .arg(by)
+            .arg(self.schedules_key())
+            .arg(self.request_id());
         let operation = || format!("request a run of {name:?} now");
         let answer: Vec<Value> = self.run(&invocation, operation).await?;
         let status = answer.first().and_then(text);
@@ -294,7 +314,8 @@ impl Inner {
             .key(self.schedule_key(name))
             .arg(id)
             .arg(by)
-            .arg(micros(lease));
+            .arg(micros(lease))
+            .arg(self.request_id());
         let done: i64 = self
             .run(&invocation, || {
                 format!("{what} run-now request {id} of {name:?}")
@@ -306,7 +327,11 @@ impl Inner {
     async fn finish_trigger(&self, name: &str, id: i64) -> Result<bool> {
         check::name(name)?;
         let mut invocation = self.changing(&self.scripts.schedules.finish, name);
-        invocation.arg(id).arg(name).arg(self.schedules_key());
+        invocation
+            .arg(id)
+            .arg(name)
+            .arg(self.schedules_key())
+            .arg(self.request_id());
         let done: i64 = self
             .run(&invocation, || {
                 format!("finish run-now request {id} of {name:?}")

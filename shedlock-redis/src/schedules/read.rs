@@ -2,7 +2,6 @@
 //! with: a field that does not read is [`Error::UnreadableRow`] naming the key, the field and
 //! the value, never a panic.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -72,24 +71,28 @@ pub(crate) fn schedule(
     if flat.is_empty() {
         return Ok(None);
     }
-    let mut fields: HashMap<String, Vec<u8>> = HashMap::with_capacity(flat.len() / 2);
-    let mut items = flat.into_iter();
-    while let (Some(field), Some(value)) = (items.next(), items.next()) {
-        fields.insert(String::from_utf8_lossy(&field).into_owned(), value);
-    }
-    Hash { name, key, fields }.read().map(Some)
+    Hash { name, key, flat }.read().map(Some)
 }
 
-/// One hash, being read.
+/// One hash, being read: its fields and values in turn, as `HGETALL` answers (a few dozen at
+/// most, so a field is found by looking through them).
 struct Hash<'a> {
     name: &'a str,
     key: &'a str,
-    fields: HashMap<String, Vec<u8>>,
+    flat: Vec<Vec<u8>>,
 }
 
 impl Hash<'_> {
+    /// The value of `field`, if the hash has one.
+    fn value(&self, field: &str) -> Option<&[u8]> {
+        self.flat
+            .chunks_exact(2)
+            .find(|pair| pair[0] == field.as_bytes())
+            .map(|pair| pair[1].as_slice())
+    }
+
     fn bad(&self, field: &str) -> Error {
-        let value = self.fields.get(field).map_or(&[][..], Vec::as_slice);
+        let value = self.value(field).unwrap_or_default();
         unreadable(self.key, self.name, problem(field, value, value.len()))
     }
 
@@ -103,7 +106,7 @@ impl Hash<'_> {
 
     /// A field read by `parse`; `None` when it is absent, an error when it does not read.
     fn get<T>(&self, field: &str, parse: impl Fn(&[u8]) -> Option<T>) -> Result<Option<T>> {
-        match self.fields.get(field) {
+        match self.value(field) {
             None => Ok(None),
             Some(value) => parse(value).map(Some).ok_or_else(|| self.bad(field)),
         }

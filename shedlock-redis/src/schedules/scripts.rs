@@ -7,7 +7,8 @@
 //!   `retry_base`, `retry_cap` (whole µs), `retry_attempts` (an integer below 2^32); its
 //!   change: `version`, `deleted` (`0` or `1`), `updated_at` (µs since 1970), `updated_by`;
 //!   its pending "run now" request, if any: `trigger_id`, `trigger_by`, `trigger_at`,
-//!   `claimed_by`, `claimed_until`, `started`.
+//!   `claimed_by`, `claimed_until`, `started`; and `req`, the request id of the last script
+//!   that wrote it.
 //! - `{P}:schedules`: a sorted set of the schedule names, each scored by its version.
 //! - `{P}:schedules:version`: the counter the versions come from (`INCR`).
 //! - The channel `{P}:schedules` (channels are not keys): each change publishes its version
@@ -23,6 +24,14 @@
 //! field it reads before it writes anything (`SHEDLOCK_WRONGTYPE`, `SHEDLOCK_UNREADABLE`, as
 //! the lock scripts), except the fields the change replaces, so a corrupted field can be
 //! repaired by an update that sets it.
+//!
+//! # A script sent twice
+//!
+//! The provider sends a script once more when its connection broke before the answer came
+//! (the first may have run). Each writing script carries a request id, unique to the call and
+//! the same for its retry, and records it in the hash (`req`) when it writes: a script that
+//! finds its own id there answers what the first run did (the schedule written, the request
+//! made, claimed, started or finished) instead of "exists", "already pending" or "no".
 //!
 //! The reading script (`since`) reads the hashes of the names it finds in the sorted set,
 //! keys it does not declare in `KEYS`: they carry the same hash tag, so they live in the same
@@ -167,7 +176,8 @@ return redis.call('HGETALL', KEYS[1])
 ///
 /// `KEYS`: `{P}:schedule:<name>`, `{P}:schedules`, `{P}:schedules:version`. `ARGV`: `create`
 /// or `update`, the name, who, the handler (`create` only; empty for an override), the
-/// channel, `n`, then `n` pairs of field and value to set, then the fields to clear.
+/// channel, the request id, `n`, then `n` pairs of field and value to set, then the fields to
+/// clear.
 ///
 /// `create` over a live schedule answers `{'exists'}`. A schedule that does not exist or is a
 /// tombstone starts from no configuration (`update` then makes an override); a live one from
@@ -182,14 +192,16 @@ local hash, zset, counter = KEYS[1], KEYS[2], KEYS[3]
 check_as(zset, 'zset')
 check_as(counter, 'string')
 check(hash)
-local mode, name, by, handler, channel = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local n = tonumber(ARGV[6])
+local mode, name, by, handler, channel, req = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5],
+  ARGV[6]
+local n = tonumber(ARGV[7])
 local sets, clears = {}, {}
-for i = 0, n - 1 do sets[#sets + 1] = {ARGV[7 + 2 * i], ARGV[8 + 2 * i]} end
-for i = 7 + 2 * n, #ARGV do clears[#clears + 1] = ARGV[i] end
+for i = 0, n - 1 do sets[#sets + 1] = {ARGV[8 + 2 * i], ARGV[9 + 2 * i]} end
+for i = 8 + 2 * n, #ARGV do clears[#clears + 1] = ARGV[i] end
 local flat = redis.call('HGETALL', hash)
 local was = {}
 for i = 1, #flat, 2 do was[flat[i]] = flat[i + 1] end
+if was['req'] == req then return {'ok', flat} end
 local alive = live(was)
 if mode == 'create' and alive then return {'exists'} end
 local skip = {}
@@ -222,7 +234,8 @@ for _, f in ipairs(CONFIG) do
   if new[f] == nil and h[f] ~= nil then gone[#gone + 1] = f end
 end
 if #gone > 0 then redis.call('HDEL', hash, unpack(gone)) end
-local args = {'version', num(v), 'deleted', '0', 'updated_at', num(now), 'updated_by', by}
+local args = {'version', num(v), 'deleted', '0', 'updated_at', num(now), 'updated_by', by,
+  'req', req}
 for _, f in ipairs(CONFIG) do
   if new[f] ~= nil then
     args[#args + 1] = f
@@ -239,7 +252,7 @@ return {'ok', redis.call('HGETALL', hash)}
 /// Delete: a live schedule becomes a tombstone at a new version (its fields kept, a trigger
 /// not yet started dropped); answers 1, or 0 when there was none (nothing written).
 ///
-/// `KEYS`: as [`WRITE`]. `ARGV`: the name, who, the channel.
+/// `KEYS`: as [`WRITE`]. `ARGV`: the name, who, the channel, the request id.
 pub(crate) const DELETE: &str = concat!(
     schedule_prelude!(),
     "
@@ -247,12 +260,13 @@ local hash, zset, counter = KEYS[1], KEYS[2], KEYS[3]
 check_as(zset, 'zset')
 check_as(counter, 'string')
 local h = load(hash, {})
+if h['req'] == ARGV[4] then return 1 end
 if not live(h) then return 0 end
 local server, now = clock('')
 local v = next_version(zset, counter)
 if h['trigger_id'] ~= nil and h['started'] ~= '1' then drop(hash, h, TRIGGER) end
 redis.call('HSET', hash, 'version', num(v), 'deleted', '1', 'updated_at', num(now),
-  'updated_by', ARGV[2])
+  'updated_by', ARGV[2], 'req', ARGV[4])
 redis.call('ZADD', zset, num(v), ARGV[1])
 redis.pcall('PUBLISH', ARGV[3], num(v))
 return 1
@@ -264,7 +278,7 @@ return 1
 /// new version, which is the request's id; a schedule that does not exist or is a tombstone
 /// becomes an override with no configuration; answers `{'requested', id}`.
 ///
-/// `KEYS`: as [`WRITE`]. `ARGV`: the name, who, the channel.
+/// `KEYS`: as [`WRITE`]. `ARGV`: the name, who, the channel, the request id.
 pub(crate) const REQUEST: &str = concat!(
     schedule_prelude!(),
     "
@@ -272,6 +286,7 @@ local hash, zset, counter = KEYS[1], KEYS[2], KEYS[3]
 check_as(zset, 'zset')
 check_as(counter, 'string')
 local h = load(hash, {})
+if h['req'] == ARGV[4] then return {'requested', h['trigger_id'] or '0'} end
 local server, now = clock('')
 if h['trigger_id'] ~= nil then
   local untl = time(hash, 'claimed_until', h['claimed_until'])
@@ -282,7 +297,8 @@ local v = next_version(zset, counter)
 if not live(h) then drop(hash, h, CONFIG) end
 drop(hash, h, {'claimed_by', 'claimed_until', 'started'})
 redis.call('HSET', hash, 'version', num(v), 'deleted', '0', 'updated_at', num(now),
-  'updated_by', ARGV[2], 'trigger_id', num(v), 'trigger_by', ARGV[2], 'trigger_at', num(now))
+  'updated_by', ARGV[2], 'trigger_id', num(v), 'trigger_by', ARGV[2], 'trigger_at', num(now),
+  'req', ARGV[4])
 redis.call('ZADD', zset, num(v), ARGV[1])
 redis.pcall('PUBLISH', ARGV[3], num(v))
 return {'requested', num(v)}
@@ -293,17 +309,19 @@ return {'requested', num(v)}
 /// any) ran out by the server's clock. Answers 1 or 0. No new version: a claim is a lease, as
 /// a lock is.
 ///
-/// `KEYS`: `{P}:schedule:<name>`. `ARGV`: the id, who, the lease (µs).
+/// `KEYS`: `{P}:schedule:<name>`. `ARGV`: the id, who, the lease (µs), the request id.
 pub(crate) const CLAIM: &str = concat!(
     schedule_prelude!(),
     "
 local hash = KEYS[1]
 local h = load(hash, {})
+if h['req'] == ARGV[4] then return 1 end
 if not same_id(hash, h, ARGV[1]) or h['started'] == '1' then return 0 end
 local server, now = clock('')
 local untl = time(hash, 'claimed_until', h['claimed_until'])
 if untl ~= nil and untl > now then return 0 end
-redis.call('HSET', hash, 'claimed_by', ARGV[2], 'claimed_until', num(now + tonumber(ARGV[3])))
+redis.call('HSET', hash, 'claimed_by', ARGV[2], 'claimed_until', num(now + tonumber(ARGV[3])),
+  'req', ARGV[4])
 return 1
 "
 );
@@ -311,18 +329,20 @@ return 1
 /// Start request `id`: while `by` holds a live claim on it and it has not started, it is
 /// started and held until now + lease. Answers 1 or 0 (the claim was lost).
 ///
-/// `KEYS`: `{P}:schedule:<name>`. `ARGV`: the id, who, the lease (µs).
+/// `KEYS`: `{P}:schedule:<name>`. `ARGV`: the id, who, the lease (µs), the request id.
 pub(crate) const START: &str = concat!(
     schedule_prelude!(),
     "
 local hash = KEYS[1]
 local h = load(hash, {})
+if h['req'] == ARGV[4] then return 1 end
 if not same_id(hash, h, ARGV[1]) or h['started'] == '1' then return 0 end
 if h['claimed_by'] ~= ARGV[2] then return 0 end
 local server, now = clock('')
 local untl = time(hash, 'claimed_until', h['claimed_until'])
 if untl == nil or untl <= now then return 0 end
-redis.call('HSET', hash, 'started', '1', 'claimed_until', num(now + tonumber(ARGV[3])))
+redis.call('HSET', hash, 'started', '1', 'claimed_until', num(now + tonumber(ARGV[3])),
+  'req', ARGV[4])
 return 1
 "
 );
@@ -330,7 +350,7 @@ return 1
 /// Finish request `id`: its fields removed, at a new version (readers learn that it is gone).
 /// Answers 1, or 0 when the schedule has no request `id` (nothing written).
 ///
-/// `KEYS`: as [`WRITE`]. `ARGV`: the id, the name, the channel.
+/// `KEYS`: as [`WRITE`]. `ARGV`: the id, the name, the channel, the request id.
 pub(crate) const FINISH: &str = concat!(
     schedule_prelude!(),
     "
@@ -338,10 +358,11 @@ local hash, zset, counter = KEYS[1], KEYS[2], KEYS[3]
 check_as(zset, 'zset')
 check_as(counter, 'string')
 local h = load(hash, {})
+if h['req'] == ARGV[4] then return 1 end
 if not same_id(hash, h, ARGV[1]) then return 0 end
 local v = next_version(zset, counter)
 drop(hash, h, TRIGGER)
-redis.call('HSET', hash, 'version', num(v))
+redis.call('HSET', hash, 'version', num(v), 'req', ARGV[4])
 redis.call('ZADD', zset, num(v), ARGV[2])
 redis.pcall('PUBLISH', ARGV[3], num(v))
 return 1
