@@ -136,7 +136,7 @@ async fn connect(target: RedisTarget, settings: ProviderSettings) -> Result<Redi
         .set_number_of_retries(3)
         .set_max_delay(Duration::from_secs(1));
     let first = async {
-        let mut conn = ConnectionManager::new_with_config(client, config).await?;
+        let mut conn = ConnectionManager::new_with_config(client.clone(), config).await?;
         // A server that wants a password the URL lacks accepts the connection and refuses
         // its first command: ask it now, not at the first lock.
         redis::cmd("PING")
@@ -169,6 +169,7 @@ async fn connect(target: RedisTarget, settings: ProviderSettings) -> Result<Redi
     Ok(RedisLockProvider {
         inner: Arc::new(Inner {
             conn,
+            client,
             address,
             tag: format!("{{{prefix}}}:"),
             prefix,

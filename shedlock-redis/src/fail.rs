@@ -65,9 +65,24 @@ impl Inner {
         let len = parts.next()?.parse().ok()?;
         let value: Vec<u8> =
             percent_encoding::percent_decode_str(parts.next().unwrap_or("")).collect();
-        let name = key
-            .strip_prefix(self.tag.as_str())
-            .and_then(|rest| rest.split_once(':'))
+        let rest = key.strip_prefix(self.tag.as_str()).unwrap_or_default();
+        // A schedule's hash names its schedule; the sorted set and the counter only themselves.
+        if let Some(name) = rest.strip_prefix("schedule:") {
+            return Some(Bad {
+                name: name.to_owned(),
+                problem: crate::schedules::problem(field, &value, len),
+                key,
+            });
+        }
+        if rest.starts_with("schedules") {
+            return Some(Bad {
+                name: key.clone(),
+                problem: crate::schedules::problem(field, &value, len),
+                key,
+            });
+        }
+        let name = rest
+            .split_once(':')
             .map_or(key.as_str(), |(_, name)| name)
             .to_owned();
         Some(Bad {
@@ -101,6 +116,15 @@ impl Inner {
 /// too.
 pub const REQUIRED_COMMANDS: &str = "+ping +evalsha +script|load +sscan +time +type +hget \
      +hmget +hset +pexpire +del +exists +sadd +srem";
+
+/// The commands the provider's Redis user needs, beyond [`REQUIRED_COMMANDS`], for the
+/// schedules ([`ScheduleStore`](shedlock::schedules::ScheduleStore)): what their scripts run
+/// (`HGETALL`, `HDEL`, `GET`, `SET`, `ZADD`, `ZRANGEBYSCORE`, `ZREVRANGE`, `PUBLISH`) and the
+/// change feed's `SUBSCRIBE`. The channel the changes are published on is
+/// `{<prefix>}:schedules` (ACL rule `&{<prefix>}:schedules`); without it a change is still
+/// made (its `PUBLISH` is allowed to fail) and the watchers poll.
+pub const SCHEDULE_COMMANDS: &str =
+    "+hgetall +hdel +get +set +zadd +zrangebyscore +zrevrange +publish +subscribe";
 
 /// Whether the server refused a command to this user (an ACL rule): `NOPERM` for a command the
 /// provider sent (redis-rs passes on the words alone for the `SELECT` of a new connection), the
@@ -150,8 +174,9 @@ impl fmt::Display for NoPermission {
             f,
             "permission denied: the Redis user may not run {} (the server said: {said}); the \
              provider's user needs the ACL rules ~{{{}}}:* {REQUIRED_COMMANDS} (and +select \
-             for a database other than 0)",
-            self.command, self.prefix,
+             for a database other than 0; for the schedules also {SCHEDULE_COMMANDS} \
+             &{{{}}}:schedules)",
+            self.command, self.prefix, self.prefix,
         )
     }
 }

@@ -1,6 +1,8 @@
 //! [`RedisLockProvider`]: shedlock's locks in a single Redis primary, each operation one
 //! server-side Lua script run in one round trip over redis-rs's tokio `ConnectionManager`
-//! (the operator's listing: a few small steps per page of lock names).
+//! (the operator's listing: a few small steps per page of lock names), and the schedules an
+//! operator changes while the fleet runs ([`ScheduleStore`](shedlock::schedules::ScheduleStore))
+//! in keys beside the locks.
 //!
 //! A provider written against `shedlock`'s public API only, as a provider for any other store
 //! would be: it builds its guards with [`LockGuard::new`] over its own
@@ -24,6 +26,7 @@ mod connect;
 mod fail;
 mod lease;
 mod read;
+mod schedules;
 mod scripts;
 mod send;
 #[cfg(feature = "testkit")]
@@ -31,7 +34,7 @@ mod send;
 pub mod testkit;
 
 pub use connect::{DEFAULT_RESPONSE_TIMEOUT, MAX_KEY_PREFIX_BYTES, RedisTarget};
-pub use fail::REQUIRED_COMMANDS;
+pub use fail::{REQUIRED_COMMANDS, SCHEDULE_COMMANDS};
 
 // The README's example compiles as a doctest.
 #[cfg(doctest)]
@@ -53,7 +56,9 @@ use shedlock::settings::{KeepAlive, ProviderSettings};
 use shedlock::{Backend, LockAdmin, LockConfiguration, LockGuard, LockProvider, Result};
 
 /// The default key prefix ([`shedlock::settings::DEFAULT_TABLE_NAME`]): keys are
-/// `{shedlock}:lock:<name>`, `{shedlock}:meta:<name>` and `{shedlock}:names`.
+/// `{shedlock}:lock:<name>`, `{shedlock}:meta:<name>` and `{shedlock}:names` for the locks,
+/// `{shedlock}:schedule:<name>`, `{shedlock}:schedules` and `{shedlock}:schedules:version` for
+/// the schedules.
 pub const DEFAULT_KEY_PREFIX: &str = shedlock::settings::DEFAULT_TABLE_NAME;
 
 /// A lock provider over a single Redis primary (Redis 6.2 or later, or a compatible server):
@@ -66,7 +71,8 @@ pub const DEFAULT_KEY_PREFIX: &str = shedlock::settings::DEFAULT_TABLE_NAME;
 /// server's clock refused, the jobs due at one instant claimed in one script. It does not
 /// implement [`RunStore`](shedlock::RunStore): the run history lives in an SQL table, and giving
 /// this provider to [`SchedulerBuilder::history`](shedlock::scheduler::SchedulerBuilder::history) does not
-/// compile.
+/// compile. It implements [`ScheduleStore`](shedlock::schedules::ScheduleStore) (see
+/// [Schedules](#schedules)).
 ///
 /// ```no_run
 /// # async fn demo() -> shedlock::Result<()> {
@@ -95,12 +101,50 @@ pub const DEFAULT_KEY_PREFIX: &str = shedlock::settings::DEFAULT_TABLE_NAME;
 /// server's clock in microseconds. A replica promoted by Sentinel may lack the newest writes in
 /// the same way. `docs/reliability.md` has the measured cases.
 ///
+/// # Schedules
+///
+/// The schedules ([`ScheduleStore`](shedlock::schedules::ScheduleStore)) live beside the locks,
+/// under the same prefix:
+///
+/// - `{<prefix>}:schedule:<name>`: a hash per schedule: `handler`, `payload`, `cron`,
+///   `time_zone`, `paused`, `jitter`, `retry_attempts`, `retry_base`, `retry_cap`,
+///   `retry_past`; `version`, `deleted`, `updated_at`, `updated_by`; and while a "run now" is
+///   pending, `trigger_id`, `trigger_by`, `trigger_at`, `claimed_by`, `claimed_until`,
+///   `started`. Durations and times are whole microseconds, flags `0` or `1`. A delete keeps
+///   the hash as a tombstone (`deleted` `1`, its fields kept, a request not yet started
+///   dropped); creating the name again reuses it.
+/// - `{<prefix>}:schedules`: a sorted set of the names, each scored by its schedule's
+///   version: [`schedules_since`](shedlock::schedules::ScheduleStore::schedules_since)`(v)`
+///   reads it from `(v` up, 250 schedules per script (about 2 ms of the server's time each;
+///   100,000 schedules in 400 scripts).
+/// - `{<prefix>}:schedules:version`: the counter each change's version comes from, one more
+///   than the highest version handed out (also when the counter was deleted by hand: a new
+///   version is above every score in the sorted set, so versions never go back).
+///
+/// Every operation is one Lua script, atomic, which reads the server's clock (`TIME`) for
+/// `updated_at` and for the leases of a run-now request (a claim, a started run), whatever the
+/// clock mode of the locks. A change publishes its version on the channel
+/// `{<prefix>}:schedules`; [`change_feed`](shedlock::schedules::ScheduleStore::change_feed) is a
+/// `SUBSCRIBE` to it on a connection of its own, and ends when that connection is lost. A
+/// server that refuses the `PUBLISH` still makes the change (the watchers poll).
+///
+/// Before a script is sent, a name is checked by the lock-name rules, a cron expression and
+/// time zone by [`Schedule::parse`](shedlock::Schedule::parse) and a payload as JSON; a
+/// run-time job without a cron, or a payload on an override, is refused by the script before
+/// it writes. A field someone else wrote that does not read (`paused` `yes`, a `version` of
+/// `1e9`) fails every operation on that schedule with [`Error::UnreadableRow`] naming the key,
+/// the field and the value, nothing written, except an update that sets that field (which
+/// repairs it); a key of another type is [`Error::WrongType`](shedlock::Error::WrongType), and
+/// [`migrate`](LockAdmin::migrate) checks the types of the sorted set and the counter.
+///
 /// # Cluster
 ///
 /// Every key of one prefix carries the hash tag `{<prefix>}` (`{<prefix>}:lock:<name>`,
 /// `{<prefix>}:meta:<name>`, `{<prefix>}:names`), so they all live in one slot, on one shard,
 /// as a lock table lives on one SQL server; every script declares each key it touches in
-/// `KEYS`, and the listing's `SSCAN` names its key, so they are valid on a cluster. This
+/// `KEYS`, and the listing's `SSCAN` names its key, so they are valid on a cluster; the one
+/// exception, the schedules' read, reads the hashes of the names it finds in the sorted set,
+/// which carry the same hash tag and so live in the same slot. This
 /// provider connects to one node and does not follow redirections: give it the address of
 /// the primary of the shard that holds the prefix's slot (`CLUSTER KEYSLOT {<prefix>}`).
 ///
@@ -116,6 +160,10 @@ pub const DEFAULT_KEY_PREFIX: &str = shedlock::settings::DEFAULT_TABLE_NAME;
 /// ```text
 /// ACL SETUSER locks on >secret ~{shedlock}:* +ping +evalsha +script|load +sscan +time +type +hget +hmget +hset +pexpire +del +exists +sadd +srem
 /// ```
+///
+/// The schedules need [`SCHEDULE_COMMANDS`] too (`+hgetall +hdel +get +set +zadd
+/// +zrangebyscore +zrevrange +publish +subscribe`) and, for the change feed, the channel
+/// `&{<prefix>}:schedules`.
 ///
 /// A command the server refuses to the user (`NOPERM`) is an [`Error::Database`] that says
 /// permission denied, names the command (the server names it, except for a command a script
@@ -154,6 +202,8 @@ pub struct RedisLockProvider {
 
 struct Inner {
     conn: ConnectionManager,
+    /// The client `conn` came from, for the change feed's connection of its own.
+    client: redis::Client,
     /// `host:port` of the server, for messages.
     address: String,
     /// The prefix as given.
@@ -184,6 +234,7 @@ struct Scripts {
     read: Script,
     check: Script,
     now: Script,
+    schedules: schedules::ScheduleScripts,
 }
 
 impl Scripts {
@@ -197,6 +248,7 @@ impl Scripts {
             read: Script::new(scripts::READ),
             check: Script::new(scripts::CHECK),
             now: Script::new(scripts::NOW),
+            schedules: schedules::ScheduleScripts::new(),
         }
     }
 }
@@ -311,10 +363,14 @@ impl Inner {
         })
     }
 
-    /// Checks that the set of names is a set or absent: one script, whatever it holds.
-    pub(crate) async fn check(&self) -> Result<()> {
+    /// Checks that the set of names is a set or absent, and with `schedules` the schedules'
+    /// sorted set and counter: one script, whatever they hold.
+    pub(crate) async fn check(&self, schedules: bool) -> Result<()> {
         let mut invocation = self.scripts.check.prepare_invoke();
         invocation.key(self.names_key());
+        if schedules {
+            invocation.key(self.schedules_key()).key(self.counter_key());
+        }
         let _: i64 = self
             .run(&invocation, || {
                 format!("check the keys under {:?}", self.tag)
@@ -402,10 +458,12 @@ impl LockProvider for RedisLockProvider {
 impl LockAdmin for RedisLockProvider {
     /// Nothing to create in Redis: checks, in one script, that the server answers (and runs
     /// this provider's scripts) and that the key prefix's set of names (`{<prefix>}:names`) is a
-    /// set or absent. The same work whatever the number of locks: the keys of each lock are
-    /// checked by every operation that touches them.
+    /// set, the schedules' sorted set (`{<prefix>}:schedules`) a sorted set and their counter
+    /// (`{<prefix>}:schedules:version`) a string, or absent. The same work whatever the number
+    /// of locks and schedules: the keys of each are checked by every operation that touches
+    /// them.
     fn migrate(&self) -> BoxFuture<'_, Result<()>> {
-        Box::pin(self.inner.check())
+        Box::pin(self.inner.check(true))
     }
 
     /// Every readable lock, ordered by name, read a page at a time ([`lock_rows`]); a lock
@@ -472,7 +530,9 @@ pub mod test_util {
     use crate::scripts;
 
     /// The Lua text of script `name` (`acquire`, `extend`, `unlock`, `is_held`, `release`,
-    /// `read`, `check`, `now`), exactly as the provider sends it; `None` for an unknown name. Its
+    /// `read`, `check`, `now`; the schedules' `schedules_version`, `schedules_since`,
+    /// `schedule`, `schedule_write`, `schedule_delete`, `trigger_request`, `trigger_claim`,
+    /// `trigger_start`, `trigger_finish`), exactly as the provider sends it; `None` for an unknown name. Its
     /// `KEYS` and `ARGV` are described on each script in `shedlock-redis/src/scripts.rs`.
     pub fn script(name: &str) -> Option<&'static str> {
         Some(match name {
@@ -484,7 +544,7 @@ pub mod test_util {
             "read" => scripts::READ,
             "check" => scripts::CHECK,
             "now" => scripts::NOW,
-            _ => return None,
+            other => return crate::schedules::script(other),
         })
     }
 }

@@ -74,7 +74,7 @@ impl Inner {
     pub(crate) async fn lock_rows(&self) -> Result<LockRows> {
         let operation = || format!("list the locks under {:?}", self.tag);
         // A set of names of another type is named as such (SSCAN would only say WRONGTYPE).
-        self.check().await?;
+        self.check(false).await?;
         let names = self.names(operation).await?;
         let mut reads = Vec::with_capacity(names.len());
         for group in names.chunks(PAGE * IN_FLIGHT) {

@@ -122,6 +122,7 @@ local function ttl(us) return math.max(1, math.ceil(us / 1000)) end
 "
     };
 }
+pub(crate) use prelude;
 
 /// Acquire: claims every lock of the request in order, each as the SQL acquire decides it.
 ///
@@ -353,13 +354,21 @@ return {num(now), rows}
 "
 );
 
-/// Check (`migrate`): that the set of names is a set or absent, in one step whatever it holds.
+/// Check (`migrate`): that the set of names is a set, the schedules' sorted set a sorted set
+/// and their counter a string, or absent, in one step whatever they hold.
 ///
-/// `KEYS`: `{P}:names`. Answers 1.
+/// `KEYS`: `{P}:names`, and for `migrate` `{P}:schedules`, `{P}:schedules:version`. Answers 1.
 pub(super) const CHECK: &str = concat!(
     prelude!(),
     "
 check_set(KEYS[1])
+for i, want in ipairs({'zset', 'string'}) do
+  if KEYS[i + 1] == nil then break end
+  local t = redis.call('TYPE', KEYS[i + 1])['ok']
+  if t ~= 'none' and t ~= want then
+    error({err = 'SHEDLOCK_WRONGTYPE ' .. t .. ' ' .. KEYS[i + 1]})
+  end
+end
 return 1
 "
 );

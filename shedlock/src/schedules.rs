@@ -373,3 +373,47 @@ impl fmt::Display for TriggerAnswer {
         }
     }
 }
+
+impl StoredSchedule {
+    /// A live schedule `name` at `version`, changed at `updated_at` by `updated_by`, every other
+    /// field empty (no handler, payload, cron, time zone, jitter, retry or trigger; not paused).
+    /// For a store outside this crate, which sets the public fields it holds after this (the
+    /// type is `#[non_exhaustive]`, so it cannot be written as a literal there).
+    pub fn new(
+        name: impl Into<String>,
+        version: i64,
+        updated_at: DateTime<Utc>,
+        updated_by: impl Into<String>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            handler: None,
+            payload: None,
+            cron: None,
+            time_zone: None,
+            paused: false,
+            jitter: None,
+            retry: None,
+            version,
+            deleted: false,
+            updated_at,
+            updated_by: updated_by.into(),
+            trigger: None,
+        }
+    }
+}
+
+impl Trigger {
+    /// Request `id`, asked by `requested_by` at `requested_at`, not claimed and not started.
+    /// For a store outside this crate, as [`StoredSchedule::new`].
+    pub fn new(id: i64, requested_by: impl Into<String>, requested_at: DateTime<Utc>) -> Self {
+        Self {
+            id,
+            requested_by: requested_by.into(),
+            requested_at,
+            claimed_by: None,
+            claimed_until: None,
+            started: false,
+        }
+    }
+}

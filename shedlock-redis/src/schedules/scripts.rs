@@ -1,0 +1,349 @@
+//! The Lua scripts of the schedules, one per operation, each run atomically by `EVALSHA`.
+//!
+//! # Keys (`{P}` is the key prefix, as for the locks)
+//!
+//! - `{P}:schedule:<name>`: a hash per schedule. Its configuration: `handler`, `payload`,
+//!   `cron`, `time_zone` (text), `paused` and `retry_past` (`0` or `1`), `jitter`,
+//!   `retry_base`, `retry_cap` (whole µs), `retry_attempts` (an integer below 2^32); its
+//!   change: `version`, `deleted` (`0` or `1`), `updated_at` (µs since 1970), `updated_by`;
+//!   its pending "run now" request, if any: `trigger_id`, `trigger_by`, `trigger_at`,
+//!   `claimed_by`, `claimed_until`, `started`.
+//! - `{P}:schedules`: a sorted set of the schedule names, each scored by its version.
+//! - `{P}:schedules:version`: the counter the versions come from (`INCR`).
+//! - The channel `{P}:schedules` (channels are not keys): each change publishes its version
+//!   there, for [`change_feed`](shedlock::schedules::ScheduleStore::change_feed). A server
+//!   that refuses the `PUBLISH` (an ACL without the channel) still makes the change: the
+//!   watchers poll.
+//!
+//! # Versions
+//!
+//! A change's version is `INCR` of the counter, raised above the highest score of the sorted
+//! set when it is not (the counter deleted by hand), so versions never go back; a version is
+//! below 2^53 (a score holds it exactly). Every script checks the type of each key and every
+//! field it reads before it writes anything (`SHEDLOCK_WRONGTYPE`, `SHEDLOCK_UNREADABLE`, as
+//! the lock scripts), except the fields the change replaces, so a corrupted field can be
+//! repaired by an update that sets it.
+//!
+//! The reading script (`since`) reads the hashes of the names it finds in the sorted set,
+//! keys it does not declare in `KEYS`: they carry the same hash tag, so they live in the same
+//! cluster slot.
+
+/// What every schedule script starts with, after the lock scripts' prelude: the fields, the
+/// rules by which each is read (`load`), the type check of a key (`check_as`) and the next
+/// version (`next_version`).
+macro_rules! schedule_prelude {
+    () => {
+        concat!(
+            crate::scripts::prelude!(),
+            "
+local CONFIG = {'handler', 'payload', 'cron', 'time_zone', 'paused', 'jitter',
+  'retry_attempts', 'retry_base', 'retry_cap', 'retry_past'}
+local TRIGGER = {'trigger_id', 'trigger_by', 'trigger_at', 'claimed_by', 'claimed_until',
+  'started'}
+local RULES = {{'version', 'count'}, {'deleted', 'flag'}, {'updated_at', 'time'},
+  {'paused', 'flag'}, {'jitter', 'count'}, {'retry_attempts', 'attempts'},
+  {'retry_base', 'count'}, {'retry_cap', 'count'}, {'retry_past', 'flag'},
+  {'trigger_id', 'count'}, {'trigger_at', 'time'}, {'claimed_until', 'time'},
+  {'started', 'flag'}}
+local LIMIT = 9007199254740992
+local function check_as(key, want)
+  local t = redis.call('TYPE', key)['ok']
+  if t ~= 'none' and t ~= want then
+    error({err = 'SHEDLOCK_WRONGTYPE ' .. t .. ' ' .. key})
+  end
+end
+local function count(key, field, value)
+  local _, d = digits(key, field, value, false)
+  if d == nil then return nil end
+  if #d > 16 or tonumber(d) >= LIMIT then unreadable(key, field, value) end
+  return tonumber(d)
+end
+local function load(key, skip)
+  check(key)
+  local flat = redis.call('HGETALL', key)
+  local h = {}
+  for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
+  for _, rule in ipairs(RULES) do
+    local field, kind, v = rule[1], rule[2], h[rule[1]]
+    if v ~= nil and not skip[field] then
+      if kind == 'flag' then
+        if v ~= '0' and v ~= '1' then unreadable(key, field, v) end
+      elseif kind == 'time' then
+        time(key, field, v)
+      elseif kind == 'attempts' then
+        local n = count(key, field, v)
+        if n > 4294967295 then unreadable(key, field, v) end
+      else
+        count(key, field, v)
+      end
+    end
+  end
+  return h
+end
+local function live(h) return h['version'] ~= nil and h['deleted'] ~= '1' end
+local function top(zset)
+  local t = redis.call('ZREVRANGE', zset, 0, 0, 'WITHSCORES')
+  if not t[2] then return 0 end
+  local s = tonumber(t[2])
+  if s == nil or s ~= s or s < 0 or s >= LIMIT or s ~= math.floor(s) then
+    unreadable(zset, 'score', t[2])
+  end
+  return s
+end
+local function current(zset, counter)
+  local c = redis.call('GET', counter)
+  local v = 0
+  if c then v = count(counter, 'value', c) end
+  return math.max(v, top(zset))
+end
+local function next_version(zset, counter)
+  local v = current(zset, counter) + 1
+  redis.call('SET', counter, num(v))
+  return v
+end
+local function drop(key, h, fields)
+  local gone = {}
+  for _, f in ipairs(fields) do
+    if h[f] ~= nil then gone[#gone + 1] = f end
+  end
+  if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
+end
+local function same_id(key, h, id)
+  if h['trigger_id'] == nil then return false end
+  local _, d = digits(key, 'trigger_id', h['trigger_id'], false)
+  return d == id
+end
+"
+        )
+    };
+}
+
+/// The highest version handed out: `max(counter, highest score)`.
+///
+/// `KEYS`: `{P}:schedules`, `{P}:schedules:version`. Answers the version as a decimal string.
+pub(crate) const VERSION: &str = concat!(
+    schedule_prelude!(),
+    "
+check_as(KEYS[1], 'zset')
+check_as(KEYS[2], 'string')
+return num(current(KEYS[1], KEYS[2]))
+"
+);
+
+/// One page of the schedules whose version is above a bound, in version order.
+///
+/// `KEYS`: `{P}:schedules`. `ARGV`: the bound (exclusive, as Redis writes a score), the page
+/// size, `{P}:`. Answers `{{name, score, {field, value, …}}, …}`; a name whose hash is gone
+/// answers an empty list of fields.
+pub(crate) const SINCE: &str = concat!(
+    schedule_prelude!(),
+    "
+check_as(KEYS[1], 'zset')
+local page = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. ARGV[1], '+inf', 'WITHSCORES',
+  'LIMIT', 0, tonumber(ARGV[2]))
+local out = {}
+for i = 1, #page, 2 do
+  local key = ARGV[3] .. 'schedule:' .. page[i]
+  check(key)
+  out[#out + 1] = {page[i], page[i + 1], redis.call('HGETALL', key)}
+end
+return out
+"
+);
+
+/// One schedule's hash, as stored.
+///
+/// `KEYS`: `{P}:schedule:<name>`. Answers `{field, value, …}` (empty when there is none).
+pub(crate) const GET: &str = concat!(
+    schedule_prelude!(),
+    "
+check(KEYS[1])
+return redis.call('HGETALL', KEYS[1])
+"
+);
+
+/// Create or update: the schedule after the change is worked out and checked before anything
+/// is written.
+///
+/// `KEYS`: `{P}:schedule:<name>`, `{P}:schedules`, `{P}:schedules:version`. `ARGV`: `create`
+/// or `update`, the name, who, the handler (`create` only; empty for an override), the
+/// channel, `n`, then `n` pairs of field and value to set, then the fields to clear.
+///
+/// `create` over a live schedule answers `{'exists'}`. A schedule that does not exist or is a
+/// tombstone starts from no configuration (`update` then makes an override); a live one from
+/// its own. A result with a handler and no cron, or a payload and no handler, answers
+/// `{'invalid', reason}`, nothing written. Else: a new version, the fields written (those
+/// cleared removed), `deleted` 0, the name scored by the version, the version published;
+/// answers `{'ok', {field, value, …}}`. A pending trigger is kept.
+pub(crate) const WRITE: &str = concat!(
+    schedule_prelude!(),
+    "
+local hash, zset, counter = KEYS[1], KEYS[2], KEYS[3]
+check_as(zset, 'zset')
+check_as(counter, 'string')
+check(hash)
+local mode, name, by, handler, channel = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local n = tonumber(ARGV[6])
+local sets, clears = {}, {}
+for i = 0, n - 1 do sets[#sets + 1] = {ARGV[7 + 2 * i], ARGV[8 + 2 * i]} end
+for i = 7 + 2 * n, #ARGV do clears[#clears + 1] = ARGV[i] end
+local flat = redis.call('HGETALL', hash)
+local was = {}
+for i = 1, #flat, 2 do was[flat[i]] = flat[i + 1] end
+local alive = live(was)
+if mode == 'create' and alive then return {'exists'} end
+local skip = {}
+if alive then
+  for _, p in ipairs(sets) do skip[p[1]] = true end
+  for _, f in ipairs(clears) do skip[f] = true end
+else
+  for _, f in ipairs(CONFIG) do skip[f] = true end
+end
+local h = load(hash, skip)
+local new = {}
+if alive then
+  for _, f in ipairs(CONFIG) do new[f] = h[f] end
+end
+if mode == 'create' and handler ~= '' then new['handler'] = handler end
+for _, p in ipairs(sets) do new[p[1]] = p[2] end
+for _, f in ipairs(clears) do new[f] = nil end
+if new['handler'] and not new['cron'] then
+  return {'invalid', 'a job created at run time (handler ' .. new['handler']
+    .. ') needs a cron expression'}
+end
+if not new['handler'] and new['payload'] then
+  return {'invalid', 'a payload is given to a job created at run time (one with a handler); '
+    .. 'this schedule overrides a job defined in code'}
+end
+local server, now = clock('')
+local v = next_version(zset, counter)
+local gone = {}
+for _, f in ipairs(CONFIG) do
+  if new[f] == nil and h[f] ~= nil then gone[#gone + 1] = f end
+end
+if #gone > 0 then redis.call('HDEL', hash, unpack(gone)) end
+local args = {'version', num(v), 'deleted', '0', 'updated_at', num(now), 'updated_by', by}
+for _, f in ipairs(CONFIG) do
+  if new[f] ~= nil then
+    args[#args + 1] = f
+    args[#args + 1] = new[f]
+  end
+end
+redis.call('HSET', hash, unpack(args))
+redis.call('ZADD', zset, num(v), name)
+redis.pcall('PUBLISH', channel, num(v))
+return {'ok', redis.call('HGETALL', hash)}
+"
+);
+
+/// Delete: a live schedule becomes a tombstone at a new version (its fields kept, a trigger
+/// not yet started dropped); answers 1, or 0 when there was none (nothing written).
+///
+/// `KEYS`: as [`WRITE`]. `ARGV`: the name, who, the channel.
+pub(crate) const DELETE: &str = concat!(
+    schedule_prelude!(),
+    "
+local hash, zset, counter = KEYS[1], KEYS[2], KEYS[3]
+check_as(zset, 'zset')
+check_as(counter, 'string')
+local h = load(hash, {})
+if not live(h) then return 0 end
+local server, now = clock('')
+local v = next_version(zset, counter)
+if h['trigger_id'] ~= nil and h['started'] ~= '1' then drop(hash, h, TRIGGER) end
+redis.call('HSET', hash, 'version', num(v), 'deleted', '1', 'updated_at', num(now),
+  'updated_by', ARGV[2])
+redis.call('ZADD', zset, num(v), ARGV[1])
+redis.pcall('PUBLISH', ARGV[3], num(v))
+return 1
+"
+);
+
+/// Request a run now. A trigger already there answers `{'pending', {field, value, …}}` unless
+/// it started and its lease ran out by the server's clock (its run counts as ended). Else a
+/// new version, which is the request's id; a schedule that does not exist or is a tombstone
+/// becomes an override with no configuration; answers `{'requested', id}`.
+///
+/// `KEYS`: as [`WRITE`]. `ARGV`: the name, who, the channel.
+pub(crate) const REQUEST: &str = concat!(
+    schedule_prelude!(),
+    "
+local hash, zset, counter = KEYS[1], KEYS[2], KEYS[3]
+check_as(zset, 'zset')
+check_as(counter, 'string')
+local h = load(hash, {})
+local server, now = clock('')
+if h['trigger_id'] ~= nil then
+  local untl = time(hash, 'claimed_until', h['claimed_until'])
+  local ended = h['started'] == '1' and (untl == nil or untl <= now)
+  if not ended then return {'pending', redis.call('HGETALL', hash)} end
+end
+local v = next_version(zset, counter)
+if not live(h) then drop(hash, h, CONFIG) end
+drop(hash, h, {'claimed_by', 'claimed_until', 'started'})
+redis.call('HSET', hash, 'version', num(v), 'deleted', '0', 'updated_at', num(now),
+  'updated_by', ARGV[2], 'trigger_id', num(v), 'trigger_by', ARGV[2], 'trigger_at', num(now))
+redis.call('ZADD', zset, num(v), ARGV[1])
+redis.pcall('PUBLISH', ARGV[3], num(v))
+return {'requested', num(v)}
+"
+);
+
+/// Claim request `id` for `by` until now + lease, when it is not started and its claim (if
+/// any) ran out by the server's clock. Answers 1 or 0. No new version: a claim is a lease, as
+/// a lock is.
+///
+/// `KEYS`: `{P}:schedule:<name>`. `ARGV`: the id, who, the lease (µs).
+pub(crate) const CLAIM: &str = concat!(
+    schedule_prelude!(),
+    "
+local hash = KEYS[1]
+local h = load(hash, {})
+if not same_id(hash, h, ARGV[1]) or h['started'] == '1' then return 0 end
+local server, now = clock('')
+local untl = time(hash, 'claimed_until', h['claimed_until'])
+if untl ~= nil and untl > now then return 0 end
+redis.call('HSET', hash, 'claimed_by', ARGV[2], 'claimed_until', num(now + tonumber(ARGV[3])))
+return 1
+"
+);
+
+/// Start request `id`: while `by` holds a live claim on it and it has not started, it is
+/// started and held until now + lease. Answers 1 or 0 (the claim was lost).
+///
+/// `KEYS`: `{P}:schedule:<name>`. `ARGV`: the id, who, the lease (µs).
+pub(crate) const START: &str = concat!(
+    schedule_prelude!(),
+    "
+local hash = KEYS[1]
+local h = load(hash, {})
+if not same_id(hash, h, ARGV[1]) or h['started'] == '1' then return 0 end
+if h['claimed_by'] ~= ARGV[2] then return 0 end
+local server, now = clock('')
+local untl = time(hash, 'claimed_until', h['claimed_until'])
+if untl == nil or untl <= now then return 0 end
+redis.call('HSET', hash, 'started', '1', 'claimed_until', num(now + tonumber(ARGV[3])))
+return 1
+"
+);
+
+/// Finish request `id`: its fields removed, at a new version (readers learn that it is gone).
+/// Answers 1, or 0 when the schedule has no request `id` (nothing written).
+///
+/// `KEYS`: as [`WRITE`]. `ARGV`: the id, the name, the channel.
+pub(crate) const FINISH: &str = concat!(
+    schedule_prelude!(),
+    "
+local hash, zset, counter = KEYS[1], KEYS[2], KEYS[3]
+check_as(zset, 'zset')
+check_as(counter, 'string')
+local h = load(hash, {})
+if not same_id(hash, h, ARGV[1]) then return 0 end
+local v = next_version(zset, counter)
+drop(hash, h, TRIGGER)
+redis.call('HSET', hash, 'version', num(v))
+redis.call('ZADD', zset, num(v), ARGV[2])
+redis.pcall('PUBLISH', ARGV[3], num(v))
+return 1
+"
+);
