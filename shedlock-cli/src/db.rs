@@ -131,16 +131,13 @@ impl Db {
         }
     }
 
-    /// The schedules and the locks.
-    // Redis keeps schedules once `shedlock-redis` implements `ScheduleStore`.
-    pub(crate) fn schedules(&self) -> Result<&dyn Steered, Failure> {
+    /// The schedules and the locks, on every backend.
+    pub(crate) fn schedules(&self) -> &dyn Steered {
         match self {
-            Db::Postgres(p) => Ok(p),
-            Db::MySql(p) => Ok(p),
-            Db::Sqlite(p) => Ok(p),
-            Db::Redis(_) => Err(Failure::Usage(
-                "this build of shedlock-redis keeps no schedules yet".into(),
-            )),
+            Db::Postgres(p) => p,
+            Db::MySql(p) => p,
+            Db::Sqlite(p) => p,
+            Db::Redis(p) => p,
         }
     }
 

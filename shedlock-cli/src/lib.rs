@@ -248,7 +248,7 @@ async fn execute(cli: Cli) -> Result<(), Failure> {
 
 /// The schedule commands.
 async fn steer(db: &db::Db, command: Command) -> Result<(), Failure> {
-    let (store, runs) = (db.schedules()?, db.runs());
+    let (store, runs) = (db.schedules(), db.runs());
     match command {
         Command::Jobs { json } => jobs::jobs(store, runs, json).await,
         Command::Pause(args) => jobs::pause(store, runs, &args).await,

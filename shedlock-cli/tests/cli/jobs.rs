@@ -3,8 +3,8 @@
 //! runs on the SQL backends (`backend_tests!`) and on Redis; the rest on the SQL backends.
 
 use serde_json::Value;
-use shedlock::schedules::ScheduleStore;
 use shedlock::LockProvider;
+use shedlock::schedules::ScheduleStore;
 
 use crate::common::{CliDb, HOLDER, Out, TEN_MINUTES, cfg, parse_table, provider, run, state};
 

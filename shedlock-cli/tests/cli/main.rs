@@ -14,6 +14,7 @@ mod common;
 mod databases;
 mod history;
 mod jobs;
+mod jobs_redis;
 mod list;
 mod migrate;
 mod redis;
