@@ -33,7 +33,7 @@ store beside the locks. Every change is recorded as made by cli:<user>@<host>. T
 named shedlock.fleet pauses every job of the fleet (pause --fleet, resume --fleet).";
 
 /// Inspect and repair shedlock's lock table: list locks, release a stuck one, read the run
-/// history, create the tables.
+/// history, create the tables; list and change the schedules kept in the store.
 #[derive(Debug, Parser)]
 #[command(
     name = "shedlock",

@@ -54,9 +54,20 @@
 //!   handler), cron and time zone (`code default` where an override keeps the code's), paused,
 //!   jitter, retry policy, next tick, pending "run now" request, the last run's outcome,
 //!   duration and instance (on Redis: "no history on this backend") and the lock's holder and
-//!   token; a line above the table when the whole fleet is paused. `--json` prints one object
-//!   whose fields are listed in `jobs/list.rs`'s documentation: `backend`, `fleet`, `history`,
-//!   `jobs`.
+//!   token; a line above the table when the whole fleet is paused. `--json` prints one object:
+//!   `backend`; `fleet` (`paused`, `updated_by`, `updated_at`: the schedule `shedlock.fleet`);
+//!   `history` (whether the store keeps a run history: `false` on Redis); `jobs`, one object
+//!   per schedule by name: `name`, `kind` (`override` or `run-time`), `handler`, `payload` (the
+//!   JSON value), `cron` and `time_zone` (`null`: the code's), `paused`, `jitter_ms`, `retry`
+//!   (`max_attempts`, `base_ms`, `cap_ms`, `past_next_tick`), `next_tick` (`null` when the cron
+//!   or its time zone is the code's), `trigger` (`id`, `requested_by`, `requested_at`,
+//!   `claimed_by`, `claimed_until`, `started`), `version`, `updated_at`, `updated_by`,
+//!   `last_run` (`outcome`, `tick`, `started_at`, `duration_ms`, `instance`) and `lock`
+//!   (`held`, `locked_by`, `locked_until`, `fencing_token`). The other commands' `--json` print
+//!   one object with `name`, `result` (`created`, `paused`, `resumed`, `requested`,
+//!   `already_pending`, `rescheduled`, `reset`, `no_override`, `deleted`) and the schedule as
+//!   stored (`schedule`, with the fields above but `last_run` and `lock`). Times are RFC 3339
+//!   in UTC with milliseconds.
 //! - `pause NAME`: the job fires nowhere until resumed; a run going on goes on, unless
 //!   `--cancel-running`, which also releases the job's lock (the lock of the same name) from its
 //!   holder by its fencing token, so the run stops at its next keep-alive renewal (the

@@ -50,18 +50,18 @@ pub(crate) async fn find(
     runs: Option<&dyn RunStore>,
     name: &str,
 ) -> Result<Option<StoredSchedule>, Failure> {
-    if let Some(schedule) = store.schedule(name).await? {
-        if !schedule.deleted {
-            return Ok(Some(schedule));
-        }
+    if let Some(schedule) = store.schedule(name).await?
+        && !schedule.deleted
+    {
+        return Ok(Some(schedule));
     }
     if store.lock_state(name).await?.is_some() {
         return Ok(None);
     }
-    if let Some(runs) = runs {
-        if !runs.runs(&RunQuery::latest(1).name(name)).await?.is_empty() {
-            return Ok(None);
-        }
+    if let Some(runs) = runs
+        && !runs.runs(&RunQuery::latest(1).name(name)).await?.is_empty()
+    {
+        return Ok(None);
     }
     Err(no_such_schedule(store, runs, name, "").await)
 }
@@ -88,10 +88,10 @@ pub(crate) async fn no_such_schedule(
         Ok(rows) => known.extend(rows.locks.into_iter().map(|l| l.name)),
         Err(error) => return error.into(),
     }
-    if let Some(runs) = runs {
-        if let Ok(rows) = runs.runs(&RunQuery::latest(HISTORY_NAMES)).await {
-            known.extend(rows.into_iter().map(|r| r.job));
-        }
+    if let Some(runs) = runs
+        && let Ok(rows) = runs.runs(&RunQuery::latest(HISTORY_NAMES)).await
+    {
+        known.extend(rows.into_iter().map(|r| r.job));
     }
     let suggestion = closest(name, &known)
         .map(|c| format!("; did you mean {c:?}?"))
