@@ -3,10 +3,13 @@
 //! runs on the SQL backends (`backend_tests!`) and on Redis; the rest on the SQL backends.
 
 use serde_json::Value;
-use shedlock::LockProvider;
+use shedlock::history::{NewRun, RunOutcome};
 use shedlock::schedules::ScheduleStore;
+use shedlock::{LockAdmin, RunStore};
 
-use crate::common::{CliDb, HOLDER, Out, TEN_MINUTES, cfg, parse_table, provider, run, state};
+use crate::common::{
+    CliDb, HOLDER, Out, TEN_MINUTES, cfg, millis, parse_table, provider, run, state, tick,
+};
 
 /// `shedlock --database-url URL --table TABLE ARGS`.
 pub(crate) async fn at(url: &str, table: &str, args: &[&str]) -> Out {
@@ -319,8 +322,32 @@ pub(crate) async fn pause_cancel_running_and_reset_of_an_override<D: CliDb>(db: 
 where
     D::Provider: ScheduleStore,
 {
-    let (url, table) = (db.url(), db.table().to_owned());
     let store = provider(db).await;
+    // A finished run of the job: `jobs` shows it as the last run.
+    let id = store
+        .record_run(
+            &NewRun::new("nightly", "nightly", Some(tick(1)), RunOutcome::Running)
+                .fencing_token(Some(1)),
+        )
+        .await
+        .unwrap();
+    store
+        .finish_run(id, RunOutcome::Failed, Some("upstream 503"))
+        .await
+        .unwrap();
+    override_path(&db.url(), db.table(), &store, true).await;
+    drop_schedules(db).await;
+}
+
+/// The override case on any store: `history` says whether it keeps runs (one of `nightly` was
+/// recorded, failed, at `tick(1)`).
+pub(crate) async fn override_path<S: ScheduleStore + LockAdmin>(
+    url: &str,
+    table: &str,
+    store: &S,
+    history: bool,
+) {
+    let (url, table) = (url.to_owned(), table.to_owned());
     let guard = store
         .lock(&cfg("nightly", TEN_MINUTES))
         .await
@@ -369,11 +396,31 @@ where
     assert_eq!(j["next_tick"], Value::Null);
     assert_eq!(j["lock"]["held"], false);
     assert_eq!(j["lock"]["fencing_token"], token);
+    assert_eq!(j["lock"]["locked_by"], HOLDER);
+    if history {
+        let run = &j["last_run"];
+        assert_eq!(run["outcome"], "failed", "{j:#}");
+        assert_eq!(run["tick"], millis(tick(1)));
+        assert_eq!(run["instance"], HOLDER);
+        assert!(run["duration_ms"].as_u64().is_some(), "{run}");
+    } else {
+        assert_eq!(j["last_run"], Value::Null);
+    }
     let out = at(&url, &table, &["jobs"]).await;
     let rows = parse_table(&out.stdout);
     assert_eq!(rows[0]["CRON"], "code default", "{}", out.stdout);
     assert_eq!(rows[0]["TIME_ZONE"], "code default");
     assert_eq!(rows[0]["LOCK"], format!("free (token {token})"));
+    if history {
+        assert!(
+            rows[0]["LAST_RUN"].starts_with("failed at "),
+            "{}",
+            out.stdout
+        );
+        assert_eq!(rows[0]["INSTANCE"], HOLDER);
+    } else {
+        assert_eq!(rows[0]["LAST_RUN"], "no history on this backend");
+    }
 
     // An override without a time zone: the ticks are shown in UTC, said so.
     let out = at(
@@ -410,7 +457,6 @@ where
     assert_eq!(out.code, 3, "{out:#?}");
     assert!(out.error_line().contains("defined in code"), "{out:#?}");
     drop(guard);
-    drop_schedules(db).await;
 }
 
 /// A name the store does not know: exit 3 with the closest name, and nothing written; the
@@ -419,8 +465,18 @@ pub(crate) async fn unknown_names_fleet_pause_and_bad_input<D: CliDb>(db: &D)
 where
     D::Provider: ScheduleStore,
 {
-    let (url, table) = (db.url(), db.table().to_owned());
     let store = provider(db).await;
+    unknown_names_path(&db.url(), db.table(), &store).await;
+    drop_schedules(db).await;
+}
+
+/// The unknown-name case on any store.
+pub(crate) async fn unknown_names_path<S: ScheduleStore + ?Sized>(
+    url: &str,
+    table: &str,
+    store: &S,
+) {
+    let (url, table) = (url.to_owned(), table.to_owned());
     let out = at(
         &url,
         &table,
@@ -532,5 +588,4 @@ where
     assert_eq!(jobs["fleet"]["paused"], false);
     let out = at(&url, &table, &["pause", "nightly-report", "--fleet"]).await;
     assert_eq!(out.code, 2, "{out:#?}");
-    drop_schedules(db).await;
 }

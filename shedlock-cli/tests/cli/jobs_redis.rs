@@ -6,7 +6,7 @@ use shedlock_redis::RedisLockProvider;
 use shedlock_suite::unique_name;
 
 use crate::common::HOLDER;
-use crate::jobs::{at, main_path, object};
+use crate::jobs::{at, main_path, object, override_path, unknown_names_path};
 
 /// Deletes every key under `prefix`, found with `SCAN`.
 async fn delete_keys(url: &str, prefix: &str) {
@@ -40,11 +40,12 @@ async fn delete_keys(url: &str, prefix: &str) {
     }
 }
 
-#[tokio::test]
-async fn redis_schedule_commands_main_path() {
+/// The shared server's URL, a key prefix of the test's own and a provider on it; `None` when
+/// `scripts/test` reported Redis unreachable.
+async fn setup() -> Option<(String, String, RedisLockProvider)> {
     if shedlock_suite::skipped(Backend::Redis) {
         eprintln!("skipped: Redis was reported unreachable by scripts/test");
-        return;
+        return None;
     }
     let url = shedlock_suite::redis_url();
     let prefix = unique_name("cli_j");
@@ -59,9 +60,37 @@ async fn redis_schedule_commands_main_path() {
                 shedlock_suite::how_to_start(Backend::Redis)
             )
         });
+    Some((url, prefix, store))
+}
+
+#[tokio::test]
+async fn redis_schedule_commands_main_path() {
+    let Some((url, prefix, store)) = setup().await else {
+        return;
+    };
     main_path(&url, &prefix, &store, false).await;
     let jobs = object(&at(&url, &prefix, &["jobs", "--json"]).await);
     assert_eq!(jobs["backend"], "Redis");
+    drop(store);
+    delete_keys(&url, &prefix).await;
+}
+
+#[tokio::test]
+async fn redis_pause_cancel_running_and_reset_of_an_override() {
+    let Some((url, prefix, store)) = setup().await else {
+        return;
+    };
+    override_path(&url, &prefix, &store, false).await;
+    drop(store);
+    delete_keys(&url, &prefix).await;
+}
+
+#[tokio::test]
+async fn redis_unknown_names_fleet_pause_and_bad_input() {
+    let Some((url, prefix, store)) = setup().await else {
+        return;
+    };
+    unknown_names_path(&url, &prefix, &store).await;
     drop(store);
     delete_keys(&url, &prefix).await;
 }
