@@ -230,11 +230,11 @@ where
         .await
         .unwrap();
     // Ours (`shedlock/migrations/<db>/`): the lock table and the run history, and on PostgreSQL the
-    // token sequence, on SQLite the retired rows.
+    // token sequence, on SQLite the retired rows; the schedules.
     let versions: &[i64] = if D::BACKEND == Backend::MySql {
-        &[1, 2]
+        &[1, 2, 4]
     } else {
-        &[1, 2, 3]
+        &[1, 2, 3, 4]
     };
     for order in ORDERS {
         let fresh = db.empty_database().await;

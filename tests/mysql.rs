@@ -5,6 +5,7 @@
 /// (`scripts/test` does, with `--skip mysql`, when its server does not answer).
 mod mysql {
     shedlock_suite::backend_tests!(in mysql: provider suite);
+    shedlock_suite::backend_tests!(in mysql: schedule suite);
 
     mod tables_from_elsewhere {
         //! Lock tables carried over from Java ShedLock or made by hand: a held row whose token is 0

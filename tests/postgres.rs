@@ -5,6 +5,7 @@
 /// (`scripts/test` does, with `--skip postgres`, when its server does not answer).
 mod postgres {
     shedlock_suite::backend_tests!(in postgres: provider suite);
+    shedlock_suite::backend_tests!(in postgres: schedule suite);
 
     /// A held connection (`hold_connections`) that the server killed fails its statement on a
     /// connection-level error; the provider drops it and runs the statement again on a fresh
@@ -171,6 +172,65 @@ mod postgres {
             (row.id, row.outcome, row.error.as_deref()),
             (id, RunOutcome::Executed, None)
         );
+        db.teardown().await;
+    }
+
+    /// The change feed yields soon after a change (a `NOTIFY` in the writer's transaction),
+    /// and ends when its connection is lost (its backend terminated), rather than reconnecting
+    /// silently and missing what came in between: the watcher then reads the changes and asks
+    /// for a new feed, which yields again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_change_feed_yields_after_a_change_and_ends_when_its_connection_is_lost() {
+        use std::time::{Duration, Instant};
+
+        use futures_util::StreamExt;
+        use shedlock::schedules::{ScheduleChange, ScheduleStore};
+        use shedlock_suite::{Postgres, TestDb};
+        use sqlx::AssertSqlSafe;
+
+        let Some(db) = Postgres::setup().await else {
+            return;
+        };
+        let provider = db.provider();
+        let mut feed = provider
+            .change_feed()
+            .await
+            .unwrap()
+            .expect("PostgreSQL has a feed");
+        let paused = ScheduleChange::new().paused(true);
+        for name in ["a", "b"] {
+            let started = Instant::now();
+            provider
+                .update_schedule(name, &paused, "ops")
+                .await
+                .unwrap();
+            let noticed = tokio::time::timeout(Duration::from_secs(1), feed.next()).await;
+            assert_eq!(noticed, Ok(Some(())), "a notice within 1 s of the change");
+            eprintln!(
+                "change {name}: noticed {:?} after the write began",
+                started.elapsed()
+            );
+        }
+        // The feed's backend, by its name and the channel it listens on.
+        let channel = format!("{}_schedules", db.table().to_ascii_lowercase());
+        let admin = sqlx::PgPool::connect(&shedlock_suite::postgres_url())
+            .await
+            .unwrap();
+        let ended: Vec<bool> = sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE application_name = 'shedlock schedule feed' AND query = 'LISTEN \"{channel}\"'"
+        )))
+        .fetch_all(&admin)
+        .await
+        .unwrap();
+        assert_eq!(ended, [true], "one feed listens on {channel}");
+        let end = tokio::time::timeout(Duration::from_secs(30), feed.next()).await;
+        assert_eq!(end, Ok(None), "the feed ends with its connection");
+        let mut again = provider.change_feed().await.unwrap().unwrap();
+        provider.update_schedule("c", &paused, "ops").await.unwrap();
+        let noticed = tokio::time::timeout(Duration::from_secs(1), again.next()).await;
+        assert_eq!(noticed, Ok(Some(())), "a new feed listens again");
+        admin.close().await;
         db.teardown().await;
     }
 }

@@ -5,6 +5,7 @@
 /// (`scripts/test` does, with `--skip sqlite`, when its server does not answer).
 mod sqlite {
     shedlock_suite::backend_tests!(in sqlite: provider suite);
+    shedlock_suite::backend_tests!(in sqlite: schedule suite);
 
     /// Two separate pools on one file, opened the recommended way (WAL, busy timeout), hammered
     /// by several tasks each: every tick is claimed exactly once and no attempt fails with

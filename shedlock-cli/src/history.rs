@@ -156,5 +156,7 @@ fn run_json(run: &RunRecord, holder: Option<String>) -> Value {
         "holder": holder,
         "fencing_token": run.fencing_token,
         "error": run.error,
+        "attempt": run.attempt,
+        "requested_by": run.requested_by,
     })
 }

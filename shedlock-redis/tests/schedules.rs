@@ -648,54 +648,177 @@ mod redis {
         k.cleanup().await;
     }
 
+    /// A Redis server of the test's own (killed when dropped), for what must not touch the
+    /// shared one: its death, its users.
+    struct Private {
+        child: std::process::Child,
+        port: u16,
+        dir: std::path::PathBuf,
+    }
+
+    impl Private {
+        async fn start() -> Self {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let dir =
+                std::env::temp_dir().join(format!("shedlock_sched_{}_{port}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let child = std::process::Command::new("redis-server")
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                ])
+                .args(["--appendonly", "no", "--dir", dir.to_str().unwrap()])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("redis-server on the PATH");
+            let server = Self { child, port, dir };
+            let url = server.url("");
+            eventually(
+                async || {
+                    let Ok(client) = redis::Client::open(url.as_str()) else {
+                        return false;
+                    };
+                    client.get_multiplexed_async_connection().await.is_ok()
+                },
+                "the private server answers",
+            )
+            .await;
+            server
+        }
+
+        /// Its URL, as `user` (password `pw`) when one is given.
+        fn url(&self, user: &str) -> String {
+            match user {
+                "" => format!("redis://127.0.0.1:{}", self.port),
+                user => format!("redis://{user}:pw@127.0.0.1:{}", self.port),
+            }
+        }
+
+        async fn command(&self, args: &[&str]) {
+            let mut conn = redis::Client::open(self.url(""))
+                .unwrap()
+                .get_multiplexed_async_connection()
+                .await
+                .unwrap();
+            let mut cmd = redis::cmd(args[0]);
+            for arg in &args[1..] {
+                cmd.arg(*arg);
+            }
+            let () = cmd.query_async(&mut conn).await.unwrap();
+        }
+
+        fn stop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    impl Drop for Private {
+        fn drop(&mut self) {
+            self.stop();
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
     /// The feed's connection lost (its private server stopped): the stream ends, so a watcher
     /// knows to read the changes and ask for a new feed.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn redis_schedules_change_feed_ends_when_its_connection_is_lost() {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let dir = std::env::temp_dir().join(format!("shedlock_feed_{}_{port}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut server = std::process::Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
-            .args(["--appendonly", "no", "--dir", dir.to_str().unwrap()])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("redis-server on the PATH");
-        let url = format!("redis://127.0.0.1:{port}");
-        let mut provider = None;
-        eventually(
-            async || {
-                provider = RedisLockProvider::connect(&url).await.ok();
-                provider.is_some()
-            },
-            "the private server answers",
-        )
-        .await;
-        let p = provider.unwrap();
+        let mut server = Private::start().await;
+        let p = RedisLockProvider::connect(&server.url("")).await.unwrap();
         let mut feed = p.change_feed().await.unwrap().unwrap();
         p.create_schedule(&job("a", "0 * * * * *"), "ops")
             .await
             .unwrap();
         let first = tokio::time::timeout(Duration::from_secs(20), feed.next()).await;
-        server.kill().unwrap();
-        server.wait().unwrap();
-        let _ = std::fs::remove_dir_all(&dir);
+        server.stop();
         assert_eq!(first.expect("a notice within 20 s"), Some(()));
         let end = tokio::time::timeout(Duration::from_secs(20), feed.next())
             .await
             .expect("the feed ends within 20 s of the server's death");
         assert_eq!(end, None);
+    }
+
+    /// A user with the documented rules (`~{<prefix>}:*`, `REQUIRED_COMMANDS`,
+    /// `SCHEDULE_COMMANDS`, `&{<prefix>}:schedules`) can do every schedule operation and
+    /// follow the feed; one without the channel still makes changes (the feed is refused); one
+    /// with the lock rules only is told what the schedules need.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_schedules_acl_rules_are_documented() {
+        use shedlock_redis::{REQUIRED_COMMANDS, SCHEDULE_COMMANDS};
+        let server = Private::start().await;
+        let rules = |extra: &[&'static str]| -> Vec<&'static str> {
+            let mut rules = vec!["~{acl}:*"];
+            rules.extend(REQUIRED_COMMANDS.split(' '));
+            rules.extend(extra);
+            rules
+        };
+        let schedules: Vec<&str> = SCHEDULE_COMMANDS.split(' ').collect();
+        for (user, extra) in [
+            ("app", [&schedules[..], &["&{acl}:schedules"]].concat()),
+            ("no_channel", schedules.clone()),
+            ("locks_only", Vec::new()),
+        ] {
+            let mut args = vec!["ACL", "SETUSER", user, "reset", "on", ">pw"];
+            args.extend(rules(&extra));
+            server.command(&args).await;
+        }
+        let provider = async |user: &str| {
+            RedisLockProvider::builder(server.url(user).as_str())
+                .table_name("acl")
+                .build()
+                .await
+                .unwrap()
+        };
+        let p = provider("app").await;
+        p.migrate().await.unwrap();
+        let mut feed = p.change_feed().await.unwrap().unwrap();
+        p.create_schedule(&job("a", "0 * * * * *"), "ops")
+            .await
+            .unwrap();
+        p.update_schedule("a", &ScheduleChange::new().paused(true), "ops")
+            .await
+            .unwrap();
+        let TriggerAnswer::Requested { id } = p.request_trigger("a", "ops").await.unwrap() else {
+            panic!("requested")
+        };
+        let lease = Duration::from_secs(60);
+        assert!(p.claim_trigger("a", id, "me", lease).await.unwrap());
+        assert!(p.start_trigger("a", id, "me", lease).await.unwrap());
+        assert!(p.finish_trigger("a", id).await.unwrap());
+        assert!(p.delete_schedule("a", "ops").await.unwrap());
+        assert_eq!(p.schedules_since(0).await.unwrap().len(), 1);
+        assert!(p.schedule("a").await.unwrap().unwrap().deleted);
+        assert!(p.schedules_version().await.unwrap() > 0);
+        tokio::time::timeout(Duration::from_secs(20), feed.next())
+            .await
+            .expect("a notice within 20 s")
+            .expect("open");
+
+        let p = provider("no_channel").await;
+        p.create_schedule(&job("b", "0 * * * * *"), "ops")
+            .await
+            .unwrap();
+        let e = p.change_feed().await.err().expect("no channel, no feed");
+        assert!(e.to_string().contains("permission denied"), "{e}");
+
+        let p = provider("locks_only").await;
+        let e = p
+            .create_schedule(&job("c", "0 * * * * *"), "ops")
+            .await
+            .unwrap_err();
+        let text = e.to_string();
+        for part in ["permission denied", SCHEDULE_COMMANDS, "&{acl}:schedules"] {
+            assert!(text.contains(part), "{part:?} in {text}");
+        }
     }
 
     /// 100,000 schedules created (64 creates in flight), then read back by one

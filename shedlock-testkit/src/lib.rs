@@ -24,6 +24,7 @@
 //! and SQLite in the workspace's tests, Redis in `shedlock-redis` (feature `testkit`).
 #![allow(missing_docs, unreachable_pub, async_fn_in_trait)]
 
+pub mod control_suite;
 mod db;
 pub mod hooked;
 pub mod proxy;
@@ -247,6 +248,25 @@ macro_rules! provider_suite {
 /// The scheduler suite ([`scheduler_suite`](mod@scheduler_suite)) on backend `$db`, every case listed here once:
 /// one test per case in the module of the call; `without sql` as for
 /// [`provider_suite!`](crate::provider_suite).
+/// The cases of [`ScheduleStore`](shedlock::schedules::ScheduleStore), for a backend whose
+/// provider keeps schedules: `schedule_suite!(in <TestDb>)`.
+#[macro_export]
+macro_rules! schedule_suite {
+    (in $db:ty) => {
+        $crate::cases!(in $db: $crate::suite => [
+            schedule_versions_increase_through_create_update_delete,
+            a_tombstone_is_read_in_order_and_a_create_over_it_reuses_the_row,
+            creating_a_live_name_again_is_schedule_exists,
+            invalid_cron_time_zone_or_payload_is_refused_and_nothing_is_written,
+            an_update_of_a_name_without_a_schedule_creates_an_override,
+            schedules_version_is_the_highest_version_seen,
+            concurrent_writers_get_distinct_versions_and_a_poller_misses_none,
+            a_trigger_is_claimed_once_and_asked_for_again_after_it_finishes,
+            a_started_trigger_whose_lease_ran_out_no_longer_blocks_a_request,
+        ]);
+    };
+}
+
 #[macro_export]
 macro_rules! scheduler_suite {
     (in $db:ty) => {
@@ -298,6 +318,23 @@ macro_rules! scheduler_suite {
             a_failed_unlock_is_retried_until_it_releases,
             // The run history (`RunStore`).
             a_sweep_between_unlock_and_finish_leaves_the_real_outcome,
+        ]);
+    };
+}
+
+/// The control-plane suite ([`control_suite`](mod@control_suite)) on backend `$db`, whose
+/// provider keeps schedules ([`ScheduleStore`](shedlock::schedules::ScheduleStore)): one test
+/// per case in the module of the call.
+#[macro_export]
+macro_rules! control_suite {
+    (in $db:ty) => {
+        $crate::cases!(in $db: $crate::control_suite => [
+            an_override_moves_a_code_job_and_clearing_it_restores_the_code_schedule,
+            a_run_time_job_runs_where_its_handler_is,
+            a_paused_job_fires_nowhere_and_each_tick_is_recorded_once,
+            run_now_runs_once_and_a_second_request_is_already_pending,
+            a_failed_run_is_retried_each_attempt_once,
+            a_jitter_delays_each_run_by_its_ticks_amount,
         ]);
     };
 }

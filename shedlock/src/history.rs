@@ -171,11 +171,15 @@ pub enum RunOutcome {
     /// A run that was only stalled (a paused process) and finishes later overwrites this with
     /// its real outcome.
     Abandoned,
+    /// The job was paused ([`ScheduleStore`](crate::schedules::ScheduleStore)): the tick was
+    /// claimed through its lock and not run. Written once fleet-wide, by the instance whose
+    /// claim won; the others find the tick claimed (`skipped-held`).
+    SkippedPaused,
 }
 
 impl RunOutcome {
     /// Every outcome, in the order above.
-    pub const ALL: [RunOutcome; 11] = [
+    pub const ALL: [RunOutcome; 12] = [
         RunOutcome::Running,
         RunOutcome::Executed,
         RunOutcome::Failed,
@@ -187,6 +191,7 @@ impl RunOutcome {
         RunOutcome::SkippedClockSkew,
         RunOutcome::Error,
         RunOutcome::Abandoned,
+        RunOutcome::SkippedPaused,
     ];
 
     /// The text stored in the `outcome` column (and used as the `reason` or `outcome` label of
@@ -204,6 +209,7 @@ impl RunOutcome {
             RunOutcome::SkippedClockSkew => "skipped-clock-skew",
             RunOutcome::Error => "error",
             RunOutcome::Abandoned => "abandoned",
+            RunOutcome::SkippedPaused => "skipped-paused",
         }
     }
 
@@ -231,7 +237,7 @@ impl fmt::Display for RunOutcome {
 /// A text that is not one of [`RunOutcome::as_str`]'s values.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown run outcome {0:?}: expected one of running, executed, failed, skipped-held, skipped-overlap, cancelled-lost-lock, cancelled-shutdown, panicked, skipped-clock-skew, error, abandoned"
+    "unknown run outcome {0:?}: expected one of running, executed, failed, skipped-held, skipped-overlap, cancelled-lost-lock, cancelled-shutdown, panicked, skipped-clock-skew, error, abandoned, skipped-paused"
 )]
 pub struct UnknownOutcome(pub String);
 
@@ -265,6 +271,10 @@ pub struct NewRun {
     /// replaced by U+FFFD and cut to 16 KiB (16,384 bytes) with a marker saying how long it
     /// was.
     pub error: Option<String>,
+    /// Which attempt of the tick's run this is (1 for the first), when the job retries.
+    pub attempt: Option<u32>,
+    /// Who asked for this run, for a manual run ("run now"); `None` for a tick's run.
+    pub requested_by: Option<String>,
 }
 
 impl NewRun {
@@ -282,6 +292,8 @@ impl NewRun {
             outcome,
             fencing_token: None,
             error: None,
+            attempt: None,
+            requested_by: None,
         }
     }
 
@@ -296,6 +308,20 @@ impl NewRun {
     #[must_use]
     pub fn error(mut self, error: Option<String>) -> Self {
         self.error = error;
+        self
+    }
+
+    /// With the attempt number (1 for the first run of a tick).
+    #[must_use]
+    pub fn attempt(mut self, attempt: Option<u32>) -> Self {
+        self.attempt = attempt;
+        self
+    }
+
+    /// A manual run, asked for by `who`.
+    #[must_use]
+    pub fn requested_by(mut self, who: Option<String>) -> Self {
+        self.requested_by = who;
         self
     }
 }
@@ -351,6 +377,10 @@ pub struct RunRecord {
     pub fencing_token: Option<i64>,
     /// Why it failed, or why it was found [`Abandoned`](RunOutcome::Abandoned).
     pub error: Option<String>,
+    /// Which attempt of the tick's run it was, when the job retries.
+    pub attempt: Option<u32>,
+    /// Who asked for it, for a manual run.
+    pub requested_by: Option<String>,
 }
 
 impl RunRecord {

@@ -7,8 +7,9 @@ pub const ATTEMPTS: &str = "shedlock_attempts_total";
 /// Counter: locks taken.
 pub const ACQUIRED: &str = "shedlock_acquired_total";
 /// Counter: ticks not run here, by `reason`: `held` (another instance held the lock or had
-/// claimed the tick), `overlap` (this instance was still running the previous tick) or
-/// `clock-skew` (the database refused the tick as too far ahead of its clock).
+/// claimed the tick), `overlap` (this instance was still running the previous tick),
+/// `clock-skew` (the database refused the tick as too far ahead of its clock) or `paused` (the
+/// job was paused: the tick was claimed and not run).
 pub const SKIPPED: &str = "shedlock_skipped_total";
 /// Counter: ticks whose lock could not be attempted (database unreachable, table missing).
 pub const ERRORS: &str = "shedlock_errors_total";

@@ -33,9 +33,29 @@ pub struct RunInfo {
     pub lock: Option<String>,
     /// The fencing token, once the lock was taken.
     pub fencing_token: Option<i64>,
+    /// The attempt: 1 for a tick's run, 2 and on for the retries of a failed one
+    /// ([`Job::retry`](crate::Job::retry)).
+    pub attempt: u32,
+    /// Who asked for this run, for a run asked for at once ("run now",
+    /// [`ScheduleStore::request_trigger`](crate::schedules::ScheduleStore::request_trigger));
+    /// its `tick` is then when it was fired. `None` for a tick's run.
+    pub requested_by: Option<String>,
 }
 
 impl RunInfo {
+    /// The first attempt of `job`'s `tick`, fired at `fired_at`, before any lock.
+    pub(crate) fn fired(job: &str, tick: DateTime<Utc>, fired_at: DateTime<Utc>) -> Self {
+        Self {
+            job: job.to_owned(),
+            tick,
+            fired_at,
+            lock: None,
+            fencing_token: None,
+            attempt: 1,
+            requested_by: None,
+        }
+    }
+
     /// How late the tick fired.
     pub fn lateness(&self) -> Duration {
         (self.fired_at - self.tick).to_std().unwrap_or_default()
@@ -246,6 +266,10 @@ impl Observer {
             }
             RunOutcome::SkippedClockSkew => {
                 metrics::counter!(metric_names::SKIPPED, "job" => job, "reason" => "clock-skew")
+                    .increment(1);
+            }
+            RunOutcome::SkippedPaused => {
+                metrics::counter!(metric_names::SKIPPED, "job" => job, "reason" => "paused")
                     .increment(1);
             }
             _ => metrics::counter!(metric_names::ERRORS, "job" => job).increment(1),

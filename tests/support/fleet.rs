@@ -121,6 +121,28 @@ impl Target {
 }
 
 impl Target {
+    /// The schedule versions each harness process applied (`--schedules`): (instance,
+    /// version, when, by this machine's clock in ms), in the order written.
+    pub async fn applied(&self) -> Vec<(String, i64, i64)> {
+        let sql = format!(
+            "SELECT instance, version, at_ms FROM {}_applied ORDER BY at_ms, version",
+            self.table
+        );
+        self.results_rows(sql).await
+    }
+
+    /// The target's schedules, as an operator's tool reaches them (a provider of its own).
+    pub async fn schedules(&self) -> std::sync::Arc<dyn shedlock::schedules::ScheduleStore> {
+        match self.backend {
+            Backend::Redis => std::sync::Arc::new(self.redis_provider().await),
+            _ => {
+                let provider = self.provider().await;
+                provider.migrate().await.unwrap();
+                provider
+            }
+        }
+    }
+
     /// Every term of the election `leader` the harness processes recorded (`--leader`), in
     /// the order they began.
     pub async fn terms(&self) -> Vec<Term> {
@@ -441,7 +463,8 @@ pub struct Exited {
 impl Exited {
     /// A counter summed over the process's jobs: `fired`, `executed`, `failed`,
     /// `skipped_held`, `skipped_overlap`, `lock_errors`, `lock_lost`, `cancelled`, `panicked`,
-    /// `clock_skew`, `misfires_run`, `misfires_skipped`, `not_leader`, `deferred_capacity`.
+    /// `clock_skew`, `misfires_run`, `misfires_skipped`, `not_leader`, `deferred_capacity`,
+    /// `paused`, `retries`, `manual`.
     pub fn stat(&self, field: &str) -> u64 {
         let index = [
             "fired",
@@ -458,6 +481,9 @@ impl Exited {
             "misfires_skipped",
             "not_leader",
             "deferred_capacity",
+            "paused",
+            "retries",
+            "manual",
         ]
         .iter()
         .position(|f| *f == field)

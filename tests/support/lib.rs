@@ -30,9 +30,15 @@ pub use shedlock_testkit::{
 };
 
 /// A provider with its table's administration and its run history, as one trait object.
-pub trait AdminAndRuns: shedlock::LockAdmin + shedlock::RunStore {}
+pub trait AdminAndRuns:
+    shedlock::LockAdmin + shedlock::RunStore + shedlock::schedules::ScheduleStore
+{
+}
 
-impl<P: shedlock::LockAdmin + shedlock::RunStore> AdminAndRuns for P {}
+impl<P: shedlock::LockAdmin + shedlock::RunStore + shedlock::schedules::ScheduleStore> AdminAndRuns
+    for P
+{
+}
 
 pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 pub const DEFAULT_MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/test";
@@ -203,6 +209,12 @@ macro_rules! backend_tests {
     };
     (in $backend:ident: provider suite) => {
         $crate::__testkit::provider_suite!(in $crate::backend_tests!(@type $backend));
+    };
+    (in $backend:ident: schedule suite) => {
+        $crate::__testkit::schedule_suite!(in $crate::backend_tests!(@type $backend));
+    };
+    (in $backend:ident: control suite) => {
+        $crate::__testkit::control_suite!(in $crate::backend_tests!(@type $backend));
     };
     (in redis: scheduler suite) => {
         $crate::__testkit::scheduler_suite!(in $crate::Redis, without sql);

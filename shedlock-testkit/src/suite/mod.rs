@@ -17,6 +17,7 @@ mod contention;
 mod fencing;
 mod history;
 mod release;
+mod schedules;
 mod tables;
 mod ticks;
 
@@ -28,6 +29,7 @@ pub use contention::*;
 pub use fencing::*;
 pub use history::*;
 pub use release::*;
+pub use schedules::*;
 pub use tables::*;
 pub use ticks::*;
 

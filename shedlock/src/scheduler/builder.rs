@@ -8,15 +8,19 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 
+use super::Scheduler;
 use super::capacity::Capacity;
+use super::control::{Control, ScheduleWatch};
 use super::fleet::Fleet;
-use super::misfire::Backlog;
+use super::job::MisfirePolicy;
+use super::misfire::{Backlog, Misfire};
 use super::registry::Jobs;
-use super::{Inner, MisfirePolicy, Scheduler};
+use super::state::Inner;
 use crate::clock_sync::DbClock;
 use crate::leader::LeaderElection;
 use crate::observe::{Observer, RunHistory, SchedulerListener};
 use crate::provider::{LockProvider, RunStore};
+use crate::schedules::ScheduleStore;
 use crate::settings::AppClock;
 
 /// Settings for a [`Scheduler`] over the provider `P`.
@@ -35,6 +39,7 @@ pub struct SchedulerBuilder<P> {
     max_concurrent_runs: Option<usize>,
     fleet: String,
     help_after: Duration,
+    schedules: Option<(Arc<dyn ScheduleStore>, ScheduleWatch)>,
 }
 
 impl fmt::Debug for dyn SchedulerListener {
@@ -59,6 +64,7 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
             max_concurrent_runs: None,
             fleet: "default".to_owned(),
             help_after: Duration::from_millis(250),
+            schedules: None,
         }
     }
 
@@ -171,8 +177,10 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
                 provider: self.provider as Arc<dyn LockProvider>,
                 clock: DbClock::new(self.clock),
                 clock_check_every: self.clock_check_every,
-                misfire_grace: self.misfire_grace,
-                misfire_policy: self.misfire_policy,
+                misfire: Misfire {
+                    grace: self.misfire_grace,
+                    policy: self.misfire_policy,
+                },
                 backlog: Backlog::default(),
                 shutdown_timeout: self.shutdown_timeout,
                 jobs: Mutex::new(Jobs::default()),
@@ -196,6 +204,9 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
                 leader: OnceLock::new(),
                 capacity: self.max_concurrent_runs.map(Capacity::new),
                 claim_gate: Arc::new(tokio::sync::Semaphore::new(super::shed::CLAIMS_IN_FLIGHT)),
+                control: self
+                    .schedules
+                    .map(|(store, watch)| Control::new(store, watch)),
             }),
         }
     }
@@ -207,6 +218,27 @@ impl<P: RunStore + 'static> SchedulerBuilder<P> {
     /// history ([`RunStore`]) has this option.
     pub fn history(mut self, history: RunHistory) -> Self {
         self.run_history = Some((Arc::clone(&self.provider) as Arc<dyn RunStore>, history));
+        self
+    }
+}
+
+impl<P: ScheduleStore + 'static> SchedulerBuilder<P> {
+    /// Keeps this scheduler's schedules in the store too, watched as `watch` says: an
+    /// operator's override of a job (a new cron and time zone, a pause, a jitter, a retry
+    /// policy) made in the store wins over the code's, on every instance, until it is cleared;
+    /// jobs created in the store for a handler ([`Scheduler::handler`]) run here when this
+    /// instance registered the handler; a "run now" request
+    /// ([`Scheduler::trigger`], `shedlock trigger`) runs the job once, on one instance; and
+    /// the whole fleet can be paused ([`FLEET_SCHEDULE`](super::FLEET_SCHEDULE)).
+    ///
+    /// A change reaches every instance within `watch`'s poll interval (2 s by default; one
+    /// statement per poll), on PostgreSQL as soon as it is made (`LISTEN`/`NOTIFY`). Each tick
+    /// is still claimed through its lock: an instance that applies a change later than another
+    /// never runs a tick twice. At start the timer fires nothing before the first read of the
+    /// store (or its failure, logged), so a job paused in the store does not fire on a
+    /// restart. The store needs its schedules table (`migrate()`).
+    pub fn schedules(mut self, watch: ScheduleWatch) -> Self {
+        self.schedules = Some((Arc::clone(&self.provider) as Arc<dyn ScheduleStore>, watch));
         self
     }
 }

@@ -1,5 +1,5 @@
-//! The run limit ([`max_concurrent_runs`](super::SchedulerBuilder::max_concurrent_runs)): at
-//! most `n` job bodies at once on this instance.
+//! The run limit (the builder's `max_concurrent_runs`): at most `n` job bodies at once on this
+//! instance.
 //!
 //! A due job beyond the limit is neither started nor claimed: its tick stays free for the
 //! other instances, and the job waits here for a slot. Each slot that frees takes the oldest
@@ -17,14 +17,15 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
-use super::Inner;
+use super::fleet::Fleet;
 use super::job::MisfirePolicy;
 use super::job::bump;
-use super::misfire::policy;
-use super::registry::{JobState, groups};
+use super::misfire::{Backlog, Misfire};
+use super::registry::JobState;
+use crate::clock_sync::DbClock;
 
-/// Jobs of one tick instant, each with its slot, to claim and fire together.
-type Admitted = (DateTime<Utc>, Vec<(Arc<JobState>, Option<Slot>)>);
+/// A waiting job's tick that a slot freed for, with that slot.
+type Taken = (DateTime<Utc>, Arc<JobState>, Slot);
 
 /// A job's tick to fire.
 type Due = (DateTime<Utc>, Arc<JobState>);
@@ -93,10 +94,12 @@ impl Capacity {
     }
 
     /// The jobs of `tick` that start now, each with its slot (a job still running needs none:
-    /// its tick is an overlap skip); the others wait for one.
+    /// its tick is an overlap skip); the others wait for one (see [`wait`](Self::wait)).
     pub(super) fn admit(
         &self,
-        inner: &Inner,
+        fleet: &Fleet,
+        misfire: &Misfire,
+        backlog: &Backlog,
         tick: DateTime<Utc>,
         jobs: Vec<Arc<JobState>>,
     ) -> Vec<(Arc<JobState>, Option<Slot>)> {
@@ -113,7 +116,7 @@ impl Capacity {
                     admitted.push((job, Some(slot)));
                 }
                 None => {
-                    self.wait(inner, tick, job);
+                    self.wait(fleet, misfire, backlog, tick, job);
                     deferred += 1;
                 }
             }
@@ -126,16 +129,24 @@ impl Capacity {
     }
 
     /// Puts `job`'s run of `tick` in the queue for a slot, in place of an older tick it waited
-    /// for.
-    pub(super) fn wait(&self, inner: &Inner, tick: DateTime<Utc>, job: Arc<JobState>) {
-        let (place, hash) = inner.fleet.order(job.job.name(), tick);
+    /// for, at its place in `fleet`'s order; under [`MisfirePolicy::All`] (`misfire` says which
+    /// policy applies), behind the tick it waits for already, in `backlog`.
+    pub(super) fn wait(
+        &self,
+        fleet: &Fleet,
+        misfire: &Misfire,
+        backlog: &Backlog,
+        tick: DateTime<Utc>,
+        job: Arc<JobState>,
+    ) {
+        let (place, hash) = fleet.order(job.job.name(), tick);
         let key = (tick, place, hash, job.id);
         bump(&job.counters.deferred_capacity);
         metrics::counter!(crate::metric_names::DEFERRED, "job" => job.job.name().to_owned())
             .increment(1);
-        if policy(inner, &job) == MisfirePolicy::All && self.is_waiting(&job) {
+        if misfire.policy(&job) == MisfirePolicy::All && self.is_waiting(&job) {
             // Every tick runs: this one after the one waiting, from the job's backlog.
-            inner.backlog.extend(&job, [tick]);
+            backlog.extend(&job, [tick]);
             return;
         }
         self.supersede(&job);
@@ -164,20 +175,26 @@ impl Capacity {
     }
 
     /// Takes the oldest waiting ticks, as many as slots are free, each with its slot; drops
-    /// those past the misfire grace (and, on an instance that does not fire, all of them). Also
-    /// the next backlog tick of each dropped job under [`MisfirePolicy::All`], to fire in its
-    /// place.
-    pub(super) fn take_ready(&self, inner: &Arc<Inner>) -> (Vec<Admitted>, Vec<Due>) {
-        let fires = inner.fires();
-        let now = inner.clock.now();
+    /// those past the misfire grace at `clock`'s now (and, on an instance that does not fire,
+    /// `fires` false, all of them). Also the next tick in `backlog` of each dropped job under
+    /// [`MisfirePolicy::All`], to fire in its place. A job removed while it waited is among
+    /// those taken: the caller leaves it out (its slot frees when dropped).
+    pub(super) fn take_ready(
+        &self,
+        fires: bool,
+        clock: &DbClock,
+        misfire: &Misfire,
+        backlog: &Backlog,
+    ) -> (Vec<Taken>, Vec<Due>) {
+        let now = clock.now();
         let mut taken = Vec::new();
         let mut dropped = Vec::new();
-        let mut backlog = Vec::new();
+        let mut next_ticks = Vec::new();
         {
             let mut waiting = self.waiting();
             while let Some(entry) = waiting.queue.first_entry() {
                 let tick = entry.key().0;
-                if !fires || !inner.within_grace(tick, now) {
+                if !fires || !misfire.within_grace(tick, now) {
                     let (key, job) = entry.remove_entry();
                     waiting.by_job.remove(&key.3);
                     let age = (now - tick).to_std().unwrap_or_default();
@@ -195,20 +212,14 @@ impl Capacity {
                 bump(&job.counters.misfires_skipped);
                 tracing::info!(job = job.job.name(), %tick, age = %humantime::format_duration(round(age)),
                     "waited for a slot past the misfire grace: not run here");
-                if let Some(next) = inner.backlog.next(inner, &job) {
-                    backlog.push((next, job));
+                if let Some(next) = backlog.next(misfire, clock, &job) {
+                    next_ticks.push((next, job));
                 }
             } else {
                 bump(&job.counters.not_leader);
             }
         }
-        let jobs = inner.jobs();
-        // A job removed while it waited is left out; its slot frees here.
-        let ready = taken
-            .into_iter()
-            .filter(|(_, job, _)| jobs.is_registered(job))
-            .map(|(tick, job, slot)| (tick, (job, Some(slot))));
-        (groups(ready), backlog)
+        (taken, next_ticks)
     }
 
     /// Waits until a slot frees (or a job starts waiting while one is free).
@@ -221,18 +232,20 @@ fn round(age: Duration) -> Duration {
     Duration::from_millis(age.as_millis() as u64)
 }
 
-#[cfg(all(test, feature = "sqlite"))]
+#[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use chrono::Utc;
 
+    use super::Capacity;
     use crate::config::LockConfiguration;
     use crate::context::LockContext;
     use crate::schedule::Schedule;
-    use crate::scheduler::Scheduler;
-    use crate::scheduler::job::Job;
-    use crate::sql::SqliteLockProvider;
+    use crate::scheduler::fleet::Fleet;
+    use crate::scheduler::job::{Job, MisfirePolicy};
+    use crate::scheduler::misfire::{Backlog, Misfire};
+    use crate::scheduler::registry::Jobs;
 
     /// The cause of a tick lost under a run limit (issue 34, point 3): a job found no slot, a
     /// run ended before the job was queued, and the slot loop, woken by that run's end, found an
@@ -241,24 +254,20 @@ mod tests {
     /// supersedes it (one tick ran 199 of its 200 jobs).
     #[tokio::test]
     async fn a_job_queued_just_after_a_slot_freed_wakes_the_slot_loop() {
-        let pool = sqlx::SqlitePool::connect("sqlite::memory:").await.unwrap();
-        let scheduler = Scheduler::builder(SqliteLockProvider::new(pool))
-            .max_concurrent_runs(1)
-            .build();
+        let capacity = Capacity::new(1);
+        let fleet = Fleet::new("default", Duration::ZERO);
+        let misfire = Misfire {
+            grace: Duration::from_secs(300),
+            policy: MisfirePolicy::default(),
+        };
+        let backlog = Backlog::default();
         let lock =
             LockConfiguration::new("queued", Duration::from_secs(30), Duration::ZERO).unwrap();
         let every_second = Schedule::parse("* * * * * *", "UTC").unwrap();
+        let mut jobs = Jobs::default();
         let job = Job::locked("queued", every_second, lock, |_: LockContext| async {});
-        scheduler.add(job).unwrap();
-        let inner = &scheduler.inner;
-        let capacity = inner.capacity.as_ref().unwrap();
-        let job = inner
-            .jobs()
-            .by_name
-            .iter()
-            .next()
-            .map(|j| j.0.clone())
-            .unwrap();
+        assert!(jobs.insert(job).is_ok());
+        let job = jobs.by_name.iter().next().map(|j| j.0.clone()).unwrap();
 
         // A run holds the only slot: the job finds none.
         let slot = capacity.take_slot().unwrap();
@@ -269,7 +278,7 @@ mod tests {
             .await
             .expect("the run's end wakes the loop");
         // Now the job is queued, with the slot free: the loop is woken again.
-        capacity.wait(inner, Utc::now(), job);
+        capacity.wait(&fleet, &misfire, &backlog, Utc::now(), job);
         let woken = tokio::time::timeout(Duration::from_secs(5), capacity.freed()).await;
         assert!(
             woken.is_ok(),

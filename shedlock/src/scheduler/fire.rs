@@ -8,29 +8,25 @@
 //! in `crate::claim`), and a claimed lock the run did not take is released when it ends. If the claim as a whole fails, the
 //! runs claim their own locks.
 
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use futures_util::FutureExt;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::Inner;
+use super::attempt::run_tick;
 use super::capacity::Slot;
 use super::fleet::claimed_elsewhere;
 use super::job::MisfirePolicy;
-use super::job::{RunEnd, bump};
-use super::misfire::policy;
+use super::job::bump;
 use super::registry::{JobState, Running};
 use super::shed::{CLAIMS_IN_FLIGHT, Due, SOONEST_DEADLINE, ToClaim, deadline_of, shed_late};
+use super::state::Inner;
 use crate::claim::PreClaim;
 use crate::config::LockConfiguration;
-use crate::context::{with_cancel, with_provider_arc, with_tick};
-use crate::error::Error;
 use crate::history::RunOutcome;
 use crate::observe::{Probe, RunInfo};
 use crate::run::acquire_config;
@@ -39,11 +35,14 @@ use crate::run::acquire_config;
 /// still running, or with older ticks waiting, queues this one behind them (see
 /// [`super::misfire`]); the others are fired by [`fire_ready`].
 ///
-/// [`MisfirePolicy::All`]: super::MisfirePolicy::All
+/// [`MisfirePolicy::All`]: super::job::MisfirePolicy::All
 pub(super) fn fire_group(inner: &Arc<Inner>, tick: DateTime<Utc>, group: Vec<Arc<JobState>>) {
     let due = group.len();
     let group = if inner.fires() {
-        inner.backlog.admit(inner, tick, group)
+        let waits_for_slot = |job: &JobState| inner.waits_for_slot(job);
+        inner
+            .backlog
+            .admit(&inner.misfire, waits_for_slot, tick, group)
     } else {
         group
     };
@@ -125,7 +124,8 @@ pub(super) fn fire_ready(
             }
             tokio::time::sleep(HELP_POLL).await;
         }
-        let (claimed, later) = claimed_elsewhere(&help_inner, tick, later, view).await;
+        let (fleet, provider) = (&help_inner.fleet, help_inner.provider.as_ref());
+        let (claimed, later) = claimed_elsewhere(fleet, provider, tick, later, view).await;
         skip_claimed(&help_inner, tick, &claimed);
         if later.is_empty() {
             return;
@@ -147,9 +147,9 @@ pub(super) fn fire_ready(
 /// would never fire again here; every later tick would queue behind it.
 fn next_in_backlogs(inner: &Arc<Inner>, jobs: &[Arc<JobState>]) {
     for job in jobs {
-        if policy(inner, job) == MisfirePolicy::All
+        if inner.misfire.policy(job) == MisfirePolicy::All
             && !job.running.load(Ordering::SeqCst)
-            && let Some(next) = inner.backlog.next(inner, job)
+            && let Some(next) = inner.next_in_backlog(job)
         {
             fire_next(inner, next, Arc::clone(job));
         }
@@ -170,11 +170,8 @@ fn skip_claimed(inner: &Arc<Inner>, tick: DateTime<Utc>, jobs: &[Arc<JobState>])
             bump(&job.counters.fired);
             bump(&job.counters.skipped_held);
             let info = RunInfo {
-                job: job.job.name().to_owned(),
-                tick,
-                fired_at,
                 lock: job.lock().map(|lock| lock.name().to_owned()),
-                fencing_token: None,
+                ..RunInfo::fired(job.job.name(), tick, fired_at)
             };
             inner.observer.fired(&info);
             // The run's span, as a refused run has (it closes here).
@@ -215,7 +212,7 @@ fn start(
     let count = jobs.len();
     let admitted: Vec<_> = match &inner.capacity {
         None => jobs.into_iter().map(|job| (job, None)).collect(),
-        Some(capacity) => capacity.admit(inner, tick, jobs),
+        Some(c) => c.admit(&inner.fleet, &inner.misfire, &inner.backlog, tick, jobs),
     };
     let marker = marker.filter(|_| admitted.len() == count);
     claim_with_marker(inner, tick, admitted, marker, due);
@@ -347,15 +344,6 @@ fn claim_with_marker(
     loops.spawn(claim);
 }
 
-/// The message of a caught panic: its `&str` or `String` payload, or a placeholder.
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic with a payload that is not a string".to_owned())
-}
-
 /// Starts the run of `tick` unless the previous run of this job is still going. With `claimed`,
 /// the run waits for the answer of the scheduler's claim of its lock: it returns where to send
 /// it (`None`: the tick was skipped as an overlap, or waits for a slot of the run limit). An
@@ -376,20 +364,15 @@ fn fire(
             Some(slot) => Some(slot),
             None => {
                 job.running.store(false, Ordering::SeqCst);
-                capacity.wait(inner, tick, Arc::clone(job));
+                let (fleet, misfire, backlog) = (&inner.fleet, &inner.misfire, &inner.backlog);
+                capacity.wait(fleet, misfire, backlog, tick, Arc::clone(job));
                 return None;
             }
         },
         (_, slot) => slot,
     };
     bump(&job.counters.fired);
-    let info = RunInfo {
-        job: job.job.name().to_owned(),
-        tick,
-        fired_at: inner.clock.now(),
-        lock: None,
-        fencing_token: None,
-    };
+    let info = RunInfo::fired(job.job.name(), tick, inner.clock.now());
     inner.observer.fired(&info);
     let span = tracing::debug_span!(
         "shedlock.run",
@@ -421,8 +404,6 @@ fn fire(
     } else {
         (None, None)
     };
-    let provider = Arc::clone(&inner.provider);
-    let cancel = inner.cancel_runs.subscribe();
     let probe = Probe::new(Arc::clone(&inner.observer), info);
     let job = Arc::clone(job);
     let run_inner = Arc::clone(inner);
@@ -435,69 +416,13 @@ fn fire(
             Some(pre_claim) => pre_claim.await.ok(),
             None => None,
         };
-        // The job's closure is called inside the scopes, so even its synchronous part sees
-        // the tick and the provider. A panic in it or in its future is caught here, at the
-        // run's boundary: the lock was already released by `hold`, and the next tick runs.
-        let run = async { (job.job.run)(claim).await };
-        let end = AssertUnwindSafe(probe.scope(with_cancel(
-            cancel,
-            with_provider_arc(provider, with_tick(tick, run)),
-        )))
-        .catch_unwind()
-        .await
-        .unwrap_or_else(|panic| RunEnd::Panicked(panic_message(panic.as_ref())));
-        let name = job.job.name();
-        let counters = &job.counters;
-        let (outcome, error) = match end {
-            RunEnd::Executed(None) => {
-                bump(&counters.executed);
-                (RunOutcome::Executed, None)
-            }
-            RunEnd::Executed(Some(failure)) => {
-                bump(&counters.failed);
-                tracing::warn!(job = name, %tick, %failure, "job failed");
-                (RunOutcome::Failed, Some(failure))
-            }
-            RunEnd::Skipped => {
-                bump(&counters.skipped_held);
-                (RunOutcome::SkippedHeld, None)
-            }
-            RunEnd::Panicked(message) => {
-                bump(&counters.panicked);
-                tracing::error!(job = name, %tick, panic = %message, "job panicked; its lock was released and the next tick runs");
-                (RunOutcome::Panicked, Some(format!("panicked: {message}")))
-            }
-            RunEnd::Failed(error @ Error::LockLost { .. }) => {
-                bump(&counters.lock_lost);
-                (RunOutcome::CancelledLostLock, Some(error.to_string()))
-            }
-            RunEnd::Failed(error @ Error::Cancelled { .. }) => {
-                bump(&counters.cancelled);
-                (RunOutcome::CancelledShutdown, Some(error.to_string()))
-            }
-            RunEnd::Failed(error @ Error::TickInFuture { .. }) => {
-                bump(&counters.clock_skew);
-                let report = format!("{error}; {}", run_inner.clock.describe());
-                tracing::error!(job = name, %tick, "clock skew: {report}");
-                (RunOutcome::SkippedClockSkew, Some(report))
-            }
-            RunEnd::Failed(error) => {
-                bump(&counters.lock_errors);
-                tracing::error!(job = name, %tick, %error, "could not run the job");
-                (RunOutcome::Error, Some(error.to_string()))
-            }
-        };
+        // Paused, jittered, retried as the job and the store say (`super::attempt`).
+        let (outcome, error, probe) = run_tick(&run_inner, &job, tick, claim, probe).await;
         tracing::Span::current().record("outcome", outcome.as_str());
-        if job.job.lock.is_none() && !job.job.claims_in_run {
-            // Learned: the lock this run took for its tick is claimed with the others' next
-            // time (a run that took none, or not for its tick, is not claimed for).
-            let learned = probe.lock_config().filter(|lock| lock.tick() == Some(tick));
-            *job.lock.lock().unwrap_or_else(|e| e.into_inner()) = learned.map(Arc::new);
-        }
         // Under `All`, whether a refused tick is to be tried again is read while the job still
         // counts as running: a tick due meanwhile waits in the backlog behind it, instead of
         // being claimed first (a newer tick claimed would make this one count as run).
-        let all = policy(&run_inner, &job) == MisfirePolicy::All;
+        let all = run_inner.misfire.policy(&job) == MisfirePolicy::All;
         let held = if all && outcome == RunOutcome::SkippedHeld {
             held_unclaimed(&run_inner, &job, tick).await
         } else {
@@ -509,7 +434,7 @@ fn fire(
             match held {
                 Some(wait) => retry_when_free(&run_inner, &job, tick, wait),
                 None => {
-                    if let Some(next) = run_inner.backlog.next(&run_inner, &job) {
+                    if let Some(next) = run_inner.next_in_backlog(&job) {
                         fire_next(&run_inner, next, Arc::clone(&job));
                     }
                 }
@@ -562,7 +487,7 @@ fn retry_when_free(inner: &Arc<Inner>, job: &Arc<JobState>, tick: DateTime<Utc>,
             () = tokio::time::sleep(wait) => {}
             _ = stop.wait_for(|stop| *stop) => return,
         }
-        if let Some(next) = retry_inner.backlog.next(&retry_inner, &job) {
+        if let Some(next) = retry_inner.next_in_backlog(&job) {
             fire_next(&retry_inner, next, job);
         }
     };
@@ -583,7 +508,7 @@ pub(super) async fn capacity_loop(inner: Arc<Inner>) {
             () = capacity.freed() => {}
             _ = stop.wait_for(|stop| *stop) => return,
         }
-        let (ready, backlog) = capacity.take_ready(&inner);
+        let (ready, backlog) = inner.take_ready(capacity);
         for (tick, group) in ready {
             claim_and_fire(&inner, tick, group);
         }

@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use tokio::sync::watch;
 
-use super::Inner;
 use super::registry::JobState;
 use crate::config::LockConfiguration;
 use crate::guard::LockGuard;
@@ -174,15 +174,15 @@ fn share_hash(name: &str, tick: DateTime<Utc>) -> u64 {
 /// The jobs of the other shares are read from their locks, a statement per [`CLAIMED_PAGE`]
 /// jobs. With `view`, the fleet the shares were split by; without, no markers are read.
 pub(super) async fn claimed_elsewhere(
-    inner: &Inner,
+    fleet: &Fleet,
+    provider: &dyn LockProvider,
     tick: DateTime<Utc>,
     jobs: Vec<Arc<JobState>>,
     view: Option<FleetView>,
 ) -> (Vec<Arc<JobState>>, Vec<Arc<JobState>>) {
-    let Some(admin) = inner.provider.as_admin() else {
+    let Some(admin) = provider.as_admin() else {
         return (Vec::new(), jobs);
     };
-    let fleet = &inner.fleet;
     // The shares claimed whole, by their markers.
     let mut whole = std::collections::HashSet::new();
     if let Some(view) = view {
@@ -238,17 +238,19 @@ pub(super) async fn claimed_elsewhere(
 }
 
 /// Holds this instance's seat and reads the fleet's every [`SEAT_RENEW`], until shutdown,
-/// when it gives the seat back (the others count one fewer at their next reading).
-pub(super) async fn fleet_loop(inner: Arc<Inner>) {
-    let fleet = &inner.fleet;
-    let provider = inner.provider.as_ref();
+/// when it gives the seat back (the others count one fewer at their next reading). `stop`
+/// turns true at shutdown.
+pub(super) async fn fleet_loop(
+    fleet: &Fleet,
+    provider: &dyn LockProvider,
+    mut stop: watch::Receiver<bool>,
+) {
     if provider.as_admin().is_none() {
         tracing::info!(
             "the provider cannot show other instances' seats: every instance claims every tick at once"
         );
         return;
     }
-    let mut stop = inner.stop_firing.subscribe();
     let mut seat: Option<(usize, LockGuard)> = None;
     loop {
         seat = renew_seat(fleet, provider, seat).await;

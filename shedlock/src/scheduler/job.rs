@@ -6,6 +6,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
@@ -16,6 +17,7 @@ use crate::context::{LockContext, current_provider, current_tick};
 use crate::error::{Error, Result};
 use crate::run::{TaskResult, hold_claimed};
 use crate::schedule::Schedule;
+use crate::schedules::RetryPolicy;
 
 /// What a scheduled function may return, so the scheduler can tell a failed run from a good
 /// one: `()` or any `Result<T, E>` whose error is `Display`.
@@ -111,6 +113,16 @@ pub struct Job {
     /// mistake it could not return (a `#[scheduled]` function's `job(…)` whose lock name,
     /// filled with the arguments, is too long): the error, made again on each call.
     pub(crate) refusal: Option<Arc<dyn Fn() -> Error + Send + Sync>>,
+    /// Its own jitter and retry policy ([`jitter`](Self::jitter), [`retry`](Self::retry)),
+    /// which the store's schedule of it overrides; boxed, as most jobs have none.
+    pub(crate) tuning: Option<Box<JobTuning>>,
+}
+
+/// A job's own jitter and retry policy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct JobTuning {
+    pub(crate) jitter: Option<Duration>,
+    pub(crate) retry: Option<RetryPolicy>,
 }
 
 impl Job {
@@ -144,6 +156,7 @@ impl Job {
             claims_in_run: false,
             misfire_policy: None,
             refusal: None,
+            tuning: None,
         }
     }
 
@@ -216,6 +229,7 @@ impl Job {
             claims_in_run: false,
             misfire_policy: None,
             refusal: None,
+            tuning: None,
         }
     }
 
@@ -264,6 +278,32 @@ impl Job {
     #[must_use]
     pub fn misfire_policy(mut self, policy: MisfirePolicy) -> Self {
         self.misfire_policy = Some(policy);
+        self
+    }
+
+    /// Delays the start of each tick's run by a pseudo-random amount in `[0, jitter)`, the same
+    /// on every instance for a tick (a hash of the job's name and the tick), so the upstream
+    /// services a fleet's jobs call see them spread out while each tick still runs once. The
+    /// tick is claimed on time and its lock held through the delay: keep `jitter` well below
+    /// the lock's `lock_at_most_for`. The store's schedule of the job
+    /// ([`ScheduleChange::jitter`](crate::schedules::ScheduleChange::jitter)) overrides it.
+    #[must_use]
+    pub fn jitter(mut self, jitter: Duration) -> Self {
+        self.tuning.get_or_insert_default().jitter = Some(jitter).filter(|j| !j.is_zero());
+        self
+    }
+
+    /// Retries a failed run (an error or a panic) as `policy` says: each retry after its
+    /// backoff (exponential, full jitter, capped), claimed through the job's lock as a tick of
+    /// its own (the tick plus the attempt number in microseconds), so each attempt runs once
+    /// fleet-wide, and recorded in the run history with its attempt number. Retries are made by
+    /// the instance whose run failed; one that stops meanwhile makes no more. No retry starts
+    /// after the job's next tick unless [`RetryPolicy::past_next_tick`] says so. The store's
+    /// schedule of the job ([`ScheduleChange::retry`](crate::schedules::ScheduleChange::retry))
+    /// overrides it.
+    #[must_use]
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.tuning.get_or_insert_default().retry = Some(policy).filter(|p| p.max_attempts > 1);
         self
     }
 
@@ -333,6 +373,12 @@ pub struct JobStats {
     /// Ticks that waited for a slot of the run limit
     /// ([`max_concurrent_runs`](crate::scheduler::SchedulerBuilder::max_concurrent_runs)), unclaimed.
     pub deferred_capacity: u64,
+    /// Ticks this instance claimed while the job was paused (recorded as `skipped-paused`).
+    pub paused: u64,
+    /// Retries of failed runs this instance started.
+    pub retries: u64,
+    /// "Run now" requests this instance ran.
+    pub manual: u64,
 }
 
 /// One job's counters. Each is a `u32`: a job fires at most once a second (cron's finest
@@ -354,9 +400,38 @@ pub(crate) struct Counters {
     pub(crate) clock_skew: AtomicU32,
     pub(crate) not_leader: AtomicU32,
     pub(crate) deferred_capacity: AtomicU32,
+    pub(crate) paused: AtomicU32,
+    pub(crate) retries: AtomicU32,
+    pub(crate) manual: AtomicU32,
 }
 
 impl Counters {
+    /// Adds `old`'s counts to these (a replaced job keeps its counts).
+    pub(crate) fn take_from(&self, old: &Counters) {
+        let pairs = [
+            (&self.fired, &old.fired),
+            (&self.executed, &old.executed),
+            (&self.failed, &old.failed),
+            (&self.skipped_held, &old.skipped_held),
+            (&self.skipped_overlap, &old.skipped_overlap),
+            (&self.lock_errors, &old.lock_errors),
+            (&self.lock_lost, &old.lock_lost),
+            (&self.cancelled, &old.cancelled),
+            (&self.misfires_run, &old.misfires_run),
+            (&self.misfires_skipped, &old.misfires_skipped),
+            (&self.panicked, &old.panicked),
+            (&self.clock_skew, &old.clock_skew),
+            (&self.not_leader, &old.not_leader),
+            (&self.deferred_capacity, &old.deferred_capacity),
+            (&self.paused, &old.paused),
+            (&self.retries, &old.retries),
+            (&self.manual, &old.manual),
+        ];
+        for (new, old) in pairs {
+            new.fetch_add(old.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+    }
+
     pub(crate) fn snapshot(&self) -> JobStats {
         let get = |c: &AtomicU32| u64::from(c.load(Ordering::Relaxed));
         JobStats {
@@ -374,6 +449,9 @@ impl Counters {
             clock_skew: get(&self.clock_skew),
             not_leader: get(&self.not_leader),
             deferred_capacity: get(&self.deferred_capacity),
+            paused: get(&self.paused),
+            retries: get(&self.retries),
+            manual: get(&self.manual),
         }
     }
 }

@@ -11,12 +11,38 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::Inner;
 use super::job::{MisfirePolicy, bump};
 use super::registry::JobState;
+use crate::clock_sync::DbClock;
+use crate::provider::LockProvider;
+
+/// The scheduler's misfire settings: how late a missed tick may still run, and the policy of
+/// the jobs without their own.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Misfire {
+    /// The misfire grace (zero: no missed tick runs).
+    pub(super) grace: Duration,
+    /// The policy of a job that sets none.
+    pub(super) policy: MisfirePolicy,
+}
+
+impl Misfire {
+    /// The policy that applies to `job`: its own, else the scheduler's.
+    pub(super) fn policy(&self, job: &JobState) -> MisfirePolicy {
+        job.job.misfire_policy.unwrap_or(self.policy)
+    }
+
+    /// Whether a missed `tick` may still run at `now`: it is within the misfire grace (zero:
+    /// no missed tick runs).
+    pub(super) fn within_grace(&self, tick: DateTime<Utc>, now: DateTime<Utc>) -> bool {
+        let age = (now - tick).to_std().unwrap_or_default();
+        !self.grace.is_zero() && age <= self.grace
+    }
+}
 
 /// The ticks waiting for the runs before them, per job (by id), for jobs under
 /// [`MisfirePolicy::All`].
@@ -28,11 +54,13 @@ impl Backlog {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The jobs of `group` that fire at `tick` now; the others (under `All`, running or with
-    /// older ticks waiting) wait for their turn.
+    /// The jobs of `group` that fire at `tick` now; the others (under `All`, running, waiting
+    /// for a slot of the run limit (`waits_for_slot`) or with older ticks waiting) wait for
+    /// their turn.
     pub(super) fn admit(
         &self,
-        inner: &Inner,
+        misfire: &Misfire,
+        waits_for_slot: impl Fn(&JobState) -> bool,
         tick: DateTime<Utc>,
         group: Vec<Arc<JobState>>,
     ) -> Vec<Arc<JobState>> {
@@ -40,14 +68,14 @@ impl Backlog {
         group
             .into_iter()
             .filter(|job| {
-                if policy(inner, job) != MisfirePolicy::All {
+                if misfire.policy(job) != MisfirePolicy::All {
                     return true;
                 }
                 let backlog = backlog.get_or_insert_with(|| self.lock());
                 let waiting = backlog.get(&job.id).is_some_and(|ticks| !ticks.is_empty());
                 let busy = job.running.load(Ordering::SeqCst)
                     || job.backfilling.load(Ordering::SeqCst)
-                    || inner.capacity.as_ref().is_some_and(|c| c.is_waiting(job));
+                    || waits_for_slot(job);
                 if waiting || busy {
                     backlog.entry(job.id).or_default().push_back(tick);
                     false
@@ -83,13 +111,18 @@ impl Backlog {
 
     /// `job`'s run ended (or will not happen): its next tick within the grace, if it has one;
     /// older ones are dropped and counted.
-    pub(super) fn next(&self, inner: &Inner, job: &JobState) -> Option<DateTime<Utc>> {
+    pub(super) fn next(
+        &self,
+        misfire: &Misfire,
+        clock: &DbClock,
+        job: &JobState,
+    ) -> Option<DateTime<Utc>> {
         let mut backlog = self.lock();
         let queue = backlog.get_mut(&job.id)?;
-        let now = inner.clock.now();
+        let now = clock.now();
         let mut next = None;
         while let Some(tick) = queue.pop_front() {
-            if inner.within_grace(tick, now) {
+            if misfire.within_grace(tick, now) {
                 next = Some(tick);
                 break;
             }
@@ -102,11 +135,6 @@ impl Backlog {
         }
         next
     }
-}
-
-/// The policy that applies to `job`: its own, else the scheduler's.
-pub(super) fn policy(inner: &Inner, job: &JobState) -> MisfirePolicy {
-    job.job.misfire_policy.unwrap_or(inner.misfire_policy)
 }
 
 /// Lock names read in one statement when planning backfills.
@@ -124,14 +152,20 @@ const BACKFILL_PAGE: usize = 1000;
 /// first seen). If the read fails, every missed tick is tried, and the lock refuses those
 /// already run.
 ///
-/// Queues each job's later ticks in its backlog and answers the first of each, to fire.
+/// Queues each job's later ticks in `backlog` and answers the first of each, to fire; on an
+/// instance that does not fire now (`fires`: with leader election, not leading), answers each
+/// job's first missed tick and queues none.
 pub(super) async fn backfill(
-    inner: &Inner,
+    provider: &dyn LockProvider,
+    fires: impl Fn() -> bool,
+    backlog: &Backlog,
+    misfire: &Misfire,
+    clock: &DbClock,
     jobs: Vec<(Arc<JobState>, Vec<DateTime<Utc>>)>,
 ) -> Vec<(DateTime<Utc>, Arc<JobState>)> {
     let mut last: HashMap<String, Option<DateTime<Utc>>> = HashMap::new();
     let mut read = true;
-    if let Some(admin) = inner.provider.as_admin() {
+    if let Some(admin) = provider.as_admin() {
         let names: Vec<String> = jobs
             .iter()
             .filter_map(|(job, _)| job.lock().map(|lock| lock.name().to_owned()))
@@ -164,11 +198,11 @@ pub(super) async fn backfill(
                 Vec::new()
             }
         };
-        if inner.fires() {
-            inner.backlog.extend(&job, missed);
+        if fires() {
+            backlog.extend(&job, missed);
             // The oldest tick waiting (a missed one, or one due during the read) runs first.
             if !job.running.load(Ordering::SeqCst)
-                && let Some(first) = inner.backlog.next(inner, &job)
+                && let Some(first) = backlog.next(misfire, clock, &job)
             {
                 catch_ups.push((first, job));
             }

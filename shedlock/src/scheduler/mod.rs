@@ -8,96 +8,42 @@
 //! firing one tick instant in `fire.rs`.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tokio::sync::{Notify, watch};
-use tokio::task::JoinSet;
 
-use crate::clock_sync::{DbClock, clock_loop};
+use crate::clock_sync::clock_loop;
 use crate::error::{Error, Result};
-use crate::leader::{LeaderElection, LeaderElector};
-use crate::observe::Observer;
+use crate::leader::LeaderElector;
 use crate::provider::LockProvider;
 
+mod attempt;
 pub(crate) mod builder;
 mod capacity;
+pub(crate) mod control;
 mod fire;
 pub(crate) mod fleet;
 pub(crate) mod job;
 mod misfire;
 mod registry;
 mod shed;
+mod state;
+mod steer;
 mod tick_loop;
 
 pub use crate::observe::{RunFinished, RunHistory, RunInfo, SchedulerListener};
 pub use builder::SchedulerBuilder;
 use capacity::Capacity;
+pub use control::spread::jitter_delay;
+pub use control::{FLEET_SCHEDULE, HandlerLock, ScheduleWatch};
 use fire::capacity_loop;
 pub use fleet::FleetView;
-use fleet::{Fleet, fleet_loop};
+use fleet::fleet_loop;
 pub use job::{Job, JobOutput, JobStats, MisfirePolicy};
-use misfire::Backlog;
-use registry::Jobs;
+use state::Inner;
 use tick_loop::{leader_loop, prune_loop, timer_loop};
-
-struct Inner {
-    provider: Arc<dyn LockProvider>,
-    observer: Arc<Observer>,
-    /// This instance's clock and its measured offset to the database's: ticks fire by it.
-    clock: DbClock,
-    clock_check_every: Duration,
-    misfire_grace: Duration,
-    misfire_policy: MisfirePolicy,
-    /// Ticks of jobs under [`MisfirePolicy::All`] waiting for the runs before them.
-    backlog: Backlog,
-    shutdown_timeout: Duration,
-    /// The registered jobs and the timer's queue of their next ticks.
-    jobs: Mutex<Jobs>,
-    /// Wakes the timer: a job was added or removed.
-    wake: Notify,
-    started: AtomicBool,
-    /// Turns true when shutdown begins: the timer stops firing.
-    stop_firing: watch::Sender<bool>,
-    /// Turns true when the shutdown timeout has passed: running jobs are cancelled.
-    cancel_runs: watch::Sender<bool>,
-    runs: Mutex<JoinSet<()>>,
-    loops: Mutex<JoinSet<()>>,
-    /// History rows of overlap skips, written after the fact.
-    chores: Mutex<JoinSet<()>>,
-    /// With leader election: the election, and its elector once started.
-    election: Option<LeaderElection>,
-    leader: OnceLock<LeaderElector>,
-    /// The fleet this instance shares each tick's jobs with.
-    fleet: Fleet,
-    /// With a run limit: its slots and the jobs waiting for one.
-    capacity: Option<Capacity>,
-    /// The claims of many ticks at once in flight, at most [`shed::CLAIMS_IN_FLIGHT`]: those
-    /// past it wait here, where an on-time tick's claim that waited past its deadline is shed
-    /// (see [`fire`]).
-    claim_gate: Arc<tokio::sync::Semaphore>,
-}
-
-impl Inner {
-    fn jobs(&self) -> MutexGuard<'_, Jobs> {
-        self.jobs.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Whether this instance fires ticks: always without leader election, only while leading
-    /// with it.
-    fn fires(&self) -> bool {
-        self.election.is_none() || self.leader.get().is_some_and(LeaderElector::is_leader)
-    }
-
-    /// Whether a missed `tick` may still run at `now`: it is within the misfire grace (zero:
-    /// no missed tick runs).
-    fn within_grace(&self, tick: DateTime<Utc>, now: DateTime<Utc>) -> bool {
-        let age = (now - tick).to_std().unwrap_or_default();
-        !self.misfire_grace.is_zero() && age <= self.misfire_grace
-    }
-}
 
 /// Fires jobs at their cron ticks; each run claims its tick through the lock, so across any
 /// number of instances each tick runs once.
@@ -238,22 +184,18 @@ impl Scheduler {
             return Err(refusal());
         }
         check_job_name(job.name())?;
-        if let Err(job) = self.inner.jobs().insert(job) {
-            return Err(Error::DuplicateJob {
-                name: job.name().to_owned(),
-            });
+        let mut job = job;
+        if let Some(control) = &self.inner.control
+            && let Some(schedule) = control.overridden(job.name(), &job.schedule)
+        {
+            job.schedule = schedule;
         }
-        self.inner.wake.notify_one();
-        Ok(())
+        self.inner.add_job(job)
     }
 
     /// Removes a job: it fires no more; a run in progress finishes. Returns whether it existed.
     pub fn remove(&self, name: &str) -> bool {
-        let removed = self.inner.jobs().remove(name);
-        if removed {
-            self.inner.wake.notify_one();
-        }
-        removed
+        self.inner.remove_job(name)
     }
 
     /// The names of the registered jobs.
@@ -308,7 +250,8 @@ impl Scheduler {
     }
 
     /// Checks once that the store can run this scheduler's jobs: it answers, it holds the lock
-    /// table, and, with [`history`](SchedulerBuilder::history), the run history table. A
+    /// table, and, with [`history`](SchedulerBuilder::history), the run history table, and
+    /// with [`schedules`](SchedulerBuilder::schedules), the schedules. A
     /// database where `migrate()` never ran is the error each tick's lock call would meet,
     /// [`Error::TableMissing`] saying to run `migrate()`: without this check the scheduler
     /// fires and fails every tick, and says so only through `tracing`. It needs no running
@@ -331,6 +274,9 @@ impl Scheduler {
         }
         if let Some((store, _)) = &self.inner.observer.history {
             store.runs(&crate::history::RunQuery::latest(1)).await?;
+        }
+        if let Some(control) = &self.inner.control {
+            control.store.schedules_version().await?;
         }
         if self.inner.started.load(Ordering::SeqCst) {
             let stopped = || *self.inner.stop_firing.borrow();
@@ -386,13 +332,20 @@ impl Scheduler {
         }
         loops.spawn(timer_loop(Arc::clone(&self.inner)));
         if self.inner.fleet.spreads() {
-            loops.spawn(fleet_loop(Arc::clone(&self.inner)));
+            let inner = Arc::clone(&self.inner);
+            loops.spawn(async move {
+                let stop = inner.stop_firing.subscribe();
+                fleet_loop(&inner.fleet, inner.provider.as_ref(), stop).await;
+            });
         }
         if self.inner.capacity.is_some() {
             loops.spawn(capacity_loop(Arc::clone(&self.inner)));
         }
         if let Some((_, history)) = self.inner.observer.history {
             loops.spawn(prune_loop(Arc::clone(&self.inner), history));
+        }
+        if self.inner.control.is_some() {
+            loops.spawn(steer::watch_loop(Arc::clone(&self.inner)));
         }
         tracing::info!(jobs, "scheduler started");
     }
@@ -452,7 +405,7 @@ impl fmt::Debug for Scheduler {
         f.debug_struct("Scheduler")
             .field("provider", &self.inner.provider)
             .field("jobs", &self.job_names())
-            .field("misfire_grace", &self.inner.misfire_grace)
+            .field("misfire_grace", &self.inner.misfire.grace)
             .field("shutdown_timeout", &self.inner.shutdown_timeout)
             .finish()
     }

@@ -162,7 +162,39 @@ impl Jobs {
         true
     }
 
-    /// Whether `state` is (still) the job registered under its name.
+    /// Replaces the registered job of `job`'s name (a changed schedule or function), keeping
+    /// its counters and its learned lock, and plans it at `next` at once, without the missed
+    /// ticks an added job catches up: the change applies from its next tick on. Adds it when
+    /// no job has its name. A run of the old job still going keeps going; the lock still
+    /// decides each tick.
+    pub(super) fn replace(&mut self, job: Job, next: Option<DateTime<Utc>>) {
+        let old = self.by_name.take(job.name()).map(|ByName(state)| state);
+        if let Some(key) = old.as_ref().and_then(|old| old.key()) {
+            self.queue.remove(&key);
+        }
+        self.next_id += 1;
+        let learned = old
+            .as_ref()
+            .and_then(|old| old.lock())
+            .filter(|_| job.lock.is_none() && !job.claims_in_run);
+        let state = Arc::new(JobState {
+            lock: Mutex::new(job.lock.clone().filter(|_| !job.claims_in_run).or(learned)),
+            job,
+            counters: Counters::default(),
+            running: AtomicBool::new(false),
+            backfilling: AtomicBool::new(false),
+            id: self.next_id,
+            planned: AtomicI64::new(NOT_PLANNED),
+        });
+        if let Some(old) = &old {
+            state.counters.take_from(&old.counters);
+        }
+        self.by_name.insert(ByName(Arc::clone(&state)));
+        if self.started {
+            self.plan(&state, next);
+        }
+    }
+
     /// The names of the registered jobs, in no order.
     pub(super) fn names(&self) -> Vec<String> {
         self.by_name
@@ -171,6 +203,7 @@ impl Jobs {
             .collect()
     }
 
+    /// Whether `state` is (still) the job registered under its name.
     pub(super) fn is_registered(&self, state: &Arc<JobState>) -> bool {
         self.by_name
             .get(state.job.name())

@@ -9,11 +9,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
-use super::Inner;
 use super::capacity::Slot;
 use super::job::{MisfirePolicy, bump};
-use super::misfire::policy;
 use super::registry::JobState;
+use super::state::Inner;
 use crate::config::LockConfiguration;
 use crate::schedule::Schedule;
 
@@ -82,7 +81,7 @@ pub(super) fn shed_late(
         let late = next_ticks
             .after(state.job.schedule(), tick)
             .is_none_or(|next| now > tick + (next - tick) / 2);
-        if late && policy(inner, state) != MisfirePolicy::All {
+        if late && inner.misfire.policy(state) != MisfirePolicy::All {
             shed += 1;
             if due == Due::Help {
                 continue; // the owner's to count

@@ -10,13 +10,13 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 
-use super::Inner;
 use super::fire::{fire_group, fire_ready};
 use super::job::MisfirePolicy;
 use super::job::bump;
-use super::misfire::{backfill, policy};
+use super::misfire::backfill;
 use super::registry::{JobState, groups};
 use super::shed::{Due, NextTicks};
+use super::state::Inner;
 use crate::leader::Leadership;
 use crate::observe::RunHistory;
 
@@ -49,6 +49,14 @@ pub(super) async fn timer_loop(inner: Arc<Inner>) {
     tokio::select! {
         () = inner.clock.first_measurement() => {}
         _ = stop_firing.wait_for(|stop| *stop) => return,
+    }
+    // With schedules in the store, nothing fires before they were read: a job paused there
+    // must not fire on a restart.
+    if let Some(control) = &inner.control {
+        tokio::select! {
+            () = control.first_read() => {}
+            _ = stop_firing.wait_for(|stop| *stop) => return,
+        }
     }
     loop {
         // Added jobs are planned a chunk at a time, with due ticks fired in between: 100,000
@@ -150,7 +158,7 @@ fn plan_added(inner: &Arc<Inner>, added: Vec<Arc<JobState>>) {
         })
         .collect();
     if not_run > 0 {
-        let grace = inner.misfire_grace;
+        let grace = inner.misfire.grace;
         tracing::info!(jobs = not_run, grace = %humantime::format_duration(grace),
             "jobs whose latest tick is older than the misfire grace (or whose policy skips missed ticks): not run now; if it was missed, it stays missed");
     }
@@ -188,7 +196,17 @@ fn plan_added(inner: &Arc<Inner>, added: Vec<Arc<JobState>>) {
         while loops.try_join_next().is_some() {}
         let inner = Arc::clone(inner);
         loops.spawn(async move {
-            let catch_ups = backfill(&inner, backfills).await;
+            let (provider, misfire) = (inner.provider.as_ref(), &inner.misfire);
+            let fires = || inner.fires();
+            let catch_ups = backfill(
+                provider,
+                fires,
+                &inner.backlog,
+                misfire,
+                &inner.clock,
+                backfills,
+            )
+            .await;
             fire_catch_ups(&inner, catch_ups);
         });
     }
@@ -224,9 +242,11 @@ fn fire_due(inner: &Arc<Inner>, due: Vec<(DateTime<Utc>, Arc<JobState>)>) {
         .map(|(tick, state)| next_ticks.after(state.job.schedule(), (*tick).max(now)))
         .collect();
     for (tick, state) in &fired {
-        if policy(inner, state) == MisfirePolicy::All {
+        if inner.misfire.policy(state) == MisfirePolicy::All {
             let skipped = state.job.schedule().ticks_between(*tick, now, BACKLOG_MAX);
-            let within = skipped.into_iter().filter(|t| inner.within_grace(*t, now));
+            let within = skipped
+                .into_iter()
+                .filter(|t| inner.misfire.within_grace(*t, now));
             inner.backlog.extend(state, within);
         }
     }
@@ -255,12 +275,12 @@ fn plan_one(
     not_run: &mut usize,
 ) -> (Option<DateTime<Utc>>, Vec<DateTime<Utc>>) {
     let schedule = state.job.schedule();
-    let grace = inner.misfire_grace;
+    let grace = inner.misfire.grace;
     let skip = |not_run: &mut usize| {
         bump(&state.counters.misfires_skipped);
         *not_run += 1;
     };
-    if grace.is_zero() || policy(inner, state) == MisfirePolicy::Skip {
+    if grace.is_zero() || inner.misfire.policy(state) == MisfirePolicy::Skip {
         skip(not_run);
         return (next_ticks.after(schedule, now), Vec::new());
     }
@@ -289,9 +309,9 @@ fn catch_up(inner: &Arc<Inner>, job: &JobState, now: DateTime<Utc>) -> Vec<DateT
         return Vec::new();
     };
     let age = Duration::from_millis((now - tick).to_std().unwrap_or_default().as_millis() as u64);
-    let grace = inner.misfire_grace;
-    let policy = policy(inner, job);
-    if policy == MisfirePolicy::Skip || !inner.within_grace(tick, now) {
+    let grace = inner.misfire.grace;
+    let policy = inner.misfire.policy(job);
+    if policy == MisfirePolicy::Skip || !inner.misfire.within_grace(tick, now) {
         bump(&job.counters.misfires_skipped);
         tracing::info!(job = job.job.name(), %tick, age = %humantime::format_duration(age),
             grace = %humantime::format_duration(grace), ?policy,

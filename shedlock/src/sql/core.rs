@@ -461,6 +461,8 @@ impl<D: Quirks> Core<D> {
                 Param::LockedBy => self.settings.common.locked_by.as_str().into(),
                 Param::Token => run.fencing_token.into(),
                 Param::Error => error.as_deref().into(),
+                Param::Attempt => run.attempt.map(i64::from).into(),
+                Param::RequestedBy => run.requested_by.as_deref().into(),
                 _ => return None,
             })
         };
@@ -555,6 +557,8 @@ impl<D: Quirks> Core<D> {
                 locked_by: D::Db::text(row, 7)?,
                 fencing_token: D::Db::opt_int(row, 8)?,
                 error: D::Db::opt_text(row, 9)?,
+                attempt: D::Db::opt_i32(row, 10)?.map(|a| a.max(0).unsigned_abs()),
+                requested_by: D::Db::opt_text(row, 11)?,
             })
         };
         match rows.and_then(|rows| rows.iter().map(decode).collect()) {

@@ -152,6 +152,10 @@ pub enum Param {
     OutcomeFilter,
     /// A run's error text, or null.
     Error,
+    /// A run's attempt number, or null.
+    Attempt,
+    /// Who asked for a manual run, or null.
+    RequestedBy,
     /// A history row's id.
     Id,
     /// How old a history row must be to be pruned (a duration).
@@ -168,6 +172,21 @@ pub enum Param {
     /// `[name, token, lock_at_least_for, slack]`.
     Batch,
 }
+
+/// What every dialect's history insert (`run_insert`) binds, in order: job, name, tick, still
+/// running, outcome, locked_by, token, error, attempt, requested_by.
+pub const RUN_INSERT_BINDS: &[Param] = &[
+    Param::Job,
+    Param::Name,
+    Param::Tick,
+    Param::Running,
+    Param::Outcome,
+    Param::LockedBy,
+    Param::Token,
+    Param::Error,
+    Param::Attempt,
+    Param::RequestedBy,
+];
 
 /// What an acquire statement answered: a row (PostgreSQL, SQLite) or the statement's result
 /// (MySQL's last insert id).

@@ -179,6 +179,7 @@ pub(crate) fn migrator(
     files: &[(i64, &'static str, &'static str)],
     table: &TableName,
     backend: Backend,
+    run_columns_there: bool,
 ) -> Migrator {
     let migrations = files
         .iter()
@@ -202,7 +203,11 @@ pub(crate) fn migrator(
                 *version,
                 Cow::Borrowed(*description),
                 MigrationType::Simple,
-                sql(for_table(text, table, backend)),
+                sql(for_table(
+                    &runnable(*version, text, run_columns_there),
+                    table,
+                    backend,
+                )),
                 false,
             );
             migration.checksum = checksum;
@@ -212,6 +217,31 @@ pub(crate) fn migrator(
     let mut migrator = Migrator::with_migrations(migrations);
     migrator.dangerous_set_table_name(table.history_table());
     migrator
+}
+
+/// The migration that adds `attempt` and `requested_by` to the run history.
+const RUN_COLUMNS_MIGRATION: i64 = 4;
+
+/// The text `migrate()` runs for a migration file: the file, but for migration 4 where the run
+/// history has its columns already (the migration applied by `sqlx migrate run` from the files,
+/// or a history that outlived its lock table), without its `ALTER TABLE … ADD COLUMN`
+/// statements, which MySQL and SQLite cannot run twice. The checksum stays the file's.
+fn runnable(version: i64, text: &str, run_columns_there: bool) -> String {
+    if version != RUN_COLUMNS_MIGRATION || !run_columns_there {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut in_alter = false;
+    for line in text.split_inclusive('\n') {
+        in_alter = in_alter || line.starts_with("ALTER TABLE shedlock_runs");
+        if !in_alter {
+            out.push_str(line);
+        }
+        if line.trim_end().ends_with(';') {
+            in_alter = false;
+        }
+    }
+    out
 }
 
 /// The newest migration version the first release embedded, with unquoted names.
@@ -291,7 +321,11 @@ pub(crate) async fn migrate<D: Quirks>(core: &Core<D>) -> Result<()> {
     let table = &core.settings.table;
     preflight::refuse_foreign(core).await?;
     preflight::forget_stale_history(core).await?;
-    let mut migrator = migrator(D::MIGRATIONS, table, D::BACKEND);
+    let run_columns_there = match core.columns_of("_runs").await {
+        Ok(found) => found.iter().any(|c| c.eq_ignore_ascii_case("attempt")),
+        Err(e) => return Err(core.fail("read the run history's columns".into(), e).await),
+    };
+    let mut migrator = migrator(D::MIGRATIONS, table, D::BACKEND, run_columns_there);
     // A version this release does not know was applied by a newer one: it promises to keep
     // the tables working for this one (docs/operations.md, "Upgrades").
     migrator.set_ignore_missing(true);
@@ -435,6 +469,7 @@ mod tests {
             &[(1, "create", "CREATE TABLE IF NOT EXISTS shedlock (x INT)")],
             &table,
             Backend::Postgres,
+            false,
         );
         assert_eq!(migrator.table_name, "_ops_locks_migrations");
         let first = migrator.iter().next().unwrap();
@@ -457,9 +492,10 @@ mod tests {
                 _ => SQLITE,
             };
             let ours = migrator(
-                &files,
+                files,
                 &TableName::new("shedlock", Backend::Postgres).unwrap(),
                 backend,
+                false,
             );
             for (migration, (version, _, text)) in ours.iter().zip(files) {
                 let plain = Migration::new(
@@ -474,6 +510,33 @@ mod tests {
                     "{dir} {version}: the checksum sqlx migrate run records for the file"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn migration_4_leaves_out_the_run_columns_where_they_are_there() {
+        for (_, _, text) in [POSTGRES[3], MYSQL[2], SQLITE[3]] {
+            assert_eq!(runnable(4, text, false), text);
+            let without = runnable(4, text, true);
+            assert!(
+                !without.contains("ALTER") && !without.contains("requested_by"),
+                "{without}"
+            );
+            assert!(without.contains("CREATE TABLE IF NOT EXISTS shedlock_schedules ("));
+            assert!(
+                without.contains("shedlock_schedules_by_version") || !text.contains("CREATE INDEX")
+            );
+            let renamed = for_table(
+                text,
+                &TableName::new("ops.jobs", Backend::Postgres).unwrap(),
+                Backend::Postgres,
+            );
+            let code: Vec<&str> = renamed.lines().filter(|l| !l.starts_with("--")).collect();
+            assert!(!code.concat().contains("shedlock"), "{renamed}");
+            assert!(
+                renamed.contains("EXISTS \"ops\".\"jobs_schedules\" ("),
+                "{renamed}"
+            );
         }
     }
 

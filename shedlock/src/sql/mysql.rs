@@ -253,12 +253,13 @@ WHERE name = ? AND fencing_token = ? AND locked_until > {now}",
 /// A history row; a finished outcome gets `finished_at = started_at`. The id comes back as the
 /// last insert id.
 ///
-/// Binds: job, name, tick, still running, outcome, locked_by, token, error.
+/// Binds: [`RUN_INSERT_BINDS`](super::dialect::RUN_INSERT_BINDS).
 const RUN_INSERT: Statement = Statement {
     sql: "\
-INSERT INTO {runs} (job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error)
-VALUES (?, ?, ?, {now}, IF(?, NULL, {now}), ?, ?, ?, ?)",
-    binds: &[P::Job, P::Name, P::Tick, P::Running, P::Outcome, P::LockedBy, P::Token, P::Error],
+INSERT INTO {runs} (job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error,
+    attempt, requested_by)
+VALUES (?, ?, ?, {now}, IF(?, NULL, {now}), ?, ?, ?, ?, ?, ?)",
+    binds: super::dialect::RUN_INSERT_BINDS,
 };
 
 /// Finishes a history row. Binds: outcome, error, id.
@@ -311,7 +312,8 @@ WHERE r.outcome = 'running' AND r.fencing_token IS NOT NULL
 /// History rows, newest first. Binds: name or job (nullable) ×3, outcome (nullable) ×2, limit.
 const RUNS: Statement = Statement {
     sql: "\
-SELECT id, job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error
+SELECT id, job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error,
+       attempt, requested_by
 FROM {runs}
 WHERE (? IS NULL OR name = ? OR job = ?) AND (? IS NULL OR outcome = ?)
 ORDER BY id DESC
@@ -325,8 +327,6 @@ LIMIT ?",
         P::Limit,
     ],
 };
-
-const MIGRATIONS: &[(i64, &str, &str)] = super::migrate::MYSQL;
 
 /// MySQL 8 or MariaDB 10.11: [`MySqlLockProvider`](crate::MySqlLockProvider).
 ///
@@ -349,7 +349,7 @@ impl Dialect for MySql {}
 impl Hooks for MySql {
     type Db = sqlx::MySql;
     const BACKEND: Backend = Backend::MySql;
-    const MIGRATIONS: &'static [(i64, &'static str, &'static str)] = MIGRATIONS;
+    const MIGRATIONS: &'static [(i64, &'static str, &'static str)] = super::migrate::MYSQL;
     const NOW: &'static str = NOW;
     const SQL: Statements = statements!();
     const NULL_TIME_HINT: &'static str =

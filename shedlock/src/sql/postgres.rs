@@ -225,14 +225,15 @@ WHERE l.name = $1 AND l.fencing_token = $2 AND l.locked_until > n.now",
 /// A history row; a finished outcome gets `finished_at = started_at`.
 ///
 /// `$1` job, `$2` name, `$3` tick, `$4` still running, `$5` outcome, `$6` locked_by,
-/// `$7` token, `$8` error.
+/// `$7` token, `$8` error, `$9` attempt, `$10` requested_by.
 const RUN_INSERT: Statement = Statement {
     sql: "\
-INSERT INTO {runs} (job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error)
-SELECT $1, $2, $3, n.now, CASE WHEN $4 THEN NULL ELSE n.now END, $5, $6, $7, $8
+INSERT INTO {runs} (job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error,
+    attempt, requested_by)
+SELECT $1, $2, $3, n.now, CASE WHEN $4 THEN NULL ELSE n.now END, $5, $6, $7, $8, $9, $10
 FROM (SELECT {now} AS now) AS n
 RETURNING id",
-    binds: &[P::Job, P::Name, P::Tick, P::Running, P::Outcome, P::LockedBy, P::Token, P::Error],
+    binds: super::dialect::RUN_INSERT_BINDS,
 };
 
 /// Finishes a history row. `$1` id, `$2` outcome, `$3` error.
@@ -263,7 +264,7 @@ const RUN_ABANDON: Statement = super::standard::RUN_ABANDON;
 const RUNS: Statement = Statement {
     sql: "\
 SELECT id, job::TEXT, name::TEXT, tick, started_at, finished_at, outcome::TEXT, locked_by::TEXT,
-       fencing_token, error
+       fencing_token, error, attempt, requested_by::TEXT
 FROM {runs}
 WHERE ($1::TEXT IS NULL OR name = $1 OR job = $1) AND ($2::TEXT IS NULL OR outcome = $2)
 ORDER BY id DESC

@@ -7,7 +7,9 @@
 use super::core::Core;
 use super::driver::Driver;
 use super::quirks::Quirks;
-use super::table::{COLUMNS, RETIRED_COLUMNS, RUN_COLUMNS, is_java_shedlock, missing_columns_of};
+use super::table::{
+    COLUMNS, RETIRED_COLUMNS, RUN_COLUMNS, SCHEDULE_COLUMNS, is_java_shedlock, missing_columns_of,
+};
 use crate::error::{Backend, Error, Result};
 
 impl<D: Quirks> Core<D> {
@@ -30,7 +32,11 @@ impl<D: Quirks> Core<D> {
 /// error names the columns found and the ways out.
 pub(crate) async fn refuse_foreign<D: Quirks>(core: &Core<D>) -> Result<()> {
     let table = core.settings.table.as_str();
-    let mut objects: Vec<(&str, &[&str])> = vec![("", &COLUMNS), ("_runs", &RUN_COLUMNS)];
+    let mut objects: Vec<(&str, &[&str])> = vec![
+        ("", &COLUMNS),
+        ("_runs", &RUN_COLUMNS),
+        ("_schedules", &SCHEDULE_COLUMNS),
+    ];
     if D::BACKEND == Backend::Sqlite {
         objects.push(("_retired", &RETIRED_COLUMNS));
     }
@@ -65,7 +71,8 @@ pub(crate) async fn refuse_foreign<D: Quirks>(core: &Core<D>) -> Result<()> {
 /// by an earlier release's `migrate()` that recorded versions before it refused a foreign
 /// table) would make `migrate()` skip creating it for good. Every migration is written to run
 /// again harmlessly (`IF NOT EXISTS`, a token sequence only ever raised), so such a record is
-/// cleared and the migrations run from the start. Answers whether it cleared one.
+/// cleared and the migrations run from the start (migration 4's `ADD COLUMN`s are left out
+/// where the run history has the columns already: [`migrate`](super::migrate::migrate)). Answers whether it cleared one.
 pub(crate) async fn forget_stale_history<D: Quirks>(core: &Core<D>) -> Result<bool> {
     let history = core.settings.table.history_table();
     let read = async {

@@ -197,13 +197,14 @@ WHERE name = ?1 AND fencing_token = ?2 AND locked_until > {now}",
 /// A history row; a finished outcome gets `finished_at = started_at`.
 ///
 /// `?1` job, `?2` name, `?3` tick (ms), `?4` still running, `?5` outcome, `?6` locked_by,
-/// `?7` token, `?8` error.
+/// `?7` token, `?8` error, `?9` attempt, `?10` requested_by.
 const RUN_INSERT: Statement = Statement {
     sql: "\
-INSERT INTO {runs} (job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error)
-VALUES (?1, ?2, ?3, {now}, CASE WHEN ?4 THEN NULL ELSE {now} END, ?5, ?6, ?7, ?8)
+INSERT INTO {runs} (job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error,
+    attempt, requested_by)
+VALUES (?1, ?2, ?3, {now}, CASE WHEN ?4 THEN NULL ELSE {now} END, ?5, ?6, ?7, ?8, ?9, ?10)
 RETURNING id",
-    binds: &[P::Job, P::Name, P::Tick, P::Running, P::Outcome, P::LockedBy, P::Token, P::Error],
+    binds: super::dialect::RUN_INSERT_BINDS,
 };
 
 /// Finishes a history row. `?1` id, `?2` outcome, `?3` error.
@@ -232,7 +233,8 @@ const RUN_ABANDON: Statement = super::standard::RUN_ABANDON;
 /// `?3` limit.
 const RUNS: Statement = Statement {
     sql: "\
-SELECT id, job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error
+SELECT id, job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error,
+       attempt, requested_by
 FROM {runs}
 WHERE (?1 IS NULL OR name = ?1 OR job = ?1) AND (?2 IS NULL OR outcome = ?2)
 ORDER BY id DESC

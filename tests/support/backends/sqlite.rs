@@ -114,6 +114,7 @@ impl TestDb for Sqlite {
             table.to_owned(),
             format!("{table}_runs"),
             format!("{table}_retired"),
+            format!("{table}_schedules"),
             format!("_{table}_migrations"),
         ] {
             self.exec(&format!("DROP TABLE IF EXISTS \"{object}\""))

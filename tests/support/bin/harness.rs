@@ -11,7 +11,8 @@
 //! provider talks to the database through an in-process proxy with `--proxy`), SIGUSR2
 //! restores it. Prints `STATS <job> <fired> <executed> <failed> <skipped_held>
 //! <skipped_overlap> <lock_errors> <lock_lost> <cancelled> <panicked> <clock_skew>
-//! <misfires_run> <misfires_skipped> <not_leader> <deferred_capacity>` per job on exit, and
+//! <misfires_run> <misfires_skipped> <not_leader> <deferred_capacity> <paused> <retries>
+//! <manual>` per job on exit, and
 //! `LATE_STEPS <n>`: steps of work a run took right after a pause longer than its lease (the
 //! process was stopped while it held the lock).
 #![allow(missing_docs)]
@@ -23,7 +24,7 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use shedlock::leader::{LeaderElection, LeaderElector, Leadership};
-use shedlock::scheduler::{MisfirePolicy, RunHistory, SchedulerBuilder};
+use shedlock::scheduler::{MisfirePolicy, RunHistory, ScheduleWatch, SchedulerBuilder};
 use shedlock::settings::{AppClock, ClockMode, KeepAlive, OnLockLost};
 use shedlock::{
     Job, LockAdmin, LockConfiguration, LockContext, LockProvider, MySqlLockProvider,
@@ -35,6 +36,7 @@ use shedlock_suite::AdminAndRuns;
 use sqlx::{AssertSqlSafe, MySqlPool, PgPool, SqlitePool};
 use tokio::io::AsyncWriteExt;
 
+mod control;
 mod worker;
 use tokio::net::{TcpListener, TcpStream};
 
@@ -152,6 +154,12 @@ struct Args {
     /// enqueue, as a scheduler that dies between the two.
     #[arg(long)]
     die_after_claim: Option<usize>,
+    /// Watch the schedules kept in the store, polling this often (PostgreSQL also listens):
+    /// overrides, pauses and "run now" apply to the jobs; schedules created for the handler
+    /// `harness` (payload: any JSON) run the same work. Prints `APPLIED <version> <unix ms>`
+    /// each time the applied version moves.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    schedules: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -385,6 +393,10 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
              started_ms BIGINT NOT NULL, ended_ms BIGINT NULL)"
         ),
         format!(
+            "CREATE TABLE IF NOT EXISTS {t}_applied (instance VARCHAR(64) NOT NULL, version BIGINT NOT NULL, \
+             at_ms BIGINT NOT NULL)"
+        ),
+        format!(
             "CREATE TABLE IF NOT EXISTS {t}_work (job VARCHAR(64) NOT NULL, tick_ms BIGINT NOT NULL, \
              instance VARCHAR(64) NOT NULL, token BIGINT NOT NULL, attempt BIGINT NOT NULL, \
              started_ms BIGINT NOT NULL, finished_ms BIGINT NULL)"
@@ -424,19 +436,32 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     };
     let late_steps = Arc::clone(&work.late_steps);
     let election = args.leader.as_deref().map(election).transpose()?;
+    let watch = args
+        .schedules
+        .map(ScheduleWatch::new().poll_every)
+        .transpose()?;
     let scheduler = match &provider {
-        Store::Sql(p) if args.history => {
-            settings(Scheduler::builder(Arc::clone(p)), &args, &clock, election)
-                .history(RunHistory::keep_for(Duration::from_secs(86_400)))
-                .build()
+        Store::Sql(p) => {
+            let builder = settings(Scheduler::builder(Arc::clone(p)), &args, &clock, election);
+            let builder = match watch {
+                Some(watch) => builder.schedules(watch),
+                None => builder,
+            };
+            if args.history {
+                builder
+                    .history(RunHistory::keep_for(Duration::from_secs(86_400)))
+                    .build()
+            } else {
+                builder.build()
+            }
         }
-        _ => settings(
-            Scheduler::builder(Arc::clone(&locks)),
-            &args,
-            &clock,
-            election,
-        )
-        .build(),
+        Store::Redis(p) => {
+            let builder = settings(Scheduler::builder(Arc::clone(p)), &args, &clock, election);
+            match watch {
+                Some(watch) => builder.schedules(watch).build(),
+                None => builder.build(),
+            }
+        }
     };
     if args.role == RoleArg::Worker {
         return worker::run(&args, results).await;
@@ -484,6 +509,12 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             scheduler.add(made)?;
         }
     }
+    let applied = if args.schedules.is_some() {
+        control::serve(&scheduler, &work)?;
+        Some(control::record_applied(scheduler.clone(), &work))
+    } else {
+        None
+    };
     scheduler.start();
     let terms = scheduler.leader_elector().map(|elector| {
         tokio::spawn(record_terms(
@@ -513,7 +544,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             _ = usr2.recv() => { cut.store(false, Ordering::SeqCst); eprintln!("shedlock-harness: lock connection restored"); }
         }
     }
-    for task in manual {
+    for task in manual.into_iter().chain(applied) {
         task.abort();
     }
     let report = scheduler.shutdown().await;
@@ -530,7 +561,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     for (job, _) in &jobs {
         if let Some(s) = scheduler.stats(job) {
             println!(
-                "STATS {job} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+                "STATS {job} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
                 s.fired,
                 s.executed,
                 s.failed,
@@ -544,7 +575,10 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 s.misfires_run,
                 s.misfires_skipped,
                 s.not_leader,
-                s.deferred_capacity
+                s.deferred_capacity,
+                s.paused,
+                s.retries,
+                s.manual
             );
         }
     }

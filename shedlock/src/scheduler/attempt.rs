@@ -1,0 +1,292 @@
+//! What a fired run does once it has the scheduler's claim of its lock: the job's function
+//! called in the run's scopes (a panic caught at its boundary) and its end counted; a paused
+//! job's tick claimed and recorded, not run; a jitter waited out before the function starts;
+//! a failed run tried again as its retry policy says. And a run asked for at once ("run now").
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+
+use super::Inner;
+use super::control::Tuning;
+use super::control::spread::{backoff, jitter_delay};
+use super::job::{RunEnd, bump};
+use super::registry::{JobState, Running};
+use crate::claim::PreClaim;
+use crate::config::LockConfiguration;
+use crate::context::{with_cancel, with_provider_arc, with_tick};
+use crate::error::Error;
+use crate::history::RunOutcome;
+use crate::observe::{Probe, RunInfo};
+
+/// The most attempts a retry policy may ask for: attempt `n` claims the tick plus `n − 1`
+/// milliseconds, which must stay below the next whole second (cron's finest tick).
+pub(crate) const MAX_ATTEMPTS: u32 = 1000;
+
+/// The message of a caught panic: its `&str` or `String` payload, or a placeholder.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic with a payload that is not a string".to_owned())
+}
+
+/// Calls the job's function once, in the run's scopes: the scheduler's provider, shutdown's
+/// cancellation, and `lock_tick` (none for a run asked for at once). The function is called
+/// inside the scopes, so even its synchronous part sees them; a panic in it or in its future is
+/// caught here, at the run's boundary (the lock was already released by `hold`).
+async fn call(
+    inner: &Inner,
+    job: &JobState,
+    probe: &Arc<Probe>,
+    lock_tick: Option<DateTime<Utc>>,
+    claim: Option<PreClaim>,
+) -> RunEnd {
+    let provider = Arc::clone(&inner.provider);
+    let cancel = inner.cancel_runs.subscribe();
+    let run = async { (job.job.run)(claim).await };
+    let run: BoxFuture<'_, RunEnd> = match lock_tick {
+        Some(tick) => Box::pin(with_tick(tick, run)),
+        None => Box::pin(run),
+    };
+    AssertUnwindSafe(probe.scope(with_cancel(cancel, with_provider_arc(provider, run))))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| RunEnd::Panicked(panic_message(panic.as_ref())))
+}
+
+/// How a run ended, as its history row says, with the job's counters bumped.
+pub(super) fn outcome_of(
+    inner: &Inner,
+    job: &JobState,
+    tick: DateTime<Utc>,
+    end: RunEnd,
+) -> (RunOutcome, Option<String>) {
+    let name = job.job.name();
+    let counters = &job.counters;
+    match end {
+        RunEnd::Executed(None) => {
+            bump(&counters.executed);
+            (RunOutcome::Executed, None)
+        }
+        RunEnd::Executed(Some(failure)) => {
+            bump(&counters.failed);
+            tracing::warn!(job = name, %tick, %failure, "job failed");
+            (RunOutcome::Failed, Some(failure))
+        }
+        RunEnd::Skipped => {
+            bump(&counters.skipped_held);
+            (RunOutcome::SkippedHeld, None)
+        }
+        RunEnd::Panicked(message) => {
+            bump(&counters.panicked);
+            tracing::error!(job = name, %tick, panic = %message, "job panicked; its lock was released and the next tick runs");
+            (RunOutcome::Panicked, Some(format!("panicked: {message}")))
+        }
+        RunEnd::Failed(error @ Error::LockLost { .. }) => {
+            bump(&counters.lock_lost);
+            (RunOutcome::CancelledLostLock, Some(error.to_string()))
+        }
+        RunEnd::Failed(error @ Error::Cancelled { .. }) => {
+            bump(&counters.cancelled);
+            (RunOutcome::CancelledShutdown, Some(error.to_string()))
+        }
+        RunEnd::Failed(error @ Error::TickInFuture { .. }) => {
+            bump(&counters.clock_skew);
+            let report = format!("{error}; {}", inner.clock.describe());
+            tracing::error!(job = name, %tick, "clock skew: {report}");
+            (RunOutcome::SkippedClockSkew, Some(report))
+        }
+        RunEnd::Failed(error) => {
+            bump(&counters.lock_errors);
+            tracing::error!(job = name, %tick, %error, "could not run the job");
+            (RunOutcome::Error, Some(error.to_string()))
+        }
+    }
+}
+
+/// The job's tuning as the store and its code say: the store's wins.
+fn tuning(inner: &Inner, job: &JobState) -> Tuning {
+    let own = job.job.tuning.as_deref().copied().unwrap_or_default();
+    let stored = inner
+        .control
+        .as_ref()
+        .map(|control| control.tuning(job.job.name()))
+        .unwrap_or_default();
+    Tuning {
+        paused: stored.paused,
+        jitter: stored.jitter.or(own.jitter),
+        retry: stored.retry.or(own.retry),
+    }
+}
+
+/// The run of `tick`, with the scheduler's `claim` of its lock when it made one: the outcome
+/// of its last attempt, and the probe that reports it (the caller finishes it). Earlier failed
+/// attempts are finished here, each with its own history row.
+pub(super) async fn run_tick(
+    inner: &Arc<Inner>,
+    job: &Arc<JobState>,
+    tick: DateTime<Utc>,
+    claim: Option<PreClaim>,
+    probe: Arc<Probe>,
+) -> (RunOutcome, Option<String>, Arc<Probe>) {
+    let tuning = tuning(inner, job);
+    if tuning.paused {
+        let (outcome, error) = paused_tick(inner, job, tick, claim).await;
+        return (outcome, error, probe);
+    }
+    if let Some(jitter) = tuning.jitter {
+        let delay = jitter_delay(job.job.name(), tick, jitter);
+        let mut cancel = inner.cancel_runs.subscribe();
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            _ = cancel.wait_for(|cancel| *cancel) => {
+                bump(&job.counters.cancelled);
+                return (RunOutcome::CancelledShutdown, Some(format!("cancelled by shutdown during the tick's jitter ({})", humantime::format_duration(delay))), probe);
+            }
+        }
+    }
+    let end = call(inner, job, &probe, Some(tick), claim).await;
+    let (mut outcome, mut error) = outcome_of(inner, job, tick, end);
+    learn_lock(job, tick, &probe);
+    let Some(policy) = tuning.retry else {
+        return (outcome, error, probe);
+    };
+    let mut probe = probe;
+    let mut attempt = 1;
+    let name = job.job.name();
+    while matches!(outcome, RunOutcome::Failed | RunOutcome::Panicked)
+        && attempt < policy.max_attempts.min(MAX_ATTEMPTS)
+    {
+        let delay = backoff(&policy, name, tick, attempt, inner.provider.locked_by());
+        let starts = inner.clock.now() + TimeDelta::from_std(delay).unwrap_or(TimeDelta::MAX);
+        let next_tick = job.job.schedule.next_after(tick);
+        if !policy.past_next_tick && next_tick.is_some_and(|next| starts >= next) {
+            tracing::warn!(job = name, %tick, attempt, "no retry: it would start after the job's next tick");
+            break;
+        }
+        let mut stop = inner.stop_firing.subscribe();
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            _ = stop.wait_for(|stop| *stop) => break,
+        }
+        probe.finish(outcome, error.take()).await;
+        attempt += 1;
+        bump(&job.counters.retries);
+        tracing::info!(job = name, %tick, attempt, after = ?delay, "retrying a failed run");
+        let info = RunInfo {
+            attempt,
+            ..RunInfo::fired(name, tick, inner.clock.now())
+        };
+        probe = Probe::new(Arc::clone(&inner.observer), info);
+        let lock_tick = tick + TimeDelta::milliseconds(i64::from(attempt - 1));
+        let end = call(inner, job, &probe, Some(lock_tick), None).await;
+        (outcome, error) = outcome_of(inner, job, tick, end);
+    }
+    (outcome, error, probe)
+}
+
+/// A job without a declared lock learns the one its run took for its tick: claimed with the
+/// others' next time (a run that took none, or not for its tick, is not claimed for).
+fn learn_lock(job: &JobState, tick: DateTime<Utc>, probe: &Probe) {
+    if job.job.lock.is_none() && !job.job.claims_in_run {
+        let learned = probe.lock_config().filter(|lock| lock.tick() == Some(tick));
+        *job.lock.lock().unwrap_or_else(|e| e.into_inner()) = learned.map(Arc::new);
+    }
+}
+
+/// How long a paused tick's claim is held when the job's lock is not known (the claim of a
+/// lock named after the job, which only marks the tick).
+const PAUSE_MARK: Duration = Duration::from_secs(60);
+
+/// A paused job's tick: claimed through its lock and released at once, not run, so it is
+/// recorded once fleet-wide as `skipped-paused` (by the instance whose claim won; the others
+/// find it claimed, `skipped-held`).
+async fn paused_tick(
+    inner: &Inner,
+    job: &JobState,
+    tick: DateTime<Utc>,
+    claim: Option<PreClaim>,
+) -> (RunOutcome, Option<String>) {
+    let answer = match claim {
+        Some(claim) => claim.answer,
+        None => {
+            let config = match job.lock() {
+                Some(lock) => LockConfiguration::clone(&lock),
+                None => match LockConfiguration::new(job.job.name(), PAUSE_MARK, Duration::ZERO) {
+                    Ok(config) => config,
+                    Err(error) => {
+                        bump(&job.counters.paused);
+                        return (
+                            RunOutcome::SkippedPaused,
+                            Some(format!(
+                                "paused; the tick could not be claimed ({error}): each instance records it"
+                            )),
+                        );
+                    }
+                },
+            };
+            inner.provider.lock(&config.for_tick(tick)).await
+        }
+    };
+    match answer {
+        Ok(Some(guard)) => {
+            if let Err(error) = guard.unlock().await {
+                tracing::warn!(job = job.job.name(), %tick, %error, "paused tick: could not release its claim (it runs out)");
+            }
+            bump(&job.counters.paused);
+            tracing::info!(job = job.job.name(), %tick, "paused: tick claimed and not run");
+            (RunOutcome::SkippedPaused, None)
+        }
+        Ok(None) => {
+            bump(&job.counters.skipped_held);
+            (RunOutcome::SkippedHeld, None)
+        }
+        Err(error) => {
+            bump(&job.counters.lock_errors);
+            (RunOutcome::Error, Some(error.to_string()))
+        }
+    }
+}
+
+/// Runs job `name` once now, under its lock (no tick), for `requested_by`: `None` when it did
+/// not start (no such job here, its previous run still going here, or no slot of the run
+/// limit free), else how it ended. A paused job runs too: an operator asked for it.
+pub(super) async fn run_now(
+    inner: &Arc<Inner>,
+    name: &str,
+    requested_by: &str,
+) -> Option<RunOutcome> {
+    let job = inner
+        .jobs()
+        .by_name
+        .get(name)
+        .map(|job| Arc::clone(&job.0))?;
+    if job.running.swap(true, Ordering::SeqCst) {
+        return None;
+    }
+    let running = Running(&job.running);
+    let slot = match &inner.capacity {
+        None => None,
+        Some(capacity) => Some(capacity.take_slot()?),
+    };
+    bump(&job.counters.manual);
+    let now = inner.clock.now();
+    let info = RunInfo {
+        requested_by: Some(requested_by.to_owned()),
+        ..RunInfo::fired(name, now, now)
+    };
+    let probe = Probe::new(Arc::clone(&inner.observer), info);
+    let end = call(inner, &job, &probe, None, None).await;
+    let (outcome, error) = outcome_of(inner, &job, now, end);
+    drop(running);
+    drop(slot);
+    probe.finish(outcome, error).await;
+    Some(outcome)
+}

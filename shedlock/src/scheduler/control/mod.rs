@@ -1,0 +1,210 @@
+//! The control plane: schedules kept in the store ([`ScheduleStore`]), watched by every
+//! instance and applied to its jobs: an operator's override of a code-defined job (a new cron,
+//! a pause, a jitter, a retry policy), jobs created at run time for a registered handler, the
+//! whole fleet paused, and "run now" requests.
+//!
+//! The watch (`watch_loop`) reads the store's schedule version every
+//! [`ScheduleWatch::poll_every`] (one statement) and the changed schedules when it moved; on a
+//! store with a change feed (PostgreSQL's `LISTEN`) it reads them as soon as a change is
+//! announced, and when the feed is lost it reads them and listens again. What it read is
+//! applied here: a cron change replaces the job's schedule from its next tick on (no catch-up
+//! of the new schedule's past ticks), a pause or a jitter or a retry policy is read by each
+//! run as it fires (`tuning`). Each tick is still claimed through its lock, so a change seen
+//! by one instance before another never runs a tick twice.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::watch;
+
+use crate::error::{Error, Result};
+use crate::schedule::Schedule;
+use crate::schedules::{RetryPolicy, ScheduleStore, StoredSchedule, Trigger};
+
+pub(crate) mod handler;
+pub(crate) mod spread;
+
+pub use handler::HandlerLock;
+
+/// The name of the schedule that pauses the whole fleet: every job of every instance watching
+/// the store fires nowhere while it is paused (a maintenance window). No job can have it: it is
+/// no valid job name's twin, starting with the reserved `shedlock.` prefix.
+pub const FLEET_SCHEDULE: &str = "shedlock.fleet";
+
+/// How an instance watches the schedules kept in the store: given to
+/// [`SchedulerBuilder::schedules`](crate::scheduler::SchedulerBuilder::schedules).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScheduleWatch {
+    pub(crate) poll_every: Duration,
+    pub(crate) trigger_lease: Duration,
+}
+
+impl Default for ScheduleWatch {
+    fn default() -> Self {
+        Self {
+            poll_every: Duration::from_secs(2),
+            trigger_lease: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The shortest and longest poll interval.
+const POLL_RANGE: (Duration, Duration) = (Duration::from_millis(10), Duration::from_secs(600));
+
+impl ScheduleWatch {
+    /// The defaults: poll every 2 s, a claimed "run now" request held 30 s before its run
+    /// starts.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How often the store's schedule version is read (one statement), 10 ms to 10 min; on a
+    /// store with a change feed (PostgreSQL) changes arrive sooner, and this is the fallback.
+    /// Default 2 s.
+    pub fn poll_every(mut self, every: Duration) -> Result<Self> {
+        if every < POLL_RANGE.0 || every > POLL_RANGE.1 {
+            return Err(Error::InvalidWorkerSetting {
+                setting: "ScheduleWatch::poll_every",
+                reason: format!(
+                    "{} is outside 10ms..=10m: a shorter poll loads the store, a longer one leaves changes unseen for longer",
+                    humantime::format_duration(every)
+                ),
+            });
+        }
+        self.poll_every = every;
+        Ok(self)
+    }
+
+    /// How long a claimed "run now" request waits for its run to start before another instance
+    /// may claim it (the claimant died or could not start it). Default 30 s; at least 1 s.
+    pub fn trigger_lease(mut self, lease: Duration) -> Self {
+        self.trigger_lease = lease.max(Duration::from_secs(1));
+        self
+    }
+
+    /// The poll interval.
+    pub fn poll_interval(&self) -> Duration {
+        self.poll_every
+    }
+}
+
+/// What the store says of one job that a run reads as it fires.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Tuning {
+    pub(crate) paused: bool,
+    pub(crate) jitter: Option<Duration>,
+    pub(crate) retry: Option<RetryPolicy>,
+}
+
+/// The control plane of one scheduler.
+pub(crate) struct Control {
+    pub(crate) store: Arc<dyn ScheduleStore>,
+    pub(crate) watch: ScheduleWatch,
+    state: Mutex<State>,
+    /// The highest schedule version applied (0 before the first read).
+    pub(crate) applied: watch::Sender<i64>,
+    /// Turns true once the first read of the store was tried: the timer waits for it.
+    pub(crate) first_read: watch::Sender<bool>,
+    pub(crate) fleet_paused: AtomicBool,
+}
+
+/// What the control plane read of the store, and what it did of it here.
+#[derive(Default)]
+pub(crate) struct State {
+    /// The store's schedules as last read, tombstones left out.
+    pub(crate) rows: HashMap<String, StoredSchedule>,
+    /// The handlers registered on this instance, by name.
+    pub(crate) handlers: HashMap<String, Arc<handler::Handler>>,
+    /// The code's own schedule of each code-defined job whose cron an override replaces.
+    pub(crate) code_schedules: HashMap<String, Schedule>,
+    /// The run-time jobs this instance added.
+    pub(crate) dynamic: HashSet<String>,
+    /// "Run now" requests seen and not started, by job name.
+    pub(crate) triggers: HashMap<String, Trigger>,
+}
+
+impl Control {
+    pub(crate) fn new(store: Arc<dyn ScheduleStore>, watch: ScheduleWatch) -> Self {
+        Self {
+            store,
+            watch,
+            state: Mutex::new(State::default()),
+            applied: watch::Sender::new(0),
+            first_read: watch::Sender::new(false),
+            fleet_paused: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The store's word on `job`, as a run reads it when it fires.
+    pub(crate) fn tuning(&self, job: &str) -> Tuning {
+        let fleet_paused = self.fleet_paused.load(Ordering::Relaxed);
+        let state = self.state();
+        let row = state.rows.get(job);
+        Tuning {
+            paused: fleet_paused || row.is_some_and(|row| row.paused),
+            jitter: row.and_then(|row| row.jitter),
+            retry: row.and_then(|row| row.retry),
+        }
+    }
+
+    /// The highest schedule version this instance applied.
+    pub(crate) fn applied_version(&self) -> i64 {
+        *self.applied.borrow()
+    }
+
+    /// Waits until the first read of the store was tried.
+    pub(crate) async fn first_read(&self) {
+        let mut read = self.first_read.subscribe();
+        let _ = read.wait_for(|read| *read).await;
+    }
+
+    /// The schedule a code-defined job `name` with the code's `schedule` has under the
+    /// store's override, if the store overrides its cron (and remembers the code's).
+    pub(crate) fn overridden(&self, name: &str, schedule: &Schedule) -> Option<Schedule> {
+        let mut state = self.state();
+        let row = state.rows.get(name)?;
+        if row.handler.is_some() {
+            return None;
+        }
+        let cron = row.cron.clone()?;
+        let zone = row.time_zone.clone();
+        match parse_override(name, &cron, zone.as_deref(), schedule) {
+            Ok(new) => {
+                state
+                    .code_schedules
+                    .insert(name.to_owned(), schedule.clone());
+                Some(new)
+            }
+            Err(error) => {
+                tracing::error!(job = name, %error, "the store's schedule of this job cannot be read: the code's applies");
+                None
+            }
+        }
+    }
+}
+
+/// An override's cron read in its time zone (else the code schedule's).
+pub(crate) fn parse_override(
+    name: &str,
+    cron: &str,
+    zone: Option<&str>,
+    code: &Schedule,
+) -> Result<Schedule> {
+    let zone = zone.map_or_else(|| code.time_zone().name().to_owned(), str::to_owned);
+    Schedule::parse(cron, &zone).map_err(|error| Error::InvalidSchedule {
+        name: name.to_owned(),
+        reason: error.to_string(),
+    })
+}
+
+/// When `now` is past `until` (a claim's lease), by the store's clock as estimated.
+pub(crate) fn expired(until: Option<DateTime<Utc>>, now: DateTime<Utc>) -> bool {
+    until.is_none_or(|until| until <= now)
+}

@@ -1,0 +1,117 @@
+//! "Run now": a request kept in the store ([`ScheduleStore::request_trigger`]), claimed by one
+//! instance with a lease, marked started when its run begins, removed when it ends. A claimant
+//! that dies before the run starts lets its lease run out, and another instance claims it; a
+//! run that found the job's lock held (a tick's run, elsewhere) asks again, so the request
+//! waits for that run instead of being lost.
+//!
+//! [`ScheduleStore::request_trigger`]: crate::schedules::ScheduleStore::request_trigger
+
+use std::sync::Arc;
+
+use super::super::control::{Control, expired};
+use super::super::state::Inner;
+use crate::history::RunOutcome;
+use crate::schedules::{ScheduleStore, Trigger, TriggerAnswer};
+
+/// Claims, in tasks of their own, the pending requests of this instance's jobs whose claim (if
+/// any) ran out.
+pub(super) fn take_pending(inner: &Arc<Inner>, control: &Control) {
+    let now = inner.clock.now();
+    let lease = control.watch.trigger_lease;
+    let due: Vec<(String, Trigger)> = {
+        let mut state = control.state();
+        let mut due = Vec::new();
+        for (name, trigger) in &mut state.triggers {
+            if expired(trigger.claimed_until, now) && inner.job_of(name).is_some() {
+                due.push((name.clone(), trigger.clone()));
+                // Not claimed again here before this claim is answered.
+                trigger.claimed_until = chrono::TimeDelta::from_std(lease)
+                    .ok()
+                    .map(|lease| now + lease);
+            }
+        }
+        due
+    };
+    if due.is_empty() {
+        return;
+    }
+    let mut chores = inner.chores.lock().unwrap_or_else(|e| e.into_inner());
+    while chores.try_join_next().is_some() {}
+    for (name, trigger) in due {
+        chores.spawn(run_trigger(Arc::clone(inner), name, trigger));
+    }
+}
+
+/// Claims one request and runs its job once; removes it when the run ended, asks again when
+/// the job's lock was held.
+async fn run_trigger(inner: Arc<Inner>, name: String, trigger: Trigger) {
+    let Some(control) = inner.control.as_ref() else {
+        return;
+    };
+    let store = control.store.as_ref();
+    let me = inner.provider.locked_by().to_owned();
+    match store
+        .claim_trigger(&name, trigger.id, &me, control.watch.trigger_lease)
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => {
+            refresh(control, store, &name).await;
+            return;
+        }
+        Err(error) => {
+            tracing::warn!(job = name, %error, "run now: could not claim the request");
+            return;
+        }
+    }
+    let Some(job) = inner.job_of(&name) else {
+        return; // removed meanwhile: the lease runs out and an instance that has it claims it
+    };
+    let hold = job
+        .lock()
+        .map_or(std::time::Duration::from_secs(3600), |lock| {
+            lock.lock_at_most_for()
+        });
+    match store.start_trigger(&name, trigger.id, &me, hold).await {
+        Ok(true) => {}
+        Ok(false) => return,
+        Err(error) => {
+            tracing::warn!(job = name, %error, "run now: could not mark the request started");
+            return;
+        }
+    }
+    control.state().triggers.remove(&name);
+    tracing::info!(job = name, requested_by = trigger.requested_by, "run now");
+    let outcome = super::super::attempt::run_now(&inner, &name, &trigger.requested_by).await;
+    if let Err(error) = store.finish_trigger(&name, trigger.id).await {
+        tracing::warn!(job = name, %error, "run now: could not remove the request after its run");
+    }
+    if matches!(outcome, None | Some(RunOutcome::SkippedHeld)) {
+        // Not run: the lock was held (a tick's run), the job was running here, or no slot of
+        // the run limit was free. The request is made again after a poll interval, for when
+        // it is free.
+        let mut stop = inner.stop_firing.subscribe();
+        tokio::select! {
+            () = tokio::time::sleep(control.watch.poll_every) => {}
+            _ = stop.wait_for(|stop| *stop) => return,
+        }
+        match store.request_trigger(&name, &trigger.requested_by).await {
+            Ok(TriggerAnswer::Requested { .. } | TriggerAnswer::AlreadyPending(_)) => {}
+            Err(error) => {
+                tracing::warn!(job = name, %error, "run now: the job was busy and the request could not be made again");
+            }
+        }
+    }
+}
+
+/// Reads the request of `name` again after a claim was refused (another instance claimed it,
+/// or it ended).
+async fn refresh(control: &Control, store: &dyn ScheduleStore, name: &str) {
+    if let Ok(row) = store.schedule(name).await {
+        let mut state = control.state();
+        match row.and_then(|row| row.trigger.filter(|t| !t.started)) {
+            Some(trigger) => state.triggers.insert(name.to_owned(), trigger),
+            None => state.triggers.remove(name),
+        };
+    }
+}
