@@ -215,8 +215,8 @@ pub(crate) struct HistoryArgs {
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) limit: u32,
     /// Only runs with this outcome: running, executed, failed, skipped-held, skipped-overlap,
-    /// cancelled-lost-lock, cancelled-shutdown, panicked, skipped-clock-skew, error or
-    /// abandoned.
+    /// cancelled-lost-lock, cancelled-shutdown, panicked, skipped-clock-skew, skipped-paused,
+    /// error or abandoned.
     #[arg(long, value_parser = parse_outcome)]
     pub(crate) outcome: Option<RunOutcome>,
     /// Print a JSON array instead of a table (errors in full).

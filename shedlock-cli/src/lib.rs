@@ -62,7 +62,8 @@
 //!   (`max_attempts`, `base_ms`, `cap_ms`, `past_next_tick`), `next_tick` (`null` when the cron
 //!   or its time zone is the code's), `trigger` (`id`, `requested_by`, `requested_at`,
 //!   `claimed_by`, `claimed_until`, `started`), `version`, `updated_at`, `updated_by`,
-//!   `last_run` (`outcome`, `tick`, `started_at`, `duration_ms`, `instance`) and `lock`
+//!   `last_run` (`outcome`, `tick`, `started_at`, `duration_ms`, `instance`, `attempt`,
+//!   `requested_by`: who asked for a run by `trigger`) and `lock`
 //!   (`held`, `locked_by`, `locked_until`, `fencing_token`). The other commands' `--json` print
 //!   one object with `name`, `result` (`created`, `paused`, `resumed`, `requested`,
 //!   `already_pending`, `rescheduled`, `reset`, `no_override`, `deleted`) and the schedule as

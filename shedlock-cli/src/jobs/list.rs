@@ -13,7 +13,7 @@
 //!   `next_tick` (`null` when the cron or its time zone is the code's), `trigger` (`id`,
 //!   `requested_by`, `requested_at`, `claimed_by`, `claimed_until`, `started`), `version`,
 //!   `updated_at`, `updated_by`, `last_run` (`outcome`, `tick`, `started_at`, `duration_ms`,
-//!   `instance`; `null` without a run or a history) and `lock` (`held`, `locked_by`,
+//!   `instance`, `attempt`, `requested_by` (a run asked for by `trigger`); `null` without a run or a history) and `lock` (`held`, `locked_by`,
 //!   `locked_until`, `fencing_token`; `null` without a lock of that name).
 //!
 //! Times are RFC 3339 in UTC with milliseconds.
@@ -194,5 +194,7 @@ fn run_json(run: &RunRecord) -> Value {
         "started_at": json_time(run.started_at),
         "duration_ms": run.duration().map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         "instance": run.locked_by,
+        "attempt": run.attempt,
+        "requested_by": run.requested_by,
     })
 }

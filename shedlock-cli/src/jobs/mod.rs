@@ -13,6 +13,8 @@ mod list;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use shedlock::history::RunQuery;
+/// The schedule whose pause pauses every job of the fleet.
+pub(crate) use shedlock::scheduler::FLEET_SCHEDULE;
 use shedlock::schedules::{RetryPolicy, StoredSchedule, Trigger};
 use shedlock::{Error, RunStore, Schedule};
 
@@ -22,11 +24,6 @@ pub(crate) use list::jobs;
 use crate::db::Steered;
 use crate::failure::Failure;
 use crate::output::{human, json_time, time};
-
-/// The schedule whose pause pauses every job of the fleet.
-// The scheduler is to export this name as `shedlock::scheduler::FLEET_SCHEDULE`; it is spelled
-// out here until it does.
-pub(crate) const FLEET_SCHEDULE: &str = "shedlock.fleet";
 
 /// How many of the newest history rows are read for job names when a name is not found.
 const HISTORY_NAMES: u32 = 500;

@@ -299,21 +299,12 @@ pub(crate) async fn main_path<S: ScheduleStore + ?Sized>(
     assert_eq!(out.code, 3, "{out:#?}");
 }
 
-/// Drops the schedules table a case's migrate created beside its lock table.
-async fn drop_schedules<D: CliDb>(db: &D) {
-    if D::BACKEND != shedlock::Backend::Sqlite {
-        db.exec(&format!("DROP TABLE IF EXISTS {}_schedules", db.table()))
-            .await;
-    }
-}
-
 pub(crate) async fn schedule_commands_main_path<D: CliDb>(db: &D)
 where
     D::Provider: ScheduleStore,
 {
     let store = provider(db).await;
     main_path(&db.url(), db.table(), &store, true).await;
-    drop_schedules(db).await;
 }
 
 /// An override of a code-defined job (known by its lock): pause with --cancel-running releases
@@ -336,7 +327,6 @@ where
         .await
         .unwrap();
     override_path(&db.url(), db.table(), &store, true).await;
-    drop_schedules(db).await;
 }
 
 /// The override case on any store: `history` says whether it keeps runs (one of `nightly` was
@@ -467,7 +457,6 @@ where
 {
     let store = provider(db).await;
     unknown_names_path(&db.url(), db.table(), &store).await;
-    drop_schedules(db).await;
 }
 
 /// The unknown-name case on any store.
