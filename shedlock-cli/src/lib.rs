@@ -66,7 +66,7 @@
 //!   `requested_by`: who asked for a run by `trigger`) and `lock`
 //!   (`held`, `locked_by`, `locked_until`, `fencing_token`). The other commands' `--json` print
 //!   one object with `name`, `result` (`created`, `paused`, `resumed`, `requested`,
-//!   `already_pending`, `rescheduled`, `reset`, `no_override`, `deleted`) and the schedule as
+//!   `already_pending`, `rescheduled`, `reset`, `no_override`, `not_paused`, `deleted`) and the schedule as
 //!   stored (`schedule`, with the fields above but `last_run` and `lock`). Times are RFC 3339
 //!   in UTC with milliseconds.
 //! - `pause NAME`: the job fires nowhere until resumed; a run going on goes on, unless

@@ -200,6 +200,26 @@ pub(crate) async fn resume(
         find(store, runs, name).await?
     };
     let was_paused = before.as_ref().is_some_and(|s| s.paused);
+    let what = if args.fleet {
+        "the whole fleet".to_owned()
+    } else {
+        format!("{name:?}")
+    };
+    if before.is_none() {
+        // Nothing stored: nothing is paused, and no empty override is written.
+        if args.json {
+            print_json(&json!({
+                "name": name,
+                "result": "not_paused",
+                "fleet": args.fleet,
+                "was_paused": false,
+                "schedule": null,
+            }));
+        } else {
+            print(&format!("{what} is not paused; nothing to do\n"));
+        }
+        return Ok(());
+    }
     let by = operator();
     let stored = store
         .update_schedule(name, &ScheduleChange::new().paused(false), &by)
@@ -215,11 +235,6 @@ pub(crate) async fn resume(
         }));
         return Ok(());
     }
-    let what = if args.fleet {
-        "the whole fleet".to_owned()
-    } else {
-        format!("{name:?}")
-    };
     print(&format!(
         "resumed {what} (version {}, by {by}){}\n",
         stored.version,

@@ -347,6 +347,18 @@ pub(crate) async fn override_path<S: ScheduleStore + LockAdmin>(
 
     let out = at(&url, &table, &["jobs", "--json"]).await;
     assert_eq!(object(&out)["jobs"], Value::Array(vec![]), "{out:#?}");
+    // Resuming what is not paused writes nothing (no empty override).
+    let version = store.schedules_version().await.unwrap();
+    for args in [
+        &["resume", "nightly", "--json"][..],
+        &["resume", "--fleet", "--json"],
+    ] {
+        let out = at(&url, &table, args).await;
+        assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+        assert_eq!(object(&out)["result"], "not_paused", "{args:?}");
+    }
+    assert_eq!(store.schedules_version().await.unwrap(), version);
+    assert!(store.schedule("nightly").await.unwrap().is_none());
 
     let out = at(
         &url,
