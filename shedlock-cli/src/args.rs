@@ -21,11 +21,19 @@ Exit codes:
      wrong type, a statement failed
   2  usage error: bad arguments, an unsupported URL scheme, a bad table name or key prefix
      (or another setting the library refuses), `history` on Redis
-  3  unlock: no lock of that name in the table (or under the key prefix)
-  4  unlock: not released (declined at the prompt, or the lock changed hands or expired)";
+  3  unlock: no lock of that name in the table (or under the key prefix); pause, resume,
+     trigger, reschedule, reset, delete: no schedule or lock of that name (the closest name
+     is suggested)
+  4  nothing done: unlock not released (declined at the prompt, or the lock changed hands or
+     expired); trigger already pending (a request of that job is pending or its run is
+     going); create of a name that already has a schedule
+
+Schedules (jobs, pause, resume, trigger, reschedule, reset, create, delete) are kept in the
+store beside the locks. Every change is recorded as made by cli:<user>@<host>. The schedule
+named shedlock.fleet pauses every job of the fleet (pause --fleet, resume --fleet).";
 
 /// Inspect and repair shedlock's lock table: list locks, release a stuck one, read the run
-/// history, create the tables.
+/// history, create the tables; list and change the schedules kept in the store.
 #[derive(Debug, Parser)]
 #[command(
     name = "shedlock",
@@ -97,6 +105,106 @@ pub(crate) enum Command {
     /// On Redis there is nothing to create: it checks that the server answers and that
     /// `{PREFIX}:names` is a set (or absent), the same work however many locks there are.
     Migrate,
+    /// Every schedule the store holds: overrides of code-defined jobs and jobs created at run
+    /// time, with their cron, pause, next tick, pending trigger, last run and lock.
+    Jobs {
+        /// Print a JSON object (`fleet`, `history`, `jobs`) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pause a job everywhere (or the whole fleet with --fleet); a run going on continues
+    /// unless --cancel-running.
+    Pause(PauseArgs),
+    /// Resume a paused job (or the whole fleet with --fleet).
+    Resume(ResumeArgs),
+    /// Ask for one run of a job now, on one instance, under its lock (exit 4 when a request is
+    /// already pending or its run is going).
+    Trigger(NameArgs),
+    /// Change a job's cron expression (and time zone); checked before anything is written.
+    Reschedule(RescheduleArgs),
+    /// Clear the operator's override of a code-defined job: the code's schedule applies again.
+    Reset(NameArgs),
+    /// Create a job at run time, run by every instance that registered its handler.
+    Create(CreateArgs),
+    /// Delete a job's schedule (a run-time job, or an override).
+    Delete(NameArgs),
+}
+
+/// A job's name and `--json`.
+#[derive(Debug, Args)]
+pub(crate) struct NameArgs {
+    /// The job's name.
+    pub(crate) name: String,
+    /// Print a JSON object instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PauseArgs {
+    /// The job's name (or --fleet).
+    #[arg(required_unless_present = "fleet", conflicts_with = "fleet")]
+    pub(crate) name: Option<String>,
+    /// Pause every job of the fleet (the schedule named shedlock.fleet).
+    #[arg(long)]
+    pub(crate) fleet: bool,
+    /// Also release the job's lock held by a run going on, so the run is cancelled at its next
+    /// keep-alive renewal (the lost-lock path).
+    #[arg(long, conflicts_with = "fleet")]
+    pub(crate) cancel_running: bool,
+    /// Print a JSON object instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ResumeArgs {
+    /// The job's name (or --fleet).
+    #[arg(required_unless_present = "fleet", conflicts_with = "fleet")]
+    pub(crate) name: Option<String>,
+    /// Resume the whole fleet (the schedule named shedlock.fleet).
+    #[arg(long)]
+    pub(crate) fleet: bool,
+    /// Print a JSON object instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RescheduleArgs {
+    /// The job's name.
+    pub(crate) name: String,
+    /// The new cron expression (5, 6 or 7 fields).
+    #[arg(long, value_name = "EXPR")]
+    pub(crate) cron: String,
+    /// The IANA time zone it is read in (Europe/Berlin, UTC); without it the stored one stays
+    /// (for an override without one, the code's).
+    #[arg(long, value_name = "TZ")]
+    pub(crate) time_zone: Option<String>,
+    /// Print a JSON object instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CreateArgs {
+    /// The job's name.
+    pub(crate) name: String,
+    /// The handler that runs it (registered by the application).
+    #[arg(long, value_name = "H")]
+    pub(crate) handler: String,
+    /// The cron expression (5, 6 or 7 fields).
+    #[arg(long, value_name = "EXPR")]
+    pub(crate) cron: String,
+    /// The IANA time zone it is read in (default UTC).
+    #[arg(long, value_name = "TZ")]
+    pub(crate) time_zone: Option<String>,
+    /// What the handler is given: JSON text (default `null`).
+    #[arg(long, value_name = "JSON")]
+    pub(crate) payload: Option<String>,
+    /// Print a JSON object instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -107,8 +215,8 @@ pub(crate) struct HistoryArgs {
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) limit: u32,
     /// Only runs with this outcome: running, executed, failed, skipped-held, skipped-overlap,
-    /// cancelled-lost-lock, cancelled-shutdown, panicked, skipped-clock-skew, error or
-    /// abandoned.
+    /// cancelled-lost-lock, cancelled-shutdown, panicked, skipped-clock-skew, skipped-paused,
+    /// error or abandoned.
     #[arg(long, value_parser = parse_outcome)]
     pub(crate) outcome: Option<RunOutcome>,
     /// Print a JSON array instead of a table (errors in full).

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
+use shedlock::schedules::ScheduleStore;
 use shedlock::{
     Backend, Error, LockAdmin, MySqlLockProvider, PostgresLockProvider, RunStore,
     SqliteLockProvider,
@@ -113,6 +114,12 @@ pub(crate) trait Operated: LockAdmin + RunStore {}
 
 impl<P: LockAdmin + RunStore> Operated for P {}
 
+/// What the schedule commands need of a provider: its schedules ([`ScheduleStore`]) and its
+/// locks ([`LockAdmin`]), on every backend.
+pub(crate) trait Steered: ScheduleStore + LockAdmin {}
+
+impl<P: ScheduleStore + LockAdmin> Steered for P {}
+
 impl Db {
     /// The locks, on every backend.
     pub(crate) fn admin(&self) -> &dyn LockAdmin {
@@ -121,6 +128,26 @@ impl Db {
             Db::MySql(p) => p,
             Db::Sqlite(p) => p,
             Db::Redis(p) => p,
+        }
+    }
+
+    /// The schedules and the locks, on every backend.
+    pub(crate) fn schedules(&self) -> &dyn Steered {
+        match self {
+            Db::Postgres(p) => p,
+            Db::MySql(p) => p,
+            Db::Sqlite(p) => p,
+            Db::Redis(p) => p,
+        }
+    }
+
+    /// The run history; `None` on Redis, which keeps none.
+    pub(crate) fn runs(&self) -> Option<&dyn RunStore> {
+        match self {
+            Db::Postgres(p) => Some(p),
+            Db::MySql(p) => Some(p),
+            Db::Sqlite(p) => Some(p),
+            Db::Redis(_) => None,
         }
     }
 

@@ -6,7 +6,9 @@ use shedlock::error::ErrorKind;
 pub(crate) const EXIT_DATABASE: u8 = 1;
 pub(crate) const EXIT_USAGE: u8 = 2;
 const EXIT_NO_SUCH_LOCK: u8 = 3;
-const EXIT_NOT_RELEASED: u8 = 4;
+/// Nothing was done: `unlock` not released, `trigger` already pending, `create` of a name
+/// that has a schedule.
+pub(crate) const EXIT_NOT_DONE: u8 = 4;
 
 /// Why a command did not succeed; each is one line on stderr and an exit code.
 #[derive(Debug)]
@@ -20,8 +22,9 @@ pub(crate) enum Failure {
     /// `unlock` of a name that has no row or keys (exit 3); `place` is where it was looked for
     /// (`in table shedlock`, `under key prefix shedlock`).
     NoSuchLock { name: String, place: String },
-    /// `unlock` did not release (exit 4).
-    NotReleased(String),
+    /// Nothing was done (exit 4): `unlock` did not release, `trigger` found a request
+    /// pending.
+    NotDone(String),
 }
 
 impl From<Error> for Failure {
@@ -33,20 +36,27 @@ impl From<Error> for Failure {
 impl Failure {
     pub(crate) fn code(&self) -> u8 {
         match self {
-            Failure::Library(error) => match error.kind() {
-                ErrorKind::Configuration => EXIT_USAGE,
+            Failure::Library(error) => match (&**error, error.kind()) {
+                (Error::NoSuchSchedule { .. }, _) => EXIT_NO_SUCH_LOCK,
+                (Error::ScheduleExists { .. }, _) => EXIT_NOT_DONE,
+                (_, ErrorKind::Configuration) => EXIT_USAGE,
                 _ => EXIT_DATABASE,
             },
             Failure::Usage(_) => EXIT_USAGE,
             Failure::Database(_) => EXIT_DATABASE,
             Failure::NoSuchLock { .. } => EXIT_NO_SUCH_LOCK,
-            Failure::NotReleased(_) => EXIT_NOT_RELEASED,
+            Failure::NotDone(_) => EXIT_NOT_DONE,
         }
     }
 
     /// The line on stderr; `table` is the lock table the command was about.
     pub(crate) fn line(&self, table: &str) -> String {
         match self {
+            // Codes 3 and 4 are answers, not errors: a name the store does not hold, a name
+            // it already holds.
+            Failure::Library(error) if self.code() >= EXIT_NO_SUCH_LOCK => {
+                format!("shedlock: {}", library_error_line(error, table))
+            }
             Failure::Library(error) => {
                 format!("shedlock: error: {}", library_error_line(error, table))
             }
@@ -56,7 +66,7 @@ impl Failure {
             Failure::NoSuchLock { name, place } => format!(
                 "shedlock: no lock named {name:?} {place}; `shedlock list` shows the locks there"
             ),
-            Failure::NotReleased(text) => format!("shedlock: {}", one_line(text)),
+            Failure::NotDone(text) => format!("shedlock: {}", one_line(text)),
         }
     }
 }

@@ -10,6 +10,14 @@
 //! shedlock --database-url URL [--table NAME] unlock NAME [--yes]
 //! shedlock --database-url URL [--table NAME] history [NAME] [--limit N] [--outcome O] [--json] [--close-abandoned]
 //! shedlock --database-url URL [--table NAME] migrate
+//! shedlock --database-url URL [--table NAME] jobs [--json]
+//! shedlock --database-url URL [--table NAME] pause (NAME [--cancel-running] | --fleet) [--json]
+//! shedlock --database-url URL [--table NAME] resume (NAME | --fleet) [--json]
+//! shedlock --database-url URL [--table NAME] trigger NAME [--json]
+//! shedlock --database-url URL [--table NAME] reschedule NAME --cron EXPR [--time-zone TZ] [--json]
+//! shedlock --database-url URL [--table NAME] reset NAME [--json]
+//! shedlock --database-url URL [--table NAME] create NAME --handler H --cron EXPR [--time-zone TZ] [--payload JSON] [--json]
+//! shedlock --database-url URL [--table NAME] delete NAME [--json]
 //! ```
 //!
 //! - `list`: every lock of the table (on Redis, under the key prefix), held or free, with its
@@ -34,6 +42,51 @@
 //! - `migrate`: creates or upgrades the lock table and the run history table. On Redis there is
 //!   nothing to create: it checks that the server answers and that `{<prefix>}:names` is a set
 //!   (or absent), the same work however many locks there are, and says so.
+//!
+//! ## Schedules
+//!
+//! The schedules kept in the store beside the locks
+//! ([`ScheduleStore`](shedlock::schedules::ScheduleStore)): overrides of code-defined jobs (a
+//! new cron, a pause) and jobs created at run time for a handler an application registered.
+//! Every change is recorded as made by `cli:<user>@<host>` (`$USER`, the host name).
+//!
+//! - `jobs`: every schedule (not the deleted ones): kind (`override`, or `run-time` with its
+//!   handler), cron and time zone (`code default` where an override keeps the code's), paused,
+//!   jitter, retry policy, next tick, pending "run now" request, the last run's outcome,
+//!   duration and instance (on Redis: "no history on this backend") and the lock's holder and
+//!   token; a line above the table when the whole fleet is paused. `--json` prints one object:
+//!   `backend`; `fleet` (`paused`, `updated_by`, `updated_at`: the schedule `shedlock.fleet`);
+//!   `history` (whether the store keeps a run history: `false` on Redis); `jobs`, one object
+//!   per schedule by name: `name`, `kind` (`override` or `run-time`), `handler`, `payload` (the
+//!   JSON value), `cron` and `time_zone` (`null`: the code's), `paused`, `jitter_ms`, `retry`
+//!   (`max_attempts`, `base_ms`, `cap_ms`, `past_next_tick`), `next_tick` (`null` when the cron
+//!   or its time zone is the code's), `trigger` (`id`, `requested_by`, `requested_at`,
+//!   `claimed_by`, `claimed_until`, `started`), `version`, `updated_at`, `updated_by`,
+//!   `last_run` (`outcome`, `tick`, `started_at`, `duration_ms`, `instance`, `attempt`,
+//!   `requested_by`: who asked for a run by `trigger`) and `lock`
+//!   (`held`, `locked_by`, `locked_until`, `fencing_token`). The other commands' `--json` print
+//!   one object with `name`, `result` (`created`, `paused`, `resumed`, `requested`,
+//!   `already_pending`, `rescheduled`, `reset`, `no_override`, `not_paused`, `deleted`) and the schedule as
+//!   stored (`schedule`, with the fields above but `last_run` and `lock`). Times are RFC 3339
+//!   in UTC with milliseconds.
+//! - `pause NAME`: the job fires nowhere until resumed; a run going on goes on, unless
+//!   `--cancel-running`, which also releases the job's lock (the lock of the same name) from its
+//!   holder by its fencing token, so the run stops at its next keep-alive renewal (the
+//!   lost-lock path). `pause --fleet` / `resume --fleet` pause and resume every job (the
+//!   schedule `shedlock.fleet`).
+//! - `trigger NAME`: asks for one run now, on one instance, under the job's lock; exit 4 with
+//!   "already pending (asked by X at T)" when a request is pending or its run is going.
+//! - `reschedule NAME --cron EXPR [--time-zone TZ]`: checks the expression and the time zone
+//!   as `#[scheduled]` does (same hints) before writing anything; shows old → new and the next
+//!   three ticks. Without `--time-zone` the stored one stays.
+//! - `reset NAME`: clears an override: the code's schedule applies again (refused for a
+//!   run-time job: use `delete`).
+//! - `create NAME --handler H --cron EXPR [--time-zone TZ] [--payload JSON]`: a run-time job;
+//!   the payload must be JSON (default `null`).
+//! - `delete NAME`: deletes a run-time job or an override.
+//!
+//! A name these commands act on must be known to the store (a schedule, a lock, or a job in
+//! the run history); any other is refused (exit 3) with the closest known name as a hint.
 //!
 //! # Database URL
 //!
@@ -65,8 +118,8 @@
 //! | 0 | success (including `unlock` of a lock that is already free) |
 //! | 1 | the database failed: unreachable, a table or SQLite file missing, a Redis key of the wrong type, a statement failed |
 //! | 2 | usage error: bad arguments, an unsupported URL scheme, a bad table name or key prefix (or another setting the library refuses: an error of [`ErrorKind::Configuration`](shedlock::error::ErrorKind::Configuration)), `history` on Redis |
-//! | 3 | `unlock`: no lock of that name in the table (or under the key prefix) |
-//! | 4 | `unlock`: not released (declined at the prompt, or the lock changed hands or expired) |
+//! | 3 | `unlock`: no lock of that name in the table (or under the key prefix); the schedule commands: no schedule, lock or run of that name |
+//! | 4 | nothing done: `unlock` not released (declined at the prompt, or the lock changed hands or expired); `trigger` already pending; `create` of a name that has a schedule |
 //!
 //! Each failure is one line on stderr: `shedlock: error: …` for codes 1 and 2, `shedlock: …`
 //! for codes 3 and 4.
@@ -85,6 +138,7 @@ mod args;
 mod db;
 mod failure;
 mod history;
+mod jobs;
 mod list;
 mod migrate;
 mod output;
@@ -198,7 +252,27 @@ async fn execute(cli: Cli) -> Result<(), Failure> {
             None => Err(Failure::Usage(db::NO_HISTORY_IN_REDIS.into())),
         },
         Command::Migrate => migrate::migrate(&db).await,
+        command => steer(&db, command).await,
     };
     db.close().await;
     outcome
+}
+
+/// The schedule commands.
+async fn steer(db: &db::Db, command: Command) -> Result<(), Failure> {
+    let (store, runs) = (db.schedules(), db.runs());
+    match command {
+        Command::Jobs { json } => jobs::jobs(store, runs, json).await,
+        Command::Pause(args) => jobs::pause(store, runs, &args).await,
+        Command::Resume(args) => jobs::resume(store, runs, &args).await,
+        Command::Trigger(args) => jobs::trigger(store, runs, &args).await,
+        Command::Reschedule(args) => jobs::reschedule(store, runs, &args).await,
+        Command::Reset(args) => jobs::reset(store, runs, &args).await,
+        Command::Create(args) => jobs::create(store, &args).await,
+        Command::Delete(args) => jobs::delete(store, runs, &args).await,
+        // `execute` runs these itself.
+        Command::List { .. } | Command::Unlock { .. } | Command::History(_) | Command::Migrate => {
+            Err(Failure::Usage("not a schedule command".into()))
+        }
+    }
 }

@@ -41,13 +41,13 @@ pub(crate) async fn unlock(provider: &dyn LockAdmin, name: &str, yes: bool) -> R
         return Ok(());
     }
     if !yes && !confirm(name, &state.locked_by, token).await {
-        return Err(Failure::NotReleased(format!(
+        return Err(Failure::NotDone(format!(
             "not released: lock {name:?} is still held by {} (token {token})",
             state.locked_by
         )));
     }
     if !provider.force_release(name, token).await? {
-        return Err(Failure::NotReleased(format!(
+        return Err(Failure::NotDone(format!(
             "not released: lock {name:?} changed hands or expired since it was read (token {token} no longer holds it); \
              run `shedlock unlock {name}` again to see who holds it now"
         )));

@@ -84,7 +84,7 @@ async fn help_lists_the_exit_codes() {
         "  1  the database failed",
         "  2  usage error",
         "  3  unlock: no lock of that name",
-        "  4  unlock: not released",
+        "  4  nothing done: unlock not released",
     ] {
         assert!(out.stdout.contains(line), "{line:?} in {}", out.stdout);
     }
@@ -95,6 +95,9 @@ async fn help_lists_the_exit_codes() {
         "[alias: --key-prefix]",
         "On Redis, the key prefix",
         "`history` is refused: Redis keeps no run history",
+        "trigger already pending (a request of that job is pending or its run is going)",
+        "pause, resume, trigger, reschedule, reset, delete: no schedule or lock of that name",
+        "The schedule named shedlock.fleet pauses every job of the fleet",
     ] {
         assert!(text.contains(redis), "{redis:?} in {text}");
     }

@@ -13,6 +13,8 @@ mod arguments;
 mod common;
 mod databases;
 mod history;
+mod jobs;
+mod jobs_redis;
 mod list;
 mod migrate;
 mod redis;
@@ -21,6 +23,10 @@ mod unlock;
 use history::{
     history_closes_abandoned_runs_on_request, history_lists_runs_newest_first,
     history_names_the_holder_of_a_skipped_tick,
+};
+use jobs::{
+    pause_cancel_running_and_reset_of_an_override, schedule_commands_main_path,
+    unknown_names_fleet_pause_and_bad_input,
 };
 use list::{
     control_characters_of_a_row_are_escaped, list_and_unlock_name_a_row_they_cannot_read,
@@ -47,4 +53,7 @@ shedlock_suite::backend_tests!(crate => [
     history_lists_runs_newest_first,
     history_closes_abandoned_runs_on_request,
     history_names_the_holder_of_a_skipped_tick,
+    schedule_commands_main_path,
+    pause_cancel_running_and_reset_of_an_override,
+    unknown_names_fleet_pause_and_bad_input,
 ]);

@@ -1,0 +1,592 @@
+//! The schedule commands (`jobs`, `pause`, `resume`, `trigger`, `reschedule`, `reset`,
+//! `create`, `delete`): the main path written once over a URL and a key prefix or table, so it
+//! runs on the SQL backends (`backend_tests!`) and on Redis; the rest on the SQL backends.
+
+use serde_json::Value;
+use shedlock::history::{NewRun, RunOutcome};
+use shedlock::schedules::ScheduleStore;
+use shedlock::{LockAdmin, RunStore};
+
+use crate::common::{
+    CliDb, HOLDER, Out, TEN_MINUTES, cfg, millis, parse_table, provider, run, state, tick,
+};
+
+/// `shedlock --database-url URL --table TABLE ARGS`.
+pub(crate) async fn at(url: &str, table: &str, args: &[&str]) -> Out {
+    let mut all = vec!["--database-url", url, "--table", table];
+    all.extend_from_slice(args);
+    run(&all, &[("USER", "ops-ann")], "").await
+}
+
+/// The JSON object a command printed.
+pub(crate) fn object(out: &Out) -> Value {
+    match serde_json::from_str(&out.stdout) {
+        Ok(value @ Value::Object(_)) => value,
+        other => panic!("a JSON object expected: {other:?} from {out:#?}"),
+    }
+}
+
+/// The one job of `jobs --json` named `name`.
+fn job<'a>(jobs: &'a Value, name: &str) -> &'a Value {
+    jobs["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["name"] == name)
+        .unwrap_or_else(|| panic!("{name} in {jobs:#}"))
+}
+
+/// What the tool records as the author: `cli:ops-ann@<host>`.
+fn operator() -> String {
+    format!(
+        "cli:ops-ann@{}",
+        gethostname::gethostname().to_string_lossy()
+    )
+}
+
+/// create → jobs → pause → jobs (paused) → resume → a bad reschedule refused with the hint and
+/// nothing written → reschedule → trigger twice (the second exits 4) → reset refused → delete,
+/// each with `--json` checked field by field. `history`: whether the store keeps a run history.
+pub(crate) async fn main_path<S: ScheduleStore + ?Sized>(
+    url: &str,
+    table: &str,
+    store: &S,
+    history: bool,
+) {
+    let name = "repo_sync_42";
+    let by = operator();
+    let out = at(
+        url,
+        table,
+        &[
+            "create",
+            name,
+            "--handler",
+            "repo_sync",
+            "--cron",
+            "0 0 3 * * *",
+            "--time-zone",
+            "Europe/Berlin",
+            "--payload",
+            r#"{"repository_id": 42}"#,
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    let created = object(&out);
+    assert_eq!(created["result"], "created");
+    let s = &created["schedule"];
+    assert_eq!(s["name"], name);
+    assert_eq!(s["kind"], "run-time");
+    assert_eq!(s["handler"], "repo_sync");
+    assert_eq!(s["payload"]["repository_id"], 42);
+    assert_eq!(s["cron"], "0 0 3 * * *");
+    assert_eq!(s["time_zone"], "Europe/Berlin");
+    assert_eq!(s["paused"], false);
+    assert_eq!(s["updated_by"], by);
+    assert_eq!(s["trigger"], Value::Null);
+    assert_eq!(created["next_ticks"].as_array().unwrap().len(), 3);
+    // 03:00 in Berlin is 01:00 or 02:00 UTC.
+    let first = created["next_ticks"][0].as_str().unwrap();
+    assert!(
+        first.ends_with("T02:00:00.000Z") || first.ends_with("T01:00:00.000Z"),
+        "{first}"
+    );
+    assert_eq!(s["next_tick"], first);
+    let stored = store.schedule(name).await.unwrap().unwrap();
+    assert_eq!(stored.payload.as_deref(), Some(r#"{"repository_id": 42}"#));
+    assert_eq!(s["version"], stored.version);
+
+    // A second create changes nothing: exit 4.
+    let out = at(
+        url,
+        table,
+        &[
+            "create",
+            name,
+            "--handler",
+            "other",
+            "--cron",
+            "0 0 * * * *",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 4, "{out:#?}");
+    assert!(
+        out.error_line().contains("already holds a schedule"),
+        "{out:#?}"
+    );
+
+    let out = at(url, table, &["jobs", "--json"]).await;
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    let jobs = object(&out);
+    assert_eq!(jobs["history"], history);
+    assert_eq!(jobs["fleet"]["paused"], false);
+    assert_eq!(jobs["jobs"].as_array().unwrap().len(), 1, "{jobs:#}");
+    let j = job(&jobs, name);
+    assert_eq!(j["kind"], "run-time");
+    assert_eq!(j["cron"], "0 0 3 * * *");
+    assert_eq!(j["paused"], false);
+    assert_eq!(j["next_tick"], first);
+    assert_eq!(j["last_run"], Value::Null);
+    assert_eq!(j["lock"], Value::Null);
+    let out = at(url, table, &["jobs"]).await;
+    let rows = parse_table(&out.stdout);
+    assert_eq!(rows.len(), 1, "{}", out.stdout);
+    assert_eq!(rows[0]["NAME"], name);
+    assert_eq!(rows[0]["KIND"], "run-time (repo_sync)");
+    assert_eq!(rows[0]["TIME_ZONE"], "Europe/Berlin");
+    assert_eq!(rows[0]["PAUSED"], "no");
+    if !history {
+        assert_eq!(rows[0]["LAST_RUN"], "no history on this backend");
+    }
+
+    let out = at(url, table, &["pause", name, "--json"]).await;
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    let paused = object(&out);
+    assert_eq!(paused["result"], "paused");
+    assert_eq!(paused["was_paused"], false);
+    assert_eq!(paused["cancel_running"], Value::Null);
+    assert_eq!(paused["schedule"]["paused"], true);
+    assert!(store.schedule(name).await.unwrap().unwrap().paused);
+    let jobs = object(&at(url, table, &["jobs", "--json"]).await);
+    assert_eq!(job(&jobs, name)["paused"], true);
+    let out = at(url, table, &["jobs"]).await;
+    assert_eq!(
+        parse_table(&out.stdout)[0]["PAUSED"],
+        "yes",
+        "{}",
+        out.stdout
+    );
+
+    let out = at(url, table, &["resume", name, "--json"]).await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    let resumed = object(&out);
+    assert_eq!(
+        (&resumed["result"], &resumed["was_paused"]),
+        (&Value::from("resumed"), &Value::from(true))
+    );
+    assert!(!store.schedule(name).await.unwrap().unwrap().paused);
+
+    // A bad cron is refused with the macros' hint, and nothing is written.
+    let version = store.schedules_version().await.unwrap();
+    let out = at(
+        url,
+        table,
+        &["reschedule", name, "--cron", "0 */61 * * * *"],
+    )
+    .await;
+    assert_eq!(out.code, 2, "{out:#?}");
+    let line = out.error_line();
+    assert!(
+        line.starts_with("shedlock: error: invalid cron expression \"0 */61 * * * *\"")
+            && line.contains("larger than its largest value")
+            && line.contains("such as"),
+        "{line}"
+    );
+    let out = at(
+        url,
+        table,
+        &[
+            "reschedule",
+            name,
+            "--cron",
+            "0 0 4 * * *",
+            "--time-zone",
+            "Europe/Berln",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 2, "{out:#?}");
+    assert!(out.error_line().contains("Europe/Berlin"), "{out:#?}");
+    assert_eq!(store.schedules_version().await.unwrap(), version);
+    assert_eq!(
+        store.schedule(name).await.unwrap().unwrap().cron.as_deref(),
+        Some("0 0 3 * * *")
+    );
+
+    let out = at(
+        url,
+        table,
+        &[
+            "reschedule",
+            name,
+            "--cron",
+            "0 30 4 * * *",
+            "--time-zone",
+            "UTC",
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    let moved = object(&out);
+    assert_eq!(moved["old"]["cron"], "0 0 3 * * *");
+    assert_eq!(moved["old"]["time_zone"], "Europe/Berlin");
+    assert_eq!(moved["new"]["cron"], "0 30 4 * * *");
+    assert_eq!(moved["new"]["time_zone"], "UTC");
+    assert_eq!(moved["time_zone_assumed"], false);
+    let ticks: Vec<&str> = moved["next_ticks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert_eq!(ticks.len(), 3);
+    assert!(
+        ticks.iter().all(|t| t.ends_with("T04:30:00.000Z")),
+        "{ticks:?}"
+    );
+    assert!(ticks.windows(2).all(|w| w[0] < w[1]), "{ticks:?}");
+    let stored = store.schedule(name).await.unwrap().unwrap();
+    assert_eq!(
+        (stored.cron.as_deref(), stored.time_zone.as_deref()),
+        (Some("0 30 4 * * *"), Some("UTC"))
+    );
+    assert!(stored.version > version);
+
+    let out = at(url, table, &["trigger", name, "--json"]).await;
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    let asked = object(&out);
+    assert_eq!(asked["result"], "requested");
+    assert_eq!(asked["requested_by"], by);
+    let id = asked["id"].as_i64().unwrap();
+    let out = at(url, table, &["trigger", name, "--json"]).await;
+    assert_eq!(out.code, 4, "{out:#?}");
+    let again = object(&out);
+    assert_eq!(again["result"], "already_pending");
+    assert_eq!(again["trigger"]["id"], id);
+    assert_eq!(again["trigger"]["requested_by"], by);
+    assert_eq!(again["trigger"]["started"], false);
+    assert!(
+        out.error_line()
+            .starts_with(&format!("shedlock: already pending (asked by {by} at ")),
+        "{out:#?}"
+    );
+    let out = at(url, table, &["trigger", name]).await;
+    assert_eq!((out.code, out.stdout.as_str()), (4, ""), "{out:#?}");
+    let jobs = object(&at(url, table, &["jobs", "--json"]).await);
+    let j = job(&jobs, name);
+    assert_eq!(j["trigger"]["id"], id);
+    assert_eq!(j["trigger"]["claimed_by"], Value::Null);
+
+    // reset is for overrides; delete removes a run-time job.
+    let out = at(url, table, &["reset", name]).await;
+    assert_eq!(out.code, 2, "{out:#?}");
+    assert!(
+        out.error_line().contains("use `shedlock delete"),
+        "{out:#?}"
+    );
+    assert!(!store.schedule(name).await.unwrap().unwrap().deleted);
+    let out = at(url, table, &["delete", name, "--json"]).await;
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    let deleted = object(&out);
+    assert_eq!(
+        (&deleted["result"], &deleted["kind"]),
+        (&Value::from("deleted"), &Value::from("run-time"))
+    );
+    assert!(
+        store
+            .schedule(name)
+            .await
+            .unwrap()
+            .is_none_or(|s| s.deleted)
+    );
+    let jobs = object(&at(url, table, &["jobs", "--json"]).await);
+    assert_eq!(jobs["jobs"], Value::Array(vec![]));
+    let out = at(url, table, &["delete", name]).await;
+    assert_eq!(out.code, 3, "{out:#?}");
+}
+
+pub(crate) async fn schedule_commands_main_path<D: CliDb>(db: &D)
+where
+    D::Provider: ScheduleStore,
+{
+    let store = provider(db).await;
+    main_path(&db.url(), db.table(), &store, true).await;
+}
+
+/// An override of a code-defined job (known by its lock): pause with --cancel-running releases
+/// the running holder's lock by its token; jobs shows the code's defaults; reset clears it.
+pub(crate) async fn pause_cancel_running_and_reset_of_an_override<D: CliDb>(db: &D)
+where
+    D::Provider: ScheduleStore,
+{
+    let store = provider(db).await;
+    // A finished run of the job: `jobs` shows it as the last run.
+    let id = store
+        .record_run(
+            &NewRun::new("nightly", "nightly", Some(tick(1)), RunOutcome::Running)
+                .fencing_token(Some(1)),
+        )
+        .await
+        .unwrap();
+    store
+        .finish_run(id, RunOutcome::Failed, Some("upstream 503"))
+        .await
+        .unwrap();
+    override_path(&db.url(), db.table(), &store, true).await;
+}
+
+/// The override case on any store: `history` says whether it keeps runs (one of `nightly` was
+/// recorded, failed, at `tick(1)`).
+pub(crate) async fn override_path<S: ScheduleStore + LockAdmin>(
+    url: &str,
+    table: &str,
+    store: &S,
+    history: bool,
+) {
+    let (url, table) = (url.to_owned(), table.to_owned());
+    let guard = store
+        .lock(&cfg("nightly", TEN_MINUTES))
+        .await
+        .unwrap()
+        .unwrap();
+    let token = guard.fencing_token();
+
+    let out = at(&url, &table, &["jobs", "--json"]).await;
+    assert_eq!(object(&out)["jobs"], Value::Array(vec![]), "{out:#?}");
+    // Resuming what is not paused writes nothing (no empty override).
+    let version = store.schedules_version().await.unwrap();
+    for args in [
+        &["resume", "nightly", "--json"][..],
+        &["resume", "--fleet", "--json"],
+    ] {
+        let out = at(&url, &table, args).await;
+        assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+        assert_eq!(object(&out)["result"], "not_paused", "{args:?}");
+    }
+    assert_eq!(store.schedules_version().await.unwrap(), version);
+    assert!(store.schedule("nightly").await.unwrap().is_none());
+
+    let out = at(
+        &url,
+        &table,
+        &["pause", "nightly", "--cancel-running", "--json"],
+    )
+    .await;
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    let paused = object(&out);
+    assert_eq!(paused["schedule"]["kind"], "override");
+    assert_eq!(paused["schedule"]["paused"], true);
+    let cancel = &paused["cancel_running"];
+    assert_eq!(cancel["held"], true);
+    assert_eq!(cancel["released"], true);
+    assert_eq!(cancel["holder"], HOLDER);
+    assert_eq!(cancel["fencing_token"], token);
+    let lock = state(&store, "nightly").await;
+    assert!(!lock.is_held(), "{lock:?}");
+    assert_eq!(lock.fencing_token, token);
+    assert!(!store.is_held("nightly", token).await.unwrap());
+
+    // Paused again: the lock is free now, nothing to release.
+    let out = at(&url, &table, &["pause", "nightly", "--cancel-running"]).await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(
+        out.stdout.contains("it was paused already"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("is free"), "{}", out.stdout);
+
+    let jobs = object(&at(&url, &table, &["jobs", "--json"]).await);
+    let j = job(&jobs, "nightly");
+    assert_eq!(j["kind"], "override");
+    assert_eq!(j["handler"], Value::Null);
+    assert_eq!(j["cron"], Value::Null);
+    assert_eq!(j["next_tick"], Value::Null);
+    assert_eq!(j["lock"]["held"], false);
+    assert_eq!(j["lock"]["fencing_token"], token);
+    assert_eq!(j["lock"]["locked_by"], HOLDER);
+    if history {
+        let run = &j["last_run"];
+        assert_eq!(run["outcome"], "failed", "{j:#}");
+        assert_eq!(run["tick"], millis(tick(1)));
+        assert_eq!(run["instance"], HOLDER);
+        assert!(run["duration_ms"].as_u64().is_some(), "{run}");
+    } else {
+        assert_eq!(j["last_run"], Value::Null);
+    }
+    let out = at(&url, &table, &["jobs"]).await;
+    let rows = parse_table(&out.stdout);
+    assert_eq!(rows[0]["CRON"], "code default", "{}", out.stdout);
+    assert_eq!(rows[0]["TIME_ZONE"], "code default");
+    assert_eq!(rows[0]["LOCK"], format!("free (token {token})"));
+    if history {
+        assert!(
+            rows[0]["LAST_RUN"].starts_with("failed at "),
+            "{}",
+            out.stdout
+        );
+        assert_eq!(rows[0]["INSTANCE"], HOLDER);
+    } else {
+        assert_eq!(rows[0]["LAST_RUN"], "no history on this backend");
+    }
+
+    // An override without a time zone: the ticks are shown in UTC, said so.
+    let out = at(
+        &url,
+        &table,
+        &["reschedule", "nightly", "--cron", "0 15 2 * * *", "--json"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    let moved = object(&out);
+    assert_eq!(moved["old"]["cron"], Value::Null);
+    assert_eq!(moved["new"]["time_zone"], Value::Null);
+    assert_eq!(moved["time_zone_assumed"], true);
+    assert_eq!(moved["schedule"]["paused"], true);
+
+    let out = at(&url, &table, &["reset", "nightly", "--json"]).await;
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    let reset = object(&out);
+    assert_eq!(reset["result"], "reset");
+    assert_eq!(reset["cleared"]["cron"], "0 15 2 * * *");
+    assert!(
+        store
+            .schedule("nightly")
+            .await
+            .unwrap()
+            .is_none_or(|s| s.deleted)
+    );
+    // Known by its lock, without an override: nothing to do.
+    let out = at(&url, &table, &["reset", "nightly"]).await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(out.stdout.contains("nothing to do"), "{}", out.stdout);
+    // Nothing to delete either: it is defined in code.
+    let out = at(&url, &table, &["delete", "nightly"]).await;
+    assert_eq!(out.code, 3, "{out:#?}");
+    assert!(out.error_line().contains("defined in code"), "{out:#?}");
+    drop(guard);
+}
+
+/// A name the store does not know: exit 3 with the closest name, and nothing written; the
+/// fleet's pause; bad payloads.
+pub(crate) async fn unknown_names_fleet_pause_and_bad_input<D: CliDb>(db: &D)
+where
+    D::Provider: ScheduleStore,
+{
+    let store = provider(db).await;
+    unknown_names_path(&db.url(), db.table(), &store).await;
+}
+
+/// The unknown-name case on any store.
+pub(crate) async fn unknown_names_path<S: ScheduleStore + ?Sized>(
+    url: &str,
+    table: &str,
+    store: &S,
+) {
+    let (url, table) = (url.to_owned(), table.to_owned());
+    let out = at(
+        &url,
+        &table,
+        &[
+            "create",
+            "nightly-report",
+            "--handler",
+            "report",
+            "--cron",
+            "0 0 3 * * *",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    let version = store.schedules_version().await.unwrap();
+    for args in [
+        &["pause", "nightly-reprot"][..],
+        &["pause", "nightly-reprot", "--cancel-running"],
+        &["resume", "nightly-reprot"],
+        &["trigger", "nightly-reprot"],
+        &["reschedule", "nightly-reprot", "--cron", "0 0 4 * * *"],
+        &["reset", "nightly-reprot"],
+        &["delete", "nightly-reprot"],
+    ] {
+        let out = at(&url, &table, args).await;
+        assert_eq!(out.code, 3, "{args:?}: {out:#?}");
+        assert_eq!(
+            out.error_line(),
+            "shedlock: the store holds no schedule named \"nightly-reprot\"; did you mean \
+             \"nightly-report\"? (`shedlock jobs` lists the schedules, `shedlock list` the locks)",
+            "{args:?}"
+        );
+    }
+    let out = at(&url, &table, &["trigger", "weekly-cleanup"]).await;
+    assert_eq!(out.code, 3, "{out:#?}");
+    assert!(!out.error_line().contains("did you mean"), "{out:#?}");
+    assert!(store.schedule("nightly-reprot").await.unwrap().is_none());
+    assert_eq!(store.schedules_version().await.unwrap(), version);
+
+    for (payload, code) in [("{\"id\": 4", 2), ("not json", 2)] {
+        let out = at(
+            &url,
+            &table,
+            &[
+                "create",
+                "j",
+                "--handler",
+                "h",
+                "--cron",
+                "0 0 3 * * *",
+                "--payload",
+                payload,
+            ],
+        )
+        .await;
+        assert_eq!(out.code, code, "{out:#?}");
+        assert!(out.error_line().contains("is not JSON"), "{out:#?}");
+    }
+    let out = at(
+        &url,
+        &table,
+        &[
+            "create",
+            "j",
+            "--handler",
+            "h",
+            "--cron",
+            "0 0 3 * * *",
+            "--time-zone",
+            "Mars/Base",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 2, "{out:#?}");
+    assert!(
+        out.error_line().contains("unknown time zone \"Mars/Base\""),
+        "{out:#?}"
+    );
+    assert_eq!(store.schedules_version().await.unwrap(), version);
+
+    let out = at(&url, &table, &["pause", "--fleet", "--json"]).await;
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    let paused = object(&out);
+    assert_eq!(paused["name"], "shedlock.fleet");
+    assert_eq!(paused["fleet"], true);
+    assert!(
+        store
+            .schedule("shedlock.fleet")
+            .await
+            .unwrap()
+            .unwrap()
+            .paused
+    );
+    let jobs = object(&at(&url, &table, &["jobs", "--json"]).await);
+    assert_eq!(jobs["fleet"]["paused"], true);
+    assert_eq!(jobs["fleet"]["updated_by"], operator());
+    assert_eq!(jobs["jobs"].as_array().unwrap().len(), 1, "{jobs:#}");
+    let out = at(&url, &table, &["jobs"]).await;
+    let (first, table_text) = out.stdout.split_once('\n').unwrap();
+    assert!(
+        first.starts_with("the whole fleet is PAUSED"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(parse_table(table_text)[0]["NAME"], "nightly-report");
+    let out = at(&url, &table, &["resume", "--fleet"]).await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    let jobs = object(&at(&url, &table, &["jobs", "--json"]).await);
+    assert_eq!(jobs["fleet"]["paused"], false);
+    let out = at(&url, &table, &["pause", "nightly-report", "--fleet"]).await;
+    assert_eq!(out.code, 2, "{out:#?}");
+}
