@@ -52,6 +52,11 @@ where
 
 /// A job of `instance` named `name` on `cron` with a lock of its name, logging each run.
 fn logging_job(name: &str, cron: &str, instance: &str, log: &Log) -> Job {
+    working_job(name, cron, instance, log, Duration::ZERO)
+}
+
+/// [`logging_job`], each run working `work` after it logged.
+fn working_job(name: &str, cron: &str, instance: &str, log: &Log, work: Duration) -> Job {
     let (who, log, job) = (instance.to_owned(), Arc::clone(log), name.to_owned());
     let lock = LockConfiguration::new(name, Duration::from_secs(30), Duration::ZERO).unwrap();
     Job::locked(
@@ -63,6 +68,7 @@ fn logging_job(name: &str, cron: &str, instance: &str, log: &Log) -> Job {
             async move {
                 let at = ctx.tick().unwrap_or_else(Utc::now);
                 log.lock().unwrap().push((who, job, at));
+                tokio::time::sleep(work).await;
             }
         },
     )
@@ -468,7 +474,7 @@ where
         let (tick, _) = map.iter().find(|(_, n)| **n == 3).unwrap();
         let mut numbers: Vec<u32> = rows
             .iter()
-            .filter(|r| r.tick == Some(*tick))
+            .filter(|r| r.tick == Some(*tick) && r.outcome.ran())
             .filter_map(|r| r.attempt)
             .collect();
         numbers.sort_unstable();

@@ -287,7 +287,7 @@ impl Observer {
         if skip && !history.skips {
             return;
         }
-        let row = NewRun::new(&run.job, lock_or_job(run), Some(run.tick), outcome).error(error);
+        let row = new_run(run, outcome).error(error);
         if let Err(e) = store.record_run(&row).await {
             history_failed(run, &e);
         }
@@ -330,6 +330,15 @@ impl Observer {
             }
         }
     }
+}
+
+/// The history row of `run` with `outcome`: its tick (none for a run asked for at once), its
+/// attempt when it is a retry, who asked for it.
+fn new_run(run: &RunInfo, outcome: RunOutcome) -> NewRun {
+    let tick = Some(run.tick).filter(|_| run.requested_by.is_none());
+    NewRun::new(&run.job, lock_or_job(run), tick, outcome)
+        .attempt(Some(run.attempt).filter(|_| run.requested_by.is_none()))
+        .requested_by(run.requested_by.clone())
 }
 
 fn lock_or_job(run: &RunInfo) -> &str {
@@ -410,13 +419,8 @@ impl Probe {
                 let store = Arc::clone(store);
                 let info = state.info.clone();
                 state.row = Some(tokio::spawn(async move {
-                    let row = NewRun::new(
-                        &info.job,
-                        lock_or_job(&info),
-                        Some(info.tick),
-                        RunOutcome::Running,
-                    )
-                    .fencing_token(Some(fencing_token));
+                    let row =
+                        new_run(&info, RunOutcome::Running).fencing_token(Some(fencing_token));
                     match store.record_run(&row).await {
                         Ok(id) => Some(id),
                         Err(e) => {
@@ -503,7 +507,7 @@ impl Probe {
             }
             // The `running` row could not be written: write the whole run now.
             None => {
-                let row = NewRun::new(&info.job, lock_or_job(&info), Some(info.tick), outcome)
+                let row = new_run(&info, outcome)
                     .fencing_token(info.fencing_token)
                     .error(finished.error.clone());
                 store.record_run(&row).await.map(drop)
@@ -520,7 +524,7 @@ impl Probe {
             let again = match id {
                 Some(id) => store.finish_run(id, outcome, Some(&said)).await,
                 None => {
-                    let row = NewRun::new(&info.job, lock_or_job(&info), Some(info.tick), outcome)
+                    let row = new_run(&info, outcome)
                         .fencing_token(info.fencing_token)
                         .error(Some(said));
                     store.record_run(&row).await.map(drop)
