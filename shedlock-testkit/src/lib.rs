@@ -233,6 +233,7 @@ macro_rules! provider_suite {
             reserved_words_name_tables,
             // The run history (`RunStore`).
             run_history_round_trips_filters_and_prunes,
+            attempts_and_requesters_round_trip,
             abandoned_runs_are_closed_with_the_reason,
             a_run_finished_after_a_sweep_keeps_its_real_outcome,
             // Statements that wait behind another transaction's row lock (`TestDb::block`), at
