@@ -14,7 +14,7 @@ use shedlock::schedules::{
 use shedlock::{Error, LockProvider};
 
 use super::{LONG, SEC};
-use crate::db::TestDb;
+use crate::db::{Opts, TestDb};
 use crate::scheduler_suite::eventually;
 
 /// A run-time job `name` for handler `sync`, every minute.
@@ -282,9 +282,19 @@ where
             }
         })
     };
-    let writers: Vec<_> = (0..TASKS)
-        .map(|t| {
-            let p = Arc::clone(&p);
+    // Half the writers share the poller's provider, half have a pool of their own (another
+    // instance).
+    let mut providers = Vec::new();
+    for t in 0..TASKS {
+        providers.push(match t % 2 {
+            0 => Arc::clone(&p),
+            _ => Arc::new(db.provider_with(Opts::own_pool()).await),
+        });
+    }
+    let writers: Vec<_> = providers
+        .into_iter()
+        .enumerate()
+        .map(|(t, p)| {
             tokio::spawn(async move {
                 let mut wrote = Vec::new();
                 for i in 0..EACH {
