@@ -14,11 +14,11 @@ use super::super::exec::{connection_lost, lost_a_race};
 use super::super::quirks::Quirks;
 use super::{
     BUMP, CLAIM, CLOCK, COUNTER, INSERT, ONE, SEED, SINCE, START, ScheduleSql, TAKEN, UPDATE,
-    VERSION, args, channel, check, read_row, render, row_values,
+    VERSION, args, channel, read_row, render, row_values,
 };
 use crate::error::{Error, Result};
 use crate::schedules::{
-    ChangeFeed, NewSchedule, ScheduleChange, StoredSchedule, Trigger, TriggerAnswer,
+    ChangeFeed, NewSchedule, ScheduleChange, StoredSchedule, Trigger, TriggerAnswer, check,
 };
 
 /// What a write decided on the row it read.
@@ -276,7 +276,7 @@ impl<D: Quirks + ScheduleSql> Core<D> {
             }
             let mut row = blank(&new.name, new.handler.clone(), version, now, by);
             apply(&mut row, &new.fields);
-            check::whole(&row)?;
+            check::schedule(&row)?;
             Ok(Decision::Write(Box::new(row.clone()), row))
         })
         .await
@@ -296,7 +296,7 @@ impl<D: Quirks + ScheduleSql> Core<D> {
             let mut row = live(old).unwrap_or_else(|| blank(name, None, version, now, by));
             apply(&mut row, change);
             (row.version, row.updated_at, row.updated_by) = (version, now, by.to_owned());
-            check::whole(&row)?;
+            check::schedule(&row)?;
             Ok(Decision::Write(Box::new(row.clone()), row))
         })
         .await
