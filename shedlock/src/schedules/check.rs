@@ -15,6 +15,9 @@ use crate::schedule::rules;
 /// The longest text a name-like column holds (`VARCHAR(255)`).
 const MAX_TEXT_BYTES: usize = 255;
 
+/// The longest time zone name the table holds (`VARCHAR(64)`).
+const MAX_TIME_ZONE_BYTES: usize = 64;
+
 /// A schedule name, by the lock-name rules
 /// ([`LockConfiguration::new`](crate::LockConfiguration::new)).
 pub fn name(name: &str) -> Result<()> {
@@ -120,6 +123,20 @@ fn expression(name: &str, cron: &str, tz: Option<&str>) -> Result<()> {
 /// together (a run-time job has a cron expression, an override no payload; the cron read in
 /// the time zone stored).
 pub fn schedule(s: &StoredSchedule) -> Result<()> {
+    for (field, text, max) in [
+        ("cron", s.cron.as_deref(), MAX_TEXT_BYTES),
+        ("time_zone", s.time_zone.as_deref(), MAX_TIME_ZONE_BYTES),
+    ] {
+        if let Some(text) = text
+            && text.len() > max
+        {
+            let len = text.len();
+            return Err(refuse(
+                &s.name,
+                format!("{field}: {len} bytes long, at most {max}"),
+            ));
+        }
+    }
     if let Some(tz) = &s.time_zone {
         time_zone(&s.name, tz)?;
     }
