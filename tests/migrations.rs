@@ -18,6 +18,7 @@ shedlock_suite::backend_tests!(super => [
     plain_sql_folder_runs_like_the_sqlx_cli,
     a_newer_schema_keeps_this_release_working,
     a_lock_table_dropped_by_hand_is_made_again,
+    an_upgrade_to_migration_4_keeps_the_locks_and_the_history,
 ]);
 
 #[derive(Clone, Copy, Debug)]
@@ -345,5 +346,88 @@ async fn a_lock_table_dropped_by_hand_is_made_again<D: TestDb>(db: &D) {
     provider.migrate().await.expect("the table is made again");
     let guard = provider.lock(&cfg()).await.unwrap().expect("lock works");
     guard.unlock().await.unwrap();
+    fresh.teardown().await;
+}
+
+/// A database migrated by the previous release (every file before `0004`, recorded as its
+/// `migrate()` records them), holding a lock and a history row: `migrate()` adds the schedules
+/// and the history's `attempt` and `requested_by`, and leaves the lock and the row as they were.
+async fn an_upgrade_to_migration_4_keeps_the_locks_and_the_history<D: TestDb>(db: &D)
+where
+    D::Provider: RunStore + shedlock::schedules::ScheduleStore,
+{
+    use shedlock::history::{RunOutcome, RunQuery};
+    use shedlock::schedules::{ScheduleChange, ScheduleStore};
+    let fresh = db.empty_database().await;
+    let previous: Vec<Migration> = sql_files(&repo_migrations(backend_name(D::BACKEND)))
+        .into_iter()
+        .filter_map(|(name, bytes)| {
+            let version: i64 = name[..4].parse().unwrap();
+            (version < 4).then(|| {
+                Migration::new(
+                    version,
+                    name.into(),
+                    MigrationType::Simple,
+                    sqlx::SqlSafeStr::into_sql_str(AssertSqlSafe(
+                        String::from_utf8(bytes).unwrap(),
+                    )),
+                    false,
+                )
+            })
+        })
+        .collect();
+    let mut previous = Migrator::with_migrations(previous);
+    previous.dangerous_set_table_name("_shedlock_migrations");
+    fresh.run_migrations(&previous).await.unwrap();
+    let provider = fresh.provider();
+    let guard = provider.lock(&cfg()).await.unwrap().expect("free");
+    // A history row as the previous release writes it, without the new columns.
+    let now = match D::BACKEND {
+        Backend::Postgres => "clock_timestamp()",
+        Backend::MySql => "UTC_TIMESTAMP(6)",
+        _ => "1700000000000",
+    };
+    fresh
+        .exec(&format!(
+            "INSERT INTO shedlock_runs (job, name, started_at, finished_at, outcome, locked_by, fencing_token)
+             VALUES ('job', 'job', {now}, {now}, 'executed', 'previous', {})",
+            guard.fencing_token()
+        ))
+        .await;
+    provider.migrate().await.expect("the upgrade applies");
+    let versions: Vec<i64> = fresh
+        .migrations("_shedlock_migrations")
+        .await
+        .into_iter()
+        .map(|(v, _)| v)
+        .collect();
+    assert_eq!(versions.last(), Some(&4), "{versions:?}");
+    let state = provider.lock_state(cfg().name()).await.unwrap().unwrap();
+    assert_eq!(
+        state.fencing_token,
+        guard.fencing_token(),
+        "the lock is as it was"
+    );
+    let rows = provider.runs(&RunQuery::latest(5)).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        (rows[0].locked_by.as_str(), rows[0].outcome),
+        ("previous", RunOutcome::Executed)
+    );
+    assert_eq!(
+        (rows[0].attempt, rows[0].requested_by.as_deref()),
+        (None, None)
+    );
+    assert_eq!(provider.schedules_version().await.unwrap(), 0);
+    let paused = ScheduleChange::new().paused(true);
+    assert!(
+        provider
+            .update_schedule("job", &paused, "ops")
+            .await
+            .unwrap()
+            .paused
+    );
+    provider.migrate().await.expect("and again, harmlessly");
+    assert!(guard.unlock().await.unwrap());
     fresh.teardown().await;
 }

@@ -234,6 +234,8 @@ macro_rules! provider_suite {
             reserved_words_name_tables,
             // The run history (`RunStore`).
             run_history_round_trips_filters_and_prunes,
+            attempts_and_requesters_round_trip,
+            schedules_on_a_table_not_migrated_say_run_migrate,
             abandoned_runs_are_closed_with_the_reason,
             a_run_finished_after_a_sweep_keeps_its_real_outcome,
             // Statements that wait behind another transaction's row lock (`TestDb::block`), at
@@ -263,6 +265,7 @@ macro_rules! schedule_suite {
             concurrent_writers_get_distinct_versions_and_a_poller_misses_none,
             a_trigger_is_claimed_once_and_asked_for_again_after_it_finishes,
             a_started_trigger_whose_lease_ran_out_no_longer_blocks_a_request,
+            schedule_calls_after_the_server_ended_the_sessions_succeed,
         ]);
     };
 }

@@ -28,6 +28,8 @@ use futures_util::stream::BoxStream;
 use crate::error::Result;
 use crate::provider::LockProvider;
 
+pub mod check;
+
 /// Retries of a failed run, per job: up to `max_attempts` attempts in all (the first run
 /// included), the `n`-th retry after a pseudo-random delay in `[0, min(cap, base · 2ⁿ⁻¹))`
 /// (exponential backoff with full jitter).

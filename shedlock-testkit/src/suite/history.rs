@@ -349,3 +349,43 @@ where
     assert!(quick[0].duration().is_some());
     assert_eq!(p.close_abandoned_runs().await.unwrap(), 0);
 }
+
+/// A retried run's attempt number and a manual run's requester are written and read back; a
+/// tick's first run has neither. `skipped-paused` round-trips as an outcome.
+pub async fn attempts_and_requesters_round_trip<D: TestDb>(db: &D)
+where
+    D::Provider: RunStore,
+{
+    use shedlock::history::{NewRun, RunOutcome, RunQuery};
+    let provider = db.provider();
+    let plain = NewRun::new("sync", "sync", Some(tick(0)), RunOutcome::Executed);
+    let retried = NewRun::new("sync", "sync", Some(tick(0)), RunOutcome::Failed).attempt(Some(2));
+    let manual = NewRun::new("sync", "sync", None, RunOutcome::Running)
+        .requested_by(Some("alice@ops".into()))
+        .attempt(Some(1));
+    let paused = NewRun::new("sync", "sync", Some(tick(60)), RunOutcome::SkippedPaused);
+    for run in [&plain, &retried, &manual, &paused] {
+        provider.record_run(run).await.unwrap();
+    }
+    let rows = provider.runs(&RunQuery::latest(10)).await.unwrap();
+    let read: Vec<_> = rows
+        .iter()
+        .rev()
+        .map(|r| (r.outcome, r.attempt, r.requested_by.as_deref()))
+        .collect();
+    assert_eq!(
+        read,
+        [
+            (RunOutcome::Executed, None, None),
+            (RunOutcome::Failed, Some(2), None),
+            (RunOutcome::Running, Some(1), Some("alice@ops")),
+            (RunOutcome::SkippedPaused, None, None),
+        ]
+    );
+    let filtered = provider
+        .runs(&RunQuery::latest(10).outcome(RunOutcome::SkippedPaused))
+        .await
+        .unwrap();
+    assert_eq!(filtered.len(), 1);
+    assert_eq!(filtered[0].outcome.as_str(), "skipped-paused");
+}

@@ -22,7 +22,6 @@ use super::driver::{Driver, Value};
 use super::table::{SCHEDULE_COLUMNS, TableName};
 use crate::schedules::{ChangeFeed, RetryPolicy, StoredSchedule, Trigger};
 
-pub(crate) mod check;
 mod ops;
 
 /// The name of the row that holds the highest version handed out: a leading space makes it

@@ -14,17 +14,17 @@ use super::super::exec::{connection_lost, lost_a_race};
 use super::super::quirks::Quirks;
 use super::{
     BUMP, CLAIM, CLOCK, COUNTER, INSERT, ONE, SEED, SINCE, START, ScheduleSql, TAKEN, UPDATE,
-    VERSION, args, channel, check, read_row, render, row_values,
+    VERSION, args, channel, read_row, render, row_values,
 };
 use crate::error::{Error, Result};
 use crate::schedules::{
-    ChangeFeed, NewSchedule, ScheduleChange, StoredSchedule, Trigger, TriggerAnswer,
+    ChangeFeed, NewSchedule, ScheduleChange, StoredSchedule, Trigger, TriggerAnswer, check,
 };
 
 /// What a write decided on the row it read.
 pub(crate) enum Decision<T> {
     /// Write this row (its version and time already set), answer `T`.
-    Write(StoredSchedule, T),
+    Write(Box<StoredSchedule>, T),
     /// Write nothing, answer `T`.
     Answer(T),
 }
@@ -276,8 +276,8 @@ impl<D: Quirks + ScheduleSql> Core<D> {
             }
             let mut row = blank(&new.name, new.handler.clone(), version, now, by);
             apply(&mut row, &new.fields);
-            check::whole(&row)?;
-            Ok(Decision::Write(row.clone(), row))
+            check::schedule(&row)?;
+            Ok(Decision::Write(Box::new(row.clone()), row))
         })
         .await
     }
@@ -296,8 +296,8 @@ impl<D: Quirks + ScheduleSql> Core<D> {
             let mut row = live(old).unwrap_or_else(|| blank(name, None, version, now, by));
             apply(&mut row, change);
             (row.version, row.updated_at, row.updated_by) = (version, now, by.to_owned());
-            check::whole(&row)?;
-            Ok(Decision::Write(row.clone(), row))
+            check::schedule(&row)?;
+            Ok(Decision::Write(Box::new(row.clone()), row))
         })
         .await
     }
@@ -315,7 +315,7 @@ impl<D: Quirks + ScheduleSql> Core<D> {
                         row.trigger = None;
                         (row.version, row.updated_at, row.updated_by) =
                             (version, now, by.to_owned());
-                        Decision::Write(row, true)
+                        Decision::Write(Box::new(row), true)
                     }
                     None => Decision::Answer(false),
                 })
@@ -347,7 +347,7 @@ impl<D: Quirks + ScheduleSql> Core<D> {
                 });
                 (row.version, row.updated_at, row.updated_by) = (version, now, by.to_owned());
                 Ok(Decision::Write(
-                    row,
+                    Box::new(row),
                     TriggerAnswer::Requested { id: version },
                 ))
             },
@@ -365,7 +365,7 @@ impl<D: Quirks + ScheduleSql> Core<D> {
                     Some(mut row) if row.trigger.as_ref().is_some_and(|t| t.id == id) => {
                         row.trigger = None;
                         row.version = version;
-                        Decision::Write(row, true)
+                        Decision::Write(Box::new(row), true)
                     }
                     _ => Decision::Answer(false),
                 })

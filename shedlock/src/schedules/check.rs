@@ -1,19 +1,26 @@
-//! What a schedule must be before it is written: each refusal an
-//! [`Error::InvalidSchedule`] naming the field (or the lock-name error for a bad name), so
-//! nothing is stored that an instance could not run.
+//! What a schedule must be before a store writes it, one set of rules for every
+//! [`ScheduleStore`](super::ScheduleStore): each refusal an [`Error::InvalidSchedule`] whose
+//! reason starts with the field (`cron: …`, `time_zone: …`, `payload: …`), or the lock-name
+//! error for a bad name, so nothing is stored that an instance could not run. A store checks
+//! the change with [`change`] before it writes anything, and the schedule it would store with
+//! [`schedule`].
 
 use std::time::Duration;
 
+use super::{ScheduleChange, StoredSchedule};
 use crate::config::{MAX_LOCK_DURATION, validate_name};
 use crate::error::{Error, Result};
 use crate::schedule::rules;
-use crate::schedules::{ScheduleChange, StoredSchedule};
 
 /// The longest text a name-like column holds (`VARCHAR(255)`).
 const MAX_TEXT_BYTES: usize = 255;
 
-/// A schedule name, by the lock-name rules.
-pub(crate) fn name(name: &str) -> Result<()> {
+/// The longest time zone name the table holds (`VARCHAR(64)`).
+const MAX_TIME_ZONE_BYTES: usize = 64;
+
+/// A schedule name, by the lock-name rules
+/// ([`LockConfiguration::new`](crate::LockConfiguration::new)).
+pub fn name(name: &str) -> Result<()> {
     validate_name(name.to_owned()).map(drop)
 }
 
@@ -25,7 +32,7 @@ fn refuse(name: &str, reason: String) -> Error {
 }
 
 /// Who makes a change (`updated_by`, `trigger_by`, a claimant): 1 to 255 bytes.
-pub(crate) fn who(name: &str, field: &str, by: &str) -> Result<()> {
+pub fn who(name: &str, field: &str, by: &str) -> Result<()> {
     if by.is_empty() || by.len() > MAX_TEXT_BYTES {
         return Err(refuse(
             name,
@@ -39,7 +46,7 @@ pub(crate) fn who(name: &str, field: &str, by: &str) -> Result<()> {
 }
 
 /// A lease of a trigger's claim or run: above zero, at most [`MAX_LOCK_DURATION`].
-pub(crate) fn lease(name: &str, lease: Duration) -> Result<()> {
+pub fn lease(name: &str, lease: Duration) -> Result<()> {
     if lease.is_zero() || lease > MAX_LOCK_DURATION {
         return Err(refuse(
             name,
@@ -54,7 +61,7 @@ pub(crate) fn lease(name: &str, lease: Duration) -> Result<()> {
 
 /// The fields a change sets, each on its own: cron and time zone (with the macros' hints), a
 /// payload that must be JSON, durations in range.
-pub(crate) fn change(name: &str, change: &ScheduleChange) -> Result<()> {
+pub fn change(name: &str, change: &ScheduleChange) -> Result<()> {
     let tz = change.time_zone.as_ref().and_then(Option::as_deref);
     if let Some(tz) = tz {
         time_zone(name, tz)?;
@@ -112,10 +119,24 @@ fn expression(name: &str, cron: &str, tz: Option<&str>) -> Result<()> {
         .map_err(|reason| refuse(name, format!("cron: {reason}")))
 }
 
-/// A whole schedule as it would be stored: what [`change`] checks, and what the fields say
+/// A schedule as it would be stored: what [`change`] checks, and what the fields say
 /// together (a run-time job has a cron expression, an override no payload; the cron read in
 /// the time zone stored).
-pub(crate) fn whole(s: &StoredSchedule) -> Result<()> {
+pub fn schedule(s: &StoredSchedule) -> Result<()> {
+    for (field, text, max) in [
+        ("cron", s.cron.as_deref(), MAX_TEXT_BYTES),
+        ("time_zone", s.time_zone.as_deref(), MAX_TIME_ZONE_BYTES),
+    ] {
+        if let Some(text) = text
+            && text.len() > max
+        {
+            let len = text.len();
+            return Err(refuse(
+                &s.name,
+                format!("{field}: {len} bytes long, at most {max}"),
+            ));
+        }
+    }
     if let Some(tz) = &s.time_zone {
         time_zone(&s.name, tz)?;
     }
