@@ -6,17 +6,13 @@
 use std::time::Duration;
 
 use shedlock::schedules::{RetryPolicy, ScheduleChange};
-use shedlock::{Error, LockConfiguration, Result, Schedule};
+use shedlock::{Error, LockConfiguration, Result};
 
 use crate::micros;
 
 /// The largest duration a schedule field holds, in µs: 2^53 − 1 (about 285 years), which the
 /// scripts read exactly.
 pub(crate) const MAX_FIELD_MICROS: i64 = (1 << 53) - 1;
-
-/// A cron expression that parses in every time zone: what a time zone given alone is checked
-/// with.
-const ANY_CRON: &str = "0 0 * * * *";
 
 /// The fields a change sets (with their stored text) and clears.
 #[derive(Debug, Default)]
@@ -59,27 +55,12 @@ pub(crate) fn invalid(name: &str, reason: impl Into<String>) -> Error {
 /// change gives, else in UTC (a cron's validity does not depend on the zone it is read in); a
 /// time zone given alone is parsed with a cron that fires every hour.
 pub(crate) fn fields(name: &str, change: &ScheduleChange) -> Result<Fields> {
+    // The rules every store shares: each refusal names its field (`cron: …`, `time_zone: …`,
+    // `payload: …`), with the macros' hints.
+    shedlock::schedules::check::change(name, change)?;
     let mut f = Fields::default();
-    let zone = match &change.time_zone {
-        Some(Some(zone)) => Some(zone.as_str()),
-        _ => None,
-    };
-    match (&change.cron, zone) {
-        (Some(Some(cron)), zone) => {
-            Schedule::parse(cron, zone.unwrap_or("UTC"))?;
-        }
-        (_, Some(zone)) => {
-            Schedule::parse(ANY_CRON, zone)?;
-        }
-        _ => {}
-    }
     text(&mut f, "cron", &change.cron);
     text(&mut f, "time_zone", &change.time_zone);
-    if let Some(Some(payload)) = &change.payload
-        && let Err(e) = serde_json::from_str::<serde_json::Value>(payload)
-    {
-        return Err(invalid(name, format!("the payload is not JSON: {e}")));
-    }
     text(&mut f, "payload", &change.payload);
     if let Some(paused) = change.paused {
         f.sets.push(("paused", flag(paused)));

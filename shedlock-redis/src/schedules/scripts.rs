@@ -220,12 +220,12 @@ if mode == 'create' and handler ~= '' then new['handler'] = handler end
 for _, p in ipairs(sets) do new[p[1]] = p[2] end
 for _, f in ipairs(clears) do new[f] = nil end
 if new['handler'] and not new['cron'] then
-  return {'invalid', 'a job created at run time (handler ' .. new['handler']
+  return {'invalid', 'cron: a job created at run time (handler ' .. new['handler']
     .. ') needs a cron expression'}
 end
 if not new['handler'] and new['payload'] then
-  return {'invalid', 'a payload is given to a job created at run time (one with a handler); '
-    .. 'this schedule overrides a job defined in code'}
+  return {'invalid', 'payload: only a job created at run time (with a handler) has one; '
+    .. 'this is an override of a job defined in code'}
 end
 local server, now = clock('')
 local v = next_version(zset, counter)
