@@ -143,8 +143,12 @@ async fn run_backend(backend: Backend, args: &Args) {
     // wait a whole interval each time (which is what a first run of this benchmark measured).
     let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut pause = move || {
-        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-        let micros = u64::try_from(args.poll.as_micros()).unwrap_or(u64::MAX).max(1);
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let micros = u64::try_from(args.poll.as_micros())
+            .unwrap_or(u64::MAX)
+            .max(1);
         Duration::from_micros((seed >> 11) % micros)
     };
     let mut convergence = Vec::new();

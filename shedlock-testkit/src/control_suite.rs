@@ -24,6 +24,9 @@ const DEADLINE: Duration = Duration::from_secs(20);
 /// What the jobs of a case did: (instance, job, tick or start, attempt note).
 type Log = Arc<Mutex<Vec<(String, String, DateTime<Utc>)>>>;
 
+/// A tick and a moment of its run.
+type Ticked = (DateTime<Utc>, DateTime<Utc>);
+
 fn log_len(log: &Log, job: &str) -> usize {
     log.lock()
         .unwrap()
@@ -488,7 +491,8 @@ pub async fn a_jitter_delays_each_run_by_its_ticks_amount<D: TestDb>(db: &Arc<D>
 where
     D::Provider: ScheduleStore,
 {
-    let starts: Arc<Mutex<Vec<(DateTime<Utc>, DateTime<Utc>)>>> = Arc::default();
+    // (tick, when its run started)
+    let starts: Arc<Mutex<Vec<Ticked>>> = Arc::default();
     let (a, store) = instance(db, "a").await;
     let (b, _) = instance(db, "b").await;
     let jitter = Duration::from_millis(1500);

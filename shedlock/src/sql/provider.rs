@@ -16,6 +16,7 @@ use super::core::{Core, Settings};
 use super::driver::Driver;
 use super::errors::connect_error;
 use super::quirks::Dialect;
+use super::schedules::ScheduleSql;
 use crate::config::LockConfiguration;
 use crate::error::{Backend, Error, Result};
 use crate::guard::LockGuard;
@@ -456,7 +457,7 @@ impl<D: Dialect> RunStore for SqlLockProvider<D> {
 /// `NOTIFY`s the channel named after the schedules table, which [`change_feed`] listens on.
 ///
 /// [`change_feed`]: ScheduleStore::change_feed
-impl<D: Dialect> ScheduleStore for SqlLockProvider<D> {
+impl<D: Dialect + ScheduleSql> ScheduleStore for SqlLockProvider<D> {
     fn schedules_version(&self) -> BoxFuture<'_, Result<i64>> {
         Box::pin(self.core.schedules_version())
     }

@@ -22,6 +22,7 @@ use super::driver::{Driver, Value};
 use super::table::{SCHEDULE_COLUMNS, TableName};
 use crate::schedules::{ChangeFeed, RetryPolicy, StoredSchedule, Trigger};
 
+mod dialects;
 mod ops;
 
 /// The name of the row that holds the highest version handed out: a leading space makes it
@@ -53,64 +54,8 @@ pub trait ScheduleSql: Hooks {
     }
 }
 
-/// PostgreSQL: writers serialise on the counter row's lock, at `READ COMMITTED` whatever the
-/// session's level; every change `NOTIFY`s the table's channel.
-#[cfg(feature = "postgres")]
-impl ScheduleSql for super::postgres::Postgres {
-    const BEGIN: &'static str = "BEGIN ISOLATION LEVEL READ COMMITTED";
-    const FOR_UPDATE: &'static str = "FOR UPDATE";
-    const NUMBERED: bool = true;
-    const NOTIFY: Option<&'static str> = Some("SELECT pg_notify(?, ?)");
-
-    /// A `LISTEN` on a connection of its own (a pool of one, on the provider's connect
-    /// options, named `shedlock schedule feed` in `pg_stat_activity`), that ends when the
-    /// connection is lost rather than reconnecting silently: the watcher then reads what it
-    /// missed and asks for a new feed.
-    fn change_feed(
-        pool: &Pool<sqlx::Postgres>,
-        channel: String,
-    ) -> BoxFuture<'static, Result<Option<ChangeFeed>, sqlx::Error>> {
-        use futures_util::StreamExt as _;
-        let options = (*pool.connect_options())
-            .clone()
-            .application_name(FEED_APPLICATION_NAME);
-        Box::pin(async move {
-            let own = sqlx::postgres::PgPoolOptions::new()
-                .max_connections(1)
-                .min_connections(0)
-                .max_lifetime(None)
-                .idle_timeout(None)
-                .connect_lazy_with(options);
-            let mut listener = sqlx::postgres::PgListener::connect_with(&own).await?;
-            listener.eager_reconnect(false);
-            listener.listen(&channel).await?;
-            let feed = futures_util::stream::unfold(listener, |mut listener| async move {
-                match listener.try_recv().await {
-                    Ok(Some(_)) => Some(((), listener)),
-                    Ok(None) | Err(_) => None,
-                }
-            });
-            Ok(Some(feed.boxed()))
-        })
-    }
-}
-
 /// The `application_name` of PostgreSQL's change feed connection.
 pub const FEED_APPLICATION_NAME: &str = "shedlock schedule feed";
-
-/// MySQL and MariaDB: writers serialise on the counter row's lock.
-#[cfg(feature = "mysql")]
-impl ScheduleSql for super::mysql::MySql {
-    const BEGIN: &'static str = "BEGIN";
-    const FOR_UPDATE: &'static str = "FOR UPDATE";
-}
-
-/// SQLite: one writer at a time, taken at the start of the transaction (`BEGIN IMMEDIATE`).
-#[cfg(feature = "sqlite")]
-impl ScheduleSql for super::sqlite::Sqlite {
-    const BEGIN: &'static str = "BEGIN IMMEDIATE";
-    const FOR_UPDATE: &'static str = "";
-}
 
 /// The channel PostgreSQL's changes are announced on: the schedules table's name, lower case,
 /// cut to the 63 bytes of an identifier.
