@@ -13,11 +13,15 @@
 //!   the time from the request to its run's start (the body's results row), p50 / p99 / worst,
 //!   and that each ran once.
 //!
+//! - **scale** (`--scale N`): N run-time schedules created for the processes' handler (32 writes
+//!   in flight): how long after the last write every process had them all.
+//!
 //! Times are this machine's clock on both sides (the processes and the benchmark run here).
 //!
 //! ```text
 //! cargo bench --bench control_plane                       # every backend, 4 processes, 100 changes
 //! cargo bench --bench control_plane -- --backend postgres --changes 200 --poll 500ms
+//! cargo bench --bench control_plane -- --backend postgres --scale 10000   # + 10,000 created
 //! ```
 //! Figures go to BENCHMARKS.md; nothing here asserts a time.
 #![allow(missing_docs)]
@@ -26,7 +30,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use shedlock::Backend;
-use shedlock::schedules::{NewSchedule, ScheduleChange, TriggerAnswer};
+use shedlock::schedules::{NewSchedule, ScheduleChange, ScheduleStore, TriggerAnswer};
 use shedlock_suite::fleet::{Target, spawn};
 use shedlock_suite::redis_server::delete_prefix;
 use shedlock_suite::{host_port, mysql_url, postgres_url, redis_url, unique_name};
@@ -40,6 +44,8 @@ struct Args {
     changes: usize,
     triggers: usize,
     poll: Duration,
+    /// Run-time schedules created at the end (0: none).
+    scale: usize,
 }
 
 fn parse_args() -> Args {
@@ -54,6 +60,7 @@ fn parse_args() -> Args {
         changes: 100,
         triggers: 20,
         poll: Duration::from_secs(2),
+        scale: 0,
     };
     let mut it = std::env::args().skip(1).filter(|a| a != "--bench");
     while let Some(flag) = it.next() {
@@ -73,6 +80,7 @@ fn parse_args() -> Args {
             "--changes" => args.changes = value().parse().expect("a number"),
             "--triggers" => args.triggers = value().parse().expect("a number"),
             "--poll" => args.poll = humantime::parse_duration(&value()).expect("a duration"),
+            "--scale" => args.scale = value().parse().expect("a number"),
             other => panic!("unknown flag {other}"),
         }
     }
@@ -215,6 +223,11 @@ async fn run_backend(backend: Backend, args: &Args) {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
+    let scaled = if args.scale > 0 {
+        Some(scale(&target, store.as_ref(), args).await)
+    } else {
+        None
+    };
     for process in &fleet {
         process.signal("TERM");
     }
@@ -227,6 +240,13 @@ async fn run_backend(backend: Backend, args: &Args) {
         "| {backend:?} | {} | {poll} | {} | {c50} | {c99} | {cmax} | {} | {t50} | {t99} | {tmax} |",
         args.processes, args.changes, args.triggers
     );
+    if let Some((created_ms, picked_up_ms)) = scaled {
+        println!(
+            "\n{backend:?}: {} run-time schedules created (32 at a time) in {created_ms} ms; \
+             every one of the {} processes had them {picked_up_ms} ms after the last write\n",
+            args.scale, args.processes
+        );
+    }
     let t = &target.table;
     let drop = format!(
         "DROP TABLE IF EXISTS {t}, _{t}_migrations, {t}_runs, {t}_schedules, {t}_results, {t}_fenced, {t}_terms, {t}_applied, {t}_work"
@@ -243,6 +263,26 @@ async fn run_backend(backend: Backend, args: &Args) {
         Backend::Redis => delete_prefix(&host_port(&target.url, 6379), t),
         _ => {}
     }
+}
+
+/// Creates `args.scale` run-time schedules for the handler every process has (yearly crons),
+/// 32 writes in flight: how long the writes took, and how long after the last one every
+/// process had applied them all (ms).
+async fn scale(target: &Target, store: &dyn ScheduleStore, args: &Args) -> (i64, i64) {
+    use futures_util::StreamExt;
+    let started = chrono::Utc::now().timestamp_millis();
+    let versions: Vec<i64> = futures_util::stream::iter(0..args.scale)
+        .map(|i| async move {
+            let job = NewSchedule::job(format!("scale_{i}"), "harness", "{}", "0 0 0 1 1 *", None);
+            store.create_schedule(&job, "bench").await.unwrap().version
+        })
+        .buffer_unordered(32)
+        .collect()
+        .await;
+    let written = chrono::Utc::now().timestamp_millis();
+    let last = versions.into_iter().max().unwrap_or(0);
+    let applied = applied_by_all(target, args.processes, last).await;
+    (written - started, applied - written)
 }
 
 fn main() {

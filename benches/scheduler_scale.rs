@@ -23,6 +23,7 @@
 //! cargo bench --bench scheduler_scale -- --phase startup --jobs 100000  # start-up of 100,000 jobs
 //! cargo bench --bench scheduler_scale -- --sqlite-pool 2   # a pool of 2 instead of connect()'s
 //! cargo bench --bench scheduler_scale -- --phase firing --with-lock   # jobs declare their lock
+//! cargo bench --bench scheduler_scale -- --phase idle --jobs 100000 --watch  # + the schedule watch
 //! ```
 //! Figures go to BENCHMARKS.md; nothing here asserts a time.
 #![allow(missing_docs)]
@@ -34,6 +35,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Datelike, Timelike, Utc};
 use serde_json::{Value, json};
 use shedlock::context::current_tick;
+use shedlock::scheduler::ScheduleWatch;
 use shedlock::{
     Job, LockConfiguration, LockContext, Schedule, Scheduler, SqliteLockProvider, run_locked,
 };
@@ -55,6 +57,9 @@ struct Args {
     /// ticks due at each second in one statement from the first tick on; without it, it learns
     /// each job's lock from its first run (batched from the second minute on).
     with_lock: bool,
+    /// Idle: the scheduler also watches the schedules kept in the store
+    /// (`SchedulerBuilder::schedules`, polling every 2 s, the default).
+    watch: bool,
 }
 
 fn args() -> Args {
@@ -65,6 +70,7 @@ fn args() -> Args {
         child: None,
         pool: None,
         with_lock: false,
+        watch: false,
     };
     let mut seconds = None;
     let mut it = std::env::args().skip(1);
@@ -81,6 +87,7 @@ fn args() -> Args {
             "--phase" => args.phase = it.next(),
             "--child" => args.child = it.next(),
             "--with-lock" => args.with_lock = true,
+            "--watch" => args.watch = true,
             "--sqlite-pool" => {
                 args.pool = Some(
                     it.next()
@@ -304,7 +311,7 @@ fn yearly(i: usize) -> Schedule {
     Schedule::parse(&cron, "UTC").expect("a yearly expression")
 }
 
-async fn idle(jobs: usize, seconds: u64, pool: Option<u32>) -> Value {
+async fn idle(jobs: usize, seconds: u64, pool: Option<u32>, watch: bool) -> Value {
     let ticks = clock_ticks();
     let rss_process_start = rss_mb();
     let dir = tempfile::tempdir().unwrap();
@@ -312,9 +319,12 @@ async fn idle(jobs: usize, seconds: u64, pool: Option<u32>) -> Value {
     let rss_before = rss_mb();
     let cpu_setup = CpuWindow::start(ticks);
 
-    let scheduler = Scheduler::builder(provider)
-        .misfire_grace(Duration::ZERO)
-        .build();
+    let builder = Scheduler::builder(provider).misfire_grace(Duration::ZERO);
+    let scheduler = if watch {
+        builder.schedules(ScheduleWatch::default()).build()
+    } else {
+        builder.build()
+    };
     let registering = Instant::now();
     let mut names = Vec::with_capacity(jobs);
     for i in 0..jobs {
@@ -361,6 +371,7 @@ async fn idle(jobs: usize, seconds: u64, pool: Option<u32>) -> Value {
     json!({
         "phase": "idle",
         "jobs": jobs,
+        "watch": watch,
         "seconds": wall_s,
         "rss_process_start_mb": rss_process_start,
         "rss_before_mb": rss_before,
@@ -622,6 +633,9 @@ fn run_child(phase: &str, args: &Args) -> Option<Value> {
     if args.with_lock {
         command.arg("--with-lock");
     }
+    if args.watch {
+        command.arg("--watch");
+    }
     let out = command
         .stderr(std::process::Stdio::inherit())
         .output()
@@ -651,8 +665,13 @@ fn verdict(measured: f64, goal: f64) -> &'static str {
 fn print_idle(v: &Value) {
     let jobs = f(v, "jobs");
     println!(
-        "\n### Idle: {jobs:.0} jobs registered, none due, {:.1} s window\n",
-        f(v, "seconds")
+        "\n### Idle: {jobs:.0} jobs registered, none due, {:.1} s window{}\n",
+        f(v, "seconds"),
+        if v["watch"].as_bool() == Some(true) {
+            ", watching the schedules kept in the store (poll 2 s)"
+        } else {
+            ""
+        }
     );
     println!("| figure | measured | goal | met |");
     println!("|---|---|---|---|");
@@ -840,7 +859,7 @@ fn main() {
             .unwrap();
         let result = runtime.block_on(async {
             match phase.as_str() {
-                "idle" => idle(args.jobs, args.seconds, args.pool).await,
+                "idle" => idle(args.jobs, args.seconds, args.pool, args.watch).await,
                 "firing" => firing(args.jobs, args.seconds, args.pool, args.with_lock).await,
                 "schedule" => schedules(args.jobs),
                 "startup" => startup(args.jobs).await,
