@@ -248,6 +248,17 @@ async fn hand_off(queue: &dyn TickQueue, id: i64, lock: &LockContext) -> Result<
         .map_err(|e| format!("could not hand the run to the queue: {e}"))
 }
 
+/// Whether a history row is of a run by hand: its `requested_by`, or (the scheduler's
+/// history does not write that column yet) a tick that is the run's start, to the millisecond
+/// (a cron tick is a whole second; retries, which also have milliseconds, are not set here).
+fn by_hand(run: &RunRecord) -> bool {
+    run.requested_by.is_some()
+        || (run.attempt.is_none()
+            && run
+                .tick
+                .is_some_and(|tick| tick.timestamp_subsec_nanos() != 0))
+}
+
 /// How long the command's own scheduler's history keeps rows: it prunes nothing that `run
 /// --keep-history` keeps.
 const ONE_SHOT_KEEP: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
@@ -342,26 +353,28 @@ impl SyncNow {
                 return Ok(Ended::Here(outcome));
             }
             let row = self.store.schedule(&name).await?;
-            let pending = row
-                .as_ref()
-                .and_then(|r| r.trigger.as_ref())
-                .is_some_and(|t| t.id == request);
-            if pending {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
+            match row.as_ref().and_then(|r| r.trigger.as_ref()) {
+                Some(t) if t.id == request => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+                // Asked again for the same asker: its run found the lock held, and the
+                // scheduler that claimed it waits for the lock to be free.
+                Some(t) if t.requested_by == me => return Ok(Ended::Held),
+                _ => {}
             }
             if let Some(outcome) = self.ran.take(id) {
                 return Ok(Ended::Here(outcome));
             }
-            let run = self.store.runs(&query).await?.into_iter().find(|r| {
-                r.id > baseline
-                    && r.requested_by.as_deref() == Some(me.as_str())
-                    && r.outcome != RunOutcome::Running
-            });
+            let run = self
+                .store
+                .runs(&query)
+                .await?
+                .into_iter()
+                .find(|r| r.id > baseline && by_hand(r) && r.outcome != RunOutcome::Running);
             match run {
                 Some(run) if run.outcome == RunOutcome::SkippedHeld => {
-                    // Asked again (the scheduler does so for a held lock; this process may
-                    // stop first): a `run` instance runs it once the lock is free.
+                    // Asked again by the instance that claimed it, or here if it stopped first.
                     let _ = self.store.request_trigger(&name, &me).await?;
                     return Ok(Ended::Held);
                 }
