@@ -2492,6 +2492,7 @@ fn a_rust_log_that_is_not_a_filter_is_named() {
 
 /// `run --role worker --poll-interval` refuses a poll interval of zero, a busy loop's, or one
 /// past 10 minutes, naming the flag and the bound, before it opens anything.
+#[cfg(feature = "workers")]
 #[test]
 fn run_refuses_an_unusable_poll_interval() {
     for (value, says) in [
