@@ -233,7 +233,7 @@ pub(crate) async fn first_run(ctx: Arc<Ctx>, store: Arc<dyn Locks>) -> Result<()
             failed.push(s.display_name.clone());
         }
     }
-    runs.stop().await;
+    runs.stop().await?;
     let command = crate::features::this_build();
     say!("\nsearch it:  {command} -- search \"fencing token\"");
     say!("keep it synced on schedule (start several, each tick runs once):  {command} -- run");
@@ -272,7 +272,13 @@ pub(crate) async fn sync_now(
                     let log = ctx.db.logs(Some(id), 1).await?.into_iter().next();
                     match log.filter(|l| l.started_at >= since) {
                         Some(l) => say!(
-                            "  run by {by}: {}, {} files, {} chunks in {} ms",
+                            "  run by {}{}: {}, {} files, {} chunks in {} ms",
+                            shown(l.locked_by.as_deref().unwrap_or_default()),
+                            if l.locked_by.as_deref() == Some(run.locked_by.as_str()) {
+                                String::new()
+                            } else {
+                                format!(" (handed to it by {by})")
+                            },
                             shown(&l.status),
                             l.files_processed,
                             l.chunks_written,

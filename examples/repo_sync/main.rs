@@ -37,6 +37,7 @@ mod refresh;
 #[cfg(feature = "workers")]
 mod roles;
 mod schedules;
+mod serve;
 mod show;
 mod source;
 mod store;
@@ -52,7 +53,7 @@ use shedlock::handoff::TickQueue;
 /// `--poll-interval`: worker mode's own type, checked as worker mode checks it.
 #[cfg(feature = "workers")]
 use shedlock::handoff::apalis::PollInterval;
-use shedlock::scheduler::{HandlerLock, RunHistory, ScheduleWatch};
+use shedlock::scheduler::{RunHistory, ScheduleWatch};
 use shedlock::schedules::ScheduleStore;
 use shedlock::{LockAdmin, RunStore, Schedule, Scheduler, SqliteLockProvider};
 
@@ -65,7 +66,7 @@ use crate::embed::{Embedder, LexicalHashEmbedder};
 use crate::features::{Feature, Missing};
 #[cfg(feature = "workers")]
 use crate::roles::QueuePlace;
-use crate::schedules::{Mode, SyncNow, schedule_of};
+use crate::schedules::SyncNow;
 use crate::show::{say, shown, tell};
 use crate::store::SqlVectorStore;
 use crate::sync::Ctx;
@@ -470,7 +471,7 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
                 }
                 _ => None,
             };
-            run_scheduler(ctx, provider, scheduler, hand_off, run_for).await
+            serve::run_scheduler(ctx, provider, scheduler, hand_off, run_for).await
         }
         Some(Command::Add {
             path,
@@ -491,61 +492,22 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
             );
             Ok(())
         }
-        Some(Command::Pause { repo }) => set_paused(&db, provider, &repo, true).await,
-        Some(Command::Resume { repo }) => set_paused(&db, provider, &repo, false).await,
+        Some(Command::Pause { repo }) => schedules::set_paused(&db, provider, &repo, true).await,
+        Some(Command::Resume { repo }) => schedules::set_paused(&db, provider, &repo, false).await,
         Some(Command::SyncNow { repo, full }) => {
             let s = find(&db, &repo).await?;
-            scheduled(provider.as_ref(), &s).await?;
+            schedules::scheduled(provider.as_ref(), &s).await?;
             if full {
                 db.set_synced_commit(s.id, None).await?;
             }
             let runs = SyncNow::start(Arc::clone(&ctx), provider, &[s.id]).await?;
             let result = sync_now(&ctx, &runs, &s).await;
-            runs.stop().await;
+            runs.stop().await?;
             result.map(drop)
         }
         Some(Command::Search { query, k }) => search(&ctx, &query, k).await,
         Some(Command::Status) => status(&ctx, provider.as_ref()).await,
     }
-}
-
-/// Refuses a repository that has no schedule in the store, saying how to give it one.
-async fn scheduled(store: &dyn Locks, s: &db::Session) -> Result<(), AnyError> {
-    if schedule_of(store, s.id).await?.is_none() {
-        return Err(format!(
-            "#{} {} has no schedule in the store: give it one with `add {} --cron ...`",
-            s.id,
-            shown(&s.display_name),
-            shown(&s.source)
-        )
-        .into());
-    }
-    Ok(())
-}
-
-/// `pause` and `resume`: the scheduler's, on the repository's schedule (every instance
-/// applies it within its poll interval).
-async fn set_paused(
-    db: &Db,
-    provider: Arc<dyn Locks>,
-    repo: &str,
-    paused: bool,
-) -> Result<(), AnyError> {
-    let s = find(db, repo).await?;
-    scheduled(provider.as_ref(), &s).await?;
-    // Not started: only its methods that change the store are used.
-    let scheduler = Scheduler::builder(provider)
-        .schedules(ScheduleWatch::default())
-        .build();
-    let name = lock_name(s.id);
-    if paused {
-        scheduler.pause(&name).await?;
-        say!("paused #{} {}", s.id, shown(&s.display_name));
-    } else {
-        scheduler.resume(&name).await?;
-        say!("resumed #{} {}", s.id, shown(&s.display_name));
-    }
-    Ok(())
 }
 
 fn display_name(source: &str) -> String {
@@ -568,86 +530,4 @@ fn interval_ms(schedule: &Schedule, at: chrono::DateTime<chrono::Utc>) -> i64 {
         (Some(a), Some(b)) => (b - a).num_milliseconds().max(1),
         _ => 60_000,
     }
-}
-
-/// How often a running scheduler closes runs left `running` by a stopped instance.
-const ABANDONED_SWEEP: Duration = Duration::from_secs(10);
-
-/// The scheduler: the handler `repo_sync` registered (`schedules.rs`), so every repository's
-/// schedule in the store is a job here, and closing runs left `running` by a stopped instance
-/// every [`ABANDONED_SWEEP`]; its run history goes to `shedlock_runs` (read it with `shedlock
-/// history`). With `--role scheduler`, `hand_off` is the queue each run is handed to.
-async fn run_scheduler(
-    ctx: Arc<Ctx>,
-    provider: Arc<dyn Locks>,
-    scheduler: Scheduler,
-    hand_off: Option<Arc<dyn TickQueue>>,
-    run_for: Option<Duration>,
-) -> Result<(), AnyError> {
-    let handing_off = hand_off.is_some();
-    let (mode, lock) = match hand_off {
-        // The run only enqueues: a short lock, the worker's sync takes it again.
-        Some(queue) => (
-            Mode::HandOff(queue),
-            HandlerLock {
-                lock_at_most_for: Duration::from_secs(60),
-                lock_at_least_for: Duration::ZERO,
-            },
-        ),
-        None => (
-            Mode::Sync,
-            HandlerLock {
-                lock_at_most_for: ctx.lock_at_most_for,
-                lock_at_least_for: ctx.lock_at_least_for,
-            },
-        ),
-    };
-    schedules::register(
-        &scheduler,
-        Arc::clone(&ctx),
-        Arc::clone(&provider),
-        mode,
-        lock,
-    )?;
-    scheduler.start();
-    // The store answers and holds the tables, or the error says why (once, not every tick).
-    scheduler.ready().await?;
-    say!(
-        "repo_sync scheduler running as {}{} (Ctrl-C to stop)",
-        shown(provider.locked_by()),
-        if handing_off {
-            ", handing the ticks to the queue for `run --role worker` processes"
-        } else {
-            ""
-        }
-    );
-    let stop = async {
-        match run_for {
-            Some(d) => tokio::time::sleep(d).await,
-            None => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    };
-    tokio::pin!(stop);
-    loop {
-        tokio::select! {
-            () = &mut stop => break,
-            () = tokio::time::sleep(ABANDONED_SWEEP) => {}
-        }
-        match ctx.db.close_abandoned().await {
-            Ok(0) => {}
-            Ok(n) => {
-                say!("closed {n} run(s) left `running` by a stopped instance as abandoned")
-            }
-            Err(e) => tell!("repo_sync: cannot close abandoned runs: {e}"),
-        }
-    }
-    let report = scheduler.shutdown().await;
-    ctx.pending.wait().await; // the records of syncs the shutdown cancelled
-    say!(
-        "{}",
-        show::stopped_line(handing_off, report.finished, report.cancelled)
-    );
-    Ok(())
 }

@@ -270,6 +270,9 @@ pub(crate) struct SyncNow {
     scheduler: Scheduler,
     store: Arc<dyn Locks>,
     ran: RanHere,
+    /// The requests that found the lock held: asked again once this scheduler stopped (its
+    /// own request again may have been cut short by the stop).
+    held: Mutex<Vec<String>>,
 }
 
 /// How a request ended.
@@ -327,6 +330,7 @@ impl SyncNow {
             scheduler,
             store,
             ran,
+            held: Mutex::default(),
         })
     }
 
@@ -360,7 +364,7 @@ impl SyncNow {
                 }
                 // Asked again for the same asker: its run found the lock held, and the
                 // scheduler that claimed it waits for the lock to be free.
-                Some(t) if t.requested_by == me => return Ok(Ended::Held),
+                Some(t) if t.requested_by == me => return Ok(self.held(name)),
                 _ => {}
             }
             if let Some(outcome) = self.ran.take(id) {
@@ -374,9 +378,7 @@ impl SyncNow {
                 .find(|r| r.id > baseline && by_hand(r) && r.outcome != RunOutcome::Running);
             match run {
                 Some(run) if run.outcome == RunOutcome::SkippedHeld => {
-                    // Asked again by the instance that claimed it, or here if it stopped first.
-                    let _ = self.store.request_trigger(&name, &me).await?;
-                    return Ok(Ended::Held);
+                    return Ok(self.held(name));
                 }
                 Some(run) => return Ok(Ended::Elsewhere(run)),
                 None if ended_at
@@ -391,8 +393,64 @@ impl SyncNow {
         }
     }
 
-    /// Stops the command's scheduler (a run it started finishes first).
-    pub(crate) async fn stop(self) {
-        self.scheduler.shutdown().await;
+    /// Notes that request of `name` found the lock held.
+    fn held(&self, name: String) -> Ended {
+        self.held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(name);
+        Ended::Held
     }
+
+    /// Stops the command's scheduler (a run it started finishes first), then asks again for
+    /// each run that found the lock held, so the request stays pending for a `run` instance
+    /// (or the next `sync-now`) when this scheduler's own asking again was cut short.
+    pub(crate) async fn stop(self) -> Result<(), AnyError> {
+        self.scheduler.shutdown().await;
+        let me = self.store.locked_by().to_owned();
+        let held = std::mem::take(&mut *self.held.lock().unwrap_or_else(|e| e.into_inner()));
+        for name in held {
+            self.store.request_trigger(&name, &me).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Refuses a repository that has no schedule in the store, saying how to give it one.
+pub(crate) async fn scheduled(store: &dyn Locks, s: &crate::db::Session) -> Result<(), AnyError> {
+    if schedule_of(store, s.id).await?.is_none() {
+        return Err(format!(
+            "#{} {} has no schedule in the store: give it one with `add {} --cron ...`",
+            s.id,
+            shown(&s.display_name),
+            shown(&s.source)
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// `pause` and `resume`: the scheduler's, on the repository's schedule (every instance
+/// applies it within its poll interval).
+pub(crate) async fn set_paused(
+    db: &Db,
+    provider: Arc<dyn Locks>,
+    repo: &str,
+    paused: bool,
+) -> Result<(), AnyError> {
+    let s = crate::find(db, repo).await?;
+    scheduled(provider.as_ref(), &s).await?;
+    // Not started: only its methods that change the store are used.
+    let scheduler = Scheduler::builder(provider)
+        .schedules(ScheduleWatch::default())
+        .build();
+    let name = lock_name(s.id);
+    if paused {
+        scheduler.pause(&name).await?;
+        say!("paused #{} {}", s.id, shown(&s.display_name));
+    } else {
+        scheduler.resume(&name).await?;
+        say!("resumed #{} {}", s.id, shown(&s.display_name));
+    }
+    Ok(())
 }

@@ -346,3 +346,92 @@ async fn schedules_of_an_earlier_version_are_moved_into_the_store_once() {
     assert!(row.paused);
     assert!(store.schedule("repo_sync_2").await.unwrap().is_none());
 }
+
+/// Worker mode: a `run --role scheduler` process's handler hands each tick of the schedule to
+/// the queue, a `run --role worker` process syncs it; a run now that the scheduler process
+/// claims is handed off too, and the worker syncs it as a run by hand.
+#[cfg(feature = "workers")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_mode_syncs_the_ticks_the_handler_hands_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("w.db").display());
+    let repo = repository();
+    cli(
+        &url,
+        &[
+            "add",
+            &repo.path().display().to_string(),
+            "--cron",
+            "* * * * * *",
+        ],
+    );
+    let start = |role: &str, extra: &[&str]| {
+        tokio::process::Command::new(binary())
+            .args(["--database-url", &url, "run", "--role", role])
+            .args(extra)
+            .env("SHEDLOCK_LOCKED_BY", role)
+            .process_group(0)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap()
+    };
+    let scheduler = start("scheduler", &["--poll-schedules-every", "200ms"]);
+    let worker = start("worker", &["--poll-interval", "100ms"]);
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let synced = |manual: bool| {
+        let pool = pool.clone();
+        async move {
+            let sql = if manual {
+                "SELECT COUNT(*) FROM schedule_execution_logs WHERE tick IS NULL AND status = 'completed' AND locked_by = 'worker'"
+            } else {
+                "SELECT COUNT(*) FROM schedule_execution_logs WHERE tick IS NOT NULL AND status = 'completed' AND locked_by = 'worker'"
+            };
+            sqlx::query_scalar::<_, i64>(sql)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while synced(false).await < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the worker syncs the handed-off ticks"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    cli(&url, &["pause", "1"]);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let said = cli(&url, &["sync-now", "1"]);
+    if said.contains("handed to the workers by scheduler") || said.contains("run by worker") {
+        while synced(true).await < 1 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the worker syncs the run by hand"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    } else {
+        assert!(said.contains("sync at"), "run here or handed off: {said}");
+        assert!(synced(true).await == 0, "{said}");
+    }
+    for child in [scheduler, worker] {
+        let pid = child.id().unwrap();
+        let kill = Command::new("bash")
+            .args(["-c", &format!("kill -INT {pid}")])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let out = tokio::time::timeout(DEADLINE, child.wait_with_output())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
