@@ -315,8 +315,14 @@ impl SyncNow {
         )?;
         scheduler.start();
         scheduler.ready().await?;
+        // The store's schedules read (each repository's job added) before anything is asked.
         let version = store.schedules_version().await?;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         while scheduler.schedules_applied().unwrap_or_default() < version {
+            if tokio::time::Instant::now() > deadline {
+                scheduler.shutdown().await;
+                return Err("the schedules in the store could not be read within 30 s (see the log: RUST_LOG=shedlock=warn)".into());
+            }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         scheduler.ready().await?;
