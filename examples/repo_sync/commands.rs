@@ -4,24 +4,25 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use shedlock::{LockProvider, Schedule, TaskResult, with_provider};
+use shedlock::Schedule;
+use shedlock::history::RunOutcome;
+use shedlock::schedules::ScheduleChange;
 
-use crate::db::{lock_name, now_ms};
-use crate::job::{Outcome, Trigger, sync_locked};
+use crate::db::{Session, lock_name, now_ms};
+use crate::job::Outcome;
 use crate::refresh::{self, Breaker};
+use crate::schedules::{DEFAULT_CRON, DEFAULT_TIME_ZONE, Ended, SyncNow, parsed, schedule_of};
 use crate::show::{say, shown};
 use crate::sync::{Ctx, Summary};
-use crate::{AnyError, display_name, interval_ms, source};
-
-/// The schedule of a new registration, unless `--cron` and `--time-zone` say otherwise.
-const DEFAULT_CRON: &str = "0 */15 * * * *";
-const DEFAULT_TIME_ZONE: &str = "UTC";
+use crate::{AnyError, Locks, display_name, interval_ms, source};
 
 /// `add`: registers a local git repository or a GitLab project URL (checked by reading its
-/// head). One already registered gets the options given (`--cron`, `--time-zone`, `--name`),
-/// the others keeping their stored values; what changed is printed, or that nothing did.
+/// head) and creates its schedule in the store (`schedules.rs`). One already registered gets
+/// the options given (`--cron`, `--time-zone`, `--name`), the others keeping their stored
+/// values; what changed is printed, or that nothing did.
 pub(crate) async fn add(
     ctx: &Ctx,
+    store: &dyn Locks,
     path: &str,
     cron: Option<String>,
     time_zone: Option<String>,
@@ -51,28 +52,56 @@ pub(crate) async fn add(
         let time_zone = time_zone.as_deref().unwrap_or(DEFAULT_TIME_ZONE);
         checked_schedule(cron, time_zone)?;
         let name = name.unwrap_or(default_name);
-        let session = ctx.db.add_session(&name, &source, cron, time_zone).await?;
+        let session = ctx.db.add_session(&name, &source).await?;
+        if let Err(error) =
+            crate::schedules::create(store, session.id, cron, time_zone, false).await
+        {
+            ctx.db.remove_session(session.id).await?;
+            return Err(error.into());
+        }
         say!(
             "registered #{} {} ({}) on \"{}\" in {}",
             session.id,
             shown(&session.display_name),
             shown(&session.source),
-            shown(&session.cron),
-            shown(&session.time_zone)
+            shown(cron),
+            shown(time_zone)
         );
         return Ok(());
     };
-    let cron = cron.unwrap_or_else(|| existing.cron.clone());
-    let time_zone = time_zone.unwrap_or_else(|| existing.time_zone.clone());
+    let id = existing.id;
+    let stored = schedule_of(store, id).await?;
+    let legacy = ctx.db.legacy_schedule(id).await?;
+    let (old_cron, old_time_zone) = match (&stored, &legacy) {
+        (Some(row), _) => (
+            row.cron.clone().unwrap_or_default(),
+            row.time_zone
+                .clone()
+                .unwrap_or_else(|| DEFAULT_TIME_ZONE.into()),
+        ),
+        (None, Some(old)) => (old.cron.clone(), old.time_zone.clone()),
+        (None, None) => (String::new(), String::new()),
+    };
+    let given = |value: Option<String>, old: &str, default: &str| {
+        value.unwrap_or_else(|| {
+            if old.is_empty() {
+                default.into()
+            } else {
+                old.into()
+            }
+        })
+    };
+    let cron = given(cron, &old_cron, DEFAULT_CRON);
+    let time_zone = given(time_zone, &old_time_zone, DEFAULT_TIME_ZONE);
     let name = name.unwrap_or_else(|| existing.display_name.clone());
     checked_schedule(&cron, &time_zone)?;
-    let changes: Vec<String> = [
-        ("schedule", &existing.cron, &cron, true),
-        ("time zone", &existing.time_zone, &time_zone, false),
+    let mut changes: Vec<String> = [
+        ("schedule", &old_cron, &cron, true),
+        ("time zone", &old_time_zone, &time_zone, false),
         ("name", &existing.display_name, &name, false),
     ]
     .into_iter()
-    .filter(|(_, before, after, _)| before != after)
+    .filter(|(_, before, after, _)| stored.is_some() && before != after)
     .map(|(what, before, after, quoted)| {
         let (before, after) = (shown(before), shown(after));
         if quoted {
@@ -82,22 +111,48 @@ pub(crate) async fn add(
         }
     })
     .collect();
-    let id = existing.id;
+    if stored.is_none() {
+        // Registered without a schedule in the store (one an earlier version kept that the
+        // store refused, or none): it gets one now.
+        let paused = legacy.as_ref().is_some_and(|old| old.paused);
+        crate::schedules::create(store, id, &cron, &time_zone, paused).await?;
+        ctx.db.forget_legacy_schedule(id).await?;
+        changes.push(format!(
+            "schedule set: \"{}\" in {}{}",
+            shown(&cron),
+            shown(&time_zone),
+            if paused { ", paused" } else { "" }
+        ));
+        if name != existing.display_name {
+            changes.push(format!(
+                "name {} → {}",
+                shown(&existing.display_name),
+                shown(&name)
+            ));
+        }
+    } else if cron != old_cron || time_zone != old_time_zone {
+        let change = ScheduleChange::new().cron(cron.clone(), Some(time_zone.clone()));
+        store
+            .update_schedule(&lock_name(id), &change, store.locked_by())
+            .await?;
+    }
     if changes.is_empty() {
         say!(
             "#{id} {} ({}) is already registered, on \"{}\" in {}: nothing changed (give \
              --cron, --time-zone or --name to change them)",
             shown(&existing.display_name),
             shown(&existing.source),
-            shown(&existing.cron),
-            shown(&existing.time_zone)
+            shown(&cron),
+            shown(&time_zone)
         );
         return Ok(());
     }
-    ctx.db.update_session(id, &name, &cron, &time_zone).await?;
+    if name != existing.display_name {
+        ctx.db.rename_session(id, &name).await?;
+    }
     say!(
-        "#{id} {} was already registered; changed {} (running schedulers pick it up at their \
-         next reload)",
+        "#{id} {} was already registered; changed {} (running schedulers apply it within their \
+         poll interval)",
         shown(&existing.source),
         changes.join(", ")
     );
@@ -111,9 +166,10 @@ fn checked_schedule(cron: &str, time_zone: &str) -> Result<Schedule, AnyError> {
 }
 
 /// With no command: register the repository we are in (if it is not registered yet), sync
-/// every active repository once, summarize. A registered local repository that no longer
-/// exists is reported and left out; the others still sync.
-pub(crate) async fn first_run(ctx: &Ctx, provider: Arc<dyn LockProvider>) -> Result<(), AnyError> {
+/// every repository whose schedule is not paused once (a "run now" request each, see
+/// [`sync_now`]), summarize. A registered local repository that no longer exists is reported
+/// and left out; the others still sync.
+pub(crate) async fn first_run(ctx: Arc<Ctx>, store: Arc<dyn Locks>) -> Result<(), AnyError> {
     let here = std::process::Command::new("git")
         .args(["rev-parse", "--show-toplevel"])
         .output()?;
@@ -123,10 +179,17 @@ pub(crate) async fn first_run(ctx: &Ctx, provider: Arc<dyn LockProvider>) -> Res
     let here = String::from_utf8_lossy(&here.stdout).trim().to_owned();
     let here = std::fs::canonicalize(&here)?.display().to_string();
     if ctx.db.find_session(&here).await?.is_none() {
-        let session = ctx
-            .db
-            .add_session(&display_name(&here), &here, DEFAULT_CRON, DEFAULT_TIME_ZONE)
+        let session = ctx.db.add_session(&display_name(&here), &here).await?;
+        if schedule_of(store.as_ref(), session.id).await?.is_none() {
+            crate::schedules::create(
+                store.as_ref(),
+                session.id,
+                DEFAULT_CRON,
+                DEFAULT_TIME_ZONE,
+                false,
+            )
             .await?;
+        }
         say!(
             "registered #{} {} ({}), every 15 minutes",
             session.id,
@@ -134,8 +197,21 @@ pub(crate) async fn first_run(ctx: &Ctx, provider: Arc<dyn LockProvider>) -> Res
             shown(&session.source)
         );
     }
-    let mut failed = Vec::new();
-    for s in ctx.db.sessions().await?.into_iter().filter(|s| s.is_active) {
+    let mut due = Vec::new();
+    for s in ctx.db.sessions().await? {
+        match schedule_of(store.as_ref(), s.id).await? {
+            Some(row) if !row.paused => {}
+            Some(_) => continue,
+            None => {
+                say!(
+                    "#{} {}: not scheduled: not synced (give it a schedule with `add {} --cron ...`)",
+                    s.id,
+                    shown(&s.display_name),
+                    shown(&s.source)
+                );
+                continue;
+            }
+        }
         if !source::is_remote(&s.source) && !std::path::Path::new(&s.source).exists() {
             say!(
                 "#{} {}: {} no longer exists: not synced (unregister it with `remove {}`)",
@@ -146,11 +222,18 @@ pub(crate) async fn first_run(ctx: &Ctx, provider: Arc<dyn LockProvider>) -> Res
             );
             continue;
         }
-        if let Err(error) = sync_now(ctx, Arc::clone(&provider), s.id, &s.display_name).await {
+        due.push(s);
+    }
+    let ids: Vec<i64> = due.iter().map(|s| s.id).collect();
+    let runs = SyncNow::start(Arc::clone(&ctx), store, &ids).await?;
+    let mut failed = Vec::new();
+    for s in &due {
+        if let Err(error) = sync_now(&ctx, &runs, s).await {
             say!("  {}", shown(&error.to_string()));
-            failed.push(s.display_name);
+            failed.push(s.display_name.clone());
         }
     }
+    runs.stop().await?;
     let command = crate::features::this_build();
     say!("\nsearch it:  {command} -- search \"fencing token\"");
     say!("keep it synced on schedule (start several, each tick runs once):  {command} -- run");
@@ -161,27 +244,69 @@ pub(crate) async fn first_run(ctx: &Ctx, provider: Arc<dyn LockProvider>) -> Res
     }
 }
 
-/// A sync by hand, through the same lock as the scheduled runs.
+/// A sync by hand: a "run now" request of the repository's schedule, run once by whichever
+/// instance claims it first (a `run` process, or `runs`, this command's own scheduler), under
+/// the same lock as the scheduled runs. Prints its summary, or where it ran and how it ended.
 pub(crate) async fn sync_now(
     ctx: &Ctx,
-    provider: Arc<dyn LockProvider>,
-    id: i64,
-    name: &str,
+    runs: &SyncNow,
+    s: &Session,
 ) -> Result<Option<Summary>, AnyError> {
+    let (id, name) = (s.id, &s.display_name);
     say!("syncing #{id} {} ...", shown(name));
-    match with_provider(Arc::clone(&provider), sync_locked(ctx, id, Trigger::Manual)).await? {
-        TaskResult::Executed(Ok(Outcome::Synced(s))) => {
+    match runs.run(id).await? {
+        Ended::Here(Ok(Outcome::Synced(s))) => {
             print_summary(&s);
             Ok(Some(s))
         }
-        TaskResult::Executed(Ok(Outcome::NotSynced(reason))) => {
+        Ended::Here(Ok(Outcome::NotSynced(reason))) => {
             say!("  not synced: {}", shown(&reason));
             Ok(None)
         }
-        TaskResult::Executed(Err(error)) => {
-            Err(format!("sync of #{id} {name} failed: {error}").into())
+        Ended::Here(Err(error)) => Err(format!("sync of #{id} {name} failed: {error}").into()),
+        Ended::Elsewhere(run) => {
+            let by = shown(&run.locked_by).into_owned();
+            match run.outcome {
+                RunOutcome::Executed => {
+                    let since = run.started_at.timestamp_millis() - 1000;
+                    let log = ctx.db.logs(Some(id), 1).await?.into_iter().next();
+                    match log.filter(|l| l.started_at >= since) {
+                        Some(l) => say!(
+                            "  run by {}{}: {}, {} files, {} chunks in {} ms",
+                            shown(l.locked_by.as_deref().unwrap_or_default()),
+                            if l.locked_by.as_deref() == Some(run.locked_by.as_str()) {
+                                String::new()
+                            } else {
+                                format!(" (handed to it by {by})")
+                            },
+                            shown(&l.status),
+                            l.files_processed,
+                            l.chunks_written,
+                            l.duration_ms.unwrap_or_default()
+                        ),
+                        None => say!(
+                            "  handed to the workers by {by} (`run --role scheduler`): see `status` for its sync"
+                        ),
+                    }
+                    Ok(None)
+                }
+                RunOutcome::Failed => Err(format!(
+                    "sync of #{id} {name} failed on {by}: {}",
+                    run.error.unwrap_or_default()
+                )
+                .into()),
+                other => {
+                    say!(
+                        "  {other} on {by}{}",
+                        run.error
+                            .map(|e| format!(": {}", shown(&e)))
+                            .unwrap_or_default()
+                    );
+                    Ok(None)
+                }
+            }
         }
-        TaskResult::Skipped => {
+        Ended::Held => {
             let holder = ctx
                 .db
                 .locks()
@@ -190,13 +315,18 @@ pub(crate) async fn sync_now(
                 .find(|(n, ..)| *n == lock_name(id));
             match holder {
                 Some((_, by, until, token)) => say!(
-                    "  held by {} (fencing token {token}) until {}: not synced now",
+                    "  held by {} (fencing token {token}) until {}: not synced now; the request \
+                     stays pending, and a `run` instance runs it once the lock is free",
                     shown(&by),
                     chrono::DateTime::from_timestamp_millis(until)
                         .map_or_else(String::new, |t| t.to_rfc3339())
                 ),
-                None => say!("  held elsewhere: not synced now"),
+                None => say!("  held elsewhere: not synced now; the request stays pending"),
             }
+            Ok(None)
+        }
+        Ended::Unknown => {
+            say!("  run by an instance that keeps no run history: see `status`");
             Ok(None)
         }
     }
@@ -297,20 +427,33 @@ pub(crate) async fn search(ctx: &Ctx, query: &str, k: usize) -> Result<(), AnyEr
     Ok(())
 }
 
-pub(crate) async fn status(ctx: &Ctx) -> Result<(), AnyError> {
+/// `status`: each repository with its schedule as the store keeps it (cron, time zone,
+/// paused, next tick, a pending "run now"), its breaker, staged chunks and last runs; then the
+/// locks.
+pub(crate) async fn status(ctx: &Ctx, store: &dyn Locks) -> Result<(), AnyError> {
     let now = now_ms();
     let fmt = |ms: Option<i64>| {
         ms.and_then(chrono::DateTime::from_timestamp_millis)
             .map_or("-".into(), |t| t.format("%F %T UTC").to_string())
     };
     for s in ctx.db.sessions().await? {
+        let row = schedule_of(store, s.id).await?;
+        let (state, cron, zone) = match &row {
+            Some(row) => (
+                if row.paused { "paused" } else { "active" },
+                row.cron.clone().unwrap_or_default(),
+                row.time_zone
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_TIME_ZONE.into()),
+            ),
+            None => ("not scheduled", String::new(), String::new()),
+        };
         say!(
-            "#{} {}  {}  \"{}\" {}  {}",
+            "#{} {}  {state}  \"{}\" {}  {}",
             s.id,
             shown(&s.display_name),
-            if s.is_active { "active" } else { "paused" },
-            shown(&s.cron),
-            shown(&s.time_zone),
+            shown(&cron),
+            shown(&zone),
             shown(&s.source)
         );
         let last_sync = format!(
@@ -321,26 +464,46 @@ pub(crate) async fn status(ctx: &Ctx) -> Result<(), AnyError> {
                 .map_or_else(|| "-".into(), |c| shown(&short(c)).into_owned()),
             fmt(s.last_viewed_at)
         );
-        // A schedule the library refuses (written by hand, or by a version that accepted it)
-        // is named on its row; the other rows are shown all the same.
-        match Schedule::parse(&s.cron, &s.time_zone) {
-            Ok(schedule) => {
+        // A schedule the library cannot run here is named on its row; the other rows are
+        // shown all the same.
+        match row.as_ref().and_then(parsed) {
+            Some(Ok(schedule)) => {
                 let next = schedule
                     .next_after(chrono::Utc::now())
                     .map(|t| t.timestamp_millis());
                 let interval = interval_ms(&schedule, chrono::Utc::now());
                 let decision = refresh::decide(&s, next.unwrap_or(now), interval, &ctx.policy);
-                say!(
-                    "    next tick {}  ({})  {last_sync}",
-                    fmt(next),
-                    decision.reason()
-                );
+                if row.as_ref().is_some_and(|r| r.paused) {
+                    say!("    next tick -  (paused: `resume {}`)  {last_sync}", s.id);
+                } else {
+                    say!(
+                        "    next tick {}  ({})  {last_sync}",
+                        fmt(next),
+                        decision.reason()
+                    );
+                }
             }
-            Err(error) => say!(
+            Some(Err(error)) => say!(
                 "    not scheduled: {} (change it with `add {} --cron ... --time-zone ...`)  {last_sync}",
                 shown(&error.to_string()),
                 shown(&s.source)
             ),
+            None => say!(
+                "    not scheduled: no schedule in the store (give it one with `add {} --cron ...`)  {last_sync}",
+                shown(&s.source)
+            ),
+        }
+        if let Some(t) = row.as_ref().and_then(|r| r.trigger.as_ref()) {
+            let state = match (&t.claimed_by, t.started) {
+                (Some(by), true) => format!("running on {}", shown(by)),
+                (Some(by), false) => format!("claimed by {}", shown(by)),
+                (None, _) => "waiting for an instance".to_owned(),
+            };
+            say!(
+                "    run now asked by {} at {}: {state}",
+                shown(&t.requested_by),
+                t.requested_at.format("%F %T UTC")
+            );
         }
         say!("    {}", Breaker::at(&s, now, &ctx.policy));
         let staged = ctx.store.staged(s.id).await?;

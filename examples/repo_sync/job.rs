@@ -1,6 +1,8 @@
-//! The scheduled job: one repository's sync under its lock (`repo_sync_<id>`), with its run
-//! history (`schedule_execution_logs`) and circuit breaker. This is the part to copy: the
-//! pipeline it calls is `sync.rs`, and `main.rs` schedules it per repository.
+//! The job: one repository's sync under its lock (`repo_sync_<id>`), with its run history
+//! (`schedule_execution_logs`) and circuit breaker. [`sync_under`] is the body of the
+//! scheduler's handler `repo_sync` (`schedules.rs`), run under the lock the scheduler took for
+//! the repository's schedule; [`sync_locked`] takes that lock itself (worker mode's syncs).
+//! This is the part to copy: the pipeline it calls is `sync.rs`.
 
 use shedlock::{LockContext, scheduler_lock};
 
@@ -17,16 +19,16 @@ pub(crate) enum Trigger {
 }
 
 /// The outcome of a locked run, once the lock was taken.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum Outcome {
     Synced(Summary),
     NotSynced(String),
 }
 
-/// Syncs repository `repository_id` under its lock, `repo_sync_<id>`, recording the run. The
-/// lock's durations come from the configuration (`--lock-at-most-for`, `--lock-at-least-for`).
-/// Inside a scheduled run the lock also claims the tick, so each tick syncs once across
-/// instances. Returns `Ok(TaskResult::Skipped)` when another instance holds the lock, and
+/// Syncs repository `repository_id` under its lock, `repo_sync_<id>`, taken here, recording
+/// the run: what a worker does with a hand-off (`roles.rs`). The lock's durations come from the
+/// configuration (`--lock-at-most-for`, `--lock-at-least-for`). Returns
+/// `Ok(TaskResult::Skipped)` when another instance holds the lock, and
 /// `Ok(TaskResult::Executed(result))` when this one ran it.
 #[scheduler_lock(
     name = "repo_sync_{repository_id}",
@@ -38,8 +40,19 @@ pub(crate) async fn sync_locked(
     repository_id: i64,
     trigger: Trigger,
 ) -> Result<Outcome, String> {
-    let id = repository_id;
     let lock = LockContext::current().ok_or("not under a lock")?;
+    sync_under(ctx, repository_id, trigger, lock).await
+}
+
+/// Syncs repository `id` under `lock`, already held (the scheduler's, for the handler
+/// `repo_sync`; or [`sync_locked`]'s), recording the run: a tick's run applies adaptive refresh
+/// and the breaker, one by hand always syncs. Every write is fenced with the lock's token.
+pub(crate) async fn sync_under(
+    ctx: &Ctx,
+    id: i64,
+    trigger: Trigger,
+    lock: LockContext,
+) -> Result<Outcome, String> {
     let token = lock.fencing_token();
     // A worker's sync takes the plain lock (the scheduler claimed the tick): its tick is the
     // hand-off's.

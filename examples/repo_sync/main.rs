@@ -11,7 +11,9 @@
 //!
 //! Everything lives in one database: by default an SQLite file in the git directory of the
 //! repository the command runs in (`.git/repo_sync.db`), or any SQLite path or PostgreSQL URL
-//! with `--database-url`. The lock of repository N is `repo_sync_N`, claimed per tick.
+//! with `--database-url`. Repository N's schedule is the library's run-time job `repo_sync_N`
+//! of the handler `repo_sync`, kept in the store (`schedules.rs`); its lock, claimed per tick,
+//! has the same name.
 //!
 //! The default build has SQLite, the lexical embedder and local git repositories; PostgreSQL,
 //! worker mode, the HTTP clients and the metrics endpoint are cargo features (`features.rs`),
@@ -34,28 +36,26 @@ mod metrics;
 mod refresh;
 #[cfg(feature = "workers")]
 mod roles;
+mod schedules;
+mod serve;
 mod show;
 mod source;
 mod store;
 mod sync;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 #[cfg(feature = "postgres")]
 use shedlock::PostgresLockProvider;
-use shedlock::context::current_tick;
 use shedlock::handoff::TickQueue;
 /// `--poll-interval`: worker mode's own type, checked as worker mode checks it.
 #[cfg(feature = "workers")]
 use shedlock::handoff::apalis::PollInterval;
-use shedlock::scheduler::RunHistory;
-use shedlock::{
-    Job, LockAdmin, LockConfiguration, RunStore, Schedule, Scheduler, SqliteLockProvider,
-    TaskResult,
-};
+use shedlock::scheduler::{RunHistory, ScheduleWatch};
+use shedlock::schedules::ScheduleStore;
+use shedlock::{LockAdmin, RunStore, Schedule, Scheduler, SqliteLockProvider};
 
 use crate::chunk::ChunkConfig;
 use crate::commands::{first_run, search, status, sync_now};
@@ -64,9 +64,9 @@ use crate::db::{Db, Location, lock_name};
 use crate::embed::HttpEmbedder;
 use crate::embed::{Embedder, LexicalHashEmbedder};
 use crate::features::{Feature, Missing};
-use crate::job::{Outcome, Trigger, sync_locked};
 #[cfg(feature = "workers")]
 use crate::roles::QueuePlace;
+use crate::schedules::SyncNow;
 use crate::show::{say, shown, tell};
 use crate::store::SqlVectorStore;
 use crate::sync::Ctx;
@@ -84,7 +84,7 @@ type PollInterval = String;
     next_help_heading = "Global options (any command)"
 )]
 struct Cli {
-    /// Database for schedules, history, chunks and locks: an SQLite file path (created with
+    /// Database for repositories, schedules, history, chunks and locks: an SQLite file path (created with
     /// its directory if missing), `sqlite://PATH`, or `postgres://…` (default:
     /// `repo_sync.db` in the git directory of the repository you run it in). A value that
     /// starts with a scheme (`postgres:`, `mysql:`, `redis:`, …) is a URL, never a file name;
@@ -155,7 +155,8 @@ enum Role {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the scheduler: every active repository on its cron, schedules re-read periodically.
+    /// Run the scheduler: every repository on its schedule in the store (changes applied
+    /// within `--poll-schedules-every`; on PostgreSQL at once), and "run now" requests.
     /// With `--role scheduler` it hands the ticks to a queue, which `--role worker` processes
     /// take them from.
     Run {
@@ -183,9 +184,11 @@ enum Command {
         /// over the pods.
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
         max_concurrent_syncs: Option<u32>,
-        /// How often to re-read the schedules (more than zero).
-        #[arg(long, default_value = "10s", value_parser = positive_duration)]
-        reload_every: Duration,
+        /// How often the store's schedule version is read (one statement), between 10ms and
+        /// 10m: a schedule added, changed or paused is applied within it. On PostgreSQL a
+        /// notification brings each change at once and this only covers a lost one.
+        #[arg(long, default_value = "2s", value_parser = positive_duration)]
+        poll_schedules_every: Duration,
         /// Stop after this long (default: until Ctrl-C).
         #[arg(long, value_parser = humantime::parse_duration)]
         run_for: Option<Duration>,
@@ -205,8 +208,9 @@ enum Command {
     },
     /// Register a repository: a local git path, or a GitLab project URL (token in `GITLAB_TOKEN`;
     /// needs the `http` feature).
-    /// Adding one already registered changes its registration to the options given (the
-    /// others keep their values); running schedulers pick the change up at their next reload.
+    /// Its schedule is created in the store: running schedulers pick it up within their poll
+    /// interval. Adding one already registered changes its registration to the options given
+    /// (the others keep their values).
     Add {
         path: String,
         /// Its schedule, with seconds (default for a new registration: `0 */15 * * * *`).
@@ -219,14 +223,16 @@ enum Command {
         #[arg(long)]
         name: Option<String>,
     },
-    /// Unregister a repository and delete its chunks.
+    /// Unregister a repository: delete its schedule and its chunks.
     Remove { repo: String },
-    /// Stop scheduled syncs of a repository.
+    /// Pause a repository's schedule on every instance (its ticks are recorded
+    /// `skipped-paused`; a sync going on finishes).
     Pause { repo: String },
-    /// Resume scheduled syncs of a repository.
+    /// Resume a repository's schedule on every instance.
     Resume { repo: String },
-    /// Sync a repository now, under the same lock as the scheduled runs, whatever its
-    /// breaker's state (a success closes the breaker).
+    /// Sync a repository now: a "run now" request of its schedule, run once by a `run`
+    /// instance or by this command, whichever claims it first, under the same lock as the
+    /// scheduled runs, whatever its breaker's state (a success closes the breaker).
     SyncNow {
         repo: String,
         /// Re-index every file, not only those changed since the last sync.
@@ -239,7 +245,7 @@ enum Command {
         #[arg(short, default_value_t = 5)]
         k: usize,
     },
-    /// Schedules, breakers, next ticks, last runs, current locks.
+    /// Schedules (from the store), breakers, next ticks, pending requests, last runs, locks.
     Status,
 }
 
@@ -320,7 +326,7 @@ fn missing_features(cli: &Cli, location: &Location) -> Vec<Missing> {
 }
 
 /// A duration option that must not be zero (`10s`, `5m`, `1h 30m`): zero would make a busy
-/// loop (`--reload-every`), fail every request (`--embedder-timeout`), hold no lock
+/// loop (`--poll-schedules-every`), fail every request (`--embedder-timeout`), hold no lock
 /// (`--lock-at-most-for`) or delete every run as it ends (`--keep-history`). Refused while
 /// the arguments are read, before anything opens.
 fn positive_duration(text: &str) -> Result<Duration, String> {
@@ -331,10 +337,10 @@ fn positive_duration(text: &str) -> Result<Duration, String> {
     Ok(duration)
 }
 
-/// A lock provider that also keeps a run history.
-trait Locks: LockAdmin + RunStore {}
+/// A lock provider that also keeps a run history and the schedules.
+trait Locks: LockAdmin + RunStore + ScheduleStore {}
 
-impl<P: LockAdmin + RunStore> Locks for P {}
+impl<P: LockAdmin + RunStore + ScheduleStore> Locks for P {}
 
 async fn run(cli: Cli) -> Result<(), AnyError> {
     let location = match &cli.database_url {
@@ -372,6 +378,8 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
             Arc::new(provider)
         }
     };
+    // Schedules an earlier version kept in its own table: moved into the store, once.
+    schedules::move_legacy(&db, provider.as_ref()).await?;
     // Runs that died or were stopped without writing their end: say so in the history.
     let abandoned = db.close_abandoned().await?;
     if abandoned > 0 {
@@ -410,8 +418,9 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
         pending: Default::default(),
     };
 
+    let ctx = Arc::new(ctx);
     match cli.command {
-        None => first_run(&ctx, provider).await,
+        None => first_run(ctx, provider).await,
         #[cfg(feature = "workers")]
         Some(Command::Run {
             role: Role::Worker,
@@ -421,6 +430,7 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
             ..
         }) => {
             let queue = QueuePlace::beside(&location)?;
+            let ctx = Ctx::clone(&ctx);
             roles::run_worker(ctx, provider, queue, concurrency, poll_interval, run_for).await
         }
         Some(Command::Run {
@@ -428,12 +438,15 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
             concurrency: _,
             poll_interval: _,
             max_concurrent_syncs,
-            reload_every,
+            poll_schedules_every,
             run_for,
             metrics_addr,
             keep_history,
             shutdown_timeout,
         }) => {
+            let watch = ScheduleWatch::new()
+                .poll_every(poll_schedules_every)
+                .map_err(|e| format!("--poll-schedules-every: {e}"))?;
             if let Some(addr) = metrics_addr {
                 #[cfg(feature = "metrics")]
                 metrics::serve_metrics(addr).await?;
@@ -443,64 +456,57 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
             let mut scheduler = Scheduler::builder(Arc::clone(&provider))
                 .misfire_grace(Duration::from_secs(120))
                 .history(RunHistory::keep_for(keep_history))
+                .schedules(watch)
                 .shutdown_timeout(shutdown_timeout);
             if let Some(limit) = max_concurrent_syncs {
                 scheduler = scheduler.max_concurrent_runs(limit as usize);
             }
             let scheduler = scheduler.build();
-            let hand_off = match role {
+            let hand_off: Option<Arc<dyn TickQueue>> = match role {
                 #[cfg(feature = "workers")]
-                Role::Scheduler => {
-                    let queue = QueuePlace::beside(&location)?.tick_queue().await?;
-                    Some((queue, Arc::clone(&provider) as Arc<dyn LockAdmin>))
-                }
+                Role::Scheduler => Some(QueuePlace::beside(&location)?.tick_queue().await?),
                 #[cfg(not(feature = "workers"))]
                 Role::Scheduler | Role::Worker => {
                     return Err(features::not_built(Feature::Workers).into());
                 }
                 _ => None,
             };
-            run_scheduler(ctx, provider, scheduler, hand_off, reload_every, run_for).await
+            serve::run_scheduler(ctx, provider, scheduler, hand_off, run_for).await
         }
         Some(Command::Add {
             path,
             cron,
             time_zone,
             name,
-        }) => commands::add(&ctx, &path, cron, time_zone, name).await,
+        }) => commands::add(&ctx, provider.as_ref(), &path, cron, time_zone, name).await,
         Some(Command::Remove { repo }) => {
             let s = find(&db, &repo).await?;
+            provider
+                .delete_schedule(&lock_name(s.id), provider.locked_by())
+                .await?;
             db.remove_session(s.id).await?;
             say!(
-                "removed #{} {} and its chunks",
+                "removed #{} {}, its schedule and its chunks",
                 s.id,
                 shown(&s.display_name)
             );
             Ok(())
         }
-        Some(Command::Pause { repo }) => {
-            let s = find(&db, &repo).await?;
-            db.set_active(s.id, false).await?;
-            say!("paused #{} {}", s.id, shown(&s.display_name));
-            Ok(())
-        }
-        Some(Command::Resume { repo }) => {
-            let s = find(&db, &repo).await?;
-            db.set_active(s.id, true).await?;
-            say!("resumed #{} {}", s.id, shown(&s.display_name));
-            Ok(())
-        }
+        Some(Command::Pause { repo }) => schedules::set_paused(&db, provider, &repo, true).await,
+        Some(Command::Resume { repo }) => schedules::set_paused(&db, provider, &repo, false).await,
         Some(Command::SyncNow { repo, full }) => {
             let s = find(&db, &repo).await?;
+            schedules::scheduled(provider.as_ref(), &s).await?;
             if full {
                 db.set_synced_commit(s.id, None).await?;
             }
-            sync_now(&ctx, provider, s.id, &s.display_name)
-                .await
-                .map(drop)
+            let runs = SyncNow::start(Arc::clone(&ctx), provider, &[s.id]).await?;
+            let result = sync_now(&ctx, &runs, &s).await;
+            runs.stop().await?;
+            result.map(drop)
         }
         Some(Command::Search { query, k }) => search(&ctx, &query, k).await,
-        Some(Command::Status) => status(&ctx).await,
+        Some(Command::Status) => status(&ctx, provider.as_ref()).await,
     }
 }
 
@@ -524,149 +530,4 @@ fn interval_ms(schedule: &Schedule, at: chrono::DateTime<chrono::Utc>) -> i64 {
         (Some(a), Some(b)) => (b - a).num_milliseconds().max(1),
         _ => 60_000,
     }
-}
-
-/// The scheduler: one job per active repository, re-read every `reload_every` (when runs
-/// left `running` by a stopped instance are closed as abandoned, too); its run history goes
-/// to `shedlock_runs` (read it with `shedlock history`).
-/// With `--role scheduler`: the queue ticks are handed to, and the lock table the hand-off
-/// jobs read their records from.
-type HandOffTo = Option<(Arc<dyn TickQueue>, Arc<dyn LockAdmin>)>;
-
-async fn run_scheduler(
-    ctx: Ctx,
-    provider: Arc<dyn Locks>,
-    scheduler: Scheduler,
-    hand_off: HandOffTo,
-    reload_every: Duration,
-    run_for: Option<Duration>,
-) -> Result<(), AnyError> {
-    let mut registered: HashMap<i64, (String, String)> = HashMap::new();
-    let ctx = Arc::new(ctx);
-    scheduler.start();
-    // The store answers and holds the tables, or the error says why (once, not every tick).
-    scheduler.ready().await?;
-    say!(
-        "repo_sync scheduler running as {}{} (Ctrl-C to stop)",
-        shown(provider.locked_by()),
-        if hand_off.is_some() {
-            ", handing the ticks to the queue for `run --role worker` processes"
-        } else {
-            ""
-        }
-    );
-    let stop = async {
-        match run_for {
-            Some(d) => tokio::time::sleep(d).await,
-            None => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    };
-    tokio::pin!(stop);
-    loop {
-        reload(&ctx, &scheduler, &hand_off, &mut registered).await?;
-        match ctx.db.close_abandoned().await {
-            Ok(0) => {}
-            Ok(n) => {
-                say!("closed {n} run(s) left `running` by a stopped instance as abandoned")
-            }
-            Err(e) => tell!("repo_sync: cannot close abandoned runs: {e}"),
-        }
-        tokio::select! {
-            () = &mut stop => break,
-            () = tokio::time::sleep(reload_every) => {}
-        }
-    }
-    let report = scheduler.shutdown().await;
-    ctx.pending.wait().await; // the records of syncs the shutdown cancelled
-    say!(
-        "{}",
-        show::stopped_line(hand_off.is_some(), report.finished, report.cancelled)
-    );
-    Ok(())
-}
-
-/// Brings the scheduler's jobs in line with the active schedules: adds new ones, re-adds
-/// changed ones, removes paused or removed ones.
-async fn reload(
-    ctx: &Arc<Ctx>,
-    scheduler: &Scheduler,
-    hand_off: &HandOffTo,
-    registered: &mut HashMap<i64, (String, String)>,
-) -> Result<(), AnyError> {
-    let sessions = ctx.db.sessions().await?;
-    let wanted: HashMap<i64, (String, String)> = sessions
-        .iter()
-        .filter(|s| s.is_active)
-        .map(|s| (s.id, (s.cron.clone(), s.time_zone.clone())))
-        .collect();
-    for (id, schedule) in registered.clone() {
-        if wanted.get(&id) != Some(&schedule) {
-            scheduler.remove(&lock_name(id));
-            registered.remove(&id);
-            say!("unscheduled #{id}");
-        }
-    }
-    for (id, (cron, tz)) in wanted {
-        if registered.contains_key(&id) {
-            continue;
-        }
-        let schedule = match Schedule::parse(&cron, &tz) {
-            Ok(schedule) => schedule,
-            Err(error) => {
-                tell!(
-                    "repo_sync: #{id} has a bad schedule, not scheduled: {}",
-                    shown(&error.to_string())
-                );
-                continue;
-            }
-        };
-        if let Some((queue, locks)) = hand_off {
-            // The tick is claimed through a lock of its own, held only while it is enqueued;
-            // the worker's sync takes `repo_sync_<id>` itself.
-            let lock = LockConfiguration::new(
-                format!("{}_handoff", lock_name(id)),
-                Duration::from_secs(60),
-                Duration::ZERO,
-            )?;
-            scheduler.add(Job::hand_off(
-                lock_name(id),
-                schedule,
-                lock,
-                Arc::clone(locks),
-                Arc::clone(queue),
-            ))?;
-            registered.insert(id, (cron.clone(), tz.clone()));
-            say!(
-                "scheduled #{id} on \"{}\" in {}, handed off to workers",
-                shown(&cron),
-                shown(&tz)
-            );
-            continue;
-        }
-        let (job_ctx, job_schedule) = (Arc::clone(ctx), schedule.clone());
-        scheduler.add(Job::new(lock_name(id), schedule, move || {
-            let (ctx, schedule) = (Arc::clone(&job_ctx), job_schedule.clone());
-            let tick = current_tick().unwrap_or_else(chrono::Utc::now);
-            let trigger = Trigger::Tick {
-                tick_ms: tick.timestamp_millis(),
-                interval_ms: interval_ms(&schedule, tick),
-            };
-            async move {
-                let outcome = sync_locked(&ctx, id, trigger).await;
-                if let Ok(TaskResult::Executed(Ok(Outcome::Synced(s)))) = &outcome {
-                    say!(
-                        "#{id} tick {tick}: {} files, {} chunks",
-                        s.files,
-                        s.chunks_written
-                    );
-                }
-                outcome
-            }
-        }))?;
-        registered.insert(id, (cron.clone(), tz.clone()));
-        say!("scheduled #{id} on \"{}\" in {}", shown(&cron), shown(&tz));
-    }
-    Ok(())
 }

@@ -1,6 +1,8 @@
-//! `run --role scheduler` and `run --role worker`: the scheduler claims each repository's tick
-//! and hands it to a job queue (apalis, through `shedlock::handoff`); workers, started apart
-//! and as many as wanted, take the hand-offs and sync. `--role all` (the default) is one
+//! `run --role scheduler` and `run --role worker`: the scheduler's handler `repo_sync` runs
+//! each repository's tick under the schedule's lock, which claims it, and hands it to a job
+//! queue (apalis, through `shedlock::handoff`) instead of syncing (`schedules.rs`); a "run now"
+//! request is handed off the same way, as the job `repo_sync_<id>/now`. Workers, started apart
+//! and as many as wanted, take the hand-offs and sync under the repository's lock. `--role all` (the default) is one
 //! process doing both, as before: see `main.rs`.
 
 use std::sync::Arc;
@@ -13,13 +15,14 @@ use shedlock::handoff::apalis::{
     sqlite_worker_config,
 };
 use shedlock::handoff::{HandOff, TickQueue};
-use shedlock::{LockProvider, Schedule, TaskResult, with_provider};
+use shedlock::{TaskResult, with_provider};
 
-use crate::AnyError;
-use crate::db::Location;
+use crate::db::{Location, lock_name, run_now_job};
 use crate::job::{Outcome, Trigger, sync_locked};
+use crate::schedules::{Payload, parsed};
 use crate::show::{say, shown};
 use crate::sync::Ctx;
+use crate::{AnyError, Locks};
 
 /// The queue's name (apalis's `job_type`).
 pub(crate) const QUEUE: &str = "repo_sync";
@@ -75,7 +78,7 @@ impl QueuePlace {
 /// What every sync of a worker shares.
 struct Worker {
     ctx: Arc<Ctx>,
-    provider: Arc<dyn LockProvider>,
+    provider: Arc<dyn Locks>,
 }
 
 /// One hand-off: the repository's sync under its lock (a plain lock: the tick was claimed by
@@ -83,22 +86,41 @@ struct Worker {
 /// as failed in the history and counts for the breaker; the queue does not run it again (the
 /// next tick does). The queue runs a hand-off again only when its worker died mid-run.
 async fn sync(hand_off: HandOff, worker: Data<Arc<Worker>>) -> Result<(), BoxDynError> {
-    let id: i64 = hand_off
-        .job
-        .strip_prefix("repo_sync_")
-        .and_then(|id| id.parse().ok())
-        .ok_or_else(|| format!("hand-off of an unknown job {:?}", hand_off.job))?;
-    let Some(session) = worker.ctx.db.session(id).await? else {
+    let (name, by_hand) = match hand_off.job.strip_suffix("/now") {
+        Some(name) => (name, true),
+        None => (hand_off.job.as_str(), false),
+    };
+    // The repository is the schedule's payload.
+    let row = worker.provider.schedule(name).await?.filter(|r| !r.deleted);
+    let Some(row) = row else {
+        say!(
+            "{}: no longer scheduled: hand-off of {} dropped",
+            shown(name),
+            hand_off.tick
+        );
+        return Ok(());
+    };
+    let Payload { repository_id: id } =
+        serde_json::from_str(row.payload.as_deref().unwrap_or("null"))
+            .map_err(|e| format!("{}: its payload is not a repository: {e}", shown(name)))?;
+    if lock_name(id) != name || (by_hand && run_now_job(id) != hand_off.job) {
+        return Err(format!("hand-off of an unknown job {:?}", hand_off.job).into());
+    }
+    if worker.ctx.db.session(id).await?.is_none() {
         say!(
             "#{id}: no longer registered: hand-off of {} dropped",
             hand_off.tick
         );
         return Ok(());
-    };
-    let schedule = Schedule::parse(&session.cron, &session.time_zone)?;
-    let trigger = Trigger::Tick {
-        tick_ms: hand_off.tick.timestamp_millis(),
-        interval_ms: crate::interval_ms(&schedule, hand_off.tick),
+    }
+    let trigger = if by_hand {
+        Trigger::Manual
+    } else {
+        let schedule = parsed(&row).ok_or("a schedule without a cron")??;
+        Trigger::Tick {
+            tick_ms: hand_off.tick.timestamp_millis(),
+            interval_ms: crate::interval_ms(&schedule, hand_off.tick),
+        }
     };
     let outcome = with_provider(
         Arc::clone(&worker.provider),
@@ -141,7 +163,7 @@ async fn sync(hand_off: HandOff, worker: Data<Arc<Worker>>) -> Result<(), BoxDyn
 /// SQLite the only way).
 pub(crate) async fn run_worker(
     ctx: Ctx,
-    provider: Arc<dyn LockProvider>,
+    provider: Arc<dyn Locks>,
     queue: QueuePlace,
     concurrency: usize,
     poll: PollInterval,

@@ -1,15 +1,19 @@
-//! The application's tables, in the same database as the locks: schedules
-//! (`schedule_sessions`) and run history (`schedule_execution_logs`); the vector store's tables
-//! are created here too and used by `store.rs`. SQLite or PostgreSQL through sqlx's `Any`
+//! The application's tables, in the same database as the locks: the registered repositories
+//! (`schedule_sessions`: source, name, last sync, breaker) and run history
+//! (`schedule_execution_logs`); the vector store's tables are created here too and used by
+//! `store.rs`. The schedules themselves (cron, time zone, paused) are the library's, kept in
+//! the store (`shedlock_schedules`, see `schedules.rs`). SQLite or PostgreSQL through sqlx's `Any`
 //! driver; times are milliseconds since the epoch.
 //!
 //! `location.rs`: where the database is (`--database-url`); `history.rs`: the run history and
-//! the sweep of abandoned runs.
+//! the sweep of abandoned runs; `legacy.rs`: the schedule columns of earlier versions, set
+//! aside for `schedules.rs` to move into the store.
 
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, AssertSqlSafe, Connection, Row};
 
 mod history;
+mod legacy;
 mod location;
 
 pub(crate) use location::Location;
@@ -41,15 +45,12 @@ pub(crate) enum V {
     B(Vec<u8>),
 }
 
-/// One registered repository and its schedule.
+/// One registered repository (its schedule is in the store: `schedules.rs`).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Session {
     pub(crate) id: i64,
     pub(crate) display_name: String,
     pub(crate) source: String,
-    pub(crate) cron: String,
-    pub(crate) time_zone: String,
-    pub(crate) is_active: bool,
     pub(crate) collection: String,
     pub(crate) last_sync_at: Option<i64>,
     pub(crate) last_synced_commit: Option<String>,
@@ -61,7 +62,7 @@ pub(crate) struct Session {
     pub(crate) created_at: i64,
 }
 
-const SESSION_COLUMNS: &str = "id, display_name, source, cron, time_zone, is_active, collection, last_sync_at, \
+const SESSION_COLUMNS: &str = "id, display_name, source, collection, last_sync_at, \
                                last_synced_commit, consecutive_failures, last_viewed_at, created_at, last_failure_at";
 
 pub(crate) fn now_ms() -> i64 {
@@ -149,6 +150,10 @@ impl Db {
             .await
             .map_err(|e| e.to_string())?;
         }
+        // Versions before the control plane kept each schedule here: set aside for the store.
+        db.set_legacy_schedules_aside()
+            .await
+            .map_err(|e| format!("moving the schedule columns aside: {e}"))?;
         Ok(db)
     }
 
@@ -168,9 +173,6 @@ impl Db {
                     id {id},
                     display_name TEXT NOT NULL,
                     source TEXT NOT NULL UNIQUE,
-                    cron TEXT NOT NULL,
-                    time_zone TEXT NOT NULL,
-                    is_active INTEGER NOT NULL DEFAULT 1,
                     collection TEXT NOT NULL,
                     last_sync_at BIGINT NULL,
                     last_synced_commit TEXT NULL,
@@ -287,16 +289,18 @@ impl Db {
         &self,
         display_name: &str,
         source: &str,
-        cron: &str,
-        time_zone: &str,
     ) -> Result<Session, sqlx::Error> {
         if let Some(existing) = self.session_by_source(source).await? {
             return Ok(existing);
         }
         self.exec(
-            "INSERT INTO schedule_sessions (display_name, source, cron, time_zone, is_active, collection, created_at)
-             VALUES ($1, $2, $3, $4, 1, 'code', $5)",
-            vec![V::S(display_name.into()), V::S(source.into()), V::S(cron.into()), V::S(time_zone.into()), V::I(now_ms())],
+            "INSERT INTO schedule_sessions (display_name, source, collection, created_at)
+             VALUES ($1, $2, 'code', $3)",
+            vec![
+                V::S(display_name.into()),
+                V::S(source.into()),
+                V::I(now_ms()),
+            ],
         )
         .await?;
         // Gone only if removed in between.
@@ -341,30 +345,15 @@ impl Db {
             .cloned())
     }
 
-    /// Changes a registration's display name and schedule (`add` of a registered source).
-    pub(crate) async fn update_session(
+    /// Changes a registration's display name (`add --name` of a registered source).
+    pub(crate) async fn rename_session(
         &self,
         id: i64,
         display_name: &str,
-        cron: &str,
-        time_zone: &str,
     ) -> Result<bool, sqlx::Error> {
-        let sql = "UPDATE schedule_sessions SET display_name = $1, cron = $2, time_zone = $3 WHERE id = $4";
-        let binds = vec![
-            V::S(display_name.into()),
-            V::S(cron.into()),
-            V::S(time_zone.into()),
-            V::I(id),
-        ];
+        let sql = "UPDATE schedule_sessions SET display_name = $1 WHERE id = $2";
+        let binds = vec![V::S(display_name.into()), V::I(id)];
         Ok(self.exec(sql, binds).await? == 1)
-    }
-
-    pub(crate) async fn set_active(&self, id: i64, active: bool) -> Result<bool, sqlx::Error> {
-        let sql = "UPDATE schedule_sessions SET is_active = $1 WHERE id = $2";
-        Ok(self
-            .exec(sql, vec![V::I(i64::from(active)), V::I(id)])
-            .await?
-            == 1)
     }
 
     pub(crate) async fn remove_session(&self, id: i64) -> Result<bool, sqlx::Error> {
@@ -373,6 +362,7 @@ impl Db {
             vec![V::I(id)],
         )
         .await?;
+        self.forget_legacy_schedule(id).await?;
         Ok(self
             .exec(
                 "DELETE FROM schedule_sessions WHERE id = $1",
@@ -430,9 +420,16 @@ impl Db {
     }
 }
 
-/// The lock of repository `id`: `repo_sync_<id>` (the name `job::sync_locked` takes).
+/// The schedule of repository `id` in the store, and so the lock its runs take:
+/// `repo_sync_<id>`.
 pub(crate) fn lock_name(id: i64) -> String {
     format!("repo_sync_{id}")
+}
+
+/// The job name of a run by hand that `run --role scheduler` hands to the workers:
+/// `repo_sync_<id>/now` (a tick's is the schedule's, [`lock_name`]).
+pub(crate) fn run_now_job(id: i64) -> String {
+    format!("{}/now", lock_name(id))
 }
 
 fn session(r: &AnyRow) -> Session {
@@ -440,15 +437,12 @@ fn session(r: &AnyRow) -> Session {
         id: r.get(0),
         display_name: r.get(1),
         source: r.get(2),
-        cron: r.get(3),
-        time_zone: r.get(4),
-        is_active: r.get::<i32, _>(5) != 0,
-        collection: r.get(6),
-        last_sync_at: r.get(7),
-        last_synced_commit: r.get(8),
-        consecutive_failures: i64::from(r.get::<i32, _>(9)),
-        last_viewed_at: r.get(10),
-        created_at: r.get(11),
-        last_failure_at: r.get(12),
+        collection: r.get(3),
+        last_sync_at: r.get(4),
+        last_synced_commit: r.get(5),
+        consecutive_failures: i64::from(r.get::<i32, _>(6)),
+        last_viewed_at: r.get(7),
+        created_at: r.get(8),
+        last_failure_at: r.get(9),
     }
 }

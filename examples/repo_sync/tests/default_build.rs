@@ -264,16 +264,21 @@ async fn a_stored_gitlab_registration_fails_its_sync_naming_the_feature() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("app.db");
     let url = db.display().to_string();
-    // The tables, made by the program itself.
-    let out = repo_sync(dir.path(), &["--database-url", &url, "status"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{url}"))
+    // A database an earlier version made, its schedule in `schedule_sessions`: the first
+    // command moves it into the store.
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{url}?mode=rwc"))
         .await
         .unwrap();
+    sqlx::query(
+        "CREATE TABLE schedule_sessions (id INTEGER PRIMARY KEY, display_name TEXT NOT NULL,
+            source TEXT NOT NULL UNIQUE, cron TEXT NOT NULL, time_zone TEXT NOT NULL,
+            is_active INTEGER NOT NULL DEFAULT 1, collection TEXT NOT NULL, last_sync_at BIGINT NULL,
+            last_synced_commit TEXT NULL, consecutive_failures INTEGER NOT NULL DEFAULT 0,
+            last_viewed_at BIGINT NULL, created_at BIGINT NOT NULL, last_failure_at BIGINT NULL)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
     sqlx::query(
         "INSERT INTO schedule_sessions (display_name, source, cron, time_zone, is_active, \
          collection, consecutive_failures, created_at) \

@@ -217,12 +217,7 @@ async fn incremental_sync_keeps_exactly_the_expected_chunks_and_reruns_write_not
     let session = app
         .ctx
         .db
-        .add_session(
-            "demo",
-            &repo.path().display().to_string(),
-            "* * * * * *",
-            "UTC",
-        )
+        .add_session("demo", &repo.path().display().to_string())
         .await
         .unwrap();
 
@@ -340,12 +335,7 @@ async fn history_records_completed_failed_and_skipped_runs() {
     let good = app
         .ctx
         .db
-        .add_session(
-            "good",
-            &repo.path().display().to_string(),
-            "0 * * * * *",
-            "UTC",
-        )
+        .add_session("good", &repo.path().display().to_string())
         .await
         .unwrap();
     // A source that does not exist yet: every sync fails until a repository appears there.
@@ -354,7 +344,7 @@ async fn history_records_completed_failed_and_skipped_runs() {
     let bad = app
         .ctx
         .db
-        .add_session("bad", &bad_path.display().to_string(), "0 * * * * *", "UTC")
+        .add_session("bad", &bad_path.display().to_string())
         .await
         .unwrap();
 
@@ -513,12 +503,7 @@ async fn an_embedding_that_is_not_a_number_fails_the_sync_and_stores_nothing() {
     let id = app
         .ctx
         .db
-        .add_session(
-            "r",
-            &repo.path().display().to_string(),
-            "0 0 * * * *",
-            "UTC",
-        )
+        .add_session("r", &repo.path().display().to_string())
         .await
         .unwrap()
         .id;
@@ -594,7 +579,7 @@ async fn run_copies(bin: &std::path::Path, url: &str, args: &[&str]) {
     for i in 0..3 {
         children.push(
             tokio::process::Command::new(bin)
-                .args(["--database-url", url, "run", "--reload-every", "1s"])
+                .args(["--database-url", url, "run", "--poll-schedules-every", "1s"])
                 .args(args)
                 .env("SHEDLOCK_LOCKED_BY", format!("copy-{i}"))
                 .stdout(std::process::Stdio::null())
@@ -770,8 +755,8 @@ fn a_sync_limit_of_zero_is_refused() {
 }
 
 /// A zero where zero makes no sense is refused while the arguments are read, naming the
-/// option, before anything opens (no database file appears): `--reload-every 0s` would re-read
-/// the schedules in a busy loop, `--embedder-timeout 0s` fail every request, `--lock-at-most-for
+/// option, before anything opens (no database file appears): `--poll-schedules-every 0s` would
+/// read the store in a busy loop, `--embedder-timeout 0s` fail every request, `--lock-at-most-for
 /// 0s` hold no lock, `--keep-history 0s` delete every run at once, `--embedder-batch-size 0`
 /// send nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -780,8 +765,8 @@ async fn zero_settings_are_refused_before_anything_runs() {
     let db = dir.path().join("zero.db").display().to_string();
     for (args, option) in [
         (
-            &["run", "--reload-every", "0s", "--run-for", "2s"][..],
-            "--reload-every",
+            &["run", "--poll-schedules-every", "0s", "--run-for", "2s"][..],
+            "--poll-schedules-every",
         ),
         (
             &["--embedder-timeout", "0s", "status"],
@@ -846,7 +831,7 @@ async fn metrics_endpoint_serves_the_scheduler_counters() {
             "run",
             "--run-for",
             "7s",
-            "--reload-every",
+            "--poll-schedules-every",
             "1s",
             "--metrics-addr",
             &addr,
@@ -1290,91 +1275,7 @@ async fn the_same_works_on_postgres() {
     shedlock_suite::drop_postgres_database(&database).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn schedules_are_reread_while_running_and_sync_now_says_who_holds_the_lock() {
-    let bin = example_binary();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("live.db");
-    let url = format!("sqlite://{}?mode=rwc", path.display());
-    let repo = TempRepo::new();
-    repo.write("a.rs", &lines("a", 5));
-    repo.commit("a");
-    let cli = |args: &[&str]| {
-        let out = Command::new(&bin)
-            .arg("--database-url")
-            .arg(&url)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    // A scheduler with nothing to do yet.
-    cli(&["status"]);
-    let runner = tokio::process::Command::new(&bin)
-        .args([
-            "--database-url",
-            &url,
-            "run",
-            "--run-for",
-            "8s",
-            "--reload-every",
-            "500ms",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    cli(&[
-        "add",
-        &repo.path().display().to_string(),
-        "--cron",
-        "* * * * * *",
-        "--name",
-        "live",
-    ]);
-    tokio::time::sleep(Duration::from_millis(3000)).await;
-    cli(&["pause", "live"]);
-    let paused_at = db::now_ms();
-    let out = runner.wait_with_output().await.unwrap();
-    assert!(out.status.success());
-    let db = Db::open(&Location::parse(&url).unwrap()).await.unwrap();
-    let logs = db.logs(None, 100).await.unwrap();
-    assert!(
-        logs.iter().any(|l| l.tick.is_some()),
-        "added while running: scheduled without a restart ({logs:?})"
-    );
-    let late: Vec<_> = logs
-        .iter()
-        .filter(|l| l.started_at > paused_at + 1500)
-        .collect();
-    assert!(
-        late.is_empty(),
-        "paused while running: no run after the next reload ({late:?})"
-    );
-
-    // Another holder has the lock: sync-now says who, and until when.
-    let provider = SqliteLockProvider::builder(shedlock_suite::sqlite_pool(&path, 1).await)
-        .locked_by("nightly-pod-7")
-        .build()
-        .unwrap();
-    let cfg =
-        shedlock::LockConfiguration::new("repo_sync_1", Duration::from_secs(60), Duration::ZERO)
-            .unwrap();
-    let guard = provider.lock(&cfg).await.unwrap().expect("free");
-    let said = cli(&["sync-now", "live"]);
-    assert!(
-        said.contains("held by nightly-pod-7") && said.contains("until"),
-        "{said}"
-    );
-    guard.unlock().await.unwrap();
-    let said = cli(&["sync-now", "live"]);
-    assert!(said.contains("sync at"), "{said}");
-}
+// The schedules in the store (add, status, pause, resume, sync-now): `tests/schedules.rs`.
 
 // ---- both backends: fenced writes, staged publishing, abandoned runs, awkward files ----------
 
@@ -1427,7 +1328,7 @@ impl On {
 
     async fn register(&self, repo: &TempRepo) -> i64 {
         let source = repo.path().display().to_string();
-        let session = self.ctx.db.add_session("r", &source, "0 0 * * * *", "UTC");
+        let session = self.ctx.db.add_session("r", &source);
         session.await.unwrap().id
     }
 
@@ -1737,16 +1638,8 @@ async fn runs_left_running_are_closed_as_abandoned(postgres: bool) {
         return;
     };
     let db = &on.ctx.db;
-    let id = db
-        .add_session("r", "/nowhere/r", "0 0 * * * *", "UTC")
-        .await
-        .unwrap()
-        .id;
-    let never_locked = db
-        .add_session("n", "/nowhere/n", "0 0 * * * *", "UTC")
-        .await
-        .unwrap()
-        .id;
+    let id = db.add_session("r", "/nowhere/r").await.unwrap().id;
+    let never_locked = db.add_session("n", "/nowhere/n").await.unwrap().id;
     let config = shedlock::LockConfiguration::new(
         db::lock_name(id),
         Duration::from_secs(600),
@@ -2152,7 +2045,7 @@ async fn status_shows_a_registration_whose_schedule_is_refused() {
     }
     let db = Db::open(&Location::parse(&url).unwrap()).await.unwrap();
     db.exec(
-        "UPDATE schedule_sessions SET cron = 'every tuesday' WHERE id = 1",
+        "UPDATE shedlock_schedules SET cron = 'every tuesday' WHERE name = 'repo_sync_1'",
         vec![],
     )
     .await
@@ -2474,7 +2367,7 @@ async fn ctrl_c_lets_a_running_sync_finish_or_records_it_cancelled() {
                 "--embedder-timeout",
                 "900s",
                 "run",
-                "--reload-every",
+                "--poll-schedules-every",
                 "500ms",
             ])
             .args(["--shutdown-timeout", shutdown_timeout])
@@ -2599,6 +2492,7 @@ fn a_rust_log_that_is_not_a_filter_is_named() {
 
 /// `run --role worker --poll-interval` refuses a poll interval of zero, a busy loop's, or one
 /// past 10 minutes, naming the flag and the bound, before it opens anything.
+#[cfg(feature = "workers")]
 #[test]
 fn run_refuses_an_unusable_poll_interval() {
     for (value, says) in [
