@@ -365,6 +365,14 @@ impl SyncNow {
             let row = self.store.schedule(&name).await?;
             match row.as_ref().and_then(|r| r.trigger.as_ref()) {
                 Some(t) if t.id == request => {
+                    // Still pending: its run may have found the lock held, and the scheduler
+                    // that claimed it tries again every poll, the request kept.
+                    let held = self.store.runs(&query).await?.into_iter().any(|r| {
+                        r.id > baseline && by_hand(&r) && r.outcome == RunOutcome::SkippedHeld
+                    });
+                    if held {
+                        return Ok(self.held(name));
+                    }
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }

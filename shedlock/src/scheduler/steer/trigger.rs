@@ -1,8 +1,8 @@
 //! "Run now": a request kept in the store ([`ScheduleStore::request_trigger`]), claimed by one
 //! instance with a lease, marked started when its run begins, removed when it ends. A claimant
 //! that dies before the run starts lets its lease run out, and another instance claims it; a
-//! run that found the job's lock held (a tick's run, elsewhere) asks again, so the request
-//! waits for that run instead of being lost.
+//! run that found the job's lock held (a tick's run, elsewhere) is tried again every poll
+//! interval, the request still pending, so it waits for that run instead of being lost.
 //!
 //! [`ScheduleStore::request_trigger`]: crate::schedules::ScheduleStore::request_trigger
 
@@ -82,24 +82,40 @@ async fn run_trigger(inner: Arc<Inner>, name: String, trigger: Trigger) {
     }
     control.state().triggers.remove(&name);
     tracing::info!(job = name, requested_by = trigger.requested_by, "run now");
-    let outcome = super::super::attempt::run_now(&inner, &name, &trigger.requested_by).await;
+    // Not run (the lock was held by a tick's run, the job was running here, or no slot of the
+    // run limit was free): tried again every poll interval, the request kept started, so a
+    // second request is still answered "already pending". A stop before it ran gives it back
+    // to the store, asked again, for another instance.
+    let mut stop = inner.stop_firing.subscribe();
+    loop {
+        let outcome = super::super::attempt::run_now(&inner, &name, &trigger.requested_by).await;
+        if !matches!(outcome, None | Some(RunOutcome::SkippedHeld)) {
+            break;
+        }
+        let stopped = tokio::select! {
+            () = tokio::time::sleep(control.watch.poll_every) => false,
+            _ = stop.wait_for(|stop| *stop) => true,
+        };
+        if stopped {
+            give_back(store, &name, &trigger).await;
+            return;
+        }
+    }
     if let Err(error) = store.finish_trigger(&name, trigger.id).await {
         tracing::warn!(job = name, %error, "run now: could not remove the request after its run");
     }
-    if matches!(outcome, None | Some(RunOutcome::SkippedHeld)) {
-        // Not run: the lock was held (a tick's run), the job was running here, or no slot of
-        // the run limit was free. The request is made again after a poll interval, for when
-        // it is free.
-        let mut stop = inner.stop_firing.subscribe();
-        tokio::select! {
-            () = tokio::time::sleep(control.watch.poll_every) => {}
-            _ = stop.wait_for(|stop| *stop) => return,
-        }
-        match store.request_trigger(&name, &trigger.requested_by).await {
-            Ok(TriggerAnswer::Requested { .. } | TriggerAnswer::AlreadyPending(_)) => {}
-            Err(error) => {
-                tracing::warn!(job = name, %error, "run now: the job was busy and the request could not be made again");
-            }
+}
+
+/// Removes a started request that did not run, and asks for it again (for its requester).
+async fn give_back(store: &dyn ScheduleStore, name: &str, trigger: &Trigger) {
+    if let Err(error) = store.finish_trigger(name, trigger.id).await {
+        tracing::warn!(job = name, %error, "run now: could not give the request back");
+        return;
+    }
+    match store.request_trigger(name, &trigger.requested_by).await {
+        Ok(TriggerAnswer::Requested { .. } | TriggerAnswer::AlreadyPending(_)) => {}
+        Err(error) => {
+            tracing::warn!(job = name, %error, "run now: the job did not run before this instance stopped, and its request could not be made again");
         }
     }
 }
