@@ -229,7 +229,7 @@ impl VectorStore for SqlVectorStore {
         token: i64,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
-            let mut tx = self.db.pool().begin().await?;
+            let mut tx = self.db.begin().await?;
             self.raise_fence(&mut tx, repository_id, token).await?;
             tx.commit().await?;
             Ok(())
@@ -245,7 +245,7 @@ impl VectorStore for SqlVectorStore {
     ) -> BoxFuture<'a, Result<u64, StoreError>> {
         Box::pin(async move {
             let db = &self.db;
-            let mut tx = db.pool().begin().await?;
+            let mut tx = db.begin().await?;
             // Refused (and rolled back on drop) once a newer holder has written.
             self.raise_fence(&mut tx, repository_id, token).await?;
             for path in paths {
@@ -301,7 +301,7 @@ impl VectorStore for SqlVectorStore {
     ) -> BoxFuture<'a, Result<Published, StoreError>> {
         Box::pin(async move {
             let db = &self.db;
-            let mut tx = db.pool().begin().await?;
+            let mut tx = db.begin().await?;
             self.raise_fence(&mut tx, repository_id, token).await?;
             let ids = || vec![V::I(repository_id), V::I(token)];
             let paths = db
@@ -346,7 +346,7 @@ impl VectorStore for SqlVectorStore {
         token: i64,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
-            let mut tx = self.db.pool().begin().await?;
+            let mut tx = self.db.begin().await?;
             self.clear_staging(&mut tx, repository_id, token).await?;
             tx.commit().await?;
             Ok(())

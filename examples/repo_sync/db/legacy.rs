@@ -33,7 +33,7 @@ impl Db {
             return Ok(());
         }
         let moved = async {
-            let mut tx = self.pool.begin().await?;
+            let mut tx = self.begin().await?;
             if self.dialect == Dialect::Postgres {
                 self.query(
                     "LOCK TABLE schedule_sessions IN ACCESS EXCLUSIVE MODE",

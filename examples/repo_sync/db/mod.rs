@@ -157,9 +157,15 @@ impl Db {
         Ok(db)
     }
 
-    /// The pool (the vector store runs its transactions on it).
-    pub(crate) fn pool(&self) -> &AnyPool {
-        &self.pool
+    /// A transaction that may write after it read. On SQLite it takes the write lock at its
+    /// start (`BEGIN IMMEDIATE`), waiting out the busy timeout for another process's writer:
+    /// a deferred one that read first is refused at once ("database is locked") when another
+    /// process wrote meanwhile, whatever the busy timeout.
+    pub(crate) async fn begin(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, sqlx::Error> {
+        match self.dialect {
+            Dialect::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
+            Dialect::Postgres => self.pool.begin().await,
+        }
     }
 
     fn schema(&self) -> Vec<String> {

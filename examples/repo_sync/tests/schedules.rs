@@ -396,10 +396,19 @@ async fn worker_mode_syncs_the_ticks_the_handler_hands_off() {
     };
     let deadline = tokio::time::Instant::now() + DEADLINE;
     while synced(false).await < 2 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the worker syncs the handed-off ticks"
-        );
+        if tokio::time::Instant::now() > deadline {
+            // What the two processes said, for the failure's cause.
+            let mut said = String::new();
+            for child in [scheduler, worker] {
+                let _ = Command::new("kill")
+                    .arg(child.id().unwrap().to_string())
+                    .status();
+                let out = child.wait_with_output().await.unwrap();
+                said.push_str(&String::from_utf8_lossy(&out.stdout));
+                said.push_str(&String::from_utf8_lossy(&out.stderr));
+            }
+            panic!("the worker syncs the handed-off ticks; the processes said:\n{said}");
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     cli(&url, &["pause", "1"]);
