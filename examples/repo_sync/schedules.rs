@@ -273,6 +273,11 @@ pub(crate) struct SyncNow {
     /// The requests that found the lock held: asked again once this scheduler stopped (its
     /// own request again may have been cut short by the stop).
     held: Mutex<Vec<String>>,
+    /// The requests made before this scheduler started, by job name, each with the newest
+    /// history row id then: a request already pending (one that found the lock held) is
+    /// answered "already asked for" and runs once, rather than being run by this scheduler
+    /// as it starts and then asked for again.
+    asked: Mutex<HashMap<String, (TriggerAnswer, i64)>>,
 }
 
 /// How a request ended.
@@ -313,9 +318,16 @@ impl SyncNow {
             Mode::Collect(ran.clone()),
             lock,
         )?;
+        let mut asked = HashMap::new();
+        for id in ids {
+            let name = lock_name(*id);
+            let query = RunQuery::latest(20).name(name.clone());
+            let baseline = store.runs(&query).await?.first().map_or(0, |r| r.id);
+            asked.insert(name.clone(), (scheduler.trigger(&name).await?, baseline));
+        }
         scheduler.start();
         scheduler.ready().await?;
-        // The store's schedules read (each repository's job added) before anything is asked.
+        // The store's schedules read (each repository's job added).
         let version = store.schedules_version().await?;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         while scheduler.schedules_applied().unwrap_or_default() < version {
@@ -337,6 +349,7 @@ impl SyncNow {
             store,
             ran,
             held: Mutex::default(),
+            asked: Mutex::new(asked),
         })
     }
 
@@ -345,8 +358,19 @@ impl SyncNow {
         let name = lock_name(id);
         let me = self.store.locked_by().to_owned();
         let query = RunQuery::latest(20).name(name.clone());
-        let baseline = self.store.runs(&query).await?.first().map_or(0, |r| r.id);
-        let request = match self.scheduler.trigger(&name).await? {
+        let asked = self
+            .asked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&name);
+        let (answer, baseline) = match asked {
+            Some(asked) => asked,
+            None => {
+                let baseline = self.store.runs(&query).await?.first().map_or(0, |r| r.id);
+                (self.scheduler.trigger(&name).await?, baseline)
+            }
+        };
+        let request = match answer {
             TriggerAnswer::Requested { id } => id,
             TriggerAnswer::AlreadyPending(pending) => {
                 say!(
