@@ -632,9 +632,9 @@ impl metrics::Recorder for Timings {
 /// Installs [`Timings`] for the claim and fire histograms; the handle reads them at the end.
 fn install_timings() -> &'static Timings {
     let timings: &'static Timings = Box::leak(Box::new(Timings::new(&[
-        shedlock::metric_names::CLAIM_WAIT,
-        shedlock::metric_names::CLAIM_DURATION,
-        shedlock::metric_names::FIRE_LATENESS,
+        shedlock::scheduler::metric_names::CLAIM_WAIT,
+        shedlock::scheduler::metric_names::CLAIM_DURATION,
+        shedlock::scheduler::metric_names::FIRE_LATENESS,
     ])));
     metrics::set_global_recorder(timings).expect("the only recorder");
     timings

@@ -12,11 +12,9 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use shedlock::history::{RunOutcome, RunQuery};
-use shedlock::scheduler::{RunFinished, RunHistory, RunInfo, SchedulerListener};
+use shedlock::scheduler::{RunFinished, RunHistory, RunInfo, SchedulerListener, metric_names};
 use shedlock::settings::KeepAlive;
-use shedlock::{
-    Job, LockAdmin, LockConfiguration, RunStore, Schedule, Scheduler, metric_names, run_locked,
-};
+use shedlock::{Job, LockAdmin, LockConfiguration, RunStore, Schedule, Scheduler, run_locked};
 use shedlock_suite::{Opts, Sqlite, TestDb, unique_name};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};

@@ -60,7 +60,7 @@
 //!   leaves it to the scheduler with [`Job::locked`]); the rest in [`scheduler`]: its builder,
 //!   the run history it writes, its listeners, its misfire policies. Instances scheduling the
 //!   same jobs share each tick, each within its own run limit when one is set. Metrics are
-//!   named in [`metric_names`].
+//!   named in [`scheduler::metric_names`].
 //! - **Leader election**: [`leader`], a lease that is a lock, on its own or in the scheduler,
 //!   so only the leader fires.
 //! - **Worker mode**: [`Job::hand_off`] claims each tick and hands it to a job queue
@@ -117,7 +117,6 @@ pub mod handoff;
 pub mod history;
 pub mod leader;
 pub mod lease;
-pub mod metric_names;
 mod observe;
 mod provider;
 mod run;

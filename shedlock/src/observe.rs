@@ -16,8 +16,8 @@ use tokio::time::Instant;
 
 use crate::config::LockConfiguration;
 use crate::history::{NewRun, RunOutcome};
-use crate::metric_names;
 use crate::provider::RunStore;
+use crate::scheduler::metric_names;
 
 /// One fired tick of one job, as listeners see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,8 +150,8 @@ pub trait SchedulerListener: Send + Sync + 'static {
 /// ([`RunStore::close_abandoned_runs`](crate::RunStore::close_abandoned_runs)). A row whose lock is still held (a keep-alive lease
 /// or `lock_at_most_for` not yet run out) is closed at a later pass. Each pass that closes rows
 /// logs how many, and counts them in
-/// [`metric_names::RUNS_ABANDONED`](crate::metric_names::RUNS_ABANDONED); a pass that fails is
-/// logged and counted in [`metric_names::HISTORY_ERRORS`](crate::metric_names::HISTORY_ERRORS),
+/// [`metric_names::RUNS_ABANDONED`](crate::scheduler::metric_names::RUNS_ABANDONED); a pass that fails is
+/// logged and counted in [`metric_names::HISTORY_ERRORS`](crate::scheduler::metric_names::HISTORY_ERRORS),
 /// and the scheduler goes on.
 ///
 /// # Retention

@@ -232,6 +232,6 @@ impl HandOffJob {
 
 /// Counts one hand-off outcome.
 fn counted(job: &str, outcome: &'static str) {
-    metrics::counter!(crate::metric_names::HAND_OFFS, "job" => job.to_owned(), "outcome" => outcome)
+    metrics::counter!(crate::scheduler::metric_names::HAND_OFFS, "job" => job.to_owned(), "outcome" => outcome)
         .increment(1);
 }

@@ -105,7 +105,7 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
     /// How often the offset between this instance's clock and the database's is measured
     /// (default 1 minute; at least 1 second). It is also measured when the scheduler starts;
     /// each measurement is logged when it changed, and exposed as the
-    /// [`metric_names::CLOCK_OFFSET`](crate::metric_names::CLOCK_OFFSET) gauge.
+    /// [`metric_names::CLOCK_OFFSET`](crate::scheduler::metric_names::CLOCK_OFFSET) gauge.
     pub fn clock_check_every(mut self, every: Duration) -> Self {
         self.clock_check_every = every.max(Duration::from_secs(1));
         self
@@ -140,7 +140,7 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
     /// first, as long as the tick is within the [misfire grace](Self::misfire_grace) (older
     /// ones are counted in [`JobStats::misfires_skipped`](crate::scheduler::JobStats::misfires_skipped)). Each deferral is counted in
     /// [`JobStats::deferred_capacity`](crate::scheduler::JobStats::deferred_capacity) and the
-    /// [`metric_names::DEFERRED`](crate::metric_names::DEFERRED) counter. If a newer tick of a
+    /// [`metric_names::DEFERRED`](crate::scheduler::metric_names::DEFERRED) counter. If a newer tick of a
     /// waiting job comes first, the newer one takes its place. A tick skipped because the
     /// previous run is still going takes no slot. `n` of zero is taken as one.
     pub fn max_concurrent_runs(mut self, n: usize) -> Self {

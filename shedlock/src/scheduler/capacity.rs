@@ -142,7 +142,7 @@ impl Capacity {
         let (place, hash) = fleet.order(job.job.name(), tick);
         let key = (tick, place, hash, job.id);
         bump(&job.counters.deferred_capacity);
-        metrics::counter!(crate::metric_names::DEFERRED, "job" => job.job.name().to_owned())
+        metrics::counter!(crate::scheduler::metric_names::DEFERRED, "job" => job.job.name().to_owned())
             .increment(1);
         if misfire.policy(&job) == MisfirePolicy::All && self.is_waiting(&job) {
             // Every tick runs: this one after the one waiting, from the job's backlog.

@@ -79,7 +79,7 @@ pub(super) fn fire_ready(
     if !inner.fires() {
         for state in &group {
             bump(&state.counters.not_leader);
-            metrics::counter!(crate::metric_names::NOT_LEADER, "job" => state.job.name().to_owned())
+            metrics::counter!(crate::scheduler::metric_names::NOT_LEADER, "job" => state.job.name().to_owned())
                 .increment(1);
         }
         tracing::debug!(%tick, jobs = group.len(), "not the leader: ticks not fired");
@@ -283,7 +283,7 @@ fn claim_with_marker(
         if due != Due::Missed && (waited || late) {
             to_claim = shed_late(&inner, tick, to_claim, due);
         }
-        metrics::histogram!(crate::metric_names::CLAIM_WAIT)
+        metrics::histogram!(crate::scheduler::metric_names::CLAIM_WAIT)
             .record(queued_at.elapsed().as_secs_f64());
         if *inner.stop_firing.borrow() {
             return; // shutdown began while the claim waited: nothing more starts
@@ -305,7 +305,7 @@ fn claim_with_marker(
         configs.extend(marker);
         let sent_at = Instant::now();
         let answered = provider.lock_many(&configs).await;
-        metrics::histogram!(crate::metric_names::CLAIM_DURATION)
+        metrics::histogram!(crate::scheduler::metric_names::CLAIM_DURATION)
             .record(sent_at.elapsed().as_secs_f64());
         match answered {
             Ok(mut results) if results.len() == configs.len() => {

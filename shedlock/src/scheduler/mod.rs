@@ -26,6 +26,7 @@ pub(crate) mod control;
 mod fire;
 pub(crate) mod fleet;
 pub(crate) mod job;
+pub mod metric_names;
 mod misfire;
 mod registry;
 mod shed;

@@ -33,7 +33,7 @@ pub(super) enum Due {
 /// one scheduler has in flight. A claim past them waits; if it waited (or was fired late, see
 /// [`SOONEST_DEADLINE`]), the jobs of an on-time tick whose deadline passed meanwhile are shed:
 /// not run here, counted in [`JobStats::misfires_skipped`](crate::scheduler::JobStats::misfires_skipped)
-/// and the [`metric_names::SHED`](crate::metric_names::SHED) counter. A tick's deadline is
+/// and the [`metric_names::SHED`](crate::scheduler::metric_names::SHED) counter. A tick's deadline is
 /// half-way to the job's next tick (500 ms for a job due every second). So an instance past its
 /// capacity runs what it can on time and drops the rest, instead of queueing claims that make
 /// every later tick later still.
@@ -87,7 +87,7 @@ pub(super) fn shed_late(
                 continue; // the owner's to count
             }
             bump(&state.counters.misfires_skipped);
-            metrics::counter!(crate::metric_names::SHED, "job" => state.job.name().to_owned())
+            metrics::counter!(crate::scheduler::metric_names::SHED, "job" => state.job.name().to_owned())
                 .increment(1);
         } else {
             kept.push(job);
