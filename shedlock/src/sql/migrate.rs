@@ -329,7 +329,23 @@ pub(crate) async fn migrate<D: Quirks>(core: &Core<D>) -> Result<()> {
     // A version this release does not know was applied by a newer one: it promises to keep
     // the tables working for this one (docs/operations.md, "Upgrades").
     migrator.set_ignore_missing(true);
-    if let Err(source) = core.run_migrator(&migrator).await {
+    let mut outcome = core.run_migrator(&migrator).await;
+    // Instances migrating at once: another added the run history's columns between the read
+    // above and this one's migration 4 ("duplicate column name"): read them again and migrate
+    // without them.
+    if !run_columns_there
+        && matches!(&outcome, Err(MigrateError::ExecuteMigration(e, 4))
+            if e.to_string().to_ascii_lowercase().contains("duplicate column"))
+    {
+        let there = match core.columns_of("_runs").await {
+            Ok(found) => found.iter().any(|c| c.eq_ignore_ascii_case("attempt")),
+            Err(e) => return Err(core.fail("read the run history's columns".into(), e).await),
+        };
+        let mut again = self::migrator(D::MIGRATIONS, table, D::BACKEND, there);
+        again.set_ignore_missing(true);
+        outcome = core.run_migrator(&again).await;
+    }
+    if let Err(source) = outcome {
         return Err(match source {
             MigrateError::Execute(e) => core.fail("migrate".into(), e).await,
             // A migration that failed on a table made by something else (a column it reads is
