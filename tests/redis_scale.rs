@@ -146,11 +146,11 @@ async fn redis_listing_200k_names_holds_the_server_under_a_millisecond_per_step(
         let processed = info_stat(&address, "total_commands_processed");
         provider.migrate().await.unwrap();
         // The INFO that read the count before is counted after it, and the script's own
-        // commands are counted: TYPE of the set of names; EVALSHA (and, the first time,
-        // SCRIPT LOAD and EVALSHA again).
+        // commands are counted: TYPE of the set of names, of the schedules' sorted set and of
+        // their counter; EVALSHA (and, the first time, SCRIPT LOAD and EVALSHA again).
         let commands = info_stat(&address, "total_commands_processed") - processed - 1;
         assert_eq!(provider.statements_sent() - sent, 1, "migrate: one script");
-        assert!(commands <= 5, "migrate: {commands} commands on the server");
+        assert!(commands <= 6, "migrate: {commands} commands on the server");
         eprintln!("migrate(): {commands} commands on the server");
     }
 
