@@ -1,6 +1,7 @@
 //! The command line: global options, the four commands and their arguments.
 
 use std::str::FromStr;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use shedlock::history::{RunOutcome, UnknownOutcome};
@@ -120,7 +121,8 @@ pub(crate) enum Command {
     /// Ask for one run of a job now, on one instance, under its lock (exit 4 when a request is
     /// already pending or its run is going).
     Trigger(NameArgs),
-    /// Change a job's cron expression (and time zone); checked before anything is written.
+    /// Change a job's cron expression (and time zone), its jitter or its retry policy, each
+    /// without the others; checked before anything is written.
     Reschedule(RescheduleArgs),
     /// Clear the operator's override of a code-defined job: the code's schedule applies again.
     Reset(NameArgs),
@@ -149,9 +151,16 @@ pub(crate) struct PauseArgs {
     #[arg(long)]
     pub(crate) fleet: bool,
     /// Also release the job's lock held by a run going on, so the run is cancelled at its next
-    /// keep-alive renewal (the lost-lock path).
+    /// keep-alive renewal (the lost-lock path). The job's lock is the one given with --lock;
+    /// else, for a job created at run time, the lock of its name; else the lock its runs took
+    /// as the run history records them (a run going on first), for a job whose lock is named
+    /// otherwise (`#[scheduler_lock(name = …)]`, `Job::locked`); else the lock of its name.
     #[arg(long, conflicts_with = "fleet")]
     pub(crate) cancel_running: bool,
+    /// The job's lock, for --cancel-running: needed when the lock is named otherwise than the
+    /// job and the store keeps no run history of it (Redis, or a scheduler without history).
+    #[arg(long, value_name = "LOCK", requires = "cancel_running")]
+    pub(crate) lock: Option<String>,
     /// Print a JSON object instead of text.
     #[arg(long)]
     pub(crate) json: bool,
@@ -171,19 +180,125 @@ pub(crate) struct ResumeArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Any of --cron, --jitter, --retry or --no-retry may be given without the others: what is not given
+stays as stored (for a job defined in code, as its code says). `reschedule NAME` with none of them
+is refused (exit 2).
+
+  shedlock reschedule nightly --cron '0 30 2 * * *' --time-zone Europe/Berlin
+  shedlock reschedule nightly --jitter 2m
+  shedlock reschedule nightly --retry 5 --retry-backoff 10s --retry-cap 5m
+  shedlock reschedule nightly --no-retry --jitter none")]
 pub(crate) struct RescheduleArgs {
     /// The job's name.
     pub(crate) name: String,
-    /// The new cron expression (5, 6 or 7 fields).
+    /// The new cron expression (5, 6 or 7 fields); without it the cron stays as it is (only
+    /// --jitter or the retry policy changes).
     #[arg(long, value_name = "EXPR")]
-    pub(crate) cron: String,
-    /// The IANA time zone it is read in (Europe/Berlin, UTC); without it the stored one stays
-    /// (for an override without one, the code's).
-    #[arg(long, value_name = "TZ")]
+    pub(crate) cron: Option<String>,
+    /// The IANA time zone the new --cron is read in (Europe/Berlin, UTC); without it the
+    /// stored one stays (for an override without one, the code's).
+    #[arg(long, value_name = "TZ", requires = "cron")]
     pub(crate) time_zone: Option<String>,
+    #[command(flatten)]
+    pub(crate) tuning: TuningArgs,
     /// Print a JSON object instead of text.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+/// The default of `--retry-backoff`.
+pub(crate) const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_secs(1);
+/// The default of `--retry-cap` (or `--retry-backoff`, when that is longer).
+pub(crate) const DEFAULT_RETRY_CAP: Duration = Duration::from_secs(60);
+/// The most attempts `--retry` takes (the scheduler makes no more).
+pub(crate) const MAX_RETRY_ATTEMPTS: u32 = 1000;
+
+/// A value given on the command line, or `default`: back to the code's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Setting<T> {
+    /// This value.
+    Set(T),
+    /// The stored value cleared: the code's applies again.
+    Default,
+}
+
+/// `--jitter` and the retry policy, of `reschedule` and `create`.
+#[derive(Debug, Args)]
+pub(crate) struct TuningArgs {
+    /// Start each tick's run up to this much later (30s, 2m, 1h 30m), the same delay on every
+    /// instance for a tick; `0` or `none`: no jitter, whatever the code says; `default`: back
+    /// to the code's jitter (reschedule).
+    #[arg(long, value_name = "DURATION", value_parser = parse_jitter, allow_hyphen_values = true)]
+    pub(crate) jitter: Option<Setting<Duration>>,
+    /// Retry a failed run: MAX_ATTEMPTS attempts in all, the first run included (1 to 1000; 1
+    /// is no retry), each retry after a random delay below its bound (--retry-backoff doubling
+    /// up to --retry-cap); `default`: back to the code's retry policy (reschedule).
+    #[arg(long, value_name = "MAX_ATTEMPTS", value_parser = parse_retry, conflicts_with = "no_retry", allow_hyphen_values = true)]
+    pub(crate) retry: Option<Setting<u32>>,
+    /// The first retry's delay bound (with --retry); default 1s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_retry_duration, requires = "retry", allow_hyphen_values = true)]
+    pub(crate) retry_backoff: Option<Duration>,
+    /// The largest delay bound (with --retry); default 1m, or --retry-backoff when that is
+    /// longer.
+    #[arg(long, value_name = "DURATION", value_parser = parse_retry_duration, requires = "retry", allow_hyphen_values = true)]
+    pub(crate) retry_cap: Option<Duration>,
+    /// Let a retry start after the job's next tick (with --retry); by default it does not:
+    /// the next tick's run takes over.
+    #[arg(long, requires = "retry")]
+    pub(crate) retry_past_next_tick: bool,
+    /// Never retry a failed run, whatever the code says.
+    #[arg(long)]
+    pub(crate) no_retry: bool,
+}
+
+impl TuningArgs {
+    /// Whether any of them was given.
+    pub(crate) fn any(&self) -> bool {
+        self.jitter.is_some() || self.retry.is_some() || self.no_retry
+    }
+}
+
+/// `--jitter`: a humantime duration, `0`/`none` (zero) or `default`.
+fn parse_jitter(text: &str) -> Result<Setting<Duration>, String> {
+    match text.trim() {
+        "none" | "0" => Ok(Setting::Set(Duration::ZERO)),
+        "default" => Ok(Setting::Default),
+        other => parse_duration(other).map(Setting::Set),
+    }
+}
+
+/// `--retry`: attempts in all (1 to 1000) or `default`.
+fn parse_retry(text: &str) -> Result<Setting<u32>, String> {
+    let text = text.trim();
+    if text == "default" {
+        return Ok(Setting::Default);
+    }
+    match text.parse::<u32>() {
+        Ok(n) if (1..=MAX_RETRY_ATTEMPTS).contains(&n) => Ok(Setting::Set(n)),
+        _ => Err(format!(
+            "MAX_ATTEMPTS is the attempts in all, the first run included: a whole number from 1              to {MAX_RETRY_ATTEMPTS} (1: no retry), or `default` (the code's policy)"
+        )),
+    }
+}
+
+/// `--retry-backoff`, `--retry-cap`: a humantime duration above zero.
+fn parse_retry_duration(text: &str) -> Result<Duration, String> {
+    let duration = parse_duration(text.trim())?;
+    if duration.is_zero() {
+        return Err("a retry delay bound must be more than 0 (1s, 30s, 5m)".into());
+    }
+    Ok(duration)
+}
+
+/// A humantime duration (`30s`, `5m`, `1h 30m`), at most 1000 years.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let duration = humantime::parse_duration(text)
+        .map_err(|e| format!("{e}: a duration such as 30s, 5m or 1h 30m"))?;
+    if duration > shedlock::settings::MAX_LOCK_DURATION {
+        return Err("more than 1000 years".into());
+    }
+    Ok(duration)
 }
 
 #[derive(Debug, Args)]
@@ -202,6 +317,8 @@ pub(crate) struct CreateArgs {
     /// What the handler is given: JSON text (default `null`).
     #[arg(long, value_name = "JSON")]
     pub(crate) payload: Option<String>,
+    #[command(flatten)]
+    pub(crate) tuning: TuningArgs,
     /// Print a JSON object instead of text.
     #[arg(long)]
     pub(crate) json: bool,

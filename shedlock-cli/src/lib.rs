@@ -11,13 +11,16 @@
 //! shedlock --database-url URL [--table NAME] history [NAME] [--limit N] [--outcome O] [--json] [--close-abandoned]
 //! shedlock --database-url URL [--table NAME] migrate
 //! shedlock --database-url URL [--table NAME] jobs [--json]
-//! shedlock --database-url URL [--table NAME] pause (NAME [--cancel-running] | --fleet) [--json]
+//! shedlock --database-url URL [--table NAME] pause (NAME [--cancel-running [--lock LOCK]] | --fleet) [--json]
 //! shedlock --database-url URL [--table NAME] resume (NAME | --fleet) [--json]
 //! shedlock --database-url URL [--table NAME] trigger NAME [--json]
-//! shedlock --database-url URL [--table NAME] reschedule NAME --cron EXPR [--time-zone TZ] [--json]
+//! shedlock --database-url URL [--table NAME] reschedule NAME [--cron EXPR [--time-zone TZ]] [TUNING] [--json]
 //! shedlock --database-url URL [--table NAME] reset NAME [--json]
-//! shedlock --database-url URL [--table NAME] create NAME --handler H --cron EXPR [--time-zone TZ] [--payload JSON] [--json]
+//! shedlock --database-url URL [--table NAME] create NAME --handler H --cron EXPR [--time-zone TZ] [--payload JSON] [TUNING] [--json]
 //! shedlock --database-url URL [--table NAME] delete NAME [--json]
+//!
+//! TUNING: [--jitter DURATION|none|default]
+//!         [--retry MAX_ATTEMPTS|default [--retry-backoff D] [--retry-cap D] [--retry-past-next-tick] | --no-retry]
 //! ```
 //!
 //! - `list`: every lock of the table (on Redis, under the key prefix), held or free, with its
@@ -70,19 +73,38 @@
 //!   stored (`schedule`, with the fields above but `last_run` and `lock`). Times are RFC 3339
 //!   in UTC with milliseconds.
 //! - `pause NAME`: the job fires nowhere until resumed; a run going on goes on, unless
-//!   `--cancel-running`, which also releases the job's lock (the lock of the same name) from its
-//!   holder by its fencing token, so the run stops at its next keep-alive renewal (the
-//!   lost-lock path). `pause --fleet` / `resume --fleet` pause and resume every job (the
+//!   `--cancel-running`, which also releases the job's lock from its holder by its fencing
+//!   token, so the run stops at its next keep-alive renewal (the lost-lock path). The job's
+//!   lock is the one given with `--lock LOCK`; else, for a run-time job, the lock of its name;
+//!   else the lock its newest runs took as the run history records them (a run going on
+//!   first), which finds a lock named otherwise than its job (`#[scheduler_lock(name = …)]`,
+//!   `Job::locked`); else the lock of the job's name. Without a run history (Redis, a
+//!   scheduler without history) a lock named otherwise must be given with `--lock`; its
+//!   `--json` says which lock it was and how it was found (`lock_name`, `lock_found_by`:
+//!   `option`, `run_time_job`, `run_history`, `job_name`). `pause --fleet` / `resume --fleet` pause and resume every job (the
 //!   schedule `shedlock.fleet`).
 //! - `trigger NAME`: asks for one run now, on one instance, under the job's lock; exit 4 with
 //!   "already pending (asked by X at T)" when a request is pending or its run is going.
 //! - `reschedule NAME --cron EXPR [--time-zone TZ]`: checks the expression and the time zone
 //!   as `#[scheduled]` does (same hints) before writing anything; shows old → new and the next
-//!   three ticks. Without `--time-zone` the stored one stays.
+//!   three ticks. Without `--time-zone` the stored one stays. It also sets the job's jitter and
+//!   retry policy (TUNING), each without the others and without `--cron`; with none of them it
+//!   is refused (exit 2), naming the flags:
+//!   - `--jitter DURATION` (humantime: `30s`, `2m`): each tick's run starts up to that much
+//!     later, the same delay on every instance; `0` or `none`: no jitter, whatever the code
+//!     says; `default`: the stored jitter is cleared, the code's applies again.
+//!   - `--retry MAX_ATTEMPTS` (1 to 1000 attempts in all, the first run included), with
+//!     `--retry-backoff D` (the first retry's delay bound, default 1s), `--retry-cap D` (the
+//!     largest bound, default 1m or the backoff when longer; at least the backoff) and
+//!     `--retry-past-next-tick` (retries may start after the next tick); `--retry default`
+//!     clears the stored policy; `--no-retry`: never retry, whatever the code says.
+//!
+//!   Bad values are refused before anything is written (exit 2), naming the flag.
 //! - `reset NAME`: clears an override: the code's schedule applies again (refused for a
 //!   run-time job: use `delete`).
 //! - `create NAME --handler H --cron EXPR [--time-zone TZ] [--payload JSON]`: a run-time job;
-//!   the payload must be JSON (default `null`).
+//!   the payload must be JSON (default `null`); TUNING as for `reschedule` (but `default`,
+//!   which a run-time job has none of).
 //! - `delete NAME`: deletes a run-time job or an override.
 //!
 //! A name these commands act on must be known to the store (a schedule, a lock, or a job in

@@ -2,19 +2,27 @@
 //! `create`, `delete`. Each writes through [`ScheduleStore`](shedlock::schedules::ScheduleStore)
 //! as `cli:<user>@<host>` and prints what it did (`--json`: one object).
 
+use std::time::Duration;
+
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
-use shedlock::schedules::{NewSchedule, ScheduleChange, StoredSchedule, TriggerAnswer};
+use shedlock::history::{RunOutcome, RunQuery};
+use shedlock::schedules::{
+    NewSchedule, RetryPolicy, ScheduleChange, StoredSchedule, TriggerAnswer,
+};
 use shedlock::{RunStore, Schedule};
 
 use super::{
-    FLEET_SCHEDULE, cron_text, find, kind, known_zone, next_ticks, no_such_schedule, operator,
-    schedule_json, trigger_json, zone_text,
+    FLEET_SCHEDULE, cron_text, find, jitter_json, jitter_text, kind, known_zone, next_ticks,
+    no_such_schedule, operator, retry_json, retry_text, schedule_json, trigger_json, zone_text,
 };
-use crate::args::{CreateArgs, NameArgs, PauseArgs, RescheduleArgs, ResumeArgs};
+use crate::args::{
+    CreateArgs, DEFAULT_RETRY_BACKOFF, DEFAULT_RETRY_CAP, NameArgs, PauseArgs, RescheduleArgs,
+    ResumeArgs, Setting, TuningArgs,
+};
 use crate::db::Steered;
 use crate::failure::Failure;
-use crate::output::{json_time, pretty, print, time};
+use crate::output::{human, json_time, pretty, print, time};
 
 /// How many ticks `reschedule` and `create` show.
 const SHOWN_TICKS: usize = 3;
@@ -32,7 +40,7 @@ fn target(name: Option<&str>, fleet: bool) -> &str {
     }
 }
 
-/// `pause NAME [--cancel-running]`, `pause --fleet`.
+/// `pause NAME [--cancel-running [--lock LOCK]]`, `pause --fleet`.
 pub(crate) async fn pause(
     store: &dyn Steered,
     runs: Option<&dyn RunStore>,
@@ -42,7 +50,15 @@ pub(crate) async fn pause(
     let before = if args.fleet {
         store.schedule(name).await?.filter(|s| !s.deleted)
     } else {
-        find(store, runs, name).await?
+        match find(store, runs, name).await {
+            Ok(found) => found,
+            // A job known to the store only by the lock given (its lock named otherwise, no
+            // run history): that lock's presence is what makes the name known.
+            Err(failure) => match args.lock.as_deref() {
+                Some(lock) if store.lock_state(lock).await?.is_some() => None,
+                _ => return Err(failure),
+            },
+        }
     };
     let was_paused = before.as_ref().is_some_and(|s| s.paused);
     let by = operator();
@@ -50,7 +66,8 @@ pub(crate) async fn pause(
         .update_schedule(name, &ScheduleChange::new().paused(true), &by)
         .await?;
     let cancel = if args.cancel_running {
-        Some(cancel_running(store, name).await?)
+        let (lock, found_by) = job_lock(runs, name, before.as_ref(), args.lock.as_deref()).await?;
+        Some(cancel_running(store, lock, found_by).await?)
     } else {
         None
     };
@@ -88,7 +105,7 @@ pub(crate) async fn pause(
         )
     };
     match &cancel {
-        Some(cancel) => text.push_str(&cancel.text(name)),
+        Some(cancel) => text.push_str(&cancel.text()),
         None if !args.fleet => text.push_str(
             "a run going on (if any) goes on to its end; `pause --cancel-running` also cancels it\n",
         ),
@@ -98,9 +115,82 @@ pub(crate) async fn pause(
     Ok(())
 }
 
+/// How many of the job's newest history rows are read for its lock's name.
+const LOCK_RUNS: u32 = 20;
+
+/// How `--cancel-running` found the job's lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FoundBy {
+    /// `--lock`.
+    Option,
+    /// A run-time job's lock is its name.
+    RunTime,
+    /// The lock the job's runs took, as its run history records them.
+    History,
+    /// No better knowledge: the lock of the job's name.
+    JobName,
+}
+
+impl FoundBy {
+    fn json(self) -> &'static str {
+        match self {
+            FoundBy::Option => "option",
+            FoundBy::RunTime => "run_time_job",
+            FoundBy::History => "run_history",
+            FoundBy::JobName => "job_name",
+        }
+    }
+
+    fn text(self) -> &'static str {
+        match self {
+            FoundBy::Option => "given with --lock",
+            FoundBy::RunTime => "a run-time job's lock is its name",
+            FoundBy::History => "the lock the job's runs took, by the run history",
+            FoundBy::JobName => "the lock named like the job",
+        }
+    }
+}
+
+/// The lock of job `name`: `--lock`; a run-time job's own name; else the lock its newest
+/// runs took (a run going on first), read from the run history; else its name.
+async fn job_lock(
+    runs: Option<&dyn RunStore>,
+    name: &str,
+    schedule: Option<&StoredSchedule>,
+    given: Option<&str>,
+) -> Result<(String, FoundBy), Failure> {
+    if let Some(lock) = given {
+        return Ok((lock.to_owned(), FoundBy::Option));
+    }
+    if schedule.is_some_and(|s| s.handler.is_some()) {
+        return Ok((name.to_owned(), FoundBy::RunTime));
+    }
+    if let Some(runs) = runs {
+        let rows = runs.runs(&RunQuery::latest(LOCK_RUNS).name(name)).await?;
+        let of_job: Vec<_> = rows.into_iter().filter(|r| r.job == name).collect();
+        let pick = of_job
+            .iter()
+            .find(|r| r.outcome == RunOutcome::Running)
+            .or_else(|| of_job.first());
+        if let Some(run) = pick {
+            return Ok((run.name.clone(), FoundBy::History));
+        }
+    }
+    Ok((name.to_owned(), FoundBy::JobName))
+}
+
 /// What `pause --cancel-running` did to the job's lock.
-enum Cancel {
-    /// No lock of the job's name.
+struct Cancel {
+    /// The lock's name.
+    lock: String,
+    /// How it was found.
+    found_by: FoundBy,
+    /// What was done.
+    did: Did,
+}
+
+enum Did {
+    /// No lock of that name.
     NoLock,
     /// The lock was free: no run going on.
     Free { token: i64 },
@@ -115,12 +205,12 @@ enum Cancel {
 
 impl Cancel {
     fn json(&self) -> Value {
-        match self {
-            Cancel::NoLock => json!({ "lock": false, "held": false, "released": false }),
-            Cancel::Free { token } => {
+        let mut value = match &self.did {
+            Did::NoLock => json!({ "lock": false, "held": false, "released": false }),
+            Did::Free { token } => {
                 json!({ "lock": true, "held": false, "released": false, "fencing_token": token })
             }
-            Cancel::Released {
+            Did::Released {
                 holder,
                 token,
                 until,
@@ -133,57 +223,75 @@ impl Cancel {
                 "fencing_token": token,
                 "locked_until": json_time(*until),
             }),
-        }
+        };
+        value["lock_name"] = json!(self.lock);
+        value["lock_found_by"] = json!(self.found_by.json());
+        value
     }
 
-    fn text(&self, name: &str) -> String {
-        match self {
-            Cancel::NoLock => {
-                format!("--cancel-running: no lock named {name:?}: no run to cancel\n")
-            }
-            Cancel::Free { token } => format!(
-                "--cancel-running: the lock {name:?} is free (token {token}): no run going on\n"
+    fn text(&self) -> String {
+        let lock = &self.lock;
+        let how = self.found_by.text();
+        match &self.did {
+            Did::NoLock if self.found_by == FoundBy::JobName => format!(
+                "--cancel-running: no lock named {lock:?} and no run of the job in a run history: \
+                 no run to cancel (if the job's lock is named otherwise, give it with --lock LOCK)\n"
             ),
-            Cancel::Released {
+            Did::NoLock => {
+                format!("--cancel-running: no lock named {lock:?} ({how}): no run to cancel\n")
+            }
+            Did::Free { token } => format!(
+                "--cancel-running: the lock {lock:?} ({how}) is free (token {token}): no run going on\n"
+            ),
+            Did::Released {
                 holder,
                 token,
                 released: true,
                 ..
             } => format!(
-                "--cancel-running: released the lock {name:?} held by {holder} (token {token}): \
-                 the run stops at its next keep-alive renewal (lost lock); without keep-alive it \
-                 runs on unguarded, its fencing token {token} stale\n"
+                "--cancel-running: released the lock {lock:?} ({how}) held by {holder} (token \
+                 {token}): the run stops at its next keep-alive renewal (lost lock); without \
+                 keep-alive it runs on unguarded, its fencing token {token} stale\n"
             ),
-            Cancel::Released {
+            Did::Released {
                 holder,
                 token,
                 released: false,
                 ..
             } => format!(
-                "--cancel-running: the lock {name:?} held by {holder} (token {token}) changed \
-                 hands or expired before it was released: nothing released (the job is paused, \
-                 so no new run starts)\n"
+                "--cancel-running: the lock {lock:?} ({how}) held by {holder} (token {token}) \
+                 changed hands or expired before it was released: nothing released (the job is \
+                 paused, so no new run starts)\n"
             ),
         }
     }
 }
 
-/// Releases the lock of `name` from its current holder, by the token read.
-async fn cancel_running(store: &dyn Steered, name: &str) -> Result<Cancel, Failure> {
-    let Some(state) = store.lock_state(name).await? else {
-        return Ok(Cancel::NoLock);
-    };
-    if !state.is_held() {
-        return Ok(Cancel::Free {
+/// Releases `lock` from its current holder, by the token read.
+async fn cancel_running(
+    store: &dyn Steered,
+    lock: String,
+    found_by: FoundBy,
+) -> Result<Cancel, Failure> {
+    let did = match store.lock_state(&lock).await? {
+        None => Did::NoLock,
+        Some(state) if !state.is_held() => Did::Free {
             token: state.fencing_token,
-        });
-    }
-    let released = store.force_release(name, state.fencing_token).await?;
-    Ok(Cancel::Released {
-        holder: state.locked_by,
-        token: state.fencing_token,
-        until: state.locked_until,
-        released,
+        },
+        Some(state) => {
+            let released = store.force_release(&lock, state.fencing_token).await?;
+            Did::Released {
+                holder: state.locked_by,
+                token: state.fencing_token,
+                until: state.locked_until,
+                released,
+            }
+        }
+    };
+    Ok(Cancel {
+        lock,
+        found_by,
+        did,
     })
 }
 
@@ -298,8 +406,63 @@ pub(crate) async fn trigger(
     }
 }
 
-/// `reschedule NAME --cron EXPR [--time-zone TZ]`: checked with [`Schedule::parse`] before
-/// anything is written.
+/// `--jitter`, `--retry …` and `--no-retry` as a change of the stored schedule. `create` is
+/// true for `create`, where there is no code's value to go back to.
+fn tuning_change(
+    args: &TuningArgs,
+    change: &mut ScheduleChange,
+    create: bool,
+) -> Result<(), Failure> {
+    let no_default = |flag: &str| {
+        Failure::Usage(format!(
+            "{flag} default: a job created at run time has no code to take a default from; \
+             leave {flag} out instead"
+        ))
+    };
+    match args.jitter {
+        Some(Setting::Set(jitter)) => change.jitter = Some(Some(jitter)),
+        Some(Setting::Default) if create => return Err(no_default("--jitter")),
+        Some(Setting::Default) => change.jitter = Some(None),
+        None => {}
+    }
+    if args.no_retry {
+        change.retry = Some(Some(RetryPolicy::new(1, Duration::ZERO, Duration::ZERO)));
+    }
+    match args.retry {
+        Some(Setting::Set(attempts)) => {
+            let base = args.retry_backoff.unwrap_or(DEFAULT_RETRY_BACKOFF);
+            let cap = args.retry_cap.unwrap_or(DEFAULT_RETRY_CAP.max(base));
+            if cap < base {
+                return Err(Failure::Usage(format!(
+                    "--retry-cap {} is shorter than --retry-backoff {}: the cap bounds every \
+                     retry's delay, so it must be at least the backoff",
+                    human(cap, true),
+                    human(base, true)
+                )));
+            }
+            let policy =
+                RetryPolicy::new(attempts, base, cap).past_next_tick(args.retry_past_next_tick);
+            change.retry = Some(Some(policy));
+        }
+        Some(Setting::Default) if create => return Err(no_default("--retry")),
+        Some(Setting::Default) => {
+            if args.retry_backoff.is_some() || args.retry_cap.is_some() || args.retry_past_next_tick
+            {
+                return Err(Failure::Usage(
+                    "--retry default goes back to the code's retry policy: it takes no \
+                     --retry-backoff, --retry-cap or --retry-past-next-tick"
+                        .into(),
+                ));
+            }
+            change.retry = Some(None);
+        }
+        None => {}
+    }
+    Ok(())
+}
+
+/// `reschedule NAME [--cron EXPR [--time-zone TZ]] [--jitter D] [--retry N … | --no-retry]`:
+/// checked (the cron with [`Schedule::parse`]) before anything is written.
 pub(crate) async fn reschedule(
     store: &dyn Steered,
     runs: Option<&dyn RunStore>,
@@ -308,9 +471,18 @@ pub(crate) async fn reschedule(
     let name = args.name.as_str();
     if name == FLEET_SCHEDULE {
         return Err(Failure::Usage(format!(
-            "{FLEET_SCHEDULE} is the fleet's pause, not a job: it has no cron"
+            "{FLEET_SCHEDULE} is the fleet's pause, not a job: it has no schedule to change"
         )));
     }
+    if args.cron.is_none() && !args.tuning.any() {
+        return Err(Failure::Usage(format!(
+            "nothing to change: give --cron EXPR (with --time-zone TZ), --jitter DURATION, \
+             --retry MAX_ATTEMPTS (with --retry-backoff, --retry-cap, --retry-past-next-tick) or \
+             --no-retry (`shedlock reschedule {name} --help` says more)"
+        )));
+    }
+    let mut change = ScheduleChange::new();
+    tuning_change(&args.tuning, &mut change, false)?;
     let before = find(store, runs, name).await?;
     // The zone the new cron is read in: the one given, else the stored one (UTC for a run-time
     // job); an override without one keeps the code's, unknown here: its ticks are shown in UTC.
@@ -320,28 +492,44 @@ pub(crate) async fn reschedule(
         .or_else(|| before.as_ref().and_then(known_zone).map(str::to_owned));
     let assumed_utc = zone.is_none();
     let zone_read = zone.clone().unwrap_or_else(|| "UTC".to_owned());
-    // The macros' checks and hints; an error here writes nothing.
-    Schedule::parse(&args.cron, &zone_read)?;
-    let mut change = ScheduleChange::new();
-    change.cron = Some(Some(args.cron.clone()));
-    if let Some(zone) = &args.time_zone {
-        change.time_zone = Some(Some(zone.clone()));
+    if let Some(cron) = &args.cron {
+        // The macros' checks and hints; an error here writes nothing.
+        Schedule::parse(cron, &zone_read)?;
+        change.cron = Some(Some(cron.clone()));
+        if let Some(zone) = &args.time_zone {
+            change.time_zone = Some(Some(zone.clone()));
+        }
     }
     let by = operator();
     let stored = store.update_schedule(name, &change, &by).await?;
     let now = store.now().await?;
-    let ticks = next_ticks(&args.cron, &zone_read, now, SHOWN_TICKS);
+    let ticks = match &args.cron {
+        Some(cron) => next_ticks(cron, &zone_read, now, SHOWN_TICKS),
+        None => Vec::new(),
+    };
     let old_cron = before.as_ref().and_then(|s| s.cron.clone());
     let old_zone = before.as_ref().and_then(|s| s.time_zone.clone());
+    let old_jitter = before.as_ref().and_then(|s| s.jitter);
+    let old_retry = before.as_ref().and_then(|s| s.retry);
     if args.json {
         print_json(&json!({
             "name": name,
             "result": "rescheduled",
-            "old": { "cron": old_cron, "time_zone": old_zone },
-            "new": { "cron": stored.cron, "time_zone": stored.time_zone },
+            "old": {
+                "cron": old_cron,
+                "time_zone": old_zone,
+                "jitter_ms": jitter_json(old_jitter),
+                "retry": retry_json(old_retry.as_ref()),
+            },
+            "new": {
+                "cron": stored.cron,
+                "time_zone": stored.time_zone,
+                "jitter_ms": jitter_json(stored.jitter),
+                "retry": retry_json(stored.retry.as_ref()),
+            },
             "next_ticks": ticks.iter().copied().map(json_time).collect::<Vec<_>>(),
-            "next_ticks_time_zone": zone_read,
-            "time_zone_assumed": assumed_utc,
+            "next_ticks_time_zone": args.cron.as_ref().map(|_| zone_read.clone()),
+            "time_zone_assumed": args.cron.is_some() && assumed_utc,
             "schedule": schedule_json(&stored, now),
         }));
         return Ok(());
@@ -350,24 +538,44 @@ pub(crate) async fn reschedule(
         .as_ref()
         .map_or_else(|| "code default".to_owned(), zone_text);
     let mut text = format!(
-        "rescheduled {name:?} (version {}, by {by}):\n  cron       {} → {}\n  time zone  {old_zone_text} → {}\n",
-        stored.version,
-        cron_text(old_cron.as_deref()),
-        args.cron,
-        zone_text(&stored),
+        "rescheduled {name:?} (version {}, by {by}):\n",
+        stored.version
     );
-    if assumed_utc {
-        text.push_str(
-            "  next ticks in UTC (the job keeps its code's time zone; pass --time-zone to set one):\n",
-        );
-    } else {
-        text.push_str(&format!("  next ticks ({zone_read}):\n"));
+    if let Some(cron) = &args.cron {
+        text.push_str(&format!(
+            "  cron       {} → {cron}\n  time zone  {old_zone_text} → {}\n",
+            cron_text(old_cron.as_deref()),
+            zone_text(&stored),
+        ));
     }
-    for tick in &ticks {
-        text.push_str(&format!("    {}\n", time(*tick)));
+    if change.jitter.is_some() {
+        text.push_str(&format!(
+            "  jitter     {} → {}\n",
+            jitter_text(old_jitter),
+            jitter_text(stored.jitter)
+        ));
     }
-    if ticks.is_empty() {
-        text.push_str("    none: it never fires again\n");
+    if change.retry.is_some() {
+        text.push_str(&format!(
+            "  retry      {} → {}\n",
+            retry_text(old_retry.as_ref()),
+            retry_text(stored.retry.as_ref())
+        ));
+    }
+    if args.cron.is_some() {
+        if assumed_utc {
+            text.push_str(
+                "  next ticks in UTC (the job keeps its code's time zone; pass --time-zone to set one):\n",
+            );
+        } else {
+            text.push_str(&format!("  next ticks ({zone_read}):\n"));
+        }
+        for tick in &ticks {
+            text.push_str(&format!("    {}\n", time(*tick)));
+        }
+        if ticks.is_empty() {
+            text.push_str("    none: it never fires again\n");
+        }
     }
     print(&text);
     Ok(())
@@ -438,13 +646,14 @@ pub(crate) async fn create(store: &dyn Steered, args: &CreateArgs) -> Result<(),
     }
     let zone = args.time_zone.clone().unwrap_or_else(|| "UTC".to_owned());
     Schedule::parse(&args.cron, &zone)?;
-    let new = NewSchedule::job(
+    let mut new = NewSchedule::job(
         name,
         args.handler.clone(),
         payload,
         args.cron.clone(),
         args.time_zone.clone(),
     );
+    tuning_change(&args.tuning, &mut new.fields, true)?;
     let by = operator();
     let stored = store.create_schedule(&new, &by).await?;
     let now = store.now().await?;
@@ -460,9 +669,19 @@ pub(crate) async fn create(store: &dyn Steered, args: &CreateArgs) -> Result<(),
     }
     let mut text = format!(
         "created {name:?} (version {}, by {by}): handler {:?}, cron {} in {zone}; every instance \
-         that registered the handler runs it\n  next ticks:\n",
+         that registered the handler runs it\n",
         stored.version, args.handler, args.cron
     );
+    if stored.jitter.is_some() {
+        text.push_str(&format!("  jitter  {}\n", jitter_text(stored.jitter)));
+    }
+    if stored.retry.is_some() {
+        text.push_str(&format!(
+            "  retry   {}\n",
+            retry_text(stored.retry.as_ref())
+        ));
+    }
+    text.push_str("  next ticks:\n");
     for tick in &ticks {
         text.push_str(&format!("    {}\n", time(*tick)));
     }

@@ -23,7 +23,8 @@ use shedlock::RunStore;
 use shedlock::history::{LockState, RunQuery, RunRecord};
 
 use super::{
-    FLEET_SCHEDULE, cron_text, kind, next_tick, retry_text, schedule_json, trigger_text, zone_text,
+    FLEET_SCHEDULE, cron_text, jitter_text, kind, next_tick, retry_text, schedule_json,
+    trigger_text, zone_text,
 };
 use crate::db::Steered;
 use crate::failure::Failure;
@@ -136,8 +137,7 @@ pub(crate) async fn jobs(
                 cron_text(s.cron.as_deref()),
                 zone_text(s),
                 if s.paused { "yes" } else { "no" }.to_owned(),
-                s.jitter
-                    .map_or_else(|| "default".to_owned(), |j| human(j, true)),
+                jitter_text(s.jitter),
                 retry_text(s.retry.as_ref()),
                 next_tick(s, now).map_or_else(|| "-".to_owned(), time),
                 trigger_text(s.trigger.as_ref()),

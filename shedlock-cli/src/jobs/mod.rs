@@ -10,6 +10,8 @@
 mod change;
 mod list;
 
+use std::time::Duration;
+
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use shedlock::history::RunQuery;
@@ -195,10 +197,22 @@ pub(crate) fn next_tick(schedule: &StoredSchedule, now: DateTime<Utc>) -> Option
     next_ticks(cron, zone, now, 1).into_iter().next()
 }
 
-/// A retry policy in the table: `3 attempts, 1s..1m` (`+ past next tick`).
+/// A jitter in the table: `default` (none stored: the code's), `none` (zero), or the
+/// duration.
+pub(crate) fn jitter_text(jitter: Option<Duration>) -> String {
+    match jitter {
+        None => "default".to_owned(),
+        Some(j) if j.is_zero() => "none".to_owned(),
+        Some(j) => human(j, true),
+    }
+}
+
+/// A retry policy in the table: `3 attempts, 1s..1m` (`, past next tick`), `no retry` (one
+/// attempt), or `default` (none stored: the code's).
 pub(crate) fn retry_text(retry: Option<&RetryPolicy>) -> String {
     match retry {
         None => "default".to_owned(),
+        Some(r) if r.max_attempts <= 1 => "no retry".to_owned(),
         Some(r) => format!(
             "{} attempts, {}..{}{}",
             r.max_attempts,
@@ -211,6 +225,27 @@ pub(crate) fn retry_text(retry: Option<&RetryPolicy>) -> String {
             }
         ),
     }
+}
+
+/// A jitter in JSON: milliseconds, or `null` (the code's).
+pub(crate) fn jitter_json(jitter: Option<Duration>) -> Value {
+    jitter.map_or(Value::Null, |j| json!(millis(j)))
+}
+
+/// A retry policy in JSON, or `null` (the code's).
+pub(crate) fn retry_json(retry: Option<&RetryPolicy>) -> Value {
+    retry.map_or(Value::Null, |r| {
+        json!({
+            "max_attempts": r.max_attempts,
+            "base_ms": millis(r.base),
+            "cap_ms": millis(r.cap),
+            "past_next_tick": r.past_next_tick,
+        })
+    })
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// A pending trigger in the table.
@@ -252,13 +287,8 @@ pub(crate) fn schedule_json(schedule: &StoredSchedule, now: DateTime<Utc>) -> Va
         "cron": schedule.cron,
         "time_zone": schedule.time_zone,
         "paused": schedule.paused,
-        "jitter_ms": schedule.jitter.map(|j| u64::try_from(j.as_millis()).unwrap_or(u64::MAX)),
-        "retry": schedule.retry.map(|r| json!({
-            "max_attempts": r.max_attempts,
-            "base_ms": u64::try_from(r.base.as_millis()).unwrap_or(u64::MAX),
-            "cap_ms": u64::try_from(r.cap.as_millis()).unwrap_or(u64::MAX),
-            "past_next_tick": r.past_next_tick,
-        })),
+        "jitter_ms": jitter_json(schedule.jitter),
+        "retry": retry_json(schedule.retry.as_ref()),
         "next_tick": next_tick(schedule, now).map(json_time),
         "trigger": schedule.trigger.as_ref().map(trigger_json),
         "version": schedule.version,

@@ -5,7 +5,7 @@
 use serde_json::Value;
 use shedlock::history::{NewRun, RunOutcome};
 use shedlock::schedules::ScheduleStore;
-use shedlock::{LockAdmin, RunStore};
+use shedlock::{LockAdmin, LockProvider, RunStore};
 
 use crate::common::{
     CliDb, HOLDER, Out, TEN_MINUTES, cfg, millis, parse_table, provider, run, state, tick,
@@ -589,4 +589,484 @@ pub(crate) async fn unknown_names_path<S: ScheduleStore + ?Sized>(
     assert_eq!(jobs["fleet"]["paused"], false);
     let out = at(&url, &table, &["pause", "nightly-report", "--fleet"]).await;
     assert_eq!(out.code, 2, "{out:#?}");
+}
+
+/// The row of `jobs` (text) named `name`.
+fn row(out: &Out, name: &str) -> std::collections::BTreeMap<String, String> {
+    parse_table(&out.stdout)
+        .into_iter()
+        .find(|r| r["NAME"] == name)
+        .unwrap_or_else(|| panic!("{name} in {}", out.stdout))
+}
+
+/// `--jitter`, `--retry …` and `--no-retry` on `reschedule` (without `--cron`) and `create`:
+/// each stored as given (read back through the store), shown by `jobs` (text and JSON); bad
+/// values refused (exit 2) naming the flag, with nothing written.
+pub(crate) async fn tuning_path<S: ScheduleStore + LockAdmin>(url: &str, table: &str, store: &S) {
+    use std::time::Duration;
+
+    use shedlock::schedules::RetryPolicy;
+    let (url, table) = (url.to_owned(), table.to_owned());
+    let sec = Duration::from_secs(1);
+    // A code-defined job, known to the store by its lock.
+    drop(
+        store
+            .lock(&cfg("nightly", TEN_MINUTES))
+            .await
+            .unwrap()
+            .unwrap(),
+    );
+
+    // Nothing to change: refused, naming the flags.
+    let version = store.schedules_version().await.unwrap();
+    let out = at(&url, &table, &["reschedule", "nightly"]).await;
+    assert_eq!(out.code, 2, "{out:#?}");
+    let line = out.error_line();
+    for flag in ["--cron", "--jitter", "--retry", "--no-retry"] {
+        assert!(line.contains(flag), "{flag} in {line}");
+    }
+
+    // Bad values: exit 2, the flag named, nothing written.
+    for (args, flag) in [
+        (&["--jitter", "soon"][..], "--jitter"),
+        (&["--jitter", "-5s"], "--jitter"),
+        (&["--retry", "-1"], "--retry"),
+        (&["--retry", "3", "--retry-cap", "-1m"], "--retry-cap"),
+        (&["--retry", "0"], "--retry"),
+        (&["--retry", "1001"], "--retry"),
+        (&["--retry", "many"], "--retry"),
+        (
+            &["--retry", "3", "--retry-backoff", "0s"],
+            "--retry-backoff",
+        ),
+        (
+            &["--retry", "3", "--retry-backoff", "fast"],
+            "--retry-backoff",
+        ),
+        (
+            &[
+                "--retry",
+                "3",
+                "--retry-backoff",
+                "10s",
+                "--retry-cap",
+                "5s",
+            ],
+            "--retry-cap",
+        ),
+        (&["--retry", "3", "--retry-cap", "2000y"], "--retry-cap"),
+        (&["--retry-backoff", "5s"], "--retry"),
+        (&["--retry-past-next-tick"], "--retry"),
+        (&["--retry", "3", "--no-retry"], "--no-retry"),
+        (
+            &["--retry", "default", "--retry-cap", "5m"],
+            "--retry default",
+        ),
+        (&["--time-zone", "UTC"], "--cron"),
+    ] {
+        let mut all = vec!["reschedule", "nightly"];
+        all.extend_from_slice(args);
+        let out = at(&url, &table, &all).await;
+        assert_eq!(out.code, 2, "{args:?}: {out:#?}");
+        assert!(
+            out.error_line().contains(flag),
+            "{flag} for {args:?}: {out:#?}"
+        );
+    }
+    assert_eq!(store.schedules_version().await.unwrap(), version);
+    assert!(store.schedule("nightly").await.unwrap().is_none());
+
+    // Only jitter and retry: the cron stays the code's.
+    let out = at(
+        &url,
+        &table,
+        &[
+            "reschedule",
+            "nightly",
+            "--jitter",
+            "90s",
+            "--retry",
+            "4",
+            "--retry-backoff",
+            "2s",
+            "--retry-cap",
+            "30s",
+            "--retry-past-next-tick",
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    let moved = object(&out);
+    assert_eq!(moved["result"], "rescheduled");
+    assert_eq!(moved["old"]["jitter_ms"], Value::Null);
+    assert_eq!(moved["old"]["retry"], Value::Null);
+    assert_eq!(moved["new"]["jitter_ms"], 90_000);
+    assert_eq!(moved["new"]["retry"]["max_attempts"], 4);
+    assert_eq!(moved["new"]["retry"]["base_ms"], 2_000);
+    assert_eq!(moved["new"]["retry"]["cap_ms"], 30_000);
+    assert_eq!(moved["new"]["retry"]["past_next_tick"], true);
+    assert_eq!(moved["new"]["cron"], Value::Null);
+    assert_eq!(moved["next_ticks"], Value::Array(vec![]));
+    assert_eq!(moved["schedule"]["kind"], "override");
+    let stored = store.schedule("nightly").await.unwrap().unwrap();
+    assert_eq!(stored.jitter, Some(90 * sec));
+    assert_eq!(
+        stored.retry,
+        Some(RetryPolicy::new(4, 2 * sec, 30 * sec).past_next_tick(true))
+    );
+    assert_eq!((stored.cron, stored.paused), (None, false));
+    let jobs = object(&at(&url, &table, &["jobs", "--json"]).await);
+    let j = job(&jobs, "nightly");
+    assert_eq!(j["jitter_ms"], 90_000);
+    assert_eq!(j["retry"], moved["new"]["retry"]);
+    let out = at(&url, &table, &["jobs"]).await;
+    let r = row(&out, "nightly");
+    assert_eq!(r["JITTER"], "1m 30s", "{}", out.stdout);
+    assert_eq!(r["RETRY"], "4 attempts, 2s..30s, past next tick");
+    assert_eq!(r["CRON"], "code default");
+
+    // --retry alone: the defaults (1s, 1m, not past the next tick); the jitter stays.
+    let out = at(&url, &table, &["reschedule", "nightly", "--retry", "3"]).await;
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    assert!(
+        out.stdout
+            .contains("  retry      4 attempts, 2s..30s, past next tick → 3 attempts, 1s..1m\n"),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("jitter"), "{}", out.stdout);
+    assert!(!out.stdout.contains("cron"), "{}", out.stdout);
+    let stored = store.schedule("nightly").await.unwrap().unwrap();
+    assert_eq!(stored.retry, Some(RetryPolicy::new(3, sec, 60 * sec)));
+    assert_eq!(stored.jitter, Some(90 * sec));
+    // A backoff longer than the default cap: the cap is the backoff.
+    let out = at(
+        &url,
+        &table,
+        &[
+            "reschedule",
+            "nightly",
+            "--retry",
+            "2",
+            "--retry-backoff",
+            "5m",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    let stored = store.schedule("nightly").await.unwrap().unwrap();
+    assert_eq!(
+        stored.retry,
+        Some(RetryPolicy::new(2, 300 * sec, 300 * sec))
+    );
+
+    // No jitter and no retry, whatever the code says.
+    let out = at(
+        &url,
+        &table,
+        &["reschedule", "nightly", "--jitter", "none", "--no-retry"],
+    )
+    .await;
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    assert!(
+        out.stdout.contains("  jitter     1m 30s → none\n"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("  retry      2 attempts, 5m..5m → no retry\n"),
+        "{}",
+        out.stdout
+    );
+    let stored = store.schedule("nightly").await.unwrap().unwrap();
+    assert_eq!(stored.jitter, Some(Duration::ZERO));
+    assert_eq!(stored.retry.map(|r| r.max_attempts), Some(1));
+    let out = at(&url, &table, &["jobs"]).await;
+    let r = row(&out, "nightly");
+    assert_eq!(
+        (r["JITTER"].as_str(), r["RETRY"].as_str()),
+        ("none", "no retry")
+    );
+    let jobs = object(&at(&url, &table, &["jobs", "--json"]).await);
+    assert_eq!(job(&jobs, "nightly")["jitter_ms"], 0);
+    assert_eq!(job(&jobs, "nightly")["retry"]["max_attempts"], 1);
+    // `0` is no jitter too.
+    let out = at(&url, &table, &["reschedule", "nightly", "--jitter", "0"]).await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_eq!(
+        store.schedule("nightly").await.unwrap().unwrap().jitter,
+        Some(Duration::ZERO)
+    );
+
+    // `default`: the stored values cleared, the code's apply again.
+    let out = at(
+        &url,
+        &table,
+        &[
+            "reschedule",
+            "nightly",
+            "--jitter",
+            "default",
+            "--retry",
+            "default",
+        ],
+    )
+    .await;
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    let stored = store.schedule("nightly").await.unwrap().unwrap();
+    assert_eq!((stored.jitter, stored.retry), (None, None));
+    let r = row(&at(&url, &table, &["jobs"]).await, "nightly");
+    assert_eq!(
+        (r["JITTER"].as_str(), r["RETRY"].as_str()),
+        ("default", "default")
+    );
+
+    // create with them; `default` means nothing for a run-time job.
+    let out = at(
+        &url,
+        &table,
+        &[
+            "create",
+            "report",
+            "--handler",
+            "report",
+            "--cron",
+            "0 0 3 * * *",
+            "--jitter",
+            "5m",
+            "--retry",
+            "2",
+            "--retry-cap",
+            "10s",
+        ],
+    )
+    .await;
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    assert!(out.stdout.contains("\n  jitter  5m\n"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("\n  retry   2 attempts, 1s..10s\n"),
+        "{}",
+        out.stdout
+    );
+    let stored = store.schedule("report").await.unwrap().unwrap();
+    assert_eq!(stored.jitter, Some(300 * sec));
+    assert_eq!(stored.retry, Some(RetryPolicy::new(2, sec, 10 * sec)));
+    // A new cron keeps them.
+    let out = at(
+        &url,
+        &table,
+        &["reschedule", "report", "--cron", "0 0 4 * * *"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    let stored = store.schedule("report").await.unwrap().unwrap();
+    assert_eq!(stored.cron.as_deref(), Some("0 0 4 * * *"));
+    assert_eq!(stored.jitter, Some(300 * sec));
+    assert_eq!(stored.retry, Some(RetryPolicy::new(2, sec, 10 * sec)));
+    let version = store.schedules_version().await.unwrap();
+    for flag in ["--jitter", "--retry"] {
+        let out = at(
+            &url,
+            &table,
+            &[
+                "create",
+                "other",
+                "--handler",
+                "h",
+                "--cron",
+                "0 0 3 * * *",
+                flag,
+                "default",
+            ],
+        )
+        .await;
+        assert_eq!(out.code, 2, "{out:#?}");
+        assert!(out.error_line().contains(flag), "{out:#?}");
+    }
+    assert_eq!(store.schedules_version().await.unwrap(), version);
+    assert!(store.schedule("other").await.unwrap().is_none());
+}
+
+pub(crate) async fn jitter_and_retry_from_the_command_line<D: CliDb>(db: &D)
+where
+    D::Provider: ScheduleStore,
+{
+    let store = provider(db).await;
+    tuning_path(&db.url(), db.table(), &store).await;
+}
+
+/// `pause --cancel-running` of a job whose lock is named otherwise (`steered`, lock
+/// `steered_lock`, held with `token`): found through the run history when the store keeps one
+/// (a run of the job going on, as the scheduler records it), else given with `--lock`; a
+/// run-time job's lock is its name.
+pub(crate) async fn cancel_named_lock_path<S: ScheduleStore + LockAdmin>(
+    url: &str,
+    table: &str,
+    store: &S,
+    token: i64,
+    history: bool,
+) {
+    let (url, table) = (url.to_owned(), table.to_owned());
+    // --lock only goes with --cancel-running.
+    let out = at(
+        &url,
+        &table,
+        &["pause", "steered", "--lock", "steered_lock"],
+    )
+    .await;
+    assert_eq!(out.code, 2, "{out:#?}");
+    assert!(out.error_line().contains("--cancel-running"), "{out:#?}");
+    if history {
+        let out = at(
+            &url,
+            &table,
+            &["pause", "steered", "--cancel-running", "--json"],
+        )
+        .await;
+        assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+        let cancel = &object(&out)["cancel_running"];
+        assert_eq!(cancel["lock_name"], "steered_lock", "{cancel:#}");
+        assert_eq!(cancel["lock_found_by"], "run_history");
+        assert_eq!(cancel["released"], true);
+        assert_eq!(cancel["holder"], HOLDER);
+        assert_eq!(cancel["fencing_token"], token);
+    } else {
+        // Nothing in the store names the job: its lock must be given.
+        let out = at(&url, &table, &["pause", "steered", "--cancel-running"]).await;
+        assert_eq!(out.code, 3, "{out:#?}");
+        assert!(state(store, "steered_lock").await.is_held());
+        let out = at(
+            &url,
+            &table,
+            &[
+                "pause",
+                "steered",
+                "--cancel-running",
+                "--lock",
+                "steered_lock",
+                "--json",
+            ],
+        )
+        .await;
+        assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+        let cancel = &object(&out)["cancel_running"];
+        assert_eq!(cancel["lock_name"], "steered_lock", "{cancel:#}");
+        assert_eq!(cancel["lock_found_by"], "option");
+        assert_eq!(cancel["released"], true);
+        assert_eq!(cancel["fencing_token"], token);
+    }
+    let lock = state(store, "steered_lock").await;
+    assert!(!lock.is_held(), "{lock:?}");
+    assert!(!store.is_held("steered_lock", token).await.unwrap());
+    assert!(store.schedule("steered").await.unwrap().unwrap().paused);
+    assert!(store.lock_state("steered").await.unwrap().is_none());
+
+    // Held again: --lock names it, and the text says which lock and why.
+    let guard = store
+        .lock(&cfg("steered_lock", TEN_MINUTES))
+        .await
+        .unwrap()
+        .unwrap();
+    let out = at(
+        &url,
+        &table,
+        &[
+            "pause",
+            "steered",
+            "--cancel-running",
+            "--lock",
+            "steered_lock",
+        ],
+    )
+    .await;
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    assert!(
+        out.stdout.contains(&format!(
+            "--cancel-running: released the lock \"steered_lock\" (given with --lock) held by {HOLDER} (token {})",
+            guard.fencing_token()
+        )),
+        "{}",
+        out.stdout
+    );
+    assert!(!state(store, "steered_lock").await.is_held());
+    drop(guard);
+
+    // A run-time job's lock is its name.
+    let out = at(
+        &url,
+        &table,
+        &["create", "rt", "--handler", "h", "--cron", "0 0 3 * * *"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    let guard = store.lock(&cfg("rt", TEN_MINUTES)).await.unwrap().unwrap();
+    let out = at(&url, &table, &["pause", "rt", "--cancel-running", "--json"]).await;
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    let cancel = &object(&out)["cancel_running"];
+    assert_eq!(cancel["lock_name"], "rt", "{cancel:#}");
+    assert_eq!(cancel["lock_found_by"], "run_time_job");
+    assert_eq!(cancel["released"], true);
+    assert_eq!(cancel["fencing_token"], guard.fencing_token());
+    drop(guard);
+
+    // A job with neither a lock of its name nor runs: the text says to give --lock.
+    let out = at(
+        &url,
+        &table,
+        &[
+            "pause",
+            "ghost",
+            "--cancel-running",
+            "--lock",
+            "steered_lock",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(
+        out.stdout.contains("(given with --lock) is free"),
+        "{}",
+        out.stdout
+    );
+    let out = at(&url, &table, &["pause", "ghost", "--cancel-running"]).await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(
+        out.stdout.contains(
+            "no lock named \"ghost\" and no run of the job in a run history: no run to cancel \
+             (if the job's lock is named otherwise, give it with --lock LOCK)"
+        ),
+        "{}",
+        out.stdout
+    );
+}
+
+/// On an SQL store: a run of `steered` going on under `steered_lock`, recorded as the scheduler
+/// records it.
+pub(crate) async fn pause_cancel_running_finds_a_lock_named_otherwise<D: CliDb>(db: &D)
+where
+    D::Provider: ScheduleStore,
+{
+    let store = provider(db).await;
+    let guard = store
+        .lock(&cfg("steered_lock", TEN_MINUTES))
+        .await
+        .unwrap()
+        .unwrap();
+    let token = guard.fencing_token();
+    store
+        .record_run(
+            &NewRun::new(
+                "steered",
+                "steered_lock",
+                Some(tick(2)),
+                RunOutcome::Running,
+            )
+            .fencing_token(Some(token)),
+        )
+        .await
+        .unwrap();
+    cancel_named_lock_path(&db.url(), db.table(), &store, token, true).await;
+    drop(guard);
 }

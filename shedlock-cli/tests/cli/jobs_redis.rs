@@ -6,7 +6,11 @@ use shedlock_redis::RedisLockProvider;
 use shedlock_suite::unique_name;
 
 use crate::common::HOLDER;
-use crate::jobs::{at, main_path, object, override_path, unknown_names_path};
+use crate::common::{TEN_MINUTES, cfg};
+use crate::jobs::{
+    at, cancel_named_lock_path, main_path, object, override_path, tuning_path, unknown_names_path,
+};
+use shedlock::LockProvider;
 
 /// Deletes every key under `prefix`, found with `SCAN`.
 async fn delete_keys(url: &str, prefix: &str) {
@@ -91,6 +95,34 @@ async fn redis_unknown_names_fleet_pause_and_bad_input() {
         return;
     };
     unknown_names_path(&url, &prefix, &store).await;
+    drop(store);
+    delete_keys(&url, &prefix).await;
+}
+
+#[tokio::test]
+async fn redis_jitter_and_retry_from_the_command_line() {
+    let Some((url, prefix, store)) = setup().await else {
+        return;
+    };
+    tuning_path(&url, &prefix, &store).await;
+    drop(store);
+    delete_keys(&url, &prefix).await;
+}
+
+/// Redis keeps no run history: a lock named otherwise than its job is given with `--lock`.
+#[tokio::test]
+async fn redis_pause_cancel_running_of_a_lock_named_otherwise() {
+    let Some((url, prefix, store)) = setup().await else {
+        return;
+    };
+    let guard = store
+        .lock(&cfg("steered_lock", TEN_MINUTES))
+        .await
+        .unwrap()
+        .unwrap();
+    let token = guard.fencing_token();
+    cancel_named_lock_path(&url, &prefix, &store, token, false).await;
+    drop(guard);
     drop(store);
     delete_keys(&url, &prefix).await;
 }

@@ -25,7 +25,8 @@ use history::{
     history_names_the_holder_of_a_skipped_tick,
 };
 use jobs::{
-    pause_cancel_running_and_reset_of_an_override, schedule_commands_main_path,
+    jitter_and_retry_from_the_command_line, pause_cancel_running_and_reset_of_an_override,
+    pause_cancel_running_finds_a_lock_named_otherwise, schedule_commands_main_path,
     unknown_names_fleet_pause_and_bad_input,
 };
 use list::{
@@ -56,4 +57,6 @@ shedlock_suite::backend_tests!(crate => [
     schedule_commands_main_path,
     pause_cancel_running_and_reset_of_an_override,
     unknown_names_fleet_pause_and_bad_input,
+    jitter_and_retry_from_the_command_line,
+    pause_cancel_running_finds_a_lock_named_otherwise,
 ]);
