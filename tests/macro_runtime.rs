@@ -2,7 +2,8 @@
 //! before the body, in the function's scope; validated as `LockConfiguration::new` validates,
 //! an invalid one failing the call without running the body or touching the lock table; a
 //! valid one is the lock's. On SQLite, which needs no server. And the lock a `#[scheduled]`
-//! job declares when its durations are literals.
+//! job declares when its durations are literals. And, on every backend, a `#[scheduled]` job
+//! on a scheduler watching the store's schedules, steered by them.
 #![allow(missing_docs)]
 
 use std::sync::Mutex;
@@ -258,3 +259,135 @@ async fn a_lock_name_too_long_for_its_argument_is_refused_by_add() {
     scheduler.add(named_by::job("short".into())).unwrap();
     assert_eq!(scheduler.job_names(), ["named_by"]);
 }
+
+/// The job the README has users write: `#[scheduled]` over `#[scheduler_lock]`, its lock named
+/// otherwise than its job (`steered`); a yearly cron in code. Counts its runs.
+#[scheduled(cron = "0 0 0 1 1 *", time_zone = "UTC")]
+#[scheduler_lock(name = "macro_steered_lock", lock_at_most_for = "30s")]
+async fn steered(runs: std::sync::Arc<AtomicUsize>) {
+    runs.fetch_add(1, Ordering::SeqCst);
+}
+
+/// A generous deadline for what takes a poll interval or a few ticks.
+const DEADLINE: Duration = Duration::from_secs(20);
+
+mod steered_by_the_store {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use chrono::Utc;
+    use shedlock::scheduler::{RunHistory, ScheduleWatch};
+    use shedlock::schedules::{ScheduleChange, ScheduleStore};
+    use shedlock::{LockAdmin, Scheduler};
+    use shedlock_suite::scheduler_suite::eventually;
+    use shedlock_suite::{Opts, TestDb};
+
+    use super::{DEADLINE, steered};
+
+    /// Waits until `scheduler` applied the store's current schedule version.
+    async fn applied<P: ScheduleStore>(store: &P, scheduler: &Scheduler) {
+        let version = store.schedules_version().await.unwrap();
+        assert!(
+            eventually(DEADLINE, async || scheduler
+                .schedules_applied()
+                .is_some_and(|v| v >= version))
+            .await,
+            "version {version} applied within {DEADLINE:?}"
+        );
+    }
+
+    /// Whether `runs` stays where it is for 3 s, once a run that was starting ended.
+    async fn stays(runs: &AtomicUsize) -> (usize, usize) {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let before = runs.load(Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        (before, runs.load(Ordering::SeqCst))
+    }
+
+    /// A `#[scheduled]` + `#[scheduler_lock]` job on a scheduler watching the store: an
+    /// override of its cron moves it, a pause stops it, a resume starts it again, and clearing
+    /// the override (`shedlock reset`) restores the code's cron.
+    pub(crate) async fn a_macro_job_is_steered_by_the_store<D: TestDb>(db: &Arc<D>)
+    where
+        D::Provider: ScheduleStore + LockAdmin,
+    {
+        let provider = db
+            .provider_with(Opts::own_pool().locked_by("macro-instance"))
+            .await;
+        let watch = ScheduleWatch::new()
+            .poll_every(Duration::from_millis(100))
+            .unwrap();
+        let builder = Scheduler::builder(provider.clone())
+            .misfire_grace(Duration::ZERO)
+            .schedules(watch);
+        let scheduler =
+            D::with_history(builder, RunHistory::keep_for(Duration::from_secs(86_400))).build();
+        let runs = Arc::new(AtomicUsize::new(0));
+        scheduler.add(steered::job(Arc::clone(&runs))).unwrap();
+        assert_eq!(scheduler.job_names(), ["steered"]);
+        scheduler.start();
+        let yearly = |scheduler: &Scheduler| {
+            let next = scheduler.next_tick("steered").unwrap();
+            next - Utc::now() > chrono::TimeDelta::days(1)
+        };
+        assert!(yearly(&scheduler), "the code's yearly cron");
+
+        // An override moves it to every second.
+        provider
+            .update_schedule(
+                "steered",
+                &ScheduleChange::new().cron("* * * * * *", None),
+                "test",
+            )
+            .await
+            .unwrap();
+        applied(&provider, &scheduler).await;
+        assert!(
+            eventually(DEADLINE, async || runs.load(Ordering::SeqCst) >= 2).await,
+            "the overridden job runs every second: {} runs",
+            runs.load(Ordering::SeqCst)
+        );
+        assert!(!yearly(&scheduler));
+        // Under the lock its macro names.
+        let lock = provider
+            .lock_state("macro_steered_lock")
+            .await
+            .unwrap()
+            .expect("the macro's lock was taken");
+        assert!(lock.fencing_token >= 2, "{lock:?}");
+        assert!(provider.lock_state("steered").await.unwrap().is_none());
+
+        // A pause stops it.
+        provider
+            .update_schedule("steered", &ScheduleChange::new().paused(true), "test")
+            .await
+            .unwrap();
+        applied(&provider, &scheduler).await;
+        let (before, after) = stays(&runs).await;
+        assert_eq!(after, before, "a paused job does not run");
+
+        // Resumed, it runs again on the override's cron.
+        provider
+            .update_schedule("steered", &ScheduleChange::new().paused(false), "test")
+            .await
+            .unwrap();
+        applied(&provider, &scheduler).await;
+        assert!(
+            eventually(DEADLINE, async || runs.load(Ordering::SeqCst) >= after + 2).await,
+            "a resumed job runs again"
+        );
+
+        // Cleared (`shedlock reset`): the code's yearly cron is back.
+        assert!(provider.delete_schedule("steered", "test").await.unwrap());
+        applied(&provider, &scheduler).await;
+        let (before, after) = stays(&runs).await;
+        assert_eq!(after, before, "the code's yearly schedule is back");
+        assert!(yearly(&scheduler), "the next tick is the code's");
+        scheduler.shutdown().await;
+    }
+}
+
+shedlock_suite::backend_tests!([postgres, mysql, sqlite, redis]: crate::steered_by_the_store => [
+    a_macro_job_is_steered_by_the_store
+]);
