@@ -109,6 +109,10 @@ pub(crate) struct Control {
     /// Turns true once the first read of the store was tried: the timer waits for it.
     pub(crate) first_read: watch::Sender<bool>,
     pub(crate) fleet_paused: AtomicBool,
+    /// Whether `State::rows` holds any schedule: written under the state's lock each time a
+    /// row is applied, so a run of a job the store says nothing of (the common case: no
+    /// override anywhere) reads its tuning without taking that lock.
+    pub(crate) has_rows: AtomicBool,
 }
 
 /// What the control plane read of the store, and what it did of it here.
@@ -135,6 +139,7 @@ impl Control {
             applied: watch::Sender::new(0),
             first_read: watch::Sender::new(false),
             fleet_paused: AtomicBool::new(false),
+            has_rows: AtomicBool::new(false),
         }
     }
 
@@ -145,6 +150,12 @@ impl Control {
     /// The store's word on `job`, as a run reads it when it fires.
     pub(crate) fn tuning(&self, job: &str) -> Tuning {
         let fleet_paused = self.fleet_paused.load(Ordering::Relaxed);
+        if !self.has_rows.load(Ordering::Acquire) {
+            return Tuning {
+                paused: fleet_paused,
+                ..Tuning::default()
+            };
+        }
         let state = self.state();
         let row = state.rows.get(job);
         Tuning {

@@ -133,11 +133,15 @@ fn apply(inner: &Arc<Inner>, control: &Control, row: StoredSchedule) {
             Some(trigger) => state.triggers.insert(name.clone(), trigger.clone()),
             None => state.triggers.remove(&name),
         };
-        if row.deleted {
+        let old = if row.deleted {
             state.rows.remove(&name)
         } else {
             state.rows.insert(name.clone(), row.clone())
-        }
+        };
+        control
+            .has_rows
+            .store(!state.rows.is_empty(), Ordering::Release);
+        old
     };
     match &row.handler {
         Some(handler) => runtime::apply_runtime_job(inner, control, &row, handler, old.as_ref()),
