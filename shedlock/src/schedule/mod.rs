@@ -102,6 +102,13 @@ impl Schedule {
             .map(|tick| tick.with_timezone(&Utc))
     }
 
+    /// Whether `instant` is one of this schedule's ticks.
+    pub fn contains(&self, instant: DateTime<Utc>) -> bool {
+        instant
+            .checked_sub_signed(chrono::TimeDelta::microseconds(1))
+            .is_some_and(|before| self.next_after(before) == Some(instant))
+    }
+
     /// The latest tick at or before `instant`: the tick a run started at `instant` belongs to.
     pub fn latest_at_or_before(&self, instant: DateTime<Utc>) -> Option<DateTime<Utc>> {
         self.cron()

@@ -166,12 +166,22 @@ impl Jobs {
     /// its counters and its learned lock, and plans it at `next` at once, without the missed
     /// ticks an added job catches up: the change applies from its next tick on. Adds it when
     /// no job has its name. A run of the old job still going keeps going; the lock still
-    /// decides each tick.
+    /// decides each tick. A tick of the old job that was due and not yet taken by the timer
+    /// (the change came between the tick and the timer's wake) stays planned when the new
+    /// schedule has it too: a change never loses a tick both schedules contain.
     pub(super) fn replace(&mut self, job: Job, next: Option<DateTime<Utc>>) {
         let old = self.by_name.take(job.name()).map(|ByName(state)| state);
-        if let Some(key) = old.as_ref().and_then(|old| old.key()) {
-            self.queue.remove(&key);
-        }
+        let waiting = old
+            .as_ref()
+            .and_then(|old| old.key())
+            .filter(|key| self.queue.remove(key).is_some())
+            .map(|(tick, _)| tick);
+        let next = match waiting {
+            Some(due) if next.is_none_or(|next| due < next) && job.schedule.contains(due) => {
+                Some(due)
+            }
+            _ => next,
+        };
         self.next_id += 1;
         let learned = old
             .as_ref()
@@ -236,5 +246,46 @@ impl Jobs {
             due.push((tick, state));
         }
         due
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+    use crate::Schedule;
+
+    fn job(cron: &str) -> Job {
+        Job::new("j", Schedule::parse(cron, "UTC").unwrap(), || async {
+            Ok(crate::TaskResult::Executed(()))
+        })
+    }
+
+    fn at(second: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, second).unwrap()
+    }
+
+    /// A reschedule that lands after a tick was due and before the timer took it keeps that
+    /// tick when the new schedule has it, and plans from its own next tick when it does not.
+    #[test]
+    fn a_due_tick_both_schedules_have_survives_a_replace() {
+        let mut jobs = Jobs::default();
+        jobs.start();
+        jobs.insert(job("* * * * * *")).unwrap();
+        let state = Arc::clone(&jobs.by_name.get("j").unwrap().0);
+        jobs.plan(&state, Some(at(10)));
+        // At 10.5 s (the timer not yet awake) the job moves to every other second: 10 is in both.
+        jobs.replace(job("*/2 * * * * *"), Some(at(12)));
+        let planned = jobs.by_name.get("j").unwrap().0.planned();
+        assert_eq!(planned, Some(at(10)));
+        // Moved again, to odd seconds: 10 is not in it, so the next tick of the new one.
+        jobs.replace(job("1-59/2 * * * * *"), Some(at(11)));
+        assert_eq!(jobs.by_name.get("j").unwrap().0.planned(), Some(at(11)));
+        // A tick the timer already took (being fired) is not planned again.
+        jobs.plan(&Arc::clone(&jobs.by_name.get("j").unwrap().0), Some(at(11)));
+        assert_eq!(jobs.take_due(at(11)).len(), 1);
+        jobs.replace(job("* * * * * *"), Some(at(12)));
+        assert_eq!(jobs.by_name.get("j").unwrap().0.planned(), Some(at(12)));
     }
 }
