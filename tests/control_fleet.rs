@@ -10,99 +10,15 @@ use std::time::Duration;
 
 use shedlock::Backend;
 use shedlock::schedules::{NewSchedule, ScheduleChange, ScheduleStore, TriggerAnswer};
-use shedlock_suite::fleet::{Instance, Target, spawn};
-use shedlock_suite::redis_server::delete_prefix;
-use shedlock_suite::{host_port, postgres_url, redis_url, skipped, unique_name};
-use sqlx::{AssertSqlSafe, Executor};
+use shedlock_suite::place::Place;
 
 const HARNESS: &str = env!("CARGO_BIN_EXE_shedlock-harness");
 
 /// A generous deadline for what takes a poll interval or a few ticks.
 const DEADLINE: Duration = Duration::from_secs(30);
 
-struct Place {
-    target: Target,
-    logs: tempfile::TempDir,
-}
-
 fn place(backend: Backend) -> Option<Place> {
-    if skipped(backend) {
-        return None;
-    }
-    let logs = tempfile::tempdir().unwrap();
-    let url = match backend {
-        Backend::Postgres => postgres_url(),
-        Backend::MySql => shedlock_suite::mysql_url(),
-        Backend::Redis => redis_url(),
-        _ => logs.path().join("locks.db").display().to_string(),
-    };
-    let results =
-        (backend == Backend::Redis).then(|| logs.path().join("results.db").display().to_string());
-    let target = Target {
-        backend,
-        url,
-        table: unique_name("control"),
-        results,
-        harness: HARNESS,
-    };
-    Some(Place { target, logs })
-}
-
-impl Place {
-    async fn spawn(&self, name: &str, extra: &[&str]) -> Instance {
-        spawn(&self.target, name, extra, self.logs.path()).await
-    }
-
-    async fn cleanup(&self) {
-        let t = &self.target.table;
-        let drop = format!(
-            "DROP TABLE IF EXISTS {t}, _{t}_migrations, {t}_runs, {t}_schedules, {t}_results, {t}_fenced, {t}_terms, {t}_applied, {t}_work"
-        );
-        match self.target.backend {
-            Backend::Postgres => {
-                let pool = sqlx::PgPool::connect(&self.target.url).await.unwrap();
-                let _ = pool.execute(AssertSqlSafe(drop)).await;
-            }
-            Backend::MySql => {
-                let pool = sqlx::MySqlPool::connect(&self.target.url).await.unwrap();
-                let _ = pool.execute(AssertSqlSafe(drop)).await;
-            }
-            Backend::Redis => delete_prefix(&host_port(&self.target.url, 6379), t),
-            _ => {}
-        }
-    }
-
-    /// Waits until each of `processes` applied `version`; when the last did (ms).
-    async fn applied_by_all(&self, processes: usize, version: i64) -> i64 {
-        let deadline = tokio::time::Instant::now() + DEADLINE;
-        loop {
-            let rows = self.target.applied().await;
-            let mut latest: BTreeMap<&str, i64> = BTreeMap::new();
-            for (instance, v, at) in &rows {
-                if *v >= version {
-                    latest.entry(instance.as_str()).or_insert(*at);
-                }
-            }
-            if latest.len() == processes {
-                return latest.values().copied().max().unwrap();
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{} of {processes} processes applied version {version} within {DEADLINE:?}: {rows:?}",
-                latest.len()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    async fn runs_of(&self, job: &str) -> Vec<shedlock_suite::fleet::Run> {
-        self.target
-            .runs()
-            .await
-            .into_iter()
-            .filter(|run| run.job == job)
-            .collect()
-    }
+    Place::new(backend, "control", HARNESS)
 }
 
 fn now_ms() -> i64 {

@@ -13,110 +13,22 @@ use std::time::Duration;
 use shedlock::history::{RunOutcome, RunQuery};
 use shedlock::{Backend, LockAdmin};
 use shedlock_suite::fleet::{self, Exited, Instance, Target, check, db_now_ms, soak, spawn};
-use shedlock_suite::redis_server::{RedisServer, delete_prefix};
-use shedlock_suite::{host_port, postgres_url, redis_url, skipped, unique_name};
+use shedlock_suite::place::Place;
+use shedlock_suite::redis_server::RedisServer;
+use shedlock_suite::{host_port, postgres_url, skipped, unique_name};
 use sqlx::{AssertSqlSafe, Executor};
 
 const HARNESS: &str = env!("CARGO_BIN_EXE_shedlock-harness");
 
 /// A fresh target per test: a unique table (and for SQLite a fresh file).
-struct Place {
-    target: Target,
-    logs: tempfile::TempDir,
-}
-
 async fn new_place(backend: Backend) -> Option<Place> {
-    if skipped(backend) {
-        return None;
-    }
-    let logs = tempfile::tempdir().unwrap();
-    let url = match backend {
-        Backend::Postgres => postgres_url(),
-        Backend::MySql => shedlock_suite::mysql_url(),
-        Backend::Redis => redis_url(),
-        _ => logs.path().join("locks.db").display().to_string(),
-    };
-    Some(place_at(backend, url, logs))
+    Place::new(backend, "faults", HARNESS)
 }
 
 /// A place on the lock database at `url`, with a unique table (key prefix); Redis's results go
 /// to an SQLite file beside the logs.
 fn place_at(backend: Backend, url: String, logs: tempfile::TempDir) -> Place {
-    let results =
-        (backend == Backend::Redis).then(|| logs.path().join("results.db").display().to_string());
-    let target = Target {
-        backend,
-        url,
-        table: unique_name("faults"),
-        results,
-        harness: HARNESS,
-    };
-    Place { target, logs }
-}
-
-impl Place {
-    async fn spawn(&self, name: &str, extra: &[&str]) -> Instance {
-        spawn(&self.target, name, extra, self.logs.path()).await
-    }
-
-    async fn cleanup(&self) {
-        let t = &self.target.table;
-        let drop = format!(
-            "DROP TABLE IF EXISTS {t}, _{t}_migrations, {t}_runs, {t}_results, {t}_fenced, {t}_terms"
-        );
-        match self.target.backend {
-            Backend::Postgres => {
-                let pool = sqlx::PgPool::connect(&self.target.url).await.unwrap();
-                let _ = pool.execute(AssertSqlSafe(drop)).await;
-            }
-            Backend::MySql => {
-                let pool = sqlx::MySqlPool::connect(&self.target.url).await.unwrap();
-                let _ = pool.execute(AssertSqlSafe(drop)).await;
-            }
-            Backend::Redis => delete_prefix(&host_port(&self.target.url, 6379), t),
-            _ => {}
-        }
-    }
-
-    /// Lock rows still held now (after every process stopped, there should be none).
-    async fn held_rows(&self) -> i64 {
-        let t = &self.target.table;
-        match self.target.backend {
-            Backend::Redis => {
-                let provider = self.target.redis_provider().await;
-                let locks = provider.locks().await.unwrap();
-                locks.iter().filter(|l| l.is_held()).count() as i64
-            }
-            Backend::Postgres => {
-                let pool = sqlx::PgPool::connect(&self.target.url).await.unwrap();
-                sqlx::query_scalar(AssertSqlSafe(format!(
-                    "SELECT COUNT(*) FROM {t} WHERE locked_until > clock_timestamp()"
-                )))
-                .fetch_one(&pool)
-                .await
-                .unwrap()
-            }
-            Backend::MySql => {
-                let pool = sqlx::MySqlPool::connect(&self.target.url).await.unwrap();
-                sqlx::query_scalar(AssertSqlSafe(format!(
-                    "SELECT COUNT(*) FROM {t} WHERE locked_until > UTC_TIMESTAMP(6)"
-                )))
-                .fetch_one(&pool)
-                .await
-                .unwrap()
-            }
-            _ => {
-                let pool =
-                    shedlock_suite::sqlite_pool(std::path::Path::new(&self.target.url), 1).await;
-                sqlx::query_scalar(AssertSqlSafe(format!(
-                    "SELECT COUNT(*) FROM {t} WHERE locked_until > CAST(unixepoch('subsec') * 1000 AS INTEGER)"
-                )))
-                .fetch_one(&pool)
-                .await
-                .unwrap()
-            }
-        }
-    }
+    Place::at(backend, url, logs, "faults", HARNESS)
 }
 
 async fn stop_all(instances: Vec<Instance>) -> Vec<Exited> {

@@ -416,15 +416,23 @@ impl Instance {
     /// Waits for the process to exit: its exit code (None when killed by a signal), its
     /// `STATS` lines, its log.
     pub async fn wait(mut self) -> Exited {
-        let status = tokio::time::timeout(Duration::from_secs(60), self.child.wait())
-            .await
-            .expect("harness exits within 60 s")
-            .unwrap();
-        let mut stdout = String::new();
-        if let Some(mut out) = self.child.stdout.take() {
-            use tokio::io::AsyncReadExt;
-            out.read_to_string(&mut stdout).await.unwrap();
-        }
+        // Its output is read while it exits: a process with many jobs prints more `STATS` lines
+        // than the pipe holds, and would wait for them to be read.
+        let out = self.child.stdout.take();
+        let read = async move {
+            let mut stdout = String::new();
+            if let Some(mut out) = out {
+                use tokio::io::AsyncReadExt;
+                out.read_to_string(&mut stdout).await.unwrap();
+            }
+            stdout
+        };
+        let (status, stdout) = tokio::time::timeout(Duration::from_secs(60), async {
+            tokio::join!(self.child.wait(), read)
+        })
+        .await
+        .expect("harness exits within 60 s");
+        let status = status.unwrap();
         Exited {
             name: self.name,
             code: status.code(),

@@ -12,6 +12,7 @@
 
 mod backends;
 pub mod fleet;
+pub mod place;
 pub mod procfs;
 pub mod redis_server;
 
