@@ -341,6 +341,8 @@ macro_rules! control_suite {
             run_now_runs_once_and_a_second_request_is_already_pending,
             a_failed_run_is_retried_each_attempt_once,
             a_jitter_delays_each_run_by_its_ticks_amount,
+            run_now_waits_for_a_free_slot_of_the_run_limit,
+            a_panic_is_a_failed_attempt_and_retried,
         ]);
     };
 }
