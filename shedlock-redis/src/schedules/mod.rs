@@ -237,7 +237,7 @@ impl Inner {
             if let Some(handler) = &new.handler {
                 check::handler(&new.name, handler)?;
             }
-            check::fields(&new.name, &new.fields)
+            check::converted(&new.name, &new.fields)
         })?;
         let total = schedules.len();
         for chunk in schedules.chunks(BATCH_CHUNK) {

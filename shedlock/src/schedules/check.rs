@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::{NewSchedule, ScheduleChange, StoredSchedule};
 use crate::config::{MAX_LOCK_DURATION, validate_name};
@@ -145,6 +145,12 @@ pub fn schedule(s: &StoredSchedule) -> Result<()> {
     if let Some(cron) = &s.cron {
         expression(&s.name, cron, s.time_zone.as_deref())?;
     }
+    shape(s)
+}
+
+/// What [`schedule`] checks of the fields together: a run-time job has a cron expression, an
+/// override no payload.
+fn shape(s: &StoredSchedule) -> Result<()> {
     match &s.handler {
         Some(handler) => {
             if handler.is_empty() || handler.len() > MAX_TEXT_BYTES {
@@ -190,6 +196,7 @@ pub fn batch<T>(
 ) -> Result<Vec<T>> {
     let total = schedules.len();
     let mut seen: HashMap<&str, usize> = HashMap::with_capacity(total);
+    let mut parsed: HashSet<(Option<String>, Option<String>)> = HashSet::new();
     let mut out = Vec::with_capacity(total);
     for (i, new) in schedules.iter().enumerate() {
         let placed = |e: Error| match e {
@@ -207,14 +214,28 @@ pub fn batch<T>(
             ));
         }
         who(&new.name, "updated_by", by).map_err(placed)?;
-        change(&new.name, &new.fields).map_err(placed)?;
+        let fields = &new.fields;
+        let cron = fields.cron.clone().flatten();
+        let time_zone = fields.time_zone.clone().flatten();
+        // A cron is parsed once per batch in each time zone (the slow part of the checks):
+        // a schedule whose cron and zone an earlier one had is checked without the parse.
+        let key = (cron, time_zone);
+        let seen_before = parsed.contains(&key);
+        let mut rest = fields.clone();
+        if seen_before {
+            (rest.cron, rest.time_zone) = (None, None);
+        }
+        change(&new.name, &rest).map_err(placed)?;
         let mut row = StoredSchedule::new(&new.name, 0, chrono::DateTime::UNIX_EPOCH, by);
         row.handler.clone_from(&new.handler);
-        let fields = &new.fields;
-        row.cron = fields.cron.clone().flatten();
-        row.time_zone = fields.time_zone.clone().flatten();
         row.payload = fields.payload.clone().flatten();
-        schedule(&row).map_err(placed)?;
+        (row.cron, row.time_zone) = key.clone();
+        if seen_before {
+            shape(&row).map_err(placed)?;
+        } else {
+            schedule(&row).map_err(placed)?;
+            parsed.insert(key);
+        }
         out.push(each(new).map_err(placed)?);
     }
     Ok(out)
@@ -271,5 +292,32 @@ mod tests {
         }];
         let e = batch(&no_cron, "ops", |_| Ok(())).unwrap_err().to_string();
         assert!(e.contains("needs a cron"), "{e}");
+        // A cron seen before is not parsed again; the rest of each schedule still is checked.
+        let repeated = [
+            job("a", "0 * * * * *"),
+            NewSchedule::job("b", "h", "{oops", "0 * * * * *", None),
+        ];
+        let e = batch(&repeated, "ops", |_| Ok(())).unwrap_err().to_string();
+        assert!(
+            e.contains("payload:") && e.contains("schedule 1 of 2"),
+            "{e}"
+        );
+        let zones = [
+            job("a", "0 * * * * *"),
+            NewSchedule::job("b", "h", "{}", "0 * * * * *", Some("Mars/Olympus".into())),
+        ];
+        let e = batch(&zones, "ops", |_| Ok(())).unwrap_err().to_string();
+        assert!(e.contains("time_zone:"), "{e}");
+        let mut override_with_payload =
+            NewSchedule::overriding("c", ScheduleChange::new().cron("0 * * * * *", None));
+        override_with_payload.fields.payload = Some(Some("{}".into()));
+        let e = batch(
+            &[job("a", "0 * * * * *"), override_with_payload],
+            "ops",
+            |_| Ok(()),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("payload: only a job created at run time"), "{e}");
     }
 }

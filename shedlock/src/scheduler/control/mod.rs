@@ -126,6 +126,9 @@ pub(crate) struct State {
     pub(crate) dynamic: HashSet<String>,
     /// "Run now" requests seen and not started, by job name.
     pub(crate) triggers: HashMap<String, Trigger>,
+    /// The run-time jobs' schedules parsed during one read of the store, by cron and time
+    /// zone: a batch of schedules sharing a cron parses it once (emptied after each read).
+    pub(crate) parsed: HashMap<(String, String), Schedule>,
 }
 
 impl Control {
