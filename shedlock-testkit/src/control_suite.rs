@@ -24,6 +24,9 @@ const DEADLINE: Duration = Duration::from_secs(20);
 /// What the jobs of a case did: (instance, job, tick or start, attempt note).
 type Log = Arc<Mutex<Vec<(String, String, DateTime<Utc>)>>>;
 
+/// Runs of jobs: (job, started, ended).
+type Spans = Arc<Mutex<Vec<(String, DateTime<Utc>, DateTime<Utc>)>>>;
+
 /// A tick and a moment of its run.
 type Ticked = (DateTime<Utc>, DateTime<Utc>);
 
@@ -426,8 +429,7 @@ pub async fn run_now_waits_for_a_free_slot_of_the_run_limit<D: TestDb>(db: &Arc<
 where
     D::Provider: ScheduleStore,
 {
-    // (job, started, ended)
-    let spans: Arc<Mutex<Vec<(String, DateTime<Utc>, DateTime<Utc>)>>> = Arc::default();
+    let spans: Spans = Arc::default();
     let began: Log = Arc::default();
     let (a, store) = limited_instance(db, "a", Some(1)).await;
     for (name, work) in [
