@@ -53,7 +53,9 @@ pub(super) fn take_pending(inner: &Arc<Inner>, control: &Control) {
 /// stays claimed, not started, the claim taken again each time its lease runs out, so a
 /// claimant that dies while it waits leaves the request to another instance after the lease.
 /// A job whose lock is not known yet (it learns it from its first run) marks it started
-/// before the run, as it cannot tell when the run has it.
+/// before the run, as it cannot tell when the run has it. (A run whose body does not take the
+/// known lock at all runs with the request only claimed: one longer than the claim's lease may
+/// be claimed and run by another instance too.)
 async fn run_trigger(inner: Arc<Inner>, name: String, trigger: Trigger) {
     let Some(control) = inner.control.as_ref() else {
         return;
