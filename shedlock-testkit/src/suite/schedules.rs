@@ -307,7 +307,10 @@ where
         stored.version,
         "nothing written"
     );
-    assert_eq!(p.schedules_since(0).await.unwrap(), std::slice::from_ref(&stored));
+    assert_eq!(
+        p.schedules_since(0).await.unwrap(),
+        std::slice::from_ref(&stored)
+    );
     for name in ["n0", "n299", "a", "b"] {
         assert!(
             p.schedule(name).await.unwrap().is_none(),
