@@ -1,15 +1,17 @@
 //! The control plane across OS processes (`shedlock-harness --schedules`), on every backend:
 //! a change made in the store reaches every process, a pause holds fleet-wide (each paused tick
 //! counted once), a run-time job created for a handler runs where the handler is, and "run
-//! now" runs once however many processes watch and however often it is asked.
+//! now" runs once however many processes watch and however often it is asked; 10,000
+//! schedules created in one call reach four processes; a "run now" claimed by a process killed
+//! before its run started is run once, by another, after the claim's lease.
 //! `benches/control_plane.rs` measures how fast a change reaches every process.
 #![allow(missing_docs)]
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use shedlock::Backend;
 use shedlock::schedules::{NewSchedule, ScheduleChange, ScheduleStore, TriggerAnswer};
+use shedlock::{Backend, LockConfiguration};
 use shedlock_suite::place::Place;
 
 const HARNESS: &str = env!("CARGO_BIN_EXE_shedlock-harness");
@@ -151,12 +153,150 @@ async fn changes_hold_fleet_wide(backend: Backend) {
     place.cleanup().await;
 }
 
+/// Four processes watching every 200 ms; the test creates 10,000 run-time schedules for the
+/// handler in one `create_schedules` call, and each process applies the batch's last version.
+/// Prints how long the call took and how long after it returned the last process applied it.
+async fn ten_thousand_schedules_in_one_call_reach_every_process(backend: Backend) {
+    let Some(place) = place(backend) else { return };
+    let args = ["--schedules", "200ms", "--jobs", "1"];
+    let mut fleet = Vec::new();
+    for i in 0..4 {
+        fleet.push(place.spawn(&format!("p{i}"), &args).await);
+    }
+    let store = place.target.schedules().await;
+    let batch: Vec<NewSchedule> = (0..10_000)
+        .map(|i| NewSchedule::job(format!("bulk_{i}"), "harness", "{}", "0 0 0 1 1 *", None))
+        .collect();
+    let called = Instant::now();
+    let created = store.create_schedules(&batch, "test").await.unwrap();
+    let call = called.elapsed();
+    let returned_at = now_ms();
+    assert_eq!(created.len(), batch.len());
+    let last = created.iter().map(|s| s.version).max().unwrap();
+    assert_eq!(store.schedules_version().await.unwrap(), last);
+    let applied_at = place.applied_by_all(4, last).await;
+    eprintln!(
+        "{backend:?}: create_schedules(10,000) took {} ms; the last of 4 processes applied it {} ms after it returned",
+        call.as_millis(),
+        applied_at - returned_at
+    );
+    for process in &fleet {
+        process.signal("TERM");
+    }
+    for process in fleet {
+        let exited = process.wait().await;
+        assert_eq!(exited.code, Some(0), "{}: {}", exited.name, exited.log);
+    }
+    place.cleanup().await;
+}
+
+/// A "run now" claimed by p0, whose run waits for the job's lock (the test holds it), is left
+/// by p0's death (SIGKILL) before the run started: p1, started after, claims it once the
+/// claim's lease (2 s) ran out and runs it once the test lets the lock go; once in all.
+async fn a_run_now_whose_claimant_died_before_its_run_runs_once_elsewhere(backend: Backend) {
+    let Some(place) = place(backend) else { return };
+    let args = [
+        "--schedules",
+        "200ms",
+        "--jobs",
+        "1",
+        "--trigger-lease",
+        "2s",
+    ];
+    let store = place.target.schedules().await;
+    store
+        .create_schedule(
+            &NewSchedule::job("crash_job", "harness", "{}", "0 0 0 1 1 *", None),
+            "test",
+        )
+        .await
+        .unwrap();
+    let held =
+        LockConfiguration::new("crash_job", Duration::from_secs(120), Duration::ZERO).unwrap();
+    let guard = store
+        .lock(&held)
+        .await
+        .unwrap()
+        .expect("the test takes the job's lock");
+    let p0 = place.spawn("p0", &args).await;
+    let TriggerAnswer::Requested { id } = store
+        .request_trigger("crash_job", "operator")
+        .await
+        .unwrap()
+    else {
+        panic!("nothing was pending");
+    };
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let row = store.schedule("crash_job").await.unwrap().unwrap();
+        let trigger = row.trigger.expect("the request is there until its run");
+        assert_eq!(trigger.id, id);
+        if trigger.claimed_by.is_some() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "p0 claimed the request within {DEADLINE:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // p0 tried the lock and found it held, and keeps its claim meanwhile (its lease renewed).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let trigger = store.schedule("crash_job").await.unwrap().unwrap().trigger;
+    let trigger = trigger.expect("still requested");
+    assert!(
+        trigger.claimed_by.is_some() && !trigger.started,
+        "claimed, not started while the lock is held: {trigger:?}"
+    );
+    p0.signal("KILL");
+    let killed = p0.wait().await;
+    assert_ne!(killed.code, Some(0), "p0 was killed: {}", killed.log);
+    let p1 = place.spawn("p1", &args).await;
+    assert!(guard.unlock().await.unwrap(), "the test's lock released");
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while place.runs_of("crash_job").await.is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the request ran within {DEADLINE:?} of p0's death"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Time for a second run, if there were to be one (p1 polls every 200 ms).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let runs = place.runs_of("crash_job").await;
+    assert_eq!(runs.len(), 1, "run once: {runs:?}");
+    assert_eq!(
+        (runs[0].instance.as_str(), runs[0].tick_ms),
+        ("p1", None),
+        "{runs:?}"
+    );
+    let row = store.schedule("crash_job").await.unwrap().unwrap();
+    assert!(
+        row.trigger.is_none(),
+        "the request is removed after its run: {row:?}"
+    );
+    p1.signal("TERM");
+    let exited = p1.wait().await;
+    assert_eq!(exited.code, Some(0), "{}: {}", exited.name, exited.log);
+    place.cleanup().await;
+}
+
 macro_rules! on_every_backend {
     ($($backend:ident => $variant:expr),*) => {$(
         mod $backend {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn changes_hold_fleet_wide() {
                 super::changes_hold_fleet_wide($variant).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn ten_thousand_schedules_in_one_call_reach_every_process() {
+                super::ten_thousand_schedules_in_one_call_reach_every_process($variant).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_run_now_whose_claimant_died_before_its_run_runs_once_elsewhere() {
+                super::a_run_now_whose_claimant_died_before_its_run_runs_once_elsewhere($variant).await;
             }
         }
     )*};

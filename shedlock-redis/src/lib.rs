@@ -534,7 +534,8 @@ pub mod test_util {
     /// The Lua text of script `name` (`acquire`, `extend`, `unlock`, `is_held`, `release`,
     /// `read`, `check`, `now`; the schedules' `schedules_version`, `schedules_since`,
     /// `schedule`, `schedule_write`, `schedule_delete`, `trigger_request`, `trigger_claim`,
-    /// `trigger_start`, `trigger_finish`), exactly as the provider sends it; `None` for an unknown name. Its
+    /// `trigger_start`, `trigger_finish`, `schedules_live`, `schedules_batch`), exactly as the
+    /// provider sends it; `None` for an unknown name. Its
     /// `KEYS` and `ARGV` are described on each script in `shedlock-redis/src/scripts.rs`.
     pub fn script(name: &str) -> Option<&'static str> {
         Some(match name {

@@ -24,6 +24,9 @@ const DEADLINE: Duration = Duration::from_secs(20);
 /// What the jobs of a case did: (instance, job, tick or start, attempt note).
 type Log = Arc<Mutex<Vec<(String, String, DateTime<Utc>)>>>;
 
+/// Runs of jobs: (job, started, ended).
+type Spans = Arc<Mutex<Vec<(String, DateTime<Utc>, DateTime<Utc>)>>>;
+
 /// A tick and a moment of its run.
 type Ticked = (DateTime<Utc>, DateTime<Utc>);
 
@@ -41,13 +44,29 @@ async fn instance<D: TestDb>(db: &Arc<D>, who: &str) -> (Scheduler, D::Provider)
 where
     D::Provider: ScheduleStore,
 {
+    limited_instance(db, who, None).await
+}
+
+/// [`instance`], running at most `limit` job bodies at once when given
+/// (`max_concurrent_runs`).
+async fn limited_instance<D: TestDb>(
+    db: &Arc<D>,
+    who: &str,
+    limit: Option<usize>,
+) -> (Scheduler, D::Provider)
+where
+    D::Provider: ScheduleStore,
+{
     let provider = db.provider_with(Opts::own_pool().locked_by(who)).await;
     let watch = ScheduleWatch::new()
         .poll_every(Duration::from_millis(100))
         .unwrap();
-    let builder = Scheduler::builder(provider.clone())
+    let mut builder = Scheduler::builder(provider.clone())
         .misfire_grace(Duration::ZERO)
         .schedules(watch);
+    if let Some(limit) = limit {
+        builder = builder.max_concurrent_runs(limit);
+    }
     let scheduler =
         D::with_history(builder, RunHistory::keep_for(Duration::from_secs(86_400))).build();
     (scheduler, provider)
@@ -402,6 +421,177 @@ where
     assert!(eventually(DEADLINE, async || log_len(&log, "manual") == 2).await);
     a.shutdown().await;
     b.shutdown().await;
+}
+
+/// With a run limit of 1 and one job running, "run now" of another job waits for that run to
+/// end (it starts no earlier than the first ends), then runs once.
+pub async fn run_now_waits_for_a_free_slot_of_the_run_limit<D: TestDb>(db: &Arc<D>)
+where
+    D::Provider: ScheduleStore,
+{
+    let spans: Spans = Arc::default();
+    let began: Log = Arc::default();
+    let (a, store) = limited_instance(db, "a", Some(1)).await;
+    for (name, work) in [
+        ("first", Duration::from_secs(3)),
+        ("second", Duration::ZERO),
+    ] {
+        let (spans, began) = (Arc::clone(&spans), Arc::clone(&began));
+        let lock = LockConfiguration::new(name, Duration::from_secs(30), Duration::ZERO).unwrap();
+        let job = name.to_owned();
+        a.add(Job::locked(
+            name,
+            Schedule::parse("0 0 0 1 1 *", "UTC").unwrap(),
+            lock,
+            move |_: LockContext| {
+                let (spans, began, job) = (Arc::clone(&spans), Arc::clone(&began), job.clone());
+                async move {
+                    let started = Utc::now();
+                    began
+                        .lock()
+                        .unwrap()
+                        .push(("a".into(), job.clone(), started));
+                    tokio::time::sleep(work).await;
+                    spans.lock().unwrap().push((job, started, Utc::now()));
+                }
+            },
+        ))
+        .unwrap();
+    }
+    a.start();
+    assert!(matches!(
+        store.request_trigger("first", "operator").await.unwrap(),
+        TriggerAnswer::Requested { .. }
+    ));
+    assert!(
+        eventually(DEADLINE, async || log_len(&began, "first") == 1).await,
+        "the first run starts"
+    );
+    assert!(matches!(
+        store.request_trigger("second", "operator").await.unwrap(),
+        TriggerAnswer::Requested { .. }
+    ));
+    assert!(
+        eventually(DEADLINE, async || spans.lock().unwrap().len() == 2).await,
+        "both run"
+    );
+    assert!(
+        eventually(DEADLINE, async || store
+            .schedule("second")
+            .await
+            .unwrap()
+            .is_some_and(|row| row.trigger.is_none()))
+        .await,
+        "the request is removed when its run ends"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    a.shutdown().await;
+    let spans = spans.lock().unwrap().clone();
+    let of = |job: &str| -> Vec<(DateTime<Utc>, DateTime<Utc>)> {
+        spans
+            .iter()
+            .filter(|(j, _, _)| j == job)
+            .map(|&(_, s, e)| (s, e))
+            .collect()
+    };
+    let (first, second) = (of("first"), of("second"));
+    assert_eq!(
+        (first.len(), second.len()),
+        (1, 1),
+        "each runs once: {spans:?}"
+    );
+    assert!(
+        second[0].0 >= first[0].1,
+        "the second starts after the first ended: {spans:?}"
+    );
+    let stats = a.stats("second").unwrap();
+    assert_eq!(stats.manual, 1, "{stats:?}");
+}
+
+/// A panic in a job with a retry policy is a failed attempt: retried, the attempt recorded
+/// with the panic's message, the retry that succeeds ends the tick's run, and the scheduler
+/// runs the next ticks.
+pub async fn a_panic_is_a_failed_attempt_and_retried<D: TestDb>(db: &Arc<D>)
+where
+    D::Provider: ScheduleStore,
+{
+    // Attempts per tick.
+    let attempts: Arc<Mutex<BTreeMap<DateTime<Utc>, u32>>> = Arc::default();
+    let (a, store) = instance(db, "a").await;
+    let lock = LockConfiguration::new("panicky", Duration::from_secs(30), Duration::ZERO).unwrap();
+    let counted = Arc::clone(&attempts);
+    let job = Job::locked(
+        "panicky",
+        Schedule::parse("*/2 * * * * *", "UTC").unwrap(),
+        lock,
+        move |ctx: LockContext| {
+            let attempts = Arc::clone(&counted);
+            async move {
+                // Retries claim the tick plus milliseconds: the tick of the first attempt.
+                let tick = ctx.tick().unwrap();
+                let tick = tick
+                    - chrono::TimeDelta::milliseconds(i64::from(tick.timestamp_subsec_millis()));
+                let n = {
+                    let mut map = attempts.lock().unwrap();
+                    let n = map.entry(tick).or_insert(0);
+                    *n += 1;
+                    *n
+                };
+                assert!(n != 1, "boom on attempt {n}");
+            }
+        },
+    )
+    .retry(RetryPolicy::new(
+        3,
+        Duration::from_millis(100),
+        Duration::from_millis(300),
+    ));
+    a.add(job).unwrap();
+    a.start();
+    assert!(
+        eventually(Duration::from_secs(30), async || attempts
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|&&n| n == 2)
+            .count()
+            >= 2)
+        .await,
+        "two ticks each panic once and succeed on the retry: {:?}",
+        attempts.lock().unwrap()
+    );
+    a.shutdown().await;
+    let map = attempts.lock().unwrap().clone();
+    assert!(
+        map.values().all(|&n| n <= 2),
+        "no attempt after the success: {map:?}"
+    );
+    let stats = a.stats("panicky").unwrap();
+    assert!(
+        stats.panicked >= 2 && stats.retries >= 2 && stats.executed >= 2,
+        "{stats:?}"
+    );
+    assert_eq!(stats.failed, 0, "{stats:?}");
+    if let Some(runs) = D::run_store(&store) {
+        let rows = runs
+            .runs(&RunQuery::latest(100).name("panicky"))
+            .await
+            .unwrap();
+        let (tick, _) = map.iter().find(|(_, n)| **n == 2).unwrap();
+        let mut of_tick: Vec<_> = rows.iter().filter(|r| r.tick == Some(*tick)).collect();
+        of_tick.sort_by_key(|r| r.attempt);
+        let seen: Vec<_> = of_tick.iter().map(|r| (r.attempt, r.outcome)).collect();
+        assert_eq!(
+            seen,
+            [
+                (Some(1), RunOutcome::Panicked),
+                (Some(2), RunOutcome::Executed)
+            ],
+            "{rows:?}"
+        );
+        let error = of_tick[0].error.as_deref().unwrap_or_default();
+        assert!(error.contains("boom on attempt 1"), "{error}");
+    }
 }
 
 /// A failing job retried by its policy: each attempt runs once fleet-wide, the attempts of a

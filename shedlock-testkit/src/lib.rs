@@ -260,6 +260,9 @@ macro_rules! schedule_suite {
             a_tombstone_is_read_in_order_and_a_create_over_it_reuses_the_row,
             creating_a_live_name_again_is_schedule_exists,
             invalid_cron_time_zone_or_payload_is_refused_and_nothing_is_written,
+            a_batch_create_writes_every_schedule_at_consecutive_versions,
+            a_name_stored_or_given_twice_refuses_the_whole_batch,
+            an_invalid_schedule_refuses_the_batch_naming_it,
             an_update_of_a_name_without_a_schedule_creates_an_override,
             schedules_version_is_the_highest_version_seen,
             concurrent_writers_get_distinct_versions_and_a_poller_misses_none,
@@ -338,6 +341,8 @@ macro_rules! control_suite {
             run_now_runs_once_and_a_second_request_is_already_pending,
             a_failed_run_is_retried_each_attempt_once,
             a_jitter_delays_each_run_by_its_ticks_amount,
+            run_now_waits_for_a_free_slot_of_the_run_limit,
+            a_panic_is_a_failed_attempt_and_retried,
         ]);
     };
 }

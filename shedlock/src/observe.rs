@@ -360,7 +360,13 @@ pub(crate) struct Probe {
     state: Mutex<ProbeState>,
     /// Set by the first lock attempt; later (nested) locks in the same run are not reported.
     claimed: AtomicBool,
+    /// Asked once the run's first lock is taken, before its body starts: `false` releases the
+    /// lock and skips the run (a "run now" request whose claim was lost meanwhile).
+    gate: Mutex<Option<Gate>>,
 }
+
+/// What a run asks once it has its first lock, before its body starts ([`Probe::gated`]).
+pub(crate) type Gate = Box<dyn FnOnce() -> futures_util::future::BoxFuture<'static, bool> + Send>;
 
 struct ProbeState {
     info: RunInfo,
@@ -384,7 +390,25 @@ impl Probe {
                 row: None,
             }),
             claimed: AtomicBool::new(false),
+            gate: Mutex::new(None),
         })
+    }
+
+    /// This probe, whose run asks `gate` once it has its first lock: the body starts only when
+    /// the gate answers `true`.
+    pub(crate) fn gated(self: Arc<Self>, gate: Option<Gate>) -> Arc<Self> {
+        *self.gate.lock().unwrap_or_else(|e| e.into_inner()) = gate;
+        self
+    }
+
+    /// Whether the run may start now that it has its first lock: its gate's answer, if it has
+    /// one (asked once).
+    pub(crate) async fn pass_gate(&self) -> bool {
+        let gate = self.gate.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match gate {
+            Some(gate) => gate().await,
+            None => true,
+        }
     }
 
     /// Runs `future` with this probe in scope.

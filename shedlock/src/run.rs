@@ -184,6 +184,15 @@ where
             tracing::debug!(lock = config.name(), tick = ?config.tick(), "held elsewhere or tick already claimed: skipped");
             return Ok(TaskResult::Skipped);
         };
+        if let Some(probe) = &probe
+            && !probe.pass_gate().await
+        {
+            tracing::debug!(lock = config.name(), "the run may no longer start: lock released, skipped");
+            if let Err(error) = guard.unlock().await {
+                tracing::warn!(lock = config.name(), %error, "could not release a lock not used (it runs out)");
+            }
+            return Ok(TaskResult::Skipped);
+        }
         tracing::Span::current().record("token", guard.fencing_token());
         if let Some(probe) = &probe {
             probe.acquired(guard.fencing_token());

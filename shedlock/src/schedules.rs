@@ -258,6 +258,37 @@ pub trait ScheduleStore: LockProvider {
         by: &'a str,
     ) -> BoxFuture<'a, Result<StoredSchedule>>;
 
+    /// Creates every schedule of `schedules`, as [`create_schedule`](Self::create_schedule)
+    /// each, and returns them as stored, in the order given, their versions increasing in
+    /// that order.
+    ///
+    /// The SQL providers and `shedlock-redis` check every schedule first
+    /// ([`check::batch`]: a bad one, or a name given twice, refuses the whole batch naming the
+    /// schedule, its place in the batch and the field, nothing written), and refuse the whole
+    /// batch before writing anything when the store already holds one of the names (not a
+    /// tombstone): [`Error::ScheduleExists`](crate::Error::ScheduleExists) naming it. The SQL
+    /// providers then write the batch in one transaction, at consecutive versions;
+    /// `shedlock-redis` in chunks, each all or none (its implementation says more).
+    ///
+    /// The default, for a store that does not override it, checks every schedule the same
+    /// way first and then calls [`create_schedule`](Self::create_schedule) for each in turn:
+    /// a name already stored refuses the rest of the batch, the schedules before it staying
+    /// created, and the versions need not be consecutive.
+    fn create_schedules<'a>(
+        &'a self,
+        schedules: &'a [NewSchedule],
+        by: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<StoredSchedule>>> {
+        Box::pin(async move {
+            check::batch(schedules, by, |_| Ok(()))?;
+            let mut created = Vec::with_capacity(schedules.len());
+            for schedule in schedules {
+                created.push(self.create_schedule(schedule, by).await?);
+            }
+            Ok(created)
+        })
+    }
+
     /// Changes the schedule `name`, creating an override (`handler` `None`) when there is none
     /// (or only a tombstone); returns it as stored.
     fn update_schedule<'a>(
@@ -333,6 +364,9 @@ macro_rules! forward {
             }
             fn create_schedule<'a>(&'a self, schedule: &'a NewSchedule, by: &'a str) -> BoxFuture<'a, Result<StoredSchedule>> {
                 (**self).create_schedule(schedule, by)
+            }
+            fn create_schedules<'a>(&'a self, schedules: &'a [NewSchedule], by: &'a str) -> BoxFuture<'a, Result<Vec<StoredSchedule>>> {
+                (**self).create_schedules(schedules, by)
             }
             fn update_schedule<'a>(&'a self, name: &'a str, change: &'a ScheduleChange, by: &'a str) -> BoxFuture<'a, Result<StoredSchedule>> {
                 (**self).update_schedule(name, change, by)

@@ -58,6 +58,12 @@ pub(crate) fn fields(name: &str, change: &ScheduleChange) -> Result<Fields> {
     // The rules every store shares: each refusal names its field (`cron: …`, `time_zone: …`,
     // `payload: …`), with the macros' hints.
     shedlock::schedules::check::change(name, change)?;
+    converted(name, change)
+}
+
+/// The change as fields to set and clear, its durations checked: for a change the shared rules
+/// already passed ([`fields`] without them).
+pub(crate) fn converted(name: &str, change: &ScheduleChange) -> Result<Fields> {
     let mut f = Fields::default();
     text(&mut f, "cron", &change.cron);
     text(&mut f, "time_zone", &change.time_zone);

@@ -368,3 +368,95 @@ redis.pcall('PUBLISH', ARGV[3], num(v))
 return 1
 "
 );
+
+/// Which of some names hold a live schedule (a read, before a batch writes anything).
+///
+/// `KEYS`: `{P}:schedule:<name>` of each. `ARGV`: the names, in the same order. Answers the
+/// first name whose hash is live, or an empty string.
+pub(crate) const LIVE: &str = concat!(
+    schedule_prelude!(),
+    "
+local skip = {}
+for _, f in ipairs(CONFIG) do skip[f] = true end
+for i, key in ipairs(KEYS) do
+  if live(load(key, skip)) then return ARGV[i] end
+end
+return ''
+"
+);
+
+/// Creates a batch of schedules (a chunk of a bigger one), all or none: every name is read
+/// first, and a live one answers `{'exists', name}` with nothing written. Else each gets the
+/// next version in turn (consecutive), from no configuration (a tombstone's fields removed, a
+/// trigger it kept left), as [`WRITE`]'s `create`; the counter is set to the last version,
+/// which is published once. Answers `{'ok', {{field, value, …}, …}}`, the hashes in the order
+/// given. A retry of the same script (its request id in the first hash) answers the hashes.
+///
+/// `KEYS`: `{P}:schedules`, `{P}:schedules:version`, then `{P}:schedule:<name>` of each.
+/// `ARGV`: who, the channel, the request id, the number of schedules, then for each: its
+/// name, its handler (empty for an override), `k`, and `k` pairs of field and value to set.
+/// The schedules are checked by the provider before it sends them (handler, cron, payload):
+/// the script does not check them again.
+pub(crate) const BATCH: &str = concat!(
+    schedule_prelude!(),
+    "
+local zset, counter = KEYS[1], KEYS[2]
+check_as(zset, 'zset')
+check_as(counter, 'string')
+local by, channel, req, n = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local items = {}
+local a = 5
+for i = 1, n do
+  local it = {hash = KEYS[2 + i], name = ARGV[a], handler = ARGV[a + 1], sets = {}}
+  local k = tonumber(ARGV[a + 2])
+  for j = 0, k - 1 do it.sets[#it.sets + 1] = {ARGV[a + 3 + 2 * j], ARGV[a + 4 + 2 * j]} end
+  a = a + 3 + 2 * k
+  items[i] = it
+end
+local function answer()
+  local out = {}
+  for i, it in ipairs(items) do out[i] = redis.call('HGETALL', it.hash) end
+  return {'ok', out}
+end
+if n > 0 and check(items[1].hash) and redis.call('HGET', items[1].hash, 'req') == req then
+  return answer()
+end
+local skip = {}
+for _, f in ipairs(CONFIG) do skip[f] = true end
+local hs = {}
+for i, it in ipairs(items) do
+  local h = load(it.hash, skip)
+  if live(h) then return {'exists', it.name} end
+  hs[i] = h
+end
+local server, now = clock('')
+local v = current(zset, counter)
+for i, it in ipairs(items) do
+  v = v + 1
+  local h = hs[i]
+  local new = {}
+  if it.handler ~= '' then new['handler'] = it.handler end
+  for _, p in ipairs(it.sets) do new[p[1]] = p[2] end
+  local gone = {}
+  for _, f in ipairs(CONFIG) do
+    if new[f] == nil and h[f] ~= nil then gone[#gone + 1] = f end
+  end
+  if #gone > 0 then redis.call('HDEL', it.hash, unpack(gone)) end
+  local args = {'version', num(v), 'deleted', '0', 'updated_at', num(now), 'updated_by', by,
+    'req', req}
+  for _, f in ipairs(CONFIG) do
+    if new[f] ~= nil then
+      args[#args + 1] = f
+      args[#args + 1] = new[f]
+    end
+  end
+  redis.call('HSET', it.hash, unpack(args))
+  redis.call('ZADD', zset, num(v), it.name)
+end
+if n > 0 then
+  redis.call('SET', counter, num(v))
+  redis.pcall('PUBLISH', channel, num(v))
+end
+return answer()
+"
+);

@@ -22,7 +22,7 @@ use crate::config::LockConfiguration;
 use crate::context::{with_cancel, with_provider_arc, with_tick};
 use crate::error::Error;
 use crate::history::RunOutcome;
-use crate::observe::{Probe, RunInfo};
+use crate::observe::{Gate, Probe, RunInfo};
 
 /// The most attempts a retry policy may ask for: attempt `n` claims the tick plus `n − 1`
 /// milliseconds, which must stay below the next whole second (cron's finest tick).
@@ -257,11 +257,14 @@ async fn paused_tick(
 
 /// Runs job `name` once now, under its lock (no tick), for `requested_by`: `None` when it did
 /// not start (no such job here, its previous run still going here, or no slot of the run
-/// limit free), else how it ended. A paused job runs too: an operator asked for it.
+/// limit free), else how it ended. A paused job runs too: an operator asked for it. With a
+/// `gate`, the run asks it once it has its lock: `false` releases the lock, the body not run
+/// (`SkippedHeld`).
 pub(super) async fn run_now(
     inner: &Arc<Inner>,
     name: &str,
     requested_by: &str,
+    gate: Option<Gate>,
 ) -> Option<RunOutcome> {
     let job = inner
         .jobs()
@@ -282,7 +285,7 @@ pub(super) async fn run_now(
         requested_by: Some(requested_by.to_owned()),
         ..RunInfo::fired(name, now, now)
     };
-    let probe = Probe::new(Arc::clone(&inner.observer), info);
+    let probe = Probe::new(Arc::clone(&inner.observer), info).gated(gate);
     let end = call(inner, &job, &probe, None, None).await;
     let (outcome, error) = outcome_of(inner, &job, now, end);
     drop(running);

@@ -3,11 +3,13 @@
 //! reason starts with the field (`cron: …`, `time_zone: …`, `payload: …`), or the lock-name
 //! error for a bad name, so nothing is stored that an instance could not run. A store checks
 //! the change with [`change`] before it writes anything, and the schedule it would store with
-//! [`schedule`].
+//! [`schedule`]; a batch of new schedules with [`batch`], every one before any is written.
 
 use std::time::Duration;
 
-use super::{ScheduleChange, StoredSchedule};
+use std::collections::{HashMap, HashSet};
+
+use super::{NewSchedule, ScheduleChange, StoredSchedule};
 use crate::config::{MAX_LOCK_DURATION, validate_name};
 use crate::error::{Error, Result};
 use crate::schedule::rules;
@@ -143,6 +145,12 @@ pub fn schedule(s: &StoredSchedule) -> Result<()> {
     if let Some(cron) = &s.cron {
         expression(&s.name, cron, s.time_zone.as_deref())?;
     }
+    shape(s)
+}
+
+/// What [`schedule`] checks of the fields together: a run-time job has a cron expression, an
+/// override no payload.
+fn shape(s: &StoredSchedule) -> Result<()> {
     match &s.handler {
         Some(handler) => {
             if handler.is_empty() || handler.len() > MAX_TEXT_BYTES {
@@ -171,6 +179,68 @@ pub fn schedule(s: &StoredSchedule) -> Result<()> {
     Ok(())
 }
 
+/// A batch of new schedules, each checked as a single create is (its name, `by`, its fields,
+/// and the schedule it would store: what [`change`] and [`schedule`] check), then `each` (a
+/// store's own checks), in order; `Ok` with what `each` gave when every one passes. The
+/// first refusal is the answer: an [`Error::InvalidSchedule`] whose reason still starts with
+/// the field and ends with the schedule's place in the batch (`… (schedule 3 of 10 in the
+/// batch)`, counted from 0), or the lock-name error for a bad name. A name given twice is
+/// refused as `name: given twice in the batch (schedules 1 and 4)`.
+///
+/// What is already stored is not looked at: a store refuses a name it already holds
+/// ([`Error::ScheduleExists`]) when it writes.
+pub fn batch<T>(
+    schedules: &[NewSchedule],
+    by: &str,
+    mut each: impl FnMut(&NewSchedule) -> Result<T>,
+) -> Result<Vec<T>> {
+    let total = schedules.len();
+    let mut seen: HashMap<&str, usize> = HashMap::with_capacity(total);
+    let mut parsed: HashSet<(Option<String>, Option<String>)> = HashSet::new();
+    let mut out = Vec::with_capacity(total);
+    for (i, new) in schedules.iter().enumerate() {
+        let placed = |e: Error| match e {
+            Error::InvalidSchedule { name, reason } => Error::InvalidSchedule {
+                name,
+                reason: format!("{reason} (schedule {i} of {total} in the batch)"),
+            },
+            other => other,
+        };
+        name(&new.name)?;
+        if let Some(first) = seen.insert(new.name.as_str(), i) {
+            return Err(refuse(
+                &new.name,
+                format!("name: given twice in the batch (schedules {first} and {i})"),
+            ));
+        }
+        who(&new.name, "updated_by", by).map_err(placed)?;
+        let fields = &new.fields;
+        let cron = fields.cron.clone().flatten();
+        let time_zone = fields.time_zone.clone().flatten();
+        // A cron is parsed once per batch in each time zone (the slow part of the checks):
+        // a schedule whose cron and zone an earlier one had is checked without the parse.
+        let key = (cron, time_zone);
+        let seen_before = parsed.contains(&key);
+        let mut rest = fields.clone();
+        if seen_before {
+            (rest.cron, rest.time_zone) = (None, None);
+        }
+        change(&new.name, &rest).map_err(placed)?;
+        let mut row = StoredSchedule::new(&new.name, 0, chrono::DateTime::UNIX_EPOCH, by);
+        row.handler.clone_from(&new.handler);
+        row.payload = fields.payload.clone().flatten();
+        (row.cron, row.time_zone) = key.clone();
+        if seen_before {
+            shape(&row).map_err(placed)?;
+        } else {
+            schedule(&row).map_err(placed)?;
+            parsed.insert(key);
+        }
+        out.push(each(new).map_err(placed)?);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,5 +262,62 @@ mod tests {
         }
         let e = super::change("job", &ScheduleChange::new().cron("0 * * * * *", None));
         assert!(e.is_ok());
+    }
+
+    #[test]
+    fn a_batch_refusal_names_the_schedule_its_place_and_field() {
+        let job = |name: &str, cron: &str| NewSchedule::job(name, "h", "{}", cron, None);
+        let ok = [job("a", "0 * * * * *"), job("b", "0 * * * * *")];
+        assert_eq!(
+            batch(&ok, "ops", |s| Ok(s.name.clone())).unwrap(),
+            ["a", "b"]
+        );
+        let bad = [job("a", "0 * * * * *"), job("b", "every minute")];
+        let e = batch(&bad, "ops", |_| Ok(())).unwrap_err().to_string();
+        assert!(
+            e.contains("\"b\"") && e.contains("cron:") && e.contains("schedule 1 of 2"),
+            "{e}"
+        );
+        let twice = [
+            job("a", "0 * * * * *"),
+            job("b", "0 * * * * *"),
+            job("a", "0 * * * * *"),
+        ];
+        let e = batch(&twice, "ops", |_| Ok(())).unwrap_err().to_string();
+        assert!(e.contains("schedules 0 and 2"), "{e}");
+        let no_cron = [NewSchedule {
+            name: "c".into(),
+            handler: Some("h".into()),
+            fields: ScheduleChange::new(),
+        }];
+        let e = batch(&no_cron, "ops", |_| Ok(())).unwrap_err().to_string();
+        assert!(e.contains("needs a cron"), "{e}");
+        // A cron seen before is not parsed again; the rest of each schedule still is checked.
+        let repeated = [
+            job("a", "0 * * * * *"),
+            NewSchedule::job("b", "h", "{oops", "0 * * * * *", None),
+        ];
+        let e = batch(&repeated, "ops", |_| Ok(())).unwrap_err().to_string();
+        assert!(
+            e.contains("payload:") && e.contains("schedule 1 of 2"),
+            "{e}"
+        );
+        let zones = [
+            job("a", "0 * * * * *"),
+            NewSchedule::job("b", "h", "{}", "0 * * * * *", Some("Mars/Olympus".into())),
+        ];
+        let e = batch(&zones, "ops", |_| Ok(())).unwrap_err().to_string();
+        assert!(e.contains("time_zone:"), "{e}");
+        let mut override_with_payload =
+            NewSchedule::overriding("c", ScheduleChange::new().cron("0 * * * * *", None));
+        override_with_payload.fields.payload = Some(Some("{}".into()));
+        let e = batch(
+            &[job("a", "0 * * * * *"), override_with_payload],
+            "ops",
+            |_| Ok(()),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("payload: only a job created at run time"), "{e}");
     }
 }

@@ -478,6 +478,19 @@ impl<D: Dialect + ScheduleSql> ScheduleStore for SqlLockProvider<D> {
         Box::pin(self.core.create_schedule(schedule, by))
     }
 
+    /// One transaction: every schedule checked before anything is sent, the counter row
+    /// bumped once by their number, the names read and locked (one the table holds live
+    /// refuses the batch, [`Error::ScheduleExists`](crate::Error::ScheduleExists), nothing
+    /// written), tombstones of the names removed, the rows inserted with multi-row `INSERT`s
+    /// cut under the database's limit of bound values, and on PostgreSQL one `NOTIFY`.
+    fn create_schedules<'a>(
+        &'a self,
+        schedules: &'a [NewSchedule],
+        by: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<StoredSchedule>>> {
+        Box::pin(self.core.create_schedules(schedules, by))
+    }
+
     fn update_schedule<'a>(
         &'a self,
         name: &'a str,

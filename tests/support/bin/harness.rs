@@ -160,6 +160,10 @@ struct Args {
     /// each time the applied version moves.
     #[arg(long, value_parser = humantime::parse_duration)]
     schedules: Option<Duration>,
+    /// With `--schedules`: the lease of this instance's claim of a "run now" request
+    /// (`ScheduleWatch::trigger_lease`).
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    trigger_lease: Duration,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -438,7 +442,11 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let election = args.leader.as_deref().map(election).transpose()?;
     let watch = args
         .schedules
-        .map(|every| ScheduleWatch::new().poll_every(every))
+        .map(|every| {
+            ScheduleWatch::new()
+                .poll_every(every)
+                .map(|watch| watch.trigger_lease(args.trigger_lease))
+        })
         .transpose()?;
     let scheduler = match &provider {
         Store::Sql(p) => {

@@ -2,6 +2,7 @@
 //! and the job each of its schedules makes: run with its own payload under a lock of its own
 //! name.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,7 +10,6 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use serde::de::DeserializeOwned;
 
-use super::parse_override;
 use crate::config::LockConfiguration;
 use crate::context::LockContext;
 use crate::error::{Error, Result};
@@ -94,14 +94,35 @@ fn preview(payload: &str) -> String {
     }
 }
 
-/// The job a schedule for `handler` makes.
-pub(crate) fn runtime_job(row: &StoredSchedule, handler: &Handler) -> Result<Job> {
+/// The schedule of a run-time job: its cron read in its time zone (UTC when it has none),
+/// parsed once per `parsed` (the read of the store it came in).
+pub(crate) fn runtime_schedule(
+    row: &StoredSchedule,
+    parsed: &mut HashMap<(String, String), Schedule>,
+) -> Result<Schedule> {
     let cron = row.cron.as_deref().ok_or_else(|| Error::InvalidSchedule {
         name: row.name.clone(),
         reason: "a run-time job needs a cron expression".into(),
     })?;
-    let utc = Schedule::parse("0 0 0 * * *", "UTC")?;
-    let schedule = parse_override(&row.name, cron, row.time_zone.as_deref(), &utc)?;
+    let zone = row.time_zone.as_deref().unwrap_or("UTC");
+    let key = (cron.to_owned(), zone.to_owned());
+    if let Some(schedule) = parsed.get(&key) {
+        return Ok(schedule.clone());
+    }
+    let schedule = Schedule::parse(cron, zone).map_err(|error| Error::InvalidSchedule {
+        name: row.name.clone(),
+        reason: error.to_string(),
+    })?;
+    parsed.insert(key, schedule.clone());
+    Ok(schedule)
+}
+
+/// The job a schedule for `handler` makes, on `schedule` ([`runtime_schedule`]).
+pub(crate) fn runtime_job(
+    row: &StoredSchedule,
+    handler: &Handler,
+    schedule: Schedule,
+) -> Result<Job> {
     let lock = LockConfiguration::new(
         row.name.clone(),
         handler.lock.lock_at_most_for,

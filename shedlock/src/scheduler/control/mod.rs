@@ -79,7 +79,9 @@ impl ScheduleWatch {
     }
 
     /// How long a claimed "run now" request waits for its run to start before another instance
-    /// may claim it (the claimant died or could not start it). Default 30 s; at least 1 s.
+    /// may claim it (the claimant died or could not start it); a claimant whose run waits for
+    /// the job's lock, held elsewhere, claims it again as the lease runs out. Default 30 s; at
+    /// least 1 s.
     pub fn trigger_lease(mut self, lease: Duration) -> Self {
         self.trigger_lease = lease.max(Duration::from_secs(1));
         self
@@ -128,6 +130,9 @@ pub(crate) struct State {
     pub(crate) dynamic: HashSet<String>,
     /// "Run now" requests seen and not started, by job name.
     pub(crate) triggers: HashMap<String, Trigger>,
+    /// The run-time jobs' schedules parsed during one read of the store, by cron and time
+    /// zone: a batch of schedules sharing a cron parses it once (emptied after each read).
+    pub(crate) parsed: HashMap<(String, String), Schedule>,
 }
 
 impl Control {

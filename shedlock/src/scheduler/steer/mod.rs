@@ -88,9 +88,11 @@ async fn read_changes(inner: &Arc<Inner>, control: &Control, seen: i64) -> Resul
     if from == 0 {
         forget_missing(inner, control, &rows);
     }
+    control.state().parsed.clear();
     for row in rows {
         apply(inner, control, row);
     }
+    control.state().parsed.clear();
     Ok(reached.max(if from == 0 { version } else { seen }))
 }
 

@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 
 use super::super::Scheduler;
 use super::super::control::Control;
-use super::super::control::handler::{Handler, HandlerLock, runtime_job};
+use super::super::control::handler::{Handler, HandlerLock, runtime_job, runtime_schedule};
 use super::super::job::JobOutput;
 use super::super::state::Inner;
 use crate::config::LockConfiguration;
@@ -123,7 +123,8 @@ pub(super) fn apply_runtime_job(
     if ours && unchanged {
         return;
     }
-    let job = match runtime_job(row, &registered) {
+    let schedule = runtime_schedule(row, &mut control.state().parsed);
+    let job = match schedule.and_then(|schedule| runtime_job(row, &registered, schedule)) {
         Ok(job) => job,
         Err(error) => {
             tracing::error!(job = name, %error, "schedules: this run-time job cannot run here");

@@ -15,6 +15,8 @@ impl ScheduleSql for super::super::postgres::Postgres {
     const FOR_UPDATE: &'static str = "FOR UPDATE";
     const NUMBERED: bool = true;
     const NOTIFY: Option<&'static str> = Some("SELECT pg_notify(?, ?)");
+    /// The protocol's count of a statement's parameters is 16 bits.
+    const MAX_BINDS: usize = 65_535;
 
     /// A `LISTEN` on a connection of its own (a pool of one, on the provider's connect
     /// options, named `shedlock schedule feed` in `pg_stat_activity`), that ends when the
@@ -54,6 +56,8 @@ impl ScheduleSql for super::super::postgres::Postgres {
 impl ScheduleSql for super::super::mysql::MySql {
     const BEGIN: &'static str = "BEGIN";
     const FOR_UPDATE: &'static str = "FOR UPDATE";
+    /// A prepared statement's placeholders are counted in 16 bits.
+    const MAX_BINDS: usize = 65_535;
 }
 
 /// SQLite: one writer at a time, taken at the start of the transaction (`BEGIN IMMEDIATE`).
@@ -61,4 +65,6 @@ impl ScheduleSql for super::super::mysql::MySql {
 impl ScheduleSql for super::super::sqlite::Sqlite {
     const BEGIN: &'static str = "BEGIN IMMEDIATE";
     const FOR_UPDATE: &'static str = "";
+    /// `SQLITE_MAX_VARIABLE_NUMBER` since SQLite 3.32.
+    const MAX_BINDS: usize = 32_766;
 }

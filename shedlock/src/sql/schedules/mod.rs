@@ -41,6 +41,8 @@ pub trait ScheduleSql: Hooks {
     /// The statement that tells listeners of a change, in the writer's transaction: binds the
     /// channel and the version (text).
     const NOTIFY: Option<&'static str> = None;
+    /// The most values one statement binds: a batch's statements are cut to stay under it.
+    const MAX_BINDS: usize = 999;
 
     /// A feed that yields after every change ([`ScheduleStore::change_feed`]): by default none.
     ///
@@ -64,6 +66,10 @@ pub(crate) fn channel(table: &TableName) -> String {
     name.truncate(63);
     name
 }
+
+/// Takes the next `n` versions, locking the counter row until the commit. Binds: `n`,
+/// [`COUNTER`].
+pub(crate) const BUMP_BY: &str = "UPDATE {schedules} SET version = version + ? WHERE name = ?";
 
 /// The highest version: one read of the index on `version`.
 pub(crate) const VERSION: &str = "SELECT COALESCE(MAX(version), 0) FROM {schedules}";
@@ -108,6 +114,25 @@ WHERE name = ? AND trigger_id = ? AND NOT trigger_started AND NOT deleted
 pub(crate) const START: &str = "\
 UPDATE {schedules} SET trigger_started = ?, trigger_until = ?
 WHERE name = ? AND trigger_id = ? AND trigger_claimed_by = ? AND NOT trigger_started";
+
+/// `template` with `{names}` as `n` placeholders (`?, ?, …`) and `{rows}` as `n` rows of
+/// values (`(?, …), (?, …), …`): a batch's statement, for [`render`].
+pub(crate) fn repeated(template: &str, n: usize) -> String {
+    let row = format!("({})", vec!["?"; SCHEDULE_COLUMNS.len()].join(", "));
+    template
+        .replace("{names}", &vec!["?"; n].join(", "))
+        .replace("{rows}", &vec![row; n].join(", "))
+}
+
+/// Some schedules by name. Binds: the names (`{names}`, see [`repeated`]). A write adds
+/// [`ScheduleSql::FOR_UPDATE`].
+pub(crate) const SOME: &str = "SELECT {columns} FROM {schedules} WHERE name IN ({names})";
+
+/// Removes rows by name (tombstones a batch creates again). Binds: the names.
+pub(crate) const REMOVE: &str = "DELETE FROM {schedules} WHERE name IN ({names})";
+
+/// New rows. Binds: every column of each row, in [`SCHEDULE_COLUMNS`]' order.
+pub(crate) const INSERT_ROWS: &str = "INSERT INTO {schedules} ({columns}) VALUES {rows}";
 
 /// `template` for `D` and `table`: the names quoted, the column lists and the clock filled in,
 /// placeholders numbered where the dialect numbers them.
@@ -266,7 +291,8 @@ mod tests {
         fn each<D: ScheduleSql>() {
             let table = TableName::new("ops.order", Backend::Postgres).unwrap();
             for template in [
-                VERSION, SINCE, ONE, BUMP, SEED, TAKEN, CLOCK, INSERT, UPDATE, CLAIM, START,
+                VERSION, SINCE, ONE, BUMP, BUMP_BY, SEED, TAKEN, CLOCK, INSERT, UPDATE, CLAIM,
+                START,
             ] {
                 let text = render::<D>(template, &table);
                 assert!(!text.contains('{') && !text.contains(';'), "{text}");
@@ -277,6 +303,16 @@ mod tests {
                 SCHEDULE_COLUMNS.len(),
                 "{insert}"
             );
+            let rows = render::<D>(&repeated(INSERT_ROWS, 3), &table);
+            assert_eq!(
+                rows.matches(if D::NUMBERED { "$" } else { "?" }).count(),
+                3 * SCHEDULE_COLUMNS.len(),
+                "{rows}"
+            );
+            for template in [SOME, REMOVE] {
+                let text = render::<D>(&repeated(template, 2), &table);
+                assert!(!text.contains('{') && text.contains("IN ("), "{text}");
+            }
         }
         each::<super::super::postgres::Postgres>();
         each::<super::super::mysql::MySql>();

@@ -12,9 +12,11 @@ use super::super::core::Core;
 use super::super::driver::{Driver, Value};
 use super::super::exec::{connection_lost, lost_a_race};
 use super::super::quirks::Quirks;
+use super::super::table::SCHEDULE_COLUMNS;
 use super::{
-    BUMP, CLAIM, CLOCK, COUNTER, INSERT, ONE, SEED, SINCE, START, ScheduleSql, TAKEN, UPDATE,
-    VERSION, args, channel, read_row, render, row_values,
+    BUMP, BUMP_BY, CLAIM, CLOCK, COUNTER, INSERT, INSERT_ROWS, ONE, REMOVE, SEED, SINCE, SOME,
+    START, ScheduleSql, TAKEN, UPDATE, VERSION, args, channel, read_row, render, repeated,
+    row_values,
 };
 use crate::error::{Error, Result};
 use crate::schedules::{
@@ -280,6 +282,117 @@ impl<D: Quirks + ScheduleSql> Core<D> {
             Ok(Decision::Write(Box::new(row.clone()), row))
         })
         .await
+    }
+
+    /// Every schedule of `schedules` in one transaction: all checked first (nothing sent for a
+    /// bad one), then the counter row bumped once by their number, the names read and locked
+    /// (a live one refuses the batch), tombstones removed, the rows inserted a chunk under
+    /// the dialect's bind limit at a time, one `NOTIFY` (the last version).
+    pub(crate) async fn create_schedules(
+        &self,
+        schedules: &[NewSchedule],
+        by: &str,
+    ) -> Result<Vec<StoredSchedule>> {
+        let rows = check::batch(schedules, by, |new| {
+            let mut row = blank(&new.name, new.handler.clone(), 0, DateTime::UNIX_EPOCH, by);
+            apply(&mut row, &new.fields);
+            Ok(row)
+        })?;
+        if rows.is_empty() {
+            return Ok(rows);
+        }
+        let what = format!("create {} schedules", rows.len());
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let outcome = async {
+                let mut conn = self.connection().await?;
+                let outcome = self.batch_transaction(&mut conn, &rows).await;
+                self.give_back(conn, outcome.is_ok());
+                outcome
+            };
+            match outcome.await {
+                Ok(stored) => return Ok(stored),
+                Err(Failed::Refused(e)) => return Err(e),
+                Err(Failed::Sql(e)) if tries < WRITE_TRIES && again(&e, D::connection_lost) => {
+                    tracing::debug!(error = %e, tries, "a batch of schedules failed before its commit; running it again");
+                }
+                Err(Failed::Sql(e)) => return Err(self.fail_schedules(what, e).await),
+            }
+        }
+    }
+
+    async fn batch_transaction(
+        &self,
+        conn: &mut <D::Db as Database>::Connection,
+        rows: &[StoredSchedule],
+    ) -> Result<Vec<StoredSchedule>, Failed> {
+        let n = i64::try_from(rows.len()).unwrap_or(i64::MAX);
+        let mut tx = conn.begin_with(AssertSqlSafe(D::BEGIN)).await?;
+        let bumped = D::Db::execute(
+            &mut *tx,
+            self.sql(BUMP_BY),
+            args::<D>(&[n.into(), COUNTER.into()])?,
+        )
+        .await?;
+        if D::Db::rows_affected(&bumped) == 0 {
+            // The seed takes the first version; the rest follow it.
+            let values = [COUNTER.into(), true.into(), "".into()];
+            D::Db::execute(&mut *tx, self.sql(SEED), args::<D>(&values)?).await?;
+            if n > 1 {
+                let values = [(n - 1).into(), COUNTER.into()];
+                D::Db::execute(&mut *tx, self.sql(BUMP_BY), args::<D>(&values)?).await?;
+            }
+        }
+        let taken = D::Db::fetch_optional(&mut *tx, self.sql(TAKEN), args::<D>(&[COUNTER.into()])?)
+            .await?
+            .ok_or(sqlx::Error::RowNotFound)?;
+        let last = D::Db::int(&taken, 0)?;
+        let now = D::time(&taken, 1)?.ok_or(sqlx::Error::RowNotFound)?;
+
+        let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+        let mut tombstones = Vec::new();
+        for chunk in names.chunks(D::MAX_BINDS) {
+            let some = format!("{} {}", repeated(SOME, chunk.len()), D::FOR_UPDATE);
+            let values: Vec<Value<'_>> = chunk.iter().map(|&name| name.into()).collect();
+            let found = D::Db::fetch_all(&mut *tx, self.sql(&some), args::<D>(&values)?).await?;
+            for row in &found {
+                let old = read_row::<D>(row)?;
+                if !old.deleted {
+                    return Err(Failed::Refused(Error::ScheduleExists { name: old.name }));
+                }
+                tombstones.push(old.name);
+            }
+        }
+        for chunk in tombstones.chunks(D::MAX_BINDS) {
+            let values: Vec<Value<'_>> = chunk.iter().map(|name| name.as_str().into()).collect();
+            let remove = self.sql(&repeated(REMOVE, chunk.len()));
+            D::Db::execute(&mut *tx, remove, args::<D>(&values)?).await?;
+        }
+
+        let first = last - n + 1;
+        let stored: Vec<StoredSchedule> = rows
+            .iter()
+            .zip(first..)
+            .map(|(row, version)| {
+                let mut row = row.clone();
+                (row.version, row.updated_at) = (version, now);
+                row
+            })
+            .collect();
+        for chunk in stored.chunks(D::MAX_BINDS / SCHEDULE_COLUMNS.len()) {
+            let values: Vec<Value<'_>> = chunk.iter().flat_map(row_values).collect();
+            let insert = self.sql(&repeated(INSERT_ROWS, chunk.len()));
+            D::Db::execute(&mut *tx, insert, args::<D>(&values)?).await?;
+        }
+        if let Some(notify) = D::NOTIFY {
+            let channel = channel(&self.settings.table);
+            let version = last.to_string();
+            let values = [channel.as_str().into(), version.as_str().into()];
+            D::Db::fetch_all(&mut *tx, self.sql(notify), args::<D>(&values)?).await?;
+        }
+        tx.commit().await?;
+        Ok(stored)
     }
 
     pub(crate) async fn update_schedule(
