@@ -235,6 +235,7 @@ macro_rules! provider_suite {
             // The run history (`RunStore`).
             run_history_round_trips_filters_and_prunes,
             attempts_and_requesters_round_trip,
+            run_history_filters_pages_and_last_runs,
             schedules_on_a_table_not_migrated_say_run_migrate,
             abandoned_runs_are_closed_with_the_reason,
             a_run_finished_after_a_sweep_keeps_its_real_outcome,

@@ -175,11 +175,20 @@ pub enum RunOutcome {
     /// claimed through its lock and not run. Written once fleet-wide, by the instance whose
     /// claim won; the others find the tick claimed (`skipped-held`).
     SkippedPaused,
+    /// Not a run: a row recording what an operator did to the job (pause, resume, run now,
+    /// reschedule, a lock released by hand). `job` and `name` are the job's, `requested_by`
+    /// says who, and `error` holds the text of what was done; `tick`, the fencing token and
+    /// `attempt` are usually empty. [`ran`](Self::ran) is `false`.
+    ///
+    /// Such a row is never a job's last run: read the last runs with
+    /// [`RunQuery::runs_only`] or [`RunStore::latest_runs`](crate::RunStore::latest_runs),
+    /// which leave these rows out.
+    Operator,
 }
 
 impl RunOutcome {
     /// Every outcome, in the order above.
-    pub const ALL: [RunOutcome; 12] = [
+    pub const ALL: [RunOutcome; 13] = [
         RunOutcome::Running,
         RunOutcome::Executed,
         RunOutcome::Failed,
@@ -192,10 +201,11 @@ impl RunOutcome {
         RunOutcome::Error,
         RunOutcome::Abandoned,
         RunOutcome::SkippedPaused,
+        RunOutcome::Operator,
     ];
 
     /// The text stored in the `outcome` column (and used as the `reason` or `outcome` label of
-    /// metrics): `executed`, `skipped-held`, `cancelled-lost-lock`, ...
+    /// metrics): `executed`, `skipped-held`, `cancelled-lost-lock`, ..., `operator`.
     pub fn as_str(self) -> &'static str {
         match self {
             RunOutcome::Running => "running",
@@ -210,10 +220,12 @@ impl RunOutcome {
             RunOutcome::Error => "error",
             RunOutcome::Abandoned => "abandoned",
             RunOutcome::SkippedPaused => "skipped-paused",
+            RunOutcome::Operator => "operator",
         }
     }
 
-    /// Whether the job's body ran (to an end or until cancelled).
+    /// Whether the job's body ran (to an end or until cancelled). `false` for the skips and for
+    /// [`Operator`](Self::Operator) rows.
     pub fn ran(self) -> bool {
         matches!(
             self,
@@ -237,7 +249,7 @@ impl fmt::Display for RunOutcome {
 /// A text that is not one of [`RunOutcome::as_str`]'s values.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown run outcome {0:?}: expected one of running, executed, failed, skipped-held, skipped-overlap, cancelled-lost-lock, cancelled-shutdown, panicked, skipped-clock-skew, error, abandoned, skipped-paused"
+    "unknown run outcome {0:?}: expected one of running, executed, failed, skipped-held, skipped-overlap, cancelled-lost-lock, cancelled-shutdown, panicked, skipped-clock-skew, error, abandoned, skipped-paused, operator"
 )]
 pub struct UnknownOutcome(pub String);
 
@@ -395,7 +407,20 @@ impl RunRecord {
     }
 }
 
-/// Which history rows to read: newest first.
+/// Which history rows to read: newest first (by `id`, descending).
+///
+/// Every filter set narrows the rows further (they are joined by AND). A page of a long history
+/// is read with [`before`](Self::before): pass the smallest `id` of the page just read to get
+/// the next one (keyset paging: no row is read twice or missed while rows are added).
+///
+/// ```
+/// use shedlock::history::{RunOutcome, RunQuery};
+///
+/// let first = RunQuery::latest(50).name("sync").outcome(RunOutcome::Failed);
+/// // ... read it; the smallest id on the page was 1234:
+/// let next = first.clone().before(1234);
+/// assert_eq!(next.before, Some(1234));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RunQuery {
@@ -403,8 +428,20 @@ pub struct RunQuery {
     pub name: Option<String>,
     /// Only rows with this outcome.
     pub outcome: Option<RunOutcome>,
-    /// At most this many rows.
+    /// At most this many rows (0: none).
     pub limit: u32,
+    /// Only rows written by this instance: the row's `locked_by` is this.
+    pub instance: Option<String>,
+    /// Only rows that started at or after this time (`started_at >= since`).
+    pub since: Option<DateTime<Utc>>,
+    /// Only rows that started before this time (`started_at < until`).
+    pub until: Option<DateTime<Utc>>,
+    /// Only rows with an id below this one (keyset paging: the smallest id of the previous
+    /// page).
+    pub before: Option<i64>,
+    /// Leave out [`RunOutcome::Operator`] rows: only runs and skipped ticks. What a reader of
+    /// "the last run" of a job wants.
+    pub runs_only: bool,
 }
 
 impl Default for RunQuery {
@@ -413,6 +450,11 @@ impl Default for RunQuery {
             name: None,
             outcome: None,
             limit: 50,
+            instance: None,
+            since: None,
+            until: None,
+            before: None,
+            runs_only: false,
         }
     }
 }
@@ -437,6 +479,43 @@ impl RunQuery {
     #[must_use]
     pub fn outcome(mut self, outcome: RunOutcome) -> Self {
         self.outcome = Some(outcome);
+        self
+    }
+
+    /// Only rows written by the instance whose `locked_by` is `instance`
+    /// ([`RunRecord::locked_by`]).
+    #[must_use]
+    pub fn instance(mut self, instance: impl Into<String>) -> Self {
+        self.instance = Some(instance.into());
+        self
+    }
+
+    /// Only rows that started at or after `since` (by the database clock that wrote
+    /// [`RunRecord::started_at`]).
+    #[must_use]
+    pub fn since(mut self, since: DateTime<Utc>) -> Self {
+        self.since = Some(since);
+        self
+    }
+
+    /// Only rows that started before `until` (exclusive).
+    #[must_use]
+    pub fn until(mut self, until: DateTime<Utc>) -> Self {
+        self.until = Some(until);
+        self
+    }
+
+    /// Only rows whose id is below `id`: the next page after one whose smallest id was `id`.
+    #[must_use]
+    pub fn before(mut self, id: i64) -> Self {
+        self.before = Some(id);
+        self
+    }
+
+    /// Leave out [`RunOutcome::Operator`] rows (what an operator did is not a run).
+    #[must_use]
+    pub fn runs_only(mut self) -> Self {
+        self.runs_only = true;
         self
     }
 }

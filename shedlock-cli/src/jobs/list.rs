@@ -61,7 +61,7 @@ pub(crate) async fn jobs(
     for name in &names {
         last_runs.push(match runs {
             Some(runs) => runs
-                .runs(&RunQuery::latest(1).name(name.as_str()))
+                .runs(&RunQuery::latest(1).name(name.as_str()).runs_only())
                 .await?
                 .into_iter()
                 .next(),

@@ -542,30 +542,74 @@ impl<D: Quirks> Core<D> {
         let rows = run!(self, self.sql.runs, fetch_all, |p| match p {
             Param::NameFilter => Some(query.name.as_deref().into()),
             Param::OutcomeFilter => Some(query.outcome.map(RunOutcome::as_str).into()),
+            Param::InstanceFilter => Some(query.instance.as_deref().into()),
+            Param::Since => Some(query.since.into()),
+            Param::Until => Some(query.until.into()),
+            Param::Before => Some(query.before.into()),
+            Param::RunsOnly => Some(query.runs_only.into()),
             Param::Limit => Some(i64::from(query.limit).into()),
             _ => None,
         });
-        let decode = |row: &<D::Db as Database>::Row| -> Result<RunRecord, sqlx::Error> {
-            Ok(RunRecord {
-                id: D::Db::int(row, 0)?,
-                job: D::Db::text(row, 1)?,
-                name: D::Db::text(row, 2)?,
-                tick: D::time(row, 3)?,
-                started_at: required(D::time(row, 4)?, "started_at")?,
-                finished_at: D::time(row, 5)?,
-                outcome: parse_outcome(&D::Db::text(row, 6)?)?,
-                locked_by: D::Db::text(row, 7)?,
-                fencing_token: D::Db::opt_int(row, 8)?,
-                error: D::Db::opt_text(row, 9)?,
-                attempt: D::Db::opt_i32(row, 10)?.map(|a| a.max(0).unsigned_abs()),
-                requested_by: D::Db::opt_text(row, 11)?,
-            })
-        };
-        match rows.and_then(|rows| rows.iter().map(decode).collect()) {
+        match rows.and_then(|rows| rows.iter().map(decode_run::<D>).collect()) {
             Ok(runs) => Ok(runs),
             Err(e) => Err(self.fail_runs("read the run history".into(), e).await),
         }
     }
+
+    /// The newest row of each name that is not an operator's, [`LATEST_NAMES`] names per
+    /// statement, ordered by name.
+    pub(crate) async fn latest_runs(&self, names: &[String]) -> Result<Vec<RunRecord>> {
+        let mut names: Vec<&String> = names.iter().collect();
+        names.sort();
+        names.dedup();
+        let mut latest = Vec::with_capacity(names.len());
+        for page in names.chunks(LATEST_NAMES) {
+            let json = match serde_json::to_string(page) {
+                Ok(json) => json,
+                Err(e) => {
+                    let what = "write lock names as JSON".to_owned();
+                    return Err(self.fail(what, sqlx::Error::Encode(Box::new(e))).await);
+                }
+            };
+            let rows = run!(self, self.sql.runs_latest, fetch_all, |p| match p {
+                Param::Names => Some(json.as_str().into()),
+                _ => None,
+            });
+            match rows.and_then(|rows| {
+                rows.iter()
+                    .map(decode_run::<D>)
+                    .collect::<Result<Vec<_>, _>>()
+            }) {
+                Ok(runs) => latest.extend(runs),
+                Err(e) => {
+                    let what = format!("read the last runs of {} locks", page.len());
+                    return Err(self.fail_runs(what, e).await);
+                }
+            }
+        }
+        Ok(latest)
+    }
+}
+
+/// How many lock names [`Core::latest_runs`] reads in one statement.
+const LATEST_NAMES: usize = 1_000;
+
+/// A history row as `RUNS` and `RUNS_LATEST` return it.
+fn decode_run<D: Hooks>(row: &<D::Db as Database>::Row) -> Result<RunRecord, sqlx::Error> {
+    Ok(RunRecord {
+        id: D::Db::int(row, 0)?,
+        job: D::Db::text(row, 1)?,
+        name: D::Db::text(row, 2)?,
+        tick: D::time(row, 3)?,
+        started_at: required(D::time(row, 4)?, "started_at")?,
+        finished_at: D::time(row, 5)?,
+        outcome: parse_outcome(&D::Db::text(row, 6)?)?,
+        locked_by: D::Db::text(row, 7)?,
+        fencing_token: D::Db::opt_int(row, 8)?,
+        error: D::Db::opt_text(row, 9)?,
+        attempt: D::Db::opt_i32(row, 10)?.map(|a| a.max(0).unsigned_abs()),
+        requested_by: D::Db::opt_text(row, 11)?,
+    })
 }
 
 /// A time read from a column that is never null.

@@ -111,8 +111,11 @@ statement_list! {
     run_prune = RUN_PRUNE, database;
     /// Running history rows whose lock is gone closed as abandoned.
     run_abandon = RUN_ABANDON, database;
-    /// History rows, newest first.
+    /// History rows, newest first, filtered ([`RunQuery`](crate::history::RunQuery)).
     runs = RUNS, database;
+    /// The newest history row of each of the lock names ([`Param::Names`]) that is not an
+    /// operator's row.
+    runs_latest = RUNS_LATEST, database;
 }
 #[allow(unused_imports, clippy::single_component_path_imports)] // without a backend feature
 pub(crate) use statements;
@@ -150,6 +153,16 @@ pub enum Param {
     Outcome,
     /// A run outcome to filter by, or null for all.
     OutcomeFilter,
+    /// A `locked_by` (the instance that wrote a history row) to filter by, or null for all.
+    InstanceFilter,
+    /// The earliest `started_at` of the history rows to read (a time, or null).
+    Since,
+    /// The `started_at` the history rows to read started before (a time, or null).
+    Until,
+    /// The id the history rows to read are below (an integer, or null).
+    Before,
+    /// Whether to leave out operator rows (`outcome = 'operator'`), a boolean.
+    RunsOnly,
     /// A run's error text, or null.
     Error,
     /// A run's attempt number, or null.

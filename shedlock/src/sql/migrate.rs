@@ -36,6 +36,11 @@ pub(crate) const POSTGRES: &[(i64, &str, &str)] = &[
         "create shedlock_schedules table",
         include_str!("../../migrations/postgres/0004_create_shedlock_schedules.sql"),
     ),
+    (
+        5,
+        "index shedlock_runs by id",
+        include_str!("../../migrations/postgres/0005_index_shedlock_runs_by_id.sql"),
+    ),
 ];
 
 /// mysql's migration files, `(version, description, SQL)`: the dialect's `MIGRATIONS`.
@@ -54,6 +59,11 @@ pub(crate) const MYSQL: &[(i64, &str, &str)] = &[
         4,
         "create shedlock_schedules table",
         include_str!("../../migrations/mysql/0004_create_shedlock_schedules.sql"),
+    ),
+    (
+        5,
+        "index shedlock_runs by id",
+        include_str!("../../migrations/mysql/0005_index_shedlock_runs_by_id.sql"),
     ),
 ];
 
@@ -78,6 +88,11 @@ pub(crate) const SQLITE: &[(i64, &str, &str)] = &[
         4,
         "create shedlock_schedules table",
         include_str!("../../migrations/sqlite/0004_create_shedlock_schedules.sql"),
+    ),
+    (
+        5,
+        "index shedlock_runs by id",
+        include_str!("../../migrations/sqlite/0005_index_shedlock_runs_by_id.sql"),
     ),
 ];
 

@@ -259,17 +259,92 @@ DELETE FROM {runs} WHERE id IN (
 /// Closes the runs whose lock is gone: the standard-SQL statement both dialects share.
 const RUN_ABANDON: Statement = super::standard::RUN_ABANDON;
 
-/// History rows, newest first. `$1` lock or job name (nullable), `$2` outcome (nullable),
-/// `$3` limit.
+/// History rows, newest first (by id), filtered ([`RunQuery`](crate::history::RunQuery)).
+/// `$1` lock or job name, `$2` outcome, `$3` instance (`locked_by`), `$4` since, `$5` until,
+/// `$6` before (an id), each nullable (null: no filter); `$7` runs only; `$8` limit.
+///
+/// One branch per index that serves a filter, each gated so that exactly one branch reads
+/// rows for a given set of filters (the others stop at their gate before touching the table):
+/// by lock name (`by_name_id`), by job name for rows whose lock name differs (`by_job_id`), by
+/// outcome (`by_outcome_id`), by instance (`by_locked_by_id`), or the primary key. Each reads
+/// its index backwards from `before` and stops after `limit` rows that pass the other
+/// filters, so a page costs the same at the top of a history of millions of rows as deep into
+/// it (migration 5). The gates are tests of bound values, so a plan cached for the statement
+/// (PostgreSQL's generic plan, a prepared statement) serves every set of filters. The outcome
+/// and instance branches say `col >= x AND col <= x` and order by `col, id`: with `col = x`
+/// a generic plan drops `col` from the order and walks the primary key instead, through every
+/// row when the value is rare (0.3 s over a million rows).
 const RUNS: Statement = Statement {
     sql: "\
-SELECT id, job::TEXT, name::TEXT, tick, started_at, finished_at, outcome::TEXT, locked_by::TEXT,
-       fencing_token, error, attempt, requested_by::TEXT
-FROM {runs}
-WHERE ($1::TEXT IS NULL OR name = $1 OR job = $1) AND ($2::TEXT IS NULL OR outcome = $2)
+SELECT * FROM (
+    SELECT id, job::TEXT AS job, name::TEXT AS name, tick, started_at, finished_at, outcome::TEXT AS outcome,
+           locked_by::TEXT AS locked_by, fencing_token, error, attempt, requested_by::TEXT AS requested_by
+    FROM {runs}
+    WHERE name = $1
+      AND ($2::TEXT IS NULL OR outcome = $2) AND ($3::TEXT IS NULL OR locked_by = $3)
+      AND ($4::TIMESTAMPTZ IS NULL OR started_at >= $4) AND ($5::TIMESTAMPTZ IS NULL OR started_at < $5)
+      AND id < COALESCE($6, 9223372036854775807) AND (NOT $7 OR outcome <> 'operator')
+    ORDER BY id DESC LIMIT $8) AS b1
+UNION ALL
+SELECT * FROM (
+    SELECT id, job::TEXT AS job, name::TEXT AS name, tick, started_at, finished_at, outcome::TEXT AS outcome,
+           locked_by::TEXT AS locked_by, fencing_token, error, attempt, requested_by::TEXT AS requested_by
+    FROM {runs}
+    WHERE job = $1 AND name <> $1
+      AND ($2::TEXT IS NULL OR outcome = $2) AND ($3::TEXT IS NULL OR locked_by = $3)
+      AND ($4::TIMESTAMPTZ IS NULL OR started_at >= $4) AND ($5::TIMESTAMPTZ IS NULL OR started_at < $5)
+      AND id < COALESCE($6, 9223372036854775807) AND (NOT $7 OR outcome <> 'operator')
+    ORDER BY id DESC LIMIT $8) AS b2
+UNION ALL
+SELECT * FROM (
+    SELECT id, job::TEXT AS job, name::TEXT AS name, tick, started_at, finished_at, outcome::TEXT AS outcome,
+           locked_by::TEXT AS locked_by, fencing_token, error, attempt, requested_by::TEXT AS requested_by
+    FROM {runs}
+    WHERE $1::TEXT IS NULL AND $2::TEXT IS NOT NULL AND outcome >= $2 AND outcome <= $2
+      AND ($2::TEXT IS NULL OR outcome = $2) AND ($3::TEXT IS NULL OR locked_by = $3)
+      AND ($4::TIMESTAMPTZ IS NULL OR started_at >= $4) AND ($5::TIMESTAMPTZ IS NULL OR started_at < $5)
+      AND id < COALESCE($6, 9223372036854775807) AND (NOT $7 OR outcome <> 'operator')
+    ORDER BY outcome DESC, id DESC LIMIT $8) AS b3
+UNION ALL
+SELECT * FROM (
+    SELECT id, job::TEXT AS job, name::TEXT AS name, tick, started_at, finished_at, outcome::TEXT AS outcome,
+           locked_by::TEXT AS locked_by, fencing_token, error, attempt, requested_by::TEXT AS requested_by
+    FROM {runs}
+    WHERE $1::TEXT IS NULL AND $2::TEXT IS NULL AND $3::TEXT IS NOT NULL
+      AND locked_by >= $3 AND locked_by <= $3
+      AND ($2::TEXT IS NULL OR outcome = $2) AND ($3::TEXT IS NULL OR locked_by = $3)
+      AND ($4::TIMESTAMPTZ IS NULL OR started_at >= $4) AND ($5::TIMESTAMPTZ IS NULL OR started_at < $5)
+      AND id < COALESCE($6, 9223372036854775807) AND (NOT $7 OR outcome <> 'operator')
+    ORDER BY locked_by DESC, id DESC LIMIT $8) AS b4
+UNION ALL
+SELECT * FROM (
+    SELECT id, job::TEXT AS job, name::TEXT AS name, tick, started_at, finished_at, outcome::TEXT AS outcome,
+           locked_by::TEXT AS locked_by, fencing_token, error, attempt, requested_by::TEXT AS requested_by
+    FROM {runs}
+    WHERE $1::TEXT IS NULL AND $2::TEXT IS NULL AND $3::TEXT IS NULL
+      AND ($2::TEXT IS NULL OR outcome = $2) AND ($3::TEXT IS NULL OR locked_by = $3)
+      AND ($4::TIMESTAMPTZ IS NULL OR started_at >= $4) AND ($5::TIMESTAMPTZ IS NULL OR started_at < $5)
+      AND id < COALESCE($6, 9223372036854775807) AND (NOT $7 OR outcome <> 'operator')
+    ORDER BY id DESC LIMIT $8) AS b5
 ORDER BY id DESC
-LIMIT $3",
-    binds: &[P::NameFilter, P::OutcomeFilter, P::Limit],
+LIMIT $8",
+    binds: &[P::NameFilter, P::OutcomeFilter, P::InstanceFilter, P::Since, P::Until, P::Before, P::RunsOnly, P::Limit],
+};
+
+/// The newest history row of each lock name that is not an operator's row, ordered by name;
+/// a name without such a row has none. `$1` the names as a JSON array. One index probe per
+/// name (`by_name_id`, backwards).
+const RUNS_LATEST: Statement = Statement {
+    sql: "\
+SELECT r.id, r.job::TEXT, r.name::TEXT, r.tick, r.started_at, r.finished_at, r.outcome::TEXT,
+       r.locked_by::TEXT, r.fencing_token, r.error, r.attempt, r.requested_by::TEXT
+FROM jsonb_array_elements_text($1::TEXT::JSONB) AS j(name)
+CROSS JOIN LATERAL (
+    SELECT * FROM {runs} AS l
+    WHERE l.name = j.name AND l.outcome <> 'operator'
+    ORDER BY l.id DESC LIMIT 1) AS r
+ORDER BY r.name",
+    binds: &[P::Names],
 };
 
 const MIGRATIONS: &[(i64, &str, &str)] = super::migrate::POSTGRES;

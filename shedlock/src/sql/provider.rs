@@ -447,6 +447,11 @@ impl<D: Dialect> RunStore for SqlLockProvider<D> {
         Box::pin(self.core.runs(query))
     }
 
+    /// One statement per 1,000 names (see [`RunStore::latest_runs`]).
+    fn latest_runs<'a>(&'a self, names: &'a [String]) -> BoxFuture<'a, Result<Vec<RunRecord>>> {
+        Box::pin(self.core.latest_runs(names))
+    }
+
     fn close_abandoned_runs(&self) -> BoxFuture<'_, Result<u64>> {
         Box::pin(self.core.close_abandoned_runs())
     }
