@@ -348,6 +348,44 @@ mod cases {
         assert_eq!(job["kind"], "run-time");
         assert_eq!(job["lock"]["fencing_token"], guard.fencing_token());
         assert_eq!(job["last_run"].is_null(), history.is_none(), "{job}");
+        // Two instances holding seats of fleet `f`: the next tick's jobs shared between them as
+        // every scheduler computes it.
+        let seat_config = |n: usize| {
+            LockConfiguration::new(
+                format!("shedlock.fleet/f/{n}"),
+                Duration::from_secs(300),
+                Duration::ZERO,
+            )
+            .unwrap()
+        };
+        let seat0 = provider.lock(&seat_config(0)).await.unwrap().expect("free");
+        let seat1 = provider.lock(&seat_config(1)).await.unwrap().expect("free");
+        let overview = client.get("/shedlock/api/v1/overview").await.json();
+        let instances = overview["instances"].as_array().unwrap();
+        assert_eq!(instances.len(), 2, "{overview}");
+        let tick: chrono::DateTime<chrono::Utc> =
+            overview["next_tick"].as_str().unwrap().parse().unwrap();
+        let due = overview["next_tick_due"].as_u64().unwrap();
+        assert!(due >= 1, "{overview}");
+        let mut expected = [0u64; 2];
+        for job in api["jobs"].as_array().unwrap() {
+            if job["next_tick"]
+                .as_str()
+                .and_then(|t| t.parse::<chrono::DateTime<chrono::Utc>>().ok())
+                == Some(tick)
+            {
+                expected
+                    [shedlock::scheduler::share_owner(job["name"].as_str().unwrap(), tick, 2)] += 1;
+            }
+        }
+        let shares: Vec<u64> = instances
+            .iter()
+            .map(|i| i["next_tick_share"].as_u64().unwrap())
+            .collect();
+        assert_eq!(shares, expected, "{overview}");
+        assert_eq!(shares.iter().sum::<u64>(), due);
+        drop((seat0, seat1));
+
         let locks = client.get("/shedlock/api/v1/locks").await.json();
         assert!(
             locks
