@@ -95,10 +95,10 @@ pub(crate) fn relative(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
     let secs = delta.num_seconds();
     let span = humantime::format_duration(Duration::from_secs(secs.unsigned_abs())).to_string();
     let span = span.split(' ').take(2).collect::<Vec<_>>().join(" ");
-    if secs >= 0 {
-        format!("in {span}")
-    } else {
-        format!("{span} ago")
+    match secs {
+        0 => "now".to_owned(),
+        1.. => format!("in {span}"),
+        _ => format!("{span} ago"),
     }
 }
 

@@ -33,16 +33,17 @@ pub(crate) fn chart(runs: &[RunRecord], from: DateTime<Utc>, to: DateTime<Utc>) 
         let offset = (at - from).num_milliseconds() as f64;
         LABEL + (offset / span).clamp(0.0, 1.0) * (WIDTH - LABEL - 10.0)
     };
-    let mut rows: BTreeSet<&str> = runs
+    let rows: BTreeSet<&str> = runs
         .iter()
         .filter(|r| r.outcome != RunOutcome::Operator)
         .map(|r| r.locked_by.as_str())
         .collect();
     let operators = runs.iter().any(|r| r.outcome == RunOutcome::Operator);
+    // The instances by name, then the operators' row.
+    let mut rows: Vec<&str> = rows.into_iter().collect();
     if operators {
-        rows.insert(OPERATORS);
+        rows.push(OPERATORS);
     }
-    let rows: Vec<&str> = rows.into_iter().collect();
     let row_of = |run: &RunRecord| -> usize {
         let key = if run.outcome == RunOutcome::Operator {
             OPERATORS

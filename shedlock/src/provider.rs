@@ -196,8 +196,10 @@ pub trait RunStore: LockProvider {
     /// History rows, newest first (by id), as `query` filters them.
     fn runs<'a>(&'a self, query: &'a RunQuery) -> BoxFuture<'a, Result<Vec<RunRecord>>>;
 
-    /// The last run of each lock name in `names`: its newest history row that is not an
-    /// [`Operator`](RunOutcome::Operator) row, at most one per name, ordered by name. A name
+    /// The last run of each lock name in `names`: its newest history row that is neither an
+    /// [`Operator`](RunOutcome::Operator) row nor a [`SkippedHeld`](RunOutcome::SkippedHeld)
+    /// one (another instance held that tick, and its run is a row of its own), at most one per
+    /// name, ordered by name. A name
     /// without such a row (or given twice) is left out (or answered once). Meant for a page of
     /// up to about 1,000 names (a dashboard's list of jobs).
     ///
@@ -224,7 +226,7 @@ pub trait RunStore: LockProvider {
                     let full = rows.len() == LATEST_PAGE as usize;
                     for row in rows {
                         before = Some(row.id);
-                        if row.name == *name {
+                        if row.name == *name && row.outcome != RunOutcome::SkippedHeld {
                             latest.push(row);
                             break 'name;
                         }

@@ -462,7 +462,8 @@ LIMIT ?",
     ],
 };
 
-/// The newest history row of each lock name that is not an operator's row, ordered by name;
+/// The newest history row of each lock name that is neither an operator's row nor a tick
+/// skipped because another instance held it (that tick's run is its own row), ordered by name;
 /// a name without such a row has none. Binds: the names as a JSON array. One index probe per
 /// name (`by_name_id`, backwards), then one primary-key read (MariaDB has no `LATERAL`).
 const RUNS_LATEST: Statement = Statement {
@@ -471,7 +472,7 @@ SELECT r.id, r.job, r.name, r.tick, r.started_at, r.finished_at, r.outcome, r.lo
        r.fencing_token, r.error, r.attempt, r.requested_by
 FROM (
     SELECT (SELECT l.id FROM {runs} AS l
-            WHERE l.name = j.name AND l.outcome <> 'operator'
+            WHERE l.name = j.name AND l.outcome NOT IN ('operator', 'skipped-held')
             ORDER BY l.id DESC LIMIT 1) AS id
     FROM JSON_TABLE(?, '$[*]' COLUMNS (name VARCHAR(255) PATH '$')) AS j) AS m
 STRAIGHT_JOIN {runs} AS r ON r.id = m.id

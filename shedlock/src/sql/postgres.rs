@@ -339,7 +339,8 @@ LIMIT $8",
     binds: &[P::NameFilter, P::OutcomeFilter, P::InstanceFilter, P::Since, P::Until, P::Before, P::RunsOnly, P::Limit],
 };
 
-/// The newest history row of each lock name that is not an operator's row, ordered by name;
+/// The newest history row of each lock name that is neither an operator's row nor a tick
+/// skipped because another instance held it (that tick's run is its own row), ordered by name;
 /// a name without such a row has none. `$1` the names as a JSON array. One index probe per
 /// name (`by_name_id`, backwards).
 const RUNS_LATEST: Statement = Statement {
@@ -349,7 +350,7 @@ SELECT r.id, r.job::TEXT, r.name::TEXT, r.tick, r.started_at, r.finished_at, r.o
 FROM jsonb_array_elements_text($1::TEXT::JSONB) AS j(name)
 CROSS JOIN LATERAL (
     SELECT * FROM {runs} AS l
-    WHERE l.name = j.name AND l.outcome <> 'operator'
+    WHERE l.name = j.name AND l.outcome NOT IN ('operator', 'skipped-held')
     ORDER BY l.id DESC LIMIT 1) AS r
 ORDER BY r.name",
     binds: &[P::Names],

@@ -316,7 +316,8 @@ LIMIT ?8",
     ],
 };
 
-/// The newest history row of each lock name that is not an operator's row, ordered by name;
+/// The newest history row of each lock name that is neither an operator's row nor a tick
+/// skipped because another instance held it (that tick's run is its own row), ordered by name;
 /// a name without such a row has none. `?1` the names as a JSON array. One index probe per
 /// name (`by_name_id`, backwards), then one read by rowid.
 const RUNS_LATEST: Statement = Statement {
@@ -326,7 +327,7 @@ SELECT r.id, r.job, r.name, r.tick, r.started_at, r.finished_at, r.outcome, r.lo
 FROM json_each(?1) AS j
 JOIN {runs} AS r ON r.id = (
     SELECT l.id FROM {runs} AS l
-    WHERE l.name = j.value AND l.outcome <> 'operator'
+    WHERE l.name = j.value AND l.outcome NOT IN ('operator', 'skipped-held')
     ORDER BY l.id DESC LIMIT 1)
 ORDER BY r.name",
     binds: &[P::Names],
