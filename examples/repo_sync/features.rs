@@ -8,6 +8,7 @@
 //! | `workers` | worker mode (apalis queues) | `run --role scheduler`, `run --role worker` |
 //! | `http` | the HTTP embedder, GitLab projects as sources | `--embedder-url`, `add https://…`, syncing a GitLab registration |
 //! | `metrics` | the Prometheus endpoint | `run --metrics-addr` |
+//! | `dashboard` | the dashboard (`shedlock-web`) | `run --dashboard` |
 
 use std::fmt;
 
@@ -18,15 +19,17 @@ pub(crate) enum Feature {
     Workers,
     Http,
     Metrics,
+    Dashboard,
 }
 
 impl Feature {
     /// Every feature, in the order `--features` lists them.
-    pub(crate) const ALL: [Feature; 4] = [
+    pub(crate) const ALL: [Feature; 5] = [
         Feature::Postgres,
         Feature::Workers,
         Feature::Http,
         Feature::Metrics,
+        Feature::Dashboard,
     ];
 
     /// The cargo feature's name.
@@ -36,6 +39,7 @@ impl Feature {
             Feature::Workers => "workers",
             Feature::Http => "http",
             Feature::Metrics => "metrics",
+            Feature::Dashboard => "dashboard",
         }
     }
 
@@ -46,6 +50,7 @@ impl Feature {
             Feature::Workers => "worker mode",
             Feature::Http => "the HTTP clients (embeddings server, GitLab)",
             Feature::Metrics => "the Prometheus endpoint",
+            Feature::Dashboard => "the dashboard",
         }
     }
 
@@ -56,6 +61,7 @@ impl Feature {
             Feature::Workers => cfg!(feature = "workers"),
             Feature::Http => cfg!(feature = "http"),
             Feature::Metrics => cfg!(feature = "metrics"),
+            Feature::Dashboard => cfg!(feature = "dashboard"),
         }
     }
 }

@@ -21,6 +21,8 @@
 
 mod chunk;
 mod commands;
+#[cfg(feature = "dashboard")]
+mod dashboard;
 mod db;
 mod embed;
 mod extract;
@@ -198,6 +200,12 @@ enum Command {
         /// once. Needs the `metrics` feature.
         #[arg(long)]
         metrics_addr: Option<std::net::SocketAddr>,
+        /// Serve the dashboard at `http://ADDR/` (e.g. `127.0.0.1:8081`): the repositories'
+        /// jobs, locks, run history and a timeline, with pause, resume, run now, reschedule
+        /// and lock release. No sign-in on loopback; elsewhere the token in
+        /// `REPO_SYNC_DASHBOARD_TOKEN`. Needs the `dashboard` feature.
+        #[arg(long, value_name = "ADDR")]
+        dashboard: Option<std::net::SocketAddr>,
         /// How long the scheduler's run history (`shedlock_runs`) is kept (more than zero).
         #[arg(long, default_value = "30days", value_parser = positive_duration)]
         keep_history: Duration,
@@ -303,7 +311,10 @@ fn missing_features(cli: &Cli, location: &Location) -> Vec<Missing> {
     }
     match &cli.command {
         Some(Command::Run {
-            role, metrics_addr, ..
+            role,
+            metrics_addr,
+            dashboard,
+            ..
         }) => {
             match role {
                 Role::All => {}
@@ -314,6 +325,9 @@ fn missing_features(cli: &Cli, location: &Location) -> Vec<Missing> {
             }
             if metrics_addr.is_some() {
                 asked.push(Missing::new(Feature::Metrics, "run --metrics-addr"));
+            }
+            if dashboard.is_some() {
+                asked.push(Missing::new(Feature::Dashboard, "run --dashboard"));
             }
         }
         Some(Command::Add { path, .. }) if source::is_remote(path) => {
@@ -338,7 +352,7 @@ fn positive_duration(text: &str) -> Result<Duration, String> {
 }
 
 /// A lock provider that also keeps a run history and the schedules.
-trait Locks: LockAdmin + RunStore + ScheduleStore {}
+pub(crate) trait Locks: LockAdmin + RunStore + ScheduleStore {}
 
 impl<P: LockAdmin + RunStore + ScheduleStore> Locks for P {}
 
@@ -441,6 +455,7 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
             poll_schedules_every,
             run_for,
             metrics_addr,
+            dashboard,
             keep_history,
             shutdown_timeout,
         }) => {
@@ -452,6 +467,12 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
                 metrics::serve_metrics(addr).await?;
                 #[cfg(not(feature = "metrics"))]
                 return Err(format!("{addr}: {}", features::not_built(Feature::Metrics)).into());
+            }
+            if let Some(addr) = dashboard {
+                #[cfg(feature = "dashboard")]
+                dashboard::serve_dashboard(addr, Arc::clone(&provider)).await?;
+                #[cfg(not(feature = "dashboard"))]
+                return Err(format!("{addr}: {}", features::not_built(Feature::Dashboard)).into());
             }
             let mut scheduler = Scheduler::builder(Arc::clone(&provider))
                 .misfire_grace(Duration::from_secs(120))

@@ -106,6 +106,14 @@ pub(crate) enum Command {
     /// On Redis there is nothing to create: it checks that the server answers and that
     /// `{PREFIX}:names` is a set (or absent), the same work however many locks there are.
     Migrate,
+    /// Serve the dashboard: jobs, locks, run history and a timeline of runs, with pause,
+    /// resume, run now, reschedule and the release of a stuck lock (and its JSON API under
+    /// /api/v1), until Ctrl-C.
+    ///
+    /// Nothing is served without authentication: a bearer token (--token, best given through
+    /// SHEDLOCK_WEB_TOKEN so it never shows in the process list; a browser signs in once at
+    /// /login), or --no-auth, which only a loopback address accepts.
+    Serve(ServeArgs),
     /// Every schedule the store holds: overrides of code-defined jobs and jobs created at run
     /// time, with their cron, pause, next tick, pending trigger, last run and lock.
     Jobs {
@@ -348,4 +356,26 @@ pub(crate) struct HistoryArgs {
 
 fn parse_outcome(text: &str) -> Result<RunOutcome, UnknownOutcome> {
     RunOutcome::from_str(text)
+}
+
+/// `serve`'s options.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// Where to listen.
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
+    pub(crate) listen: std::net::SocketAddr,
+    /// The bearer token a request (or a browser's sign-in) must give.
+    #[arg(
+        long,
+        env = "SHEDLOCK_WEB_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub(crate) token: Option<String>,
+    /// Serve without authentication: refused unless --listen is a loopback address.
+    #[arg(long, conflicts_with = "token")]
+    pub(crate) no_auth: bool,
+    /// Show everything and offer no action.
+    #[arg(long)]
+    pub(crate) read_only: bool,
 }

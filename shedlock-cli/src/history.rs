@@ -1,18 +1,17 @@
 //! `shedlock history`: the run history, newest first, optionally after the abandoned-run sweep.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-use chrono::{DateTime, Utc};
-use serde_json::{Value, json};
+use serde_json::Value;
 use shedlock::history::{RunOutcome, RunQuery, RunRecord};
 
 use crate::db::Operated;
 
 use crate::args::HistoryArgs;
 use crate::failure::{Failure, one_line};
-use crate::output::{human, json_time, pretty, print, render_table, time, truncate};
+use crate::output::{human, pretty, print, render_table, time, truncate};
+use shedlock_web::json::{holders, run as run_json};
 
 pub(crate) async fn history(provider: &dyn Operated, args: &HistoryArgs) -> Result<(), Failure> {
     if args.close_abandoned {
@@ -102,33 +101,6 @@ pub(crate) async fn history(provider: &dyn Operated, args: &HistoryArgs) -> Resu
     Ok(())
 }
 
-/// Who held each run's lock, as far as this page of rows tells: a run that took the lock held
-/// it itself (its `INSTANCE`); a `skipped-held` row's holder is the instance whose run of the
-/// same lock and tick is on the page, or `?` when none is (an older page, a call that did not
-/// record history); other rows took no lock and have none. So the instance that skipped is
-/// never shown as the one that held the lock.
-fn holders(runs: &[RunRecord]) -> Vec<Option<String>> {
-    let took: HashMap<(&str, Option<DateTime<Utc>>), &str> = runs
-        .iter()
-        .filter(|run| run.fencing_token.is_some())
-        .map(|run| ((run.name.as_str(), run.tick), run.locked_by.as_str()))
-        .collect();
-    runs.iter()
-        .map(|run| {
-            if run.fencing_token.is_some() {
-                Some(run.locked_by.clone())
-            } else if run.outcome == RunOutcome::SkippedHeld {
-                let holder = run
-                    .tick
-                    .and_then(|tick| took.get(&(run.name.as_str(), Some(tick))));
-                Some(holder.map_or_else(|| "?".to_owned(), |holder| (*holder).to_owned()))
-            } else {
-                None
-            }
-        })
-        .collect()
-}
-
 /// An unfinished run is running while its lock is still held with its token; otherwise its
 /// instance died or lost the lock, and the row stays unfinished until a sweep closes it as
 /// abandoned.
@@ -140,23 +112,4 @@ async fn still_running(provider: &dyn Operated, run: &RunRecord) -> bool {
         provider.lock_state(&run.name).await,
         Ok(Some(state)) if state.fencing_token == token && state.is_held()
     )
-}
-
-fn run_json(run: &RunRecord, holder: Option<String>) -> Value {
-    json!({
-        "id": run.id,
-        "job": run.job,
-        "name": run.name,
-        "tick": run.tick.map(json_time),
-        "started_at": json_time(run.started_at),
-        "finished_at": run.finished_at.map(json_time),
-        "duration_ms": run.duration().map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-        "outcome": run.outcome.as_str(),
-        "locked_by": run.locked_by,
-        "holder": holder,
-        "fencing_token": run.fencing_token,
-        "error": run.error,
-        "attempt": run.attempt,
-        "requested_by": run.requested_by,
-    })
 }

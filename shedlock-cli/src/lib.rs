@@ -164,6 +164,7 @@ mod jobs;
 mod list;
 mod migrate;
 mod output;
+mod serve;
 mod unlock;
 
 use args::{Cli, Command};
@@ -261,6 +262,10 @@ async fn execute(cli: Cli) -> Result<(), Failure> {
     } else {
         db::check_table_name(&table)?;
     }
+    if let Command::Serve(args) = &cli.command {
+        // Refused before anything is opened.
+        serve::auth(args)?;
+    }
     let create = matches!(cli.command, Command::Migrate);
     if let (db::Target::Sqlite(path_or_url), false) = (&target, create) {
         db::check_sqlite_file_exists(path_or_url)?;
@@ -274,6 +279,8 @@ async fn execute(cli: Cli) -> Result<(), Failure> {
             None => Err(Failure::Usage(db::NO_HISTORY_IN_REDIS.into())),
         },
         Command::Migrate => migrate::migrate(&db).await,
+        // The dashboard keeps the connection until it stops.
+        Command::Serve(args) => return serve::serve(db, &args).await,
         command => steer(&db, command).await,
     };
     db.close().await;
@@ -293,8 +300,10 @@ async fn steer(db: &db::Db, command: Command) -> Result<(), Failure> {
         Command::Create(args) => jobs::create(store, &args).await,
         Command::Delete(args) => jobs::delete(store, runs, &args).await,
         // `execute` runs these itself.
-        Command::List { .. } | Command::Unlock { .. } | Command::History(_) | Command::Migrate => {
-            Err(Failure::Usage("not a schedule command".into()))
-        }
+        Command::List { .. }
+        | Command::Unlock { .. }
+        | Command::History(_)
+        | Command::Migrate
+        | Command::Serve(_) => Err(Failure::Usage("not a schedule command".into())),
     }
 }

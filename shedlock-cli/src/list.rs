@@ -2,13 +2,14 @@
 
 use std::io::Write as _;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use shedlock::LockAdmin;
-use shedlock::history::{LockRows, LockState};
+use shedlock::history::LockRows;
 
 use crate::db::place;
 use crate::failure::Failure;
-use crate::output::{escape, json_time, pretty, print, remaining, render_table, time};
+use crate::output::{escape, pretty, print, remaining, render_table, time};
+use shedlock_web::json::lock as lock_json;
 
 /// Every lock; a row that cannot be read is left out of the list and named on stderr with what
 /// is wrong in it.
@@ -71,17 +72,4 @@ pub(crate) async fn list(provider: &dyn LockAdmin, json: bool) -> Result<(), Fai
         &rows,
     ));
     Ok(())
-}
-
-fn lock_json(lock: &LockState) -> Value {
-    json!({
-        "name": lock.name,
-        "held": lock.is_held(),
-        "locked_by": lock.locked_by,
-        "locked_at": json_time(lock.locked_at),
-        "locked_until": json_time(lock.locked_until),
-        "remaining_ms": u64::try_from(lock.remaining().as_millis()).unwrap_or(u64::MAX),
-        "fencing_token": lock.fencing_token,
-        "last_tick": lock.last_tick.map(json_time),
-    })
 }

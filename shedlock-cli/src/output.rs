@@ -10,6 +10,8 @@ use shedlock::history::LockState;
 
 use crate::failure::one_line;
 
+pub(crate) use shedlock_web::json::time as json_time;
+
 /// The longest error text shown in `history`'s table (`--json` has it whole, and so has the
 /// table for an abandoned run's reason).
 const ERROR_WIDTH: usize = 60;
@@ -81,11 +83,6 @@ pub(crate) fn render_table(header: &[&str], rows: &[Vec<String>]) -> String {
 /// A time in the table: RFC 3339, UTC, whole seconds.
 pub(crate) fn time(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Secs, true)
-}
-
-/// A time in JSON: RFC 3339, UTC, milliseconds.
-pub(crate) fn json_time(at: DateTime<Utc>) -> String {
-    at.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
 /// A lock's time remaining, or `-` when it is free.

@@ -29,6 +29,7 @@ use super::{
 use crate::db::Steered;
 use crate::failure::Failure;
 use crate::output::{human, json_time, pretty, print, render_table, time};
+use shedlock_web::json::{job_lock as lock_json, last_run as run_json};
 
 /// What the table says in the run columns on a store without a run history.
 const NO_HISTORY: &str = "no history on this backend";
@@ -176,25 +177,4 @@ fn lock_text(lock: Option<&LockState>) -> String {
         Some(l) if l.is_held() => format!("held by {} (token {})", l.locked_by, l.fencing_token),
         Some(l) => format!("free (token {})", l.fencing_token),
     }
-}
-
-fn lock_json(lock: &LockState) -> Value {
-    json!({
-        "held": lock.is_held(),
-        "locked_by": lock.locked_by,
-        "locked_until": json_time(lock.locked_until),
-        "fencing_token": lock.fencing_token,
-    })
-}
-
-fn run_json(run: &RunRecord) -> Value {
-    json!({
-        "outcome": run.outcome.to_string(),
-        "tick": run.tick.map(json_time),
-        "started_at": json_time(run.started_at),
-        "duration_ms": run.duration().map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-        "instance": run.locked_by,
-        "attempt": run.attempt,
-        "requested_by": run.requested_by,
-    })
 }

@@ -12,20 +12,23 @@ mod list;
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use serde_json::{Value, json};
 use shedlock::history::RunQuery;
 /// The schedule whose pause pauses every job of the fleet.
 pub(crate) use shedlock::scheduler::FLEET_SCHEDULE;
 use shedlock::schedules::{RetryPolicy, StoredSchedule, Trigger};
-use shedlock::{Error, RunStore, Schedule};
+use shedlock::{Error, RunStore};
 
 pub(crate) use change::{create, delete, pause, reschedule, reset, resume, trigger};
+// The JSON forms are the dashboard's API's, so `--json` and `/api/v1` match field for field.
 pub(crate) use list::jobs;
+pub(crate) use shedlock_web::json::{
+    jitter as jitter_json, kind, known_zone, next_tick, next_ticks, retry as retry_json,
+    schedule as schedule_json, trigger as trigger_json,
+};
 
 use crate::db::Steered;
 use crate::failure::Failure;
-use crate::output::{human, json_time, time};
+use crate::output::{human, time};
 
 /// How many of the newest history rows are read for job names when a name is not found.
 const HISTORY_NAMES: u32 = 500;
@@ -133,25 +136,6 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-/// `override` or `run-time`.
-pub(crate) fn kind(schedule: &StoredSchedule) -> &'static str {
-    if schedule.handler.is_some() {
-        "run-time"
-    } else {
-        "override"
-    }
-}
-
-/// The time zone the schedule's cron is read in, when the store knows it: the stored one, or
-/// UTC for a run-time job; `None` for an override that keeps the code's.
-pub(crate) fn known_zone(schedule: &StoredSchedule) -> Option<&str> {
-    match (&schedule.time_zone, &schedule.handler) {
-        (Some(zone), _) => Some(zone),
-        (None, Some(_)) => Some("UTC"),
-        (None, None) => None,
-    }
-}
-
 /// The cron as the table shows it: the stored one, or `code default`.
 pub(crate) fn cron_text(cron: Option<&str>) -> String {
     cron.map_or_else(|| "code default".to_owned(), str::to_owned)
@@ -163,38 +147,6 @@ pub(crate) fn zone_text(schedule: &StoredSchedule) -> String {
         Some(zone) => zone.to_owned(),
         None => "code default".to_owned(),
     }
-}
-
-/// The next `count` ticks after `now` of `cron` read in `zone`; empty when it does not parse
-/// (a row written by hand) or never fires again.
-pub(crate) fn next_ticks(
-    cron: &str,
-    zone: &str,
-    now: DateTime<Utc>,
-    count: usize,
-) -> Vec<DateTime<Utc>> {
-    let Ok(schedule) = Schedule::parse(cron, zone) else {
-        return Vec::new();
-    };
-    let mut ticks = Vec::with_capacity(count);
-    let mut cursor = now;
-    while ticks.len() < count {
-        match schedule.next_after(cursor) {
-            Some(tick) => {
-                ticks.push(tick);
-                cursor = tick;
-            }
-            None => break,
-        }
-    }
-    ticks
-}
-
-/// The schedule's next tick, when its cron and time zone are known to the store.
-pub(crate) fn next_tick(schedule: &StoredSchedule, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    let cron = schedule.cron.as_deref()?;
-    let zone = known_zone(schedule)?;
-    next_ticks(cron, zone, now, 1).into_iter().next()
 }
 
 /// A jitter in the table: `default` (none stored: the code's), `none` (zero), or the
@@ -227,27 +179,6 @@ pub(crate) fn retry_text(retry: Option<&RetryPolicy>) -> String {
     }
 }
 
-/// A jitter in JSON: milliseconds, or `null` (the code's).
-pub(crate) fn jitter_json(jitter: Option<Duration>) -> Value {
-    jitter.map_or(Value::Null, |j| json!(millis(j)))
-}
-
-/// A retry policy in JSON, or `null` (the code's).
-pub(crate) fn retry_json(retry: Option<&RetryPolicy>) -> Value {
-    retry.map_or(Value::Null, |r| {
-        json!({
-            "max_attempts": r.max_attempts,
-            "base_ms": millis(r.base),
-            "cap_ms": millis(r.cap),
-            "past_next_tick": r.past_next_tick,
-        })
-    })
-}
-
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
-}
-
 /// A pending trigger in the table.
 pub(crate) fn trigger_text(trigger: Option<&Trigger>) -> String {
     let Some(t) = trigger else {
@@ -260,41 +191,6 @@ pub(crate) fn trigger_text(trigger: Option<&Trigger>) -> String {
         (None, _) => text.push_str(", pending"),
     }
     text
-}
-
-/// A trigger in JSON.
-pub(crate) fn trigger_json(t: &Trigger) -> Value {
-    json!({
-        "id": t.id,
-        "requested_by": t.requested_by,
-        "requested_at": json_time(t.requested_at),
-        "claimed_by": t.claimed_by,
-        "claimed_until": t.claimed_until.map(json_time),
-        "started": t.started,
-    })
-}
-
-/// A schedule in JSON, the fields every command prints (`jobs` adds the run and the lock).
-pub(crate) fn schedule_json(schedule: &StoredSchedule, now: DateTime<Utc>) -> Value {
-    let payload = schedule.payload.as_deref().map(|text| {
-        serde_json::from_str::<Value>(text).unwrap_or_else(|_| Value::String(text.to_owned()))
-    });
-    json!({
-        "name": schedule.name,
-        "kind": kind(schedule),
-        "handler": schedule.handler,
-        "payload": payload,
-        "cron": schedule.cron,
-        "time_zone": schedule.time_zone,
-        "paused": schedule.paused,
-        "jitter_ms": jitter_json(schedule.jitter),
-        "retry": retry_json(schedule.retry.as_ref()),
-        "next_tick": next_tick(schedule, now).map(json_time),
-        "trigger": schedule.trigger.as_ref().map(trigger_json),
-        "version": schedule.version,
-        "updated_at": json_time(schedule.updated_at),
-        "updated_by": schedule.updated_by,
-    })
 }
 
 #[cfg(test)]

@@ -99,6 +99,8 @@ statement_list! {
     clock = CLOCK, database;
     /// The lock table's column names.
     columns = COLUMNS, database;
+    /// A table's index names.
+    indexes = INDEXES, database;
     /// Every lock, or those named, with the time it was read at.
     locks = LOCKS, database;
     /// An operator's release.

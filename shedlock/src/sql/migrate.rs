@@ -194,7 +194,7 @@ pub(crate) fn migrator(
     files: &[(i64, &'static str, &'static str)],
     table: &TableName,
     backend: Backend,
-    run_columns_there: bool,
+    present: Present,
 ) -> Migrator {
     let migrations = files
         .iter()
@@ -219,7 +219,7 @@ pub(crate) fn migrator(
                 Cow::Borrowed(*description),
                 MigrationType::Simple,
                 sql(for_table(
-                    &runnable(*version, text, run_columns_there),
+                    &runnable(*version, text, present),
                     table,
                     backend,
                 )),
@@ -237,12 +237,35 @@ pub(crate) fn migrator(
 /// The migration that adds `attempt` and `requested_by` to the run history.
 const RUN_COLUMNS_MIGRATION: i64 = 4;
 
-/// The text `migrate()` runs for a migration file: the file, but for migration 4 where the run
-/// history has its columns already (the migration applied by `sqlx migrate run` from the files,
-/// or a history that outlived its lock table), without its `ALTER TABLE … ADD COLUMN`
-/// statements, which MySQL and SQLite cannot run twice. The checksum stays the file's.
-fn runnable(version: i64, text: &str, run_columns_there: bool) -> String {
-    if version != RUN_COLUMNS_MIGRATION || !run_columns_there {
+/// The migration that indexes the run history by id (on MySQL one `ALTER TABLE`).
+const RUN_INDEXES_MIGRATION: i64 = 5;
+
+/// The index migration 5 adds, looked for to tell whether it ran already.
+pub(crate) const RUN_INDEX_5: &str = "by_name_id";
+
+/// What the run history holds already, before `migrate()` runs: what a migration applied
+/// outside this migrator's record (by `sqlx migrate run` from the files, or before the lock
+/// table and its record were dropped) left there.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Present {
+    /// `attempt` and `requested_by` (migration 4).
+    pub(crate) run_columns: bool,
+    /// The indexes by id (migration 5).
+    pub(crate) run_indexes: bool,
+}
+
+/// The text `migrate()` runs for a migration file: the file, but without its
+/// `ALTER TABLE shedlock_runs …` statements, which MySQL and SQLite cannot run twice, for
+/// migration 4 where the run history has its columns already and migration 5 where it has
+/// its indexes (MySQL's `ADD INDEX` and `DROP INDEX`; the other dialects say `IF NOT EXISTS`).
+/// The checksum stays the file's.
+fn runnable(version: i64, text: &str, present: Present) -> String {
+    let there = match version {
+        RUN_COLUMNS_MIGRATION => present.run_columns,
+        RUN_INDEXES_MIGRATION => present.run_indexes,
+        _ => false,
+    };
+    if !there {
         return text.to_owned();
     }
     let mut out = String::with_capacity(text.len());
@@ -340,7 +363,15 @@ pub(crate) async fn migrate<D: Quirks>(core: &Core<D>) -> Result<()> {
         Ok(found) => found.iter().any(|c| c.eq_ignore_ascii_case("attempt")),
         Err(e) => return Err(core.fail("read the run history's columns".into(), e).await),
     };
-    let mut migrator = migrator(D::MIGRATIONS, table, D::BACKEND, run_columns_there);
+    let run_indexes = match core.indexes_of("_runs").await {
+        Ok(found) => found.iter().any(|i| i.ends_with(RUN_INDEX_5)),
+        Err(e) => return Err(core.fail("read the run history's indexes".into(), e).await),
+    };
+    let present = Present {
+        run_columns: run_columns_there,
+        run_indexes,
+    };
+    let mut migrator = migrator(D::MIGRATIONS, table, D::BACKEND, present);
     // A version this release does not know was applied by a newer one: it promises to keep
     // the tables working for this one (docs/operations.md, "Upgrades").
     migrator.set_ignore_missing(true);
@@ -356,7 +387,11 @@ pub(crate) async fn migrate<D: Quirks>(core: &Core<D>) -> Result<()> {
             Ok(found) => found.iter().any(|c| c.eq_ignore_ascii_case("attempt")),
             Err(e) => return Err(core.fail("read the run history's columns".into(), e).await),
         };
-        let mut again = self::migrator(D::MIGRATIONS, table, D::BACKEND, there);
+        let present = Present {
+            run_columns: there,
+            ..present
+        };
+        let mut again = self::migrator(D::MIGRATIONS, table, D::BACKEND, present);
         again.set_ignore_missing(true);
         outcome = core.run_migrator(&again).await;
     }
@@ -500,7 +535,7 @@ mod tests {
             &[(1, "create", "CREATE TABLE IF NOT EXISTS shedlock (x INT)")],
             &table,
             Backend::Postgres,
-            false,
+            Present::default(),
         );
         assert_eq!(migrator.table_name, "_ops_locks_migrations");
         let first = migrator.iter().next().unwrap();
@@ -526,7 +561,7 @@ mod tests {
                 files,
                 &TableName::new("shedlock", Backend::Postgres).unwrap(),
                 backend,
-                false,
+                Present::default(),
             );
             for (migration, (version, _, text)) in ours.iter().zip(files) {
                 let plain = Migration::new(
@@ -545,10 +580,46 @@ mod tests {
     }
 
     #[test]
+    fn migration_5_leaves_out_mysqls_alter_where_the_indexes_are_there() {
+        let indexes = Present {
+            run_indexes: true,
+            ..Present::default()
+        };
+        let (_, _, mysql) = MYSQL[3];
+        assert!(mysql.contains("ALTER TABLE shedlock_runs"));
+        assert_eq!(runnable(5, mysql, Present::default()), mysql);
+        assert!(!runnable(5, mysql, indexes).contains("ALTER"));
+        for (_, _, text) in [POSTGRES[4], SQLITE[4]] {
+            assert!(text.contains(&format!("runs_{RUN_INDEX_5} ON shedlock_runs (name, id)")));
+            assert_eq!(
+                runnable(5, text, indexes),
+                text,
+                "IF NOT EXISTS: runs again"
+            );
+        }
+        assert!(mysql.contains(&format!("ADD INDEX {RUN_INDEX_5} (name, id)")));
+    }
+
+    #[test]
     fn migration_4_leaves_out_the_run_columns_where_they_are_there() {
         for (_, _, text) in [POSTGRES[3], MYSQL[2], SQLITE[3]] {
-            assert_eq!(runnable(4, text, false), text);
-            let without = runnable(4, text, true);
+            assert_eq!(runnable(4, text, Present::default()), text);
+            let columns = Present {
+                run_columns: true,
+                ..Present::default()
+            };
+            assert_eq!(
+                runnable(
+                    4,
+                    text,
+                    Present {
+                        run_indexes: true,
+                        ..Present::default()
+                    }
+                ),
+                text
+            );
+            let without = runnable(4, text, columns);
             assert!(
                 !without.contains("ALTER") && !without.contains("requested_by"),
                 "{without}"

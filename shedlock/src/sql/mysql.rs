@@ -216,6 +216,14 @@ WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?",
     binds: &[P::Schema, P::Table],
 };
 
+/// A table's index names. Binds: schema (nullable: the connection's database), table.
+const INDEXES: Statement = Statement {
+    sql: "\
+SELECT DISTINCT CAST(index_name AS CHAR) FROM information_schema.statistics
+WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?",
+    binds: &[P::Schema, P::Table],
+};
+
 /// Serializes `migrate()` across instances: a named lock, waited for up to the given seconds.
 const MIGRATE_LOCK: &str = "SELECT GET_LOCK(?, ?)";
 const MIGRATE_UNLOCK: &str = "SELECT RELEASE_LOCK(?)";

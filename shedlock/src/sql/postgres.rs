@@ -191,6 +191,14 @@ WHERE table_schema = COALESCE($1, current_schema()) AND table_name = $2",
     binds: &[P::Schema, P::Table],
 };
 
+/// A table's index names. `$1` schema (nullable: the current one), `$2` table.
+const INDEXES: Statement = Statement {
+    sql: "\
+SELECT indexname::TEXT FROM pg_indexes
+WHERE schemaname = COALESCE($1, current_schema()) AND tablename = $2",
+    binds: &[P::Schema, P::Table],
+};
+
 /// Every lock, or those of a JSON array of names: each row with the database time it was read
 /// at. The names are joined to the table by its key (a filter of the form `name IN (…)`
 /// beside `? IS NULL` scanned every row).

@@ -5,6 +5,7 @@
 //! ([`applied_versions`]).
 
 use super::core::Core;
+use super::dialect::Param;
 use super::driver::Driver;
 use super::quirks::Quirks;
 use super::table::{
@@ -23,6 +24,21 @@ impl<D: Quirks> Core<D> {
             suffix => format!("{bare}{suffix}"),
         };
         self.columns(schema, &name).await
+    }
+
+    /// The index names of the table `<table><suffix>` (empty when there is none).
+    pub(crate) async fn indexes_of(&self, suffix: &str) -> Result<Vec<String>, sqlx::Error> {
+        let (schema, bare) = self.settings.table.split();
+        let (schema, name) = (
+            schema.map(D::catalogue_name),
+            D::catalogue_name(&format!("{bare}{suffix}")),
+        );
+        let rows = super::core::run!(self, self.sql.indexes, fetch_all, |p| match p {
+            Param::Schema => Some(schema.as_deref().into()),
+            Param::Table => Some(name.as_str().into()),
+            _ => None,
+        })?;
+        rows.iter().map(|row| D::Db::text(row, 0)).collect()
     }
 }
 

@@ -166,6 +166,12 @@ const COLUMNS: Statement = Statement {
     binds: &[P::Table, P::Schema],
 };
 
+/// A table's index names. `?1` table, `?2` schema (nullable: `main`).
+const INDEXES: Statement = Statement {
+    sql: "SELECT name FROM pragma_index_list(?1, COALESCE(?2, 'main'))",
+    binds: &[P::Table, P::Schema],
+};
+
 /// Every lock, or those of a JSON array of names: each row with the database time it was read
 /// at. The names are joined to the table by its key (a filter of the form `name IN (…)`
 /// beside `? IS NULL` scanned every row).

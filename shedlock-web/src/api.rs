@@ -1,0 +1,222 @@
+//! The JSON API, version 1, under `/api/v1` of where the dashboard is mounted. The pages show
+//! the same data; the `shedlock` tool's `--json` output uses the same forms ([`crate::json`]),
+//! field for field.
+//!
+//! Reads (`GET`):
+//!
+//! - `/api/v1/overview`: `backend`, `table`, `history` (whether the store keeps one), `now`,
+//!   `jobs`, `running`, `paused`, `failed_24h` (`null` without a history), `fleet_paused`,
+//!   `instances` (`instance`, `fleet`, `seat`, `running`, `renewed_at`, `until`).
+//! - `/api/v1/jobs`: as `shedlock jobs --json`: `backend`, `fleet` (`paused`, `updated_by`,
+//!   `updated_at`), `history`, `jobs`, each a schedule ([`crate::json::schedule`]) with
+//!   `last_run` and `lock`; a job the store knows only by its lock has `kind` `code` and
+//!   `null` schedule fields. Takes the jobs page's filters and sort (`q`, `kind`, `paused`,
+//!   `running`, `sort`, `dir`) and, with `page`, a hundred jobs a page (`pages` says how many).
+//! - `/api/v1/jobs/{name}`: one job as in the list.
+//! - `/api/v1/locks`: as `shedlock list --json`: every lock row ([`crate::json::lock`]).
+//! - `/api/v1/runs`: as `shedlock history --json` ([`crate::json::run`]), in `runs`, newest
+//!   first, filtered by `job`, `outcome`, `instance`, `since`, `until` (RFC 3339), `limit`
+//!   rows (50 by default, at most 1,000); `next` is the cursor of the next page: pass it as
+//!   `before`. On a store without a history: `400` saying so.
+//!
+//! Actions (`POST`; absent in read-only mode), each answering `result` and what changed, or
+//! `error` with a status (`404` unknown job, `409` already pending or not released, `422` a bad
+//! cron or time zone, `403` refused by the CSRF check):
+//!
+//! - `/api/v1/jobs/{name}/pause`, `/resume`, `/trigger` (run now), `/reschedule` (a JSON body
+//!   `{"cron": "...", "time_zone": "..."}`);
+//! - `/api/v1/locks/{name}/release` (a JSON body `{"token": N}`: released only while the lock
+//!   still carries that fencing token);
+//! - `/api/v1/fleet/pause`, `/api/v1/fleet/resume`.
+
+use axum::extract::{Json, Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+use shedlock::history::{RunOutcome, RunQuery};
+
+use crate::model::{JobRow, Snapshot, fill_last_runs, history_page};
+use crate::pages::{HistoryQuery, JOBS_PER_PAGE, JobsQuery, select};
+use crate::{App, Shared};
+
+fn failure(status: StatusCode, message: String) -> Response {
+    (status, Json(json!({ "error": message }))).into_response()
+}
+
+fn unavailable(error: shedlock::Error) -> Response {
+    failure(StatusCode::SERVICE_UNAVAILABLE, error.to_string())
+}
+
+/// How many runs failed (or panicked) since `since`, up to a thousand (`1000` means at least
+/// that); `None` on a store without a history.
+pub(crate) async fn failed_since(
+    app: &App,
+    since: DateTime<Utc>,
+) -> shedlock::Result<Option<usize>> {
+    let Some(runs) = &app.source.runs else {
+        return Ok(None);
+    };
+    let mut failed = 0;
+    for outcome in [RunOutcome::Failed, RunOutcome::Panicked] {
+        failed += runs
+            .runs(&RunQuery::latest(1_000).outcome(outcome).since(since))
+            .await?
+            .len();
+    }
+    Ok(Some(failed.min(1_000)))
+}
+
+/// `GET /api/v1/overview`.
+pub(crate) async fn overview(State(app): Shared) -> Response {
+    let result = async {
+        let snapshot = Snapshot::read(&app).await?;
+        let failed = failed_since(&app, snapshot.now - chrono::Duration::hours(24)).await?;
+        Ok::<_, shedlock::Error>((snapshot, failed))
+    }
+    .await;
+    let (snapshot, failed) = match result {
+        Ok(read) => read,
+        Err(error) => return unavailable(error),
+    };
+    let jobs = snapshot.jobs(&app.options.code_jobs);
+    let by_instance = snapshot.running_by_instance();
+    let instances: Vec<Value> = snapshot
+        .seats()
+        .iter()
+        .map(|s| {
+            json!({
+                "instance": s.instance,
+                "fleet": s.fleet,
+                "seat": s.seat,
+                "running": by_instance.get(&s.instance).copied().unwrap_or(0),
+                "renewed_at": crate::json::time(s.renewed_at),
+                "until": crate::json::time(s.until),
+            })
+        })
+        .collect();
+    Json(json!({
+        "backend": app.source.backend().to_string(),
+        "table": app.source.store.table_name(),
+        "history": app.source.has_history(),
+        "now": crate::json::time(snapshot.now),
+        "jobs": jobs.len(),
+        "running": snapshot.job_locks().filter(|l| l.is_held()).count(),
+        "paused": jobs.iter().filter(|j| j.paused()).count(),
+        "failed_24h": failed,
+        "fleet_paused": snapshot.fleet_paused(),
+        "instances": instances,
+    }))
+    .into_response()
+}
+
+/// A job as the list shows it: its schedule's fields (`null` when the store has none), its
+/// last run and its lock.
+pub(crate) fn job_json(row: &JobRow) -> Value {
+    let mut value = match &row.schedule {
+        Some(schedule) => crate::json::schedule_with_next(schedule, row.next),
+        None => json!({
+            "name": row.name, "kind": "code", "handler": null, "payload": null, "cron": null,
+            "time_zone": null, "paused": false, "jitter_ms": null, "retry": null,
+            "next_tick": row.next.map(crate::json::time), "trigger": null, "version": null,
+            "updated_at": null, "updated_by": null,
+        }),
+    };
+    value["last_run"] = row.last.as_ref().map_or(Value::Null, crate::json::last_run);
+    value["lock"] = row.lock.as_ref().map_or(Value::Null, crate::json::job_lock);
+    value
+}
+
+/// `GET /api/v1/jobs`.
+pub(crate) async fn jobs(State(app): Shared, Query(query): Query<JobsQuery>) -> Response {
+    let snapshot = match Snapshot::read(&app).await {
+        Ok(snapshot) => snapshot,
+        Err(error) => return unavailable(error),
+    };
+    let selected = select(snapshot.jobs(&app.options.code_jobs), &query);
+    let pages = selected.len().div_ceil(JOBS_PER_PAGE).max(1);
+    let mut shown: Vec<JobRow> = match query.page {
+        Some(page) => selected
+            .into_iter()
+            .skip((page.max(1) - 1) * JOBS_PER_PAGE)
+            .take(JOBS_PER_PAGE)
+            .collect(),
+        None => selected,
+    };
+    if let Err(error) = fill_last_runs(&app, &mut shown).await {
+        return unavailable(error);
+    }
+    let fleet = snapshot.fleet.as_ref();
+    let mut body = json!({
+        "backend": app.source.backend().to_string(),
+        "fleet": {
+            "paused": fleet.is_some_and(|f| f.paused),
+            "updated_by": fleet.map(|f| f.updated_by.clone()),
+            "updated_at": fleet.map(|f| crate::json::time(f.updated_at)),
+        },
+        "history": app.source.has_history(),
+        "jobs": shown.iter().map(job_json).collect::<Vec<_>>(),
+    });
+    if query.page.is_some() {
+        body["pages"] = json!(pages);
+    }
+    Json(body).into_response()
+}
+
+/// `GET /api/v1/jobs/{name}`.
+pub(crate) async fn job(State(app): Shared, Path(name): Path<String>) -> Response {
+    let snapshot = match Snapshot::read(&app).await {
+        Ok(snapshot) => snapshot,
+        Err(error) => return unavailable(error),
+    };
+    let Some(mut row) = snapshot
+        .jobs(&app.options.code_jobs)
+        .into_iter()
+        .find(|j| j.name == name)
+    else {
+        return failure(
+            StatusCode::NOT_FOUND,
+            format!("no job named {name:?}: the store has no schedule or lock of that name"),
+        );
+    };
+    if let Err(error) = fill_last_runs(&app, std::slice::from_mut(&mut row)).await {
+        return unavailable(error);
+    }
+    Json(job_json(&row)).into_response()
+}
+
+/// `GET /api/v1/locks`.
+pub(crate) async fn locks(State(app): Shared) -> Response {
+    match app.source.store.lock_rows().await {
+        Ok(rows) => {
+            Json(rows.locks.iter().map(crate::json::lock).collect::<Vec<_>>()).into_response()
+        }
+        Err(error) => unavailable(error),
+    }
+}
+
+/// `GET /api/v1/runs`.
+pub(crate) async fn runs(State(app): Shared, Query(query): Query<HistoryQuery>) -> Response {
+    if !app.source.has_history() {
+        return failure(
+            StatusCode::BAD_REQUEST,
+            format!("this store ({}) keeps no run history", app.source.backend()),
+        );
+    }
+    let run_query = match query.to_query(50) {
+        Ok(q) => q,
+        Err(problem) => return failure(StatusCode::BAD_REQUEST, problem),
+    };
+    match history_page(&app, &run_query).await {
+        Ok((rows, next)) => {
+            let holders = crate::json::holders(&rows);
+            let runs: Vec<Value> = rows
+                .iter()
+                .zip(holders)
+                .map(|(r, h)| crate::json::run(r, h))
+                .collect();
+            Json(json!({ "runs": runs, "next": next })).into_response()
+        }
+        Err(error) => unavailable(error),
+    }
+}

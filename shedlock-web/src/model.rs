@@ -1,0 +1,242 @@
+//! What the pages and the API read from the store, once per request: the schedules, the lock
+//! rows, the fleet's seats, and (where the store keeps a history) the runs.
+
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::{DateTime, Utc};
+use shedlock::Schedule;
+use shedlock::history::{LockState, RunQuery, RunRecord, UnreadableRow};
+use shedlock::scheduler::FLEET_SCHEDULE;
+use shedlock::schedules::StoredSchedule;
+
+use crate::json;
+use crate::{App, CodeJob};
+
+/// Lock and schedule names starting with this are the library's own (fleet seats, the fleet's
+/// pause), never a job.
+pub(crate) const RESERVED: &str = "shedlock.";
+/// The prefix of a fleet seat's lock: `shedlock.fleet/<fleet>/<seat>`.
+const SEAT_PREFIX: &str = "shedlock.fleet/";
+
+/// The store as one request reads it.
+pub(crate) struct Snapshot {
+    /// The database's now (the clock that rules the locks).
+    pub(crate) now: DateTime<Utc>,
+    /// Every live schedule but the fleet's, by name.
+    pub(crate) schedules: Vec<StoredSchedule>,
+    /// The fleet's pause schedule, when stored.
+    pub(crate) fleet: Option<StoredSchedule>,
+    /// Every lock row, by name.
+    pub(crate) locks: Vec<LockState>,
+    /// Lock rows that could not be read, each with what is wrong.
+    pub(crate) unreadable: Vec<UnreadableRow>,
+}
+
+/// An instance holding a fleet seat.
+pub(crate) struct Seat {
+    pub(crate) fleet: String,
+    pub(crate) seat: u32,
+    pub(crate) instance: String,
+    pub(crate) renewed_at: DateTime<Utc>,
+    pub(crate) until: DateTime<Utc>,
+}
+
+/// One job of the jobs page: what the store has of it.
+pub(crate) struct JobRow {
+    pub(crate) name: String,
+    pub(crate) schedule: Option<StoredSchedule>,
+    /// The job's schedule in code, when the dashboard was told it.
+    pub(crate) code: Option<CodeJob>,
+    pub(crate) next: Option<DateTime<Utc>>,
+    pub(crate) lock: Option<LockState>,
+    /// The last run, filled for the rows shown.
+    pub(crate) last: Option<RunRecord>,
+}
+
+impl JobRow {
+    /// `override`, `run-time`, or `code` (known only by its lock or its runs).
+    pub(crate) fn kind(&self) -> &'static str {
+        self.schedule.as_ref().map_or("code", json::kind)
+    }
+
+    pub(crate) fn paused(&self) -> bool {
+        self.schedule.as_ref().is_some_and(|s| s.paused)
+    }
+
+    pub(crate) fn held(&self) -> bool {
+        self.lock.as_ref().is_some_and(LockState::is_held)
+    }
+
+    /// The cron the job fires on, when known: the stored one, else the code's.
+    pub(crate) fn cron(&self) -> Option<&str> {
+        self.schedule
+            .as_ref()
+            .and_then(|s| s.cron.as_deref())
+            .or(self.code.as_ref().map(|c| c.cron.as_str()))
+    }
+
+    /// The time zone the cron is read in, when known.
+    pub(crate) fn zone(&self) -> Option<&str> {
+        self.schedule
+            .as_ref()
+            .and_then(json::known_zone)
+            .or(self.code.as_ref().map(|c| c.time_zone.as_str()))
+    }
+
+    /// The code's cron when a stored one overrides it (`None` when not overridden or not
+    /// known).
+    pub(crate) fn overridden_code_cron(&self) -> Option<&str> {
+        let stored = self.schedule.as_ref()?.cron.as_deref()?;
+        let code = self.code.as_ref()?;
+        (code.cron != stored).then_some(code.cron.as_str())
+    }
+}
+
+impl Snapshot {
+    pub(crate) async fn read(app: &App) -> shedlock::Result<Self> {
+        let store = &app.source.store;
+        let now = store.now().await?;
+        let mut schedules: Vec<StoredSchedule> = store
+            .schedules_since(0)
+            .await?
+            .into_iter()
+            .filter(|s| !s.deleted)
+            .collect();
+        schedules.sort_by(|a, b| a.name.cmp(&b.name));
+        let fleet = schedules
+            .iter()
+            .position(|s| s.name == FLEET_SCHEDULE)
+            .map(|at| schedules.remove(at));
+        let rows = store.lock_rows().await?;
+        Ok(Self {
+            now,
+            schedules,
+            fleet,
+            locks: rows.locks,
+            unreadable: rows.unreadable,
+        })
+    }
+
+    /// Whether the whole fleet is paused.
+    pub(crate) fn fleet_paused(&self) -> bool {
+        self.fleet.as_ref().is_some_and(|f| f.paused)
+    }
+
+    /// The held seats of every fleet, by fleet and seat.
+    pub(crate) fn seats(&self) -> Vec<Seat> {
+        let mut seats: Vec<Seat> = self
+            .locks
+            .iter()
+            .filter(|l| l.is_held())
+            .filter_map(|l| {
+                let rest = l.name.strip_prefix(SEAT_PREFIX)?;
+                let (fleet, seat) = rest.rsplit_once('/')?;
+                Some(Seat {
+                    fleet: fleet.to_owned(),
+                    seat: seat.parse().ok()?,
+                    instance: l.locked_by.clone(),
+                    renewed_at: l.locked_at,
+                    until: l.locked_until,
+                })
+            })
+            .collect();
+        seats.sort_by(|a, b| (&a.fleet, a.seat).cmp(&(&b.fleet, b.seat)));
+        seats
+    }
+
+    /// How many job locks each instance holds now (its runs in progress).
+    pub(crate) fn running_by_instance(&self) -> BTreeMap<String, usize> {
+        let mut running = BTreeMap::new();
+        for lock in self.job_locks().filter(|l| l.is_held()) {
+            *running.entry(lock.locked_by.clone()).or_insert(0) += 1;
+        }
+        running
+    }
+
+    /// The lock rows of jobs (not the library's own).
+    pub(crate) fn job_locks(&self) -> impl Iterator<Item = &LockState> {
+        self.locks.iter().filter(|l| !l.name.starts_with(RESERVED))
+    }
+
+    /// Every job the store knows: its schedules and its job locks (a job defined in code and
+    /// never overridden is known by its lock), with the code's schedules the dashboard was
+    /// told. `last` is left empty.
+    pub(crate) fn jobs(&self, code: &[CodeJob]) -> Vec<JobRow> {
+        let mut rows: BTreeMap<&str, JobRow> = BTreeMap::new();
+        let new_row = |name: &str| JobRow {
+            name: name.to_owned(),
+            schedule: None,
+            code: None,
+            next: None,
+            lock: None,
+            last: None,
+        };
+        for schedule in &self.schedules {
+            rows.entry(&schedule.name)
+                .or_insert_with(|| new_row(&schedule.name))
+                .schedule = Some(schedule.clone());
+        }
+        for lock in self.job_locks() {
+            rows.entry(&lock.name)
+                .or_insert_with(|| new_row(&lock.name))
+                .lock = Some(lock.clone());
+        }
+        for job in code {
+            rows.entry(&job.name)
+                .or_insert_with(|| new_row(&job.name))
+                .code = Some(job.clone());
+        }
+        // A cron parsed once per (cron, zone): many jobs share one.
+        let mut parsed: HashMap<(String, String), Option<Schedule>> = HashMap::new();
+        let mut rows: Vec<JobRow> = rows.into_values().collect();
+        for row in &mut rows {
+            let (Some(cron), Some(zone)) = (row.cron(), row.zone()) else {
+                continue;
+            };
+            let schedule = parsed
+                .entry((cron.to_owned(), zone.to_owned()))
+                .or_insert_with(|| Schedule::parse(cron, zone).ok());
+            row.next = schedule.as_ref().and_then(|s| s.next_after(self.now));
+        }
+        rows
+    }
+}
+
+/// The last run of each of `rows`, where the store keeps a history.
+pub(crate) async fn fill_last_runs(app: &App, rows: &mut [JobRow]) -> shedlock::Result<()> {
+    let Some(runs) = &app.source.runs else {
+        return Ok(());
+    };
+    let names: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    let last = runs.latest_runs(&names).await?;
+    let mut by_name: HashMap<String, RunRecord> =
+        last.into_iter().map(|r| (r.name.clone(), r)).collect();
+    for row in rows {
+        row.last = by_name.remove(&row.name);
+    }
+    Ok(())
+}
+
+/// The page of history rows `query` selects, newest first, and the cursor of the next page.
+pub(crate) async fn history_page(
+    app: &App,
+    query: &RunQuery,
+) -> shedlock::Result<(Vec<RunRecord>, Option<i64>)> {
+    let Some(runs) = &app.source.runs else {
+        return Ok((Vec::new(), None));
+    };
+    let mut wider = query.clone();
+    wider.limit = query.limit.saturating_add(1);
+    let mut rows = runs.runs(&wider).await?;
+    let more = rows.len() > query.limit as usize;
+    rows.truncate(query.limit as usize);
+    let next = if more {
+        rows.last().map(|r| r.id)
+    } else {
+        None
+    };
+    Ok((rows, next))
+}

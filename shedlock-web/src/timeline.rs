@@ -1,0 +1,125 @@
+//! The timeline of a job's runs: an SVG chart, one row per instance, each run a bar from its
+//! start to its end coloured by outcome; a tick skipped on an instance is a thin mark on its
+//! row, a retried attempt a bar with a dashed border, an operator's action a diamond on a row
+//! of its own.
+
+use std::collections::BTreeSet;
+
+use chrono::{DateTime, Utc};
+use maud::{Markup, html};
+use shedlock::history::{RunOutcome, RunRecord};
+
+use crate::pages::{took, when};
+
+/// The most runs a timeline reads.
+pub(crate) const MAX_RUNS: u32 = 2_000;
+
+const WIDTH: f64 = 1_000.0;
+const LABEL: f64 = 170.0;
+const ROW: f64 = 26.0;
+const AXIS: f64 = 22.0;
+/// The row of operators' actions.
+const OPERATORS: &str = "operator actions";
+
+/// The chart of `runs` between `from` and `to`.
+pub(crate) fn chart(runs: &[RunRecord], from: DateTime<Utc>, to: DateTime<Utc>) -> Markup {
+    let span = (to - from).num_milliseconds().max(1) as f64;
+    let x = |at: DateTime<Utc>| -> f64 {
+        let offset = (at - from).num_milliseconds() as f64;
+        LABEL + (offset / span).clamp(0.0, 1.0) * (WIDTH - LABEL - 10.0)
+    };
+    let mut rows: BTreeSet<&str> = runs
+        .iter()
+        .filter(|r| r.outcome != RunOutcome::Operator)
+        .map(|r| r.locked_by.as_str())
+        .collect();
+    let operators = runs.iter().any(|r| r.outcome == RunOutcome::Operator);
+    if operators {
+        rows.insert(OPERATORS);
+    }
+    let rows: Vec<&str> = rows.into_iter().collect();
+    let row_of = |run: &RunRecord| -> usize {
+        let key = if run.outcome == RunOutcome::Operator {
+            OPERATORS
+        } else {
+            run.locked_by.as_str()
+        };
+        rows.iter().position(|r| *r == key).unwrap_or(0)
+    };
+    let height = AXIS + ROW * rows.len().max(1) as f64 + 6.0;
+    let ticks: Vec<(f64, String)> = (0..=5)
+        .map(|i| {
+            let at = from + chrono::Duration::milliseconds((span * f64::from(i) / 5.0) as i64);
+            (x(at), at.format("%H:%M:%S").to_string())
+        })
+        .collect();
+    html! {
+        svg #timeline xmlns="http://www.w3.org/2000/svg" viewBox={"0 0 " (WIDTH) " " (height)} width="100%" role="img"
+            aria-label={"runs from " (when(from)) " to " (when(to))} data-runs=(runs.len()) {
+            @for (tx, label) in &ticks {
+                line.grid x1=(tx) x2=(tx) y1=(AXIS - 4.0) y2=(height) {}
+                text.axis x=(tx) y="14" text-anchor="middle" { (label) }
+            }
+            @if rows.is_empty() {
+                text.empty x=(LABEL) y=(AXIS + 17.0) { "No runs in this window." }
+            }
+            @for (i, row) in rows.iter().enumerate() {
+                @let y = AXIS + ROW * i as f64;
+                rect.lane x="0" y=(y) width=(WIDTH) height=(ROW) {}
+                text.instance x="6" y=(y + 17.0) { (row) }
+            }
+            @for run in runs {
+                @let y = AXIS + ROW * row_of(run) as f64;
+                @let start = x(run.started_at);
+                @let end = x(run.finished_at.unwrap_or(to));
+                @let tip = tooltip(run);
+                @match run.outcome {
+                    RunOutcome::Operator => {
+                        @let (cx, cy) = (start, y + ROW / 2.0);
+                        path.operator data-id=(run.id) d={"M" (cx) " " (cy - 7.0) " l7 7 l-7 7 l-7 -7 z"} { title { (tip) } }
+                    }
+                    outcome if !outcome.ran() => {
+                        line class={"skip outcome-" (outcome.as_str())} data-id=(run.id) data-instance=(run.locked_by)
+                            x1=(start) x2=(start) y1=(y + 4.0) y2=(y + ROW - 4.0) { title { (tip) } }
+                    }
+                    outcome => {
+                        rect class={"run outcome-" (outcome.as_str()) @if run.attempt.unwrap_or(1) > 1 { " retried" }}
+                            data-id=(run.id) data-instance=(run.locked_by) data-outcome=(outcome.as_str())
+                            x=(start) y=(y + 5.0) width=((end - start).max(3.0)) height=(ROW - 10.0) rx="2" { title { (tip) } }
+                    }
+                }
+            }
+        }
+        p.legend {
+            @for (class, label) in [("executed", "executed"), ("failed", "failed / panicked / error"), ("running", "running"), ("cancelled-lost-lock", "cancelled / abandoned"), ("skipped-held", "skipped tick"), ("retried", "retried attempt (dashed)"), ("operator", "operator action")] {
+                span { i class={"swatch outcome-" (class)} {} (label) }
+            }
+        }
+    }
+}
+
+fn tooltip(run: &RunRecord) -> String {
+    let mut tip = format!(
+        "#{} {} on {} at {}",
+        run.id,
+        run.outcome,
+        run.locked_by,
+        when(run.started_at)
+    );
+    if let Some(d) = run.duration() {
+        tip.push_str(&format!(", took {}", took(d)));
+    }
+    if let Some(tick) = run.tick {
+        tip.push_str(&format!(", tick {}", when(tick)));
+    }
+    if let Some(attempt) = run.attempt.filter(|a| *a > 1) {
+        tip.push_str(&format!(", attempt {attempt}"));
+    }
+    if let Some(by) = &run.requested_by {
+        tip.push_str(&format!(", by {by}"));
+    }
+    if let Some(error) = &run.error {
+        tip.push_str(&format!(": {error}"));
+    }
+    tip
+}

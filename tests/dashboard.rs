@@ -1,0 +1,823 @@
+//! The dashboard (`shedlock-web`) on every backend, through its router nested under
+//! `/shedlock` as a service mounts it: what each page and the API show of a store, the actions
+//! (pause, resume, run now, reschedule, lock release) and their record, the CSRF check,
+//! authentication and the read-only mode; the API's history pages by key. A browser drives the
+//! same pages in `tests/dashboard_browser.rs`.
+#![allow(missing_docs)]
+
+mod cases {
+    use std::collections::BTreeSet;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use axum::Router;
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode, header};
+    use serde_json::Value;
+    use shedlock::history::{NewRun, RunOutcome, RunQuery};
+    use shedlock::schedules::{NewSchedule, ScheduleChange, ScheduleStore};
+    use shedlock::{LockAdmin, LockConfiguration, LockProvider};
+    use shedlock_suite::TestDb;
+    use shedlock_web::{Auth, Options, Source};
+    use tower::ServiceExt;
+
+    /// A browser or an API client of the router: it keeps the cookies it is given.
+    pub(crate) struct Client {
+        router: Router,
+        cookies: Vec<(String, String)>,
+        bearer: Option<String>,
+    }
+
+    pub(crate) struct Answer {
+        pub(crate) status: StatusCode,
+        pub(crate) location: Option<String>,
+        pub(crate) body: String,
+    }
+
+    impl Answer {
+        pub(crate) fn json(&self) -> Value {
+            serde_json::from_str(&self.body)
+                .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+        }
+    }
+
+    impl Client {
+        pub(crate) fn new(source: Source, options: Options) -> Self {
+            let router = Router::new().nest("/shedlock", shedlock_web::router(source, options));
+            Client {
+                router,
+                cookies: Vec::new(),
+                bearer: None,
+            }
+        }
+
+        pub(crate) fn cookie(&self, name: &str) -> Option<String> {
+            self.cookies
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+        }
+
+        pub(crate) async fn send(
+            &mut self,
+            method: &str,
+            path: &str,
+            content_type: Option<&str>,
+            body: String,
+            headers: &[(&str, &str)],
+        ) -> Answer {
+            let mut request = Request::builder().method(method).uri(path);
+            if !self.cookies.is_empty() {
+                let cookies: Vec<String> = self
+                    .cookies
+                    .iter()
+                    .map(|(n, v)| format!("{n}={v}"))
+                    .collect();
+                request = request.header(header::COOKIE, cookies.join("; "));
+            }
+            if let Some(token) = &self.bearer {
+                request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+            }
+            if let Some(content_type) = content_type {
+                request = request.header(header::CONTENT_TYPE, content_type);
+            }
+            for (name, value) in headers {
+                request = request.header(*name, *value);
+            }
+            let response = self
+                .router
+                .clone()
+                .oneshot(request.body(Body::from(body)).unwrap())
+                .await
+                .unwrap();
+            for value in response.headers().get_all(header::SET_COOKIE) {
+                let pair = value.to_str().unwrap().split(';').next().unwrap();
+                let (name, value) = pair.split_once('=').unwrap();
+                self.cookies.retain(|(n, _)| n != name);
+                self.cookies.push((name.to_owned(), value.to_owned()));
+            }
+            let status = response.status();
+            let location = response
+                .headers()
+                .get(header::LOCATION)
+                .map(|v| v.to_str().unwrap().to_owned());
+            let bytes = axum::body::to_bytes(response.into_body(), 16 << 20)
+                .await
+                .unwrap();
+            Answer {
+                status,
+                location,
+                body: String::from_utf8(bytes.to_vec()).unwrap(),
+            }
+        }
+
+        pub(crate) async fn get(&mut self, path: &str) -> Answer {
+            self.send("GET", path, None, String::new(), &[]).await
+        }
+
+        /// A form's `POST`, with this browser's CSRF token unless `csrf` says otherwise.
+        pub(crate) async fn post_form(
+            &mut self,
+            path: &str,
+            fields: &[(&str, &str)],
+            csrf: Option<&str>,
+        ) -> Answer {
+            let token = csrf
+                .map(str::to_owned)
+                .or_else(|| self.cookie("shedlock_csrf"))
+                .unwrap_or_default();
+            let mut body = format!("csrf={token}");
+            for (name, value) in fields {
+                body.push_str(&format!(
+                    "&{name}={}",
+                    value.replace(' ', "+").replace('/', "%2F")
+                ));
+            }
+            self.send(
+                "POST",
+                path,
+                Some("application/x-www-form-urlencoded"),
+                body,
+                &[],
+            )
+            .await
+        }
+
+        /// An API `POST` with a JSON body, repeating the CSRF cookie in its header.
+        pub(crate) async fn post_api(&mut self, path: &str, body: Value) -> Answer {
+            let csrf = self.cookie("shedlock_csrf").unwrap_or_default();
+            self.send(
+                "POST",
+                path,
+                Some("application/json"),
+                body.to_string(),
+                &[("x-shedlock-csrf", &csrf)],
+            )
+            .await
+        }
+    }
+
+    async fn store_with_a_job<B: TestDb>(db: &Arc<B>) -> (B::Provider, String, String)
+    where
+        B::Provider: shedlock::schedules::ScheduleStore,
+    {
+        let provider = db.provider();
+        let run_time = "dash-sync".to_owned();
+        let code = "dash-report".to_owned();
+        provider
+            .create_schedule(
+                &NewSchedule::job(
+                    &run_time,
+                    "sync",
+                    "{\"repo\":1}",
+                    "0 */5 * * * *",
+                    Some("Europe/Berlin".into()),
+                ),
+                "test",
+            )
+            .await
+            .unwrap();
+        provider
+            .create_schedule(
+                &NewSchedule::overriding(&code, ScheduleChange::new().cron("0 0 * * * *", None)),
+                "test",
+            )
+            .await
+            .unwrap();
+        (provider, run_time, code)
+    }
+
+    /// Every page answers and shows the store: the jobs (an override beside the code's
+    /// schedule), a held lock with its holder and token, the history where the store keeps
+    /// one (and says it keeps none on Redis); links carry the mount path.
+    pub(crate) async fn dashboard_pages_show_the_store<B: TestDb>(db: &Arc<B>)
+    where
+        B::Provider: Into<Source> + shedlock::schedules::ScheduleStore,
+    {
+        let (provider, run_time, code) = store_with_a_job(db).await;
+        let config =
+            LockConfiguration::new(&run_time, Duration::from_secs(300), Duration::ZERO).unwrap();
+        let guard = provider
+            .lock(&config)
+            .await
+            .unwrap()
+            .expect("the lock is free");
+        let history = B::run_store(&provider);
+        if let Some(runs) = &history {
+            for outcome in [
+                RunOutcome::Executed,
+                RunOutcome::Failed,
+                RunOutcome::SkippedHeld,
+            ] {
+                runs.record_run(&NewRun::new(&run_time, &run_time, None, outcome))
+                    .await
+                    .unwrap();
+            }
+        }
+        let options = Options::new(Auth::None).code_jobs([shedlock_web::CodeJob::new(
+            &code,
+            "0 30 * * * *",
+            "UTC",
+        )]);
+        let mut client = Client::new(provider.clone().into(), options);
+
+        let overview = client.get("/shedlock").await;
+        assert_eq!(overview.status, StatusCode::OK, "{}", overview.body);
+        assert!(
+            overview.body.contains("id=\"count-jobs\">2<"),
+            "{}",
+            overview.body
+        );
+        assert!(
+            overview.body.contains("id=\"count-running\">1<"),
+            "{}",
+            overview.body
+        );
+        assert!(
+            overview
+                .body
+                .contains(&format!("href=\"/shedlock/jobs/{run_time}\"")),
+            "{}",
+            overview.body
+        );
+
+        let jobs = client.get("/shedlock/jobs").await;
+        assert_eq!(jobs.status, StatusCode::OK);
+        assert!(
+            jobs.body.contains(&format!("data-job=\"{run_time}\"")),
+            "{}",
+            jobs.body
+        );
+        assert!(
+            jobs.body.contains("code: <code>0 30 * * * *</code>"),
+            "the code's schedule beside the override: {}",
+            jobs.body
+        );
+        let filtered = client.get("/shedlock/jobs?q=report").await;
+        assert!(
+            filtered.body.contains(&format!("data-job=\"{code}\""))
+                && !filtered.body.contains(&format!("data-job=\"{run_time}\"")),
+            "{}",
+            filtered.body
+        );
+
+        let job = client.get(&format!("/shedlock/jobs/{run_time}")).await;
+        assert_eq!(job.status, StatusCode::OK, "{}", job.body);
+        assert!(
+            job.body
+                .contains(&format!("<dd>{}</dd>", guard.fencing_token())),
+            "the lock's token: {}",
+            job.body
+        );
+        assert!(job.body.contains("Europe/Berlin"), "{}", job.body);
+        if history.is_some() {
+            assert!(job.body.contains("id=\"timeline\""), "{}", job.body);
+            assert_eq!(
+                job.body.matches("class=\"run outcome-").count(),
+                2,
+                "two runs ran, one tick skipped: {}",
+                job.body
+            );
+            assert_eq!(
+                job.body
+                    .matches("class=\"skip outcome-skipped-held\"")
+                    .count(),
+                1,
+                "{}",
+                job.body
+            );
+        } else {
+            assert!(job.body.contains("id=\"no-history\""), "{}", job.body);
+        }
+        let missing = client.get("/shedlock/jobs/no-such-job").await;
+        assert_eq!(missing.status, StatusCode::NOT_FOUND);
+        assert!(missing.body.contains("no job named"), "{}", missing.body);
+
+        let locks = client.get("/shedlock/locks").await;
+        assert!(
+            locks.body.contains(&format!("data-lock=\"{run_time}\"")),
+            "{}",
+            locks.body
+        );
+        assert!(
+            locks
+                .body
+                .contains(&format!("href=\"/shedlock/locks/{run_time}/release\"")),
+            "{}",
+            locks.body
+        );
+
+        let history_page = client.get("/shedlock/history?outcome=failed").await;
+        assert_eq!(history_page.status, StatusCode::OK);
+        if history.is_some() {
+            assert_eq!(
+                history_page.body.matches("data-outcome=\"failed\"").count(),
+                1,
+                "{}",
+                history_page.body
+            );
+        } else {
+            assert!(
+                history_page.body.contains("keeps no run history"),
+                "{}",
+                history_page.body
+            );
+        }
+        let bad = client.get("/shedlock/history?since=yesterday").await;
+        if history.is_some() {
+            assert!(bad.body.contains("`since` is not a time"), "{}", bad.body);
+        }
+
+        let api = client.get("/shedlock/api/v1/jobs").await.json();
+        let keys: BTreeSet<&str> = api
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            BTreeSet::from(["backend", "fleet", "history", "jobs"])
+        );
+        let job = api["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["name"] == run_time.as_str())
+            .unwrap();
+        assert_eq!(job["kind"], "run-time");
+        assert_eq!(job["lock"]["fencing_token"], guard.fencing_token());
+        assert_eq!(job["last_run"].is_null(), history.is_none(), "{job}");
+        let locks = client.get("/shedlock/api/v1/locks").await.json();
+        assert!(
+            locks
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|l| l["name"] == run_time.as_str() && l["held"] == true),
+            "{locks}"
+        );
+        drop(guard);
+    }
+
+    /// Pause, resume, run now, reschedule and release through the pages' forms and the API:
+    /// each changes the store and is recorded; a bad cron writes nothing and says why in the
+    /// library's words; a release under a stale token releases nothing; a form without the
+    /// CSRF token, or marked cross-site, changes nothing.
+    pub(crate) async fn dashboard_actions_change_the_store<B: TestDb>(db: &Arc<B>)
+    where
+        B::Provider: Into<Source> + shedlock::schedules::ScheduleStore,
+    {
+        let (provider, run_time, code) = store_with_a_job(db).await;
+        let mut client = Client::new(provider.clone().into(), Options::new(Auth::None));
+        client.get("/shedlock/jobs").await; // the CSRF cookie
+        assert!(
+            client
+                .cookie("shedlock_csrf")
+                .is_some_and(|c| c.len() == 32)
+        );
+
+        // Without the token, or with another's, nothing changes.
+        let forged = client
+            .post_form(
+                &format!("/shedlock/act/jobs/{run_time}/pause"),
+                &[],
+                Some("0123456789abcdef0123456789abcdef"),
+            )
+            .await;
+        assert_eq!(forged.status, StatusCode::SEE_OTHER);
+        assert!(
+            forged.location.as_deref().unwrap().contains("failed=1"),
+            "{:?}",
+            forged.location
+        );
+        let cross = client
+            .send(
+                "POST",
+                &format!("/shedlock/api/v1/jobs/{run_time}/pause"),
+                None,
+                String::new(),
+                &[
+                    ("x-shedlock-csrf", &client.cookie("shedlock_csrf").unwrap()),
+                    ("sec-fetch-site", "cross-site"),
+                ],
+            )
+            .await;
+        assert_eq!(cross.status, StatusCode::FORBIDDEN, "{}", cross.body);
+        assert!(!provider.schedule(&run_time).await.unwrap().unwrap().paused);
+
+        let paused = client
+            .post_form(&format!("/shedlock/act/jobs/{run_time}/pause"), &[], None)
+            .await;
+        assert_eq!(paused.status, StatusCode::SEE_OTHER);
+        let back = paused.location.unwrap();
+        assert!(
+            back.starts_with(&format!("/shedlock/jobs/{run_time}?flash=paused")),
+            "{back}"
+        );
+        assert!(provider.schedule(&run_time).await.unwrap().unwrap().paused);
+        let page = client.get(&back).await;
+        assert!(
+            page.body.contains("id=\"flash\"") && page.body.contains("id=\"resume\""),
+            "{}",
+            page.body
+        );
+
+        let resumed = client
+            .post_api(
+                &format!("/shedlock/api/v1/jobs/{run_time}/resume"),
+                Value::Null,
+            )
+            .await;
+        assert_eq!(resumed.status, StatusCode::OK, "{}", resumed.body);
+        assert_eq!(resumed.json()["result"], "resumed");
+        assert_eq!(resumed.json()["was_paused"], true);
+
+        let asked = client
+            .post_api(
+                &format!("/shedlock/api/v1/jobs/{run_time}/trigger"),
+                Value::Null,
+            )
+            .await;
+        assert_eq!(asked.status, StatusCode::OK, "{}", asked.body);
+        assert_eq!(asked.json()["requested_by"], "web:anonymous");
+        let again = client
+            .post_api(
+                &format!("/shedlock/api/v1/jobs/{run_time}/trigger"),
+                Value::Null,
+            )
+            .await;
+        assert_eq!(again.status, StatusCode::CONFLICT, "{}", again.body);
+        assert_eq!(again.json()["result"], "already_pending");
+
+        let version = provider.schedule(&code).await.unwrap().unwrap().version;
+        let bad = client
+            .post_api(
+                &format!("/shedlock/api/v1/jobs/{code}/reschedule"),
+                serde_json::json!({"cron": "0 61 * * * *", "time_zone": "UTC"}),
+            )
+            .await;
+        assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.body);
+        let expected = shedlock::Schedule::parse("0 61 * * * *", "UTC")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(bad.json()["error"], expected.as_str(), "the CLI's message");
+        let zone = client
+            .post_api(
+                &format!("/shedlock/api/v1/jobs/{code}/reschedule"),
+                serde_json::json!({"cron": "0 */5 * * * *", "time_zone": "Mars/Olympus"}),
+            )
+            .await;
+        assert_eq!(
+            zone.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{}",
+            zone.body
+        );
+        assert_eq!(
+            provider.schedule(&code).await.unwrap().unwrap().version,
+            version,
+            "nothing written"
+        );
+        let moved = client
+            .post_form(
+                &format!("/shedlock/act/jobs/{code}/reschedule"),
+                &[("cron", "0 15 * * * *"), ("time_zone", "Asia/Seoul")],
+                None,
+            )
+            .await;
+        assert!(
+            moved
+                .location
+                .as_deref()
+                .is_some_and(|l| !l.contains("failed=1")),
+            "{:?}",
+            moved.location
+        );
+        let stored = provider.schedule(&code).await.unwrap().unwrap();
+        assert_eq!(
+            (stored.cron.as_deref(), stored.time_zone.as_deref()),
+            (Some("0 15 * * * *"), Some("Asia/Seoul"))
+        );
+
+        let unknown = client
+            .post_api("/shedlock/api/v1/jobs/never-heard-of/pause", Value::Null)
+            .await;
+        assert_eq!(unknown.status, StatusCode::NOT_FOUND, "{}", unknown.body);
+        assert!(
+            provider.schedule("never-heard-of").await.unwrap().is_none(),
+            "no override of an unknown job"
+        );
+
+        // A lock: released only under the token it carries.
+        let config =
+            LockConfiguration::new("dash-stuck", Duration::from_secs(300), Duration::ZERO).unwrap();
+        let guard = provider.lock(&config).await.unwrap().expect("free");
+        let token = guard.fencing_token();
+        let confirm = client.get("/shedlock/locks/dash-stuck/release").await;
+        assert!(
+            confirm.body.contains(&format!("id=\"token\">{token}<"))
+                && confirm.body.contains("id=\"confirm-release\""),
+            "{}",
+            confirm.body
+        );
+        let stale = client
+            .post_api(
+                "/shedlock/api/v1/locks/dash-stuck/release",
+                serde_json::json!({"token": token - 1}),
+            )
+            .await;
+        assert_eq!(stale.status, StatusCode::CONFLICT, "{}", stale.body);
+        assert!(
+            provider
+                .lock_state("dash-stuck")
+                .await
+                .unwrap()
+                .unwrap()
+                .is_held()
+        );
+        let released = client
+            .post_form(
+                "/shedlock/act/locks/dash-stuck/release",
+                &[("token", &token.to_string())],
+                None,
+            )
+            .await;
+        assert!(
+            released
+                .location
+                .as_deref()
+                .is_some_and(|l| l.contains("flash=released") && !l.contains("failed=1")),
+            "{:?}",
+            released.location
+        );
+        assert!(
+            !provider
+                .lock_state("dash-stuck")
+                .await
+                .unwrap()
+                .unwrap()
+                .is_held()
+        );
+
+        // The fleet's pause.
+        let fleet = client
+            .post_api("/shedlock/api/v1/fleet/pause", Value::Null)
+            .await;
+        assert_eq!(fleet.status, StatusCode::OK, "{}", fleet.body);
+        assert!(
+            client
+                .get("/shedlock")
+                .await
+                .body
+                .contains("id=\"fleet-paused\"")
+        );
+        client
+            .post_api("/shedlock/api/v1/fleet/resume", Value::Null)
+            .await;
+
+        // Recorded where the history is kept: who, what.
+        if let Some(runs) = B::run_store(&provider) {
+            let rows = runs
+                .runs(&RunQuery::latest(50).outcome(RunOutcome::Operator))
+                .await
+                .unwrap();
+            let said: Vec<String> = rows
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{} {} {}",
+                        r.name,
+                        r.requested_by.as_deref().unwrap_or("-"),
+                        r.error.as_deref().unwrap_or("-")
+                    )
+                })
+                .collect();
+            for expected in [
+                format!("{run_time} web:anonymous paused"),
+                format!("{run_time} web:anonymous resumed"),
+                format!("{code} web:anonymous rescheduled to 0 15 * * * * (Asia/Seoul)"),
+                format!(
+                    "dash-stuck web:anonymous released lock \"dash-stuck\" held by {} (token {token})",
+                    provider.locked_by()
+                ),
+                "shedlock.fleet web:anonymous paused the whole fleet".to_owned(),
+            ] {
+                assert!(
+                    said.iter().any(|s| s == &expected),
+                    "{expected:?} not recorded in {said:#?}"
+                );
+            }
+            assert!(
+                said.iter().any(
+                    |s| s.starts_with(&format!("{run_time} web:anonymous asked for a run now"))
+                ),
+                "{said:#?}"
+            );
+            // An operator's row is never a job's last run.
+            let last = runs
+                .latest_runs(std::slice::from_ref(&run_time))
+                .await
+                .unwrap();
+            assert!(
+                last.iter().all(|r| r.outcome != RunOutcome::Operator),
+                "{last:?}"
+            );
+        }
+        drop(guard);
+    }
+
+    /// Read-only: every page, no action; the action routes are not there.
+    pub(crate) async fn dashboard_read_only_offers_no_action<B: TestDb>(db: &Arc<B>)
+    where
+        B::Provider: Into<Source> + shedlock::schedules::ScheduleStore,
+    {
+        let (provider, run_time, _code) = store_with_a_job(db).await;
+        let config =
+            LockConfiguration::new(&run_time, Duration::from_secs(300), Duration::ZERO).unwrap();
+        let _guard = provider.lock(&config).await.unwrap().expect("free");
+        let mut client = Client::new(
+            provider.clone().into(),
+            Options::new(Auth::None).read_only(true),
+        );
+        for path in [
+            "/shedlock".to_owned(),
+            "/shedlock/jobs".to_owned(),
+            format!("/shedlock/jobs/{run_time}"),
+            "/shedlock/locks".to_owned(),
+        ] {
+            let page = client.get(&path).await;
+            assert_eq!(page.status, StatusCode::OK, "{path}");
+            assert!(page.body.contains("id=\"read-only\""), "{path}");
+            for action in ["method=\"post\"", "class=\"action\"", "release"] {
+                assert!(
+                    !page.body.contains(action),
+                    "{path} offers {action}: {}",
+                    page.body
+                );
+            }
+        }
+        let refused = client
+            .post_api(
+                &format!("/shedlock/api/v1/jobs/{run_time}/pause"),
+                Value::Null,
+            )
+            .await;
+        assert!(
+            refused.status == StatusCode::NOT_FOUND
+                || refused.status == StatusCode::METHOD_NOT_ALLOWED,
+            "{}",
+            refused.status
+        );
+        assert!(!provider.schedule(&run_time).await.unwrap().unwrap().paused);
+    }
+}
+
+/// Authentication by a bearer token: a page sends a browser to sign in, the API answers 401;
+/// the header, or the session of a browser that signed in, lets it in; an action by header
+/// needs no CSRF token (a browser never sends that header by itself). SQLite: the check does
+/// not depend on the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_bearer_token_guards_every_route_sqlite() {
+    use axum::http::StatusCode;
+    use shedlock_suite::TestDb;
+    let Some(db) = shedlock_suite::Sqlite::setup().await else {
+        return;
+    };
+    let provider = db.provider();
+    let options =
+        shedlock_web::Options::new(shedlock_web::Auth::bearer("s3cret-token-of-the-dashboard"));
+    let mut browser = cases::Client::new(provider.clone().into(), options.clone());
+    let page = browser.get("/shedlock/jobs").await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER);
+    assert_eq!(page.location.as_deref(), Some("/shedlock/login"));
+    let api = browser.get("/shedlock/api/v1/locks").await;
+    assert_eq!(api.status, StatusCode::UNAUTHORIZED);
+    assert!(!api.body.contains("s3cret"), "{}", api.body);
+    let wrong = browser
+        .send(
+            "POST",
+            "/shedlock/login",
+            Some("application/x-www-form-urlencoded"),
+            "token=guess".into(),
+            &[],
+        )
+        .await;
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+    assert!(browser.cookie("shedlock_session").is_none());
+    let right = browser
+        .send(
+            "POST",
+            "/shedlock/login",
+            Some("application/x-www-form-urlencoded"),
+            "token=s3cret-token-of-the-dashboard".into(),
+            &[],
+        )
+        .await;
+    assert_eq!(right.location.as_deref(), Some("/shedlock"));
+    let session = browser.cookie("shedlock_session").expect("a session");
+    assert!(!session.contains("s3cret"));
+    assert_eq!(browser.get("/shedlock/jobs").await.status, StatusCode::OK);
+    assert!(!browser.get("/shedlock").await.body.contains("s3cret"));
+
+    let mut api_client = cases::Client::new(provider.clone().into(), options);
+    let wrong_header = api_client
+        .send(
+            "GET",
+            "/shedlock/api/v1/locks",
+            None,
+            String::new(),
+            &[("authorization", "Bearer nope")],
+        )
+        .await;
+    assert_eq!(wrong_header.status, StatusCode::UNAUTHORIZED);
+    let fleet = api_client
+        .send(
+            "POST",
+            "/shedlock/api/v1/fleet/pause",
+            None,
+            String::new(),
+            &[("authorization", "Bearer s3cret-token-of-the-dashboard")],
+        )
+        .await;
+    assert_eq!(fleet.status, StatusCode::OK, "{}", fleet.body);
+    assert_eq!(fleet.json()["schedule"]["updated_by"], "web:token");
+    db.teardown().await;
+}
+
+/// The API's history pages by key: 130 rows in pages of 50, every row once, newest first,
+/// whatever is added meanwhile; filters by instance and time. SQLite here; the keyset
+/// statements of every SQL backend are the library's (its own tests).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_history_pages_by_key_sqlite() {
+    use shedlock::history::{NewRun, RunOutcome};
+    use shedlock_suite::TestDb;
+    let Some(db) = shedlock_suite::Sqlite::setup().await else {
+        return;
+    };
+    let provider = db.provider();
+    let runs = <shedlock_suite::Sqlite as TestDb>::run_store(&provider).unwrap();
+    for i in 0..130 {
+        runs.record_run(&NewRun::new(
+            format!("job-{}", i % 3),
+            format!("job-{}", i % 3),
+            None,
+            RunOutcome::Executed,
+        ))
+        .await
+        .unwrap();
+    }
+    let mut client = cases::Client::new(
+        provider.clone().into(),
+        shedlock_web::Options::new(shedlock_web::Auth::None),
+    );
+    let mut seen = Vec::new();
+    let mut cursor: Option<i64> = None;
+    loop {
+        let path = match cursor {
+            Some(before) => format!("/shedlock/api/v1/runs?before={before}"),
+            None => "/shedlock/api/v1/runs".to_owned(),
+        };
+        let page = client.get(&path).await.json();
+        let ids: Vec<i64> = page["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_i64().unwrap())
+            .collect();
+        assert!(ids.len() <= 50);
+        seen.extend(ids);
+        if seen.len() == 50 {
+            // Added meanwhile: newer than every page still to read.
+            runs.record_run(&NewRun::new("job-0", "job-0", None, RunOutcome::Failed))
+                .await
+                .unwrap();
+        }
+        match page["next"].as_i64() {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 130, "every row once");
+    assert!(seen.windows(2).all(|w| w[0] > w[1]), "newest first");
+    let by_job = client
+        .get("/shedlock/api/v1/runs?job=job-1&limit=1000")
+        .await
+        .json();
+    assert_eq!(by_job["runs"].as_array().unwrap().len(), 43);
+    let future = client
+        .get("/shedlock/api/v1/runs?since=2999-01-01T00:00:00Z")
+        .await
+        .json();
+    assert_eq!(future["runs"].as_array().unwrap().len(), 0);
+    let bad = client.get("/shedlock/api/v1/runs?outcome=exploded").await;
+    assert_eq!(bad.status, axum::http::StatusCode::BAD_REQUEST);
+    assert!(bad.body.contains("unknown run outcome"), "{}", bad.body);
+    db.teardown().await;
+}
+
+shedlock_suite::backend_tests!([postgres, mysql, sqlite, redis]: crate::cases => [
+    dashboard_pages_show_the_store,
+    dashboard_actions_change_the_store,
+    dashboard_read_only_offers_no_action,
+]);
