@@ -37,7 +37,7 @@ const HARNESS: &str = env!("CARGO_BIN_EXE_shedlock-harness");
 const DEADLINE: Duration = Duration::from_secs(30);
 
 /// How long the test watches a paused job after every process applied the pause.
-const PAUSED_WATCH: Duration = Duration::from_secs(4);
+const PAUSED_WATCH: Duration = Duration::from_secs(5);
 
 /// The job the harness processes run every second.
 const JOB: &str = "job_0";
@@ -335,6 +335,17 @@ async fn click(client: &Client, css: &str, then: &str) {
     wait_for(client, then).await;
 }
 
+/// The message an action left on the page (`#flash`), failing when it is a refusal.
+async fn flash_ok(client: &Client, action: &str) -> String {
+    let flash = text(client, "#flash").await;
+    assert_eq!(
+        count(client, "#flash.error").await,
+        0,
+        "{action} was refused: {flash}"
+    );
+    flash
+}
+
 /// One history row, as the test reads it.
 #[derive(Debug, sqlx::FromRow)]
 struct HistoryRow {
@@ -527,6 +538,7 @@ async fn dashboard_in_a_browser_pauses_runs_now_and_releases_on_postgres() {
     // as skipped-paused.
     let before_pause = last_history_id(&pool, &table).await;
     click(client, "#pause", "#flash").await;
+    flash_ok(client, "pause").await;
     assert!(
         text(client, "#paused").await.contains("paused"),
         "#paused says paused"
@@ -564,6 +576,7 @@ async fn dashboard_in_a_browser_pauses_runs_now_and_releases_on_postgres() {
     // Resume: it runs again.
     let before_resume = last_history_id(&pool, &table).await;
     click(client, "#resume", "#flash").await;
+    flash_ok(client, "resume").await;
     wait_for(client, "#pause").await;
     assert_eq!(text(client, "#paused").await.trim(), "no");
     applied_everywhere(&place, store, JOB).await;
@@ -582,7 +595,7 @@ async fn dashboard_in_a_browser_pauses_runs_now_and_releases_on_postgres() {
     let applied = applied_everywhere(&place, store, JOB).await;
     let before_run_now = last_history_id(&pool, &table).await;
     click(client, "#run-now", "#flash").await;
-    let flash = text(client, "#flash").await;
+    let flash = flash_ok(client, "run now").await;
     assert!(
         flash.contains("asked for a run"),
         "#flash after run now: {flash}"
@@ -626,9 +639,16 @@ async fn dashboard_in_a_browser_pauses_runs_now_and_releases_on_postgres() {
         1,
         "the harness ran one run without a tick: {manual:?}"
     );
-    // The page refreshes itself: one bar for that run on the timeline.
+    // The page refreshes itself (its script marks body[data-refreshed]) without losing the
+    // action's message: one bar for that run on the timeline.
     let bar = format!("svg#timeline rect.run[data-id='{}']", run.id);
+    wait_for(client, "body[data-refreshed]").await;
     wait_for(client, &bar).await;
+    assert_eq!(
+        count(client, "#flash").await,
+        1,
+        "the refreshed page keeps #flash"
+    );
     assert_eq!(count(client, &bar).await, 1, "one bar for run {}", run.id);
     let instance = attr(client, &bar, "data-instance").await;
     assert_eq!(instance, run.locked_by, "the bar's instance");
@@ -679,9 +699,9 @@ async fn dashboard_in_a_browser_pauses_runs_now_and_releases_on_postgres() {
     assert_framed(client, "/shedlock").await;
     screenshot(client, &shots, "release").await;
     click(client, "#confirm-release", "table#locks").await;
-    let flash = text(client, "#flash").await;
+    let flash = flash_ok(client, "the release").await;
     assert!(
-        flash.contains("released"),
+        flash.starts_with("released"),
         "#flash after the release: {flash}"
     );
     let held: bool = sqlx::query_scalar(AssertSqlSafe(format!(
