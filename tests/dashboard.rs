@@ -348,6 +348,44 @@ mod cases {
         assert_eq!(job["kind"], "run-time");
         assert_eq!(job["lock"]["fencing_token"], guard.fencing_token());
         assert_eq!(job["last_run"].is_null(), history.is_none(), "{job}");
+        // Two instances holding seats of fleet `f`: the next tick's jobs shared between them as
+        // every scheduler computes it.
+        let seat_config = |n: usize| {
+            LockConfiguration::new(
+                format!("shedlock.fleet/f/{n}"),
+                Duration::from_secs(300),
+                Duration::ZERO,
+            )
+            .unwrap()
+        };
+        let seat0 = provider.lock(&seat_config(0)).await.unwrap().expect("free");
+        let seat1 = provider.lock(&seat_config(1)).await.unwrap().expect("free");
+        let overview = client.get("/shedlock/api/v1/overview").await.json();
+        let instances = overview["instances"].as_array().unwrap();
+        assert_eq!(instances.len(), 2, "{overview}");
+        let tick: chrono::DateTime<chrono::Utc> =
+            overview["next_tick"].as_str().unwrap().parse().unwrap();
+        let due = overview["next_tick_due"].as_u64().unwrap();
+        assert!(due >= 1, "{overview}");
+        let mut expected = [0u64; 2];
+        for job in api["jobs"].as_array().unwrap() {
+            if job["next_tick"]
+                .as_str()
+                .and_then(|t| t.parse::<chrono::DateTime<chrono::Utc>>().ok())
+                == Some(tick)
+            {
+                expected
+                    [shedlock::scheduler::share_owner(job["name"].as_str().unwrap(), tick, 2)] += 1;
+            }
+        }
+        let shares: Vec<u64> = instances
+            .iter()
+            .map(|i| i["next_tick_share"].as_u64().unwrap())
+            .collect();
+        assert_eq!(shares, expected, "{overview}");
+        assert_eq!(shares.iter().sum::<u64>(), due);
+        drop((seat0, seat1));
+
         let locks = client.get("/shedlock/api/v1/locks").await.json();
         assert!(
             locks
@@ -821,3 +859,57 @@ shedlock_suite::backend_tests!([postgres, mysql, sqlite, redis]: crate::cases =>
     dashboard_actions_change_the_store,
     dashboard_read_only_offers_no_action,
 ]);
+
+/// The pages stay light: a job with 2,400 runs in the last hour on three instances (runs of
+/// one instance a few pixels apart merged into one mark), and the jobs page of 1,000 jobs (a
+/// hundred to a page), each under 200 KB with its stylesheet and script.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_pages_stay_under_200_kb_sqlite() {
+    use shedlock::history::{NewRun, RunOutcome};
+    use shedlock::schedules::{NewSchedule, ScheduleStore};
+    use shedlock_suite::{Opts, TestDb};
+    let Some(db) = shedlock_suite::Sqlite::setup().await else {
+        return;
+    };
+    let provider = db.provider();
+    let names: Vec<NewSchedule> = (0..1_000)
+        .map(|i| NewSchedule::job(format!("light-{i:04}"), "h", "{}", "*/2 * * * * *", None))
+        .collect();
+    provider.create_schedules(&names, "test").await.unwrap();
+    for instance in ["host-a", "host-b", "host-c"] {
+        let p = db.provider_with(Opts::default().locked_by(instance)).await;
+        let runs = <shedlock_suite::Sqlite as TestDb>::run_store(&p).unwrap();
+        for i in 0..800 {
+            let outcome = if i % 40 == 0 {
+                RunOutcome::Failed
+            } else {
+                RunOutcome::Executed
+            };
+            runs.record_run(&NewRun::new("light-0000", "light-0000", None, outcome))
+                .await
+                .unwrap();
+        }
+    }
+    let mut client = cases::Client::new(
+        provider.clone().into(),
+        shedlock_web::Options::new(shedlock_web::Auth::None),
+    );
+    let assets = client.get("/shedlock/assets/style.css").await.body.len()
+        + client.get("/shedlock/assets/app.js").await.body.len();
+    let job = client.get("/shedlock/jobs/light-0000?window=1h").await;
+    assert!(
+        job.body.contains("id=\"timeline-merged\""),
+        "{}",
+        &job.body[..2000.min(job.body.len())]
+    );
+    let marks = job.body.matches("class=\"run outcome-").count();
+    assert!(marks < 2_400, "{marks} marks for 2,400 runs");
+    let jobs = client.get("/shedlock/jobs").await;
+    assert_eq!(jobs.body.matches("data-job=").count(), 100);
+    for (page, body) in [("job", &job.body), ("jobs", &jobs.body)] {
+        let weight = body.len() + assets;
+        println!("{page} page: {} bytes + {assets} of assets", body.len());
+        assert!(weight < 200 * 1024, "the {page} page weighs {weight} bytes");
+    }
+    db.teardown().await;
+}

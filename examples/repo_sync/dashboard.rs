@@ -42,6 +42,7 @@ pub(crate) async fn serve_dashboard(
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot serve the dashboard on {addr}: {e}"))?;
+    let addr = listener.local_addr().unwrap_or(addr);
     let signed = matches!(auth, Auth::Bearer(_));
     let router = shedlock_web::router(
         Source::with_history(provider),

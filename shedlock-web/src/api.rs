@@ -6,7 +6,10 @@
 //!
 //! - `/api/v1/overview`: `backend`, `table`, `history` (whether the store keeps one), `now`,
 //!   `jobs`, `running`, `paused`, `failed_24h` (`null` without a history), `fleet_paused`,
-//!   `instances` (`instance`, `fleet`, `seat`, `running`, `renewed_at`, `until`).
+//!   `next_tick` (the soonest next tick of the jobs not paused) and `next_tick_due` (how many
+//!   jobs are due then), `instances` (`instance`, `fleet`, `seat`, `running` (job locks held),
+//!   `next_tick_share` (how many of the jobs due at `next_tick` this seat owns), `renewed_at`,
+//!   `until`).
 //! - `/api/v1/jobs`: as `shedlock jobs --json`: `backend`, `fleet` (`paused`, `updated_by`,
 //!   `updated_at`), `history`, `jobs`, each a schedule ([`crate::json::schedule`]) with
 //!   `last_run` and `lock`; a job the store knows only by its lock has `kind` `code` and
@@ -81,15 +84,18 @@ pub(crate) async fn overview(State(app): Shared) -> Response {
     };
     let jobs = snapshot.jobs(&app.options.code_jobs);
     let by_instance = snapshot.running_by_instance();
-    let instances: Vec<Value> = snapshot
-        .seats()
+    let seats = snapshot.seats();
+    let shares = snapshot.next_shares(&jobs, &seats);
+    let instances: Vec<Value> = seats
         .iter()
-        .map(|s| {
+        .enumerate()
+        .map(|(i, s)| {
             json!({
                 "instance": s.instance,
                 "fleet": s.fleet,
                 "seat": s.seat,
                 "running": by_instance.get(&s.instance).copied().unwrap_or(0),
+                "next_tick_share": shares.as_ref().map(|sh| sh.owned[i]),
                 "renewed_at": crate::json::time(s.renewed_at),
                 "until": crate::json::time(s.until),
             })
@@ -105,6 +111,8 @@ pub(crate) async fn overview(State(app): Shared) -> Response {
         "paused": jobs.iter().filter(|j| j.paused()).count(),
         "failed_24h": failed,
         "fleet_paused": snapshot.fleet_paused(),
+        "next_tick": shares.as_ref().map(|s| crate::json::time(s.tick)),
+        "next_tick_due": shares.as_ref().map(|s| s.due),
         "instances": instances,
     }))
     .into_response()

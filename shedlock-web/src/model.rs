@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use chrono::{DateTime, Utc};
 use shedlock::Schedule;
 use shedlock::history::{LockState, RunQuery, RunRecord, UnreadableRow};
-use shedlock::scheduler::FLEET_SCHEDULE;
+use shedlock::scheduler::{FLEET_SCHEDULE, share_owner};
 use shedlock::schedules::StoredSchedule;
 
 use crate::json;
@@ -39,6 +39,16 @@ pub(crate) struct Seat {
     pub(crate) instance: String,
     pub(crate) renewed_at: DateTime<Utc>,
     pub(crate) until: DateTime<Utc>,
+}
+
+/// How the jobs due at the next tick are shared among a fleet's instances.
+pub(crate) struct NextShares {
+    /// The soonest next tick of the jobs not paused.
+    pub(crate) tick: DateTime<Utc>,
+    /// How many jobs are due then.
+    pub(crate) due: usize,
+    /// Per seat (by fleet and seat, as [`Snapshot::seats`]), how many of them it owns.
+    pub(crate) owned: Vec<usize>,
 }
 
 /// One job of the jobs page: what the store has of it.
@@ -142,6 +152,39 @@ impl Snapshot {
             .collect();
         seats.sort_by(|a, b| (&a.fleet, a.seat).cmp(&(&b.fleet, b.seat)));
         seats
+    }
+
+    /// The next tick of `jobs` and each seat's share of it: per fleet, the seat at rank `r`
+    /// among its held seats owns the jobs whose [`share_owner`] is `r`, as every scheduler of
+    /// the fleet computes it. `None` when no job has a known next tick.
+    pub(crate) fn next_shares(&self, jobs: &[JobRow], seats: &[Seat]) -> Option<NextShares> {
+        let tick = jobs
+            .iter()
+            .filter(|j| !j.paused())
+            .filter_map(|j| j.next)
+            .min()?;
+        let due: Vec<&JobRow> = jobs
+            .iter()
+            .filter(|j| !j.paused() && j.next == Some(tick))
+            .collect();
+        let mut owned = vec![0; seats.len()];
+        let mut start = 0;
+        while start < seats.len() {
+            let fleet = &seats[start].fleet;
+            let size = seats[start..]
+                .iter()
+                .take_while(|s| &s.fleet == fleet)
+                .count();
+            for job in &due {
+                owned[start + share_owner(&job.name, tick, size)] += 1;
+            }
+            start += size;
+        }
+        Some(NextShares {
+            tick,
+            due: due.len(),
+            owned,
+        })
     }
 
     /// How many job locks each instance holds now (its runs in progress).

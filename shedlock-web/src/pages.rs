@@ -163,6 +163,7 @@ pub(crate) async fn overview(
     let paused = jobs.iter().filter(|j| j.paused()).count();
     let failed = crate::api::failed_since(&app, snapshot.now - chrono::Duration::hours(24)).await?;
     let seats = snapshot.seats();
+    let shares = snapshot.next_shares(&jobs, &seats);
     let by_instance = snapshot.running_by_instance();
     let body = html! {
         h1 { "Overview" }
@@ -191,14 +192,17 @@ pub(crate) async fn overview(
             p.muted { "No instance holds a fleet seat now (a scheduler takes one when it starts with a fleet)." }
         } @else {
             table #instances {
-                thead { tr { th { "instance" } th { "fleet" } th { "seat" } th { "running now" } th { "seat renewed" } } }
-                tbody { @for seat in &seats {
+                thead { tr { th { "instance" } th { "fleet" } th { "seat" } th { "running now" }
+                    th { "share of the next tick" @if let Some(s) = &shares { " (" (when(s.tick)) ", " (s.due) " due)" } }
+                    th { "seat renewed" } } }
+                tbody { @for (i, seat) in seats.iter().enumerate() {
                     tr { td { (seat.instance) } td { (seat.fleet) } td { (seat.seat) }
                          td { (by_instance.get(&seat.instance).copied().unwrap_or(0)) }
+                         td.share { @match &shares { Some(s) => (s.owned[i]), None => "–" } }
                          td title=(when(seat.until)) { (relative(seat.renewed_at, snapshot.now)) } }
                 } }
             }
-            p.muted { "A tick's due jobs are shared among the seats held; each instance runs its share within its own run limit." }
+            p.muted { "The jobs due at a tick are shared among the seats held (each instance fires its share at once, the others help after a delay); \"running now\" counts the job locks each instance holds, what its run limit (max_concurrent_runs) bounds. The limit itself is set in each instance's code and not kept in the store." }
         }
         h2 { "Running now" }
         @if running.is_empty() { p.muted { "Nothing runs now." } } @else {

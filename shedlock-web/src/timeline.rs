@@ -18,6 +18,11 @@ const WIDTH: f64 = 1_000.0;
 const LABEL: f64 = 170.0;
 const ROW: f64 = 26.0;
 const AXIS: f64 = 22.0;
+/// Up to this many runs, each is a mark of its own; beyond, marks of one row and one outcome
+/// closer than [`MERGE_PX`] are merged (the page stays light: a mark is ~250 bytes).
+const DETAIL_LIMIT: usize = 300;
+/// How close (in the chart's units, 1,000 wide) merged marks are.
+const MERGE_PX: f64 = 3.0;
 /// The row of operators' actions.
 const OPERATORS: &str = "operator actions";
 
@@ -47,6 +52,7 @@ pub(crate) fn chart(runs: &[RunRecord], from: DateTime<Utc>, to: DateTime<Utc>) 
         rows.iter().position(|r| *r == key).unwrap_or(0)
     };
     let height = AXIS + ROW * rows.len().max(1) as f64 + 6.0;
+    let marks = marks(runs, &x, to, |run| row_of(run));
     let ticks: Vec<(f64, String)> = (0..=5)
         .map(|i| {
             let at = from + chrono::Duration::milliseconds((span * f64::from(i) / 5.0) as i64);
@@ -68,27 +74,36 @@ pub(crate) fn chart(runs: &[RunRecord], from: DateTime<Utc>, to: DateTime<Utc>) 
                 rect.lane x="0" y=(y) width=(WIDTH) height=(ROW) {}
                 text.instance x="6" y=(y + 17.0) { (row) }
             }
-            @for run in runs {
+            @for mark in &marks {
+                @let run = mark.run;
                 @let y = AXIS + ROW * row_of(run) as f64;
-                @let start = x(run.started_at);
-                @let end = x(run.finished_at.unwrap_or(to));
-                @let tip = tooltip(run);
+                @let (start, end) = (mark.start, mark.end);
+                @let tip = if mark.count > 1 {
+                    format!("{} runs, {} on {}, {} to {}", mark.count, run.outcome, run.locked_by, when(run.started_at), when(mark.last))
+                } else {
+                    tooltip(run)
+                };
                 @match run.outcome {
                     RunOutcome::Operator => {
                         @let (cx, cy) = (start, y + ROW / 2.0);
-                        path.operator data-id=(run.id) d={"M" (cx) " " (cy - 7.0) " l7 7 l-7 7 l-7 -7 z"} { title { (tip) } }
+                        path.operator data-id=(run.id) data-count=(mark.count) d={"M" (cx) " " (cy - 7.0) " l7 7 l-7 7 l-7 -7 z"} { title { (tip) } }
                     }
                     outcome if !outcome.ran() => {
-                        line class={"skip outcome-" (outcome.as_str())} data-id=(run.id) data-instance=(run.locked_by)
+                        line class={"skip outcome-" (outcome.as_str())} data-id=(run.id) data-count=(mark.count) data-instance=(run.locked_by)
                             x1=(start) x2=(start) y1=(y + 4.0) y2=(y + ROW - 4.0) { title { (tip) } }
                     }
                     outcome => {
                         rect class={"run outcome-" (outcome.as_str()) @if run.attempt.unwrap_or(1) > 1 { " retried" }}
-                            data-id=(run.id) data-instance=(run.locked_by) data-outcome=(outcome.as_str())
+                            data-id=(run.id) data-count=(mark.count) data-instance=(run.locked_by) data-outcome=(outcome.as_str())
                             x=(start) y=(y + 5.0) width=((end - start).max(3.0)) height=(ROW - 10.0) rx="2" { title { (tip) } }
                     }
                 }
             }
+        }
+        @if runs.len() > DETAIL_LIMIT {
+            p.muted #timeline-merged { (runs.len()) " runs in this window: runs of one instance with the same outcome less than "
+                (MERGE_PX) " px apart are drawn as one mark (its tooltip counts them); a shorter window shows each."
+                @if runs.len() >= MAX_RUNS as usize { " Only the newest " (MAX_RUNS) " runs of the window are read: the chart's left part may lack runs." } }
         }
         p.legend {
             @for (class, label) in [("executed", "executed"), ("failed", "failed / panicked / error"), ("running", "running"), ("cancelled-lost-lock", "cancelled / abandoned"), ("skipped-held", "skipped tick"), ("retried", "retried attempt (dashed)"), ("operator", "operator action")] {
@@ -96,6 +111,60 @@ pub(crate) fn chart(runs: &[RunRecord], from: DateTime<Utc>, to: DateTime<Utc>) 
             }
         }
     }
+}
+
+/// One mark of the chart: a run, or runs merged.
+struct Mark<'a> {
+    /// The first run (oldest) of the mark.
+    run: &'a RunRecord,
+    count: usize,
+    start: f64,
+    end: f64,
+    /// When the last run of the mark started.
+    last: DateTime<Utc>,
+}
+
+/// The marks of `runs` (newest first, as read): one per run, or merged per row, outcome and
+/// [`MERGE_PX`] when there are more than [`DETAIL_LIMIT`].
+fn marks<'a>(
+    runs: &'a [RunRecord],
+    x: &dyn Fn(DateTime<Utc>) -> f64,
+    to: DateTime<Utc>,
+    row_of: impl Fn(&RunRecord) -> usize,
+) -> Vec<Mark<'a>> {
+    let mut marks: Vec<Mark<'a>> = Vec::new();
+    let merge = runs.len() > DETAIL_LIMIT;
+    // Oldest first, so a mark grows to the right.
+    let mut open: std::collections::HashMap<(usize, &str, bool), usize> =
+        std::collections::HashMap::new();
+    for run in runs.iter().rev() {
+        let start = x(run.started_at);
+        let end = x(run.finished_at.unwrap_or(to));
+        let key = (
+            row_of(run),
+            run.outcome.as_str(),
+            run.attempt.unwrap_or(1) > 1,
+        );
+        if merge
+            && let Some(&at) = open.get(&key)
+            && start - marks[at].end.max(marks[at].start) < MERGE_PX
+        {
+            let mark = &mut marks[at];
+            mark.count += 1;
+            mark.end = mark.end.max(end);
+            mark.last = run.started_at;
+            continue;
+        }
+        open.insert(key, marks.len());
+        marks.push(Mark {
+            run,
+            count: 1,
+            start,
+            end,
+            last: run.started_at,
+        });
+    }
+    marks
 }
 
 fn tooltip(run: &RunRecord) -> String {

@@ -220,6 +220,32 @@ fn the_metrics_endpoint_names_the_feature() {
     assert!(files(dir.path()).is_empty(), "{:?}", files(dir.path()));
 }
 
+#[cfg(not(feature = "dashboard"))]
+#[test]
+fn the_dashboard_names_the_feature() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = repo_sync(
+        dir.path(),
+        &[
+            "--database-url",
+            "app.db",
+            "run",
+            "--dashboard",
+            "127.0.0.1:8081",
+        ],
+    );
+    let stderr = refused(&out);
+    assert!(
+        stderr.contains("the dashboard (run --dashboard) needs the `dashboard` feature"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("cargo run -p repo_sync --features dashboard -- --database-url app.db run --dashboard 127.0.0.1:8081"),
+        "{stderr}"
+    );
+    assert!(files(dir.path()).is_empty(), "{:?}", files(dir.path()));
+}
+
 #[cfg(not(feature = "http"))]
 #[test]
 fn the_http_clients_name_the_feature() {

@@ -2513,3 +2513,115 @@ fn run_refuses_an_unusable_poll_interval() {
         );
     }
 }
+
+/// `run --dashboard` serves the dashboard over the same store while it runs: the repository's
+/// job with its runs (by the API and on the timeline of its page), and an operator's pause
+/// through the API reaches the store (with the CSRF token the pages give).
+#[cfg(feature = "dashboard")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_and_steers_the_running_scheduler() {
+    let bin = example_binary();
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("dashboard.db").display().to_string();
+    let repo = TempRepo::new();
+    repo.write("a.rs", &lines("a", 3));
+    repo.commit("a");
+    add_repo(&bin, &url, &repo, "* * * * * *");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = tokio::process::Command::new(&bin)
+        .args([
+            "--database-url",
+            &url,
+            "run",
+            "--run-for",
+            "180s",
+            "--poll-schedules-every",
+            "1s",
+            "--dashboard",
+            &addr,
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let client = reqwest::Client::new();
+    // Wait (up to 90 s) until the API shows an executed run of the repository's job.
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let mut jobs = serde_json::Value::Null;
+    while std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if let Ok(resp) = client
+            .get(format!("http://{addr}/api/v1/jobs"))
+            .send()
+            .await
+        {
+            jobs = resp.json().await.unwrap_or_default();
+            let executed = jobs["jobs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|j| j["name"] == "repo_sync_1" && j["last_run"]["outcome"] == "executed");
+            if executed {
+                break;
+            }
+        }
+    }
+    let job = jobs["jobs"]
+        .as_array()
+        .and_then(|a| a.iter().find(|j| j["name"] == "repo_sync_1"));
+    let job = job.unwrap_or_else(|| panic!("repo_sync_1 in {jobs:#}"));
+    assert_eq!(job["last_run"]["outcome"], "executed", "{jobs:#}");
+    assert_eq!(job["kind"], "run-time");
+
+    let page = client
+        .get(format!("http://{addr}/jobs/repo_sync_1"))
+        .send()
+        .await
+        .unwrap();
+    let cookie = page
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|v| v.strip_prefix("shedlock_csrf="))
+        .and_then(|v| v.split(';').next())
+        .expect("the CSRF cookie")
+        .to_owned();
+    let html = page.text().await.unwrap();
+    assert!(
+        html.contains("id=\"timeline\"") && html.contains("class=\"run outcome-executed"),
+        "{html}"
+    );
+
+    let refused = client
+        .post(format!("http://{addr}/api/v1/jobs/repo_sync_1/pause"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403, "no CSRF token: refused");
+    let paused = client
+        .post(format!("http://{addr}/api/v1/jobs/repo_sync_1/pause"))
+        .header("cookie", format!("shedlock_csrf={cookie}"))
+        .header("x-shedlock-csrf", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(paused.status(), 200, "{}", paused.text().await.unwrap());
+    let provider = shedlock::SqliteLockProvider::connect(&url).await.unwrap();
+    use shedlock::schedules::ScheduleStore;
+    assert!(
+        provider
+            .schedule("repo_sync_1")
+            .await
+            .unwrap()
+            .unwrap()
+            .paused
+    );
+    let _ = child.kill().await;
+}

@@ -18,6 +18,7 @@ mod jobs_redis;
 mod list;
 mod migrate;
 mod redis;
+mod serve;
 mod unlock;
 
 use history::{
@@ -34,6 +35,9 @@ use list::{
     list_shows_held_and_free_locks,
 };
 use migrate::migrate_creates_both_tables_and_is_idempotent;
+use serve::{
+    serve_answers_what_the_commands_print, serve_with_a_token_refuses_requests_without_it,
+};
 use unlock::{
     unlock_confirmed_releases_the_lock, unlock_declined_exits_4_and_keeps_the_lock,
     unlock_of_a_free_lock_changes_nothing, unlock_of_a_missing_name_exits_3,
@@ -59,4 +63,11 @@ shedlock_suite::backend_tests!(crate => [
     unknown_names_fleet_pause_and_bad_input,
     jitter_and_retry_from_the_command_line,
     pause_cancel_running_finds_a_lock_named_otherwise,
+    serve_answers_what_the_commands_print,
+    serve_with_a_token_refuses_requests_without_it,
 ]);
+
+#[tokio::test]
+async fn serve_refuses_to_serve_without_authentication() {
+    serve::serve_refuses_to_serve_without_authentication().await;
+}

@@ -149,6 +149,18 @@ fn owner(name: &str, tick: DateTime<Utc>, instances: usize) -> usize {
     (share_hash(name, tick) % instances as u64) as usize
 }
 
+/// Which instance of a fleet of `instances` owns job `name`'s run of `tick`: its rank among the
+/// fleet's held seats, lowest seat first (see [Sharing a tick](crate::Scheduler#sharing-a-tick)).
+/// Every scheduler of the fleet computes the same; a tool showing the fleet (the dashboard)
+/// computes it too. `0` for a fleet of one or none.
+pub fn share_owner(name: &str, tick: DateTime<Utc>, instances: usize) -> usize {
+    if instances <= 1 {
+        0
+    } else {
+        owner(name, tick, instances)
+    }
+}
+
 /// FNV-1a over the job's name and the tick: the same on every instance and every build (the
 /// standard library's hashers promise neither), and a different owner for a job each tick.
 fn share_hash(name: &str, tick: DateTime<Utc>) -> u64 {
@@ -368,6 +380,16 @@ async fn read_fleet(fleet: &Fleet, provider: &dyn LockProvider, mine: usize) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_public_share_owner_is_the_schedulers() {
+        let tick = Utc::now();
+        for name in ["a", "sync-17", "nightly"] {
+            assert_eq!(share_owner(name, tick, 3), owner(name, tick, 3));
+            assert_eq!(share_owner(name, tick, 1), 0);
+            assert_eq!(share_owner(name, tick, 0), 0);
+        }
+    }
 
     #[test]
     fn shares_are_near_fair_and_move_between_ticks() {
