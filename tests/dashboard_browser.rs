@@ -486,8 +486,13 @@ async fn dashboard_in_a_browser_pauses_runs_now_and_releases_on_postgres() {
     })
     .await;
 
-    // The dashboard, mounted under /shedlock as a service would, refreshing every second.
-    let options = shedlock_web::Options::new(shedlock_web::Auth::None).refresh_every(1);
+    // The dashboard, mounted under /shedlock as a service would, refreshing every second, told
+    // the code's schedule of the harness's jobs (its default cron, in UTC).
+    let options = shedlock_web::Options::new(shedlock_web::Auth::None)
+        .refresh_every(1)
+        .code_jobs(
+            ["job_0", "job_1"].map(|name| shedlock_web::CodeJob::new(name, "* * * * * *", "UTC")),
+        );
     let app = axum::Router::new().nest(
         "/shedlock",
         shedlock_web::router(dashboard_provider, options),
@@ -656,11 +661,11 @@ async fn dashboard_in_a_browser_pauses_runs_now_and_releases_on_postgres() {
         count(client, "svg#timeline path.operator").await >= 4,
         "the operator's actions are on the timeline"
     );
-    let window = attr(client, "nav.windows a[href$='window=15m']", "href").await;
+    let window = attr(client, "nav.windows a[href$='window=1m']", "href").await;
     client
         .goto(&format!("{base}{}", window.trim_start_matches("/shedlock")))
         .await
-        .expect("opening the 15 min window");
+        .expect("opening the 1 min window");
     wait_for(client, &bar).await;
     assert_framed(client, "/shedlock").await;
     screenshot(client, &shots, "job").await;

@@ -134,8 +134,12 @@ fn action(
     label: &str,
     fields: &[(&str, &str)],
 ) -> Markup {
+    // The fleet's pause stops every job everywhere: the browser asks first (app.js).
+    let confirm = (path == "fleet/pause").then_some(
+        "Pause every job of the whole fleet? No job fires anywhere until it is resumed.",
+    );
     html! {
-        form.action method="post" action={(base) "/act/" (path)} {
+        form.action method="post" action={(base) "/act/" (path)} data-confirm=[confirm] {
             input type="hidden" name="csrf" value=(csrf.0);
             @for (name, value) in fields { input type="hidden" name=(name) value=(value); }
             button.action id=(id) type="submit" { (label) }
@@ -193,7 +197,7 @@ pub(crate) async fn overview(
         } @else {
             table #instances {
                 thead { tr { th { "instance" } th { "fleet" } th { "seat" } th { "running now" }
-                    th { "share of the next tick" @if let Some(s) = &shares { " (" (when(s.tick)) ", " (s.due) " due)" } }
+                    th { "share of the next tick" @match &shares { Some(s) => { " (" (when(s.tick)) ", " (s.due) " due)" }, None => { br; small.muted { "no job's cron is known here (a job defined in code: pass Options::code_jobs)" } } } }
                     th { "seat renewed" } } }
                 tbody { @for (i, seat) in seats.iter().enumerate() {
                     tr { td { (seat.instance) } td { (seat.fleet) } td { (seat.seat) }
@@ -409,7 +413,7 @@ pub(crate) async fn jobs(
 /// A job page's query: the timeline's window and the history's page.
 #[derive(Deserialize, Default)]
 pub(crate) struct JobQuery {
-    /// `15m`, `1h` (default), `6h`, `24h`, `7d`.
+    /// `1m`, `15m`, `1h` (default), `6h`, `24h`, `7d`.
     window: Option<String>,
     /// The history page's cursor (the id the rows are older than).
     before: Option<i64>,
@@ -418,7 +422,8 @@ pub(crate) struct JobQuery {
 }
 
 /// The windows the timeline offers.
-pub(crate) const WINDOWS: [(&str, i64); 5] = [
+pub(crate) const WINDOWS: [(&str, i64); 6] = [
+    ("1m", 60),
     ("15m", 15 * 60),
     ("1h", 3_600),
     ("6h", 6 * 3_600),
@@ -461,7 +466,7 @@ pub(crate) async fn job(
         .iter()
         .find(|(k, _)| *k == window_key)
         .copied()
-        .unwrap_or(WINDOWS[1]);
+        .unwrap_or(WINDOWS[2]);
     let from = snapshot.now - chrono::Duration::seconds(window.1);
     let (timeline_runs, page, next) = match &app.source.runs {
         Some(runs) => {
@@ -514,7 +519,7 @@ pub(crate) async fn job(
                     form.reschedule method="post" action={(base) "/act/jobs/" (enc(&name)) "/reschedule"} {
                         input type="hidden" name="csrf" value=(csrf.0);
                         input #new-cron name="cron" placeholder="cron, e.g. 0 */5 * * * *" value=(row.cron().unwrap_or(""));
-                        input #new-zone name="time_zone" placeholder="time zone, e.g. Europe/Berlin" value=(row.zone().unwrap_or("UTC"));
+                        input #new-zone name="time_zone" placeholder="time zone, e.g. Europe/Berlin (empty: as now)" value=(row.zone().unwrap_or(""));
                         button.action #reschedule type="submit" { "Reschedule" }
                     }
                 }
@@ -569,7 +574,7 @@ fn runs_table(base: &str, runs: &[RunRecord], with_job: bool) -> Markup {
                         @if with_job { td { a href={(base) "/jobs/" (enc(&run.name))} { (run.name) } } }
                         td { @match run.tick { Some(t) => (when(t)), None => "–" } }
                         td { (when(run.started_at)) }
-                        td { @match run.duration() { Some(d) => (took(d)), None => "–" } }
+                        td { @match run.duration().filter(|_| run.outcome.ran()) { Some(d) => (took(d)), None => "–" } }
                         td { (outcome_badge(run.outcome)) }
                         td { (run.locked_by) }
                         td { (holder.as_deref().unwrap_or("–")) }
@@ -595,23 +600,14 @@ pub(crate) async fn locks(
     let body = html! {
         h1 { "Locks" }
         (flash(query.flash.as_deref(), query.failed))
-        @if snapshot.locks.is_empty() { p.muted { "No lock rows." } } @else {
-            table #locks {
-                thead { tr { th { "name" } th { "state" } th { "holder" } th { "token" } th { "taken" } th { "until" } th { "last tick" } @if !read_only { th {} } } }
-                tbody { @for lock in &snapshot.locks {
-                    tr data-lock=(lock.name) {
-                        td { (lock.name) }
-                        td { @if lock.is_held() { span.held { "held" } } @else { span.muted { "free" } } }
-                        td { (lock.locked_by) }
-                        td { (lock.fencing_token) }
-                        td { (when(lock.locked_at)) }
-                        td { (when(lock.locked_until)) @if lock.is_held() { " (" (relative(lock.locked_until, snapshot.now)) ")" } }
-                        td { @match lock.last_tick { Some(t) => (when(t)), None => "–" } }
-                        @if !read_only { td { @if lock.is_held() {
-                            a.button.release href={(base) "/locks/" (enc(&lock.name)) "/release"} { "Release…" } } } }
-                    }
-                } }
-            }
+        @let (own, jobs): (Vec<&LockState>, Vec<&LockState>) = snapshot.locks.iter().partition(|l| l.name.starts_with(crate::model::RESERVED));
+        @if jobs.is_empty() { p.muted { "No lock rows of jobs." } } @else {
+            (locks_table("locks", &jobs, base, &snapshot, !read_only))
+        }
+        @if !own.is_empty() {
+            h2 { "The fleet's own locks" }
+            p.muted { "Seats (shedlock.fleet/<fleet>/<n>, one per running instance) and share markers (a tick's share claimed): the schedulers take and renew them themselves." }
+            (locks_table("fleet-locks", &own, base, &snapshot, false))
         }
         @if !snapshot.unreadable.is_empty() {
             h2 { "Rows that cannot be read" }
@@ -622,6 +618,34 @@ pub(crate) async fn locks(
     Ok(Html(
         layout(&app, base, "Locks", "locks", body).into_string(),
     ))
+}
+
+/// A table of lock rows, with a release link on the held ones when `release`.
+fn locks_table(
+    id: &str,
+    locks: &[&LockState],
+    base: &str,
+    snapshot: &Snapshot,
+    release: bool,
+) -> Markup {
+    html! {
+        table id=(id) {
+            thead { tr { th { "name" } th { "state" } th { "holder" } th { "token" } th { "taken" } th { "until" } th { "last tick" } @if release { th {} } } }
+            tbody { @for lock in locks {
+                tr data-lock=(lock.name) {
+                    td { (lock.name) }
+                    td { @if lock.is_held() { span.held { "held" } } @else { span.muted { "free" } } }
+                    td { (lock.locked_by) }
+                    td { (lock.fencing_token) }
+                    td { (when(lock.locked_at)) }
+                    td { (when(lock.locked_until)) @if lock.is_held() { " (" (relative(lock.locked_until, snapshot.now)) ")" } }
+                    td { @match lock.last_tick { Some(t) => (when(t)), None => "–" } }
+                    @if release { td { @if lock.is_held() {
+                        a.button.release href={(base) "/locks/" (enc(&lock.name)) "/release"} { "Release…" } } } }
+                }
+            } }
+        }
+    }
 }
 
 /// The confirmation before releasing a lock: who holds it, under which token.

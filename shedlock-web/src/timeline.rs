@@ -63,9 +63,10 @@ pub(crate) fn chart(runs: &[RunRecord], from: DateTime<Utc>, to: DateTime<Utc>) 
     html! {
         svg #timeline xmlns="http://www.w3.org/2000/svg" viewBox={"0 0 " (WIDTH) " " (height)} width="100%" role="img"
             aria-label={"runs from " (when(from)) " to " (when(to))} data-runs=(runs.len()) {
-            @for (tx, label) in &ticks {
+            @for (i, (tx, label)) in ticks.iter().enumerate() {
+                @let anchor = if i == ticks.len() - 1 { "end" } else { "middle" };
                 line.grid x1=(tx) x2=(tx) y1=(AXIS - 4.0) y2=(height) {}
-                text.axis x=(tx) y="14" text-anchor="middle" { (label) }
+                text.axis x=(tx) y="14" text-anchor=(anchor) { (label) }
             }
             @if rows.is_empty() {
                 text.empty x=(LABEL) y=(AXIS + 17.0) { "No runs in this window." }
@@ -75,7 +76,8 @@ pub(crate) fn chart(runs: &[RunRecord], from: DateTime<Utc>, to: DateTime<Utc>) 
                 rect.lane x="0" y=(y) width=(WIDTH) height=(ROW) {}
                 text.instance x="6" y=(y + 17.0) { (row) }
             }
-            @for mark in &marks {
+            // Skipped ticks first, so the runs' bars are drawn over them.
+            @for mark in marks.iter().filter(|m| !m.run.outcome.ran()).chain(marks.iter().filter(|m| m.run.outcome.ran())) {
                 @let run = mark.run;
                 @let y = AXIS + ROW * row_of(run) as f64;
                 @let (start, end) = (mark.start, mark.end);
@@ -87,7 +89,7 @@ pub(crate) fn chart(runs: &[RunRecord], from: DateTime<Utc>, to: DateTime<Utc>) 
                 @match run.outcome {
                     RunOutcome::Operator => {
                         @let (cx, cy) = (start, y + ROW / 2.0);
-                        path.operator data-id=(run.id) data-count=(mark.count) d={"M" (cx) " " (cy - 7.0) " l7 7 l-7 7 l-7 -7 z"} { title { (tip) } }
+                        path class="operator outcome-operator" data-id=(run.id) data-count=(mark.count) d={"M" (cx) " " (cy - 7.0) " l7 7 l-7 7 l-7 -7 z"} { title { (tip) } }
                     }
                     outcome if !outcome.ran() => {
                         line class={"skip outcome-" (outcome.as_str())} data-id=(run.id) data-count=(mark.count) data-instance=(run.locked_by)

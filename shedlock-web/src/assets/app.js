@@ -11,6 +11,12 @@
     url.searchParams.delete("failed");
     window.history.replaceState(null, "", url.toString());
   }
+  // A form that changes much asks first (data-confirm), also after a refresh.
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    var question = form && form.getAttribute && form.getAttribute("data-confirm");
+    if (question && !window.confirm(question)) event.preventDefault();
+  }, true);
   if (!every || every < 1) return;
   var busy = false;
   function typing() {
