@@ -1,0 +1,226 @@
+//! The HTML pages: server-rendered (maud escapes every value), a small script that refreshes
+//! them, and one stylesheet. What every page shares is here; each page is a module.
+
+mod history;
+mod job;
+mod jobs;
+mod locks;
+mod overview;
+
+pub(crate) use history::{HistoryQuery, history};
+pub(crate) use job::job;
+pub(crate) use jobs::{JOBS_PER_PAGE, JobsQuery, jobs, select};
+pub(crate) use locks::{confirm_release, locks};
+pub(crate) use overview::overview;
+
+use std::time::Duration;
+
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use chrono::{DateTime, SecondsFormat, Utc};
+use maud::{DOCTYPE, Markup, html};
+use serde::Deserialize;
+use shedlock::history::{RunOutcome, RunRecord};
+
+use crate::auth::Csrf;
+use crate::{App, json};
+
+/// History rows on one page.
+pub(crate) const RUNS_PER_PAGE: u32 = 50;
+
+const SCRIPT: &str = include_str!("../assets/app.js");
+const STYLE: &str = include_str!("../assets/style.css");
+
+/// A failure to read the store, as a page.
+pub(crate) struct PageError(pub(crate) StatusCode, pub(crate) String);
+
+impl From<shedlock::Error> for PageError {
+    fn from(error: shedlock::Error) -> Self {
+        PageError(StatusCode::SERVICE_UNAVAILABLE, error.to_string())
+    }
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        let body = html! {
+            (DOCTYPE)
+            html { head { title { "shedlock: error" } link rel="stylesheet" href="assets/style.css"; }
+            body { main { h1 { "The dashboard cannot show this page" } p.flash.error { (self.1) } } } }
+        };
+        (self.0, Html(body.into_string())).into_response()
+    }
+}
+
+pub(crate) type PageResult = Result<Html<String>, PageError>;
+
+/// The frame of every page: its header, its navigation, the refresh.
+pub(crate) fn layout(app: &App, base: &str, title: &str, active: &str, body: Markup) -> Markup {
+    let store = &app.source.store;
+    let home = if base.is_empty() { "/" } else { base };
+    let nav = [
+        ("overview", "Overview", String::new()),
+        ("jobs", "Jobs", "jobs".to_owned()),
+        ("locks", "Locks", "locks".to_owned()),
+        ("history", "History", "history".to_owned()),
+    ];
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · " (app.options.title) }
+                link rel="stylesheet" href={(base) "/assets/style.css"};
+                script defer src={(base) "/assets/app.js"} {}
+            }
+            body data-refresh=(app.options.refresh_secs) {
+                header {
+                    a.brand href=(home) { (app.options.title) }
+                    nav {
+                        @for (key, label, path) in &nav {
+                            a class=@if *key == active { "active" } href=@if path.is_empty() { (home) } @else { (base) "/" (path) } { (label) }
+                        }
+                    }
+                    span.store { (store.backend().to_string()) " · " (store.table_name())
+                        @if app.options.read_only { " · " span.badge #read-only { "read-only" } } }
+                }
+                main #content { (body) }
+            }
+        }
+    }
+}
+
+/// A time as the pages show it: `2026-11-28 12:00:03Z`.
+pub(crate) fn when(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Secs, true)
+        .replacen('T', " ", 1)
+}
+
+/// How far `at` is from `now`: `in 4s`, `3m ago`.
+pub(crate) fn relative(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let delta = at - now;
+    let secs = delta.num_seconds();
+    let span = humantime::format_duration(Duration::from_secs(secs.unsigned_abs())).to_string();
+    let span = span.split(' ').take(2).collect::<Vec<_>>().join(" ");
+    match secs {
+        0 => "now".to_owned(),
+        1.. => format!("in {span}"),
+        _ => format!("{span} ago"),
+    }
+}
+
+/// A duration as the pages show it, to the millisecond below a second.
+pub(crate) fn took(duration: Duration) -> String {
+    if duration < Duration::from_secs(1) {
+        format!("{} ms", duration.as_millis())
+    } else {
+        let secs = Duration::from_secs(duration.as_secs());
+        humantime::format_duration(secs).to_string()
+    }
+}
+
+fn outcome_badge(outcome: RunOutcome) -> Markup {
+    html! { span class={"outcome outcome-" (outcome.as_str())} { (outcome.as_str()) } }
+}
+
+/// The message an action left (`?flash=...`, `&failed=1` when it was refused).
+fn flash(message: Option<&str>, failed: Option<u8>) -> Markup {
+    html! {
+        @if let Some(message) = message.filter(|m| !m.is_empty()) {
+            p.flash.error[failed.unwrap_or(0) != 0] #flash { (message) }
+        }
+    }
+}
+
+/// A `POST` form of one button.
+fn action(
+    base: &str,
+    csrf: &Csrf,
+    path: &str,
+    id: &str,
+    label: &str,
+    fields: &[(&str, &str)],
+) -> Markup {
+    // The fleet's pause stops every job everywhere: the browser asks first (app.js).
+    let confirm = (path == "fleet/pause").then_some(
+        "Pause every job of the whole fleet? No job fires anywhere until it is resumed.",
+    );
+    html! {
+        form.action method="post" action={(base) "/act/" (path)} data-confirm=[confirm] {
+            input type="hidden" name="csrf" value=(csrf.0);
+            @for (name, value) in fields { input type="hidden" name=(name) value=(value); }
+            button.action id=(id) type="submit" { (label) }
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+pub(crate) struct FlashQuery {
+    flash: Option<String>,
+    failed: Option<u8>,
+}
+
+/// A path segment, percent-encoded.
+pub(crate) fn enc(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len());
+    for byte in segment.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// A table of history rows.
+fn runs_table(base: &str, runs: &[RunRecord], with_job: bool) -> Markup {
+    let holders = json::holders(runs);
+    html! {
+        @if runs.is_empty() { p.muted #no-runs { "No runs." } } @else {
+            table.runs {
+                thead { tr { th { "id" } @if with_job { th { "job" } } th { "tick" } th { "started" } th { "took" }
+                    th { "outcome" } th { "instance" } th { "holder" } th { "token" } th { "attempt" } th { "error / by" } } }
+                tbody { @for (run, holder) in runs.iter().zip(&holders) {
+                    tr data-outcome=(run.outcome.as_str()) {
+                        td { (run.id) }
+                        @if with_job { td { a href={(base) "/jobs/" (enc(&run.name))} { (run.name) } } }
+                        td { @match run.tick { Some(t) => (when(t)), None => "–" } }
+                        td { (when(run.started_at)) }
+                        td { @match run.duration().filter(|_| run.outcome.ran()) { Some(d) => (took(d)), None => "–" } }
+                        td { (outcome_badge(run.outcome)) }
+                        td { (run.locked_by) }
+                        td { (holder.as_deref().unwrap_or("–")) }
+                        td { @match run.fencing_token { Some(t) => (t), None => "–" } }
+                        td { @match run.attempt { Some(a) => (a), None => "–" } }
+                        td.error { @if let Some(by) = &run.requested_by { span.muted { "by " (by) " " } } (run.error.as_deref().unwrap_or("")) }
+                    }
+                } }
+            }
+        }
+    }
+}
+
+/// The pages' script.
+pub(crate) async fn script() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "max-age=300"),
+        ],
+        SCRIPT,
+    )
+        .into_response()
+}
+
+/// The pages' stylesheet.
+pub(crate) async fn style() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
+            (header::CACHE_CONTROL, "max-age=300"),
+        ],
+        STYLE,
+    )
+        .into_response()
+}
