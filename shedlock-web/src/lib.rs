@@ -1,4 +1,4 @@
-//! A dashboard for [shedlock](shedlock): see and steer the jobs of a fleet in a browser.
+//! A dashboard for [`shedlock`]: see and steer the jobs of a fleet in a browser.
 //!
 //! [`router`] returns an axum [`Router`] a service mounts under a path of its choosing;
 //! `shedlock serve` (the command-line tool) serves the same pages on its own. They work on
@@ -23,7 +23,7 @@
 //! # Mounting it
 //!
 //! ```no_run
-//! # async fn example(provider: shedlock::PostgresLockProvider) -> std::io::Result<()> {
+//! # async fn example(provider: shedlock::SqliteLockProvider) -> std::io::Result<()> {
 //! use shedlock_web::{Auth, Options};
 //!
 //! let dashboard = shedlock_web::router(provider, Options::new(Auth::bearer("a long secret")));
@@ -44,7 +44,7 @@
 //!   extensions; the dashboard records that name with each action:
 //!
 //! ```no_run
-//! # async fn example(provider: shedlock::PostgresLockProvider) {
+//! # async fn example(provider: shedlock::SqliteLockProvider) {
 //! use axum::extract::Request;
 //! use axum::middleware::{self, Next};
 //! use axum::response::{IntoResponse, Response};
