@@ -38,7 +38,7 @@ use axum::http::{Request, StatusCode};
 use futures_util::StreamExt;
 use shedlock::history::{NewRun, RunOutcome};
 use shedlock::schedules::{NewSchedule, ScheduleStore};
-use shedlock::{Backend, LockConfiguration, LockProvider};
+use shedlock::{Backend, LockAdmin, LockConfiguration, LockProvider};
 use shedlock_suite::{TestDb, mysql_url, postgres_url};
 use shedlock_web::{Auth, Options, Source};
 use sqlx::{AssertSqlSafe, Executor, Row};
@@ -364,12 +364,84 @@ where
         let save = args.save.as_ref().map(|dir| (dir, "jobs"));
         figures.push(time(&router, &path, args.reps, save).await);
     }
+    figures.extend(parts::<B>(&provider, &names[..100], args.reps).await);
     for guard in held {
         guard.unlock().await.unwrap();
     }
     drop(router);
     db.teardown().await;
     Some(figures)
+}
+
+/// The parts of what `/jobs` reads and computes, each timed alone as the page does it: the
+/// store's clock, every schedule, every lock row, `Schedule::next_after` called once per job
+/// (each (cron, zone) parsed once: what the page did before it kept one next tick per pair),
+/// the last runs of a page of 100 jobs.
+async fn parts<B: Bench>(provider: &B::Provider, page: &[String], reps: usize) -> Vec<Figure>
+where
+    B::Provider: ScheduleStore,
+{
+    let mut figures = Vec::new();
+    let mut timed = |label: &str, mut ms: Vec<f64>| {
+        ms.sort_by(f64::total_cmp);
+        let at = |q: f64| ms[((ms.len() as f64 - 1.0) * q).round() as usize];
+        figures.push(Figure {
+            label: label.to_owned(),
+            p50: at(0.5),
+            p95: at(0.95),
+            worst: ms[ms.len() - 1],
+            bytes: 0,
+        });
+    };
+    let ms = |started: Instant| started.elapsed().as_secs_f64() * 1e3;
+    let (mut now, mut schedules, mut locks, mut next, mut last) =
+        (vec![], vec![], vec![], vec![], vec![]);
+    let runs = B::run_store(provider);
+    for i in 0..reps + 2 {
+        let started = Instant::now();
+        let at = provider.now().await.unwrap();
+        let now_ms = ms(started);
+        let started = Instant::now();
+        let rows = provider.schedules_since(0).await.unwrap();
+        let schedules_ms = ms(started);
+        let started = Instant::now();
+        provider.lock_rows().await.unwrap();
+        let locks_ms = ms(started);
+        let started = Instant::now();
+        let mut parsed = std::collections::HashMap::new();
+        let mut ticks = 0;
+        for row in &rows {
+            let (Some(cron), Some(zone)) = (row.cron.as_deref(), row.time_zone.as_deref()) else {
+                continue;
+            };
+            let schedule = parsed
+                .entry((cron.to_owned(), zone.to_owned()))
+                .or_insert_with(|| shedlock::Schedule::parse(cron, zone).ok());
+            ticks += usize::from(schedule.as_ref().and_then(|s| s.next_after(at)).is_some());
+        }
+        assert!(ticks > 0, "no next tick computed");
+        let next_ms = ms(started);
+        let started = Instant::now();
+        if let Some(runs) = &runs {
+            runs.latest_runs(page).await.unwrap();
+        }
+        let last_ms = ms(started);
+        if i >= 2 {
+            now.push(now_ms);
+            schedules.push(schedules_ms);
+            locks.push(locks_ms);
+            next.push(next_ms);
+            last.push(last_ms);
+        }
+    }
+    timed("part: the store's now()", now);
+    timed("part: schedules_since(0), every schedule", schedules);
+    timed("part: lock_rows(), every lock row", locks);
+    timed("part: next_after() once per job", next);
+    if runs.is_some() {
+        timed("part: latest_runs() of 100 jobs", last);
+    }
+    figures
 }
 
 /// The digits 0 to 9 as a derived table (MariaDB and SQLite: no `generate_series`).
