@@ -471,6 +471,49 @@ mod cases {
         assert_eq!(resumed.json()["result"], "resumed");
         assert_eq!(resumed.json()["was_paused"], true);
 
+        // The pages read the schedules once and then only what changed (by version): a
+        // schedule created, paused and deleted meanwhile is shown as it is now.
+        assert!(
+            !client
+                .get("/shedlock/jobs?paused=yes")
+                .await
+                .body
+                .contains(&format!("data-job=\"{run_time}\""))
+        );
+        provider
+            .create_schedule(
+                &NewSchedule::job("dash-temp", "h", "{}", "0 0 * * * *", None),
+                "test",
+            )
+            .await
+            .unwrap();
+        assert!(
+            client
+                .get("/shedlock/jobs")
+                .await
+                .body
+                .contains("data-job=\"dash-temp\"")
+        );
+        provider
+            .update_schedule("dash-temp", &ScheduleChange::new().paused(true), "test")
+            .await
+            .unwrap();
+        assert!(
+            client
+                .get("/shedlock/jobs?paused=yes")
+                .await
+                .body
+                .contains("data-job=\"dash-temp\"")
+        );
+        assert!(provider.delete_schedule("dash-temp", "test").await.unwrap());
+        assert!(
+            !client
+                .get("/shedlock/jobs")
+                .await
+                .body
+                .contains("data-job=\"dash-temp\"")
+        );
+
         let asked = client
             .post_api(
                 &format!("/shedlock/api/v1/jobs/{run_time}/trigger"),

@@ -137,7 +137,7 @@ pub(crate) fn job_json(row: &JobRow) -> Value {
 
 /// `GET /api/v1/jobs`.
 pub(crate) async fn jobs(State(app): Shared, Query(query): Query<JobsQuery>) -> Response {
-    let snapshot = match Snapshot::read(&app).await {
+    let snapshot = match Snapshot::read_fresh(&app).await {
         Ok(snapshot) => snapshot,
         Err(error) => return unavailable(error),
     };
@@ -173,7 +173,7 @@ pub(crate) async fn jobs(State(app): Shared, Query(query): Query<JobsQuery>) -> 
 
 /// `GET /api/v1/jobs/{name}`.
 pub(crate) async fn job(State(app): Shared, Path(name): Path<String>) -> Response {
-    let snapshot = match Snapshot::read(&app).await {
+    let snapshot = match Snapshot::for_job(&app, &name).await {
         Ok(snapshot) => snapshot,
         Err(error) => return unavailable(error),
     };

@@ -204,6 +204,7 @@ pub(crate) struct App {
     pub(crate) source: Source,
     pub(crate) options: Options,
     pub(crate) sessions: auth::Sessions,
+    pub(crate) schedules: model::ScheduleCache,
 }
 
 pub(crate) type Shared = State<Arc<App>>;
@@ -229,6 +230,7 @@ pub fn router(source: impl Into<Source>, options: Options) -> Router {
         source: source.into(),
         options,
         sessions: auth::Sessions::default(),
+        schedules: model::ScheduleCache::default(),
     });
     let mut routes = Router::new()
         .route("/", get(pages::overview))

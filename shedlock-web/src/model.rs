@@ -18,6 +18,55 @@ pub(crate) const RESERVED: &str = "shedlock.";
 /// The prefix of a fleet seat's lock: `shedlock.fleet/<fleet>/<seat>`.
 const SEAT_PREFIX: &str = "shedlock.fleet/";
 
+/// The store's live schedules as last read, and the version they were read at: a request
+/// reads the store's version (one statement), and only the changes since when it moved, as a
+/// watching scheduler does (ADR 0014's versions: a reader that has seen `v` finds every later
+/// change, deletes included, with `version > v`).
+#[derive(Default)]
+pub(crate) struct ScheduleCache(
+    tokio::sync::Mutex<Option<(i64, BTreeMap<String, StoredSchedule>)>>,
+);
+
+impl ScheduleCache {
+    pub(crate) async fn read(&self, app: &App) -> shedlock::Result<Vec<StoredSchedule>> {
+        let store = &app.source.store;
+        let mut cache = self.0.lock().await;
+        let version = store.schedules_version().await?;
+        let fresh = match cache.as_mut() {
+            Some((seen, _)) if *seen == version => false,
+            Some((seen, map)) if *seen < version => {
+                for schedule in store.schedules_since(*seen).await? {
+                    *seen = (*seen).max(schedule.version);
+                    if schedule.deleted {
+                        map.remove(&schedule.name);
+                    } else {
+                        map.insert(schedule.name.clone(), schedule);
+                    }
+                }
+                *seen = (*seen).max(version);
+                false
+            }
+            // First read, or a store whose version went back (emptied by hand): all of it.
+            _ => true,
+        };
+        if fresh {
+            let mut map = BTreeMap::new();
+            let mut seen = version;
+            for schedule in store.schedules_since(0).await? {
+                seen = seen.max(schedule.version);
+                if !schedule.deleted {
+                    map.insert(schedule.name.clone(), schedule);
+                }
+            }
+            *cache = Some((seen, map));
+        }
+        Ok(cache
+            .as_ref()
+            .map(|(_, map)| map.values().cloned().collect())
+            .unwrap_or_default())
+    }
+}
+
 /// The store as one request reads it.
 pub(crate) struct Snapshot {
     /// The database's now (the clock that rules the locks).
@@ -103,27 +152,61 @@ impl JobRow {
 }
 
 impl Snapshot {
+    /// Every live schedule (from [`ScheduleCache`]: one read of the store's version when
+    /// nothing changed) and every lock row.
     pub(crate) async fn read(app: &App) -> shedlock::Result<Self> {
+        let schedules = app.schedules.read(app).await?;
+        Self::with(app, schedules, None).await
+    }
+
+    /// As [`read`](Self::read), every schedule read from the store now: a pending run-now
+    /// request's claim changes no version, so only this read shows it as it is.
+    pub(crate) async fn read_fresh(app: &App) -> shedlock::Result<Self> {
+        let schedules = app.source.store.schedules_since(0).await?;
+        Self::with(app, schedules, None).await
+    }
+
+    /// What the page of job `name` needs: its schedule and its lock, read now.
+    pub(crate) async fn for_job(app: &App, name: &str) -> shedlock::Result<Self> {
+        let schedules = app.source.store.schedule(name).await?.into_iter().collect();
+        Self::with(app, schedules, Some(name)).await
+    }
+
+    /// The lock rows only (the locks page).
+    pub(crate) async fn locks_only(app: &App) -> shedlock::Result<Self> {
+        Self::with(app, Vec::new(), None).await
+    }
+
+    async fn with(
+        app: &App,
+        schedules: Vec<StoredSchedule>,
+        lock: Option<&str>,
+    ) -> shedlock::Result<Self> {
         let store = &app.source.store;
         let now = store.now().await?;
-        let mut schedules: Vec<StoredSchedule> = store
-            .schedules_since(0)
-            .await?
-            .into_iter()
-            .filter(|s| !s.deleted)
-            .collect();
+        let mut schedules: Vec<StoredSchedule> =
+            schedules.into_iter().filter(|s| !s.deleted).collect();
         schedules.sort_by(|a, b| a.name.cmp(&b.name));
         let fleet = schedules
             .iter()
             .position(|s| s.name == FLEET_SCHEDULE)
             .map(|at| schedules.remove(at));
-        let rows = store.lock_rows().await?;
+        let (locks, unreadable) = match lock {
+            Some(name) => (
+                store.lock_state(name).await?.into_iter().collect(),
+                Vec::new(),
+            ),
+            None => {
+                let rows = store.lock_rows().await?;
+                (rows.locks, rows.unreadable)
+            }
+        };
         Ok(Self {
             now,
             schedules,
             fleet,
-            locks: rows.locks,
-            unreadable: rows.unreadable,
+            locks,
+            unreadable,
         })
     }
 

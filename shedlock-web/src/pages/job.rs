@@ -46,7 +46,7 @@ pub(crate) async fn job(
     Query(query): Query<JobQuery>,
 ) -> PageResult {
     let base = base.0.as_str();
-    let snapshot = Snapshot::read(&app).await?;
+    let snapshot = Snapshot::for_job(&app, &name).await?;
     let Some(mut row) = snapshot
         .jobs(&app.options.code_jobs)
         .into_iter()

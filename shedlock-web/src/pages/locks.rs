@@ -18,7 +18,7 @@ pub(crate) async fn locks(
     Query(query): Query<FlashQuery>,
 ) -> PageResult {
     let base = base.0.as_str();
-    let snapshot = Snapshot::read(&app).await?;
+    let snapshot = Snapshot::locks_only(&app).await?;
     let read_only = app.options.read_only;
     let body = html! {
         h1 { "Locks" }
