@@ -21,8 +21,11 @@ const AXIS: f64 = 22.0;
 /// Up to this many runs, each is a mark of its own; beyond, marks of one row and one outcome
 /// closer than [`MERGE_PX`] are merged (the page stays light: a mark is ~250 bytes).
 const DETAIL_LIMIT: usize = 300;
-/// How close (in the chart's units, 1,000 wide) merged marks are.
+/// How close (in the chart's units, 1,000 wide) merged marks are at first; doubled until the
+/// chart has at most [`MAX_MARKS`] marks.
 const MERGE_PX: f64 = 3.0;
+/// The most marks a chart draws (a mark is ~250 bytes: the page stays under 200 KB).
+const MAX_MARKS: usize = 400;
 /// The row of operators' actions.
 const OPERATORS: &str = "operator actions";
 
@@ -53,7 +56,12 @@ pub(crate) fn chart(runs: &[RunRecord], from: DateTime<Utc>, to: DateTime<Utc>) 
         rows.iter().position(|r| *r == key).unwrap_or(0)
     };
     let height = AXIS + ROW * rows.len().max(1) as f64 + 6.0;
-    let marks = marks(runs, &x, to, |run| row_of(run));
+    let mut merge_px = MERGE_PX;
+    let mut marks = marks(runs, &x, to, &row_of, merge_px);
+    while marks.len() > MAX_MARKS && merge_px < WIDTH {
+        merge_px *= 2.0;
+        marks = self::marks(runs, &x, to, &row_of, merge_px);
+    }
     let ticks: Vec<(f64, String)> = (0..=5)
         .map(|i| {
             let at = from + chrono::Duration::milliseconds((span * f64::from(i) / 5.0) as i64);
@@ -105,7 +113,7 @@ pub(crate) fn chart(runs: &[RunRecord], from: DateTime<Utc>, to: DateTime<Utc>) 
         }
         @if runs.len() > DETAIL_LIMIT {
             p.muted #timeline-merged { (runs.len()) " runs in this window: runs of one instance with the same outcome less than "
-                (MERGE_PX) " px apart are drawn as one mark (its tooltip counts them); a shorter window shows each."
+                (merge_px) " px apart are drawn as one mark (its tooltip counts them); a shorter window shows each."
                 @if runs.len() >= MAX_RUNS as usize { " Only the newest " (MAX_RUNS) " runs of the window are read: the chart's left part may lack runs." } }
         }
         p.legend {
@@ -128,12 +136,13 @@ struct Mark<'a> {
 }
 
 /// The marks of `runs` (newest first, as read): one per run, or merged per row, outcome and
-/// [`MERGE_PX`] when there are more than [`DETAIL_LIMIT`].
+/// `merge_px` when there are more than [`DETAIL_LIMIT`].
 fn marks<'a>(
     runs: &'a [RunRecord],
     x: &dyn Fn(DateTime<Utc>) -> f64,
     to: DateTime<Utc>,
-    row_of: impl Fn(&RunRecord) -> usize,
+    row_of: &dyn Fn(&RunRecord) -> usize,
+    merge_px: f64,
 ) -> Vec<Mark<'a>> {
     let mut marks: Vec<Mark<'a>> = Vec::new();
     let merge = runs.len() > DETAIL_LIMIT;
@@ -150,7 +159,7 @@ fn marks<'a>(
         );
         if merge
             && let Some(&at) = open.get(&key)
-            && start - marks[at].end.max(marks[at].start) < MERGE_PX
+            && start - marks[at].end.max(marks[at].start) < merge_px
         {
             let mark = &mut marks[at];
             mark.count += 1;
