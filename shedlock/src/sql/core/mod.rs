@@ -2,13 +2,16 @@
 //! on it, written once: each runs one statement of its dialect ([`Hooks::SQL`]) on a connection
 //! of the provider's pool, binds its parameters by meaning, retries a lost serialization race
 //! and reports a failure by name.
+//!
+//! `history.rs` holds the run history's operations.
+
+mod history;
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::{Database, Pool};
+use sqlx::Pool;
 use tokio::time::Instant;
 
 use super::dialect::{Acquired, Answer, Hooks, Param, Statements};
@@ -16,15 +19,12 @@ use super::driver::{Driver, Value};
 use super::exec::Prepared;
 use super::quirks::Quirks;
 use super::stash::{Lent, Stash};
+use super::statement;
 use super::table::TableName;
-use super::{PRUNE_BATCH, PRUNE_JOBS, retention, statement};
 use crate::config::LockConfiguration;
 use crate::error::Result;
 use crate::guard::LockGuard;
-use crate::history::{
-    LockRows, LockState, NewRun, RunOutcome, RunQuery, RunRecord, UnreadableRow, parse_outcome,
-    storable_error,
-};
+use crate::history::{LockRows, LockState, UnreadableRow};
 use crate::lease::{Lease, Releases};
 use crate::settings::ProviderSettings;
 
@@ -448,168 +448,6 @@ impl<D: Quirks> Core<D> {
             Err(e) => Err(self.fail(format!("release lock {name:?}"), e).await),
         }
     }
-
-    pub(crate) async fn record_run(&self, run: &NewRun) -> Result<i64> {
-        let error = run.error.as_deref().map(storable_error);
-        let values = |param| -> Option<Value<'_>> {
-            Some(match param {
-                Param::Job => run.job.as_str().into(),
-                Param::Name => run.name.as_str().into(),
-                Param::Tick => run.tick.into(),
-                Param::Running => (run.outcome == RunOutcome::Running).into(),
-                Param::Outcome => run.outcome.as_str().into(),
-                Param::LockedBy => self.settings.common.locked_by.as_str().into(),
-                Param::Token => run.fencing_token.into(),
-                Param::Error => error.as_deref().into(),
-                Param::Attempt => run.attempt.map(i64::from).into(),
-                Param::RequestedBy => run.requested_by.as_deref().into(),
-                _ => return None,
-            })
-        };
-        let answer = if D::RETURNING {
-            run!(self, self.sql.run_insert, fetch_optional, |p| values(p)).map(Answer::Row)
-        } else {
-            run!(self, self.sql.run_insert, execute, |p| values(p)).map(Answer::Done)
-        };
-        match answer.and_then(D::inserted_id) {
-            Ok(id) => Ok(id),
-            Err(e) => Err(self.fail_runs("record a run".into(), e).await),
-        }
-    }
-
-    /// Run again when it lost a serialization race (as every statement is): at REPEATABLE READ
-    /// or SERIALIZABLE, a sweep that closed this row after this statement took its snapshot
-    /// makes it fail, and the real outcome must still land.
-    pub(crate) async fn finish_run(
-        &self,
-        id: i64,
-        outcome: RunOutcome,
-        error: Option<&str>,
-    ) -> Result<()> {
-        let error = error.map(storable_error);
-        let done = run!(self, self.sql.run_finish, execute, |p| match p {
-            Param::Id => Some(id.into()),
-            Param::Outcome => Some(outcome.as_str().into()),
-            Param::Error => Some(error.as_deref().into()),
-            _ => None,
-        });
-        match done {
-            Ok(_) => Ok(()),
-            Err(e) => Err(self.fail_runs("finish a run".into(), e).await),
-        }
-    }
-
-    /// Runs the prune statement for `jobs`, [`PRUNE_JOBS`] names at a time, each until it
-    /// deletes fewer than [`PRUNE_BATCH`] rows.
-    pub(crate) async fn prune_runs(&self, jobs: &[String], older_than: Duration) -> Result<u64> {
-        let older_than = retention(older_than);
-        let mut deleted = 0;
-        for page in jobs.chunks(PRUNE_JOBS) {
-            let json = match serde_json::to_string(page) {
-                Ok(json) => json,
-                Err(e) => {
-                    let what = "write job names as JSON".to_owned();
-                    return Err(self.fail(what, sqlx::Error::Encode(Box::new(e))).await);
-                }
-            };
-            loop {
-                let done = run!(self, self.sql.run_prune, execute, |p| match p {
-                    Param::Retention => Some(older_than.into()),
-                    Param::Names => Some(json.as_str().into()),
-                    _ => None,
-                });
-                let done = match done {
-                    Ok(done) => D::Db::rows_affected(&done),
-                    Err(e) => return Err(self.fail_runs("prune the run history".into(), e).await),
-                };
-                deleted += done;
-                if done < PRUNE_BATCH {
-                    break;
-                }
-            }
-        }
-        Ok(deleted)
-    }
-
-    pub(crate) async fn close_abandoned_runs(&self) -> Result<u64> {
-        match run!(self, self.sql.run_abandon, execute, |_p| None) {
-            Ok(done) => Ok(D::Db::rows_affected(&done)),
-            Err(e) => Err(self.fail_runs("close abandoned runs".into(), e).await),
-        }
-    }
-
-    pub(crate) async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>> {
-        let rows = run!(self, self.sql.runs, fetch_all, |p| match p {
-            Param::NameFilter => Some(query.name.as_deref().into()),
-            Param::OutcomeFilter => Some(query.outcome.map(RunOutcome::as_str).into()),
-            Param::InstanceFilter => Some(query.instance.as_deref().into()),
-            Param::Since => Some(query.since.into()),
-            Param::Until => Some(query.until.into()),
-            Param::Before => Some(query.before.into()),
-            Param::RunsOnly => Some(query.runs_only.into()),
-            Param::Limit => Some(i64::from(query.limit).into()),
-            _ => None,
-        });
-        match rows.and_then(|rows| rows.iter().map(decode_run::<D>).collect()) {
-            Ok(runs) => Ok(runs),
-            Err(e) => Err(self.fail_runs("read the run history".into(), e).await),
-        }
-    }
-
-    /// The newest row of each name that is not an operator's, [`LATEST_NAMES`] names per
-    /// statement, ordered by name.
-    pub(crate) async fn latest_runs(&self, names: &[String]) -> Result<Vec<RunRecord>> {
-        let mut names: Vec<&String> = names.iter().collect();
-        names.sort();
-        names.dedup();
-        let mut latest = Vec::with_capacity(names.len());
-        for page in names.chunks(LATEST_NAMES) {
-            let json = match serde_json::to_string(page) {
-                Ok(json) => json,
-                Err(e) => {
-                    let what = "write lock names as JSON".to_owned();
-                    return Err(self.fail(what, sqlx::Error::Encode(Box::new(e))).await);
-                }
-            };
-            let rows = run!(self, self.sql.runs_latest, fetch_all, |p| match p {
-                Param::Names => Some(json.as_str().into()),
-                _ => None,
-            });
-            match rows.and_then(|rows| {
-                rows.iter()
-                    .map(decode_run::<D>)
-                    .collect::<Result<Vec<_>, _>>()
-            }) {
-                Ok(runs) => latest.extend(runs),
-                Err(e) => {
-                    let what = format!("read the last runs of {} locks", page.len());
-                    return Err(self.fail_runs(what, e).await);
-                }
-            }
-        }
-        Ok(latest)
-    }
-}
-
-/// How many lock names [`Core::latest_runs`] reads in one statement.
-const LATEST_NAMES: usize = 1_000;
-
-/// A history row as `RUNS` and `RUNS_LATEST` return it.
-fn decode_run<D: Hooks>(row: &<D::Db as Database>::Row) -> Result<RunRecord, sqlx::Error> {
-    Ok(RunRecord {
-        id: D::Db::int(row, 0)?,
-        job: D::Db::text(row, 1)?,
-        name: D::Db::text(row, 2)?,
-        tick: D::time(row, 3)?,
-        started_at: required(D::time(row, 4)?, "started_at")?,
-        finished_at: D::time(row, 5)?,
-        outcome: parse_outcome(&D::Db::text(row, 6)?)?,
-        locked_by: D::Db::text(row, 7)?,
-        fencing_token: D::Db::opt_int(row, 8)?,
-        error: D::Db::opt_text(row, 9)?,
-        attempt: D::Db::opt_i32(row, 10)?.map(|a| a.max(0).unsigned_abs()),
-        requested_by: D::Db::opt_text(row, 11)?,
-    })
 }
 
 /// A time read from a column that is never null.

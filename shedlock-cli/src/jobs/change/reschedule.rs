@@ -1,0 +1,235 @@
+//! `trigger`, `reschedule` and `reset`: the commands that change when a job runs.
+
+use serde_json::json;
+use shedlock::schedules::{ScheduleChange, TriggerAnswer};
+use shedlock::{RunStore, Schedule};
+
+use super::{SHOWN_TICKS, print_json, tuning_change};
+use crate::args::{NameArgs, RescheduleArgs};
+use crate::db::Steered;
+use crate::failure::Failure;
+use crate::jobs::{
+    FLEET_SCHEDULE, cron_text, find, jitter_json, jitter_text, known_zone, next_ticks, operator,
+    retry_json, retry_text, schedule_json, trigger_json, zone_text,
+};
+use crate::output::{json_time, print, time};
+
+/// `trigger NAME`: exit 0 when requested, 4 when a request is already pending.
+pub(crate) async fn trigger(
+    store: &dyn Steered,
+    runs: Option<&dyn RunStore>,
+    args: &NameArgs,
+) -> Result<(), Failure> {
+    let name = args.name.as_str();
+    if name == FLEET_SCHEDULE {
+        return Err(Failure::Usage(format!(
+            "{FLEET_SCHEDULE} is the fleet's pause, not a job: there is nothing to run"
+        )));
+    }
+    find(store, runs, name).await?;
+    let by = operator();
+    match store.request_trigger(name, &by).await? {
+        TriggerAnswer::Requested { id } => {
+            if args.json {
+                print_json(
+                    &json!({ "name": name, "result": "requested", "id": id, "requested_by": by }),
+                );
+            } else {
+                print(&format!(
+                    "requested a run of {name:?} now (request {id}, by {by}): one instance runs it under its lock\n"
+                ));
+            }
+            Ok(())
+        }
+        TriggerAnswer::AlreadyPending(pending) => {
+            if args.json {
+                print_json(&json!({
+                    "name": name,
+                    "result": "already_pending",
+                    "trigger": trigger_json(&pending),
+                }));
+            }
+            let state = match (&pending.claimed_by, pending.started) {
+                (Some(on), true) => format!(", its run going on on {on}"),
+                (Some(on), false) => format!(", claimed by {on}"),
+                (None, _) => String::new(),
+            };
+            Err(Failure::NotDone(format!(
+                "already pending (asked by {} at {}{state}): a run of {name:?} was not requested again",
+                pending.requested_by,
+                time(pending.requested_at)
+            )))
+        }
+        // A newer answer of the store: nothing is known to have been added.
+        other => Err(Failure::NotDone(format!("{other}"))),
+    }
+}
+
+/// `reschedule NAME [--cron EXPR [--time-zone TZ]] [--jitter D] [--retry N … | --no-retry]`:
+/// checked (the cron with [`Schedule::parse`]) before anything is written.
+pub(crate) async fn reschedule(
+    store: &dyn Steered,
+    runs: Option<&dyn RunStore>,
+    args: &RescheduleArgs,
+) -> Result<(), Failure> {
+    let name = args.name.as_str();
+    if name == FLEET_SCHEDULE {
+        return Err(Failure::Usage(format!(
+            "{FLEET_SCHEDULE} is the fleet's pause, not a job: it has no schedule to change"
+        )));
+    }
+    if args.cron.is_none() && !args.tuning.any() {
+        return Err(Failure::Usage(format!(
+            "nothing to change: give --cron EXPR (with --time-zone TZ), --jitter DURATION, \
+             --retry MAX_ATTEMPTS (with --retry-backoff, --retry-cap, --retry-past-next-tick) or \
+             --no-retry (`shedlock reschedule {name} --help` says more)"
+        )));
+    }
+    let mut change = ScheduleChange::new();
+    tuning_change(&args.tuning, &mut change, false)?;
+    let before = find(store, runs, name).await?;
+    // The zone the new cron is read in: the one given, else the stored one (UTC for a run-time
+    // job); an override without one keeps the code's, unknown here: its ticks are shown in UTC.
+    let zone: Option<String> = args
+        .time_zone
+        .clone()
+        .or_else(|| before.as_ref().and_then(known_zone).map(str::to_owned));
+    let assumed_utc = zone.is_none();
+    let zone_read = zone.clone().unwrap_or_else(|| "UTC".to_owned());
+    if let Some(cron) = &args.cron {
+        // The macros' checks and hints; an error here writes nothing.
+        Schedule::parse(cron, &zone_read)?;
+        change.cron = Some(Some(cron.clone()));
+        if let Some(zone) = &args.time_zone {
+            change.time_zone = Some(Some(zone.clone()));
+        }
+    }
+    let by = operator();
+    let stored = store.update_schedule(name, &change, &by).await?;
+    let now = store.now().await?;
+    let ticks = match &args.cron {
+        Some(cron) => next_ticks(cron, &zone_read, now, SHOWN_TICKS),
+        None => Vec::new(),
+    };
+    let old_cron = before.as_ref().and_then(|s| s.cron.clone());
+    let old_zone = before.as_ref().and_then(|s| s.time_zone.clone());
+    let old_jitter = before.as_ref().and_then(|s| s.jitter);
+    let old_retry = before.as_ref().and_then(|s| s.retry);
+    if args.json {
+        print_json(&json!({
+            "name": name,
+            "result": "rescheduled",
+            "old": {
+                "cron": old_cron,
+                "time_zone": old_zone,
+                "jitter_ms": jitter_json(old_jitter),
+                "retry": retry_json(old_retry.as_ref()),
+            },
+            "new": {
+                "cron": stored.cron,
+                "time_zone": stored.time_zone,
+                "jitter_ms": jitter_json(stored.jitter),
+                "retry": retry_json(stored.retry.as_ref()),
+            },
+            "next_ticks": ticks.iter().copied().map(json_time).collect::<Vec<_>>(),
+            "next_ticks_time_zone": args.cron.as_ref().map(|_| zone_read.clone()),
+            "time_zone_assumed": args.cron.is_some() && assumed_utc,
+            "schedule": schedule_json(&stored, now),
+        }));
+        return Ok(());
+    }
+    let old_zone_text = before
+        .as_ref()
+        .map_or_else(|| "code default".to_owned(), zone_text);
+    let mut text = format!(
+        "rescheduled {name:?} (version {}, by {by}):\n",
+        stored.version
+    );
+    if let Some(cron) = &args.cron {
+        text.push_str(&format!(
+            "  cron       {} → {cron}\n  time zone  {old_zone_text} → {}\n",
+            cron_text(old_cron.as_deref()),
+            zone_text(&stored),
+        ));
+    }
+    if change.jitter.is_some() {
+        text.push_str(&format!(
+            "  jitter     {} → {}\n",
+            jitter_text(old_jitter),
+            jitter_text(stored.jitter)
+        ));
+    }
+    if change.retry.is_some() {
+        text.push_str(&format!(
+            "  retry      {} → {}\n",
+            retry_text(old_retry.as_ref()),
+            retry_text(stored.retry.as_ref())
+        ));
+    }
+    if args.cron.is_some() {
+        if assumed_utc {
+            text.push_str(
+                "  next ticks in UTC (the job keeps its code's time zone; pass --time-zone to set one):\n",
+            );
+        } else {
+            text.push_str(&format!("  next ticks ({zone_read}):\n"));
+        }
+        for tick in &ticks {
+            text.push_str(&format!("    {}\n", time(*tick)));
+        }
+        if ticks.is_empty() {
+            text.push_str("    none: it never fires again\n");
+        }
+    }
+    print(&text);
+    Ok(())
+}
+
+/// `reset NAME`: clears an override; a run-time job is refused (that is `delete`).
+pub(crate) async fn reset(
+    store: &dyn Steered,
+    runs: Option<&dyn RunStore>,
+    args: &NameArgs,
+) -> Result<(), Failure> {
+    let name = args.name.as_str();
+    let before = find(store, runs, name).await?;
+    let Some(before) = before else {
+        if args.json {
+            print_json(&json!({ "name": name, "result": "no_override" }));
+        } else {
+            print(&format!(
+                "{name:?} has no override in the store: the code's schedule applies already; nothing to do\n"
+            ));
+        }
+        return Ok(());
+    };
+    if let Some(handler) = &before.handler {
+        return Err(Failure::Usage(format!(
+            "{name:?} is a job created at run time (handler {handler:?}), not an override of a \
+             job in code: there is no code schedule to go back to; use `shedlock delete {name}` to \
+             delete it"
+        )));
+    }
+    let by = operator();
+    let deleted = store.delete_schedule(name, &by).await?;
+    let now = store.now().await?;
+    if args.json {
+        print_json(&json!({
+            "name": name,
+            "result": if deleted { "reset" } else { "no_override" },
+            "cleared": schedule_json(&before, now),
+        }));
+        return Ok(());
+    }
+    print(&format!(
+        "reset {name:?} (by {by}): cleared the override (cron {}, time zone {}, {}); the code's schedule applies again\n",
+        cron_text(before.cron.as_deref()),
+        zone_text(&before),
+        if before.paused {
+            "paused"
+        } else {
+            "not paused"
+        },
+    ));
+    Ok(())
+}

@@ -1,0 +1,251 @@
+//! The operator's commands through the store: pause (a job, the fleet) and run-now.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use shedlock::history::{RunOutcome, RunQuery};
+use shedlock::scheduler::FLEET_SCHEDULE;
+use shedlock::schedules::{ScheduleChange, ScheduleStore, TriggerAnswer};
+use shedlock::{Job, LockConfiguration, LockContext, Schedule};
+
+use super::{
+    DEADLINE, Log, Spans, all_applied, instance, limited_instance, log_len, logging_job, sum,
+};
+use crate::db::TestDb;
+use crate::scheduler_suite::eventually;
+
+/// A job paused in the store fires nowhere; each of its ticks is claimed once fleet-wide and
+/// counted (`skipped-paused`) by one instance; resumed, it runs again. Pausing the whole fleet
+/// stops every job the same way.
+pub async fn a_paused_job_fires_nowhere_and_each_tick_is_recorded_once<D: TestDb>(db: &Arc<D>)
+where
+    D::Provider: ScheduleStore,
+{
+    let log: Log = Arc::default();
+    let (a, store) = instance(db, "a").await;
+    let (b, _) = instance(db, "b").await;
+    for (s, who) in [(&a, "a"), (&b, "b")] {
+        s.add(logging_job("paused", "* * * * * *", who, &log))
+            .unwrap();
+        s.start();
+    }
+    assert!(eventually(DEADLINE, async || log_len(&log, "paused") >= 2).await);
+    store
+        .update_schedule("paused", &ScheduleChange::new().paused(true), "test")
+        .await
+        .unwrap();
+    all_applied(&store, &[&a, &b]).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await; // a run that fired before ends
+    let before = log_len(&log, "paused");
+    let paused_at = Utc::now();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(
+        log_len(&log, "paused"),
+        before,
+        "a paused job fires nowhere"
+    );
+    let stats = [a.stats("paused"), b.stats("paused")];
+    let recorded = sum(&stats, |s| s.paused);
+    assert!(recorded >= 2, "paused ticks are counted: {stats:?}");
+    if let Some(runs) = D::run_store(&store) {
+        let rows = runs
+            .runs(&RunQuery::latest(200).name("paused"))
+            .await
+            .unwrap();
+        let ticks: Vec<_> = rows
+            .iter()
+            .filter(|r| r.outcome == RunOutcome::SkippedPaused)
+            .filter_map(|r| r.tick)
+            .collect();
+        let unique: BTreeSet<_> = ticks.iter().collect();
+        assert_eq!(
+            ticks.len(),
+            unique.len(),
+            "each paused tick recorded once fleet-wide: {ticks:?}"
+        );
+        assert!(ticks.iter().filter(|t| **t >= paused_at).count() >= 2);
+    }
+    store
+        .update_schedule("paused", &ScheduleChange::new().paused(false), "test")
+        .await
+        .unwrap();
+    assert!(
+        eventually(DEADLINE, async || log_len(&log, "paused") >= before + 2).await,
+        "resumed: runs again"
+    );
+    store
+        .update_schedule(FLEET_SCHEDULE, &ScheduleChange::new().paused(true), "test")
+        .await
+        .unwrap();
+    all_applied(&store, &[&a, &b]).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let fleet_before = log_len(&log, "paused");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        log_len(&log, "paused"),
+        fleet_before,
+        "a paused fleet fires nothing"
+    );
+    store
+        .update_schedule(FLEET_SCHEDULE, &ScheduleChange::new().paused(false), "test")
+        .await
+        .unwrap();
+    assert!(
+        eventually(DEADLINE, async || log_len(&log, "paused")
+            >= fleet_before + 2)
+        .await,
+        "the fleet resumed"
+    );
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// "Run now" from the store runs the job once, on one instance, even when asked twice (the
+/// second request is answered "already pending"), and the run is recorded as asked for.
+pub async fn run_now_runs_once_and_a_second_request_is_already_pending<D: TestDb>(db: &Arc<D>)
+where
+    D::Provider: ScheduleStore,
+{
+    let log: Log = Arc::default();
+    let (a, store) = instance(db, "a").await;
+    let (b, _) = instance(db, "b").await;
+    for (s, who) in [(&a, "a"), (&b, "b")] {
+        s.add(logging_job("manual", "0 0 0 1 1 *", who, &log))
+            .unwrap();
+        s.start();
+    }
+    let first = a.trigger("manual").await.unwrap();
+    assert!(
+        matches!(first, TriggerAnswer::Requested { .. }),
+        "{first:?}"
+    );
+    let second = store.request_trigger("manual", "operator").await.unwrap();
+    assert!(
+        matches!(second, TriggerAnswer::AlreadyPending(_)),
+        "{second:?}"
+    );
+    assert!(
+        eventually(DEADLINE, async || log_len(&log, "manual") == 1).await,
+        "run once"
+    );
+    assert!(
+        eventually(DEADLINE, async || store
+            .schedule("manual")
+            .await
+            .unwrap()
+            .is_some_and(|row| row.trigger.is_none()))
+        .await,
+        "the request is removed when its run ends"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(log_len(&log, "manual"), 1, "not doubled");
+    let stats = [a.stats("manual"), b.stats("manual")];
+    assert_eq!(sum(&stats, |s| s.manual), 1, "{stats:?}");
+    if let Some(runs) = D::run_store(&store) {
+        let rows = runs
+            .runs(&RunQuery::latest(10).name("manual"))
+            .await
+            .unwrap();
+        assert!(
+            rows.iter().any(
+                |r| r.outcome == RunOutcome::Executed && r.requested_by.as_deref() == Some("a")
+            ),
+            "recorded as asked for by its requester: {rows:?}"
+        );
+    }
+    // Again after the run ended: a new request.
+    assert!(matches!(
+        store.request_trigger("manual", "operator").await.unwrap(),
+        TriggerAnswer::Requested { .. }
+    ));
+    assert!(eventually(DEADLINE, async || log_len(&log, "manual") == 2).await);
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// With a run limit of 1 and one job running, "run now" of another job waits for that run to
+/// end (it starts no earlier than the first ends), then runs once.
+pub async fn run_now_waits_for_a_free_slot_of_the_run_limit<D: TestDb>(db: &Arc<D>)
+where
+    D::Provider: ScheduleStore,
+{
+    let spans: Spans = Arc::default();
+    let began: Log = Arc::default();
+    let (a, store) = limited_instance(db, "a", Some(1)).await;
+    for (name, work) in [
+        ("first", Duration::from_secs(3)),
+        ("second", Duration::ZERO),
+    ] {
+        let (spans, began) = (Arc::clone(&spans), Arc::clone(&began));
+        let lock = LockConfiguration::new(name, Duration::from_secs(30), Duration::ZERO).unwrap();
+        let job = name.to_owned();
+        a.add(Job::locked(
+            name,
+            Schedule::parse("0 0 0 1 1 *", "UTC").unwrap(),
+            lock,
+            move |_: LockContext| {
+                let (spans, began, job) = (Arc::clone(&spans), Arc::clone(&began), job.clone());
+                async move {
+                    let started = Utc::now();
+                    began
+                        .lock()
+                        .unwrap()
+                        .push(("a".into(), job.clone(), started));
+                    tokio::time::sleep(work).await;
+                    spans.lock().unwrap().push((job, started, Utc::now()));
+                }
+            },
+        ))
+        .unwrap();
+    }
+    a.start();
+    assert!(matches!(
+        store.request_trigger("first", "operator").await.unwrap(),
+        TriggerAnswer::Requested { .. }
+    ));
+    assert!(
+        eventually(DEADLINE, async || log_len(&began, "first") == 1).await,
+        "the first run starts"
+    );
+    assert!(matches!(
+        store.request_trigger("second", "operator").await.unwrap(),
+        TriggerAnswer::Requested { .. }
+    ));
+    assert!(
+        eventually(DEADLINE, async || spans.lock().unwrap().len() == 2).await,
+        "both run"
+    );
+    assert!(
+        eventually(DEADLINE, async || store
+            .schedule("second")
+            .await
+            .unwrap()
+            .is_some_and(|row| row.trigger.is_none()))
+        .await,
+        "the request is removed when its run ends"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    a.shutdown().await;
+    let spans = spans.lock().unwrap().clone();
+    let of = |job: &str| -> Vec<(DateTime<Utc>, DateTime<Utc>)> {
+        spans
+            .iter()
+            .filter(|(j, _, _)| j == job)
+            .map(|&(_, s, e)| (s, e))
+            .collect()
+    };
+    let (first, second) = (of("first"), of("second"));
+    assert_eq!(
+        (first.len(), second.len()),
+        (1, 1),
+        "each runs once: {spans:?}"
+    );
+    assert!(
+        second[0].0 >= first[0].1,
+        "the second starts after the first ended: {spans:?}"
+    );
+    let stats = a.stats("second").unwrap();
+    assert_eq!(stats.manual, 1, "{stats:?}");
+}

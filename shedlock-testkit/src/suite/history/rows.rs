@@ -1,0 +1,172 @@
+//! History rows written and read back: round trips, filters, pruning, attempts and requesters.
+
+use std::time::Duration;
+
+use shedlock::{Error, LockProvider, RunStore};
+
+use crate::db::TestDb;
+use crate::suite::{MS, SEC, tick};
+use crate::unique_name;
+
+pub async fn run_history_round_trips_filters_and_prunes<D: TestDb>(db: &D)
+where
+    D::Provider: RunStore,
+{
+    use shedlock::history::{NewRun, RunOutcome, RunQuery};
+    let provider = db.provider();
+    let old = provider
+        .record_run(&NewRun::new(
+            "sync",
+            "sync_1",
+            Some(tick(0)),
+            RunOutcome::SkippedHeld,
+        ))
+        .await
+        .unwrap();
+    // Make the first row an hour old (by the database clock).
+    let aged = match D::BACKEND {
+        shedlock::Backend::Postgres => "started_at - INTERVAL '1 hour'",
+        shedlock::Backend::MySql => "started_at - INTERVAL 1 HOUR",
+        _ => "started_at - 3600000",
+    };
+    db.exec(&format!(
+        "UPDATE {}_runs SET started_at = {aged}, finished_at = {aged} WHERE id = {old}",
+        db.table()
+    ))
+    .await;
+    let running = provider
+        .record_run(
+            &NewRun::new("sync", "sync_1", Some(tick(60)), RunOutcome::Running)
+                .fencing_token(Some(41)),
+        )
+        .await
+        .unwrap();
+    let failed = provider
+        .record_run(
+            &NewRun::new("other", "other", None, RunOutcome::Failed)
+                .fencing_token(Some(7))
+                .error(Some("upstream said 503 ✗".into())),
+        )
+        .await
+        .unwrap();
+    assert!(old < running && running < failed, "ids increase");
+    let rows = provider.runs(&RunQuery::latest(10)).await.unwrap();
+    let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+    assert_eq!(ids, [failed, running, old], "newest first");
+    let r = &rows[1];
+    assert_eq!(
+        (
+            r.job.as_str(),
+            r.name.as_str(),
+            r.tick,
+            r.outcome,
+            r.fencing_token
+        ),
+        (
+            "sync",
+            "sync_1",
+            Some(tick(60)),
+            RunOutcome::Running,
+            Some(41)
+        )
+    );
+    assert_eq!(r.finished_at, None);
+    assert_eq!(r.duration(), None);
+    assert_eq!(r.locked_by, provider.locked_by());
+    assert_eq!(rows[0].error.as_deref(), Some("upstream said 503 ✗"));
+    assert_eq!(
+        rows[0].duration(),
+        Some(Duration::ZERO),
+        "finished as written"
+    );
+    assert_eq!(rows[0].tick, None);
+
+    tokio::time::sleep(300 * MS).await;
+    provider
+        .finish_run(running, RunOutcome::Executed, None)
+        .await
+        .unwrap();
+    let r = provider
+        .runs(
+            &RunQuery::latest(1)
+                .name("sync_1")
+                .outcome(RunOutcome::Executed),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(r[0].id, running);
+    let took = r[0].duration().expect("finished");
+    assert!((200 * MS..30 * SEC).contains(&took), "{took:?}");
+
+    let by_job = provider
+        .runs(&RunQuery::latest(10).name("sync"))
+        .await
+        .unwrap();
+    assert_eq!(by_job.len(), 2, "the job name matches too: {by_job:?}");
+    let limited = provider.runs(&RunQuery::latest(1)).await.unwrap();
+    assert_eq!(limited.len(), 1);
+
+    // Only the jobs named: another service's rows in the same table are left alone.
+    let others = ["other".to_owned(), "sync_1".to_owned()];
+    let deleted = provider.prune_runs(&others, 30 * 60 * SEC).await.unwrap();
+    assert_eq!(deleted, 0, "the old row is job `sync`'s");
+    let ours = ["other".to_owned(), "sync".to_owned()];
+    let deleted = provider.prune_runs(&ours, 30 * 60 * SEC).await.unwrap();
+    assert_eq!(deleted, 1, "only the row older than half an hour");
+    let ids: Vec<i64> = provider
+        .runs(&RunQuery::latest(10))
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(ids, [failed, running]);
+
+    let missing = db.provider_for_table(&unique_name("no_history"));
+    let err = missing.runs(&RunQuery::latest(1)).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::TableMissing { table, .. } if table.ends_with("_runs")),
+        "{err:?}"
+    );
+}
+
+/// A retried run's attempt number and a manual run's requester are written and read back; a
+/// tick's first run has neither. `skipped-paused` round-trips as an outcome.
+pub async fn attempts_and_requesters_round_trip<D: TestDb>(db: &D)
+where
+    D::Provider: RunStore,
+{
+    use shedlock::history::{NewRun, RunOutcome, RunQuery};
+    let provider = db.provider();
+    let plain = NewRun::new("sync", "sync", Some(tick(0)), RunOutcome::Executed);
+    let retried = NewRun::new("sync", "sync", Some(tick(0)), RunOutcome::Failed).attempt(Some(2));
+    let manual = NewRun::new("sync", "sync", None, RunOutcome::Running)
+        .requested_by(Some("alice@ops".into()))
+        .attempt(Some(1));
+    let paused = NewRun::new("sync", "sync", Some(tick(60)), RunOutcome::SkippedPaused);
+    for run in [&plain, &retried, &manual, &paused] {
+        provider.record_run(run).await.unwrap();
+    }
+    let rows = provider.runs(&RunQuery::latest(10)).await.unwrap();
+    let read: Vec<_> = rows
+        .iter()
+        .rev()
+        .map(|r| (r.outcome, r.attempt, r.requested_by.as_deref()))
+        .collect();
+    assert_eq!(
+        read,
+        [
+            (RunOutcome::Executed, None, None),
+            (RunOutcome::Failed, Some(2), None),
+            (RunOutcome::Running, Some(1), Some("alice@ops")),
+            (RunOutcome::SkippedPaused, None, None),
+        ]
+    );
+    let filtered = provider
+        .runs(&RunQuery::latest(10).outcome(RunOutcome::SkippedPaused))
+        .await
+        .unwrap();
+    assert_eq!(filtered.len(), 1);
+    assert_eq!(filtered[0].outcome.as_str(), "skipped-paused");
+}
