@@ -891,6 +891,12 @@ async fn dashboard_history_pages_by_key_sqlite() {
         .await
         .json();
     assert_eq!(future["runs"].as_array().unwrap().len(), 0);
+    // A page number past any multiple of the page size answers an empty page.
+    let far = client
+        .get("/shedlock/api/v1/jobs?page=18446744073709551615")
+        .await;
+    assert_eq!(far.status, axum::http::StatusCode::OK, "{}", far.body);
+    assert_eq!(far.json()["jobs"].as_array().unwrap().len(), 0);
     let bad = client.get("/shedlock/api/v1/runs?outcome=exploded").await;
     assert_eq!(bad.status, axum::http::StatusCode::BAD_REQUEST);
     assert!(bad.body.contains("unknown run outcome"), "{}", bad.body);

@@ -146,7 +146,7 @@ pub(crate) async fn jobs(State(app): Shared, Query(query): Query<JobsQuery>) -> 
     let mut shown: Vec<JobRow> = match query.page {
         Some(page) => selected
             .into_iter()
-            .skip((page.max(1) - 1) * JOBS_PER_PAGE)
+            .skip((page.max(1) - 1).saturating_mul(JOBS_PER_PAGE))
             .take(JOBS_PER_PAGE)
             .collect(),
         None => selected,
