@@ -239,81 +239,126 @@ const RUN_ABANDON: Statement = super::standard::RUN_ABANDON;
 /// `?1` lock or job name, `?2` outcome, `?3` instance (`locked_by`), `?4` since (ms), `?5` until
 /// (ms), `?6` before (an id), each nullable (null: no filter); `?7` runs only; `?8` limit.
 ///
-/// One branch per index that serves a filter, each gated so that exactly one branch reads
-/// rows for a given set of filters (the others stop at their gate before touching the table):
-/// by lock name (`by_name_id`), by job name for rows whose lock name differs (`by_job_id`), by
-/// outcome (`by_outcome_id`), by instance (`by_locked_by_id`), or the primary key. Each reads
-/// its index backwards from `before` and stops after `limit` rows that pass the other
-/// filters, so a page costs the same at the top of a history of millions of rows as deep into
-/// it (migration 5). The gates are tests of bound values, so a plan cached for the statement
-/// (PostgreSQL's generic plan, a prepared statement) serves every set of filters. The outcome
-/// and instance branches say `col >= x AND col <= x` and order by `col, id`: with `col = x`
-/// a generic plan drops `col` from the order and walks the primary key instead, through every
-/// row when the value is rare (0.3 s over a million rows).
+/// Ten branches, two per index family, each gated so that exactly one branch reads rows for a
+/// given set of filters (the others stop at their gate before touching the table). The first
+/// filter given picks the family: lock name, job name for rows whose lock name differs from
+/// their job (PostgreSQL and SQLite: partial indexes; MySQL: the virtual column `other_job`),
+/// outcome, instance (`locked_by`), or none. Without a time filter the branch walks the
+/// family's `(column, id)` index (the primary key for none) backwards from `before` and stops
+/// after `limit` rows that pass the other filters, so a page costs the same at the top of a
+/// history of millions of rows as deep into it (migration 5). With `since` or `until` it reads
+/// the window's rows from the family's `(column, started_at)` index (`by_start` for none) and
+/// keeps the newest `limit` by id, so a window costs what it holds, wherever it lies
+/// (migration 6). The gates are tests of bound values, so a plan cached for the statement
+/// (PostgreSQL's generic plan, a prepared statement) serves every set of filters.
+///
+/// The walks say `col >= x AND col <= x` and order by `col, id`, as on PostgreSQL; the window
+/// branches order by `+id`, which no index gives, so the planner picks the window's index.
 const RUNS: Statement = Statement {
     sql: "\
 SELECT * FROM (
     SELECT id, job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error,
            attempt, requested_by
     FROM {runs}
-    WHERE name = ?1
+    WHERE name >= ?1 AND name <= ?1 AND ?4 IS NULL AND ?5 IS NULL
       AND (?2 IS NULL OR outcome = ?2) AND (?3 IS NULL OR locked_by = ?3)
       AND (?4 IS NULL OR started_at >= ?4) AND (?5 IS NULL OR started_at < ?5)
       AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome <> 'operator')
-    ORDER BY id DESC LIMIT ?8) AS b1
+    ORDER BY name DESC, id DESC LIMIT ?8) AS b1
 UNION ALL
 SELECT * FROM (
     SELECT id, job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error,
            attempt, requested_by
     FROM {runs}
-    WHERE job = ?1 AND name <> ?1
+    WHERE name = ?1 AND (?4 IS NOT NULL OR ?5 IS NOT NULL) AND started_at >= COALESCE(?4, -9223372036854775808) AND started_at < COALESCE(?5, 9223372036854775807)
       AND (?2 IS NULL OR outcome = ?2) AND (?3 IS NULL OR locked_by = ?3)
       AND (?4 IS NULL OR started_at >= ?4) AND (?5 IS NULL OR started_at < ?5)
       AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome <> 'operator')
-    ORDER BY id DESC LIMIT ?8) AS b2
+    ORDER BY +id DESC LIMIT ?8) AS b2
 UNION ALL
 SELECT * FROM (
     SELECT id, job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error,
            attempt, requested_by
     FROM {runs}
-    WHERE ?1 IS NULL AND ?2 IS NOT NULL AND outcome >= ?2 AND outcome <= ?2
+    WHERE job >= ?1 AND job <= ?1 AND name <> job AND ?4 IS NULL AND ?5 IS NULL
       AND (?2 IS NULL OR outcome = ?2) AND (?3 IS NULL OR locked_by = ?3)
       AND (?4 IS NULL OR started_at >= ?4) AND (?5 IS NULL OR started_at < ?5)
       AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome <> 'operator')
-    ORDER BY outcome DESC, id DESC LIMIT ?8) AS b3
+    ORDER BY job DESC, id DESC LIMIT ?8) AS b3
 UNION ALL
 SELECT * FROM (
     SELECT id, job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error,
            attempt, requested_by
     FROM {runs}
-    WHERE ?1 IS NULL AND ?2 IS NULL AND ?3 IS NOT NULL
+    WHERE job = ?1 AND name <> job AND (?4 IS NOT NULL OR ?5 IS NOT NULL) AND started_at >= COALESCE(?4, -9223372036854775808) AND started_at < COALESCE(?5, 9223372036854775807)
+      AND (?2 IS NULL OR outcome = ?2) AND (?3 IS NULL OR locked_by = ?3)
+      AND (?4 IS NULL OR started_at >= ?4) AND (?5 IS NULL OR started_at < ?5)
+      AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome <> 'operator')
+    ORDER BY +id DESC LIMIT ?8) AS b4
+UNION ALL
+SELECT * FROM (
+    SELECT id, job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error,
+           attempt, requested_by
+    FROM {runs}
+    WHERE ?1 IS NULL AND ?2 IS NOT NULL AND ?4 IS NULL AND ?5 IS NULL AND outcome >= ?2 AND outcome <= ?2
+      AND (?2 IS NULL OR outcome = ?2) AND (?3 IS NULL OR locked_by = ?3)
+      AND (?4 IS NULL OR started_at >= ?4) AND (?5 IS NULL OR started_at < ?5)
+      AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome <> 'operator')
+    ORDER BY outcome DESC, id DESC LIMIT ?8) AS b5
+UNION ALL
+SELECT * FROM (
+    SELECT id, job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error,
+           attempt, requested_by
+    FROM {runs}
+    WHERE ?1 IS NULL AND ?2 IS NOT NULL AND (?4 IS NOT NULL OR ?5 IS NOT NULL) AND outcome = ?2 AND started_at >= COALESCE(?4, -9223372036854775808) AND started_at < COALESCE(?5, 9223372036854775807)
+      AND (?2 IS NULL OR outcome = ?2) AND (?3 IS NULL OR locked_by = ?3)
+      AND (?4 IS NULL OR started_at >= ?4) AND (?5 IS NULL OR started_at < ?5)
+      AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome <> 'operator')
+    ORDER BY +id DESC LIMIT ?8) AS b6
+UNION ALL
+SELECT * FROM (
+    SELECT id, job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error,
+           attempt, requested_by
+    FROM {runs}
+    WHERE ?1 IS NULL AND ?2 IS NULL AND ?3 IS NOT NULL AND ?4 IS NULL AND ?5 IS NULL
       AND locked_by >= ?3 AND locked_by <= ?3
       AND (?2 IS NULL OR outcome = ?2) AND (?3 IS NULL OR locked_by = ?3)
       AND (?4 IS NULL OR started_at >= ?4) AND (?5 IS NULL OR started_at < ?5)
       AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome <> 'operator')
-    ORDER BY locked_by DESC, id DESC LIMIT ?8) AS b4
+    ORDER BY locked_by DESC, id DESC LIMIT ?8) AS b7
 UNION ALL
 SELECT * FROM (
     SELECT id, job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error,
            attempt, requested_by
     FROM {runs}
-    WHERE ?1 IS NULL AND ?2 IS NULL AND ?3 IS NULL
+    WHERE ?1 IS NULL AND ?2 IS NULL AND ?3 IS NOT NULL AND (?4 IS NOT NULL OR ?5 IS NOT NULL) AND locked_by = ?3 AND started_at >= COALESCE(?4, -9223372036854775808) AND started_at < COALESCE(?5, 9223372036854775807)
       AND (?2 IS NULL OR outcome = ?2) AND (?3 IS NULL OR locked_by = ?3)
       AND (?4 IS NULL OR started_at >= ?4) AND (?5 IS NULL OR started_at < ?5)
       AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome <> 'operator')
-    ORDER BY id DESC LIMIT ?8) AS b5
+    ORDER BY +id DESC LIMIT ?8) AS b8
+UNION ALL
+SELECT * FROM (
+    SELECT id, job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error,
+           attempt, requested_by
+    FROM {runs}
+    WHERE ?1 IS NULL AND ?2 IS NULL AND ?3 IS NULL AND ?4 IS NULL AND ?5 IS NULL
+      AND (?2 IS NULL OR outcome = ?2) AND (?3 IS NULL OR locked_by = ?3)
+      AND (?4 IS NULL OR started_at >= ?4) AND (?5 IS NULL OR started_at < ?5)
+      AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome <> 'operator')
+    ORDER BY id DESC LIMIT ?8) AS b9
+UNION ALL
+SELECT * FROM (
+    SELECT id, job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error,
+           attempt, requested_by
+    FROM {runs}
+    WHERE ?1 IS NULL AND ?2 IS NULL AND ?3 IS NULL AND (?4 IS NOT NULL OR ?5 IS NOT NULL) AND started_at >= COALESCE(?4, -9223372036854775808) AND started_at < COALESCE(?5, 9223372036854775807)
+      AND (?2 IS NULL OR outcome = ?2) AND (?3 IS NULL OR locked_by = ?3)
+      AND (?4 IS NULL OR started_at >= ?4) AND (?5 IS NULL OR started_at < ?5)
+      AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome <> 'operator')
+    ORDER BY +id DESC LIMIT ?8) AS b10
 ORDER BY id DESC
 LIMIT ?8",
-    binds: &[
-        P::NameFilter,
-        P::OutcomeFilter,
-        P::InstanceFilter,
-        P::Since,
-        P::Until,
-        P::Before,
-        P::RunsOnly,
-        P::Limit,
-    ],
+    binds: &[P::NameFilter, P::OutcomeFilter, P::InstanceFilter, P::Since, P::Until, P::Before, P::RunsOnly, P::Limit],
 };
 
 /// The newest history row of each lock name that is neither an operator's row nor a tick

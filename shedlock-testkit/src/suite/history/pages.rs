@@ -226,6 +226,65 @@ where
         [b1]
     );
 
+    // Every set of filters at once (each family of the statement, with and without a time
+    // window), against the same filters applied to every row read back.
+    let names = [
+        None,
+        Some("alpha"),
+        Some("beta"),
+        Some("beta_lock"),
+        Some("nobody"),
+    ];
+    let outcomes = [None, Some(RunOutcome::Executed), Some(RunOutcome::Operator)];
+    let instances = [
+        None,
+        Some("instance-b".to_owned()),
+        Some(p.locked_by().to_owned()),
+    ];
+    let windows = [
+        (None, None),
+        (Some(second), None),
+        (None, Some(second)),
+        (Some(since), Some(until)),
+    ];
+    let mut checked = 0;
+    for name in names {
+        for outcome in outcomes {
+            for instance in &instances {
+                for (from, to) in windows {
+                    for runs_only in [false, true] {
+                        for before in [None, Some(b2)] {
+                            let mut query = RunQuery::latest(10);
+                            query.name = name.map(str::to_owned);
+                            query.outcome = outcome;
+                            query.instance.clone_from(instance);
+                            query.since = from;
+                            query.until = to;
+                            query.runs_only = runs_only;
+                            query.before = before;
+                            let expected: Vec<i64> = rows
+                                .iter()
+                                .filter(|r| {
+                                    name.is_none_or(|n| r.name == n || r.job == n)
+                                        && outcome.is_none_or(|o| r.outcome == o)
+                                        && instance.as_ref().is_none_or(|i| &r.locked_by == i)
+                                        && from.is_none_or(|f| f <= r.started_at)
+                                        && to.is_none_or(|t| r.started_at < t)
+                                        && !(runs_only && r.outcome == RunOutcome::Operator)
+                                        && before.is_none_or(|b| r.id < b)
+                                })
+                                .map(|r| r.id)
+                                .collect();
+                            assert_eq!(ids(query.clone()).await, expected, "{query:?}");
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 5 * 3 * 3 * 4 * 2 * 2);
+
     // Keyset paging: every page after the smallest id of the one before, with rows added on
     // top meanwhile; every row read once, newest first.
     for (query, expected) in [

@@ -43,6 +43,11 @@ pub(crate) const POSTGRES: &[(i64, &str, &str)] = &[
         "index shedlock_runs by id",
         include_str!("../../../migrations/postgres/0005_index_shedlock_runs_by_id.sql"),
     ),
+    (
+        6,
+        "index shedlock_runs by start",
+        include_str!("../../../migrations/postgres/0006_index_shedlock_runs_by_start.sql"),
+    ),
 ];
 
 /// mysql's migration files, `(version, description, SQL)`: the dialect's `MIGRATIONS`.
@@ -66,6 +71,11 @@ pub(crate) const MYSQL: &[(i64, &str, &str)] = &[
         5,
         "index shedlock_runs by id",
         include_str!("../../../migrations/mysql/0005_index_shedlock_runs_by_id.sql"),
+    ),
+    (
+        6,
+        "index shedlock_runs by start",
+        include_str!("../../../migrations/mysql/0006_index_shedlock_runs_by_start.sql"),
     ),
 ];
 
@@ -95,6 +105,11 @@ pub(crate) const SQLITE: &[(i64, &str, &str)] = &[
         5,
         "index shedlock_runs by id",
         include_str!("../../../migrations/sqlite/0005_index_shedlock_runs_by_id.sql"),
+    ),
+    (
+        6,
+        "index shedlock_runs by start",
+        include_str!("../../../migrations/sqlite/0006_index_shedlock_runs_by_start.sql"),
     ),
 ];
 
@@ -245,6 +260,13 @@ const RUN_INDEXES_MIGRATION: i64 = 5;
 /// The index migration 5 adds, looked for to tell whether it ran already.
 pub(crate) const RUN_INDEX_5: &str = "by_name_id";
 
+/// The migration that indexes the run history by start time and by job name (on MySQL one
+/// `ALTER TABLE`).
+const RUN_START_INDEXES_MIGRATION: i64 = 6;
+
+/// The index migration 6 adds, looked for to tell whether it ran already.
+pub(crate) const RUN_INDEX_6: &str = "by_outcome_start";
+
 /// What the run history holds already, before `migrate()` runs: what a migration applied
 /// outside this migrator's record (by `sqlx migrate run` from the files, or before the lock
 /// table and its record were dropped) left there.
@@ -254,17 +276,20 @@ pub(crate) struct Present {
     pub(crate) run_columns: bool,
     /// The indexes by id (migration 5).
     pub(crate) run_indexes: bool,
+    /// The indexes by start time and `other_job` (migration 6).
+    pub(crate) run_start_indexes: bool,
 }
 
 /// The text `migrate()` runs for a migration file: the file, but without its
 /// `ALTER TABLE shedlock_runs …` statements, which MySQL and SQLite cannot run twice, for
-/// migration 4 where the run history has its columns already and migration 5 where it has
-/// its indexes (MySQL's `ADD INDEX` and `DROP INDEX`; the other dialects say `IF NOT EXISTS`).
+/// migration 4 where the run history has its columns already and migrations 5 and 6 where it
+/// has their indexes (MySQL's `ADD INDEX` and `DROP INDEX`; the other dialects say `IF NOT EXISTS`).
 /// The checksum stays the file's.
 fn runnable(version: i64, text: &str, present: Present) -> String {
     let there = match version {
         RUN_COLUMNS_MIGRATION => present.run_columns,
         RUN_INDEXES_MIGRATION => present.run_indexes,
+        RUN_START_INDEXES_MIGRATION => present.run_start_indexes,
         _ => false,
     };
     if !there {
@@ -365,13 +390,17 @@ pub(crate) async fn migrate<D: Quirks>(core: &Core<D>) -> Result<()> {
         Ok(found) => found.iter().any(|c| c.eq_ignore_ascii_case("attempt")),
         Err(e) => return Err(core.fail("read the run history's columns".into(), e).await),
     };
-    let run_indexes = match core.indexes_of("_runs").await {
-        Ok(found) => found.iter().any(|i| i.ends_with(RUN_INDEX_5)),
+    let (run_indexes, run_start_indexes) = match core.indexes_of("_runs").await {
+        Ok(found) => (
+            found.iter().any(|i| i.ends_with(RUN_INDEX_5)),
+            found.iter().any(|i| i.ends_with(RUN_INDEX_6)),
+        ),
         Err(e) => return Err(core.fail("read the run history's indexes".into(), e).await),
     };
     let present = Present {
         run_columns: run_columns_there,
         run_indexes,
+        run_start_indexes,
     };
     let mut migrator = migrator(D::MIGRATIONS, table, D::BACKEND, present);
     // A version this release does not know was applied by a newer one: it promises to keep

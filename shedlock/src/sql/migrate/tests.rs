@@ -160,6 +160,35 @@ fn migration_5_leaves_out_mysqls_alter_where_the_indexes_are_there() {
 }
 
 #[test]
+fn migration_6_leaves_out_mysqls_alter_where_the_indexes_are_there() {
+    let indexes = Present {
+        run_start_indexes: true,
+        ..Present::default()
+    };
+    let (version, _, mysql) = MYSQL[4];
+    assert_eq!(version, 6);
+    assert!(mysql.contains(&format!("ADD INDEX {RUN_INDEX_6} (outcome, started_at)")));
+    assert_eq!(runnable(6, mysql, Present::default()), mysql);
+    // Migration 5's indexes alone do not leave out migration 6.
+    let five = Present {
+        run_indexes: true,
+        ..Present::default()
+    };
+    assert_eq!(runnable(6, mysql, five), mysql);
+    assert!(!runnable(6, mysql, indexes).contains("ALTER"));
+    for (_, _, text) in [POSTGRES[5], SQLITE[5]] {
+        assert!(text.contains(&format!(
+            "runs_{RUN_INDEX_6} ON shedlock_runs (outcome, started_at)"
+        )));
+        assert_eq!(
+            runnable(6, text, indexes),
+            text,
+            "IF NOT EXISTS: runs again"
+        );
+    }
+}
+
+#[test]
 fn migration_4_leaves_out_the_run_columns_where_they_are_there() {
     for (_, _, text) in [POSTGRES[3], MYSQL[2], SQLITE[3]] {
         assert_eq!(runnable(4, text, Present::default()), text);
