@@ -12,7 +12,7 @@
 //! - **history** (the SQL backends; Redis keeps none): R history rows (default 1,000,000)
 //!   written by one SQL statement into `<table>_runs` of a table of 50 jobs: 4 instances,
 //!   about 91% executed, 8% skipped-held, 1% failed, started over the last 30 days (ids rise
-//!   with the start); then `ANALYZE`, and a check that migration 5's indexes are there. Timed:
+//!   with the start); then `ANALYZE`, and a check that migrations 5 and 6's indexes are there. Timed:
 //!   `GET /history` (first page), filtered by job, by `outcome=failed`, by instance, by a
 //!   one-day `since`/`until` window, a deep page (`before=` the middle id), `/jobs/{name}` with
 //!   its timeline over 1 h and 24 h, `/api/v1/runs?job=…` and `/` (the overview counts the
@@ -579,10 +579,12 @@ where
         "by_job_id",
         "by_locked_by_id",
         "by_outcome_id",
+        "by_outcome_start",
+        "by_locked_by_start",
     ] {
         assert!(
             indexes.iter().any(|i| i.ends_with(wanted)),
-            "migration 5's index {wanted} is missing on {runs}: {indexes:?}"
+            "the index {wanted} (migrations 5 and 6) is missing on {runs}: {indexes:?}"
         );
     }
     let mut ends = Vec::new();
