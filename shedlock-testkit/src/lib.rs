@@ -53,18 +53,22 @@ pub fn how_to_start(backend: Backend) -> &'static str {
         Backend::Redis => {
             "redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save \"\" --appendonly no"
         }
-        _ => "nothing to start: SQLite is embedded",
+        Backend::Sqlite => "nothing to start: SQLite is embedded",
+        _ => "see the provider's documentation for how to start its store",
     }
 }
 
 /// The backend's short name: the module of its tests (`postgres::…`), its entry in
-/// `SHEDLOCK_SKIP_BACKENDS`, its folder under `shedlock/migrations/`.
+/// `SHEDLOCK_SKIP_BACKENDS`, its folder under `shedlock/migrations/`. A provider written outside
+/// this workspace (`Backend::Other`) goes by the name its author gave it.
 pub fn backend_name(backend: Backend) -> &'static str {
     match backend {
         Backend::Postgres => "postgres",
         Backend::MySql => "mysql",
         Backend::Redis => "redis",
-        _ => "sqlite",
+        Backend::Sqlite => "sqlite",
+        Backend::Other(name) => name,
+        _ => "unknown",
     }
 }
 
@@ -346,4 +350,16 @@ macro_rules! control_suite {
             a_panic_is_a_failed_attempt_and_retried,
         ]);
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_provider_from_outside_goes_by_its_own_name() {
+        assert_eq!(backend_name(Backend::Sqlite), "sqlite");
+        assert_eq!(backend_name(Backend::Other("etcd")), "etcd");
+        assert!(!how_to_start(Backend::Other("etcd")).contains("SQLite"));
+    }
 }
