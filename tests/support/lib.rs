@@ -98,11 +98,23 @@ fn cargo_built(
 /// The `shedlock` command-line binary (package `shedlock-cli`) of this target directory, built
 /// once per test process, for tests of this package that read what it shows (`tests/faults.rs`).
 /// The tool's own tests, in `shedlock-cli/tests/`, run the binary cargo builds for them.
+///
+/// Built with the features of the README's test command (`cargo test --workspace
+/// --all-features`, every test target selected), so after that command's build it is a no-op:
+/// `-p shedlock-cli` alone unifies other features and rebuilt part of the dependency tree
+/// inside the test run (88 s). Run alone (`cargo test --test faults`), the first build builds
+/// the workspace's tests too.
 pub fn shedlock_binary() -> std::path::PathBuf {
     static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     cargo_built(
         &BUILT,
-        &["-p", "shedlock-cli", "--bin", "shedlock"],
+        &[
+            "--workspace",
+            "--all-features",
+            "--tests",
+            "--bin",
+            "shedlock",
+        ],
         "shedlock",
     )
 }
