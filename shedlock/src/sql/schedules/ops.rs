@@ -44,7 +44,20 @@ impl From<sqlx::Error> for Failed {
 }
 
 /// How many times a write runs when its connection was lost or it lost a race.
-const WRITE_TRIES: u32 = 5;
+const WRITE_TRIES: u32 = 10;
+
+/// The pause before a write runs again: a random time up to 2^`tries` ms (at most 256 ms), so
+/// writers that deadlocked together do not meet again. MySQL's first writers of a new table
+/// each lock the gap where the counter row would be, then insert it: all but one deadlock, and
+/// without a pause they did so again, five times for one of eight writers (a CI run).
+async fn pause_before_again(tries: u32) {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(tries);
+    let cap_ms = 1u64 << tries.min(8);
+    let ms = hasher.finish() % (cap_ms + 1);
+    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+}
 
 /// `change` applied to `row`.
 fn apply(row: &mut StoredSchedule, change: &ScheduleChange) {
@@ -195,6 +208,7 @@ impl<D: Quirks + ScheduleSql> Core<D> {
                 Err(Failed::Refused(e)) => return Err(e),
                 Err(Failed::Sql(e)) if tries < WRITE_TRIES && again(&e, D::connection_lost) => {
                     tracing::debug!(error = %e, tries, "a schedule write failed before its commit; running it again");
+                    pause_before_again(tries).await;
                 }
                 Err(Failed::Sql(e)) => return Err(self.fail_schedules(what, e).await),
             }
@@ -316,6 +330,7 @@ impl<D: Quirks + ScheduleSql> Core<D> {
                 Err(Failed::Refused(e)) => return Err(e),
                 Err(Failed::Sql(e)) if tries < WRITE_TRIES && again(&e, D::connection_lost) => {
                     tracing::debug!(error = %e, tries, "a batch of schedules failed before its commit; running it again");
+                    pause_before_again(tries).await;
                 }
                 Err(Failed::Sql(e)) => return Err(self.fail_schedules(what, e).await),
             }
