@@ -8,6 +8,7 @@
 //!
 //! `statements.rs` holds the statements; this file the dialect's hooks and quirks.
 
+mod runs;
 mod statements;
 
 use std::time::Duration;
@@ -23,10 +24,11 @@ use super::micros;
 use super::quirks::{Conn, Dialect, Quirks};
 use super::table::TableName;
 use crate::error::{Backend, Result};
+use runs::RUNS;
 use statements::{
     ACQUIRE, ACQUIRE_MANY, CLOCK, COLUMNS, EXTEND, GRANT_NOW, HELD, HELD_SENTINEL, INDEXES, LOCKS,
     MIGRATE_LOCK, MIGRATE_LOCK_WAIT, MIGRATE_UNLOCK, NOW, RELEASE, RUN_ABANDON, RUN_FINISH,
-    RUN_INSERT, RUN_PRUNE, RUNS, RUNS_LATEST, SHAPE, UNLOCK, UNLOCK_MANY,
+    RUN_INSERT, RUN_PRUNE, RUNS_LATEST, SHAPE, UNLOCK, UNLOCK_MANY,
 };
 
 /// MySQL 8 or MariaDB 10.11: [`MySqlLockProvider`](crate::MySqlLockProvider).

@@ -24,6 +24,7 @@ use crate::schedules::{ChangeFeed, RetryPolicy, StoredSchedule, Trigger};
 
 mod dialects;
 mod ops;
+mod retry;
 
 /// The name of the row that holds the highest version handed out: a leading space makes it
 /// no valid job or lock name, so no schedule can take it.

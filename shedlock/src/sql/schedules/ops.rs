@@ -10,9 +10,9 @@ use sqlx::{AssertSqlSafe, Connection as _, Database};
 
 use super::super::core::Core;
 use super::super::driver::{Driver, Value};
-use super::super::exec::{connection_lost, lost_a_race};
 use super::super::quirks::Quirks;
 use super::super::table::SCHEDULE_COLUMNS;
+use super::retry::{WRITE_TRIES, again, pause_before_again};
 use super::{
     BUMP, BUMP_BY, CLAIM, CLOCK, COUNTER, INSERT, INSERT_ROWS, ONE, REMOVE, SEED, SINCE, SOME,
     START, ScheduleSql, TAKEN, UPDATE, VERSION, args, channel, read_row, render, repeated,
@@ -41,22 +41,6 @@ impl From<sqlx::Error> for Failed {
     fn from(e: sqlx::Error) -> Self {
         Self::Sql(e)
     }
-}
-
-/// How many times a write runs when its connection was lost or it lost a race.
-const WRITE_TRIES: u32 = 10;
-
-/// The pause before a write runs again: a random time up to 2^`tries` ms (at most 256 ms), so
-/// writers that deadlocked together do not meet again. MySQL's first writers of a new table
-/// each lock the gap where the counter row would be, then insert it: all but one deadlock, and
-/// without a pause they did so again, five times for one of eight writers (a CI run).
-async fn pause_before_again(tries: u32) {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u32(tries);
-    let cap_ms = 1u64 << tries.min(8);
-    let ms = hasher.finish() % (cap_ms + 1);
-    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
 }
 
 /// `change` applied to `row`.
@@ -597,13 +581,4 @@ impl<D: Quirks + ScheduleSql> Core<D> {
                 .await),
         }
     }
-}
-
-/// Whether a write that failed with `e` had no effect and may run again: its connection was
-/// gone, it lost a race (a deadlock, a serialization failure), or two first writers both
-/// created the counter row.
-fn again(e: &sqlx::Error, lost: fn(&dyn sqlx::error::DatabaseError) -> bool) -> bool {
-    connection_lost(e, lost)
-        || lost_a_race(e)
-        || matches!(e, sqlx::Error::Database(db) if db.kind() == sqlx::error::ErrorKind::UniqueViolation)
 }
