@@ -20,7 +20,7 @@ use shedlock::Backend;
 use shedlock::handoff::apalis::{
     PollInterval, PostgresTickQueue, RedisTickQueue, SqliteTickQueue, postgres_worker,
     postgres_worker_config, prepare_postgres_queue, prepare_sqlite_queue, redis_worker,
-    redis_worker_config, sqlite_worker, sqlite_worker_config,
+    redis_worker_config, sqlite_queue_pool, sqlite_worker, sqlite_worker_config,
 };
 use shedlock::handoff::{HandOff, TickQueue};
 use shedlock_suite::{host_port, postgres_url, redis_url, skipped, unique_name};
@@ -88,14 +88,7 @@ impl Queue {
                 None,
             ),
             _ => {
-                let options = sqlx::sqlite::SqliteConnectOptions::new()
-                    .filename(dir.path().join("queue.db"))
-                    .create_if_missing(true)
-                    .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
-                    .busy_timeout(Duration::from_secs(30));
-                let pool = sqlx::sqlite::SqlitePoolOptions::new()
-                    .max_connections(4)
-                    .connect_with(options)
+                let pool = sqlite_queue_pool(dir.path().join("queue.db"))
                     .await
                     .unwrap();
                 let queue = SqliteTickQueue::new(pool.clone(), &name).await.unwrap();
@@ -489,6 +482,70 @@ async fn two_woken_workers_take_turns(backend: Backend) {
     b.stop().await;
     assert_shared(backend, "20 ticks of 1 hand-off", &runs);
     queue.cleanup().await;
+}
+
+/// The environment variable that makes [`one_process_opening_the_queue`] open a queue (the
+/// file it names); without it, that test does nothing.
+const OPEN_QUEUE: &str = "SHEDLOCK_TEST_OPEN_QUEUE";
+/// When it opens it, in ms since the epoch.
+const OPEN_AT: &str = "SHEDLOCK_TEST_OPEN_AT";
+
+/// Many processes opening a new queue file at the same moment all get a pool and a prepared
+/// queue: the one that loses the race to switch the file to WAL is told `database is locked`
+/// at once (no busy wait applies there), and `sqlite_queue_pool` tries again. (It failed a
+/// worker of `faults`' `workers_started_together_all_come_up` in CI, where the harness opened
+/// its pool with a plain `connect_with`.) The race is between processes (SQLite's file locks
+/// are per process; tasks of one process do not meet it): 6 copies of this test binary, each
+/// running [`one_process_opening_the_queue`], 20 new files in a row. Without the retry, about
+/// one round in four fails.
+#[test]
+fn queue_pools_opened_together_on_a_new_file_all_open() {
+    let binary = std::env::current_exe().unwrap();
+    for round in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("queue.db");
+        // They all open at one moment, well after the last has started.
+        let at = Utc::now().timestamp_millis() + 500;
+        let children: Vec<_> = (0..6)
+            .map(|_| {
+                std::process::Command::new(&binary)
+                    .args(["--exact", "one_process_opening_the_queue", "--nocapture"])
+                    .env(OPEN_QUEUE, &path)
+                    .env(OPEN_AT, at.to_string())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let failed: Vec<String> = children
+            .into_iter()
+            .map(|child| child.wait_with_output().unwrap())
+            .filter(|out| !out.status.success())
+            .map(|out| String::from_utf8_lossy(&out.stderr).into_owned())
+            .collect();
+        assert!(failed.is_empty(), "round {round}: {failed:?}");
+    }
+}
+
+/// One process of [`queue_pools_opened_together_on_a_new_file_all_open`]: opens the queue file
+/// [`OPEN_QUEUE`] names at the moment [`OPEN_AT`] says, and prepares a queue in it, panicking
+/// on an error.
+#[tokio::test]
+async fn one_process_opening_the_queue() {
+    let Some(path) = std::env::var_os(OPEN_QUEUE) else {
+        return;
+    };
+    let at: i64 = std::env::var(OPEN_AT).unwrap().parse().unwrap();
+    let wait = at - Utc::now().timestamp_millis();
+    tokio::time::sleep(Duration::from_millis(wait.max(0) as u64)).await;
+    let pool = sqlite_queue_pool(&path)
+        .await
+        .unwrap_or_else(|e| panic!("opening the queue: {e}"));
+    prepare_sqlite_queue(&pool, "together")
+        .await
+        .unwrap_or_else(|e| panic!("preparing the queue: {e}"));
+    pool.close().await;
 }
 
 mod postgres {

@@ -11,8 +11,8 @@ use std::time::Duration;
 use apalis::prelude::*;
 use shedlock::handoff::apalis::{
     DEFAULT_HEARTBEAT, PollInterval, PostgresTickQueue, SqliteTickQueue, postgres_worker,
-    postgres_worker_config, prepare_postgres_queue, prepare_sqlite_queue, sqlite_worker,
-    sqlite_worker_config,
+    postgres_worker_config, prepare_postgres_queue, prepare_sqlite_queue, sqlite_queue_pool,
+    sqlite_worker, sqlite_worker_config,
 };
 use shedlock::handoff::{HandOff, TickQueue};
 use shedlock::{TaskResult, with_provider};
@@ -50,15 +50,7 @@ impl QueuePlace {
     }
 
     async fn sqlite_pool(path: &std::path::Path) -> Result<sqlx::SqlitePool, AnyError> {
-        let options = sqlx::sqlite::SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
-            .busy_timeout(Duration::from_secs(30));
-        Ok(sqlx::sqlite::SqlitePoolOptions::new()
-            .max_connections(4)
-            .connect_with(options)
-            .await?)
+        Ok(sqlite_queue_pool(path).await?)
     }
 
     /// The queue a scheduler hands its claimed ticks to.

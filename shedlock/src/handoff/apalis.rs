@@ -115,13 +115,50 @@ fn queue_error(
 
 #[cfg(feature = "apalis-sqlite")]
 pub use sqlite::{
-    SqliteTickQueue, SqliteWorker, prepare_sqlite_queue, sqlite_worker, sqlite_worker_config,
+    SqliteTickQueue, SqliteWorker, prepare_sqlite_queue, sqlite_queue_pool, sqlite_worker,
+    sqlite_worker_config,
 };
 
 #[cfg(feature = "apalis-sqlite")]
 mod sqlite {
     use super::*;
     use sqlx::SqlitePool;
+
+    /// A pool of 4 connections to the queue's SQLite file `path` (created if missing, in WAL
+    /// mode, waiting up to 30 s for a busy file, `synchronous = FULL` so an enqueued hand-off
+    /// survives a power loss), for [`SqliteTickQueue::new`] and [`sqlite_worker`]. Any number
+    /// of processes may open a new file at the same moment: the one that loses the race to
+    /// switch it to WAL, told `database is locked` at once, tries again (what a pool of your
+    /// own made with `connect_with` does not do).
+    ///
+    /// A path that cannot be opened is [`Error::Unreachable`] naming it.
+    pub async fn sqlite_queue_pool(path: impl AsRef<std::path::Path>) -> Result<SqlitePool> {
+        use crate::error::Backend;
+        use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+        let path = path.as_ref();
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .busy_timeout(Duration::from_secs(30))
+            .synchronous(sqlx::sqlite::SqliteSynchronous::Full);
+        let unreachable = |source| {
+            crate::sql::errors::connect_error(
+                Backend::Sqlite,
+                path.display().to_string(),
+                source,
+                <crate::sql::sqlite::Sqlite as crate::sql::dialect::Hooks>::failure,
+            )
+        };
+        crate::sql::provider::first_connection(Backend::Sqlite, &options)
+            .await
+            .map_err(unreachable)?;
+        SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await
+            .map_err(unreachable)
+    }
 
     /// apalis-sqlite's queue `queue` in the SQLite database of `pool` (its `Jobs` and
     /// `Workers` tables). Keep it in a database file of its own: apalis records its migrations

@@ -174,21 +174,9 @@ impl<D: Dialect> SqlLockProvider<D> {
         let address = D::address(&options);
         // One direct attempt first: a down server is reported at once with its real cause,
         // instead of after the pool's retries as "pool timed out".
-        // SQLite: processes opening a new file at once race to switch it to WAL, and the loser
-        // is told `database is locked` at once (no busy wait applies there): it tries again.
-        let mut tries = 0;
-        let first = loop {
-            match options.connect().await {
-                Ok(conn) => break conn,
-                Err(source)
-                    if D::BACKEND == Backend::Sqlite && busy(&source) && tries < OPEN_TRIES =>
-                {
-                    tries += 1;
-                    tokio::time::sleep(Duration::from_millis(25 * tries)).await;
-                }
-                Err(source) => return Err(connect_error(D::BACKEND, address, source, D::failure)),
-            }
-        };
+        first_connection(D::BACKEND, &options)
+            .await
+            .map_err(|source| connect_error(D::BACKEND, address, source, D::failure))?;
         let mut pool = PoolOptions::<D::Db>::new()
             .max_connections(D::OWN_POOL_SIZE)
             .acquire_timeout(Duration::from_secs(10))
@@ -201,7 +189,6 @@ impl<D: Dialect> SqlLockProvider<D> {
             });
         }
         let pool = pool.connect_lazy_with(options);
-        drop(first);
         let settings = Settings {
             hold_connections: pool.options().get_max_connections() as usize,
             ..settings
@@ -549,6 +536,29 @@ impl<D: Dialect + ScheduleSql> ScheduleStore for SqlLockProvider<D> {
 /// How many times [`SqlLockProvider::connect`] opens an SQLite file that another process holds
 /// locked while it sets it up (about 5 s in all).
 const OPEN_TRIES: u64 = 20;
+
+/// Opens (and closes) one connection with `options`. SQLite: processes opening a new file at once race to
+/// switch it to WAL, and the loser is told `database is locked` at once (no busy wait applies
+/// there), so it tries again, up to [`OPEN_TRIES`] times.
+pub(crate) async fn first_connection<O>(
+    backend: Backend,
+    options: &O,
+) -> std::result::Result<(), sqlx::Error>
+where
+    O: ConnectOptions,
+    O::Connection: Sized,
+{
+    let mut tries = 0;
+    loop {
+        match options.connect().await.map(drop) {
+            Err(source) if backend == Backend::Sqlite && busy(&source) && tries < OPEN_TRIES => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(25 * tries)).await;
+            }
+            other => return other,
+        }
+    }
+}
 
 /// Whether `error` is SQLite's `SQLITE_BUSY` or `SQLITE_LOCKED` (any extended code of them).
 fn busy(error: &sqlx::Error) -> bool {

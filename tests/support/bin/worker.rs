@@ -3,7 +3,6 @@
 //! enqueue), and the `--role worker` process that runs them, writing each run to
 //! `<table>_work` (job, tick, instance, fencing token, attempt, started, finished).
 
-use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -13,8 +12,8 @@ use futures_util::future::BoxFuture;
 use shedlock::LockContext;
 use shedlock::handoff::apalis::{
     PostgresTickQueue, RedisTickQueue, SqliteTickQueue, postgres_worker, postgres_worker_config,
-    prepare_postgres_queue, prepare_sqlite_queue, redis_worker, redis_worker_config, sqlite_worker,
-    sqlite_worker_config,
+    prepare_postgres_queue, prepare_sqlite_queue, redis_worker, redis_worker_config,
+    sqlite_queue_pool, sqlite_worker, sqlite_worker_config,
 };
 use shedlock::handoff::{Enqueued, HandOff, TickQueue};
 
@@ -51,14 +50,7 @@ fn queue_name(args: &Args) -> String {
 }
 
 async fn sqlite_pool(path: &str) -> Result<sqlx::SqlitePool, BoxError> {
-    let options = sqlx::sqlite::SqliteConnectOptions::from_str(&format!("sqlite://{path}"))?
-        .create_if_missing(true)
-        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
-        .busy_timeout(Duration::from_secs(30));
-    Ok(sqlx::sqlite::SqlitePoolOptions::new()
-        .max_connections(4)
-        .connect_with(options)
-        .await?)
+    Ok(sqlite_queue_pool(path).await?)
 }
 
 /// The scheduler's queue: counts hand-offs enqueued and already queued.
