@@ -134,11 +134,12 @@ impl Opts {
 /// Only the hooks every store can give: a fresh namespace per test ([`setup`](Self::setup),
 /// [`teardown`](Self::teardown)), providers on it, a record read by the store's own clock
 /// ([`row`](Self::row)), and a few writes by hand (delete a record, empty the namespace, insert
-/// an expired record, raise a token, set a tick ahead). Sixteen methods are required; the rest
-/// have defaults that hold for a store with a wire and without run history. What only means something for SQL
-/// (statements, row locks, schemas, migrations) is in [`SqlTestDb`], which a store without SQL
-/// does not implement: the cases that need it are bounded by it, so using one on such a store
-/// does not compile, and its suites run `without sql`, which leaves them out.
+/// an expired record, raise a token, set a tick ahead). Sixteen methods are required; the seven
+/// others have defaults that hold for a store with a wire and without run history. What only
+/// means something for SQL (statements, row locks, schemas, migrations) is in [`SqlTestDb`],
+/// which a store without SQL does not implement: the cases that need it are bounded by it, so
+/// using one on such a store does not compile, and its suites run `without sql`, which leaves
+/// them out.
 ///
 /// Every provider administers its locks ([`LockAdmin`]); the run history ([`RunStore`]) is
 /// optional, so a case that needs it says `where D::Provider: RunStore`, and one that only looks

@@ -15,7 +15,8 @@
 //! ```
 //!
 //! `without sql` leaves out the cases that only mean something for an SQL database (a missing
-//! table, row locks, isolation levels, migrations, run history); an SQL backend omits it. Each
+//! table, row locks, isolation levels, migrations, run history): those cases are bounded by
+//! [`SqlTestDb`], which an SQL backend implements beside [`TestDb`] and omits `without sql`. Each
 //! case runs as a `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]` on a store of its
 //! own. Cases never wait on a tight timing window: they wait for an event with a generous
 //! deadline, or count.

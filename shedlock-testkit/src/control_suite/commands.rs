@@ -250,9 +250,9 @@ where
     assert_eq!(stats.manual, 1, "{stats:?}");
 }
 
-/// The cases of this file, for [`control_suite!`](macro@crate::control_suite): `every` store's, then the `sql`
-/// ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn` above and
-/// one line here (checked by the kit's `every_case_is_listed_once` test).
+/// The cases of this file, for [`control_suite!`](macro@crate::control_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kit_control_suite_commands {
@@ -263,6 +263,5 @@ macro_rules! __kit_control_suite_commands {
             run_now_waits_for_a_free_slot_of_the_run_limit,
         ]);
     };
-    (sql $db:ty) => {
-    };
+    (sql $db:ty) => {};
 }

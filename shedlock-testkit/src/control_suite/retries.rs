@@ -236,9 +236,9 @@ where
     }
 }
 
-/// The cases of this file, for [`control_suite!`](macro@crate::control_suite): `every` store's, then the `sql`
-/// ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn` above and
-/// one line here (checked by the kit's `every_case_is_listed_once` test).
+/// The cases of this file, for [`control_suite!`](macro@crate::control_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kit_control_suite_retries {
@@ -249,6 +249,5 @@ macro_rules! __kit_control_suite_retries {
             a_jitter_delays_each_run_by_its_ticks_amount,
         ]);
     };
-    (sql $db:ty) => {
-    };
+    (sql $db:ty) => {};
 }

@@ -172,9 +172,9 @@ where
     b.shutdown().await;
 }
 
-/// The cases of this file, for [`control_suite!`](macro@crate::control_suite): `every` store's, then the `sql`
-/// ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn` above and
-/// one line here (checked by the kit's `every_case_is_listed_once` test).
+/// The cases of this file, for [`control_suite!`](macro@crate::control_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kit_control_suite_schedules {
@@ -184,6 +184,5 @@ macro_rules! __kit_control_suite_schedules {
             a_run_time_job_runs_where_its_handler_is,
         ]);
     };
-    (sql $db:ty) => {
-    };
+    (sql $db:ty) => {};
 }

@@ -470,9 +470,9 @@ pub async fn a_batch_of_future_ticks_is_refused_as_clock_skew<D: TestDb>(db: &Ar
     assert_eq!(sizes.first(), Some(&5), "one call for the five: {sizes:?}");
 }
 
-/// The cases of this file, for [`scheduler_suite!`](macro@crate::scheduler_suite): `every` store's, then the `sql`
-/// ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn` above and
-/// one line here (checked by the kit's `every_case_is_listed_once` test).
+/// The cases of this file, for [`scheduler_suite!`](macro@crate::scheduler_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kit_scheduler_suite_batch {
@@ -487,6 +487,5 @@ macro_rules! __kit_scheduler_suite_batch {
             a_batch_of_future_ticks_is_refused_as_clock_skew,
         ]);
     };
-    (sql $db:ty) => {
-    };
+    (sql $db:ty) => {};
 }

@@ -123,9 +123,9 @@ pub async fn a_refused_future_tick_is_reported_as_clock_skew<D: TestDb>(db: &Arc
     );
 }
 
-/// The cases of this file, for [`scheduler_suite!`](macro@crate::scheduler_suite): `every` store's, then the `sql`
-/// ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn` above and
-/// one line here (checked by the kit's `every_case_is_listed_once` test).
+/// The cases of this file, for [`scheduler_suite!`](macro@crate::scheduler_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kit_scheduler_suite_clock {
@@ -135,6 +135,5 @@ macro_rules! __kit_scheduler_suite_clock {
             a_refused_future_tick_is_reported_as_clock_skew,
         ]);
     };
-    (sql $db:ty) => {
-    };
+    (sql $db:ty) => {};
 }

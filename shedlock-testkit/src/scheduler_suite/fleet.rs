@@ -322,9 +322,9 @@ fn fired(schedulers: &[Scheduler]) -> Vec<u64> {
         .collect()
 }
 
-/// The cases of this file, for [`scheduler_suite!`](macro@crate::scheduler_suite): `every` store's, then the `sql`
-/// ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn` above and
-/// one line here (checked by the kit's `every_case_is_listed_once` test).
+/// The cases of this file, for [`scheduler_suite!`](macro@crate::scheduler_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kit_scheduler_suite_fleet {
@@ -335,6 +335,5 @@ macro_rules! __kit_scheduler_suite_fleet {
             a_helper_does_not_call_the_jobs_their_owners_claimed,
         ]);
     };
-    (sql $db:ty) => {
-    };
+    (sql $db:ty) => {};
 }

@@ -490,9 +490,9 @@ pub async fn a_hand_over_runs_every_missed_tick_with_misfire_policy_all<D: TestD
     assert_eq!(ticks.len(), span, "ticks lost in the hand-over: {ticks:?}");
 }
 
-/// The cases of this file, for [`scheduler_suite!`](macro@crate::scheduler_suite): `every` store's, then the `sql`
-/// ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn` above and
-/// one line here (checked by the kit's `every_case_is_listed_once` test).
+/// The cases of this file, for [`scheduler_suite!`](macro@crate::scheduler_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kit_scheduler_suite_leader {
@@ -507,6 +507,5 @@ macro_rules! __kit_scheduler_suite_leader {
             a_hand_over_runs_every_missed_tick_with_misfire_policy_all,
         ]);
     };
-    (sql $db:ty) => {
-    };
+    (sql $db:ty) => {};
 }

@@ -450,9 +450,9 @@ where
     );
 }
 
-/// The cases of this file, for [`scheduler_suite!`](macro@crate::scheduler_suite): `every` store's, then the `sql`
-/// ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn` above and
-/// one line here (checked by the kit's `every_case_is_listed_once` test).
+/// The cases of this file, for [`scheduler_suite!`](macro@crate::scheduler_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kit_scheduler_suite_runs {

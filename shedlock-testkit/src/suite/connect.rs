@@ -156,9 +156,9 @@ pub async fn workers_on_a_connect_provider_each_get_their_turn<D: TestDb>(db: &D
     empty.teardown().await;
 }
 
-/// The cases of this file, for [`provider_suite!`](macro@crate::provider_suite): `every` store's, then the `sql`
-/// ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn` above and
-/// one line here (checked by the kit's `every_case_is_listed_once` test).
+/// The cases of this file, for [`provider_suite!`](macro@crate::provider_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kit_suite_connect {
@@ -169,6 +169,5 @@ macro_rules! __kit_suite_connect {
             workers_on_a_connect_provider_each_get_their_turn,
         ]);
     };
-    (sql $db:ty) => {
-    };
+    (sql $db:ty) => {};
 }

@@ -256,9 +256,9 @@ pub async fn tokens_never_go_back_after_rows_are_deleted<D: TestDb>(db: &D) {
     guard.unlock().await.unwrap();
 }
 
-/// The cases of this file, for [`provider_suite!`](macro@crate::provider_suite): `every` store's, then the `sql`
-/// ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn` above and
-/// one line here (checked by the kit's `every_case_is_listed_once` test).
+/// The cases of this file, for [`provider_suite!`](macro@crate::provider_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kit_suite_fencing {
@@ -273,6 +273,5 @@ macro_rules! __kit_suite_fencing {
             tokens_never_go_back_after_rows_are_deleted,
         ]);
     };
-    (sql $db:ty) => {
-    };
+    (sql $db:ty) => {};
 }

@@ -117,9 +117,9 @@ async fn claim_all<P: LockProvider>(provider: &P, configs: &[LockConfiguration])
         .collect()
 }
 
-/// The cases of this file, for [`provider_suite!`](macro@crate::provider_suite): `every` store's, then the `sql`
-/// ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn` above and
-/// one line here (checked by the kit's `every_case_is_listed_once` test).
+/// The cases of this file, for [`provider_suite!`](macro@crate::provider_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kit_suite_release {
@@ -129,6 +129,5 @@ macro_rules! __kit_suite_release {
             a_group_leaves_a_lock_taken_over_by_another_holder_alone,
         ]);
     };
-    (sql $db:ty) => {
-    };
+    (sql $db:ty) => {};
 }

@@ -191,9 +191,9 @@ pub async fn a_tick_too_far_ahead_is_refused_as_clock_skew<D: TestDb>(db: &D) {
     );
 }
 
-/// The cases of this file, for [`provider_suite!`](macro@crate::provider_suite): `every` store's, then the `sql`
-/// ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn` above and
-/// one line here (checked by the kit's `every_case_is_listed_once` test).
+/// The cases of this file, for [`provider_suite!`](macro@crate::provider_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kit_suite_ticks {
@@ -205,6 +205,5 @@ macro_rules! __kit_suite_ticks {
             a_tick_too_far_ahead_is_refused_as_clock_skew,
         ]);
     };
-    (sql $db:ty) => {
-    };
+    (sql $db:ty) => {};
 }

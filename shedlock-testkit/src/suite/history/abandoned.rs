@@ -225,14 +225,13 @@ where
     assert_eq!(p.close_abandoned_runs().await.unwrap(), 0);
 }
 
-/// The cases of this file, for [`provider_suite!`](macro@crate::provider_suite): `every` store's, then the `sql`
-/// ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn` above and
-/// one line here (checked by the kit's `every_case_is_listed_once` test).
+/// The cases of this file, for [`provider_suite!`](macro@crate::provider_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kit_suite_history_abandoned {
-    (every $db:ty) => {
-    };
+    (every $db:ty) => {};
     (sql $db:ty) => {
         $crate::cases!(in $db: $crate::suite => [
             // The run history (`RunStore`), which only the SQL backends keep.

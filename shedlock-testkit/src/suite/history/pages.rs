@@ -414,14 +414,13 @@ impl<P: RunStore> RunStore for Plain<P> {
     }
 }
 
-/// The cases of this file, for [`provider_suite!`](macro@crate::provider_suite): `every` store's, then the `sql`
-/// ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn` above and
-/// one line here (checked by the kit's `every_case_is_listed_once` test).
+/// The cases of this file, for [`provider_suite!`](macro@crate::provider_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kit_suite_history_pages {
-    (every $db:ty) => {
-    };
+    (every $db:ty) => {};
     (sql $db:ty) => {
         $crate::cases!(in $db: $crate::suite => [
             // The run history (`RunStore`), which only the SQL backends keep.

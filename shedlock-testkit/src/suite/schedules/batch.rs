@@ -155,9 +155,9 @@ where
     assert!(p.schedule("good").await.unwrap().is_none());
 }
 
-/// The cases of this file, for [`schedule_suite!`](macro@crate::schedule_suite): `every` store's, then the `sql`
-/// ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn` above and
-/// one line here (checked by the kit's `every_case_is_listed_once` test).
+/// The cases of this file, for [`schedule_suite!`](macro@crate::schedule_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kit_suite_schedules_batch {
@@ -168,6 +168,5 @@ macro_rules! __kit_suite_schedules_batch {
             an_invalid_schedule_refuses_the_batch_naming_it,
         ]);
     };
-    (sql $db:ty) => {
-    };
+    (sql $db:ty) => {};
 }

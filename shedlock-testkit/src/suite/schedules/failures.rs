@@ -62,8 +62,8 @@ where
 
 /// The cases of this file: `every` store's, for [`schedule_suite!`](macro@crate::schedule_suite),
 /// then the `sql` one (bounded by [`SqlTestDb`](crate::SqlTestDb)), for
-/// [`provider_suite!`](macro@crate::provider_suite). A case is one `pub async fn` above and
-/// one line here (checked by the kit's `every_case_is_listed_once` test).
+/// [`provider_suite!`](macro@crate::provider_suite). A case is one `pub async fn` above and one
+/// line here (checked by the kit's `every_case_is_listed_once` test).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kit_suite_schedules_failures {

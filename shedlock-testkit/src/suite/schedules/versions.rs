@@ -306,9 +306,9 @@ where
     );
 }
 
-/// The cases of this file, for [`schedule_suite!`](macro@crate::schedule_suite): `every` store's, then the `sql`
-/// ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn` above and
-/// one line here (checked by the kit's `every_case_is_listed_once` test).
+/// The cases of this file, for [`schedule_suite!`](macro@crate::schedule_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kit_suite_schedules_versions {
@@ -323,6 +323,5 @@ macro_rules! __kit_suite_schedules_versions {
             concurrent_writers_get_distinct_versions_and_a_poller_misses_none,
         ]);
     };
-    (sql $db:ty) => {
-    };
+    (sql $db:ty) => {};
 }
