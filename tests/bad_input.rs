@@ -20,7 +20,9 @@ use shedlock::{
     Error, Job, LockAdmin, LockConfiguration, LockGuard, LockProvider, MySqlLockProvider,
     PostgresLockProvider, Schedule, Scheduler, SqliteLockProvider, TaskResult,
 };
-use shedlock_suite::{MySql, Opts, Postgres, Sqlite, TestDb, mysql_url, postgres_url, unique_name};
+use shedlock_suite::{
+    MySql, Opts, Postgres, SqlTestDb, Sqlite, TestDb, mysql_url, postgres_url, unique_name,
+};
 use sqlx::AssertSqlSafe;
 
 const ZERO: Duration = Duration::ZERO;
@@ -37,7 +39,7 @@ async fn try_lock(p: &impl LockProvider, name: &str, at_most: Duration) -> Optio
 }
 
 /// What these tests read from a backend with its own SQL, beside [`TestDb`].
-trait Raw: TestDb {
+trait Raw: SqlTestDb {
     /// Every `name` in the lock table, as stored, sorted.
     async fn names(&self) -> Vec<String>;
     /// Every column of one row, as text.

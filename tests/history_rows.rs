@@ -12,7 +12,7 @@ use std::time::Duration;
 use shedlock::history::{RunOutcome, RunQuery};
 use shedlock::scheduler::RunHistory;
 use shedlock::{Error, Job, LockConfiguration, LockContext, Schedule, Scheduler};
-use shedlock_suite::{TestDb, scheduler_suite::eventually};
+use shedlock_suite::{SqlTestDb, TestDb, scheduler_suite::eventually};
 
 fn failing(name: &str, error: String) -> Job {
     let lock = LockConfiguration::new(name, Duration::from_secs(30), Duration::ZERO).unwrap();
@@ -99,7 +99,7 @@ async fn error_texts_the_store_cannot_hold_are_stored_mended<D: TestDb>(db: &Arc
 
 /// Two services on one table: this scheduler's retention of a second deletes its own old rows
 /// and leaves the other service's (before, it deleted every row of the table).
-async fn a_scheduler_prunes_only_its_own_jobs_rows<D: TestDb>(db: &Arc<D>) {
+async fn a_scheduler_prunes_only_its_own_jobs_rows<D: SqlTestDb>(db: &Arc<D>) {
     let provider = db.provider();
     let Some(store) = D::run_store(&provider) else {
         unreachable!("every SQL backend keeps a run history")

@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use chrono::{DateTime, SubsecRound, Utc};
 use shedlock::{Backend, Error, LockAdmin, LockConfiguration, LockProvider};
-use shedlock_suite::{MySql, Postgres, Sqlite, TestDb, unique_name};
+use shedlock_suite::{MySql, Postgres, SqlTestDb, Sqlite, TestDb, unique_name};
 use sqlx::AssertSqlSafe;
 
 /// What the case reads besides the kit's hooks: the names of the tables and triggers whose
 /// names start with `prefix` (or `_prefix`, the migrations' record).
-trait Objects: TestDb {
+trait Objects: SqlTestDb {
     async fn objects(&self, prefix: &str) -> Vec<String>;
 }
 

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use shedlock::{Backend, LockAdmin, LockConfiguration, LockProvider, RunStore};
-use shedlock_suite::{TestDb, backend_name};
+use shedlock_suite::{SqlTestDb, backend_name};
 use sqlx::AssertSqlSafe;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 
@@ -125,7 +125,7 @@ fn cfg() -> LockConfiguration {
 
 /// Both histories stay apart: the app's in `_sqlx_migrations`, ours in `_shedlock_migrations`,
 /// and re-running either finds nothing to do.
-async fn both_orders<D: TestDb>(db: &D, app: &Migrator, order: Order)
+async fn both_orders<D: SqlTestDb>(db: &D, app: &Migrator, order: Order)
 where
     D::Provider: RunStore,
 {
@@ -217,7 +217,7 @@ where
     guard.unlock().await.unwrap();
 }
 
-async fn app_and_shedlock_migrations_coexist_in_either_order<D: TestDb>(db: &D)
+async fn app_and_shedlock_migrations_coexist_in_either_order<D: SqlTestDb>(db: &D)
 where
     D::Provider: RunStore,
 {
@@ -257,7 +257,7 @@ where
     }
 }
 
-async fn plain_sql_folder_runs_like_the_sqlx_cli<D: TestDb>(db: &D) {
+async fn plain_sql_folder_runs_like_the_sqlx_cli<D: SqlTestDb>(db: &D) {
     let fresh = db.empty_database().await;
     // What `sqlx migrate run --source migrations/<db>` does, from the top-level folder.
     let folder = Migrator::new(top_level_migrations(backend_name(D::BACKEND)))
@@ -280,7 +280,7 @@ async fn plain_sql_folder_runs_like_the_sqlx_cli<D: TestDb>(db: &D) {
 /// may: docs/operations.md, "What a schema change promises the previous version"); this
 /// release, starting on it, migrates, takes locks and writes its history. Before, `migrate()`
 /// failed with "migration 99 was previously applied but is missing in the resolved migrations".
-async fn a_newer_schema_keeps_this_release_working<D: TestDb>(db: &D)
+async fn a_newer_schema_keeps_this_release_working<D: SqlTestDb>(db: &D)
 where
     D::Provider: RunStore,
 {
@@ -339,7 +339,7 @@ where
 
 /// The lock table dropped by hand, its record of migrations left: `migrate()` makes it again
 /// (before, it found every version recorded and created nothing, for good).
-async fn a_lock_table_dropped_by_hand_is_made_again<D: TestDb>(db: &D) {
+async fn a_lock_table_dropped_by_hand_is_made_again<D: SqlTestDb>(db: &D) {
     let fresh = db.empty_database().await;
     let provider = fresh.provider();
     provider.migrate().await.unwrap();
@@ -353,7 +353,7 @@ async fn a_lock_table_dropped_by_hand_is_made_again<D: TestDb>(db: &D) {
 /// A database migrated by the previous release (every file before `0004`, recorded as its
 /// `migrate()` records them), holding a lock and a history row: `migrate()` adds the schedules
 /// and the history's `attempt` and `requested_by`, and leaves the lock and the row as they were.
-async fn an_upgrade_to_migration_4_keeps_the_locks_and_the_history<D: TestDb>(db: &D)
+async fn an_upgrade_to_migration_4_keeps_the_locks_and_the_history<D: SqlTestDb>(db: &D)
 where
     D::Provider: RunStore + shedlock::schedules::ScheduleStore,
 {

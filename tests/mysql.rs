@@ -14,7 +14,7 @@ mod mysql {
         use std::time::Duration;
 
         use shedlock::{Error, LockConfiguration, MySqlLockProvider};
-        use shedlock_suite::{MySql, TestDb, unique_name};
+        use shedlock_suite::{MySql, SqlTestDb, TestDb, unique_name};
 
         fn cfg() -> LockConfiguration {
             LockConfiguration::new("job", Duration::from_secs(60), Duration::ZERO).unwrap()

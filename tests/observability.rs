@@ -15,7 +15,7 @@ use shedlock::history::{RunOutcome, RunQuery};
 use shedlock::scheduler::{RunFinished, RunHistory, RunInfo, SchedulerListener, metric_names};
 use shedlock::settings::KeepAlive;
 use shedlock::{Job, LockAdmin, LockConfiguration, RunStore, Schedule, Scheduler, run_locked};
-use shedlock_suite::{Opts, Sqlite, TestDb, unique_name};
+use shedlock_suite::{Opts, SqlTestDb, Sqlite, TestDb, unique_name};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};

@@ -14,10 +14,10 @@ use shedlock::scheduler::MisfirePolicy;
 use shedlock::{
     Error, Job, LockAdmin, LockConfiguration, LockContext, LockProvider, Schedule, Scheduler,
 };
-use shedlock_suite::{Opts, TestDb, poison, scheduler_suite::eventually};
+use shedlock_suite::{Opts, SqlTestDb, poison, scheduler_suite::eventually};
 
 /// The provider names the row it cannot read and reads every other one.
-async fn unreadable_rows_are_named_and_the_others_read<D: TestDb>(db: &D) {
+async fn unreadable_rows_are_named_and_the_others_read<D: SqlTestDb>(db: &D) {
     let provider = db.provider_with(Opts::default().locked_by("me")).await;
     let cfg =
         |name: &str| LockConfiguration::new(name, Duration::from_secs(60), Duration::ZERO).unwrap();
@@ -106,7 +106,7 @@ fn jobs(ledger: &Ledger) -> Vec<Job> {
 /// Two instances scheduling the same per-second jobs under `MisfirePolicy::All`, one job's row
 /// and one stray row unreadable: every other job keeps firing, each tick once, before and after
 /// a restart (whose catch-up reads the rows).
-async fn a_fleet_keeps_firing_beside_unreadable_rows<D: TestDb>(db: &Arc<D>) {
+async fn a_fleet_keeps_firing_beside_unreadable_rows<D: SqlTestDb>(db: &Arc<D>) {
     poison(db.as_ref(), "p_bad", false).await;
     poison(db.as_ref(), "stray", false).await;
     let ledger = Ledger::default();

@@ -71,7 +71,7 @@ mod postgres {
     async fn a_connect_provider_decides_at_read_committed_whatever_the_url_says() {
         use sqlx::Connection;
 
-        use shedlock_suite::{Postgres, TestDb};
+        use shedlock_suite::{Postgres, SqlTestDb, TestDb};
 
         let Some(db) = Postgres::setup().await else {
             return;

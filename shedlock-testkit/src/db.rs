@@ -1,6 +1,7 @@
 //! What a backend gives the suites: [`TestDb`], one test's lock table (or key prefix) and the
 //! providers on it; what the suites read back ([`Row`]); the options of the providers they build
-//! ([`Opts`]); a row lock held for a test ([`Blocker`]).
+//! ([`Opts`]); a row lock held for a test ([`Blocker`]). The SQL databases' hooks are in
+//! [`SqlTestDb`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -126,16 +127,23 @@ impl Opts {
     }
 }
 
-/// One backend, on a lock table of its own (on Redis: a key prefix of its own): what a
-/// provider's author implements to run the suites ([`provider_suite!`](macro@crate::provider_suite),
+/// One store, on a lock table of its own (on Redis: a key prefix of its own): what a provider's
+/// author implements to run the suites ([`provider_suite!`](macro@crate::provider_suite),
 /// [`scheduler_suite!`](macro@crate::scheduler_suite)) against a live store.
+///
+/// Only the hooks every store can give: a fresh namespace per test ([`setup`](Self::setup),
+/// [`teardown`](Self::teardown)), providers on it, a record read by the store's own clock
+/// ([`row`](Self::row)), and a few writes by hand (delete a record, empty the namespace, insert
+/// an expired record, raise a token, set a tick ahead). Sixteen methods are required; the seven
+/// others have defaults that hold for a store with a wire and without run history. What only
+/// means something for SQL (statements, row locks, schemas, migrations) is in [`SqlTestDb`],
+/// which a store without SQL does not implement: the cases that need it are bounded by it, so
+/// using one on such a store does not compile, and its suites run `without sql`, which leaves
+/// them out.
 ///
 /// Every provider administers its locks ([`LockAdmin`]); the run history ([`RunStore`]) is
 /// optional, so a case that needs it says `where D::Provider: RunStore`, and one that only looks
-/// at it in passing asks [`run_store`](Self::run_store). The methods that only mean something
-/// for SQL (statements, row locks, schemas, migrations) have defaults that panic, saying so: a
-/// store without SQL leaves them, and its suites run `without sql`, which leaves out the cases
-/// that call them.
+/// at it in passing asks [`run_store`](Self::run_store).
 pub trait TestDb: Sized + Send + Sync + 'static {
     type Provider: LockAdmin + Clone + 'static;
     const BACKEND: Backend;
@@ -143,25 +151,32 @@ pub trait TestDb: Sized + Send + Sync + 'static {
     /// Connects and creates a uniquely named, migrated lock table; `None` when this backend is
     /// skipped. Panics, saying how to start it, when the server is down and not skipped.
     async fn setup() -> Option<Self>;
-    /// The lock table's name.
+    /// The lock table's name (on a key-value store, the test's key prefix).
     fn table(&self) -> &str;
     /// How many statements `provider` has sent (`statements_sent`: on Redis, scripts).
     fn statements_sent(provider: &Self::Provider) -> u64;
-    /// The run history of `provider`, where this backend keeps one (every SQL backend); `None`
-    /// on Redis, whose provider implements no [`RunStore`].
-    fn run_store(provider: &Self::Provider) -> Option<Arc<dyn RunStore>>;
-    /// `builder` keeping `history`, where this backend keeps one; on Redis `builder` as it is
+    /// The run history of `provider`, where this backend keeps one (every SQL backend). By
+    /// default `None`: a provider that implements no [`RunStore`], as Redis's.
+    fn run_store(provider: &Self::Provider) -> Option<Arc<dyn RunStore>> {
+        let _ = provider;
+        None
+    }
+    /// `builder` keeping `history`, where this backend keeps one. By default `builder` as it is
     /// (`SchedulerBuilder::history` does not compile for a provider without a [`RunStore`]).
     fn with_history(
         builder: SchedulerBuilder<Self::Provider>,
         history: RunHistory,
-    ) -> SchedulerBuilder<Self::Provider>;
+    ) -> SchedulerBuilder<Self::Provider> {
+        let _ = history;
+        builder
+    }
     /// A provider on the shared pool with default settings.
     fn provider(&self) -> Self::Provider;
     /// A provider with options (own pool, clock).
     fn provider_with(&self, opts: Opts) -> impl Future<Output = Self::Provider> + Send;
-    /// A provider for another table on the same database, not migrated.
+    /// A provider for another table (key prefix) on the same store, not migrated.
     fn provider_for_table(&self, table: &str) -> Self::Provider;
+    /// The record of lock `name`, read with the store's clock; `None` when there is none.
     fn row(&self, name: &str) -> impl Future<Output = Option<Row>> + Send;
     /// Deletes the row of `name` by hand (on Redis: both keys of the lock, and its name from the
     /// set of names), as an operator clearing a stuck lock would.
@@ -177,68 +192,51 @@ pub trait TestDb: Sized + Send + Sync + 'static {
     /// Sets the last claimed tick of lock `name` (which exists) to `ahead` past the database's
     /// clock, as a claim by an instance whose clock ran ahead would leave it.
     async fn set_last_tick_ahead(&self, name: &str, ahead: Duration);
-    /// Runs one statement (DDL in tests). SQL only: by default it panics, saying so.
-    fn exec(&self, sql: &str) -> impl Future<Output = ()> + Send {
-        let _ = sql;
-        async { sql_only("exec") }
-    }
-    /// Records one run in this test's runs table (created on first use): the tick in ms, who
-    /// ran it, its fencing token.
+    /// Records one run of a job of this test: the tick in ms, who ran it, its fencing token. By
+    /// default in this process's memory, under [`ran_table`](Self::ran_table) (the suites'
+    /// schedulers all run in the test's process); the SQL backends write a runs table.
     fn record_run(
         &self,
         tick_ms: i64,
         instance: &str,
         token: i64,
-    ) -> impl Future<Output = ()> + Send;
-    /// Every recorded run, ordered by token (none yet: empty; a failing query fails the test).
-    fn runs(&self) -> impl Future<Output = Vec<(i64, String, i64)>> + Send;
-    /// Creates this test's runs table if it is not there yet; its name. One creation at a time
-    /// in this process: PostgreSQL's `CREATE TABLE IF NOT EXISTS` run by two sessions at once
-    /// can fail on its catalog's unique index (a job body recording its run while the test
-    /// reads the runs: "duplicate key value violates unique constraint
-    /// pg_type_typname_nsp_index").
-    fn ran_table(&self) -> impl Future<Output = String> + Send {
-        static CREATING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-        async {
-            let table = format!("{}_ran", self.table());
-            let _creating = CREATING.lock().await;
-            self.exec(&format!(
-                "CREATE TABLE IF NOT EXISTS {table} (tick BIGINT NOT NULL, instance VARCHAR(64) NOT NULL, token BIGINT NOT NULL)"
-            ))
-            .await;
-            table
+    ) -> impl Future<Output = ()> + Send {
+        let ran = format!("{}_ran", self.table());
+        let run = (tick_ms, instance.to_owned(), token);
+        async move {
+            recorded_runs().entry(ran).or_default().push(run);
         }
     }
-    /// Holds the lock row `name` until the blocker is released: PostgreSQL and MySQL in an
-    /// open transaction (`SELECT … FOR UPDATE`, or with `touch` an `UPDATE` that writes a new
-    /// version of the row, as a concurrent acquire or extend would); SQLite holds the whole
-    /// database's write lock (`BEGIN IMMEDIATE`). SQL only: a Redis script never waits for a
-    /// key.
-    fn block(&self, name: &str, touch: bool) -> impl Future<Output = Blocker> + Send {
-        let _ = (name, touch);
-        async { sql_only("block") }
+    /// Every recorded run, ordered by token (none yet: empty; a failing query fails the test).
+    fn runs(&self) -> impl Future<Output = Vec<(i64, String, i64)>> + Send {
+        let ran = format!("{}_ran", self.table());
+        async move {
+            let mut runs = recorded_runs().get(&ran).cloned().unwrap_or_default();
+            runs.sort_by_key(|(_, _, token)| *token);
+            runs
+        }
+    }
+    /// Makes ready where this test's runs are recorded (a case calls it before its jobs race to
+    /// record the first run); its name. By default `<table>_ran`, in memory, nothing to create;
+    /// an SQL backend creates its runs table ([`create_ran_table`]).
+    fn ran_table(&self) -> impl Future<Output = String> + Send {
+        let ran = format!("{}_ran", self.table());
+        async move { ran }
     }
     /// A provider on a pool (Redis: a connection) of its own that reaches the server through a
-    /// [`Proxy`]; `None` for SQLite, which has no wire.
+    /// [`Proxy`]; `None` for a store without a wire (SQLite): the cases then leave out what
+    /// they would cut.
     fn provider_via_proxy(
         &self,
         opts: Opts,
     ) -> impl Future<Output = Option<(Self::Provider, Proxy)>> + Send;
-    /// A provider for `table`, unqualified, in a place no other test uses, so that a name such
-    /// as `user` cannot collide: a schema of its own first on the search path (PostgreSQL), a
-    /// database of its own (MySQL), this test's own file (SQLite). Returns the provider and the
-    /// place, for [`drop_place`](Self::drop_place). SQL only.
-    fn provider_in_own_place(
-        &self,
-        table: &str,
-    ) -> impl Future<Output = (Self::Provider, String)> + Send {
-        let _ = table;
-        async { sql_only("provider_in_own_place") }
-    }
-    /// Drops what [`provider_in_own_place`](Self::provider_in_own_place) made. SQL only.
-    fn drop_place(&self, place: &str) -> impl Future<Output = ()> + Send {
-        let _ = place;
-        async { sql_only("drop_place") }
+    /// For a store without a wire ([`provider_via_proxy`](Self::provider_via_proxy) says
+    /// `None`): holds back every write to lock `name` until the blocker is released, as a
+    /// stalled connection would (SQLite: the database's write lock). By default `None`: a store
+    /// with a wire is held back through its [`Proxy`] instead.
+    fn hold_writes(&self, name: &str) -> impl Future<Output = Option<Blocker>> + Send {
+        let _ = name;
+        async { None }
     }
     /// Another database on this backend's server, of its own and empty, for what runs before
     /// shedlock's table exists: PostgreSQL and MySQL a new database, dropped by its
@@ -252,17 +250,6 @@ pub trait TestDb: Sized + Send + Sync + 'static {
     /// [`empty_database`](Self::empty_database)). On Redis the builder with the database's own
     /// prefix, through its proxy.
     fn connect(&self) -> impl Future<Output = Self::Provider> + Send;
-    /// [`connect`](Self::connect) with a URL that sets the sessions' default transaction
-    /// isolation to `level` (`"repeatable read"`, `"serializable"`), as a user's URL can:
-    /// PostgreSQL's `options=-c default_transaction_isolation=…`. `None` where a URL cannot say
-    /// it (MySQL's sessions take the server's global default; SQLite and Redis have no levels).
-    fn connect_at(
-        &self,
-        level: &'static str,
-    ) -> impl Future<Output = Option<Self::Provider>> + Send {
-        let _ = level;
-        async { None }
-    }
     /// Ends every other session on this database from the server's side (PostgreSQL
     /// `pg_terminate_backend`, MariaDB `KILL`): how many it ended. Only on a database of its own
     /// ([`empty_database`](Self::empty_database)): no other test's sessions are there. On
@@ -270,24 +257,81 @@ pub trait TestDb: Sized + Send + Sync + 'static {
     /// proxy closes every connection it carries, as the server ending them would. `None` for
     /// SQLite, which has no server and no session to end.
     fn kill_sessions(&self) -> impl Future<Output = Option<u64>> + Send;
-    /// Runs an application's sqlx migrations on this database, as `sqlx migrate run` would.
-    /// SQL only.
-    async fn run_migrations(&self, migrator: &Migrator) -> Result<(), MigrateError> {
-        let _ = migrator;
-        sql_only("run_migrations")
-    }
-    /// `(version, description)` of every migration recorded in the sqlx history table `table`
-    /// (`_sqlx_migrations`, `_shedlock_migrations`), by version. SQL only.
-    async fn migrations(&self, table: &str) -> Vec<(i64, String)> {
-        let _ = table;
-        sql_only("migrations")
-    }
-    /// Drops the table (a database of its own: the database) and closes the pool; on Redis
-    /// deletes every key of the prefix (found by `SCAN`).
-    async fn teardown(self);
+    /// Removes what [`setup`](Self::setup) made: drops the table (a database of its own: the
+    /// database) and closes the pool; on Redis deletes every key of the prefix (found by
+    /// `SCAN`). By default nothing: a store whose namespaces cost nothing left behind (or that
+    /// its own housekeeping removes) can leave it.
+    async fn teardown(self) {}
 }
 
-/// A row lock held by another session ([`TestDb::block`]).
+/// Recorded runs `(tick in ms, instance, token)` by runs table.
+type Runs = std::collections::BTreeMap<String, Vec<(i64, String, i64)>>;
+
+/// The runs recorded by the default [`TestDb::record_run`].
+fn recorded_runs() -> std::sync::MutexGuard<'static, Runs> {
+    static RUNS: std::sync::Mutex<Runs> = std::sync::Mutex::new(Runs::new());
+    RUNS.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A [`TestDb`] on an SQL database: the hooks the SQL cases need besides the core ones
+/// (statements, row locks, schemas, migrations). Those cases are bounded `D: SqlTestDb`, so
+/// the suites' `without sql` forms leave them out, and naming one for a store that does not
+/// implement this trait does not compile. Six methods are required.
+pub trait SqlTestDb: TestDb {
+    /// Runs one statement (DDL in tests).
+    fn exec(&self, sql: &str) -> impl Future<Output = ()> + Send;
+    /// Holds the lock row `name` until the blocker is released: PostgreSQL and MySQL in an
+    /// open transaction (`SELECT … FOR UPDATE`, or with `touch` an `UPDATE` that writes a new
+    /// version of the row, as a concurrent acquire or extend would); SQLite holds the whole
+    /// database's write lock (`BEGIN IMMEDIATE`).
+    fn block(&self, name: &str, touch: bool) -> impl Future<Output = Blocker> + Send;
+    /// A provider for `table`, unqualified, in a place no other test uses, so that a name such
+    /// as `user` cannot collide: a schema of its own first on the search path (PostgreSQL), a
+    /// database of its own (MySQL), this test's own file (SQLite). Returns the provider and the
+    /// place, for [`drop_place`](Self::drop_place).
+    fn provider_in_own_place(
+        &self,
+        table: &str,
+    ) -> impl Future<Output = (Self::Provider, String)> + Send;
+    /// Drops what [`provider_in_own_place`](Self::provider_in_own_place) made.
+    fn drop_place(&self, place: &str) -> impl Future<Output = ()> + Send;
+    /// [`connect`](TestDb::connect) with a URL that sets the sessions' default transaction
+    /// isolation to `level` (`"repeatable read"`, `"serializable"`), as a user's URL can:
+    /// PostgreSQL's `options=-c default_transaction_isolation=…`. `None` (the default) where a
+    /// URL cannot say it (MySQL's sessions take the server's global default; SQLite has no
+    /// levels).
+    fn connect_at(
+        &self,
+        level: &'static str,
+    ) -> impl Future<Output = Option<Self::Provider>> + Send {
+        let _ = level;
+        async { None }
+    }
+    /// Runs an application's sqlx migrations on this database, as `sqlx migrate run` would.
+    async fn run_migrations(&self, migrator: &Migrator) -> Result<(), MigrateError>;
+    /// `(version, description)` of every migration recorded in the sqlx history table `table`
+    /// (`_sqlx_migrations`, `_shedlock_migrations`), by version.
+    async fn migrations(&self, table: &str) -> Vec<(i64, String)>;
+}
+
+/// Creates this test's runs table `<table>_ran` if it is not there yet; its name: what an SQL
+/// backend's [`TestDb::ran_table`] does. One creation at a time in this process: PostgreSQL's
+/// `CREATE TABLE IF NOT EXISTS` run by two sessions at once can fail on its catalog's unique
+/// index (a job body recording its run while the test reads the runs: "duplicate key value
+/// violates unique constraint pg_type_typname_nsp_index").
+pub async fn create_ran_table<D: SqlTestDb>(db: &D) -> String {
+    static CREATING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let table = format!("{}_ran", db.table());
+    let _creating = CREATING.lock().await;
+    db.exec(&format!(
+        "CREATE TABLE IF NOT EXISTS {table} (tick BIGINT NOT NULL, instance VARCHAR(64) NOT NULL, token BIGINT NOT NULL)"
+    ))
+    .await;
+    table
+}
+
+/// A row lock held by another session ([`SqlTestDb::block`]).
 #[derive(Debug)]
 pub struct Blocker {
     release: Option<tokio::sync::oneshot::Sender<()>>,
@@ -324,12 +368,4 @@ impl Blocker {
 /// This machine's clock shifted by `minutes`: a stand-in for an instance whose clock is wrong.
 pub fn skewed_clock(minutes: i64) -> AppClock {
     AppClock::custom(move || chrono::Utc::now() + chrono::Duration::minutes(minutes))
-}
-
-/// Panics: `what` is SQL's alone, and the cases that need it are left out for a store without
-/// SQL (`provider_suite!(…, without sql)`).
-pub fn sql_only(what: &str) -> ! {
-    panic!(
-        "TestDb::{what} applies to SQL databases only: a case that needs it is not run on a store without SQL"
-    )
 }

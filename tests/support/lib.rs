@@ -25,8 +25,8 @@ pub use redis_server::RedisServer;
 pub use shedlock_redis::testkit::Redis;
 /// The conformance kit, which every backend here runs its suites through.
 pub use shedlock_testkit::{
-    self as __testkit, Blocker, Hooked, Opts, Proxy, Row, TestDb, Turn, backend_name, host_port,
-    how_to_start, proxy, reach, run_case, scheduler_suite, skewed_clock, skipped, suite,
+    self as __testkit, Blocker, Hooked, Opts, Proxy, Row, SqlTestDb, TestDb, Turn, backend_name,
+    host_port, how_to_start, proxy, reach, run_case, scheduler_suite, skewed_clock, skipped, suite,
     unique_name,
 };
 
@@ -150,7 +150,7 @@ pub async fn drop_postgres_database(name: &str) {
 /// read as a time (PostgreSQL `infinity`, a MariaDB zero date, an SQLite integer past any time),
 /// or with `second` on PostgreSQL a `last_tick` in the year 294000; returns a word of the
 /// problem the provider names for it.
-pub async fn poison<D: TestDb>(db: &D, name: &str, second: bool) -> &'static str {
+pub async fn poison<D: SqlTestDb>(db: &D, name: &str, second: bool) -> &'static str {
     let table = db.table();
     let columns = "name, locked_until, locked_at, locked_by, fencing_token, last_tick";
     match (D::BACKEND, second) {

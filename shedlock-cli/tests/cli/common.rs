@@ -8,7 +8,7 @@ use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 use serde_json::Value;
 use shedlock::history::LockState;
 use shedlock::{LockAdmin, LockConfiguration};
-use shedlock_suite::{MySql, Opts, Postgres, Sqlite, TestDb};
+use shedlock_suite::{MySql, Opts, Postgres, SqlTestDb, Sqlite};
 use tokio::io::AsyncWriteExt;
 
 pub(crate) const HOLDER: &str = "cli-worker-7";
@@ -84,7 +84,7 @@ pub(crate) async fn run(args: &[&str], env: &[(&str, &str)], stdin: &str) -> Out
 }
 
 /// A backend the tool can be pointed at (an SQL one: its cases read the run history).
-pub(crate) trait CliDb: TestDb<Provider: shedlock::RunStore> {
+pub(crate) trait CliDb: SqlTestDb<Provider: shedlock::RunStore> {
     /// What `--database-url` gets.
     fn url(&self) -> String;
 }

@@ -1,6 +1,6 @@
 //! A database that cannot be used: unreachable servers, missing tables, a missing SQLite file.
 
-use shedlock_suite::{Sqlite, TestDb, unique_name};
+use shedlock_suite::{SqlTestDb, Sqlite, TestDb, unique_name};
 
 use crate::common::{CliDb, cli, run};
 

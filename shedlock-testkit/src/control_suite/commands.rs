@@ -249,3 +249,19 @@ where
     let stats = a.stats("second").unwrap();
     assert_eq!(stats.manual, 1, "{stats:?}");
 }
+
+/// The cases of this file, for [`control_suite!`](macro@crate::control_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_control_suite_commands {
+    (every $db:ty) => {
+        $crate::cases!(in $db: $crate::control_suite => [
+            a_paused_job_fires_nowhere_and_each_tick_is_recorded_once,
+            run_now_runs_once_and_a_second_request_is_already_pending,
+            run_now_waits_for_a_free_slot_of_the_run_limit,
+        ]);
+    };
+    (sql $db:ty) => {};
+}

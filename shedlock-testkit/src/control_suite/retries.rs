@@ -235,3 +235,19 @@ where
         );
     }
 }
+
+/// The cases of this file, for [`control_suite!`](macro@crate::control_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_control_suite_retries {
+    (every $db:ty) => {
+        $crate::cases!(in $db: $crate::control_suite => [
+            a_panic_is_a_failed_attempt_and_retried,
+            a_failed_run_is_retried_each_attempt_once,
+            a_jitter_delays_each_run_by_its_ticks_amount,
+        ]);
+    };
+    (sql $db:ty) => {};
+}

@@ -171,3 +171,18 @@ where
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// The cases of this file, for [`control_suite!`](macro@crate::control_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_control_suite_schedules {
+    (every $db:ty) => {
+        $crate::cases!(in $db: $crate::control_suite => [
+            an_override_moves_a_code_job_and_clearing_it_restores_the_code_schedule,
+            a_run_time_job_runs_where_its_handler_is,
+        ]);
+    };
+    (sql $db:ty) => {};
+}

@@ -469,3 +469,23 @@ pub async fn a_batch_of_future_ticks_is_refused_as_clock_skew<D: TestDb>(db: &Ar
     let sizes = counts.lock_many_sizes();
     assert_eq!(sizes.first(), Some(&5), "one call for the five: {sizes:?}");
 }
+
+/// The cases of this file, for [`scheduler_suite!`](macro@crate::scheduler_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_scheduler_suite_batch {
+    (every $db:ty) => {
+        $crate::cases!(in $db: $crate::scheduler_suite => [
+            many_jobs_on_three_instances_run_every_tick_once,
+            jobs_with_a_lock_are_claimed_in_one_call_per_tick,
+            a_learned_lock_is_claimed_in_batches_from_the_second_tick,
+            a_claimed_lock_the_run_does_not_take_is_released,
+            a_run_that_asks_for_another_lease_gets_it,
+            a_batch_mixing_free_held_and_claimed_jobs_runs_only_the_free_ones,
+            a_batch_of_future_ticks_is_refused_as_clock_skew,
+        ]);
+    };
+    (sql $db:ty) => {};
+}

@@ -164,3 +164,18 @@ pub async fn a_scheduled_function_gets_its_claim_as_an_argument<D: TestDb>(db: &
     assert!(by_hand.was_executed(), "{by_hand:?}");
     assert_eq!(counts.locks(), 1, "the call by hand sent its own lock");
 }
+
+/// The cases of this file, for [`scheduler_suite!`](macro@crate::scheduler_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_scheduler_suite_claims {
+    (every $db:ty) => {
+        $crate::cases!(in $db: $crate::scheduler_suite => [
+            a_locked_job_gets_its_claim_as_an_argument,
+            a_scheduled_function_gets_its_claim_as_an_argument,
+        ]);
+    };
+    (sql $db:ty) => {};
+}

@@ -122,3 +122,18 @@ pub async fn a_refused_future_tick_is_reported_as_clock_skew<D: TestDb>(db: &Arc
         "{error}"
     );
 }
+
+/// The cases of this file, for [`scheduler_suite!`](macro@crate::scheduler_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_scheduler_suite_clock {
+    (every $db:ty) => {
+        $crate::cases!(in $db: $crate::scheduler_suite => [
+            a_skewed_instance_fires_by_the_database_clock,
+            a_refused_future_tick_is_reported_as_clock_skew,
+        ]);
+    };
+    (sql $db:ty) => {};
+}

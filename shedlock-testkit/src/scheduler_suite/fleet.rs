@@ -321,3 +321,19 @@ fn fired(schedulers: &[Scheduler]) -> Vec<u64> {
         })
         .collect()
 }
+
+/// The cases of this file, for [`scheduler_suite!`](macro@crate::scheduler_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_scheduler_suite_fleet {
+    (every $db:ty) => {
+        $crate::cases!(in $db: $crate::scheduler_suite => [
+            four_instances_share_each_tick,
+            a_run_limit_bounds_each_instance_and_the_fleet_runs_every_job,
+            a_helper_does_not_call_the_jobs_their_owners_claimed,
+        ]);
+    };
+    (sql $db:ty) => {};
+}

@@ -12,7 +12,7 @@ use shedlock::{
 };
 
 use super::{MS, eventually};
-use crate::db::{Opts, TestDb};
+use crate::db::{Opts, SqlTestDb, TestDb};
 
 /// A job running 5 s under `lock_at_most_for = 30 s` on a 1.5 s lease: the lock is renewed
 /// (never more than 1.5 s ahead) and nobody else can take it meanwhile.
@@ -120,7 +120,7 @@ fn steal_after<D: TestDb>(
 
 /// An acquire that waited behind a row lock for longer than the keep-alive lease still runs its
 /// job: the lease counts from its grant, and keep-alive renews it before the job starts.
-pub async fn an_acquire_that_waited_longer_than_its_lease_runs_its_job<D: TestDb>(db: &Arc<D>) {
+pub async fn an_acquire_that_waited_longer_than_its_lease_runs_its_job<D: SqlTestDb>(db: &Arc<D>) {
     let provider = db
         .provider_with(
             Opts::own_pool().keep_alive(KeepAlive::lease(Duration::from_secs(1)).unwrap()),
@@ -222,7 +222,9 @@ pub async fn a_renewal_in_flight_lands_before_the_unlock<D: TestDb>(db: &Arc<D>)
             None
         }
         None => {
-            let blocker = db.block("renewed", false).await;
+            let blocker = db.hold_writes("renewed").await.expect(
+                "a store without a wire (provider_via_proxy: None) holds its writes back (TestDb::hold_writes)",
+            );
             tokio::time::sleep(Duration::from_millis(1500)).await;
             Some(blocker)
         }
@@ -255,7 +257,7 @@ pub async fn a_renewal_in_flight_lands_before_the_unlock<D: TestDb>(db: &Arc<D>)
 /// An unlock that fails (here: it cannot get the row within the lock timeout, as with a
 /// database briefly out of reach) is retried in the background until it releases the lock,
 /// long before the 60 s lease would.
-pub async fn a_failed_unlock_is_retried_until_it_releases<D: TestDb>(db: &Arc<D>) {
+pub async fn a_failed_unlock_is_retried_until_it_releases<D: SqlTestDb>(db: &Arc<D>) {
     let provider = db
         .provider_with(Opts::default().lock_timeout(Duration::from_millis(500)))
         .await;
@@ -274,4 +276,29 @@ pub async fn a_failed_unlock_is_retried_until_it_releases<D: TestDb>(db: &Arc<D>
     })
     .await;
     assert!(released, "a background retry released the lock");
+}
+
+/// The cases of this file, for [`scheduler_suite!`](macro@crate::scheduler_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_scheduler_suite_keep_alive {
+    (every $db:ty) => {
+        $crate::cases!(in $db: $crate::scheduler_suite => [
+            keep_alive_holds_a_long_job_on_a_short_lease,
+            lost_lock_cancels_the_job,
+            lost_lock_notifies_the_job_in_notify_mode,
+            a_job_stalled_past_its_lease_is_not_polled_again,
+            a_renewal_in_flight_lands_before_the_unlock,
+        ]);
+    };
+    (sql $db:ty) => {
+        $crate::cases!(in $db: $crate::scheduler_suite => [
+            // An acquire, and an unlock, that wait behind another transaction's row lock
+            // (`SqlTestDb::block`): a script never waits for a key.
+            an_acquire_that_waited_longer_than_its_lease_runs_its_job,
+            a_failed_unlock_is_retried_until_it_releases,
+        ]);
+    };
 }

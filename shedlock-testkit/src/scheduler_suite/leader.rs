@@ -489,3 +489,23 @@ pub async fn a_hand_over_runs_every_missed_tick_with_misfire_policy_all<D: TestD
     );
     assert_eq!(ticks.len(), span, "ticks lost in the hand-over: {ticks:?}");
 }
+
+/// The cases of this file, for [`scheduler_suite!`](macro@crate::scheduler_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_scheduler_suite_leader {
+    (every $db:ty) => {
+        $crate::cases!(in $db: $crate::scheduler_suite => [
+            one_elector_leads_and_a_resignation_hands_over_at_once,
+            an_operator_release_ends_the_term,
+            a_cut_off_leader_steps_down_before_another_takes_over,
+            only_the_leader_fires_and_a_successor_takes_over,
+            every_missed_tick_runs_once_with_misfire_policy_all,
+            a_new_job_does_not_replay_the_grace_with_misfire_policy_all,
+            a_hand_over_runs_every_missed_tick_with_misfire_policy_all,
+        ]);
+    };
+    (sql $db:ty) => {};
+}

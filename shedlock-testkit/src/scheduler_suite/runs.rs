@@ -15,7 +15,7 @@ use shedlock::{
 };
 
 use super::{MS, eventually};
-use crate::db::{Opts, TestDb};
+use crate::db::{Opts, SqlTestDb, TestDb};
 
 /// The job every instance runs: claim the tick, work 5 ms, write one row.
 pub(super) fn recording_job<D: TestDb>(db: &Arc<D>, instance: &str) -> Job {
@@ -351,7 +351,7 @@ pub async fn a_call_by_hand_sees_the_panic_with_the_lock_released<D: TestDb>(db:
 /// the row is finished, runs the abandoned-run sweep there. The sweep does close the row (the
 /// lock is free, so the window is real); the scheduler's finish then writes the real outcome
 /// over it.
-pub async fn a_sweep_between_unlock_and_finish_leaves_the_real_outcome<D: TestDb>(db: &Arc<D>)
+pub async fn a_sweep_between_unlock_and_finish_leaves_the_real_outcome<D: SqlTestDb>(db: &Arc<D>)
 where
     D::Provider: RunStore,
 {
@@ -448,4 +448,26 @@ where
         runs.iter().all(|r| r.outcome != RunOutcome::Abandoned),
         "no run ends abandoned: {runs:?}"
     );
+}
+
+/// The cases of this file, for [`scheduler_suite!`](macro@crate::scheduler_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_scheduler_suite_runs {
+    (every $db:ty) => {
+        $crate::cases!(in $db: $crate::scheduler_suite => [
+            three_instances_run_every_tick_exactly_once,
+            shutdown_cancels_a_long_run_and_releases_its_lock,
+            a_panicking_job_is_recorded_and_the_next_tick_runs,
+            a_call_by_hand_sees_the_panic_with_the_lock_released,
+        ]);
+    };
+    (sql $db:ty) => {
+        $crate::cases!(in $db: $crate::scheduler_suite => [
+            // The run history (`RunStore`), which only the SQL backends keep.
+            a_sweep_between_unlock_and_finish_leaves_the_real_outcome,
+        ]);
+    };
 }

@@ -326,3 +326,28 @@ pub async fn odd_durations_are_honoured_alike<D: TestDb>(db: &D) {
         }
     }
 }
+
+/// The cases of this file, for [`provider_suite!`](macro@crate::provider_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_suite_acquire {
+    (every $db:ty) => {
+        $crate::cases!(in $db: $crate::suite => [
+            creates_lock,
+            no_second_lock_while_held,
+            two_names_are_independent,
+            lock_twice_in_a_row,
+            expires_after_lock_at_most_for_sub_second,
+            locks_right_after_unlock_ten_times,
+            lock_at_least_for_holds_after_unlock_then_releases,
+            pre_existing_expired_row_is_acquirable,
+            names_at_64_bytes_work_and_over_64_are_refused,
+            guard_dropped_without_unlock_releases_in_background,
+            executor_runs_skips_and_releases_after_panic,
+            odd_durations_are_honoured_alike,
+        ]);
+    };
+    (sql $db:ty) => {};
+}

@@ -174,3 +174,19 @@ pub async fn lock_states_reads_the_named_locks_in_one_statement<D: TestDb>(db: &
     }
     assert_eq!(provider.lock_states(&[]).await.unwrap(), vec![]);
 }
+
+/// The cases of this file, for [`provider_suite!`](macro@crate::provider_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_suite_admin {
+    (every $db:ty) => {
+        $crate::cases!(in $db: $crate::suite => [
+            lock_states_read_by_the_database_clock,
+            operator_release_ends_the_lock_and_keeps_token_and_tick,
+            lock_states_reads_the_named_locks_in_one_statement,
+        ]);
+    };
+    (sql $db:ty) => {};
+}

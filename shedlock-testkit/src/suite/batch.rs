@@ -216,3 +216,20 @@ pub async fn a_batch_reads_the_application_clock_in_application_mode<D: TestDb>(
         "still 5 minutes ahead of this clock, past the tolerance"
     );
 }
+
+/// The cases of this file, for [`provider_suite!`](macro@crate::provider_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_suite_batch {
+    (every $db:ty) => {
+        $crate::cases!(in $db: $crate::suite => [
+            a_batch_mixes_free_held_claimed_and_future_ticks,
+            two_instances_racing_one_batch_take_each_tick_once,
+            a_name_twice_in_one_batch_is_taken_once,
+            a_batch_reads_the_application_clock_in_application_mode,
+        ]);
+    };
+    (sql $db:ty) => {};
+}

@@ -155,3 +155,19 @@ pub async fn workers_on_a_connect_provider_each_get_their_turn<D: TestDb>(db: &D
     );
     empty.teardown().await;
 }
+
+/// The cases of this file, for [`provider_suite!`](macro@crate::provider_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_suite_connect {
+    (every $db:ty) => {
+        $crate::cases!(in $db: $crate::suite => [
+            connect_provider_recovers_when_the_server_ends_its_sessions,
+            more_statements_at_once_than_connections_all_get_one,
+            workers_on_a_connect_provider_each_get_their_turn,
+        ]);
+    };
+    (sql $db:ty) => {};
+}

@@ -9,7 +9,7 @@ use shedlock::{LockAdmin, LockProvider};
 use tokio::sync::Mutex;
 
 use super::{LONG, MS, SEC, cfg, tick};
-use crate::db::{Opts, TestDb};
+use crate::db::{Opts, SqlTestDb, TestDb};
 
 pub async fn separate_pools_race_for_one_tick_exactly_one_wins<D: TestDb>(db: &D) {
     let mut providers = Vec::new();
@@ -103,7 +103,7 @@ pub async fn fuzz_read_sleep_write_counts_are_exact<D: TestDb>(db: &D) {
 
 /// An acquire that waited behind another transaction's row lock for longer than its lease comes
 /// back with a lease that counts from when it was granted, not one that already ran out.
-pub async fn an_acquire_that_waited_gets_a_fresh_lease<D: TestDb>(db: &D) {
+pub async fn an_acquire_that_waited_gets_a_fresh_lease<D: SqlTestDb>(db: &D) {
     let first = db.provider();
     let waiter = db.provider_with(Opts::own_pool().locked_by("waiter")).await;
     let c = cfg("job", 3 * SEC, Duration::ZERO);
@@ -145,7 +145,7 @@ pub async fn an_acquire_that_waited_gets_a_fresh_lease<D: TestDb>(db: &D) {
 /// With the server's isolation set to REPEATABLE READ or SERIALIZABLE, a losing acquire is
 /// `Ok(None)`, and extend and unlock work, even when another transaction wrote the row while
 /// the statement waited for it.
-pub async fn losing_is_held_at_every_isolation_level<D: TestDb>(db: &D) {
+pub async fn losing_is_held_at_every_isolation_level<D: SqlTestDb>(db: &D) {
     let holder = db.provider();
     let c = cfg("job", LONG, Duration::ZERO);
     let _held = holder.lock(&c).await.unwrap().unwrap();
@@ -197,7 +197,7 @@ pub async fn losing_is_held_at_every_isolation_level<D: TestDb>(db: &D) {
 /// busy the row is, and extend and unlock of a held lock say it still held. Nobody holds the
 /// lock while another does. Wins and losses are printed (and both must occur: the row was
 /// contended).
-pub async fn a_contended_lock_never_errs_at_any_isolation_level<D: TestDb>(db: &D) {
+pub async fn a_contended_lock_never_errs_at_any_isolation_level<D: SqlTestDb>(db: &D) {
     let levels: &[&'static str] = match D::BACKEND {
         shedlock::Backend::Postgres | shedlock::Backend::MySql => {
             &["read committed", "repeatable read", "serializable"]
@@ -347,4 +347,27 @@ async fn hammer<P: LockProvider + Clone + 'static>(
         .expect("the workers ended")
         .into_inner()
         .unwrap()
+}
+
+/// The cases of this file, for [`provider_suite!`](macro@crate::provider_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_suite_contention {
+    (every $db:ty) => {
+        $crate::cases!(in $db: $crate::suite => [
+            separate_pools_race_for_one_tick_exactly_one_wins,
+            fuzz_read_sleep_write_counts_are_exact,
+        ]);
+    };
+    (sql $db:ty) => {
+        $crate::cases!(in $db: $crate::suite => [
+            // Statements that wait behind another transaction's row lock (`SqlTestDb::block`), at
+            // every isolation level: a script never waits for a key.
+            an_acquire_that_waited_gets_a_fresh_lease,
+            losing_is_held_at_every_isolation_level,
+            a_contended_lock_never_errs_at_any_isolation_level,
+        ]);
+    };
 }

@@ -255,3 +255,23 @@ pub async fn tokens_never_go_back_after_rows_are_deleted<D: TestDb>(db: &D) {
     assert!(guard.fencing_token() > last);
     guard.unlock().await.unwrap();
 }
+
+/// The cases of this file, for [`provider_suite!`](macro@crate::provider_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_suite_fencing {
+    (every $db:ty) => {
+        $crate::cases!(in $db: $crate::suite => [
+            extends_several_times,
+            extend_after_expiry_is_refused,
+            extend_keeps_lock_at_least_for,
+            fencing_token_is_strictly_increasing,
+            row_deleted_by_hand_is_recreated_with_a_higher_token,
+            stale_holder_can_neither_unlock_nor_extend_the_new_holder,
+            tokens_never_go_back_after_rows_are_deleted,
+        ]);
+    };
+    (sql $db:ty) => {};
+}

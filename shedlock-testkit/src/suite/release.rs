@@ -116,3 +116,18 @@ async fn claim_all<P: LockProvider>(provider: &P, configs: &[LockConfiguration])
         .map(|g| g.expect("answered").expect("free"))
         .collect()
 }
+
+/// The cases of this file, for [`provider_suite!`](macro@crate::provider_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_suite_release {
+    (every $db:ty) => {
+        $crate::cases!(in $db: $crate::suite => [
+            releases_that_end_together_go_in_a_few_statements,
+            a_group_leaves_a_lock_taken_over_by_another_holder_alone,
+        ]);
+    };
+    (sql $db:ty) => {};
+}

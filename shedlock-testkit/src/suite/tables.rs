@@ -7,10 +7,10 @@ use std::time::Duration;
 use shedlock::{Error, LockAdmin, LockProvider, RunStore};
 
 use super::{LONG, cfg, tick};
-use crate::db::{Opts, TestDb};
+use crate::db::{Opts, SqlTestDb, TestDb};
 use crate::unique_name;
 
-pub async fn missing_table_says_run_migrate<D: TestDb>(db: &D) {
+pub async fn missing_table_says_run_migrate<D: SqlTestDb>(db: &D) {
     let table = unique_name("never_made");
     let p = db.provider_for_table(&table);
     let err = p.lock(&cfg("job", LONG, Duration::ZERO)).await.unwrap_err();
@@ -22,7 +22,7 @@ pub async fn missing_table_says_run_migrate<D: TestDb>(db: &D) {
     );
 }
 
-pub async fn missing_columns_are_named<D: TestDb>(db: &D) {
+pub async fn missing_columns_are_named<D: SqlTestDb>(db: &D) {
     // A Java ShedLock table: same idea, other columns.
     let table = unique_name("java_shedlock");
     let ts = match D::BACKEND {
@@ -65,7 +65,7 @@ pub async fn missing_columns_are_named<D: TestDb>(db: &D) {
     db.exec(&format!("DROP TABLE {table}")).await;
 }
 
-pub async fn migrate_is_idempotent_and_concurrent_safe<D: TestDb>(db: &D) {
+pub async fn migrate_is_idempotent_and_concurrent_safe<D: SqlTestDb>(db: &D) {
     db.provider()
         .migrate()
         .await
@@ -130,7 +130,7 @@ fn shedlock_provider_for<P: LockProvider + Clone + 'static>(
     )
 }
 
-pub async fn bad_table_name_is_refused_before_any_sql<D: TestDb>(db: &D) {
+pub async fn bad_table_name_is_refused_before_any_sql<D: SqlTestDb>(db: &D) {
     for bad in ["shedlock; drop table x", "locks--", "a b", "x.y.z", ""] {
         let err = shedlock_builder_error::<D>(db, bad).await;
         assert!(
@@ -173,7 +173,7 @@ async fn shedlock_builder_error<D: TestDb>(db: &D, table: &str) -> Error {
 }
 
 /// A table named with a reserved word (`user`, `order`) works: every identifier is quoted.
-pub async fn reserved_words_name_tables<D: TestDb>(db: &D)
+pub async fn reserved_words_name_tables<D: SqlTestDb>(db: &D)
 where
     D::Provider: RunStore,
 {
@@ -210,4 +210,25 @@ where
         assert!(guard.unlock().await.unwrap());
         db.drop_place(&place).await;
     }
+}
+
+/// The cases of this file, for [`provider_suite!`](macro@crate::provider_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_suite_tables {
+    (every $db:ty) => {};
+    (sql $db:ty) => {
+        $crate::cases!(in $db: $crate::suite => [
+            // A lock table that does not exist or has other columns, DDL that a fleet runs at once,
+            // table names quoted in SQL: a key-value store has no table to create or find missing,
+            // and a key prefix is checked by its provider's own tests.
+            missing_table_says_run_migrate,
+            missing_columns_are_named,
+            migrate_is_idempotent_and_concurrent_safe,
+            bad_table_name_is_refused_before_any_sql,
+            reserved_words_name_tables,
+        ]);
+    };
 }

@@ -190,3 +190,20 @@ pub async fn a_tick_too_far_ahead_is_refused_as_clock_skew<D: TestDb>(db: &D) {
         "a 2 h tolerance takes a tick 1 h ahead"
     );
 }
+
+/// The cases of this file, for [`provider_suite!`](macro@crate::provider_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_suite_ticks {
+    (every $db:ty) => {
+        $crate::cases!(in $db: $crate::suite => [
+            tick_is_claimed_once,
+            database_clock_mode_decides_expiry_by_the_database_clock,
+            app_clock_mode_trusts_skewed_clocks,
+            a_tick_too_far_ahead_is_refused_as_clock_skew,
+        ]);
+    };
+    (sql $db:ty) => {};
+}

@@ -137,10 +137,8 @@ macro_rules! alike_on_every_backend {
             .unwrap();
         }
 
-        async fn exec(&self, sql: &str) {
-            sqlx::Executor::execute(&self.pool, sqlx::AssertSqlSafe(sql.to_owned()))
-                .await
-                .unwrap();
+        async fn ran_table(&self) -> String {
+            shedlock_testkit::create_ran_table(self).await
         }
 
         async fn runs(&self) -> Vec<(i64, String, i64)> {
@@ -151,6 +149,18 @@ macro_rules! alike_on_every_backend {
             .fetch_all(&self.pool)
             .await
             .expect("reading the recorded runs")
+        }
+    };
+}
+
+/// The methods of [`SqlTestDb`](shedlock_testkit::SqlTestDb) that read the same on every SQL
+/// backend, over its field `pool`.
+macro_rules! alike_sql {
+    () => {
+        async fn exec(&self, sql: &str) {
+            sqlx::Executor::execute(&self.pool, sqlx::AssertSqlSafe(sql.to_owned()))
+                .await
+                .unwrap();
         }
 
         async fn run_migrations(

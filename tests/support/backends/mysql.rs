@@ -9,7 +9,7 @@ use sqlx::{AssertSqlSafe, Executor, MySqlPool};
 
 use super::Statements;
 use crate::{Proxy, host_port, mysql_url, reach, unique_name};
-use shedlock_testkit::{Blocker, Opts, TestDb};
+use shedlock_testkit::{Blocker, Opts, SqlTestDb, TestDb};
 
 #[derive(Debug)]
 pub struct MySql {
@@ -89,19 +89,6 @@ impl TestDb for MySql {
         Some(db)
     }
 
-    async fn block(&self, name: &str, touch: bool) -> Blocker {
-        let (pool, name) = (self.pool.clone(), name.to_owned());
-        let sql = if touch {
-            format!(
-                "UPDATE {} SET locked_by = CONCAT(locked_by, '') WHERE name = ?",
-                self.table
-            )
-        } else {
-            format!("SELECT 1 FROM {} WHERE name = ? FOR UPDATE", self.table)
-        };
-        hold_in_transaction!(pool, sql, name)
-    }
-
     async fn provider_via_proxy(&self, opts: Opts) -> Option<(Self::Provider, Proxy)> {
         let url = mysql_url();
         let proxy = Proxy::start(host_port(&url, 3306)).await;
@@ -116,19 +103,6 @@ impl TestDb for MySql {
             .build()
             .unwrap();
         Some((provider, proxy))
-    }
-
-    async fn provider_in_own_place(&self, table: &str) -> (Self::Provider, String) {
-        let (pool, database) = self.own_database("shedlock_d").await;
-        let provider = MySqlLockProvider::builder(pool)
-            .table_name(table)
-            .build()
-            .unwrap();
-        (provider, database)
-    }
-
-    async fn drop_place(&self, database: &str) {
-        self.exec(&format!("DROP DATABASE {database}")).await;
     }
 
     async fn empty_database(&self) -> Self {
@@ -148,17 +122,6 @@ impl TestDb for MySql {
         let base = mysql_url();
         let url = format!("{}/{database}", base.rsplit_once('/').unwrap().0);
         MySqlLockProvider::connect(&url).await.unwrap()
-    }
-
-    /// MySQL's sessions start at the server's global level, which no URL changes: a provider
-    /// from `connect(url)` when `level` is that level, `None` otherwise.
-    async fn connect_at(&self, level: &'static str) -> Option<Self::Provider> {
-        let global: String = sqlx::query_scalar("SELECT @@GLOBAL.tx_isolation")
-            .fetch_one(&self.pool)
-            .await
-            .unwrap();
-        (global.replace('-', " ").eq_ignore_ascii_case(level)).then_some(())?;
-        Some(self.connect().await)
     }
 
     async fn kill_sessions(&self) -> Option<u64> {
@@ -193,6 +156,47 @@ impl TestDb for MySql {
         };
         let _ = self.pool.execute(AssertSqlSafe(drop)).await;
         self.pool.close().await;
+    }
+}
+
+impl SqlTestDb for MySql {
+    alike_sql!();
+
+    async fn block(&self, name: &str, touch: bool) -> Blocker {
+        let (pool, name) = (self.pool.clone(), name.to_owned());
+        let sql = if touch {
+            format!(
+                "UPDATE {} SET locked_by = CONCAT(locked_by, '') WHERE name = ?",
+                self.table
+            )
+        } else {
+            format!("SELECT 1 FROM {} WHERE name = ? FOR UPDATE", self.table)
+        };
+        hold_in_transaction!(pool, sql, name)
+    }
+
+    async fn provider_in_own_place(&self, table: &str) -> (Self::Provider, String) {
+        let (pool, database) = self.own_database("shedlock_d").await;
+        let provider = MySqlLockProvider::builder(pool)
+            .table_name(table)
+            .build()
+            .unwrap();
+        (provider, database)
+    }
+
+    async fn drop_place(&self, database: &str) {
+        self.exec(&format!("DROP DATABASE {database}")).await;
+    }
+
+    /// MySQL's sessions start at the server's global level, which no URL changes: a provider
+    /// from `connect(url)` when `level` is that level, `None` otherwise.
+    async fn connect_at(&self, level: &'static str) -> Option<Self::Provider> {
+        let global: String = sqlx::query_scalar("SELECT @@GLOBAL.tx_isolation")
+            .fetch_one(&self.pool)
+            .await
+            .unwrap();
+        (global.replace('-', " ").eq_ignore_ascii_case(level)).then_some(())?;
+        Some(self.connect().await)
     }
 }
 

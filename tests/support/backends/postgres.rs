@@ -11,7 +11,7 @@ use super::Statements;
 use crate::{
     Proxy, drop_postgres_database, host_port, postgres_database, postgres_url, reach, unique_name,
 };
-use shedlock_testkit::{Blocker, Opts, TestDb};
+use shedlock_testkit::{Blocker, Opts, SqlTestDb, TestDb};
 
 #[derive(Debug)]
 pub struct Postgres {
@@ -109,19 +109,6 @@ impl TestDb for Postgres {
         Some(db)
     }
 
-    async fn block(&self, name: &str, touch: bool) -> Blocker {
-        let (pool, name) = (self.pool.clone(), name.to_owned());
-        let sql = if touch {
-            format!(
-                "UPDATE {} SET locked_by = locked_by WHERE name = $1",
-                self.table
-            )
-        } else {
-            format!("SELECT 1 FROM {} WHERE name = $1 FOR UPDATE", self.table)
-        };
-        hold_in_transaction!(pool, sql, name)
-    }
-
     async fn provider_via_proxy(&self, opts: Opts) -> Option<(Self::Provider, Proxy)> {
         let url = postgres_url();
         let proxy = Proxy::start(host_port(&url, 5432)).await;
@@ -136,27 +123,6 @@ impl TestDb for Postgres {
             .build()
             .unwrap();
         Some((provider, proxy))
-    }
-
-    async fn provider_in_own_place(&self, table: &str) -> (Self::Provider, String) {
-        let schema = unique_name("shedlock_s");
-        self.exec(&format!("CREATE SCHEMA {schema}")).await;
-        let options = postgres_options(&postgres_url(), &Opts::default())
-            .unwrap()
-            .options([("search_path", schema.as_str())]);
-        let pool = postgres_pool_options(2)
-            .connect_with(options)
-            .await
-            .unwrap();
-        let provider = PostgresLockProvider::builder(pool)
-            .table_name(table)
-            .build()
-            .unwrap();
-        (provider, schema)
-    }
-
-    async fn drop_place(&self, schema: &str) {
-        self.exec(&format!("DROP SCHEMA {schema} CASCADE")).await;
     }
 
     async fn empty_database(&self) -> Self {
@@ -176,14 +142,6 @@ impl TestDb for Postgres {
         let base = postgres_url();
         let url = format!("{}/{database}", base.rsplit_once('/').unwrap().0);
         PostgresLockProvider::connect(&url).await.unwrap()
-    }
-
-    async fn connect_at(&self, level: &'static str) -> Option<Self::Provider> {
-        Some(
-            PostgresLockProvider::connect(&self.connect_url(level))
-                .await
-                .unwrap(),
-        )
     }
 
     async fn kill_sessions(&self) -> Option<u64> {
@@ -216,6 +174,52 @@ impl TestDb for Postgres {
         if let Some(database) = self.database {
             drop_postgres_database(&database).await;
         }
+    }
+}
+
+impl SqlTestDb for Postgres {
+    alike_sql!();
+
+    async fn block(&self, name: &str, touch: bool) -> Blocker {
+        let (pool, name) = (self.pool.clone(), name.to_owned());
+        let sql = if touch {
+            format!(
+                "UPDATE {} SET locked_by = locked_by WHERE name = $1",
+                self.table
+            )
+        } else {
+            format!("SELECT 1 FROM {} WHERE name = $1 FOR UPDATE", self.table)
+        };
+        hold_in_transaction!(pool, sql, name)
+    }
+
+    async fn provider_in_own_place(&self, table: &str) -> (Self::Provider, String) {
+        let schema = unique_name("shedlock_s");
+        self.exec(&format!("CREATE SCHEMA {schema}")).await;
+        let options = postgres_options(&postgres_url(), &Opts::default())
+            .unwrap()
+            .options([("search_path", schema.as_str())]);
+        let pool = postgres_pool_options(2)
+            .connect_with(options)
+            .await
+            .unwrap();
+        let provider = PostgresLockProvider::builder(pool)
+            .table_name(table)
+            .build()
+            .unwrap();
+        (provider, schema)
+    }
+
+    async fn drop_place(&self, schema: &str) {
+        self.exec(&format!("DROP SCHEMA {schema} CASCADE")).await;
+    }
+
+    async fn connect_at(&self, level: &'static str) -> Option<Self::Provider> {
+        Some(
+            PostgresLockProvider::connect(&self.connect_url(level))
+                .await
+                .unwrap(),
+        )
     }
 }
 

@@ -9,7 +9,7 @@ use sqlx::{AssertSqlSafe, Executor, SqlitePool};
 
 use super::Statements;
 use crate::{Proxy, unique_name};
-use shedlock_testkit::{Blocker, Opts, TestDb};
+use shedlock_testkit::{Blocker, Opts, SqlTestDb, TestDb};
 
 #[derive(Debug)]
 pub struct Sqlite {
@@ -65,6 +65,37 @@ impl TestDb for Sqlite {
         Some(db)
     }
 
+    async fn provider_via_proxy(&self, _opts: Opts) -> Option<(Self::Provider, Proxy)> {
+        None
+    }
+
+    /// The database's write lock, held by another connection ([`SqlTestDb::block`]).
+    async fn hold_writes(&self, name: &str) -> Option<Blocker> {
+        Some(self.block(name, false).await)
+    }
+
+    async fn connect(&self) -> Self::Provider {
+        SqliteLockProvider::connect(self.path.to_str().unwrap())
+            .await
+            .unwrap()
+    }
+
+    async fn kill_sessions(&self) -> Option<u64> {
+        None
+    }
+
+    async fn empty_database(&self) -> Self {
+        Self::open(DEFAULT_TABLE_NAME.into()).await
+    }
+
+    async fn teardown(self) {
+        self.pool.close().await;
+    }
+}
+
+impl SqlTestDb for Sqlite {
+    alike_sql!();
+
     async fn block(&self, name: &str, touch: bool) -> Blocker {
         let pool = self.pool.clone();
         let touch = touch.then(|| {
@@ -87,26 +118,8 @@ impl TestDb for Sqlite {
         .await
     }
 
-    async fn provider_via_proxy(&self, _opts: Opts) -> Option<(Self::Provider, Proxy)> {
-        None
-    }
-
-    async fn connect(&self) -> Self::Provider {
-        SqliteLockProvider::connect(self.path.to_str().unwrap())
-            .await
-            .unwrap()
-    }
-
-    async fn kill_sessions(&self) -> Option<u64> {
-        None
-    }
-
     async fn provider_in_own_place(&self, table: &str) -> (Self::Provider, String) {
         (self.provider_for_table(table), table.to_owned()) // this test's own file
-    }
-
-    async fn empty_database(&self) -> Self {
-        Self::open(DEFAULT_TABLE_NAME.into()).await
     }
 
     async fn drop_place(&self, table: &str) {
@@ -120,10 +133,6 @@ impl TestDb for Sqlite {
             self.exec(&format!("DROP TABLE IF EXISTS \"{object}\""))
                 .await;
         }
-    }
-
-    async fn teardown(self) {
-        self.pool.close().await;
     }
 }
 

@@ -5,14 +5,14 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use shedlock::{LockAdmin, LockProvider, RunStore};
 
-use crate::db::{Opts, TestDb};
+use crate::db::{Opts, SqlTestDb};
 use crate::suite::{LONG, MS, cfg, tick, wait_until_free};
 
 /// Rows left `running` are closed as `abandoned` exactly when their lock is no longer held by
 /// their token: expired by the database's clock, taken over by a newer token, or deleted; each
 /// with a reason that names it. A row whose lock its token still holds, a `running` row without
 /// a token and a finished row are left as they are.
-pub async fn abandoned_runs_are_closed_with_the_reason<D: TestDb>(db: &D)
+pub async fn abandoned_runs_are_closed_with_the_reason<D: SqlTestDb>(db: &D)
 where
     D::Provider: RunStore,
 {
@@ -172,7 +172,7 @@ where
 /// can come in between and close the row as abandoned; the finish then writes the real outcome
 /// over it. A lock kept by `lock_at_least_for` after its run is still held by its token, and its
 /// row is left alone.
-pub async fn a_run_finished_after_a_sweep_keeps_its_real_outcome<D: TestDb>(db: &D)
+pub async fn a_run_finished_after_a_sweep_keeps_its_real_outcome<D: SqlTestDb>(db: &D)
 where
     D::Provider: RunStore,
 {
@@ -223,4 +223,20 @@ where
     );
     assert!(quick[0].duration().is_some());
     assert_eq!(p.close_abandoned_runs().await.unwrap(), 0);
+}
+
+/// The cases of this file, for [`provider_suite!`](macro@crate::provider_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_suite_history_abandoned {
+    (every $db:ty) => {};
+    (sql $db:ty) => {
+        $crate::cases!(in $db: $crate::suite => [
+            // The run history (`RunStore`), which only the SQL backends keep.
+            abandoned_runs_are_closed_with_the_reason,
+            a_run_finished_after_a_sweep_keeps_its_real_outcome,
+        ]);
+    };
 }

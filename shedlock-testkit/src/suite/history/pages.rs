@@ -4,14 +4,14 @@ use std::time::Duration;
 
 use shedlock::{LockProvider, RunStore};
 
-use crate::db::{Opts, TestDb};
+use crate::db::{Opts, SqlTestDb};
 use crate::suite::MS;
 
 /// The filters a history page is read with (lock or job name, outcome, instance, a start-time
 /// window, `runs_only`), each alone and together; keyset paging with `before` that reads every
 /// row once; operator rows, which no reader of a job's last run takes for a run; and
 /// `latest_runs`, one row per lock name.
-pub async fn run_history_filters_pages_and_last_runs<D: TestDb>(db: &D)
+pub async fn run_history_filters_pages_and_last_runs<D: SqlTestDb>(db: &D)
 where
     D::Provider: RunStore,
 {
@@ -412,4 +412,19 @@ impl<P: RunStore> RunStore for Plain<P> {
     fn close_abandoned_runs(&self) -> futures_util::future::BoxFuture<'_, shedlock::Result<u64>> {
         self.0.close_abandoned_runs()
     }
+}
+
+/// The cases of this file, for [`provider_suite!`](macro@crate::provider_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_suite_history_pages {
+    (every $db:ty) => {};
+    (sql $db:ty) => {
+        $crate::cases!(in $db: $crate::suite => [
+            // The run history (`RunStore`), which only the SQL backends keep.
+            run_history_filters_pages_and_last_runs,
+        ]);
+    };
 }

@@ -4,11 +4,11 @@ use std::time::Duration;
 
 use shedlock::{Error, LockProvider, RunStore};
 
-use crate::db::TestDb;
+use crate::db::SqlTestDb;
 use crate::suite::{MS, SEC, tick};
 use crate::unique_name;
 
-pub async fn run_history_round_trips_filters_and_prunes<D: TestDb>(db: &D)
+pub async fn run_history_round_trips_filters_and_prunes<D: SqlTestDb>(db: &D)
 where
     D::Provider: RunStore,
 {
@@ -133,7 +133,7 @@ where
 
 /// A retried run's attempt number and a manual run's requester are written and read back; a
 /// tick's first run has neither. `skipped-paused` round-trips as an outcome.
-pub async fn attempts_and_requesters_round_trip<D: TestDb>(db: &D)
+pub async fn attempts_and_requesters_round_trip<D: SqlTestDb>(db: &D)
 where
     D::Provider: RunStore,
 {
@@ -169,4 +169,20 @@ where
         .unwrap();
     assert_eq!(filtered.len(), 1);
     assert_eq!(filtered[0].outcome.as_str(), "skipped-paused");
+}
+
+/// The cases of this file, for [`provider_suite!`](macro@crate::provider_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_suite_history_rows {
+    (every $db:ty) => {};
+    (sql $db:ty) => {
+        $crate::cases!(in $db: $crate::suite => [
+            // The run history (`RunStore`), which only the SQL backends keep.
+            run_history_round_trips_filters_and_prunes,
+            attempts_and_requesters_round_trip,
+        ]);
+    };
 }

@@ -154,3 +154,19 @@ where
     assert_eq!(p.schedules_version().await.unwrap(), 0, "nothing written");
     assert!(p.schedule("good").await.unwrap().is_none());
 }
+
+/// The cases of this file, for [`schedule_suite!`](macro@crate::schedule_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_suite_schedules_batch {
+    (every $db:ty) => {
+        $crate::cases!(in $db: $crate::suite => [
+            a_batch_create_writes_every_schedule_at_consecutive_versions,
+            a_name_stored_or_given_twice_refuses_the_whole_batch,
+            an_invalid_schedule_refuses_the_batch_naming_it,
+        ]);
+    };
+    (sql $db:ty) => {};
+}

@@ -6,7 +6,7 @@ use shedlock::schedules::{ScheduleChange, ScheduleStore, TriggerAnswer};
 use shedlock::{Error, LockAdmin};
 
 use super::job;
-use crate::db::TestDb;
+use crate::db::{SqlTestDb, TestDb};
 
 /// A write, a read and a request right after the server ended every session of the provider's
 /// pool run on a new connection: the write's transaction never started on a dead one, so it
@@ -37,7 +37,7 @@ where
 
 /// On a table `migrate()` never ran on, a schedule call fails naming the schedules table as
 /// missing (SQL: `TableMissing` of `<table>_schedules`), never a bare database error.
-pub async fn schedules_on_a_table_not_migrated_say_run_migrate<D: TestDb>(db: &D)
+pub async fn schedules_on_a_table_not_migrated_say_run_migrate<D: SqlTestDb>(db: &D)
 where
     D::Provider: ScheduleStore,
 {
@@ -58,4 +58,24 @@ where
             other => panic!("{other}"),
         }
     }
+}
+
+/// The cases of this file: `every` store's, for [`schedule_suite!`](macro@crate::schedule_suite),
+/// then the `sql` one (bounded by [`SqlTestDb`](crate::SqlTestDb)), for
+/// [`provider_suite!`](macro@crate::provider_suite). A case is one `pub async fn` above and one
+/// line here (checked by the kit's `every_case_is_listed_once` test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_suite_schedules_failures {
+    (every $db:ty) => {
+        $crate::cases!(in $db: $crate::suite => [
+            schedule_calls_after_the_server_ended_the_sessions_succeed,
+        ]);
+    };
+    (sql $db:ty) => {
+        $crate::cases!(in $db: $crate::suite => [
+            // A schedules table that `migrate()` never made: a key-value store has no table.
+            schedules_on_a_table_not_migrated_say_run_migrate,
+        ]);
+    };
 }

@@ -153,3 +153,18 @@ where
     );
     assert!(!t.started && t.claimed_by.is_none());
 }
+
+/// The cases of this file, for [`schedule_suite!`](macro@crate::schedule_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_suite_schedules_triggers {
+    (every $db:ty) => {
+        $crate::cases!(in $db: $crate::suite => [
+            a_trigger_is_claimed_once_and_asked_for_again_after_it_finishes,
+            a_started_trigger_whose_lease_ran_out_no_longer_blocks_a_request,
+        ]);
+    };
+    (sql $db:ty) => {};
+}

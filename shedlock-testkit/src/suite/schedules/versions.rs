@@ -305,3 +305,23 @@ where
         *versions.last().unwrap()
     );
 }
+
+/// The cases of this file, for [`schedule_suite!`](macro@crate::schedule_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_suite_schedules_versions {
+    (every $db:ty) => {
+        $crate::cases!(in $db: $crate::suite => [
+            schedule_versions_increase_through_create_update_delete,
+            a_tombstone_is_read_in_order_and_a_create_over_it_reuses_the_row,
+            creating_a_live_name_again_is_schedule_exists,
+            invalid_cron_time_zone_or_payload_is_refused_and_nothing_is_written,
+            an_update_of_a_name_without_a_schedule_creates_an_override,
+            schedules_version_is_the_highest_version_seen,
+            concurrent_writers_get_distinct_versions_and_a_poller_misses_none,
+        ]);
+    };
+    (sql $db:ty) => {};
+}
