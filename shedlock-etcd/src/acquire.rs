@@ -19,12 +19,12 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse};
-use futures_util::future::try_join_all;
+use futures_util::future::{BoxFuture, try_join_all};
 use shedlock::lease::{Acquired, Lease};
 use shedlock::{LockConfiguration, LockGuard, Result};
 use tokio::time::Instant;
 
-use crate::{Inner, Kind, lease_seconds, micros, micros_of, pad, read};
+use crate::{Inner, Kind, lease_seconds, micros, micros_of, pad, read, too_many_ops};
 
 /// What is sent for one lock of a batch.
 struct Claim<'a> {
@@ -84,7 +84,7 @@ impl Inner {
                 .collect();
             let answers = try_join_all(
                 claims
-                    .chunks(self.max_txn_ops)
+                    .chunks(self.batch())
                     .map(|chunk| self.claim(chunk, now_us)),
             )
             .await;
@@ -131,18 +131,41 @@ impl Inner {
             .collect())
     }
 
-    /// One transaction for `claims`: the token of each taken lock, `None` for the others.
-    async fn claim(&self, claims: &[Claim<'_>], now_us: i64) -> Result<Vec<Option<i64>>> {
-        let ops: Vec<TxnOp> = claims
-            .iter()
-            .map(|claim| TxnOp::txn(self.claim_one(claim, now_us)))
-            .collect();
-        let answer = self
-            .txn(Txn::new().and_then(ops), || match claims {
-                [one] => format!("acquire lock {:?}", one.config.name()),
-                many => format!("claim {} locks in one transaction", many.len()),
-            })
-            .await?;
+    /// One transaction for `claims` (two halves, each as one, when the cluster finds it too
+    /// large): the token of each taken lock, `None` for the others.
+    fn claim<'a>(
+        &'a self,
+        claims: &'a [Claim<'a>],
+        now_us: i64,
+    ) -> BoxFuture<'a, Result<Vec<Option<i64>>>> {
+        Box::pin(async move {
+            let ops: Vec<TxnOp> = claims
+                .iter()
+                .map(|claim| TxnOp::txn(self.claim_one(claim, now_us)))
+                .collect();
+            let answer = match self.txn_raw(Txn::new().and_then(ops)).await {
+                Err(error) if too_many_ops(&error) && claims.len() > 1 => {
+                    self.too_large(claims.len());
+                    let (first, second) = claims.split_at(claims.len() / 2);
+                    let mut tokens = self.claim(first, now_us).await?;
+                    tokens.extend(self.claim(second, now_us).await?);
+                    return Ok(tokens);
+                }
+                Err(error) => {
+                    let operation = match claims {
+                        [one] => format!("acquire lock {:?}", one.config.name()),
+                        many => format!("claim {} locks in one transaction", many.len()),
+                    };
+                    return Err(self.fail(operation, error));
+                }
+                Ok(answer) => answer,
+            };
+            self.read_claim(claims, answer)
+        })
+    }
+
+    /// The token of each lock of `claims` that `answer` took.
+    fn read_claim(&self, claims: &[Claim<'_>], answer: TxnResponse) -> Result<Vec<Option<i64>>> {
         let operation = || format!("read the answer of a claim of {} locks", claims.len());
         let Some(token) = answer.header().map(|h| h.revision()) else {
             return Err(self.unexpected(&operation(), "no header".into()));

@@ -77,6 +77,20 @@ impl EtcdTarget {
     }
 }
 
+/// The locks one transaction carries for a cluster whose `--max-txn-ops` is `ops`.
+///
+/// etcd checks each level of a transaction against what the levels above it left: a level's
+/// count is the largest of its compares, its success operations and its failure operations,
+/// and a nested transaction may count only `ops` less the counts of the levels that hold it.
+/// The claim's deepest path (a lock with a tick, in application-clock mode) counts 8 below the
+/// batch's own level (1 + 1 + 3 + 3), the read of a lock's keys 3, so a transaction carries
+/// `ops - 8` locks: 120 with etcd's default 128 (`tests/limits.rs` measures it). A transaction
+/// the cluster still finds too large is sent again as two halves, and the provider keeps the
+/// smaller size.
+fn locks_per_txn(ops: usize) -> usize {
+    ops.saturating_sub(8).max(1)
+}
+
 /// Checks a key prefix: not empty, at most [`MAX_KEY_PREFIX_BYTES`], printable ASCII without
 /// spaces.
 fn check_prefix(prefix: &str) -> Result<()> {
@@ -136,8 +150,8 @@ impl Connect for EtcdTarget {
                     address: address.clone(),
                     prefix: settings.table.clone(),
                     settings,
-                    max_txn_ops: self.max_txn_ops,
                     sent: AtomicU64::new(1),
+                    batch: std::sync::atomic::AtomicUsize::new(locks_per_txn(self.max_txn_ops)),
                 }),
             })
         })

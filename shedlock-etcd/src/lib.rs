@@ -121,10 +121,10 @@ pub(crate) struct Inner {
     /// The key prefix, without its trailing `/`.
     prefix: String,
     settings: ProviderSettings,
-    /// The most operations in one transaction (and nested transactions per batch).
-    max_txn_ops: usize,
     /// Requests sent (transactions, reads, lease grants and revocations).
     sent: AtomicU64,
+    /// The locks one transaction carries ([`Inner::batch`]).
+    batch: std::sync::atomic::AtomicUsize,
 }
 
 impl fmt::Debug for EtcdLockProvider {
@@ -251,9 +251,29 @@ impl Inner {
         txn: Txn,
         operation: impl Fn() -> String,
     ) -> Result<TxnResponse> {
+        self.txn_raw(txn)
+            .await
+            .map_err(|e| self.fail(operation(), e))
+    }
+
+    /// Sends one transaction, its error as etcd gave it.
+    pub(crate) async fn txn_raw(
+        &self,
+        txn: Txn,
+    ) -> std::result::Result<TxnResponse, etcd_client::Error> {
         self.sent.fetch_add(1, Ordering::Relaxed);
-        let mut kv = self.client.kv_client();
-        kv.txn(txn).await.map_err(|e| self.fail(operation(), e))
+        self.client.kv_client().txn(txn).await
+    }
+
+    /// The locks one transaction carries now: `max_txn_ops` at first, halved each time the
+    /// cluster refuses a transaction as too large (it counts nested operations its own way).
+    pub(crate) fn batch(&self) -> usize {
+        self.batch.load(Ordering::Relaxed).max(1)
+    }
+
+    /// Learns that a transaction of `size` locks was too large.
+    pub(crate) fn too_large(&self, size: usize) {
+        self.batch.fetch_min((size / 2).max(1), Ordering::Relaxed);
     }
 
     /// Grants a lease of `ttl` rounded up to whole seconds (at least one; the server raises
@@ -448,6 +468,13 @@ impl LockAdmin for EtcdLockProvider {
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(self.inner.force_release(name, fencing_token))
     }
+}
+
+/// Whether etcd refused a transaction for carrying too many operations (`--max-txn-ops`):
+/// nothing of it was applied.
+pub(crate) fn too_many_ops(error: &etcd_client::Error) -> bool {
+    matches!(error, etcd_client::Error::GRpcStatus(status)
+        if status.message().contains("too many operations"))
 }
 
 /// Whole seconds of a lease for `ttl`: rounded up, at least one.

@@ -3,11 +3,11 @@
 
 use chrono::{DateTime, Utc};
 use etcd_client::{GetOptions, KeyValue, Txn, TxnOp, TxnOpResponse};
-use futures_util::future::try_join_all;
+use futures_util::future::{BoxFuture, try_join_all};
 use shedlock::history::{LockRows, LockState, UnreadableRow};
 use shedlock::{Error, Result};
 
-use crate::{BACKEND, Inner, Kind, micros_of};
+use crate::{BACKEND, Inner, Kind, micros_of, too_many_ops};
 
 /// The records listed per request.
 const PAGE: i64 = 128;
@@ -110,16 +110,39 @@ impl Inner {
         ]))
     }
 
-    /// The keys of each of `names`, `max_txn_ops` names per transaction, sent together.
+    /// The keys of each of `names`, a batch of names per transaction, sent together.
     pub(crate) async fn read_keys(&self, names: &[String]) -> Result<Vec<Keys>> {
-        let pages = try_join_all(names.chunks(self.max_txn_ops).map(|chunk| async move {
+        let pages = try_join_all(
+            names
+                .chunks(self.batch())
+                .map(|chunk| self.read_page(chunk)),
+        )
+        .await?;
+        Ok(pages.into_iter().flatten().collect())
+    }
+
+    /// The keys of `chunk` in one transaction (two, each as one, when the cluster finds it too
+    /// large).
+    fn read_page<'a>(&'a self, chunk: &'a [String]) -> BoxFuture<'a, Result<Vec<Keys>>> {
+        Box::pin(async move {
             let ops: Vec<TxnOp> = chunk.iter().map(|name| self.read_one(name)).collect();
-            let answer = self
-                .txn(Txn::new().and_then(ops), || match chunk {
-                    [one] => format!("read lock {one:?}"),
-                    many => format!("read {} locks", many.len()),
-                })
-                .await?;
+            let answer = match self.txn_raw(Txn::new().and_then(ops)).await {
+                Err(error) if too_many_ops(&error) && chunk.len() > 1 => {
+                    self.too_large(chunk.len());
+                    let (first, second) = chunk.split_at(chunk.len() / 2);
+                    let mut keys = self.read_page(first).await?;
+                    keys.extend(self.read_page(second).await?);
+                    return Ok(keys);
+                }
+                Err(error) => {
+                    let operation = match chunk {
+                        [one] => format!("read lock {one:?}"),
+                        many => format!("read {} locks", many.len()),
+                    };
+                    return Err(self.fail(operation, error));
+                }
+                Ok(answer) => answer,
+            };
             let mut keys = Vec::with_capacity(chunk.len());
             for response in answer.op_responses() {
                 let TxnOpResponse::Txn(txn) = response else {
@@ -139,9 +162,7 @@ impl Inner {
                 return Err(self.unexpected("read locks", "a different number of answers".into()));
             }
             Ok(keys)
-        }))
-        .await?;
-        Ok(pages.into_iter().flatten().collect())
+        })
     }
 
     /// The state of lock `name` from its keys, read at `now`: `None` without a record.
