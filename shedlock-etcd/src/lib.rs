@@ -123,6 +123,8 @@ pub(crate) struct Inner {
     settings: ProviderSettings,
     /// Requests sent (transactions, reads, lease grants and revocations).
     sent: AtomicU64,
+    /// Unlocks grouped into one request.
+    releases: shedlock::lease::Releases,
     /// The locks one transaction carries ([`Inner::batch`]).
     batch: std::sync::atomic::AtomicUsize,
 }
@@ -186,6 +188,12 @@ impl EtcdLockProvider {
     pub fn client(&self) -> &Client {
         &self.inner.client
     }
+}
+
+/// A lease the cluster granted.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Granted {
+    pub(crate) id: i64,
 }
 
 /// The three keys of a lock.
@@ -277,8 +285,8 @@ impl Inner {
     }
 
     /// Grants a lease of `ttl` rounded up to whole seconds (at least one; the server raises
-    /// it to its minimum): its id.
-    pub(crate) async fn grant(&self, ttl: Duration) -> Result<i64> {
+    /// it to its minimum).
+    pub(crate) async fn grant(&self, ttl: Duration) -> Result<Granted> {
         self.sent.fetch_add(1, Ordering::Relaxed);
         let seconds = lease_seconds(ttl);
         let mut lease = self.client.lease_client();
@@ -286,7 +294,14 @@ impl Inner {
             .grant(seconds, None)
             .await
             .map_err(|e| self.fail(format!("grant a lease of {seconds} s"), e))?;
-        Ok(granted.id())
+        Ok(Granted { id: granted.id() })
+    }
+
+    /// `locked_until` of a lock taken (or extended) at `at_us` for `at_most`: `at + at_most`,
+    /// the time the lock was asked for. In database-clock mode the cluster keeps it until its
+    /// lease ends, at least that long ([`LockAdmin`] reports it held while its key exists).
+    pub(crate) fn until(&self, at_us: i64, at_most: Duration) -> i64 {
+        at_us.saturating_add(micros(at_most))
     }
 
     /// Revokes lease `id` in the background: one nothing was attached to. A failure only
