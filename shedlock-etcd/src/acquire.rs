@@ -50,9 +50,9 @@ impl Inner {
         let mut sent: Vec<&LockConfiguration> = Vec::new();
         for config in configs {
             let ahead_us = config.tick().map(|t| micros_of(t) - now_us);
-            if ahead_us.is_some_and(|ahead| ahead > tolerance_us) {
-                plan.push(Err(Acquired::NotTaken { ahead_us }));
-            } else if !names.insert(config.name()) {
+            // A tick too far ahead of this clock is refused without a write (`into_guard`
+            // makes it the error); a name already in the batch is not taken twice.
+            if ahead_us.is_some_and(|ahead| ahead > tolerance_us) || !names.insert(config.name()) {
                 plan.push(Err(Acquired::NotTaken { ahead_us }));
             } else {
                 plan.push(Ok(sent.len()));
