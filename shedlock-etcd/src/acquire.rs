@@ -1,4 +1,4 @@
-//! The claim: one transaction for one lock or for up to `max_txn_ops` locks due at one
+//! The claim: one transaction for one lock or for up to `max_txn_ops - 8` locks due at one
 //! instant, one nested transaction per lock, after one lease grant per distinct
 //! `lock_at_most_for`.
 //!

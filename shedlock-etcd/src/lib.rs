@@ -5,7 +5,7 @@
 //! would be: it builds its guards through [`Acquired::into_guard`](shedlock::lease::Acquired)
 //! over its own [`Lease`](shedlock::lease::Lease), takes its settings from shedlock's
 //! [`ProviderBuilder`] (the key prefix is what `table_name` sets) and reports failures as
-//! shedlock's [`Error`](shedlock::Error), tagged `Backend::Other("etcd")` ([`BACKEND`]).
+//! shedlock's [`Error`], tagged `Backend::Other("etcd")` ([`BACKEND`]).
 //!
 //! # Keys
 //!
@@ -49,10 +49,22 @@
 //!
 //! # Batches
 //!
-//! [`lock_many`](LockProvider::lock_many) claims up to [`EtcdTarget::max_txn_ops`] locks (etcd's
-//! `--max-txn-ops`, 128 by default) in one transaction, one nested transaction per lock, after
-//! one lease grant per distinct `lock_at_most_for` (sent together); the locks the lease was not
-//! used for cost nothing more (an unused lease is revoked in the background).
+//! [`lock_many`](LockProvider::lock_many) claims a tick's locks in one transaction, one nested
+//! transaction per lock, after one lease grant per distinct `lock_at_most_for` (sent
+//! together): two round trips whatever the batch. etcd refuses a transaction with more
+//! operations than its `--max-txn-ops` ([`EtcdTarget::max_txn_ops`], 128 by default) and counts
+//! nested levels against what the levels above left, so one transaction carries
+//! `max_txn_ops - 8` locks (120); a larger batch is several transactions, sent together. A lease
+//! nothing was put on is revoked in the background. The unlocks that end together go the same
+//! way: one read, one grant per distinct time still to keep, one transaction.
+//!
+//! # Administration
+//!
+//! [`LockAdmin`]: `locks` lists the records a page of 128 at a time and reads each page's keys
+//! in one transaction; `lock_states` reads the named locks in one transaction per batch;
+//! `force_release` deletes the `held` key where the token still holds (token and tick stay).
+//! A lock is reported held while its `held` key exists, also past `locked_until`. No run
+//! history ([`RunStore`](shedlock::RunStore)).
 //!
 //! # Features
 //!
@@ -465,7 +477,7 @@ impl LockAdmin for EtcdLockProvider {
     }
 
     /// The locks `names` that exist and can be read, ordered by name, read in one transaction
-    /// per [`EtcdTarget::max_txn_ops`] names; one that cannot be read is left out and logged.
+    /// per batch of names (`max_txn_ops - 8`); one that cannot be read is left out and logged.
     fn lock_states<'a>(&'a self, names: &'a [String]) -> BoxFuture<'a, Result<Vec<LockState>>> {
         Box::pin(async move {
             let (states, bad) = self.inner.named(names).await?;

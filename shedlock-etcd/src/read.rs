@@ -1,5 +1,5 @@
 //! Reading locks back: a lock's three keys read together in one nested transaction, up to
-//! `max_txn_ops` locks per transaction; the listing pages through the records.
+//! `max_txn_ops - 8` locks per transaction; the listing pages through the records.
 
 use chrono::{DateTime, Utc};
 use etcd_client::{GetOptions, KeyValue, Txn, TxnOp, TxnOpResponse};
