@@ -158,3 +158,35 @@ impl Connect for EtcdTarget {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_prefixes_are_refused_before_connecting() {
+        for bad in [
+            "",
+            "a b",
+            "a/",
+            "tab\t",
+            &"x".repeat(MAX_KEY_PREFIX_BYTES + 1),
+        ] {
+            assert!(
+                matches!(check_prefix(bad), Err(Error::InvalidTableName { .. })),
+                "{bad:?}"
+            );
+        }
+        for good in ["shedlock", "team-a/locks", "a.b:c"] {
+            assert!(check_prefix(good).is_ok(), "{good:?}");
+        }
+    }
+
+    #[test]
+    fn a_transaction_carries_what_the_nesting_leaves() {
+        assert_eq!(locks_per_txn(DEFAULT_MAX_TXN_OPS), 120);
+        assert_eq!(locks_per_txn(4), 1);
+        let target = EtcdTarget::new(" http://a:2379, ,b:2379 ");
+        assert_eq!(target.endpoints(), ["http://a:2379", "b:2379"]);
+    }
+}

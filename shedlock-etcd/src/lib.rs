@@ -504,10 +504,18 @@ pub(crate) fn too_many_ops(error: &etcd_client::Error) -> bool {
         if status.message().contains("too many operations"))
 }
 
-/// Whole seconds of a lease for `ttl`: rounded up, at least one.
+/// etcd's longest lease TTL (`MaxLeaseTTL`, 9,000,000,000 s: about 285 years).
+pub(crate) const MAX_LEASE_SECONDS: i64 = 9_000_000_000;
+
+/// Whole seconds of a lease for `ttl`: rounded up, at least one, at most
+/// [`MAX_LEASE_SECONDS`].
 pub(crate) fn lease_seconds(ttl: Duration) -> i64 {
-    let whole = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
-    i64::try_from(whole.max(1)).unwrap_or(i64::MAX)
+    let whole = ttl
+        .as_secs()
+        .saturating_add(u64::from(ttl.subsec_nanos() > 0));
+    i64::try_from(whole.max(1))
+        .unwrap_or(i64::MAX)
+        .min(MAX_LEASE_SECONDS)
 }
 
 /// A time in whole microseconds since 1970.
@@ -524,4 +532,53 @@ pub(crate) fn micros(duration: Duration) -> i64 {
 /// orders them as numbers (a time before 1970 as 0).
 pub(crate) fn pad(us: i64) -> String {
     format!("{:020}", us.max(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn padded_times_order_as_numbers_byte_wise() {
+        let times = [0_i64, 9, 10, 999_999, 1_764_000_000_000_000, i64::MAX];
+        for pair in times.windows(2) {
+            assert!(
+                pad(pair[0]).as_bytes() < pad(pair[1]).as_bytes(),
+                "{pair:?}"
+            );
+        }
+        assert_eq!(pad(-5), pad(0), "a time before 1970 reads as 0");
+        assert_eq!(read::parse_micros(pad(1_234).as_bytes()), Some(1_234));
+        assert_eq!(read::parse_micros(b"12a"), None);
+        assert_eq!(read::parse_micros(b""), None);
+    }
+
+    #[test]
+    fn leases_are_whole_seconds_rounded_up() {
+        assert_eq!(lease_seconds(Duration::from_millis(1)), 1);
+        assert_eq!(lease_seconds(Duration::from_millis(1000)), 1);
+        assert_eq!(lease_seconds(Duration::from_millis(1001)), 2);
+        assert_eq!(lease_seconds(Duration::ZERO), 1);
+        assert_eq!(lease_seconds(Duration::MAX), MAX_LEASE_SECONDS);
+    }
+
+    #[test]
+    fn the_range_of_a_prefix_ends_after_its_last_key() {
+        assert_eq!(read::prefix_end(b"p/record/"), b"p/record0".to_vec());
+        assert_eq!(read::prefix_end(b"a\xff"), b"b".to_vec());
+        assert_eq!(read::prefix_end(b"\xff"), vec![0]);
+    }
+
+    #[test]
+    fn a_record_reads_back_and_a_foreign_one_is_named() {
+        let record = read::Record {
+            by: "host:1".into(),
+            at: 5,
+            until: 7,
+        };
+        assert_eq!(read::Record::parse(record.to_json().as_bytes()), Ok(record));
+        let bad = read::Record::parse(br#"{"by": "x", "at": "soon", "until": 1}"#).unwrap_err();
+        assert!(bad.contains("\"at\""), "{bad}");
+        assert!(read::Record::parse(b"not json").is_err());
+    }
 }
