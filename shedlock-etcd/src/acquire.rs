@@ -1,4 +1,4 @@
-//! The claim: one transaction for one lock or for up to `max_txn_ops` locks due at one
+//! The claim: one transaction for one lock or for up to `max_txn_ops - 8` locks due at one
 //! instant, one nested transaction per lock, after one lease grant per distinct
 //! `lock_at_most_for`.
 //!
@@ -15,7 +15,7 @@
 //!
 //! Without a tick, WRITE follows the first test directly and the tick key is left as it is.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse};
@@ -24,12 +24,12 @@ use shedlock::lease::{Acquired, Lease};
 use shedlock::{LockConfiguration, LockGuard, Result};
 use tokio::time::Instant;
 
-use crate::{Inner, Kind, lease_seconds, micros, micros_of, pad, read, too_many_ops};
+use crate::{Granted, Inner, Kind, lease_seconds, micros, micros_of, pad, read, too_many_ops};
 
 /// What is sent for one lock of a batch.
 struct Claim<'a> {
     config: &'a LockConfiguration,
-    lease: i64,
+    lease: Granted,
 }
 
 impl Inner {
@@ -50,9 +50,9 @@ impl Inner {
         let mut sent: Vec<&LockConfiguration> = Vec::new();
         for config in configs {
             let ahead_us = config.tick().map(|t| micros_of(t) - now_us);
-            if ahead_us.is_some_and(|ahead| ahead > tolerance_us) {
-                plan.push(Err(Acquired::NotTaken { ahead_us }));
-            } else if !names.insert(config.name()) {
+            // A tick too far ahead of this clock is refused without a write (`into_guard`
+            // makes it the error); a name already in the batch is not taken twice.
+            if ahead_us.is_some_and(|ahead| ahead > tolerance_us) || !names.insert(config.name()) {
                 plan.push(Err(Acquired::NotTaken { ahead_us }));
             } else {
                 plan.push(Ok(sent.len()));
@@ -62,24 +62,24 @@ impl Inner {
         let mut taken = vec![None; sent.len()];
         if !sent.is_empty() {
             // One lease per distinct number of seconds, granted together.
-            let mut seconds: BTreeMap<i64, i64> = BTreeMap::new();
-            for config in &sent {
-                seconds.insert(lease_seconds(config.lock_at_most_for()), 0);
-            }
-            let ids = try_join_all(
-                seconds
-                    .keys()
+            let wanted: Vec<i64> = sent
+                .iter()
+                .map(|c| lease_seconds(c.lock_at_most_for()))
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let granted = try_join_all(
+                wanted
+                    .iter()
                     .map(|&s| self.grant(std::time::Duration::from_secs(s.unsigned_abs()))),
             )
             .await?;
-            for (id, slot) in ids.into_iter().zip(seconds.values_mut()) {
-                *slot = id;
-            }
+            let leases: BTreeMap<i64, Granted> = wanted.into_iter().zip(granted).collect();
             let claims: Vec<Claim<'_>> = sent
                 .iter()
                 .map(|config| Claim {
                     config,
-                    lease: seconds[&lease_seconds(config.lock_at_most_for())],
+                    lease: leases[&lease_seconds(config.lock_at_most_for())],
                 })
                 .collect();
             let answers = try_join_all(
@@ -91,8 +91,8 @@ impl Inner {
             let answers = match answers {
                 Ok(answers) => answers,
                 Err(error) => {
-                    for id in seconds.values() {
-                        self.revoke_later(*id);
+                    for lease in leases.values() {
+                        self.revoke_later(lease.id);
                     }
                     return Err(error);
                 }
@@ -103,12 +103,12 @@ impl Inner {
                 .zip(claims.iter().zip(answers.into_iter().flatten()))
             {
                 if let Some(token) = token {
-                    used.insert(claim.lease);
+                    used.insert(claim.lease.id);
                     *slot = Some(token);
                 }
             }
-            for id in seconds.values().filter(|id| !used.contains(id)) {
-                self.revoke_later(*id);
+            for lease in leases.values().filter(|l| !used.contains(&l.id)) {
+                self.revoke_later(lease.id);
             }
         }
         let lease = || Arc::clone(self) as Arc<dyn Lease>;
@@ -186,7 +186,7 @@ impl Inner {
     /// The nested transaction of one lock (see the module's documentation).
     fn claim_one(&self, claim: &Claim<'_>, now_us: i64) -> Txn {
         let name = claim.config.name();
-        let until_us = now_us.saturating_add(micros(claim.config.lock_at_most_for()));
+        let until_us = self.until(now_us, claim.config.lock_at_most_for());
         let record = read::Record {
             by: self.settings.locked_by.clone(),
             at: now_us,
@@ -199,7 +199,7 @@ impl Inner {
             TxnOp::put(
                 held.clone(),
                 pad(until_us),
-                Some(PutOptions::new().with_lease(claim.lease)),
+                Some(PutOptions::new().with_lease(claim.lease.id)),
             ),
         ];
         let take = match claim.config.tick() {

@@ -151,6 +151,7 @@ impl Connect for EtcdTarget {
                     prefix: settings.table.clone(),
                     settings,
                     sent: AtomicU64::new(1),
+                    releases: shedlock::lease::Releases::default(),
                     batch: std::sync::atomic::AtomicUsize::new(locks_per_txn(self.max_txn_ops)),
                 }),
             })

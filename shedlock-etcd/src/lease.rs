@@ -5,17 +5,21 @@
 //!   token's (the cluster has not ended the lock).
 //! - `unlock`: one read of the lock's keys (for `locked_at` and `locked_until`), then one
 //!   transaction: the `held` key deleted, or, while `lock_at_least_for` (or the newest lease's
-//!   own "at least") still holds, put again on a new lease of the time that remains.
+//!   own "at least") still holds, put again on a new lease of the time that remains (granted
+//!   first). The unlocks of a group ([`Releases`]) go the same way together: one read, one
+//!   grant per distinct time to keep, one transaction per batch of locks.
 
 use std::time::Duration;
 
-use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
-use futures_util::future::BoxFuture;
+use std::collections::{BTreeMap, BTreeSet};
+
+use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp, TxnOpResponse};
+use futures_util::future::{BoxFuture, try_join_all};
 use shedlock::Result;
-use shedlock::lease::Lease;
+use shedlock::lease::{Lease, Releases, Unlock};
 
 use crate::read::{Record, parse_micros};
-use crate::{Inner, Kind, micros, micros_of, pad};
+use crate::{Granted, Inner, Kind, lease_seconds, micros, micros_of, pad};
 
 impl Inner {
     /// The compares that hold while `name` is held by `token`: the record carries it, the
@@ -35,19 +39,19 @@ impl Inner {
     async fn extend_lock(&self, name: &str, token: i64, at_most: Duration) -> Result<bool> {
         let now_us = micros_of(self.now());
         let lease = self.grant(at_most).await?;
-        let until = now_us.saturating_add(micros(at_most));
+        let until = self.until(now_us, at_most);
         let txn = Txn::new()
             .when(self.held_by(name, token, now_us))
             .and_then([TxnOp::put(
                 self.key(Kind::Held, name),
                 pad(until),
-                Some(PutOptions::new().with_lease(lease)),
+                Some(PutOptions::new().with_lease(lease.id)),
             )]);
         let answer = self.txn(txn, || format!("extend lock {name:?}")).await;
         let extended = matches!(&answer, Ok(a) if a.succeeded());
         if !extended {
             // Nothing was put on it.
-            self.revoke_later(lease);
+            self.revoke_later(lease.id);
         }
         Ok(answer?.succeeded())
     }
@@ -59,53 +63,104 @@ impl Inner {
         at_least: Duration,
         slack: Duration,
     ) -> Result<bool> {
-        let names = [name.to_owned()];
-        let keys = self.read_keys(&names).await?.pop().unwrap_or_default();
-        let Some(record_kv) = keys.record else {
-            return Ok(false);
-        };
-        if record_kv.mod_revision() != token {
-            return Ok(false);
-        }
-        let held = match keys.held {
-            Some(held) if held.create_revision() == token => held,
-            // The cluster has ended it already: nothing more to release.
-            _ => return Ok(true),
-        };
+        let unlock = Unlock::new(name, token, at_least, slack);
+        let released = self.unlock_group(std::slice::from_ref(&unlock)).await?;
+        Ok(released == 1 || self.still_carries(name, token).await?)
+    }
+
+    /// Every unlock of `unlocks` (names distinct): one read of their keys (for `locked_at`
+    /// and `locked_until`), one lease grant per distinct time still to keep, one transaction
+    /// that deletes each `held` key or puts it again on its new lease, a nested transaction per
+    /// lock guarded by its token. How many it released (the ones the cluster had ended
+    /// already count, as the SQL providers count a row that still carried the token).
+    async fn unlock_group(&self, unlocks: &[Unlock]) -> Result<u64> {
+        let names: Vec<String> = unlocks.iter().map(|u| u.name.clone()).collect();
+        let keys = self.read_keys(&names).await?;
         let now_us = micros_of(self.now());
-        let at = Record::parse(record_kv.value())
-            .map(|r| r.at)
-            .unwrap_or(now_us);
-        let until = parse_micros(held.value()).unwrap_or(now_us);
-        let keep = (at.saturating_add(micros(at_least)))
-            .max(until.saturating_sub(micros(slack)))
-            .max(now_us);
-        let held_key = self.key(Kind::Held, name);
-        let guard = [
-            Compare::mod_revision(self.key(Kind::Record, name), CompareOp::Equal, token),
-            Compare::create_revision(held_key.clone(), CompareOp::Equal, token),
-        ];
-        let operation = || format!("unlock lock {name:?}");
-        if keep <= now_us {
-            let txn = Txn::new()
-                .when(guard)
-                .and_then([TxnOp::delete(held_key, None)]);
-            let answer = self.txn(txn, operation).await?;
-            return Ok(answer.succeeded() || self.still_carries(name, token).await?);
+        let mut already = 0;
+        // (unlock, time to keep it until, or none to delete it)
+        let mut todo: Vec<(&Unlock, Option<i64>)> = Vec::new();
+        for (u, keys) in unlocks.iter().zip(keys) {
+            let Some(record_kv) = keys.record else {
+                continue;
+            };
+            if record_kv.mod_revision() != u.token {
+                continue;
+            }
+            let held = match keys.held {
+                Some(held) if held.create_revision() == u.token => held,
+                _ => {
+                    already += 1;
+                    continue;
+                }
+            };
+            let at = Record::parse(record_kv.value())
+                .map(|r| r.at)
+                .unwrap_or(now_us);
+            let until = parse_micros(held.value()).unwrap_or(now_us);
+            let keep =
+                (at.saturating_add(micros(u.at_least))).max(until.saturating_sub(micros(u.slack)));
+            todo.push((u, (keep > now_us).then_some(keep)));
         }
-        let remaining = Duration::from_micros((keep - now_us).unsigned_abs());
-        let lease = self.grant(remaining).await?;
-        let txn = Txn::new().when(guard).and_then([TxnOp::put(
-            held_key,
-            pad(keep),
-            Some(PutOptions::new().with_lease(lease)),
-        )]);
-        let answer = self.txn(txn, operation).await?;
-        if answer.succeeded() {
-            return Ok(true);
+        if todo.is_empty() {
+            return Ok(already);
         }
-        self.revoke_later(lease);
-        self.still_carries(name, token).await
+        let wanted: BTreeSet<i64> = todo
+            .iter()
+            .filter_map(|(_, keep)| keep.map(|k| lease_seconds(remaining(k, now_us))))
+            .collect();
+        let granted = try_join_all(
+            wanted
+                .iter()
+                .map(|&s| self.grant(Duration::from_secs(s.unsigned_abs()))),
+        )
+        .await?;
+        let leases: BTreeMap<i64, Granted> = wanted.into_iter().zip(granted).collect();
+        let ops: Vec<TxnOp> = todo
+            .iter()
+            .map(|(u, keep)| {
+                let held_key = self.key(Kind::Held, &u.name);
+                let op = match keep {
+                    None => TxnOp::delete(held_key.clone(), None),
+                    Some(keep) => {
+                        let lease = leases[&lease_seconds(remaining(*keep, now_us))];
+                        let until = *keep;
+                        TxnOp::put(
+                            held_key.clone(),
+                            pad(until),
+                            Some(PutOptions::new().with_lease(lease.id)),
+                        )
+                    }
+                };
+                TxnOp::txn(
+                    Txn::new()
+                        .when([
+                            Compare::mod_revision(
+                                self.key(Kind::Record, &u.name),
+                                CompareOp::Equal,
+                                u.token,
+                            ),
+                            Compare::create_revision(held_key, CompareOp::Equal, u.token),
+                        ])
+                        .and_then([op]),
+                )
+            })
+            .collect();
+        let mut released = already;
+        for chunk in ops.chunks(self.batch()) {
+            let answer = self
+                .txn(Txn::new().and_then(chunk.to_vec()), || match unlocks {
+                    [one] => format!("unlock lock {:?}", one.name),
+                    many => format!("release {} locks in one transaction", many.len()),
+                })
+                .await?;
+            released += answer
+                .op_responses()
+                .iter()
+                .filter(|r| matches!(r, TxnOpResponse::Txn(t) if t.succeeded()))
+                .count() as u64;
+        }
+        Ok(released)
     }
 
     /// Whether the record of `name` still carries `token` (a transaction that lost a race with
@@ -142,4 +197,17 @@ impl Lease for Inner {
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(self.unlock_lock(name, token, at_least, slack))
     }
+
+    fn unlock_many<'a>(&'a self, unlocks: &'a [Unlock]) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(self.unlock_group(unlocks))
+    }
+
+    fn releases(&self) -> Option<&Releases> {
+        Some(&self.releases)
+    }
+}
+
+/// The time from `now_us` to `keep` (later).
+fn remaining(keep: i64, now_us: i64) -> Duration {
+    Duration::from_micros(keep.saturating_sub(now_us).unsigned_abs())
 }

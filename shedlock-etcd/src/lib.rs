@@ -5,7 +5,7 @@
 //! would be: it builds its guards through [`Acquired::into_guard`](shedlock::lease::Acquired)
 //! over its own [`Lease`](shedlock::lease::Lease), takes its settings from shedlock's
 //! [`ProviderBuilder`] (the key prefix is what `table_name` sets) and reports failures as
-//! shedlock's [`Error`](shedlock::Error), tagged `Backend::Other("etcd")` ([`BACKEND`]).
+//! shedlock's [`Error`], tagged `Backend::Other("etcd")` ([`BACKEND`]).
 //!
 //! # Keys
 //!
@@ -49,10 +49,22 @@
 //!
 //! # Batches
 //!
-//! [`lock_many`](LockProvider::lock_many) claims up to [`EtcdTarget::max_txn_ops`] locks (etcd's
-//! `--max-txn-ops`, 128 by default) in one transaction, one nested transaction per lock, after
-//! one lease grant per distinct `lock_at_most_for` (sent together); the locks the lease was not
-//! used for cost nothing more (an unused lease is revoked in the background).
+//! [`lock_many`](LockProvider::lock_many) claims a tick's locks in one transaction, one nested
+//! transaction per lock, after one lease grant per distinct `lock_at_most_for` (sent
+//! together): two round trips whatever the batch. etcd refuses a transaction with more
+//! operations than its `--max-txn-ops` ([`EtcdTarget::max_txn_ops`], 128 by default) and counts
+//! nested levels against what the levels above left, so one transaction carries
+//! `max_txn_ops - 8` locks (120); a larger batch is several transactions, sent together. A lease
+//! nothing was put on is revoked in the background. The unlocks that end together go the same
+//! way: one read, one grant per distinct time still to keep, one transaction.
+//!
+//! # Administration
+//!
+//! [`LockAdmin`]: `locks` lists the records a page of 128 at a time and reads each page's keys
+//! in one transaction; `lock_states` reads the named locks in one transaction per batch;
+//! `force_release` deletes the `held` key where the token still holds (token and tick stay).
+//! A lock is reported held while its `held` key exists, also past `locked_until`. No run
+//! history ([`RunStore`](shedlock::RunStore)).
 //!
 //! # Features
 //!
@@ -123,6 +135,8 @@ pub(crate) struct Inner {
     settings: ProviderSettings,
     /// Requests sent (transactions, reads, lease grants and revocations).
     sent: AtomicU64,
+    /// Unlocks grouped into one request.
+    releases: shedlock::lease::Releases,
     /// The locks one transaction carries ([`Inner::batch`]).
     batch: std::sync::atomic::AtomicUsize,
 }
@@ -186,6 +200,12 @@ impl EtcdLockProvider {
     pub fn client(&self) -> &Client {
         &self.inner.client
     }
+}
+
+/// A lease the cluster granted.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Granted {
+    pub(crate) id: i64,
 }
 
 /// The three keys of a lock.
@@ -277,8 +297,8 @@ impl Inner {
     }
 
     /// Grants a lease of `ttl` rounded up to whole seconds (at least one; the server raises
-    /// it to its minimum): its id.
-    pub(crate) async fn grant(&self, ttl: Duration) -> Result<i64> {
+    /// it to its minimum).
+    pub(crate) async fn grant(&self, ttl: Duration) -> Result<Granted> {
         self.sent.fetch_add(1, Ordering::Relaxed);
         let seconds = lease_seconds(ttl);
         let mut lease = self.client.lease_client();
@@ -286,7 +306,14 @@ impl Inner {
             .grant(seconds, None)
             .await
             .map_err(|e| self.fail(format!("grant a lease of {seconds} s"), e))?;
-        Ok(granted.id())
+        Ok(Granted { id: granted.id() })
+    }
+
+    /// `locked_until` of a lock taken (or extended) at `at_us` for `at_most`: `at + at_most`,
+    /// the time the lock was asked for. In database-clock mode the cluster keeps it until its
+    /// lease ends, at least that long ([`LockAdmin`] reports it held while its key exists).
+    pub(crate) fn until(&self, at_us: i64, at_most: Duration) -> i64 {
+        at_us.saturating_add(micros(at_most))
     }
 
     /// Revokes lease `id` in the background: one nothing was attached to. A failure only
@@ -450,7 +477,7 @@ impl LockAdmin for EtcdLockProvider {
     }
 
     /// The locks `names` that exist and can be read, ordered by name, read in one transaction
-    /// per [`EtcdTarget::max_txn_ops`] names; one that cannot be read is left out and logged.
+    /// per batch of names (`max_txn_ops - 8`); one that cannot be read is left out and logged.
     fn lock_states<'a>(&'a self, names: &'a [String]) -> BoxFuture<'a, Result<Vec<LockState>>> {
         Box::pin(async move {
             let (states, bad) = self.inner.named(names).await?;

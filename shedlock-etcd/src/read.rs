@@ -1,5 +1,5 @@
 //! Reading locks back: a lock's three keys read together in one nested transaction, up to
-//! `max_txn_ops` locks per transaction; the listing pages through the records.
+//! `max_txn_ops - 8` locks per transaction; the listing pages through the records.
 
 use chrono::{DateTime, Utc};
 use etcd_client::{GetOptions, KeyValue, Txn, TxnOp, TxnOpResponse};
@@ -183,16 +183,24 @@ impl Inner {
         let record = Record::parse(record_kv.value()).map_err(|p| bad(Kind::Record, p))?;
         let token = record_kv.mod_revision();
         let now_us = micros_of(now);
-        // Held while the `held` key of this token exists (and, by the application's clock,
-        // its time has not passed); else free since at most now.
+        // Held while the `held` key of this token exists (by the application's clock, until
+        // its time); else free since at most now.
         let until = match keys.held {
-            Some(held) if held.create_revision() == token => parse_micros(held.value())
-                .ok_or_else(|| {
+            Some(held) if held.create_revision() == token => {
+                let until = parse_micros(held.value()).ok_or_else(|| {
                     bad(
                         Kind::Held,
                         format!("the time {:?} is no integer", lossy(held.value())),
                     )
-                })?,
+                })?;
+                // In database-clock mode the cluster holds it while the key exists, also
+                // past `until` (etcd ends a lease a little after its TTL).
+                if self.app_clock() {
+                    until
+                } else {
+                    until.max(now_us + 1)
+                }
+            }
             _ => record.until.min(now_us),
         };
         let last_tick = match keys.tick {

@@ -18,10 +18,15 @@ use etcd_client::{
 };
 use shedlock::scheduler::{RunHistory, SchedulerBuilder};
 use shedlock::settings::ProviderBuilder;
-use shedlock_testkit::{Opts, Proxy, Row, TestDb, host_port, reach, unique_name};
+use shedlock_testkit::{Opts, Proxy, Row, TestDb, host_port, skipped, unique_name};
 
 use crate::read::{Record, parse_micros};
 use crate::{BACKEND, EtcdLockProvider, EtcdTarget, pad};
+
+/// How to start a member for the tests on this machine's loopback, as the panic of a test that
+/// finds none says (`scripts/etcd start` does the same with a data folder under `target/`).
+pub const HOW_TO_START: &str = "scripts/etcd start 127.0.0.1:2379  (or: etcd --data-dir /tmp/shedlock-etcd \
+     --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 &)";
 
 /// The cluster the suites use: `SHEDLOCK_ETCD_URL`, or the local default.
 pub fn etcd_url() -> String {
@@ -64,12 +69,21 @@ impl Etcd {
     /// Connects, for the keys of a new prefix named after `prefix`; `None` when etcd is skipped.
     async fn open(prefix: &str) -> Option<Self> {
         let url = etcd_url();
-        let client = reach(BACKEND, &url, async |url| {
-            let mut client = Client::connect([url], None).await?;
+        if skipped(BACKEND) {
+            eprintln!("skipped: etcd was reported unreachable by scripts/test");
+            return None;
+        }
+        let connect = async {
+            let mut client = Client::connect([url.as_str()], None).await?;
             client.status().await?;
             Ok::<_, etcd_client::Error>(client)
-        })
-        .await?;
+        };
+        let client = connect.await.unwrap_or_else(|error| {
+            panic!(
+                "etcd at {url} is not reachable ({error}).\n  start it with: {HOW_TO_START}\n  \
+                 or run scripts/test, which installs etcd and starts a member for the tests"
+            )
+        });
         let prefix = unique_name(prefix);
         let provider = builder(&url, &prefix, Opts::default())
             .build()

@@ -25,7 +25,7 @@ async fn largest(mut low: usize, mut high: usize, mut ok: impl AsyncFnMut(usize)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn transaction_limits() {
+async fn etcd_transaction_limits() {
     let url = etcd_url();
     let client = Client::connect([url.as_str()], None)
         .await
