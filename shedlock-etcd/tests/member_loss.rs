@@ -324,7 +324,13 @@ async fn one_scheduler_process() {
         .misfire_policy(shedlock::scheduler::MisfirePolicy::All)
         .misfire_grace(Duration::from_secs(60))
         .build();
-    for job in [job_0::job(), job_1::job(), job_2::job(), job_3::job(), job_4::job()] {
+    for job in [
+        job_0::job(),
+        job_1::job(),
+        job_2::job(),
+        job_3::job(),
+        job_4::job(),
+    ] {
         scheduler.add(job).unwrap();
     }
     scheduler.start();
@@ -409,7 +415,11 @@ async fn the_fleet_keeps_its_ticks_when_the_cluster_loses_a_member() {
     if std::env::var_os(FLEET).is_some() {
         return;
     }
-    let rounds = if std::env::var("SHEDLOCK_SOAK").as_deref() == Ok("1") { 5 } else { 1 };
+    let rounds = if std::env::var("SHEDLOCK_SOAK").as_deref() == Ok("1") {
+        5
+    } else {
+        1
+    };
     let mut cluster = Cluster::start();
     cluster.healthy().await;
     cluster.leader().await;
