@@ -134,7 +134,10 @@ impl Connect for EtcdTarget {
                 .options
                 .unwrap_or_default()
                 .with_timeout(self.response_timeout)
-                .with_connect_timeout(self.response_timeout);
+                .with_connect_timeout(self.response_timeout)
+                // A member without a leader says so at once ("no leader", sent again by the
+                // provider) rather than holding the request until the response timeout.
+                .with_require_leader(true);
             let unreachable = |source: etcd_client::Error| Error::Unreachable {
                 backend: BACKEND,
                 address: address.clone(),
