@@ -575,7 +575,40 @@ pub(crate) fn pad(us: i64) -> String {
     format!("{:020}", us.max(0))
 }
 
-<<<<<<< HEAD
+/// How long [`EtcdLockProvider`] keeps sending a request the cluster did not take in: longer
+/// than an election with etcd's defaults (an election timeout of 1 s, and a few rounds).
+pub(crate) const RESEND_FOR: Duration = Duration::from_secs(5);
+
+/// Whether `error` says the cluster did not take the request in: the connection to the member
+/// could not be made (so nothing was sent), or the member had no leader (etcd refuses such a
+/// request before it proposes it).
+fn not_taken(error: &etcd_client::Error) -> bool {
+    match error {
+        etcd_client::Error::GRpcStatus(status) => {
+            let message = status.message();
+            message.contains("tcp connect error")
+                || message.contains("Connection refused")
+                || message.contains("etcdserver: no leader")
+        }
+        _ => false,
+    }
+}
+
+/// Whether `error` says the request got no answer: it timed out (the client's timeout, or the
+/// cluster's own while its leader was lost) or the leader changed under it. It may have been
+/// applied.
+fn unanswered(error: &etcd_client::Error) -> bool {
+    match error {
+        etcd_client::Error::GRpcStatus(status) => {
+            let message = status.message();
+            message.contains("request timed out")
+                || message.contains("leader changed")
+                || message.contains("Timeout expired")
+        }
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -622,38 +655,5 @@ mod tests {
         let bad = read::Record::parse(br#"{"by": "x", "at": "soon", "until": 1}"#).unwrap_err();
         assert!(bad.contains("\"at\""), "{bad}");
         assert!(read::Record::parse(b"not json").is_err());
-=======
-/// How long [`EtcdLockProvider`] keeps sending a request the cluster did not take in: longer
-/// than an election with etcd's defaults (an election timeout of 1 s, and a few rounds).
-pub(crate) const RESEND_FOR: Duration = Duration::from_secs(5);
-
-/// Whether `error` says the cluster did not take the request in: the connection to the member
-/// could not be made (so nothing was sent), or the member had no leader (etcd refuses such a
-/// request before it proposes it).
-fn not_taken(error: &etcd_client::Error) -> bool {
-    match error {
-        etcd_client::Error::GRpcStatus(status) => {
-            let message = status.message();
-            message.contains("tcp connect error")
-                || message.contains("Connection refused")
-                || message.contains("etcdserver: no leader")
-        }
-        _ => false,
-    }
-}
-
-/// Whether `error` says the request got no answer: it timed out (the client's timeout, or the
-/// cluster's own while its leader was lost) or the leader changed under it. It may have been
-/// applied.
-fn unanswered(error: &etcd_client::Error) -> bool {
-    match error {
-        etcd_client::Error::GRpcStatus(status) => {
-            let message = status.message();
-            message.contains("request timed out")
-                || message.contains("leader changed")
-                || message.contains("Timeout expired")
-        }
-        _ => false,
->>>>>>> member-loss
     }
 }
