@@ -2,8 +2,11 @@
 //! such as history on a provider without a `RunStore`): every `tests/ui/pass` program
 //! compiles and runs, every `tests/ui/fail` program fails with exactly its `.stderr`.
 //!
+//! trybuild builds the cases in a project of its own (`target/tests/trybuild/`) that depends on
+//! everything this package depends on: hence a package of its own, with only what the cases use.
+//!
 //! Regenerate the `.stderr` files after changing a message with
-//! `TRYBUILD=overwrite cargo test --test ui`, then read each one.
+//! `TRYBUILD=overwrite cargo test -p shedlock-ui-tests`, then read each one.
 
 #[test]
 fn ui() {
