@@ -76,6 +76,7 @@ mod acquire;
 mod connect;
 mod lease;
 mod read;
+mod send;
 #[cfg(feature = "testkit")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testkit")))]
 pub mod testkit;
@@ -286,43 +287,6 @@ impl Inner {
             async move { kv.txn(txn).await }
         })
         .await
-    }
-
-    /// Sends a request with `send`, and again while the cluster did not take it in: a member
-    /// that is down (the client's channel spreads requests over every endpoint and keeps
-    /// trying a dead one, whose requests then fail before they are sent) or a member without a
-    /// leader (an election; etcd refuses the request before proposing it). Such a request
-    /// changed nothing, so sending it again is safe, also for a transaction. The next try goes
-    /// after a pause of 25 ms, doubled each time up to 400 ms, for at most
-    /// [`RESEND_FOR`]; any other error (among them a request that timed out, which may
-    /// have been applied) is answered at once. A request that is `harmless` to apply twice (a
-    /// lease grant: a lease nothing is put under ends by itself) is also sent again when it
-    /// timed out or its leader changed.
-    pub(crate) async fn resend<T, F, Fut>(
-        &self,
-        harmless: bool,
-        mut send: F,
-    ) -> std::result::Result<T, etcd_client::Error>
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = std::result::Result<T, etcd_client::Error>>,
-    {
-        let started = std::time::Instant::now();
-        let mut pause = Duration::from_millis(25);
-        loop {
-            self.sent.fetch_add(1, Ordering::Relaxed);
-            match send().await {
-                Err(e)
-                    if (not_taken(&e) || harmless && unanswered(&e))
-                        && started.elapsed() + pause < RESEND_FOR =>
-                {
-                    tracing::debug!(error = %e, "etcd did not take the request in: sending it again");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(400));
-                }
-                answer => return answer,
-            }
-        }
     }
 
     /// The locks one transaction carries now: `max_txn_ops` at first, halved each time the
@@ -573,40 +537,6 @@ pub(crate) fn micros(duration: Duration) -> i64 {
 /// orders them as numbers (a time before 1970 as 0).
 pub(crate) fn pad(us: i64) -> String {
     format!("{:020}", us.max(0))
-}
-
-/// How long [`EtcdLockProvider`] keeps sending a request the cluster did not take in: longer
-/// than an election with etcd's defaults (an election timeout of 1 s, and a few rounds).
-pub(crate) const RESEND_FOR: Duration = Duration::from_secs(5);
-
-/// Whether `error` says the cluster did not take the request in: the connection to the member
-/// could not be made (so nothing was sent), or the member had no leader (etcd refuses such a
-/// request before it proposes it).
-fn not_taken(error: &etcd_client::Error) -> bool {
-    match error {
-        etcd_client::Error::GRpcStatus(status) => {
-            let message = status.message();
-            message.contains("tcp connect error")
-                || message.contains("Connection refused")
-                || message.contains("etcdserver: no leader")
-        }
-        _ => false,
-    }
-}
-
-/// Whether `error` says the request got no answer: it timed out (the client's timeout, or the
-/// cluster's own while its leader was lost) or the leader changed under it. It may have been
-/// applied.
-fn unanswered(error: &etcd_client::Error) -> bool {
-    match error {
-        etcd_client::Error::GRpcStatus(status) => {
-            let message = status.message();
-            message.contains("request timed out")
-                || message.contains("leader changed")
-                || message.contains("Timeout expired")
-        }
-        _ => false,
-    }
 }
 
 #[cfg(test)]
