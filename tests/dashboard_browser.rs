@@ -319,8 +319,16 @@ async fn count(client: &Client, css: &str) -> usize {
 
 /// Clicks `css` (as a user does, through WebDriver) and waits for the page it leads to to
 /// have `then`. A click that found the element replaced by the page's refresh is tried again.
+///
+/// Every click here leads to a new page, and the page before it can have `then` too (the
+/// flash of the action before). So the current page is marked first, and `then` is looked for
+/// only once a page without the mark has loaded.
 async fn click(client: &Client, css: &str, then: &str) {
     let deadline = tokio::time::Instant::now() + DEADLINE;
+    client
+        .execute("window.__shedlock_left = false; return null;", vec![])
+        .await
+        .expect("marking the page before a click");
     loop {
         let element = wait_for(client, css).await;
         match element.click().await {
@@ -331,6 +339,26 @@ async fn click(client: &Client, css: &str, then: &str) {
             }
             Err(error) => panic!("clicking {css}: {error}"),
         }
+    }
+    loop {
+        // The mark is gone once the browser has left the page; errors while it navigates
+        // are asked again.
+        let left = client
+            .execute(
+                "return window.__shedlock_left === undefined && document.readyState !== 'loading';",
+                vec![],
+            )
+            .await
+            .ok()
+            .and_then(|value| value.as_bool())
+            .unwrap_or(false);
+        if left {
+            break;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            panic!("clicking {css} led to no new page within {DEADLINE:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     wait_for(client, then).await;
 }
