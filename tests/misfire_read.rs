@@ -224,3 +224,81 @@ async fn a_fleet_restarted_under_all_runs_every_tick_once<D: TestDb>(db: &Arc<D>
 }
 
 shedlock_suite::backend_tests!(super => [a_fleet_restarted_under_all_runs_every_tick_once]);
+
+/// Two instances sharing six per-second jobs under `All` on a store that fails every claim
+/// and read for 3 s, each claim hanging 1.5 s before it fails (a database restarting, an etcd
+/// cluster electing a leader): every tick runs once, those of the outage late. Each way a tick
+/// was lost here is closed: a run whose claim the store failed asks again (within the grace);
+/// a later tick of the job waits behind a claim in flight, behind a tick this instance is to
+/// help another with, and behind a refused tick whose state could not be read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_failing_for_a_moment_loses_no_tick_under_all() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let db = Sqlite::setup().await.unwrap();
+    let ran = Ran::default();
+    let failing = Arc::new(AtomicBool::new(false));
+    let jobs: Vec<String> = (0..6).map(|i| format!("outage_{i}")).collect();
+    let mut schedulers = Vec::new();
+    for instance in 0..2 {
+        let hang = Arc::clone(&failing);
+        let provider = Hooked::new(
+            db.provider_with(Opts::own_pool().locked_by(&format!("i{instance}")))
+                .await,
+        )
+        .before_lock_many(move |_| {
+            let hang = hang.load(Ordering::SeqCst);
+            Box::pin(async move {
+                if hang {
+                    tokio::time::sleep(Duration::from_millis(1500)).await;
+                }
+                Box::new(()) as Turn
+            })
+        })
+        .failing(Arc::clone(&failing));
+        let scheduler = Scheduler::builder(provider)
+            .misfire_grace(Duration::from_secs(60))
+            .build();
+        for job in &jobs {
+            scheduler.add(every_second(job, &ran)).unwrap();
+        }
+        scheduler.start();
+        schedulers.push(scheduler);
+    }
+    let count = |ran: &Ran| ran.lock().unwrap().len();
+    let fired = eventually(Duration::from_secs(60), async || {
+        count(&ran) >= 3 * jobs.len()
+    })
+    .await;
+    assert!(fired, "the jobs fire: {:?}", ran.lock().unwrap());
+    failing.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    failing.store(false, Ordering::SeqCst);
+    let back = chrono::Utc::now().timestamp();
+    let caught_up = eventually(Duration::from_secs(60), async || {
+        let ran = ran.lock().unwrap();
+        jobs.iter().all(|job| {
+            ran.keys()
+                .any(|(name, tick)| name == job && *tick >= back + 3)
+        })
+    })
+    .await;
+    for scheduler in &schedulers {
+        scheduler.shutdown().await;
+    }
+    let ran = ran.lock().unwrap();
+    assert!(caught_up, "the jobs fire after the outage: {ran:?}");
+    assert!(ran.values().all(|n| *n == 1), "each tick once: {ran:?}");
+    for job in &jobs {
+        let ticks: Vec<i64> = ran
+            .keys()
+            .filter(|(name, _)| name == job)
+            .map(|(_, tick)| *tick)
+            .collect();
+        let (first, last) = (ticks[0], ticks[ticks.len() - 1]);
+        let missing: Vec<i64> = (first..=last).filter(|t| !ticks.contains(t)).collect();
+        assert!(
+            missing.is_empty(),
+            "{job}: ticks lost to the outage {missing:?} of {ticks:?}"
+        );
+    }
+}

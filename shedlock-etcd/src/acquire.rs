@@ -26,6 +26,10 @@ use tokio::time::Instant;
 
 use crate::{Granted, Inner, Kind, lease_seconds, micros, micros_of, pad, read, too_many_ops};
 
+/// Locks read back in one transaction after a claim that got no answer (under the cluster's
+/// 128 operations a transaction).
+const READ_BACK: usize = 100;
+
 /// What is sent for one lock of a batch.
 struct Claim<'a> {
     config: &'a LockConfiguration,
@@ -151,6 +155,20 @@ impl Inner {
                     tokens.extend(self.claim(second, now_us).await?);
                     return Ok(tokens);
                 }
+                Err(error) if crate::send::unanswered(&error) => {
+                    // It may have been applied: what it took is read back.
+                    match self.read_back(claims).await {
+                        Ok(tokens) => {
+                            tracing::info!(%error, locks = claims.len(),
+                                taken = tokens.iter().flatten().count(),
+                                "etcd did not answer a claim: read back what it took");
+                            return Ok(tokens);
+                        }
+                        Err(_) => {
+                            return Err(self.fail(format!("claim {} locks", claims.len()), error));
+                        }
+                    }
+                }
                 Err(error) => {
                     let operation = match claims {
                         [one] => format!("acquire lock {:?}", one.config.name()),
@@ -162,6 +180,44 @@ impl Inner {
             };
             self.read_claim(claims, answer)
         })
+    }
+
+    /// After a claim that got no answer (it timed out, or the leader changed under it: it may
+    /// have been applied, by a leader elected since), which of `claims` it took. Its leases were granted for this
+    /// call alone (each name once in it), so a lock whose `held` key is on its claim's lease
+    /// was written by this claim, and that key's `mod_revision` is the claim's revision: its
+    /// token. One read transaction per [`READ_BACK`] locks.
+    async fn read_back(&self, claims: &[Claim<'_>]) -> Result<Vec<Option<i64>>> {
+        let mut tokens = Vec::with_capacity(claims.len());
+        for chunk in claims.chunks(READ_BACK) {
+            let ops: Vec<TxnOp> = chunk
+                .iter()
+                .map(|claim| TxnOp::get(self.key(Kind::Held, claim.config.name()), None))
+                .collect();
+            let answer = self
+                .txn(Txn::new().and_then(ops), || {
+                    format!("read back a claim of {} locks", chunk.len())
+                })
+                .await?;
+            for (claim, response) in chunk.iter().zip(answer.op_responses()) {
+                let taken = match response {
+                    TxnOpResponse::Get(got) => got
+                        .kvs()
+                        .first()
+                        .filter(|kv| kv.lease() == claim.lease.id)
+                        .map(|kv| kv.mod_revision()),
+                    _ => None,
+                };
+                tokens.push(taken);
+            }
+        }
+        if tokens.len() != claims.len() {
+            return Err(self.unexpected(
+                "read back a claim",
+                format!("{} answers for {} locks", tokens.len(), claims.len()),
+            ));
+        }
+        Ok(tokens)
     }
 
     /// The token of each lock of `claims` that `answer` took.

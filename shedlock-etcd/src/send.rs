@@ -67,7 +67,7 @@ fn not_taken(error: &etcd_client::Error) -> bool {
 /// Whether `error` says the request got no answer: it timed out (the client's timeout, or the
 /// cluster's own while its leader was lost) or the leader changed under it. It may have been
 /// applied.
-fn unanswered(error: &etcd_client::Error) -> bool {
+pub(crate) fn unanswered(error: &etcd_client::Error) -> bool {
     match error {
         etcd_client::Error::GRpcStatus(status) => {
             let message = status.message();

@@ -1,10 +1,12 @@
 //! [`Hooked`]: a provider that forwards every call to another, with hooks a test uses to slow
-//! down, hold back, count or skew some of them (a store that claims slowly, a read of missed
-//! ticks that answers late, a clock an hour ahead) without writing a provider of its own.
+//! down, hold back, count, fail or skew some of them (a store that claims slowly, a read of
+//! missed ticks that answers late, a store that fails for a moment, a clock an hour ahead)
+//! without writing a provider of its own.
 
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use chrono::{DateTime, TimeDelta, Utc};
 use futures_util::future::BoxFuture;
@@ -43,6 +45,7 @@ pub struct Hooked<P> {
     before_lock_states: Option<Hook>,
     clock_ahead: TimeDelta,
     admin: bool,
+    failing: Option<Arc<AtomicBool>>,
 }
 
 impl<P> Hooked<P> {
@@ -56,6 +59,7 @@ impl<P> Hooked<P> {
             before_lock_states: None,
             clock_ahead: TimeDelta::zero(),
             admin: true,
+            failing: None,
         }
     }
 
@@ -111,6 +115,15 @@ impl<P> Hooked<P> {
         self
     }
 
+    /// While `failing` is set, `lock`, `lock_many`, `lock_state` and `lock_states` fail (after
+    /// their hook) with [`Error::Database`](shedlock::Error::Database), as a store that cannot
+    /// answer does (a database restarting, a cluster electing a leader); releases and
+    /// extensions, through the guards, still reach the wrapped provider.
+    pub fn failing(mut self, failing: Arc<AtomicBool>) -> Self {
+        self.failing = Some(failing);
+        self
+    }
+
     /// The wrapped provider.
     pub fn inner(&self) -> &P {
         &self.inner
@@ -126,7 +139,23 @@ impl<P> fmt::Debug for Hooked<P> {
             .field("before_lock_states", &self.before_lock_states.is_some())
             .field("clock_ahead", &self.clock_ahead)
             .field("admin", &self.admin)
+            .field("failing", &self.failing)
             .finish_non_exhaustive()
+    }
+}
+
+impl<P: LockProvider> Hooked<P> {
+    /// [`Hooked::failing`]'s error for `operation`, while its flag is set.
+    fn fails(&self, operation: &str) -> Result<()> {
+        match &self.failing {
+            Some(failing) if failing.load(Ordering::SeqCst) => Err(shedlock::Error::Database {
+                backend: self.inner.backend(),
+                operation: operation.to_owned(),
+                location: "a store failing on purpose (Hooked::failing)".to_owned(),
+                source: "the test made the store fail".into(),
+            }),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -145,6 +174,7 @@ impl<P: LockAdmin> LockProvider for Hooked<P> {
     ) -> BoxFuture<'a, Result<Option<LockGuard>>> {
         Box::pin(async move {
             let turn = wait_for(&self.before_lock, 1).await;
+            self.fails("lock")?;
             let answer = self.inner.lock(config).await;
             drop(turn);
             answer
@@ -157,6 +187,7 @@ impl<P: LockAdmin> LockProvider for Hooked<P> {
     ) -> BoxFuture<'a, Result<Vec<Result<Option<LockGuard>>>>> {
         Box::pin(async move {
             let turn = wait_for(&self.before_lock_many, configs.len()).await;
+            self.fails("lock_many")?;
             let answer = self.inner.lock_many(configs).await;
             drop(turn);
             answer
@@ -206,6 +237,7 @@ impl<P: LockAdmin> LockAdmin for Hooked<P> {
     fn lock_state<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<LockState>>> {
         Box::pin(async move {
             let turn = wait_for(&self.before_lock_state, 1).await;
+            self.fails("lock_state")?;
             let answer = self.inner.lock_state(name).await;
             drop(turn);
             answer
@@ -215,6 +247,7 @@ impl<P: LockAdmin> LockAdmin for Hooked<P> {
     fn lock_states<'a>(&'a self, names: &'a [String]) -> BoxFuture<'a, Result<Vec<LockState>>> {
         Box::pin(async move {
             let turn = wait_for(&self.before_lock_states, names.len()).await;
+            self.fails("lock_states")?;
             let answer = self.inner.lock_states(names).await;
             drop(turn);
             answer

@@ -153,6 +153,7 @@ pub(super) async fn run_tick(
         }
     }
     let end = call(inner, job, &probe, Some(tick), claim).await;
+    let (end, probe) = until_the_store_answers(inner, job, tick, end, probe).await;
     let (mut outcome, mut error) = outcome_of(inner, job, tick, end);
     learn_lock(job, tick, &probe);
     let Some(policy) = tuning.retry else {
@@ -190,6 +191,55 @@ pub(super) async fn run_tick(
         (outcome, error) = outcome_of(inner, job, tick, end);
     }
     (outcome, error, probe)
+}
+
+/// The pause before a tick whose lock the store could not be asked for is asked again.
+const STORE_RETRY_PAUSE: Duration = Duration::from_secs(1);
+
+/// Under [`MisfirePolicy::All`](super::MisfirePolicy::All), a tick whose run could not ask the
+/// store for its lock (the store unreachable, or failing: [`ErrorKind::Connection`] or
+/// [`ErrorKind::Store`]) is a missed tick like any other: its run is tried again every
+/// second, claiming the same tick, while the tick is within the misfire grace and the
+/// scheduler fires. So a store that fails for a moment (a database restart, an etcd cluster
+/// electing a leader) loses no tick. Each failed try is recorded (its history row, its
+/// counter); the claim of the tick still decides, so an instance that ran it meanwhile makes
+/// the try a skip. Under the other policies the tick stays missed, as their ticks missed by a
+/// stopped fleet do.
+///
+/// [`ErrorKind::Connection`]: crate::error::ErrorKind::Connection
+/// [`ErrorKind::Store`]: crate::error::ErrorKind::Store
+async fn until_the_store_answers(
+    inner: &Arc<Inner>,
+    job: &Arc<JobState>,
+    tick: DateTime<Utc>,
+    mut end: RunEnd,
+    mut probe: Arc<Probe>,
+) -> (RunEnd, Arc<Probe>) {
+    use crate::error::ErrorKind;
+    let name = job.job.name();
+    while let RunEnd::Failed(error) = &end
+        && matches!(error.kind(), ErrorKind::Connection | ErrorKind::Store)
+        && inner.misfire.policy(job) == super::MisfirePolicy::All
+    {
+        let starts = inner.clock.now() + TimeDelta::from_std(STORE_RETRY_PAUSE).unwrap_or_default();
+        if !inner.misfire.within_grace(tick, starts) {
+            break;
+        }
+        let mut stop = inner.stop_firing.subscribe();
+        tokio::select! {
+            () = tokio::time::sleep(STORE_RETRY_PAUSE) => {}
+            _ = stop.wait_for(|stop| *stop) => break,
+        }
+        tracing::warn!(job = name, %tick, %error, "the store failed the tick's claim: asking again (misfire policy All)");
+        let (outcome, error) = outcome_of(inner, job, tick, end);
+        probe.finish(outcome, error).await;
+        probe = Probe::new(
+            Arc::clone(&inner.observer),
+            RunInfo::fired(name, tick, inner.clock.now()),
+        );
+        end = call(inner, job, &probe, Some(tick), None).await;
+    }
+    (end, probe)
 }
 
 /// A job without a declared lock learns the one its run took for its tick: claimed with the

@@ -8,6 +8,7 @@
 //! in `crate::claim`), and a claimed lock the run did not take is released when it ends. If the claim as a whole fails, the
 //! runs claim their own locks.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -90,10 +91,15 @@ pub(super) fn fire_ready(
     let marker = view
         .filter(|_| whole && due == Due::OnTime)
         .and_then(|view| inner.fleet.share_marker(view, view.position));
-    start(inner, tick, now, marker, due);
+    start(inner, tick, now, marker, due, HelpMarks::default());
     if later.is_empty() {
         return;
     }
+    // Until each is claimed here or seen claimed, a tick of these jobs due meanwhile waits
+    // behind this one (under `All`).
+    let mut marks = HelpMarks::mark(&later, |job| {
+        inner.misfire.policy(job) == MisfirePolicy::All
+    });
     // Halfway through the help delay, the jobs their owners (or other helpers) claimed are
     // read and counted as held, without a run; the rest are claimed at the end of the delay.
     // In the loops' set, which shutdown joins before it takes the runs: a help that wakes
@@ -110,22 +116,39 @@ pub(super) fn fire_ready(
         // An instance whose own claims are still in flight is behind itself: its reads and
         // claims would add load to a fleet past its capacity, and contend with the owners'
         // claims of the same rows. It helps once they are answered, or not at all once the
-        // tick's deadline has passed.
-        let deadline = deadline_of(tick, &later);
+        // tick's deadline has passed; with the jobs under `MisfirePolicy::All` (every tick of
+        // theirs runs, late if need be) it helps whenever they are answered: given up here,
+        // their tick would be lost if its owner's claim failed (a store electing a leader
+        // fails every claim for a moment), and a later tick claimed first.
+        let mut later = later;
+        let mut deadline = Some(deadline_of(tick, &later));
         while help_inner.claim_gate.available_permits() < CLAIMS_IN_FLIGHT {
             if stopped(&help_inner) {
                 return;
             }
-            if help_inner.clock.now() > deadline {
-                tracing::debug!(%tick, jobs = later.len(),
-                    "fleet: this instance's own claims were in flight until the tick's deadline: not helping with the others' jobs");
-                next_in_backlogs(&help_inner, &later);
-                return;
+            if deadline.is_some_and(|deadline| help_inner.clock.now() > deadline) {
+                let misfire = &help_inner.misfire;
+                let (all, given_up): (Vec<_>, Vec<_>) = later
+                    .into_iter()
+                    .partition(|job| misfire.policy(job) == MisfirePolicy::All);
+                if !given_up.is_empty() {
+                    tracing::debug!(%tick, jobs = given_up.len(),
+                        "fleet: this instance's own claims were in flight until the tick's deadline: not helping with the others' jobs");
+                    next_in_backlogs(&help_inner, &given_up);
+                }
+                later = all;
+                if later.is_empty() {
+                    return;
+                }
+                deadline = None;
             }
             tokio::time::sleep(HELP_POLL).await;
         }
         let (fleet, provider) = (&help_inner.fleet, help_inner.provider.as_ref());
         let (claimed, later) = claimed_elsewhere(fleet, provider, tick, later, view).await;
+        for job in &claimed {
+            marks.release(job);
+        }
         skip_claimed(&help_inner, tick, &claimed);
         if later.is_empty() {
             return;
@@ -134,7 +157,7 @@ pub(super) fn fire_ready(
         if stopped(&help_inner) {
             return;
         }
-        start(&help_inner, tick, later, None, Due::Help);
+        start(&help_inner, tick, later, None, Due::Help, marks);
     };
     let mut loops = inner.loops.lock().unwrap_or_else(|e| e.into_inner());
     while loops.try_join_next().is_some() {}
@@ -152,6 +175,43 @@ fn next_in_backlogs(inner: &Arc<Inner>, jobs: &[Arc<JobState>]) {
             && let Some(next) = inner.next_in_backlog(job)
         {
             fire_next(inner, next, Arc::clone(job));
+        }
+    }
+}
+
+/// The jobs of one tick this instance is to help with, under [`MisfirePolicy::All`], each
+/// counted in its [`JobState::helping`] from the tick until its run is started here
+/// ([`fire`]), it is seen claimed elsewhere, or the help ends otherwise (whatever is left is
+/// let go when this is dropped).
+#[derive(Default)]
+pub(super) struct HelpMarks(HashMap<u64, Arc<JobState>>);
+
+impl HelpMarks {
+    /// Marks the jobs of `jobs` that `marked` selects.
+    fn mark(jobs: &[Arc<JobState>], marked: impl Fn(&JobState) -> bool) -> Self {
+        let marks = jobs
+            .iter()
+            .filter(|job| marked(job))
+            .map(|job| {
+                job.helping.fetch_add(1, Ordering::SeqCst);
+                (job.id, Arc::clone(job))
+            })
+            .collect();
+        Self(marks)
+    }
+
+    /// Lets `job` go (its tick is claimed, seen claimed, or its run started).
+    fn release(&mut self, job: &JobState) {
+        if let Some(job) = self.0.remove(&job.id) {
+            job.helping.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Drop for HelpMarks {
+    fn drop(&mut self) {
+        for job in self.0.values() {
+            job.helping.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }
@@ -201,13 +261,15 @@ fn skip_claimed(inner: &Arc<Inner>, tick: DateTime<Utc>, jobs: &[Arc<JobState>])
 
 /// Starts the runs of `jobs` for `tick`, as many as the run limit lets (the others wait for a
 /// slot, unclaimed), and claims their ticks together; with `marker`, the claim of the share's
-/// marker too, when every job of it is claimed in that statement.
+/// marker too, when every job of it is claimed in that statement. `marks`: the help marks of
+/// `jobs`, let go as their runs start.
 fn start(
     inner: &Arc<Inner>,
     tick: DateTime<Utc>,
     jobs: Vec<Arc<JobState>>,
     marker: Option<LockConfiguration>,
     due: Due,
+    marks: HelpMarks,
 ) {
     let count = jobs.len();
     let admitted: Vec<_> = match &inner.capacity {
@@ -215,7 +277,7 @@ fn start(
         Some(c) => c.admit(&inner.fleet, &inner.misfire, &inner.backlog, tick, jobs),
     };
     let marker = marker.filter(|_| admitted.len() == count);
-    claim_with_marker(inner, tick, admitted, marker, due);
+    claim_with_marker(inner, tick, admitted, marker, due, marks);
 }
 
 /// Fires each job of one tick instant (with its slot of the run limit, if any), after claiming
@@ -226,19 +288,21 @@ pub(super) fn claim_and_fire(
     tick: DateTime<Utc>,
     group: Vec<(Arc<JobState>, Option<Slot>)>,
 ) {
-    claim_with_marker(inner, tick, group, None, Due::Missed);
+    claim_with_marker(inner, tick, group, None, Due::Missed, HelpMarks::default());
 }
 
 /// [`claim_and_fire`], with `marker` claimed in the same statement when every job of `group`
 /// is claimed in it (its answer is dropped: only its claimed tick matters). Jobs whose lock is
 /// not known are fired at once (each run takes its own lock); the others when the claim is
-/// let through [`CLAIMS_IN_FLIGHT`], or shed there.
+/// let through [`CLAIMS_IN_FLIGHT`], or shed there. Each job's help mark in `marks` is let go
+/// once its run is fired (it counts as running from then on).
 fn claim_with_marker(
     inner: &Arc<Inner>,
     tick: DateTime<Utc>,
     group: Vec<(Arc<JobState>, Option<Slot>)>,
     marker: Option<LockConfiguration>,
     due: Due,
+    mut marks: HelpMarks,
 ) {
     if group.is_empty() {
         return;
@@ -257,6 +321,7 @@ fn claim_with_marker(
             Some(acquire) => to_claim.push((state, run_slot, acquire)),
             None => {
                 fire(inner, &state, tick, false, run_slot);
+                marks.release(&state);
             }
         }
     }
@@ -290,10 +355,13 @@ fn claim_with_marker(
         }
         let mut batch: Vec<(LockConfiguration, oneshot::Sender<PreClaim>)> = Vec::new();
         for (state, run_slot, acquire) in to_claim {
-            if let Some(answer) = fire(&inner, &state, tick, true, run_slot) {
+            let answer = fire(&inner, &state, tick, true, run_slot);
+            marks.release(&state);
+            if let Some(answer) = answer {
                 batch.push((acquire, answer));
             }
         }
+        drop(marks);
         if batch.is_empty() {
             return;
         }
@@ -453,17 +521,29 @@ fn fire(
 /// unclaimed: the holder released between the refusal and the read.
 const RETRY_FREED: Duration = Duration::from_millis(50);
 
+/// How long after a refusal a tick is tried again when the store could not say whether it
+/// was claimed.
+const RETRY_UNREAD: Duration = Duration::from_secs(1);
+
 /// Under [`MisfirePolicy::All`], after a run of `tick` was skipped: when `tick` was never
 /// claimed, how long to wait before trying it again: until the lease ends if the lock is still
 /// held (a holder that died mid-run keeps the lock until then, and refuses every tick), or
 /// [`RETRY_FREED`] if it was released since the refusal (the previous tick's run ended on
 /// another instance; giving up here and claiming the next tick would lose this one for the
-/// whole fleet). `None` when the tick was claimed (it ran elsewhere) or the provider cannot
-/// tell.
+/// whole fleet), or [`RETRY_UNREAD`] if the store could not be read (it failing for a moment:
+/// the claim, tried again, decides). `None` when the tick was claimed (it ran elsewhere) or
+/// the provider cannot tell.
 async fn held_unclaimed(inner: &Inner, job: &JobState, tick: DateTime<Utc>) -> Option<Duration> {
     let lock = job.lock()?;
     let admin = inner.provider.as_admin()?;
-    let state = admin.lock_state(lock.name()).await.ok()??;
+    let state = match admin.lock_state(lock.name()).await {
+        Ok(state) => state?,
+        Err(error) => {
+            tracing::warn!(job = job.job.name(), %tick, %error,
+                "this tick was refused and whether it ran could not be read: trying it again");
+            return Some(RETRY_UNREAD);
+        }
+    };
     let unclaimed = state.last_tick.is_none_or(|last| last < tick);
     unclaimed.then(|| {
         if state.is_held() {

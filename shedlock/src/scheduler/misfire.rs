@@ -55,8 +55,8 @@ impl Backlog {
     }
 
     /// The jobs of `group` that fire at `tick` now; the others (under `All`, running, waiting
-    /// for a slot of the run limit (`waits_for_slot`) or with older ticks waiting) wait for
-    /// their turn.
+    /// for a slot of the run limit (`waits_for_slot`), with an older tick this instance is to
+    /// help with, or with older ticks waiting) wait for their turn.
     pub(super) fn admit(
         &self,
         misfire: &Misfire,
@@ -75,6 +75,7 @@ impl Backlog {
                 let waiting = backlog.get(&job.id).is_some_and(|ticks| !ticks.is_empty());
                 let busy = job.running.load(Ordering::SeqCst)
                     || job.backfilling.load(Ordering::SeqCst)
+                    || job.helping.load(Ordering::SeqCst) > 0
                     || waits_for_slot(job);
                 if waiting || busy {
                     backlog.entry(job.id).or_default().push_back(tick);

@@ -4,7 +4,7 @@
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashSet};
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
@@ -33,6 +33,12 @@ pub(super) struct JobState {
     /// `MisfirePolicy::All` a tick due meanwhile waits in its backlog, behind the missed ones,
     /// instead of being claimed first (which would make every older one be refused).
     pub(super) backfilling: AtomicBool,
+    /// How many of its ticks this instance is to help with ([`super::fire`]: another
+    /// instance's share, claimed here after the help delay if the owner did not) and has not
+    /// yet claimed or seen claimed: under `MisfirePolicy::All` a tick due meanwhile waits in
+    /// its backlog behind them, as behind a run, instead of being claimed first (which would
+    /// make the older tick be refused, lost for the whole fleet).
+    pub(super) helping: AtomicU32,
     /// Tells jobs due at the same instant apart in the timer's queue (the order added).
     pub(super) id: u64,
     /// Its next tick (its key in the timer's queue, with `id`), in microseconds since the epoch;
@@ -134,6 +140,7 @@ impl Jobs {
             counters: Counters::default(),
             running: AtomicBool::new(false),
             backfilling: AtomicBool::new(false),
+            helping: AtomicU32::new(0),
             id: self.next_id,
             planned: AtomicI64::new(NOT_PLANNED),
         });
@@ -193,6 +200,7 @@ impl Jobs {
             counters: Counters::default(),
             running: AtomicBool::new(false),
             backfilling: AtomicBool::new(false),
+            helping: AtomicU32::new(0),
             id: self.next_id,
             planned: AtomicI64::new(NOT_PLANNED),
         });
