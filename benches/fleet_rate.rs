@@ -9,22 +9,38 @@
 //! - **last body**: how long after its tick the last body of that tick started, median and
 //!   worst over the measured ticks;
 //! - **CPU**: each process's user + system time over the window (`/proc/self/stat`), and the
-//!   database server's (every process named `postgres`, `mariadbd`/`mysqld` or `redis-server`,
-//!   from `/proc/<pid>/stat`; SQLite has no server), as a share of one core; the machine's
-//!   load average.
+//!   database server's (every process named `postgres`, `mariadbd`/`mysqld` or `redis-server`;
+//!   for etcd the members named `etcd` that listen for clients on the run's URL; from
+//!   `/proc/<pid>/stat`; SQLite has no server), as a share of one core; the machine's load
+//!   average.
 //!
 //! Each process is a child of this binary (`--child <n>`); it records every body it runs
 //! (job, tick) in a bitmap per tick and prints them when it stops, and the parent adds them up.
-//! The lock table (or key prefix) is made for the run and dropped after.
+//! The lock table (or key prefix) is made for the run and dropped after: on Redis and etcd a
+//! key prefix of the run's own (`rate_<pid>_<time>`), every key under it deleted after.
+//!
+//! Backends: `postgres` (the default), `mysql`, `sqlite`, `redis`, `etcd`, or `all` (the five,
+//! in that order). The etcd provider is `shedlock-etcd`'s `EtcdLockProvider`, built as its
+//! documentation builds it (`EtcdLockProvider::builder(url)`), on `SHEDLOCK_ETCD_URL` (default
+//! `http://127.0.0.1:2379`); it has no pool.
 //!
 //! ```text
 //! cargo bench --bench fleet_rate                                  # PostgreSQL, 4 × 10,000, 30 s
-//! cargo bench --bench fleet_rate -- --backend all                 # postgres, mysql, sqlite, redis
+//! cargo bench --bench fleet_rate -- --backend all          # postgres, mysql, sqlite, redis, etcd
+//! cargo bench --bench fleet_rate -- --backend etcd                # one etcd member
 //! cargo bench --bench fleet_rate -- --backend redis --processes 4 --jobs 5000 --seconds 30
 //! cargo bench --bench fleet_rate -- --path readme           # only the README's way (or job-new)
 //! cargo bench --bench fleet_rate -- --timings    # + claim wait, claim and fire lateness per process
 //! ```
 //! Figures go to BENCHMARKS.md; nothing here asserts a time.
+//!
+//! Under `cargo test` (which runs this target, `test = true`, without `--bench`) it runs a short
+//! version, the test `fleet_rate_etcd`: etcd, 2 processes × 200 jobs, the README's path, 2 ticks
+//! measured after 3 s of warm-up and 1 s for the last bodies (`--warmup 3 --drain 1`; about
+//! 6 s), and asserts counts only: every process ends well and reports every measured tick, none
+//! of its claims failed (`lock_errors`), some bodies ran, and no (job, tick) ran twice. It
+//! honours the test binary's arguments that name tests (`--skip etcd`, a filter, `--list`,
+//! `--ignored`) and `SHEDLOCK_SKIP_BACKENDS`, as `scripts/test` passes them when etcd is down.
 #![allow(missing_docs)]
 
 use std::collections::BTreeMap;
@@ -39,11 +55,12 @@ use shedlock::{
     Backend, Job, LockAdmin, LockConfiguration, MySqlLockProvider, PostgresLockProvider, Schedule,
     Scheduler, SqliteLockProvider, run_locked,
 };
+use shedlock_etcd::EtcdLockProvider;
 use shedlock_redis::RedisLockProvider;
 use shedlock_suite::procfs::{
     cpu_seconds_of_stat, load_average, machine_jiffies, process_cpu_seconds,
 };
-use shedlock_suite::{mysql_url, postgres_url, redis_url};
+use shedlock_suite::{etcd_url, mysql_url, postgres_url, redis_url};
 use sqlx::{AssertSqlSafe, Executor};
 
 /// The goals of issue 25, point 6.
@@ -52,6 +69,12 @@ const GOAL_MISSED_PERCENT: f64 = 0.1;
 
 /// Connections per process's pool (PostgreSQL, MariaDB; SQLite: 4).
 const POOL: u32 = 8;
+
+/// The etcd provider's backend (`Backend::Other("etcd")`).
+const ETCD: Backend = shedlock_etcd::BACKEND;
+
+/// The name of the short version `cargo test` runs.
+const TEST_NAME: &str = "fleet_rate_etcd";
 
 #[derive(Debug, Clone)]
 struct Args {
@@ -62,11 +85,19 @@ struct Args {
     /// Seconds from spawning the processes to the first measured tick: registering J jobs,
     /// starting, and a few ticks to settle.
     warmup: i64,
+    /// Seconds a process waits after the last measured tick for its bodies to start.
+    drain: u64,
     /// Which way the jobs are written: the README's, the bench's own, or both in turn.
     paths: Vec<Path>,
     /// Installs a metrics recorder for the claim and fire histograms and prints them per
     /// process (it costs the processes time: off by default, as the README installs none).
     timings: bool,
+    /// Run by `cargo test` (no `--bench`): the short version, with asserts on counts.
+    test: bool,
+    /// `cargo test`'s arguments leave the short version out (`--skip`, a filter, `--ignored`).
+    filtered_out: bool,
+    /// `cargo test -- --list`: name the short version, run nothing.
+    list: bool,
     child: Option<Child>,
 }
 
@@ -117,15 +148,22 @@ fn args() -> Args {
         jobs: 10_000,
         seconds: 30,
         warmup: 10,
+        drain: 3,
         paths: vec![Path::Readme, Path::JobNew],
         timings: false,
+        test: true,
+        filtered_out: false,
+        list: false,
         child: None,
     };
+    let (mut filters, mut skips, mut exact, mut ignored_only) =
+        (Vec::new(), Vec::new(), false, false);
     let mut it = std::env::args().skip(1);
     let (mut index, mut url, mut table, mut first) = (None, None, None, None);
     while let Some(arg) = it.next() {
         let mut value = || it.next().unwrap_or_default();
         match arg.as_str() {
+            "--bench" => args.test = false,
             "--backend" => {
                 args.backends = match value().as_str() {
                     "all" => vec![
@@ -133,18 +171,23 @@ fn args() -> Args {
                         Backend::MySql,
                         Backend::Sqlite,
                         Backend::Redis,
+                        ETCD,
                     ],
                     "mysql" => vec![Backend::MySql],
                     "sqlite" => vec![Backend::Sqlite],
                     "redis" => vec![Backend::Redis],
+                    "etcd" => vec![ETCD],
                     "postgres" => vec![Backend::Postgres],
-                    other => panic!("--backend postgres|mysql|sqlite|redis|all, not {other:?}"),
+                    other => {
+                        panic!("--backend postgres|mysql|sqlite|redis|etcd|all, not {other:?}")
+                    }
                 }
             }
             "--processes" => args.processes = value().parse().expect("--processes N"),
             "--jobs" => args.jobs = value().parse().expect("--jobs N"),
             "--seconds" => args.seconds = value().parse().expect("--seconds N"),
             "--warmup" => args.warmup = value().parse().expect("--warmup N"),
+            "--drain" => args.drain = value().parse().expect("--drain N"),
             "--path" => {
                 args.paths = match value().as_str() {
                     "readme" => vec![Path::Readme],
@@ -158,9 +201,30 @@ fn args() -> Args {
             "--url" => url = Some(value()),
             "--table" => table = Some(value()),
             "--first" => first = Some(value().parse().expect("--first SECONDS")),
-            _ => {} // cargo bench passes --bench
+            // What `cargo test` may pass a test binary.
+            "--skip" => skips.push(value()),
+            "--exact" => exact = true,
+            "--ignored" => ignored_only = true,
+            "--list" => args.list = true,
+            "--test-threads" | "--format" | "--color" | "--logfile" | "-Z" | "--shuffle-seed" => {
+                value();
+            }
+            flag if flag.starts_with('-') => {}
+            filter => filters.push(filter.to_owned()),
         }
     }
+    let matches = |pattern: &str| {
+        if exact {
+            TEST_NAME == pattern
+        } else {
+            TEST_NAME.contains(pattern)
+        }
+    };
+    // `scripts/test` names a backend it could not reach in SHEDLOCK_SKIP_BACKENDS.
+    args.filtered_out = ignored_only
+        || shedlock_suite::skipped(ETCD)
+        || skips.iter().any(|s| matches(s))
+        || (!filters.is_empty() && !filters.iter().any(|f| matches(f)));
     if let (Some(index), Some(url), Some(table), Some(first)) = (index, url, table, first) {
         args.child = Some(Child {
             index,
@@ -180,6 +244,10 @@ fn main() {
         .expect("a Tokio runtime");
     if let Some(child) = args.child.clone() {
         runtime.block_on(run_child(&args, &child));
+        return;
+    }
+    if args.test {
+        short_version(&runtime, args);
         return;
     }
     println!(
@@ -257,6 +325,12 @@ async fn store(backend: Backend) -> Store {
                 _dir: Some(dir),
             }
         }
+        ETCD => Store {
+            url: etcd_url(),
+            table,
+            database: None,
+            _dir: None,
+        },
         _ => Store {
             url: redis_url(),
             table,
@@ -306,20 +380,34 @@ async fn cleanup(backend: Backend, store: &Store) {
                 }
             }
         }
+        ETCD => {
+            // Every key under the run's prefix (`<prefix>/record/…`, `held/…`, `tick/…`).
+            if let Ok(client) = etcd_client::Client::connect([store.url.as_str()], None).await {
+                let _ = client
+                    .kv_client()
+                    .delete(
+                        format!("{}/", store.table),
+                        Some(etcd_client::DeleteOptions::new().with_prefix()),
+                    )
+                    .await;
+            }
+        }
         _ => {} // SQLite: the temporary directory goes with its file
     }
 }
 
 /// The server's processes' CPU time so far, in seconds (user + system), or `None` without a
-/// server.
-fn server_cpu_seconds(backend: Backend) -> Option<f64> {
+/// server. etcd: the members named `etcd` that listen for clients on the run's URL (other
+/// clusters on the machine left out), or every process named `etcd` when none says so.
+fn server_cpu_seconds(backend: Backend, url: &str) -> Option<f64> {
     let names: &[&str] = match backend {
         Backend::Postgres => &["postgres"],
         Backend::MySql => &["mariadbd", "mysqld"],
         Backend::Redis => &["redis-server"],
+        ETCD => &["etcd"],
         _ => return None,
     };
-    let mut total = 0.0;
+    let (mut total, mut on_url) = (0.0, 0.0);
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
             continue;
@@ -329,10 +417,33 @@ fn server_cpu_seconds(backend: Backend) -> Option<f64> {
         };
         let comm = head.split_once('(').map_or("", |(_, c)| c);
         if names.contains(&comm) {
-            total += cpu_seconds_of_stat(rest);
+            let cpu = cpu_seconds_of_stat(rest);
+            total += cpu;
+            if backend == ETCD && listens_on(&entry.path(), url) {
+                on_url += cpu;
+            }
         }
     }
-    Some(total)
+    Some(if on_url > 0.0 { on_url } else { total })
+}
+
+/// Whether the etcd member of `/proc/<pid>` lists `url` among its `--listen-client-urls`.
+fn listens_on(proc_dir: &std::path::Path, url: &str) -> bool {
+    let Ok(cmdline) = std::fs::read(proc_dir.join("cmdline")) else {
+        return false;
+    };
+    let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+    let want = url.trim_end_matches('/');
+    args.windows(2).any(|pair| {
+        let flag = String::from_utf8_lossy(pair[0]);
+        let value = String::from_utf8_lossy(pair[1]);
+        (flag == "--listen-client-urls" || flag == "-listen-client-urls")
+            && value.split(',').any(|u| u.trim_end_matches('/') == want)
+    }) || args.iter().any(|arg| {
+        String::from_utf8_lossy(arg)
+            .strip_prefix("--listen-client-urls=")
+            .is_some_and(|v| v.split(',').any(|u| u.trim_end_matches('/') == want))
+    })
 }
 
 /// The machine's (steal, total) jiffies over all cores: time the hypervisor gave other guests.
@@ -345,12 +456,23 @@ fn machine_steal() -> (f64, f64) {
 #[derive(Default)]
 struct Report {
     cpu_seconds: f64,
+    /// Claims that failed (`JobStats::lock_errors` summed over its jobs, warm-up included).
+    lock_errors: u64,
     /// Per measured tick: the bitmap of the jobs it ran, and when its last body started (ms
     /// after the tick).
     ticks: BTreeMap<i64, (Vec<u64>, f64)>,
 }
 
-async fn run_backend(args: &Args, backend: Backend, path: Path) {
+/// What a run counted, for the short version's asserts.
+struct Counts {
+    executions: u64,
+    duplicates: u64,
+    missed: u64,
+}
+
+/// One row: runs the processes, prints the row, and returns what the processes reported and
+/// the row's counts.
+async fn run_backend(args: &Args, backend: Backend, path: Path) -> (Vec<Report>, Counts) {
     let store = store(backend).await;
     // The table is made once, before the processes start.
     provider(backend, &store.url, &store.table, "setup")
@@ -378,6 +500,8 @@ async fn run_backend(args: &Args, backend: Backend, path: Path) {
                     &store.table,
                     "--first",
                     &first.to_string(),
+                    "--drain",
+                    &args.drain.to_string(),
                     "--path",
                     path.name(),
                 ])
@@ -389,10 +513,10 @@ async fn run_backend(args: &Args, backend: Backend, path: Path) {
         .collect();
     let at = |s: i64| Utc.timestamp_opt(s, 0).single().expect("a time");
     sleep_until(at(first)).await;
-    let server_before = server_cpu_seconds(backend);
+    let server_before = server_cpu_seconds(backend, &store.url);
     let steal_before = machine_steal();
     sleep_until(at(first + args.seconds)).await;
-    let server_after = server_cpu_seconds(backend);
+    let server_after = server_cpu_seconds(backend, &store.url);
     let steal_after = machine_steal();
     let steal =
         100.0 * (steal_after.0 - steal_before.0) / (steal_after.1 - steal_before.1).max(1.0);
@@ -403,10 +527,15 @@ async fn run_backend(args: &Args, backend: Backend, path: Path) {
             .await
             .expect("joined")
             .expect("the process's output");
+        assert!(
+            output.status.success(),
+            "a process ended with {}",
+            output.status
+        );
         reports.push(parse(&output.stdout));
     }
     cleanup(backend, &store).await;
-    print_row(
+    let counts = print_row(
         args,
         backend,
         path,
@@ -415,6 +544,50 @@ async fn run_backend(args: &Args, backend: Backend, path: Path) {
         (server_before, server_after),
         &load,
     );
+    (reports, counts)
+}
+
+/// What `cargo test` runs: a short etcd run (2 processes × 200 jobs, 2 ticks after 3 s of
+/// warm-up, 1 s for the last bodies, the README's path), asserting counts only.
+fn short_version(runtime: &tokio::runtime::Runtime, mut args: Args) {
+    if args.list {
+        println!("{TEST_NAME}: test");
+        return;
+    }
+    if args.filtered_out {
+        println!("{TEST_NAME}: left out by the test arguments");
+        return;
+    }
+    args.backends = vec![ETCD];
+    args.paths = vec![Path::Readme];
+    args.processes = 2;
+    args.jobs = 200;
+    args.seconds = 2;
+    // Room for the processes to start on a loaded machine: the first tick is 2–3 s away.
+    args.warmup = 3;
+    args.drain = 1;
+    println!(
+        "{TEST_NAME}: {} processes × {} jobs every second on etcd at {}, {} ticks",
+        args.processes,
+        args.jobs,
+        etcd_url(),
+        args.seconds
+    );
+    let (reports, counts) = runtime.block_on(run_backend(&args, ETCD, Path::Readme));
+    for (i, report) in reports.iter().enumerate() {
+        assert_eq!(
+            report.ticks.len(),
+            args.seconds as usize,
+            "process {i} reports every measured tick"
+        );
+        assert_eq!(report.lock_errors, 0, "process {i}: no claim failed");
+    }
+    assert!(counts.executions > 0, "bodies ran");
+    assert_eq!(counts.duplicates, 0, "no (job, tick) ran twice");
+    println!(
+        "{TEST_NAME}: ok ({} executions, 0 duplicates, {} missed)",
+        counts.executions, counts.missed
+    );
 }
 
 fn name(backend: Backend) -> &'static str {
@@ -422,6 +595,7 @@ fn name(backend: Backend) -> &'static str {
         Backend::Postgres => "postgres",
         Backend::MySql => "mysql",
         Backend::Sqlite => "sqlite",
+        ETCD => "etcd",
         _ => "redis",
     }
 }
@@ -433,6 +607,9 @@ fn parse(stdout: &[u8]) -> Report {
         match fields.next() {
             Some("CPU") => {
                 report.cpu_seconds = fields.next().and_then(|v| v.parse().ok()).unwrap_or(0.0);
+            }
+            Some("LOCK_ERRORS") => {
+                report.lock_errors = fields.next().and_then(|v| v.parse().ok()).unwrap_or(0);
             }
             Some("TICK") => {
                 let (Some(tick), Some(last), Some(bits)) =
@@ -463,7 +640,7 @@ fn print_row(
     first: i64,
     (server_before, server_after): (Option<f64>, Option<f64>),
     load: &str,
-) {
+) -> Counts {
     let words = args.jobs.div_ceil(64);
     let (mut executions, mut duplicates, mut missed) = (0u64, 0u64, 0u64);
     let mut last_starts = Vec::new();
@@ -534,6 +711,11 @@ fn print_row(
         ms(worst),
         cpu.join(" / "),
     );
+    Counts {
+        executions,
+        duplicates,
+        missed,
+    }
 }
 
 async fn sleep_until(at: DateTime<Utc>) {
@@ -693,6 +875,14 @@ async fn provider(backend: Backend, url: &str, table: &str, who: &str) -> Arc<dy
                     .expect("a provider"),
             )
         }
+        ETCD => Arc::new(
+            EtcdLockProvider::builder(url)
+                .table_name(table)
+                .locked_by(who)
+                .build()
+                .await
+                .expect("connect to etcd"),
+        ),
         _ => Arc::new(
             RedisLockProvider::builder(url)
                 .table_name(table)
@@ -754,6 +944,14 @@ async fn readme_provider(backend: Backend, url: &str, table: &str) -> Arc<dyn Lo
                 .build()
                 .await
                 .expect("open the SQLite file"),
+        ),
+        // As shedlock-etcd's documentation builds it.
+        ETCD => Arc::new(
+            EtcdLockProvider::builder(url)
+                .table_name(table)
+                .build()
+                .await
+                .expect("connect to etcd"),
         ),
         _ => Arc::new(
             RedisLockProvider::builder(url)
@@ -827,8 +1025,8 @@ async fn run_child(args: &Args, child: &Child) {
     let cpu_before = process_cpu_seconds();
     sleep_until(at(child.first + args.seconds)).await;
     let cpu_after = process_cpu_seconds();
-    // The last measured tick's bodies start within a few seconds.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The last measured tick's bodies start within a few seconds (`--drain`, 3 by default).
+    tokio::time::sleep(Duration::from_secs(args.drain)).await;
     // Why a (job, tick) may be missing, summed over the jobs (all ticks, warm-up included).
     let mut sums = [0u64; 7];
     for i in 0..args.jobs {
@@ -856,6 +1054,7 @@ async fn run_child(args: &Args, child: &Child) {
         eprintln!("process {}: {}", child.index, timings.summary());
     }
     println!("CPU {:.2}", cpu_after - cpu_before);
+    println!("LOCK_ERRORS {}", sums[4]);
     let ran = ran.lock().unwrap_or_else(|e| e.into_inner());
     for s in child.first..child.first + args.seconds {
         let (bits, late) = ran

@@ -20,6 +20,15 @@
 //! cargo bench -p shedlock-etcd --bench lock_cycle                      # SHEDLOCK_ETCD_URL
 //! cargo bench -p shedlock-etcd --bench lock_cycle -- --seconds 10
 //! ```
+//!
+//! Under `cargo test` (which runs this target, `test = true`, without `--bench`) it runs a short
+//! version, the test `etcd_lock_cycle`: 1 and 8 workers, one 1 s row each of the provider and of
+//! the plain loop, asserting counts only: every cycle took its lock and released it (a cycle
+//! that does not panics its worker, which fails the run), each side completed cycles, and the
+//! provider counted at least two requests a cycle (every `lock` sends its own lease grant and
+//! claim). It honours the test binary's arguments that name tests (`--skip etcd`, a filter,
+//! `--list`, `--ignored`) and `SHEDLOCK_SKIP_BACKENDS`, as `scripts/test` passes them when etcd
+//! is down.
 #![allow(missing_docs)]
 
 use std::sync::Arc;
@@ -31,6 +40,9 @@ use shedlock::{LockConfiguration, LockProvider};
 use shedlock_etcd::EtcdLockProvider;
 
 const AT_MOST: Duration = Duration::from_secs(30);
+
+/// The name of the short version `cargo test` runs.
+const TEST_NAME: &str = "etcd_lock_cycle";
 
 fn url() -> String {
     std::env::var("SHEDLOCK_ETCD_URL").unwrap_or_else(|_| "http://127.0.0.1:2379".to_owned())
@@ -126,15 +138,82 @@ async fn plain_cycle(client: &Client, prefix: &str, name: &str, by: &str) {
     assert!(!answer.op_responses().is_empty());
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
-    let mut seconds = 5;
+/// What the command line asks for.
+struct Args {
+    seconds: u64,
+    /// Run by `cargo test` (no `--bench`): the short version, with asserts on counts.
+    test: bool,
+    /// `cargo test`'s arguments leave the short version out (`--skip`, a filter, `--ignored`).
+    filtered_out: bool,
+    /// `cargo test -- --list`: name the short version, run nothing.
+    list: bool,
+}
+
+fn args() -> Args {
+    let mut parsed = Args {
+        seconds: 5,
+        test: true,
+        filtered_out: false,
+        list: false,
+    };
+    let (mut filters, mut skips, mut exact, mut ignored_only) =
+        (Vec::new(), Vec::new(), false, false);
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
-        if arg == "--seconds" {
-            seconds = args.next().and_then(|s| s.parse().ok()).unwrap_or(seconds);
+        match arg.as_str() {
+            "--seconds" => {
+                parsed.seconds = args
+                    .next()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(parsed.seconds);
+            }
+            "--bench" => parsed.test = false,
+            // What `cargo test` may pass a test binary.
+            "--skip" => skips.extend(args.next()),
+            "--exact" => exact = true,
+            "--ignored" => ignored_only = true,
+            "--list" => parsed.list = true,
+            "--test-threads" | "--format" | "--color" | "--logfile" | "-Z" | "--shuffle-seed" => {
+                args.next();
+            }
+            flag if flag.starts_with('-') => {}
+            filter => filters.push(filter.to_owned()),
         }
     }
+    let matches = |pattern: &String| {
+        if exact {
+            TEST_NAME == pattern
+        } else {
+            TEST_NAME.contains(pattern.as_str())
+        }
+    };
+    // `scripts/test` names a backend it could not reach in SHEDLOCK_SKIP_BACKENDS.
+    let etcd_skipped = std::env::var("SHEDLOCK_SKIP_BACKENDS")
+        .is_ok_and(|v| v.split(',').any(|b| b.trim() == "etcd"));
+    parsed.filtered_out = ignored_only
+        || etcd_skipped
+        || skips.iter().any(matches)
+        || (!filters.is_empty() && !filters.iter().any(matches));
+    parsed
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args = args();
+    if args.test && args.list {
+        println!("{TEST_NAME}: test");
+        return;
+    }
+    if args.test && args.filtered_out {
+        println!("{TEST_NAME}: left out by the test arguments");
+        return;
+    }
+    // The short version: 1 s rows, 1 and 8 workers, one run of each side.
+    let (seconds, worker_counts, runs): (u64, &[usize], usize) = if args.test {
+        (1, &[1, 8], 1)
+    } else {
+        (args.seconds, &[1, 8, 32], 2)
+    };
     let url = url();
     let prefix = format!("bench_{}", std::process::id());
     let provider = Arc::new(
@@ -148,16 +227,16 @@ async fn main() {
     let client = Client::connect([url.as_str()], None).await.unwrap();
     let plain_prefix = format!("{prefix}_plain");
     println!(
-        "lock cycles (grant, claim, read, release) on etcd at {url}, {seconds} s a row, best of 2\n"
+        "lock cycles (grant, claim, read, release) on etcd at {url}, {seconds} s a row, best of {runs}\n"
     );
     println!(
         "| workers | provider (cycles/s) | plain etcd-client (cycles/s) | ratio | provider's requests a cycle (plain: 4) |"
     );
     println!("|---|---|---|---|---|");
-    for workers in [1, 8, 32] {
+    for &workers in worker_counts {
         let (mut best_provider, mut best_plain) = (0f64, 0f64);
-        let (mut requests, mut cycles) = (0u64, 0u64);
-        for _ in 0..2 {
+        let (mut requests, mut cycles, mut plain_cycles) = (0u64, 0u64, 0u64);
+        for _ in 0..runs {
             let p = Arc::clone(&provider);
             let names: Arc<Vec<String>> = Arc::new((0..workers).map(|w| format!("w{w}")).collect());
             let n = Arc::clone(&names);
@@ -171,12 +250,27 @@ async fn main() {
             cycles += done;
             best_provider = best_provider.max(per_second);
             let (c, pp, n) = (client.clone(), plain_prefix.clone(), Arc::clone(&names));
-            let (per_second, _) = rate(workers, seconds, move |w| {
+            let (per_second, done) = rate(workers, seconds, move |w| {
                 let (c, pp, n) = (c.clone(), pp.clone(), Arc::clone(&n));
                 async move { plain_cycle(&c, &pp, &n[w], "bench").await }
             })
             .await;
+            plain_cycles += done;
             best_plain = best_plain.max(per_second);
+        }
+        if args.test {
+            assert!(
+                cycles > 0,
+                "{workers} workers: the provider completed cycles"
+            );
+            assert!(
+                plain_cycles > 0,
+                "{workers} workers: the plain loop completed cycles"
+            );
+            assert!(
+                requests >= 2 * cycles,
+                "{workers} workers: {requests} requests counted for {cycles} cycles (a grant and a claim each, at least)"
+            );
         }
         println!(
             "| {workers} | {best_provider:.0} | {best_plain:.0} | {:.2} | {:.2} |",

@@ -44,6 +44,7 @@ impl<P: shedlock::LockAdmin + shedlock::RunStore + shedlock::schedules::Schedule
 pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 pub const DEFAULT_MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/test";
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
+pub const DEFAULT_ETCD_URL: &str = "http://127.0.0.1:2379";
 
 pub fn postgres_url() -> String {
     std::env::var("SHEDLOCK_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_POSTGRES_URL.into())
@@ -55,6 +56,11 @@ pub fn mysql_url() -> String {
 
 pub fn redis_url() -> String {
     std::env::var("SHEDLOCK_REDIS_URL").unwrap_or_else(|_| DEFAULT_REDIS_URL.into())
+}
+
+/// The etcd cluster of the benches: `SHEDLOCK_ETCD_URL`, or one member on loopback.
+pub fn etcd_url() -> String {
+    std::env::var("SHEDLOCK_ETCD_URL").unwrap_or_else(|_| DEFAULT_ETCD_URL.into())
 }
 
 /// Builds `bin` (a path under the running test's profile directory) once per test process
