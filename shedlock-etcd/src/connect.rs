@@ -122,7 +122,14 @@ impl Connect for EtcdTarget {
     fn connect(self, settings: ProviderSettings) -> BoxFuture<'static, Result<EtcdLockProvider>> {
         Box::pin(async move {
             check_prefix(&settings.table)?;
-            let address = self.endpoints.join(",");
+            // What errors, `Debug` and `address()` show: each endpoint with its secrets masked
+            // (a password or token in a URL).
+            let address = self
+                .endpoints
+                .iter()
+                .map(|endpoint| shedlock::secret::mask_url(endpoint))
+                .collect::<Vec<_>>()
+                .join(",");
             if self.endpoints.is_empty() {
                 return Err(Error::InvalidSetting {
                     backend: BACKEND,
@@ -165,6 +172,22 @@ impl Connect for EtcdTarget {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An endpoint with a password that cannot be reached: the error names it masked.
+    #[tokio::test]
+    async fn an_unreachable_endpoint_is_named_without_its_secret() {
+        let error = crate::EtcdLockProvider::builder("http://app:topsecret@127.0.0.1:1")
+            .build()
+            .await
+            .expect_err("nothing listens on port 1");
+        for text in [error.to_string(), format!("{error:?}")] {
+            assert!(!text.contains("topsecret"), "the secret shows: {text}");
+            assert!(
+                text.contains("127.0.0.1:1"),
+                "the endpoint is named: {text}"
+            );
+        }
+    }
 
     #[test]
     fn bad_prefixes_are_refused_before_connecting() {

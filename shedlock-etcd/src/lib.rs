@@ -165,7 +165,7 @@ impl EtcdLockProvider {
         ProviderBuilder::new(EtcdTarget::new(endpoints))
     }
 
-    /// The endpoints, as given.
+    /// The endpoints, as given, each with its secrets masked (a password or token in a URL).
     pub fn address(&self) -> &str {
         &self.inner.address
     }
