@@ -160,7 +160,7 @@ pub(crate) async fn check(State(app): Shared, mut request: Request, next: Next) 
         .unwrap_or_else(random_token);
     request.extensions_mut().insert(operator);
     request.extensions_mut().insert(credential);
-    request.extensions_mut().insert(Csrf(csrf.clone()));
+    request.extensions_mut().insert(pages::Csrf(csrf.clone()));
     let mut response = next.run(request).await;
     if needs_csrf_cookie
         && let Ok(value) =
@@ -170,10 +170,6 @@ pub(crate) async fn check(State(app): Shared, mut request: Request, next: Next) 
     }
     response
 }
-
-/// This browser's CSRF token, to put into the forms of a page.
-#[derive(Debug, Clone)]
-pub(crate) struct Csrf(pub(crate) String);
 
 fn refuse(request: &Request) -> Response {
     let path = request.uri().path();

@@ -8,11 +8,11 @@ use maud::html;
 use serde::Deserialize;
 use shedlock::history::RunQuery;
 
+use super::Csrf;
 use super::{
     PageError, PageResult, RUNS_PER_PAGE, action, enc, flash, layout, relative, runs_table, took,
     when,
 };
-use crate::auth::Csrf;
 use crate::model::{Snapshot, fill_last_runs, history_page};
 use crate::{Base, Shared, timeline};
 

@@ -22,8 +22,11 @@ use maud::{DOCTYPE, Markup, html};
 use serde::Deserialize;
 use shedlock::history::{RunOutcome, RunRecord};
 
-use crate::auth::Csrf;
 use crate::{App, json};
+
+/// This browser's CSRF token, to put into the forms of a page (set by the auth layer).
+#[derive(Debug, Clone)]
+pub(crate) struct Csrf(pub(crate) String);
 
 /// History rows on one page.
 pub(crate) const RUNS_PER_PAGE: u32 = 50;

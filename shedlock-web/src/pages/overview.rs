@@ -6,8 +6,8 @@ use axum::response::Html;
 use maud::html;
 use shedlock::history::LockState;
 
+use super::Csrf;
 use super::{FlashQuery, PageResult, action, enc, flash, layout, relative, when};
-use crate::auth::Csrf;
 use crate::model::Snapshot;
 use crate::{Base, Shared};
 
