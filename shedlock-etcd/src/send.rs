@@ -53,27 +53,32 @@ pub(crate) const RESEND_FOR: Duration = Duration::from_secs(5);
 /// could not be made (so nothing was sent), or the member had no leader (etcd refuses such a
 /// request before it proposes it).
 fn not_taken(error: &etcd_client::Error) -> bool {
-    match error {
-        etcd_client::Error::GRpcStatus(status) => {
-            let message = status.message();
-            message.contains("tcp connect error")
-                || message.contains("Connection refused")
-                || message.contains("etcdserver: no leader")
-        }
-        _ => false,
-    }
+    says_any(
+        error,
+        &[
+            "tcp connect error",
+            "Connection refused",
+            "etcdserver: no leader",
+        ],
+    )
 }
 
 /// Whether `error` says the request got no answer: it timed out (the client's timeout, or the
 /// cluster's own while its leader was lost) or the leader changed under it. It may have been
 /// applied.
 pub(crate) fn unanswered(error: &etcd_client::Error) -> bool {
+    says_any(
+        error,
+        &["request timed out", "leader changed", "Timeout expired"],
+    )
+}
+
+/// Whether `error` is a gRPC status whose message holds one of `phrases`.
+fn says_any(error: &etcd_client::Error, phrases: &[&str]) -> bool {
     match error {
         etcd_client::Error::GRpcStatus(status) => {
             let message = status.message();
-            message.contains("request timed out")
-                || message.contains("leader changed")
-                || message.contains("Timeout expired")
+            phrases.iter().any(|phrase| message.contains(phrase))
         }
         _ => false,
     }
