@@ -320,10 +320,11 @@ async fn idle(jobs: usize, seconds: u64, pool: Option<u32>, watch: bool) -> Valu
     let cpu_setup = CpuWindow::start(ticks);
 
     let builder = Scheduler::builder(provider).misfire_grace(Duration::ZERO);
+    // The watch (and the registration of the jobs) is on by default; `--watch` keeps it.
     let scheduler = if watch {
         builder.schedules(ScheduleWatch::default()).build()
     } else {
-        builder.build()
+        builder.without_schedules().build()
     };
     let registering = Instant::now();
     let mut names = Vec::with_capacity(jobs);

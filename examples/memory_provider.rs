@@ -6,6 +6,11 @@
 //! provider keeps the same rows in a store every instance reaches (a table, a key space) and
 //! makes each method one atomic operation there, as these are under one mutex.
 //!
+//! It implements exactly the methods the traits require, eight: `lock_many`, `is_held` and
+//! `settings` of [`LockProvider`]; `extend` and `unlock` of [`Lease`]; `locks`, `lock_state`
+//! and `force_release` of [`LockAdmin`]. Every other method keeps the trait's default (`lock`
+//! is a batch of one, `migrate` creates nothing, `backend` names this type, and the rest).
+//!
 //! Run it: `cargo run --example memory_provider`.
 
 use std::collections::HashMap;
@@ -16,9 +21,9 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
 use shedlock::history::LockState;
-use shedlock::lease::{Acquired, Lease, Releases, Unlock};
-use shedlock::settings::{DEFAULT_TICK_TOLERANCE, KeepAlive};
-use shedlock::{Backend, LockAdmin, LockConfiguration, LockGuard, LockProvider, Result};
+use shedlock::lease::{Acquired, Lease};
+use shedlock::settings::ProviderSettings;
+use shedlock::{LockAdmin, LockConfiguration, LockGuard, LockProvider, Result};
 use tokio::time::Instant;
 
 /// One lock's row: what a table's row or a key's record holds.
@@ -31,18 +36,13 @@ struct Row {
     last_tick: Option<DateTime<Utc>>,
 }
 
-/// What the provider and every guard it built share: the rows, the token counter and the queue
-/// of grouped releases.
-///
-/// The rows and the token counter stand for the store every instance reaches; the queue of
-/// releases and the holder's name are this instance's.
+/// What the provider and every guard it built share: the rows and the token counter, which
+/// stand for the store every instance reaches.
 #[derive(Debug)]
 struct Store {
     rows: Arc<Mutex<HashMap<String, Row>>>,
     /// The last fencing token handed out: tokens never go back, even for a row deleted.
     tokens: Arc<AtomicI64>,
-    releases: Releases,
-    locked_by: String,
 }
 
 impl Store {
@@ -68,6 +68,8 @@ impl Store {
 #[derive(Debug, Clone)]
 pub struct MemoryLockProvider {
     store: Arc<Store>,
+    /// This instance's settings: who takes the locks, keep-alive, the tick tolerance.
+    settings: Arc<ProviderSettings>,
 }
 
 impl MemoryLockProvider {
@@ -90,13 +92,13 @@ impl MemoryLockProvider {
         tokens: Arc<AtomicI64>,
         locked_by: String,
     ) -> Self {
+        // A provider with a builder takes these from `ProviderBuilder::into_parts`.
+        let mut settings = ProviderSettings::default();
+        settings.table = "memory".into();
+        settings.locked_by = locked_by;
         Self {
-            store: Arc::new(Store {
-                rows,
-                tokens,
-                releases: Releases::default(),
-                locked_by,
-            }),
+            store: Arc::new(Store { rows, tokens }),
+            settings: Arc::new(settings),
         }
     }
 
@@ -104,20 +106,19 @@ impl MemoryLockProvider {
     /// decided as every provider decides it ([`Acquired::into_guard`]).
     fn acquire(&self, config: &LockConfiguration, sent_at: Instant) -> Result<Option<LockGuard>> {
         let now = Utc::now();
+        let tolerance = self.settings.tick_tolerance;
         // How far the tick is ahead of the store's clock: a tick too far ahead is refused
         // without writing anything (it would block every other instance until then).
         let ahead_us = config
             .tick()
             .map(|tick| (tick - now).num_microseconds().unwrap_or(i64::MAX));
         let acquired = match ahead_us {
-            Some(ahead) if ahead > DEFAULT_TICK_TOLERANCE.as_micros() as i64 => {
-                Acquired::NotTaken { ahead_us }
-            }
+            Some(ahead) if ahead > tolerance.as_micros() as i64 => Acquired::NotTaken { ahead_us },
             _ => self.take(config, now),
         };
         // The guard shares the store as its lease: extend and unlock come back to it.
         let lease = || Arc::clone(&self.store) as Arc<dyn Lease>;
-        acquired.into_guard(config, lease, sent_at, DEFAULT_TICK_TOLERANCE)
+        acquired.into_guard(config, lease, sent_at, tolerance)
     }
 
     /// Takes the lock when it is free and, for a tick, when that tick is newer than the last
@@ -141,7 +142,7 @@ impl MemoryLockProvider {
             Row {
                 locked_until: now + config.lock_at_most_for(),
                 locked_at: now,
-                locked_by: self.store.locked_by.clone(),
+                locked_by: self.settings.locked_by.clone(),
                 token,
                 last_tick,
             },
@@ -178,31 +179,25 @@ impl Lease for Store {
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move { Ok(self.unlock_row(name, token, at_least, slack)) })
     }
-
-    fn unlock_many<'a>(&'a self, unlocks: &'a [Unlock]) -> BoxFuture<'a, Result<u64>> {
-        // One "statement" for the whole group: here, one pass under the mutex.
-        Box::pin(async move {
-            Ok(unlocks
-                .iter()
-                .filter(|u| self.unlock_row(&u.name, u.token, u.at_least, u.slack))
-                .count() as u64)
-        })
-    }
-
-    fn releases(&self) -> Option<&Releases> {
-        Some(&self.releases)
-    }
 }
 
 impl LockProvider for MemoryLockProvider {
-    fn lock<'a>(
+    /// Each lock decided in turn, each under the mutex: a store that can decide many records
+    /// in one round trip (a statement, a script, a transaction) should, as the scheduler claims
+    /// a whole tick's jobs with one call. `lock` is the trait's: a batch of one.
+    fn lock_many<'a>(
         &'a self,
-        config: &'a LockConfiguration,
-    ) -> BoxFuture<'a, Result<Option<LockGuard>>> {
+        configs: &'a [LockConfiguration],
+    ) -> BoxFuture<'a, Result<Vec<Result<Option<LockGuard>>>>> {
         // `sent_at` is taken before the store is asked: the guard must never believe itself
         // held longer than the store does.
         let sent_at = Instant::now();
-        Box::pin(async move { self.acquire(config, sent_at) })
+        Box::pin(async move {
+            Ok(configs
+                .iter()
+                .map(|config| self.acquire(config, sent_at))
+                .collect())
+        })
     }
 
     fn is_held<'a>(&'a self, name: &'a str, fencing_token: i64) -> BoxFuture<'a, Result<bool>> {
@@ -215,32 +210,13 @@ impl LockProvider for MemoryLockProvider {
         })
     }
 
-    fn backend(&self) -> Backend {
-        Backend::Other("memory")
-    }
-
-    fn table_name(&self) -> &str {
-        "memory"
-    }
-
-    fn locked_by(&self) -> &str {
-        &self.store.locked_by
-    }
-
-    fn keep_alive(&self) -> KeepAlive {
-        KeepAlive::default()
-    }
-
-    fn as_admin(&self) -> Option<&dyn LockAdmin> {
-        Some(self)
+    fn settings(&self) -> &ProviderSettings {
+        &self.settings
     }
 }
 
 impl LockAdmin for MemoryLockProvider {
-    fn migrate(&self) -> BoxFuture<'_, Result<()>> {
-        // Nothing to create: the map exists already.
-        Box::pin(async { Ok(()) })
-    }
+    // `migrate` is the trait's, creating nothing: the map exists already.
 
     fn locks(&self) -> BoxFuture<'_, Result<Vec<LockState>>> {
         Box::pin(async move {

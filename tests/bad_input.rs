@@ -582,3 +582,24 @@ async fn start_after_shutdown_fires_nothing() {
     assert_eq!(scheduler.stats("every_second"), Some(JobStats::default()));
     assert_eq!((report.finished, report.cancelled), (0, 0), "{report:?}");
 }
+
+/// Issue 46: a job named with a bidirectional control or a zero-width character (which shows
+/// otherwise than it is), or `.` / `..` (which a browser collapses in a link), is refused when
+/// added, as a lock of that name is.
+#[tokio::test]
+async fn job_names_that_show_otherwise_or_collapse_in_a_link_are_refused() {
+    let (scheduler, _) = idle_scheduler();
+    let schedule = Schedule::parse("0 * * * * *", "UTC").unwrap();
+    for name in ["report\u{202e}txt.exe", "a\u{200b}b", ".", ".."] {
+        let job = Job::new(name, schedule.clone(), || async {
+            Ok::<_, Error>(TaskResult::Executed(()))
+        });
+        match scheduler.add(job) {
+            Err(e @ Error::InvalidJobName { .. }) => {
+                assert!(!e.to_string().contains('\u{202e}'), "shown escaped: {e}");
+            }
+            other => panic!("{name:?}: {other:?}"),
+        }
+    }
+    scheduler.shutdown().await;
+}

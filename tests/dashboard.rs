@@ -1,12 +1,20 @@
 //! The dashboard (`shedlock-web`) on every backend, through its router nested under
 //! `/shedlock` as a service mounts it: what each page and the API show of a store, the actions
 //! (pause, resume, run now, reschedule, lock release) and their record, the CSRF check,
-//! authentication and the read-only mode; the API's history pages by key. A browser drives the
-//! same pages in `tests/dashboard_browser.rs`.
+//! authentication and the read-only mode; the API's history pages by key. Then what guards it
+//! (`guards`: CSRF bound to the browser, the Host check, sessions, the sign-in throttle, the
+//! security headers, the API's bounds, names shown escaped) and its server under slow clients
+//! (`slow_clients`). A browser drives the same pages in `tests/dashboard_browser.rs`.
 #![allow(missing_docs)]
+
+#[path = "dashboard/guards.rs"]
+mod guards;
+#[path = "dashboard/slow_clients.rs"]
+mod slow_clients;
 
 mod cases {
     use std::collections::BTreeSet;
+    use std::net::SocketAddr;
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -21,18 +29,26 @@ mod cases {
     use shedlock_web::{Auth, Options, Source};
     use tower::ServiceExt;
 
-    /// A browser or an API client of the router: it keeps the cookies it is given.
+    /// A browser or an API client of the router: it keeps the cookies it is given and the
+    /// CSRF token of the last answer, sends `Host: localhost` (unless told another) and, with a
+    /// `POST`, the `Origin` a browser sends; its requests come from `peer` (as `serve` says).
     pub(crate) struct Client {
         router: Router,
-        cookies: Vec<(String, String)>,
-        bearer: Option<String>,
+        pub(crate) cookies: Vec<(String, String)>,
+        pub(crate) bearer: Option<String>,
+        pub(crate) csrf: String,
+        pub(crate) peer: Option<SocketAddr>,
     }
 
     pub(crate) struct Answer {
         pub(crate) status: StatusCode,
         pub(crate) location: Option<String>,
+        pub(crate) headers: axum::http::HeaderMap,
         pub(crate) body: String,
     }
+
+    /// The origin the test client's pages come from.
+    pub(crate) const ORIGIN: &str = "http://localhost";
 
     impl Answer {
         pub(crate) fn json(&self) -> Value {
@@ -44,11 +60,23 @@ mod cases {
     impl Client {
         pub(crate) fn new(source: Source, options: Options) -> Self {
             let router = Router::new().nest("/shedlock", shedlock_web::router(source, options));
+            Client::of(router)
+        }
+
+        /// A client of `router` as it is (mounted by the caller).
+        pub(crate) fn of(router: Router) -> Self {
             Client {
                 router,
                 cookies: Vec::new(),
                 bearer: None,
+                csrf: String::new(),
+                peer: Some(SocketAddr::from(([127, 0, 0, 1], 50_000))),
             }
+        }
+
+        /// Another client (no cookies) of the same router.
+        pub(crate) fn another(&self) -> Self {
+            Client::of(self.router.clone())
         }
 
         pub(crate) fn cookie(&self, name: &str) -> Option<String> {
@@ -81,51 +109,88 @@ mod cases {
             if let Some(content_type) = content_type {
                 request = request.header(header::CONTENT_TYPE, content_type);
             }
-            for (name, value) in headers {
-                request = request.header(*name, *value);
+            if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+                request = request.header(header::HOST, "localhost");
             }
-            let response = self
-                .router
-                .clone()
-                .oneshot(request.body(Body::from(body)).unwrap())
-                .await
-                .unwrap();
+            for (name, value) in headers {
+                if !value.is_empty() {
+                    request = request.header(*name, *value);
+                }
+            }
+            let mut request = request.body(Body::from(body)).unwrap();
+            if let Some(peer) = self.peer {
+                request
+                    .extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+            }
+            let response = self.router.clone().oneshot(request).await.unwrap();
             for value in response.headers().get_all(header::SET_COOKIE) {
                 let pair = value.to_str().unwrap().split(';').next().unwrap();
                 let (name, value) = pair.split_once('=').unwrap();
                 self.cookies.retain(|(n, _)| n != name);
-                self.cookies.push((name.to_owned(), value.to_owned()));
+                if !value.is_empty() {
+                    self.cookies.push((name.to_owned(), value.to_owned()));
+                }
+            }
+            if let Some(csrf) = response.headers().get("x-shedlock-csrf") {
+                self.csrf = csrf.to_str().unwrap().to_owned();
             }
             let status = response.status();
             let location = response
                 .headers()
                 .get(header::LOCATION)
                 .map(|v| v.to_str().unwrap().to_owned());
+            let headers = response.headers().clone();
             let bytes = axum::body::to_bytes(response.into_body(), 16 << 20)
                 .await
                 .unwrap();
             Answer {
                 status,
                 location,
+                headers,
                 body: String::from_utf8(bytes.to_vec()).unwrap(),
             }
+        }
+
+        /// The sign-in form sent with `token` (and `headers`).
+        pub(crate) async fn sign_in(&mut self, token: &str, headers: &[(&str, &str)]) -> Answer {
+            self.send(
+                "POST",
+                "/shedlock/login",
+                Some("application/x-www-form-urlencoded"),
+                format!("token={token}"),
+                headers,
+            )
+            .await
+        }
+
+        /// The message the page an action returned to shows: `(refused, text)`.
+        pub(crate) async fn flash_at(&mut self, location: &str) -> (bool, String) {
+            let page = self.get(location).await;
+            let start = page
+                .body
+                .find("id=\"flash\"")
+                .unwrap_or_else(|| panic!("no #flash at {location}: {}", page.body));
+            let tag = page.body[..start].rfind('<').unwrap();
+            let refused = page.body[tag..start].contains("error");
+            let text = &page.body[start..];
+            let text = &text[text.find('>').unwrap() + 1..];
+            (refused, text[..text.find('<').unwrap()].to_owned())
         }
 
         pub(crate) async fn get(&mut self, path: &str) -> Answer {
             self.send("GET", path, None, String::new(), &[]).await
         }
 
-        /// A form's `POST`, with this browser's CSRF token unless `csrf` says otherwise.
+        /// A form's `POST` as a browser sends it from a page of the dashboard (with `Origin`),
+        /// with this browser's CSRF token unless `csrf` says otherwise.
         pub(crate) async fn post_form(
             &mut self,
             path: &str,
             fields: &[(&str, &str)],
             csrf: Option<&str>,
         ) -> Answer {
-            let token = csrf
-                .map(str::to_owned)
-                .or_else(|| self.cookie("shedlock_csrf"))
-                .unwrap_or_default();
+            let token = csrf.map_or_else(|| self.csrf.clone(), str::to_owned);
             let mut body = format!("csrf={token}");
             for (name, value) in fields {
                 body.push_str(&format!(
@@ -138,20 +203,21 @@ mod cases {
                 path,
                 Some("application/x-www-form-urlencoded"),
                 body,
-                &[],
+                &[("origin", ORIGIN)],
             )
             .await
         }
 
-        /// An API `POST` with a JSON body, repeating the CSRF cookie in its header.
+        /// An API `POST` with a JSON body, as a page's script sends it: with `Origin` and the
+        /// CSRF token the dashboard gave in its header.
         pub(crate) async fn post_api(&mut self, path: &str, body: Value) -> Answer {
-            let csrf = self.cookie("shedlock_csrf").unwrap_or_default();
+            let csrf = self.csrf.clone();
             self.send(
                 "POST",
                 path,
                 Some("application/json"),
                 body.to_string(),
-                &[("x-shedlock-csrf", &csrf)],
+                &[("x-shedlock-csrf", &csrf), ("origin", ORIGIN)],
             )
             .await
         }
@@ -337,7 +403,9 @@ mod cases {
             .collect();
         assert_eq!(
             keys,
-            BTreeSet::from(["backend", "fleet", "history", "jobs"])
+            BTreeSet::from([
+                "backend", "fleet", "history", "jobs", "next", "page", "pages"
+            ])
         );
         let job = api["jobs"]
             .as_array()
@@ -408,12 +476,13 @@ mod cases {
     {
         let (provider, run_time, code) = store_with_a_job(db).await;
         let mut client = Client::new(provider.clone().into(), Options::new(Auth::None));
-        client.get("/shedlock/jobs").await; // the CSRF cookie
+        client.get("/shedlock/jobs").await; // the browser's id cookie and its CSRF token
         assert!(
             client
-                .cookie("shedlock_csrf")
+                .cookie("shedlock_browser")
                 .is_some_and(|c| c.len() == 32)
         );
+        assert_eq!(client.csrf.len(), 64, "an HMAC-SHA256 in hex");
 
         // Without the token, or with another's, nothing changes.
         let forged = client
@@ -423,12 +492,8 @@ mod cases {
                 Some("0123456789abcdef0123456789abcdef"),
             )
             .await;
-        assert_eq!(forged.status, StatusCode::SEE_OTHER);
-        assert!(
-            forged.location.as_deref().unwrap().contains("failed=1"),
-            "{:?}",
-            forged.location
-        );
+        assert_eq!(forged.status, StatusCode::FORBIDDEN, "{}", forged.body);
+        assert!(forged.body.contains("id=\"refused\""), "{}", forged.body);
         let cross = client
             .send(
                 "POST",
@@ -436,7 +501,8 @@ mod cases {
                 None,
                 String::new(),
                 &[
-                    ("x-shedlock-csrf", &client.cookie("shedlock_csrf").unwrap()),
+                    ("x-shedlock-csrf", &client.csrf.clone()),
+                    ("origin", ORIGIN),
                     ("sec-fetch-site", "cross-site"),
                 ],
             )
@@ -450,16 +516,14 @@ mod cases {
         assert_eq!(paused.status, StatusCode::SEE_OTHER);
         let back = paused.location.unwrap();
         assert!(
-            back.starts_with(&format!("/shedlock/jobs/{run_time}?flash=paused")),
+            back.starts_with(&format!("/shedlock/jobs/{run_time}?flash=")),
             "{back}"
         );
         assert!(provider.schedule(&run_time).await.unwrap().unwrap().paused);
+        let (refused, said) = client.flash_at(&back).await;
+        assert!(!refused && said.starts_with("paused"), "{said}");
         let page = client.get(&back).await;
-        assert!(
-            page.body.contains("id=\"flash\"") && page.body.contains("id=\"resume\""),
-            "{}",
-            page.body
-        );
+        assert!(page.body.contains("id=\"resume\""), "{}", page.body);
 
         let resumed = client
             .post_api(
@@ -470,6 +534,60 @@ mod cases {
         assert_eq!(resumed.status, StatusCode::OK, "{}", resumed.body);
         assert_eq!(resumed.json()["result"], "resumed");
         assert_eq!(resumed.json()["was_paused"], true);
+
+        // A pause with a note (issue 47): kept beside the pause, shown by the job's page and
+        // the API, recorded with the action; a note that is not one line is refused; the
+        // resume clears it.
+        let noted = client
+            .post_form(
+                &format!("/shedlock/act/jobs/{run_time}/pause"),
+                &[("note", "upstream incident")],
+                None,
+            )
+            .await;
+        assert_eq!(noted.status, StatusCode::SEE_OTHER);
+        let stored = provider.schedule(&run_time).await.unwrap().unwrap();
+        assert_eq!(
+            (stored.paused, stored.note.as_deref()),
+            (true, Some("upstream incident"))
+        );
+        let page = client.get(&format!("/shedlock/jobs/{run_time}")).await;
+        assert!(
+            page.body.contains("id=\"pause-note\">upstream incident<"),
+            "{}",
+            page.body
+        );
+        let api = client
+            .get(&format!("/shedlock/api/v1/jobs/{run_time}"))
+            .await;
+        assert_eq!(api.json()["note"], "upstream incident", "{}", api.body);
+        let listed = client.get("/shedlock/api/v1/jobs").await;
+        assert!(
+            listed.json()["jobs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|j| j["name"] == run_time.as_str() && j["note"] == "upstream incident"),
+            "{}",
+            listed.body
+        );
+        let bad = client
+            .post_api(
+                &format!("/shedlock/api/v1/jobs/{run_time}/pause"),
+                serde_json::json!({"note": "two\nlines"}),
+            )
+            .await;
+        assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.body);
+        let resumed = client
+            .post_api(
+                &format!("/shedlock/api/v1/jobs/{run_time}/resume"),
+                serde_json::json!({"note": "fixed upstream"}),
+            )
+            .await;
+        assert_eq!(resumed.status, StatusCode::OK, "{}", resumed.body);
+        assert_eq!(resumed.json()["warnings"], serde_json::json!([]));
+        let stored = provider.schedule(&run_time).await.unwrap().unwrap();
+        assert_eq!((stored.paused, stored.note), (false, None));
 
         // The pages read the schedules once and then only what changed (by version): a
         // schedule created, paused and deleted meanwhile is shown as it is now.
@@ -567,14 +685,8 @@ mod cases {
                 None,
             )
             .await;
-        assert!(
-            moved
-                .location
-                .as_deref()
-                .is_some_and(|l| !l.contains("failed=1")),
-            "{:?}",
-            moved.location
-        );
+        let (refused, said) = client.flash_at(&moved.location.unwrap()).await;
+        assert!(!refused, "{said}");
         let stored = provider.schedule(&code).await.unwrap().unwrap();
         assert_eq!(
             (stored.cron.as_deref(), stored.time_zone.as_deref()),
@@ -624,14 +736,8 @@ mod cases {
                 None,
             )
             .await;
-        assert!(
-            released
-                .location
-                .as_deref()
-                .is_some_and(|l| l.contains("flash=released") && !l.contains("failed=1")),
-            "{:?}",
-            released.location
-        );
+        let (refused, said) = client.flash_at(&released.location.unwrap()).await;
+        assert!(!refused && said.starts_with("released"), "{said}");
         assert!(
             !provider
                 .lock_state("dash-stuck")
@@ -657,7 +763,7 @@ mod cases {
             .post_api("/shedlock/api/v1/fleet/resume", Value::Null)
             .await;
 
-        // Recorded where the history is kept: who, what.
+        // Recorded where the history is kept: who, what, from where.
         if let Some(runs) = B::run_store(&provider) {
             let rows = runs
                 .runs(&RunQuery::latest(50).outcome(RunOutcome::Operator))
@@ -675,14 +781,18 @@ mod cases {
                 })
                 .collect();
             for expected in [
-                format!("{run_time} web:anonymous paused"),
-                format!("{run_time} web:anonymous resumed"),
-                format!("{code} web:anonymous rescheduled to 0 15 * * * * (Asia/Seoul)"),
+                format!("{run_time} web:anonymous paused (from 127.0.0.1)"),
+                format!("{run_time} web:anonymous resumed (from 127.0.0.1)"),
+                format!("{run_time} web:anonymous paused: upstream incident (from 127.0.0.1)"),
+                format!("{run_time} web:anonymous resumed: fixed upstream (from 127.0.0.1)"),
                 format!(
-                    "dash-stuck web:anonymous released lock \"dash-stuck\" held by {} (token {token})",
+                    "{code} web:anonymous rescheduled to 0 15 * * * * (Asia/Seoul) (from 127.0.0.1)"
+                ),
+                format!(
+                    "dash-stuck web:anonymous released lock \"dash-stuck\" held by {} (token {token}) (from 127.0.0.1)",
                     provider.locked_by()
                 ),
-                "shedlock.fleet web:anonymous paused the whole fleet".to_owned(),
+                "shedlock.fleet web:anonymous paused the whole fleet (from 127.0.0.1)".to_owned(),
             ] {
                 assert!(
                     said.iter().any(|s| s == &expected),

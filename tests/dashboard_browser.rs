@@ -85,8 +85,9 @@ struct Browser {
 }
 
 impl Browser {
-    /// Starts chromedriver (its log in `logs/chromedriver.log`) and a browser session.
-    async fn start(logs: &Path) -> Browser {
+    /// Starts chromedriver (its log in `logs/chromedriver.log`) and a browser session, with
+    /// `extra` command-line arguments for Chromium.
+    async fn start(logs: &Path, extra: &[&str]) -> Browser {
         let (chromium, driver_bin) = browser_binaries();
         let port = free_port();
         let log = logs.join("chromedriver.log");
@@ -108,14 +109,18 @@ impl Browser {
         };
         let mut capabilities = serde_json::Map::new();
         capabilities.insert("browserName".into(), json!("chrome"));
+        let mut args = vec![
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--window-size=1400,1000",
+            "--disable-dev-shm-usage",
+            "--hide-scrollbars",
+        ];
+        args.extend_from_slice(extra);
         capabilities.insert(
             "goog:chromeOptions".into(),
-            json!({
-                "binary": chromium.display().to_string(),
-                "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                         "--window-size=1400,1000", "--disable-dev-shm-usage",
-                         "--hide-scrollbars"],
-            }),
+            json!({ "binary": chromium.display().to_string(), "args": args }),
         );
         let url = format!("http://127.0.0.1:{port}");
         let deadline = tokio::time::Instant::now() + DEADLINE;
@@ -446,14 +451,14 @@ async fn applied_everywhere(place: &Place, store: &dyn ScheduleStore, job: &str)
     place.applied_by_all(3, version).await
 }
 
-/// Serves `router` on a free loopback port; returns its address.
+/// Serves `router` on a free loopback port with `shedlock_web::serve`; returns its address.
 async fn serve(router: axum::Router) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("binding the dashboard's port");
     let address = listener.local_addr().expect("its address");
     tokio::spawn(async move {
-        axum::serve(listener, router)
+        shedlock_web::serve(listener, router)
             .await
             .expect("serving the dashboard");
     });
@@ -527,7 +532,7 @@ async fn dashboard_in_a_browser_pauses_runs_now_and_releases_on_postgres() {
     );
     let base = format!("{}/shedlock", serve(app).await);
 
-    let browser = Browser::start(&shots).await;
+    let browser = Browser::start(&shots, &[]).await;
     let client = browser.client();
 
     // Jobs, and the overview through the header's link (both under the mount path).
@@ -835,4 +840,218 @@ async fn dashboard_in_a_browser_pauses_runs_now_and_releases_on_postgres() {
         started.elapsed().as_secs_f64(),
         shots.display()
     );
+}
+
+/// The attacker's page of issue 46, served on another port of 127.0.0.1: it plants cookies for
+/// the host (cookies ignore ports: a `shedlock_csrf` one on `/act` as the attack did, and a
+/// `shedlock_browser` one) and submits a form to `target`'s fleet pause, repeating the planted
+/// value as the CSRF token.
+async fn attacker() -> String {
+    use axum::extract::RawQuery;
+    use axum::response::{Html, IntoResponse};
+    // `?target=http://127.0.0.1:PORT`, taken as it is (the test writes it).
+    async fn page(RawQuery(query): RawQuery) -> axum::response::Response {
+        let target = query
+            .as_deref()
+            .and_then(|q| q.strip_prefix("target="))
+            .unwrap_or_default()
+            .to_owned();
+        let html = format!(
+            "<!DOCTYPE html><html><head><title>Free prizes</title></head><body>\
+             <h1>Loading your prize…</h1>\
+             <form id=\"f\" method=\"post\" action=\"{target}/act/fleet/pause\">\
+             <input type=\"hidden\" name=\"csrf\" value=\"planted\"></form>\
+             <script>document.getElementById('f').submit();</script></body></html>"
+        );
+        (
+            [
+                ("set-cookie", "shedlock_csrf=planted; Path=/act"),
+                ("set-cookie", "shedlock_browser=planted; Path=/"),
+            ],
+            Html(html),
+        )
+            .into_response()
+    }
+    let router = axum::Router::new().route("/prize", axum::routing::get(page));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("binding the attacker's port");
+    let address = listener.local_addr().expect("its address");
+    tokio::spawn(async move {
+        axum::serve(listener, router)
+            .await
+            .expect("serving the attacker's page");
+    });
+    format!("http://{address}")
+}
+
+/// Whether the whole fleet is paused in the store.
+async fn fleet_paused(provider: &shedlock::SqliteLockProvider) -> bool {
+    provider
+        .schedule(shedlock::scheduler::FLEET_SCHEDULE)
+        .await
+        .expect("reading the fleet's schedule")
+        .is_some_and(|s| s.paused)
+}
+
+/// The attacks of issue 46 from a real browser, as they were run: a page on another port of
+/// 127.0.0.1 plants cookies and submits a form to the dashboard's fleet pause, against a
+/// dashboard without authentication and against a signed-in token dashboard (its session cookie
+/// is `SameSite=Strict`, and another port is the same site); and a DNS name rebound to
+/// 127.0.0.1 (Chromium's host resolver maps `rebound.test` there) whose page reads the cookies
+/// and posts with them. Each is refused and the fleet stays unpaused. The sign-in, the refusal
+/// and the sign-out are saved as screenshots.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_in_a_browser_refuses_other_origins_and_rebound_names_sqlite() {
+    use shedlock_suite::TestDb;
+    browser_binaries();
+    let shots = screenshot_dir();
+    std::fs::create_dir_all(&shots).unwrap_or_else(|e| panic!("creating {}: {e}", shots.display()));
+    let db = shedlock_suite::Sqlite::setup().await.expect("SQLite");
+    let provider = db.provider();
+    provider
+        .create_schedule(
+            &shedlock::schedules::NewSchedule::job("nightly", "h", "{}", "0 0 3 * * *", None),
+            "test",
+        )
+        .await
+        .expect("a job");
+    let open = serve(shedlock_web::router(
+        provider.clone(),
+        shedlock_web::Options::new(shedlock_web::Auth::None).refresh_every(0),
+    ))
+    .await;
+    const TOKEN: &str = "a-long-random-dashboard-token";
+    let signed = serve(shedlock_web::router(
+        provider.clone(),
+        shedlock_web::Options::new(shedlock_web::Auth::try_bearer(TOKEN).expect("a token"))
+            .refresh_every(0),
+    ))
+    .await;
+    let evil = attacker().await;
+    let browser = Browser::start(
+        &shots,
+        &["--host-resolver-rules=MAP rebound.test 127.0.0.1"],
+    )
+    .await;
+    let client = browser.client();
+
+    // The operator has the open dashboard in a tab; then opens the attacker's page.
+    client
+        .goto(&format!("{open}/"))
+        .await
+        .expect("opening the dashboard");
+    wait_for(client, "#fleet-pause").await;
+    client
+        .goto(&format!("{evil}/prize?target={open}"))
+        .await
+        .expect("opening the attacker's page");
+    wait_for(client, "#refused").await;
+    let said = text(client, "#refused").await;
+    assert!(
+        said.contains("another origin") && said.contains(&evil),
+        "the refusal names the other origin: {said}"
+    );
+    assert!(
+        client
+            .current_url()
+            .await
+            .expect("the URL")
+            .as_str()
+            .starts_with(&open),
+        "the refusal is the dashboard's page"
+    );
+    screenshot(client, &shots, "refused-action").await;
+    assert!(
+        !fleet_paused(&provider).await,
+        "the planted cookie paused the fleet"
+    );
+
+    // A DNS name rebound to 127.0.0.1: the dashboard answers nothing for it, and a script of
+    // that origin that reads the cookies and posts with them is refused too.
+    let port = open.rsplit(':').next().expect("a port").to_owned();
+    let rebound = format!("http://rebound.test:{port}");
+    client
+        .goto(&format!("{rebound}/"))
+        .await
+        .expect("opening the rebound name");
+    let page = read(client, "body", "el.innerText").await;
+    assert!(
+        page.contains(&format!("\"rebound.test:{port}\"")) && page.contains("no authentication"),
+        "the rebound name's page: {page}"
+    );
+    let status = client
+        .execute(
+            "const m = document.cookie.match(/shedlock_csrf=([^;]+)/); \
+             return fetch('/api/v1/fleet/pause', { method: 'POST', \
+               headers: { 'X-Shedlock-Csrf': m ? m[1] : '' } }).then(r => r.status);",
+            vec![],
+        )
+        .await
+        .expect("the rebound page's script");
+    assert_eq!(status, json!(421), "the rebound script's POST");
+    screenshot(client, &shots, "refused-host").await;
+    assert!(
+        !fleet_paused(&provider).await,
+        "the rebound script paused the fleet"
+    );
+
+    // The token dashboard: the sign-in page, a session, and the same attack refused.
+    client
+        .goto(&format!("{signed}/"))
+        .await
+        .expect("opening the token dashboard");
+    wait_for(client, "#token").await;
+    assert_framed(client, "").await;
+    screenshot(client, &shots, "sign-in").await;
+    client
+        .find(Locator::Css("#token"))
+        .await
+        .expect("the token field")
+        .send_keys(TOKEN)
+        .await
+        .expect("typing the token");
+    click(client, "#sign-in", "#sign-out").await;
+    wait_for(client, "#fleet-pause").await;
+    assert_framed(client, "").await;
+    screenshot(client, &shots, "signed-in").await;
+    client
+        .goto(&format!("{evil}/prize?target={signed}"))
+        .await
+        .expect("opening the attacker's page");
+    wait_for(client, "#refused").await;
+    assert!(
+        !fleet_paused(&provider).await,
+        "the attack paused the fleet through a session"
+    );
+
+    // Sign out: back to the sign-in page, saying so; the dashboard asks for the token again.
+    client
+        .goto(&format!("{signed}/"))
+        .await
+        .expect("opening the token dashboard");
+    click(client, "#sign-out", "#token").await;
+    let said = text(client, "#flash").await;
+    assert!(said.starts_with("Signed out"), "after the sign-out: {said}");
+    screenshot(client, &shots, "sign-out").await;
+    client
+        .goto(&format!("{signed}/jobs"))
+        .await
+        .expect("opening the jobs page");
+    wait_for(client, "#token").await;
+
+    // The operator's own pause still works, from the dashboard's page.
+    client
+        .goto(&format!("{open}/"))
+        .await
+        .expect("opening the dashboard");
+    client
+        .execute("window.confirm = () => true; return null;", vec![])
+        .await
+        .expect("answering the confirmation");
+    click(client, "#fleet-pause", "#flash").await;
+    flash_ok(client, "the fleet's pause").await;
+    assert!(fleet_paused(&provider).await, "the operator's pause");
+    browser.close().await;
+    db.teardown().await;
 }

@@ -257,7 +257,29 @@ async fn a_lock_name_too_long_for_its_argument_is_refused_by_add() {
     }
     assert!(scheduler.job_names().is_empty());
     scheduler.add(named_by::job("short".into())).unwrap();
-    assert_eq!(scheduler.job_names(), ["named_by"]);
+    assert_eq!(scheduler.job_names(), ["named_by_short"]);
+}
+
+/// A job per parameter, as the README shows it: the job takes its lock's name filled in
+/// (`named_by_eu`, `named_by_us`), so one function scheduled for two regions is two jobs, each
+/// known by the name of its lock (before, the second `add` failed with `DuplicateJob`).
+#[tokio::test]
+async fn a_job_per_parameter_is_named_after_its_filled_in_lock() {
+    let db = Sqlite::setup().await.unwrap();
+    let scheduler = shedlock::Scheduler::new(db.provider());
+    scheduler.add(named_by::job("eu".into())).unwrap();
+    scheduler.add(named_by::job("us".into())).unwrap();
+    let mut names = scheduler.job_names();
+    names.sort();
+    assert_eq!(names, ["named_by_eu", "named_by_us"]);
+    assert_eq!(declared::job(7).name(), "declared_7");
+    assert_eq!(computed::job(8).name(), "computed_8");
+    assert!(matches!(
+        scheduler.add(named_by::job("eu".into())),
+        Err(Error::DuplicateJob { name }) if name == "named_by_eu"
+    ));
+    // A lock name without a parameter leaves the job named after its function.
+    assert_eq!(steered::job(Default::default()).name(), "steered");
 }
 
 /// The job the README has users write: `#[scheduled]` over `#[scheduler_lock]`, its lock named

@@ -1,6 +1,6 @@
 //! The provider of `examples/memory_provider.rs`, written against `shedlock`'s public API only,
-//! under what the crate builds on a provider: guards, fencing, tick claims, keep-alive, grouped
-//! releases and the scheduler of several instances. If a piece a provider needs went private
+//! under what the crate builds on a provider: guards, fencing, tick claims, keep-alive, many
+//! releases at once and the scheduler of several instances. If a piece a provider needs went private
 //! again, this file would stop compiling.
 
 #[allow(dead_code, unreachable_pub)]
@@ -117,7 +117,8 @@ async fn keep_alive_renews_its_locks_and_many_releases_at_once_all_land() {
         "held 5 s into a 2 s lease: {outcome:?}"
     );
 
-    // 50 unlocks at once: they go through the provider's queue of releases (grouped).
+    // 50 unlocks at once: each one its own `unlock` (the example keeps no queue of grouped
+    // releases, `Lease::releases`), all answered.
     let mut guards = Vec::new();
     for i in 0..50 {
         let cfg = config(&format!("many_{i:02}"), 60 * SEC, Duration::ZERO);

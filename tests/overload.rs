@@ -6,7 +6,8 @@
 //! a job is due every second (four jobs, each every 4 s, one after the other): one claim a
 //! second is asked of a store that makes two in three seconds. Without shedding, the claims
 //! queue and each tick runs later than the one before. With it, at most two claims are in
-//! flight, ticks are shed, none runs twice, and the ticks that run start within a bound.
+//! flight, ticks are shed, none runs twice, and the ticks that run start within a bound. Each
+//! shed tick is told to the scheduler's listeners as `skipped-shed`, and none of them ran.
 #![allow(missing_docs)]
 
 use std::collections::BTreeMap;
@@ -15,6 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::Utc;
+use shedlock::history::RunOutcome;
+use shedlock::scheduler::{RunInfo, SchedulerListener};
 use shedlock::{Job, LockAdmin, LockConfiguration, LockContext, Schedule, Scheduler};
 use shedlock_suite::scheduler_suite::eventually;
 use shedlock_suite::{Hooked, Sqlite, TestDb, Turn};
@@ -57,6 +60,19 @@ impl Drop for Leaving {
 /// Runs per (job, tick in seconds), and how late each run started after its tick (ms).
 type Ran = Arc<Mutex<BTreeMap<(String, i64), Vec<i64>>>>;
 
+/// The (job, tick in seconds) the listener hook was told were shed.
+#[derive(Default, Clone)]
+struct ShedTold(Arc<Mutex<Vec<(String, i64)>>>);
+
+impl SchedulerListener for ShedTold {
+    fn on_not_acquired(&self, run: &RunInfo, outcome: RunOutcome, _error: Option<&str>) {
+        if outcome == RunOutcome::SkippedShed {
+            let tick = (run.job.clone(), run.tick.timestamp());
+            self.0.lock().unwrap().push(tick);
+        }
+    }
+}
+
 /// A job due every 4 s, at second `offset` of each 4.
 fn every_four_seconds(name: &str, offset: u32, ran: &Ran) -> Job {
     let lock = LockConfiguration::new(name, Duration::from_secs(30), Duration::ZERO).unwrap();
@@ -85,7 +101,8 @@ async fn claims_that_wait_past_their_deadline_are_shed() {
     let db = Sqlite::setup().await.unwrap();
     let ran = Ran::default();
     let (provider, most_in_flight) = slow_claims(db.provider());
-    let scheduler = Scheduler::builder(provider).build();
+    let told = ShedTold::default();
+    let scheduler = Scheduler::builder(provider).listener(told.clone()).build();
     let jobs = ["shed_a", "shed_b", "shed_c", "shed_d"];
     for (offset, job) in jobs.iter().enumerate() {
         scheduler
@@ -102,16 +119,30 @@ async fn claims_that_wait_past_their_deadline_are_shed() {
         shed(&scheduler) >= 6 && ran.lock().unwrap().len() >= 8
     })
     .await;
-    let shed_ticks = shed(&scheduler);
     scheduler.shutdown().await;
-    let ran = ran.lock().unwrap();
+    let shed_ticks = shed(&scheduler);
     assert!(
         enough,
         "ticks are shed ({shed_ticks}) and others run ({} runs)",
-        ran.len()
+        ran.lock().unwrap().len()
     );
     let most = most_in_flight.load(Ordering::SeqCst);
     assert!(most <= 2, "at most two claims in flight, saw {most}");
+    // Each shed tick was told to the listeners once (each report is sent on a task of its
+    // own, so it is waited for), and none of them ran.
+    eventually(Duration::from_secs(30), async || {
+        told.0.lock().unwrap().len() as u64 >= shed_ticks
+    })
+    .await;
+    let told = told.0.lock().unwrap().clone();
+    let ran = ran.lock().unwrap();
+    assert_eq!(
+        told.len() as u64,
+        shed_ticks,
+        "every shed tick told to the listeners as skipped-shed: {told:?}"
+    );
+    let ran_shed: Vec<_> = told.iter().filter(|tick| ran.contains_key(tick)).collect();
+    assert!(ran_shed.is_empty(), "shed ticks that ran: {ran_shed:?}");
     let twice: Vec<_> = ran.iter().filter(|(_, runs)| runs.len() > 1).collect();
     assert!(twice.is_empty(), "no tick ran twice: {twice:?}");
     // A tick that runs was let through before its deadline (2 s after it: half-way to the

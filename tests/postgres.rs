@@ -233,4 +233,70 @@ mod postgres {
         admin.close().await;
         db.teardown().await;
     }
+
+    /// `migrate()` on every start logs no server notice: the second run's `CREATE TABLE IF NOT
+    /// EXISTS` of sqlx's migration record makes the server say `relation … already exists,
+    /// skipping`, which sqlx logs at INFO; the provider silences notices while it migrates.
+    #[tokio::test]
+    async fn migrate_on_every_start_logs_no_server_notice() {
+        use std::io::Write;
+        use std::sync::{Arc, Mutex};
+
+        use shedlock::PostgresLockProvider;
+        use shedlock_suite::{Postgres, TestDb};
+
+        #[derive(Clone, Default)]
+        struct Log(Arc<Mutex<Vec<u8>>>);
+        impl Write for Log {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+
+        let Some(db) = Postgres::setup().await else {
+            return;
+        };
+        let log = Log::default();
+        let writer = log.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(move || writer.clone())
+            .finish();
+        let _default = tracing::subscriber::set_default(subscriber);
+        let sqlx_logs = {
+            // What the server says about a statement that does nothing: sqlx logs it.
+            let pool = sqlx::PgPool::connect(&shedlock_suite::postgres_url())
+                .await
+                .unwrap();
+            sqlx::query("DROP TABLE IF EXISTS shedlock_no_such_table_at_all")
+                .execute(&pool)
+                .await
+                .unwrap();
+            pool.close().await;
+            String::from_utf8_lossy(&log.0.lock().unwrap()).contains("does not exist, skipping")
+        };
+        assert!(
+            sqlx_logs,
+            "sqlx logs the server's notices here: the check below can fail"
+        );
+        log.0.lock().unwrap().clear();
+        for _start in 0..3 {
+            let provider = PostgresLockProvider::url(&shedlock_suite::postgres_url())
+                .table_name(db.table())
+                .build()
+                .await
+                .unwrap();
+            provider.migrate().await.unwrap();
+        }
+        let logged = String::from_utf8_lossy(&log.0.lock().unwrap()).into_owned();
+        assert!(
+            !logged.contains("already exists, skipping"),
+            "a server notice in the log of migrate():\n{logged}"
+        );
+        db.teardown().await;
+    }
 }

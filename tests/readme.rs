@@ -72,6 +72,39 @@ fn the_quick_start_is_a_cargo_toml_and_a_main_rs_of_at_most_40_lines() {
     }
 }
 
+/// The README stays short and puts the Quick start first: at most 250 lines, the Quick start's
+/// heading within the first 15 and its code (the `main.rs` block) closed within the first 60.
+#[test]
+fn the_readme_is_at_most_250_lines_with_the_quick_start_in_its_first_60() {
+    let readme = readme();
+    let lines: Vec<&str> = readme.lines().collect();
+    assert!(lines.len() <= 250, "README.md has {} lines", lines.len());
+    let heading = lines
+        .iter()
+        .position(|l| *l == "## Quick start")
+        .expect("a Quick start section");
+    assert!(
+        heading < 15,
+        "the Quick start starts on line {}",
+        heading + 1
+    );
+    let main_start = lines
+        .iter()
+        .position(|l| l.starts_with("```rust"))
+        .expect("the Quick start's main.rs");
+    let main_end = main_start
+        + lines[main_start + 1..]
+            .iter()
+            .position(|l| *l == "```")
+            .expect("its block closes")
+        + 1;
+    assert!(
+        main_end < 60,
+        "the Quick start's code ends on line {}",
+        main_end + 1
+    );
+}
+
 /// Writes the Quick start's crate under the test's target folder (kept between runs, so a
 /// second run builds only what changed) and builds it; its binary.
 fn build_quick_start() -> PathBuf {

@@ -32,6 +32,13 @@ fn urls() -> Vec<String> {
         ]);
     }
     urls.push(format!("ftp://u:{SECRET}@h/x"));
+    // No URL at all (issue 46): a libpq `key=value` string and a URL whose `:` is missing were
+    // SQLite files in the current folder, and the second printed its password.
+    urls.push(format!(
+        "host=127.0.0.1 user=app password={SECRET} dbname=test"
+    ));
+    urls.push(format!("host=127.0.0.1 password='{SECRET} x'"));
+    urls.push(format!("postgresql//app:{SECRET}@127.0.0.1/test"));
     urls
 }
 
@@ -125,4 +132,66 @@ async fn the_tool_never_prints_the_secret() {
         0,
         "no URL became an SQLite file"
     );
+}
+
+/// Every public type of the workspace that holds a secret (a URL's password, an etcd user's
+/// password, the dashboard's token), printed with `{:?}` and with `{}` where it has `Display`,
+/// shows none (issue 46: `EtcdTarget` and the etcd builder showed `http://app:urlsecret@…`
+/// and `ConnectOptions { user: Some(("root", "optsecret")) }`). Nothing is connected: the
+/// values are what a program holds before `build()`, or a provider over a pool not yet opened.
+#[tokio::test]
+async fn debug_and_display_of_every_type_that_holds_a_secret_show_none() {
+    use shedlock::secret::SecretUrl;
+    use shedlock_etcd::{EtcdLockProvider, EtcdTarget};
+    use shedlock_redis::{RedisLockProvider, RedisTarget};
+
+    let postgres = format!("postgres://app:{SECRET}@127.0.0.1:1/test?sslpassword={SECRET}");
+    let mysql = format!("mysql://root:{SECRET}@127.0.0.1:1/test");
+    let redis = format!("redis://app:{SECRET}@127.0.0.1:1/0");
+    let etcd = format!("http://app:{SECRET}@127.0.0.1:1");
+    let mut printed: Vec<(&str, String)> = Vec::new();
+    let secret = SecretUrl::new(postgres.as_str());
+    printed.push(("SecretUrl", format!("{secret:?} {secret}")));
+    let builder = PostgresLockProvider::url(&postgres).table_name("t");
+    printed.push(("ProviderBuilder<SqlUrl<Postgres>>", format!("{builder:?}")));
+    let builder = MySqlLockProvider::url(&mysql);
+    printed.push(("ProviderBuilder<SqlUrl<MySql>>", format!("{builder:?}")));
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .connect_lazy(&postgres)
+        .unwrap();
+    let builder = PostgresLockProvider::builder(pool.clone());
+    printed.push(("ProviderBuilder<SqlPool<Postgres>>", format!("{builder:?}")));
+    let provider = builder.build().unwrap();
+    printed.push(("PostgresLockProvider", format!("{provider:?}")));
+    let target = RedisTarget::new(redis.as_str());
+    printed.push(("RedisTarget", format!("{target:?}")));
+    let builder = RedisLockProvider::builder(redis.as_str());
+    printed.push(("ProviderBuilder<RedisTarget>", format!("{builder:?}")));
+    let mut target = EtcdTarget::new(&etcd);
+    target.options(etcd_client::ConnectOptions::new().with_user("root", SECRET));
+    printed.push(("EtcdTarget", format!("{target:?}")));
+    let builder = EtcdLockProvider::builder(&etcd);
+    printed.push(("ProviderBuilder<EtcdTarget>", format!("{builder:?}")));
+    let auth = shedlock_web::Auth::bearer(format!("{SECRET}-{SECRET}"));
+    printed.push(("shedlock_web::Auth", format!("{auth:?}")));
+    let options = shedlock_web::Options::new(auth);
+    printed.push(("shedlock_web::Options", format!("{options:?}")));
+    for url in [
+        postgres.clone(),
+        format!("host=db user=app password={SECRET} dbname=test"),
+        format!("postgresql//app:{SECRET}@db/test"),
+    ] {
+        let error = match shedlock::settings::backend_of_url(&url) {
+            Err(error) => error,
+            Ok(backend) => shedlock::Error::invalid_url(backend, &url, "refused by the test"),
+        };
+        printed.push(("Error", format!("{error:?} {error}")));
+    }
+    for (what, text) in &printed {
+        assert_clean(what, "", text);
+    }
+    // Each still says where it points.
+    let all: String = printed.iter().map(|(_, t)| t.as_str()).collect();
+    assert!(all.contains("127.0.0.1"), "{all}");
+    pool.close().await;
 }

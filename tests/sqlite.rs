@@ -130,6 +130,36 @@ mod sqlite {
         db.teardown().await;
     }
 
+    /// `:memory:` is one database shared by the pool's connections (issue 46): a lock taken
+    /// on one connection is held on the others, for the life of the provider. (Before, each
+    /// connection of the pool opened a database of its own, so two callers could both hold it.)
+    #[tokio::test]
+    async fn memory_is_one_database_for_the_whole_pool() {
+        use shedlock::LockConfiguration;
+        let provider = shedlock::SqliteLockProvider::connect(":memory:")
+            .await
+            .unwrap();
+        provider.migrate().await.unwrap();
+        let cfg = LockConfiguration::new(
+            "in_memory",
+            std::time::Duration::from_secs(60),
+            std::time::Duration::ZERO,
+        )
+        .unwrap();
+        let mut guards = Vec::new();
+        let mut refused = 0;
+        // Many callers at once: the pool opens several connections.
+        let tries = futures_util::future::join_all((0..8).map(|_| provider.lock(&cfg))).await;
+        for outcome in tries {
+            match outcome.unwrap() {
+                Some(guard) => guards.push(guard),
+                None => refused += 1,
+            }
+        }
+        assert_eq!((guards.len(), refused), (1, 7), "one holder");
+        assert!(provider.pool().size() >= 1);
+    }
+
     /// The file is opened with `synchronous = FULL`: a committed acquire survives a power loss.
     #[tokio::test]
     async fn connect_syncs_every_commit() {

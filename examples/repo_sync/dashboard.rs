@@ -2,9 +2,14 @@
 //! store: the repositories' jobs, their locks, their run history and a timeline, with pause,
 //! resume, run now, reschedule and the release of a stuck lock.
 //!
-//! On a loopback address it needs no sign-in; on any other it needs the token in
-//! `REPO_SYNC_DASHBOARD_TOKEN` (a bearer token; a browser signs in once at `/login`), and is
-//! refused without one, before anything is served.
+//! On a loopback address it needs no sign-in (and answers only for the host names `localhost`,
+//! `127.0.0.1` and `[::1]`); on any other it needs the token in `REPO_SYNC_DASHBOARD_TOKEN` (a
+//! bearer token of at least 16 characters; a browser signs in once at `/login`), and is refused
+//! without one, before anything is served. With a token it answers for the loopback names, the
+//! IP address a connection reached, and the host names in `REPO_SYNC_DASHBOARD_HOSTS`
+//! (comma-separated: the names browsers use to reach it); any other `Host` is answered 421. It
+//! is served by `shedlock_web::serve`: a header read timeout, 64 connections at most, a request
+//! timeout.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,6 +22,19 @@ use crate::show::say;
 
 /// The variable holding the dashboard's token.
 pub(crate) const TOKEN_VAR: &str = "REPO_SYNC_DASHBOARD_TOKEN";
+/// The variable naming the host names the dashboard answers for besides loopback's.
+pub(crate) const HOSTS_VAR: &str = "REPO_SYNC_DASHBOARD_HOSTS";
+
+/// The host names of [`HOSTS_VAR`].
+fn allowed_hosts() -> Vec<String> {
+    std::env::var(HOSTS_VAR)
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
 
 /// Who may see the dashboard at `addr`.
 pub(crate) fn auth(addr: SocketAddr) -> Result<Auth, String> {
@@ -24,7 +42,7 @@ pub(crate) fn auth(addr: SocketAddr) -> Result<Auth, String> {
         .ok()
         .filter(|t| !t.trim().is_empty())
     {
-        Some(token) => Ok(Auth::bearer(token.trim())),
+        Some(token) => Auth::try_bearer(token).map_err(|e| format!("{TOKEN_VAR}: {e}")),
         None if addr.ip().is_loopback() => Ok(Auth::None),
         None => Err(format!(
             "--dashboard {addr}: a dashboard on an address other than loopback needs a token: \
@@ -46,10 +64,12 @@ pub(crate) async fn serve_dashboard(
     let signed = matches!(auth, Auth::Bearer(_));
     let router = shedlock_web::router(
         Source::with_history(provider),
-        Options::new(auth).title("repo_sync"),
+        Options::new(auth)
+            .title("repo_sync")
+            .allowed_hosts(allowed_hosts()),
     );
     tokio::spawn(async move {
-        if let Err(error) = axum::serve(listener, router).await {
+        if let Err(error) = shedlock_web::serve(listener, router).await {
             tracing::warn!(%error, "the dashboard stopped");
         }
     });

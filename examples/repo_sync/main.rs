@@ -88,9 +88,11 @@ type PollInterval = String;
 struct Cli {
     /// Database for repositories, schedules, history, chunks and locks: an SQLite file path (created with
     /// its directory if missing), `sqlite://PATH`, or `postgres://…` (default:
-    /// `repo_sync.db` in the git directory of the repository you run it in). A value that
-    /// starts with a scheme (`postgres:`, `mysql:`, `redis:`, …) is a URL, never a file name;
-    /// messages show it with its password masked. A server that cannot be reached is reported
+    /// `repo_sync.db` in the git directory of the repository you run it in). A path starts
+    /// with /, ./ or ../, or ends with .db, .sqlite or .sqlite3; anything else that is no
+    /// postgres:// or sqlite: URL is refused. A value that starts with a scheme (`postgres:`,
+    /// `mysql:`, `redis:`, …) is a URL, never a file name; messages show it with its password
+    /// masked. A server that cannot be reached is reported
     /// at once, or after 10 s without an answer. PostgreSQL needs the `postgres` feature.
     #[arg(long, global = true)]
     database_url: Option<String>,
@@ -202,8 +204,10 @@ enum Command {
         metrics_addr: Option<std::net::SocketAddr>,
         /// Serve the dashboard at `http://ADDR/` (e.g. `127.0.0.1:8081`): the repositories'
         /// jobs, locks, run history and a timeline, with pause, resume, run now, reschedule
-        /// and lock release. No sign-in on loopback; elsewhere the token in
-        /// `REPO_SYNC_DASHBOARD_TOKEN`. Needs the `dashboard` feature.
+        /// and lock release. No sign-in on loopback (only the names localhost, 127.0.0.1 and
+        /// `[::1]` are answered); elsewhere the token in `REPO_SYNC_DASHBOARD_TOKEN` (16
+        /// characters at least), and the host names browsers use in
+        /// `REPO_SYNC_DASHBOARD_HOSTS` (comma-separated). Needs the `dashboard` feature.
         #[arg(long, value_name = "ADDR")]
         dashboard: Option<std::net::SocketAddr>,
         /// How long the scheduler's run history (`shedlock_runs`) is kept (more than zero).

@@ -9,8 +9,9 @@ use shedlock::settings::DEFAULT_TABLE_NAME;
 
 const AFTER_HELP: &str = "\
 Database URL: postgres:// or postgresql:// (PostgreSQL), mysql:// or mariadb:// (MySQL/MariaDB),
-an sqlite: URL or a plain file path (SQLite; only `migrate` creates a missing file),
-redis:// or rediss:// (Redis; rediss:// is TLS).
+an sqlite: URL or a file path (SQLite: a path that starts with /, ./ or ../, or ends with
+.db, .sqlite or .sqlite3; only `migrate` creates a missing file), redis:// or rediss://
+(Redis; rediss:// is TLS). Anything else (a key=value string, a bare name) is refused.
 
 Redis: --table (alias --key-prefix) is the key prefix: the keys are {NAME}:lock:<lock>,
 {NAME}:meta:<lock> and {NAME}:names. `migrate` creates nothing there (it checks that the server
@@ -30,7 +31,8 @@ Exit codes:
      going); create of a name that already has a schedule
 
 Schedules (jobs, pause, resume, trigger, reschedule, reset, create, delete) are kept in the
-store beside the locks. Every change is recorded as made by cli:<user>@<host>. The schedule
+store beside the locks. Every change is recorded as made by cli:<user>@<host>, and every
+change (unlock too) as an `operator` row of the run history (on Redis, a line on stderr). The schedule
 named shedlock.fleet pauses every job of the fleet (pause --fleet, resume --fleet).";
 
 /// Inspect and repair shedlock's lock table: list locks, release a stuck one, read the run
@@ -44,8 +46,9 @@ named shedlock.fleet pauses every job of the fleet (pause --fleet, resume --flee
     arg_required_else_help = true
 )]
 pub(crate) struct Cli {
-    /// The database: postgres://…, mysql://…, mariadb://…, sqlite:… or an SQLite file path,
-    /// or Redis: redis://… or rediss://… (TLS).
+    /// The database: postgres://…, mysql://…, mariadb://…, sqlite:… or an SQLite file path
+    /// (starting with /, ./ or ../, or ending with .db, .sqlite or .sqlite3), or Redis:
+    /// redis://… or rediss://… (TLS).
     #[arg(
         long,
         env = "DATABASE_URL",
@@ -97,6 +100,10 @@ pub(crate) enum Command {
         /// Do not ask for confirmation.
         #[arg(long, short = 'y')]
         yes: bool,
+        /// A note recorded with the release (one line, at most 500 characters): in the run
+        /// history's operator row (on Redis, the audit line on stderr).
+        #[arg(long, value_name = "TEXT")]
+        note: Option<String>,
     },
     /// Recent runs from the history table, newest first (not on Redis, which keeps no run
     /// history).
@@ -145,6 +152,10 @@ pub(crate) enum Command {
 pub(crate) struct NameArgs {
     /// The job's name.
     pub(crate) name: String,
+    /// A note recorded with the change (one line, at most 500 characters): in the run
+    /// history's operator row (on Redis, the audit line on stderr).
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) note: Option<String>,
     /// Print a JSON object instead of text.
     #[arg(long)]
     pub(crate) json: bool,
@@ -155,6 +166,11 @@ pub(crate) struct PauseArgs {
     /// The job's name (or --fleet).
     #[arg(required_unless_present = "fleet", conflicts_with = "fleet")]
     pub(crate) name: Option<String>,
+    /// Why it is paused (one line, at most 500 characters): kept beside the pause until the
+    /// resume, shown by `shedlock jobs`, the dashboard and its API, and recorded in the run
+    /// history's operator row.
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) note: Option<String>,
     /// Pause every job of the fleet (the schedule named shedlock.fleet).
     #[arg(long)]
     pub(crate) fleet: bool,
@@ -179,6 +195,10 @@ pub(crate) struct ResumeArgs {
     /// The job's name (or --fleet).
     #[arg(required_unless_present = "fleet", conflicts_with = "fleet")]
     pub(crate) name: Option<String>,
+    /// A note recorded with the change (one line, at most 500 characters): in the run
+    /// history's operator row (on Redis, the audit line on stderr).
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) note: Option<String>,
     /// Resume the whole fleet (the schedule named shedlock.fleet).
     #[arg(long)]
     pub(crate) fleet: bool,
@@ -200,6 +220,10 @@ is refused (exit 2).
 pub(crate) struct RescheduleArgs {
     /// The job's name.
     pub(crate) name: String,
+    /// A note recorded with the change (one line, at most 500 characters): in the run
+    /// history's operator row (on Redis, the audit line on stderr).
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) note: Option<String>,
     /// The new cron expression (5, 6 or 7 fields); without it the cron stays as it is (only
     /// --jitter or the retry policy changes).
     #[arg(long, value_name = "EXPR")]
@@ -285,7 +309,7 @@ fn parse_retry(text: &str) -> Result<Setting<u32>, String> {
     match text.parse::<u32>() {
         Ok(n) if (1..=MAX_RETRY_ATTEMPTS).contains(&n) => Ok(Setting::Set(n)),
         _ => Err(format!(
-            "MAX_ATTEMPTS is the attempts in all, the first run included: a whole number from 1              to {MAX_RETRY_ATTEMPTS} (1: no retry), or `default` (the code's policy)"
+            "MAX_ATTEMPTS is the attempts in all, the first run included: a whole number from 1 to {MAX_RETRY_ATTEMPTS} (1: no retry), or `default` (the code's policy)"
         )),
     }
 }
@@ -313,6 +337,10 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 pub(crate) struct CreateArgs {
     /// The job's name.
     pub(crate) name: String,
+    /// A note recorded with the change (one line, at most 500 characters): in the run
+    /// history's operator row (on Redis, the audit line on stderr).
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) note: Option<String>,
     /// The handler that runs it (registered by the application).
     #[arg(long, value_name = "H")]
     pub(crate) handler: String,
@@ -341,7 +369,7 @@ pub(crate) struct HistoryArgs {
     pub(crate) limit: u32,
     /// Only runs with this outcome: running, executed, failed, skipped-held, skipped-overlap,
     /// cancelled-lost-lock, cancelled-shutdown, panicked, skipped-clock-skew, skipped-paused,
-    /// error or abandoned.
+    /// skipped-shed, error or abandoned.
     #[arg(long, value_parser = parse_outcome)]
     pub(crate) outcome: Option<RunOutcome>,
     /// Print a JSON array instead of a table (errors in full).
@@ -372,10 +400,23 @@ pub(crate) struct ServeArgs {
         value_name = "TOKEN"
     )]
     pub(crate) token: Option<String>,
-    /// Serve without authentication: refused unless --listen is a loopback address.
+    /// Serve without authentication: refused unless --listen is a loopback address. The
+    /// dashboard then answers only for the host names localhost, 127.0.0.1 and `[::1]`.
     #[arg(long, conflicts_with = "token")]
     pub(crate) no_auth: bool,
     /// Show everything and offer no action.
     #[arg(long)]
     pub(crate) read_only: bool,
+    /// A host name the dashboard answers for (repeatable), besides localhost, 127.0.0.1, `[::1]`
+    /// and the IP address a connection reached: the name browsers use to reach it
+    /// (`ops.example.com`, any port; `ops.example.com:8443`, that port). Any other Host is
+    /// answered 421 (a DNS name pointed at this machine by a web page). Needs a token.
+    #[arg(long = "allowed-host", value_name = "NAME", conflicts_with = "no_auth")]
+    pub(crate) allowed_hosts: Vec<String>,
+    /// Believe the proxy in front: X-Forwarded-Proto: https marks the browser's connection as
+    /// HTTPS (cookies Secure, named __Host-; Origin https://), and the last X-Forwarded-For
+    /// address is the client's (recorded with each action, counted by the sign-in throttle).
+    /// Only behind a proxy that sets both on every request. `serve` itself speaks plain HTTP.
+    #[arg(long)]
+    pub(crate) trust_proxy_headers: bool,
 }

@@ -7,6 +7,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use shedlock::schedules::ScheduleStore;
+use shedlock::settings::backend_of_url;
 use shedlock::{
     Backend, Error, LockAdmin, MySqlLockProvider, PostgresLockProvider, RunStore,
     SqliteLockProvider,
@@ -31,55 +32,29 @@ pub(crate) enum Target {
 }
 
 impl Target {
+    /// The backend `url` names, by the library's rule
+    /// ([`backend_of_url`](shedlock::settings::backend_of_url)): a string is an SQLite file
+    /// only when it says so; anything else that is no URL of a backend is refused (exit 2),
+    /// naming the accepted forms, its secrets masked.
     pub(crate) fn parse(url: &str) -> Result<Self, Failure> {
         if url.trim().is_empty() {
             return Err(Failure::Usage(
                 "the database URL is empty: pass --database-url URL or set DATABASE_URL".into(),
             ));
         }
-        let lower = url.to_ascii_lowercase();
-        // A database's scheme without its `//` (`postgres:user:pw@host`) is a typo, not a
-        // file name: only the scheme is repeated, the rest may hold a password.
-        for scheme in [
-            "postgres",
-            "postgresql",
-            "mysql",
-            "mariadb",
-            "redis",
-            "rediss",
-        ] {
-            let prefix = format!("{scheme}:");
-            if lower.starts_with(&prefix) && !lower.starts_with(&format!("{prefix}//")) {
-                return Err(Failure::Usage(format!(
-                    "the database URL starts with `{}` but is no URL: `//` is missing after \
-                     the scheme (write {scheme}://user:password@host:port/...); it is not taken \
-                     for an SQLite file path",
-                    &url[..prefix.len()]
-                )));
+        match backend_of_url(url)? {
+            Backend::Postgres => Ok(Target::Postgres(url.to_owned())),
+            Backend::MySql => Ok(Target::MySql(mysql_spelling(url))),
+            Backend::Redis => Ok(Target::Redis(url.to_owned())),
+            _ if url == ":memory:" || url.to_ascii_lowercase().starts_with("sqlite::memory:") => {
+                Err(Failure::Usage(
+                    "an SQLite database in memory (:memory:) lives only as long as one command: \
+                     the tool would read an empty store; give the path of the file the \
+                     schedulers use"
+                        .into(),
+                ))
             }
-        }
-        if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
-            Ok(Target::Postgres(url.to_owned()))
-        } else if lower.starts_with("mysql://") {
-            Ok(Target::MySql(url.to_owned()))
-        } else if lower.starts_with("mariadb://") {
-            Ok(Target::MySql(format!(
-                "mysql://{}",
-                &url["mariadb://".len()..]
-            )))
-        } else if lower.starts_with("sqlite:") {
-            Ok(Target::Sqlite(url.to_owned()))
-        } else if lower.starts_with("redis://") || lower.starts_with("rediss://") {
-            Ok(Target::Redis(url.to_owned()))
-        } else if let Some((scheme, _)) = url.split_once("://") {
-            // Only the scheme is repeated: the rest may hold a password.
-            Err(Failure::Usage(format!(
-                "unsupported database URL scheme {scheme:?}: use postgres:// or postgresql:// (PostgreSQL), \
-                 mysql:// or mariadb:// (MySQL/MariaDB), an sqlite: URL or a file path (SQLite), \
-                 or redis:// or rediss:// (Redis; rediss:// is TLS)"
-            )))
-        } else {
-            Ok(Target::Sqlite(url.to_owned()))
+            _ => Ok(Target::Sqlite(url.to_owned())),
         }
     }
 
@@ -227,6 +202,14 @@ pub(crate) async fn connect(target: &Target, table: &str, create: bool) -> Resul
     }
 }
 
+/// A MySQL/MariaDB URL as sqlx reads it: `mariadb://…` becomes `mysql://…`.
+fn mysql_spelling(url: &str) -> String {
+    match url.split_once(':') {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("mariadb") => format!("mysql:{rest}"),
+        _ => url.to_owned(),
+    }
+}
+
 /// `host:port` of a Redis URL (port 6379 where it has none), without user or password.
 fn redis_address(url: &str) -> String {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
@@ -305,8 +288,7 @@ fn sqlite_options(path_or_url: &str) -> Result<SqliteConnectOptions, Error> {
 
 /// For every command but `migrate`: a missing SQLite file is an error, not a new database.
 pub(crate) fn check_sqlite_file_exists(path_or_url: &str) -> Result<(), Failure> {
-    let lower = path_or_url.to_ascii_lowercase();
-    if lower.contains(":memory:") || lower.contains("mode=memory") {
+    if path_or_url.to_ascii_lowercase().contains("mode=memory") {
         return Ok(());
     }
     let options = sqlite_options(path_or_url)?;
@@ -351,6 +333,11 @@ mod tests {
             Target::parse("REDISS://h:6380"),
             Ok(Target::Redis(_))
         ));
+        let refused = |url: &str| {
+            let failure = Target::parse(url).expect_err(url);
+            assert_eq!(failure.code(), 2, "{url}: {failure:?}");
+            failure.line("shedlock")
+        };
         for typo in [
             "postgres:postgres:topsecret@127.0.0.1",
             "postgresql:u:topsecret@h/db",
@@ -359,21 +346,29 @@ mod tests {
             "redis::topsecret@h",
             "rediss:h:6380",
         ] {
-            let Err(Failure::Usage(text)) = Target::parse(typo) else {
-                panic!("{typo} is refused");
-            };
-            assert!(text.contains("`//` is missing"), "{text}");
+            let text = refused(typo);
+            assert!(text.contains("is not followed by `//`"), "{text}");
             assert!(!text.contains("topsecret"), "{text}");
         }
-        let Err(Failure::Usage(text)) = Target::parse("mongodb://u:secret@h/0") else {
-            panic!("mongodb:// is refused");
-        };
-        assert!(
-            text.contains("\"mongodb\"")
-                && text.contains("redis:// or rediss://")
-                && !text.contains("secret"),
-            "{text}"
-        );
+        // Not a file in the current folder (issue 46): each names the accepted forms.
+        for (url, says) in [
+            ("mongodb://u:topsecret@h/0", "\"mongodb\""),
+            (
+                "host=127.0.0.1 user=app password=topsecret dbname=db",
+                "password=***",
+            ),
+            ("postgresql//app:topsecret@db/app", "lacks the `:`"),
+            ("locks", "neither a URL nor an SQLite file path"),
+        ] {
+            let text = refused(url);
+            assert!(
+                text.contains(says)
+                    && text.contains("redis:// or rediss://")
+                    && !text.contains("topsecret"),
+                "{text}"
+            );
+        }
+        assert!(refused(":memory:").contains("lives only as long as one command"));
     }
 
     #[test]

@@ -53,6 +53,15 @@
 //! new cron, a pause) and jobs created at run time for a handler an application registered.
 //! Every change is recorded as made by `cli:<user>@<host>` (`$USER`, the host name).
 //!
+//! # Audit
+//!
+//! Every change the tool makes (`pause`, `resume`, `trigger`, `reschedule`, `reset`, `create`,
+//! `delete`, `unlock`, the fleet's pause and resume, the lock `pause --cancel-running`
+//! releases) is recorded with who and from where: on PostgreSQL, MySQL/MariaDB and SQLite a
+//! row of outcome `operator` in the run history (`requested_by` `cli:<user>@<host>`, `error`
+//! what was done and from where, `paused (from <host>)`, `locked_by` the tool's process), as
+//! the dashboard records its actions; on Redis, which keeps no history, a line on stderr, `shedlock: audit: …`.
+//!
 //! - `jobs`: every schedule (not the deleted ones): kind (`override`, or `run-time` with its
 //!   handler), cron and time zone (`code default` where an override keeps the code's), paused,
 //!   jitter, retry policy, next tick, pending "run now" request, the last run's outcome,
@@ -113,17 +122,22 @@
 //! # Database URL
 //!
 //! `--database-url` (or `DATABASE_URL`) chooses the backend: `postgres://` or `postgresql://`
-//! is PostgreSQL, `mysql://` or `mariadb://` is MySQL/MariaDB, an `sqlite:` URL or a plain
-//! file path is SQLite, and `redis://` or `rediss://` (TLS) is Redis. Only `migrate` creates a
-//! missing SQLite file: the other commands say it does not exist, so a typo in a path is not
-//! mistaken for an empty database. A string that starts with another database's scheme but
-//! is no URL of it (`postgres:user:pw@host`, its `//` missing) is refused, never taken for a
-//! file path. `--table` (or `SHEDLOCK_TABLE`, default `shedlock`) is the
+//! is PostgreSQL, `mysql://` or `mariadb://` is MySQL/MariaDB, an `sqlite:` URL or a file
+//! path is SQLite, and `redis://` or `rediss://` (TLS) is Redis, by the library's rule
+//! ([`backend_of_url`](shedlock::settings::backend_of_url)). A string is a file path only
+//! when it says so: it starts with `/`, `./` or `../`, or ends with `.db`, `.sqlite` or
+//! `.sqlite3`. Anything else is refused (exit 2) naming the accepted forms: another scheme, a
+//! libpq `key=value` string (`host=db user=app password=…`, its password shown as `***`), a
+//! URL whose `:` or `//` is missing (`postgresql//…`, `postgres:user:pw@host`), a bare name;
+//! so is `:memory:`, a database that would live only as long as the command. Only `migrate`
+//! creates a missing SQLite file: the other commands say it does not exist, so a typo in a
+//! path is not mistaken for an empty database. `--table` (or `SHEDLOCK_TABLE`, default `shedlock`) is the
 //! lock table; on Redis it is the key prefix (its alias `--key-prefix` says so), whose keys are
 //! `{<prefix>}:lock:<name>`, `{<prefix>}:meta:<name>` and `{<prefix>}:names`. No message
 //! repeats a password or a secret query parameter of the URL: a URL is shown masked
 //! (`shedlock::secret::mask_url`), and the line on stderr is scrubbed of the URL's secrets
-//! whatever printed them.
+//! whatever printed them; a usage error is scrubbed of the secrets of every argument (a URL
+//! given without `--database-url` is repeated masked).
 //!
 //! # What the store holds
 //!
@@ -183,9 +197,10 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
-        Err(e) => return clap_failure(&e),
+        Err(e) => return clap_failure(&e, &args),
     };
     // rediss:// needs a process-wide TLS cryptography provider; one installed already (by a
     // service embedding the tool) is kept.
@@ -211,8 +226,10 @@ where
     }
 }
 
-/// Help and version go to stdout as clap prints them; a usage error becomes one line.
-fn clap_failure(error: &clap::Error) -> ExitCode {
+/// Help and version go to stdout as clap prints them; a usage error becomes one line, scrubbed
+/// of the secrets of every argument (clap repeats an unexpected one as it was given: a URL
+/// passed without `--database-url` would show its password) and of `DATABASE_URL`.
+fn clap_failure(error: &clap::Error, args: &[OsString]) -> ExitCode {
     use clap::error::ErrorKind;
     let code = u8::try_from(error.exit_code()).unwrap_or(EXIT_USAGE);
     if matches!(
@@ -234,7 +251,12 @@ fn clap_failure(error: &clap::Error) -> ExitCode {
         }
         line.push_str(part);
     }
-    report(code, &format!("shedlock: error: {}", one_line(&line)))
+    let mut line = format!("shedlock: error: {}", one_line(&line));
+    let env = std::env::var_os("DATABASE_URL");
+    for arg in args.iter().skip(1).chain(env.as_ref()) {
+        line = scrub(&line, &arg.to_string_lossy());
+    }
+    report(code, &line)
 }
 
 /// Writes `line` to stderr, its control characters escaped, and returns `code`.
@@ -273,7 +295,9 @@ async fn execute(cli: Cli) -> Result<(), Failure> {
     let db = db::connect(&target, &table, create).await?;
     let outcome = match cli.command {
         Command::List { json } => list::list(db.admin(), json).await,
-        Command::Unlock { name, yes } => unlock::unlock(db.admin(), &name, yes).await,
+        Command::Unlock { name, yes, note } => {
+            unlock::unlock(db.schedules(), db.runs(), &name, yes, note.as_deref()).await
+        }
         Command::History(args) => match db.with_history() {
             Some(provider) => history::history(provider, &args).await,
             None => Err(Failure::Usage(db::NO_HISTORY_IN_REDIS.into())),
@@ -297,7 +321,7 @@ async fn steer(db: &db::Db, command: Command) -> Result<(), Failure> {
         Command::Trigger(args) => jobs::trigger(store, runs, &args).await,
         Command::Reschedule(args) => jobs::reschedule(store, runs, &args).await,
         Command::Reset(args) => jobs::reset(store, runs, &args).await,
-        Command::Create(args) => jobs::create(store, &args).await,
+        Command::Create(args) => jobs::create(store, runs, &args).await,
         Command::Delete(args) => jobs::delete(store, runs, &args).await,
         // `execute` runs these itself.
         Command::List { .. }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::Value;
 use shedlock::history::LockState;
+use shedlock::settings::is_hidden_char;
 
 use crate::failure::one_line;
 
@@ -34,10 +35,14 @@ pub(crate) fn pretty(value: &Value) -> String {
 
 /// `text` with every control character (the escape that starts a terminal sequence, a carriage
 /// return, a backspace, …) written as Rust writes it in a string literal (`\u{1b}`, `\r`), and
-/// line ends too unless `keep_newlines`. What the store holds was written by someone else: a
-/// lock name, a holder or an error text may carry anything.
+/// line ends too unless `keep_newlines`; and every character that changes how a name looks
+/// without being seen ([`is_hidden_char`]: a bidirectional control, a zero-width character)
+/// written as `\u{202e}`, so `report\u{202e}txt.exe` is not shown as `reportexe.txt`. What the
+/// store holds was written by someone else: a lock name, a holder or an error text may carry
+/// anything.
 pub(crate) fn escape(text: &str, keep_newlines: bool) -> String {
-    if !text.chars().any(char::is_control) {
+    let escaped = |c: char| c.is_control() || is_hidden_char(c);
+    if !text.chars().any(escaped) {
         return text.to_owned();
     }
     let mut out = String::with_capacity(text.len() + 8);
@@ -46,6 +51,8 @@ pub(crate) fn escape(text: &str, keep_newlines: bool) -> String {
             out.push(c);
         } else if c.is_control() {
             out.extend(c.escape_debug());
+        } else if is_hidden_char(c) {
+            out.extend(c.escape_unicode());
         } else {
             out.push(c);
         }

@@ -1,5 +1,6 @@
 //! `shedlock serve`: the dashboard ([`shedlock_web`]) over the store given, until Ctrl-C or
-//! SIGTERM.
+//! SIGTERM, served by [`shedlock_web::serve`] (a header read timeout, 64 connections at most, a
+//! request timeout) over plain HTTP.
 
 use shedlock_web::{Auth, Options, Source};
 use tokio::net::TcpListener;
@@ -15,7 +16,8 @@ pub(crate) fn auth(args: &ServeArgs) -> Result<Auth, Failure> {
         (Some(token), _) if token.trim().is_empty() => Err(Failure::Usage(
             "the dashboard's token is empty: give a long random one with --token or SHEDLOCK_WEB_TOKEN".into(),
         )),
-        (Some(token), _) => Ok(Auth::bearer(token.trim())),
+        (Some(token), _) => Auth::try_bearer(token.as_str())
+            .map_err(|e| Failure::Usage(format!("{e} (--token or SHEDLOCK_WEB_TOKEN)"))),
         (None, true) if args.listen.ip().is_loopback() => Ok(Auth::None),
         (None, true) => Err(Failure::Usage(format!(
             "--no-auth serves the dashboard to anyone who reaches it: it is only allowed on a \
@@ -66,12 +68,16 @@ pub(crate) async fn serve(db: Db, args: &ServeArgs) -> Result<(), Failure> {
     let address = listener
         .local_addr()
         .map_err(|e| Failure::Usage(format!("cannot listen: {e}")))?;
-    let router = shedlock_web::router(source, Options::new(auth).read_only(args.read_only));
+    let options = Options::new(auth)
+        .read_only(args.read_only)
+        .allowed_hosts(&args.allowed_hosts)
+        .trust_proxy_headers(args.trust_proxy_headers);
+    let router = shedlock_web::router(source, options);
     crate::output::print(&format!(
         "shedlock: serving the dashboard of {} at http://{address}/ ({how}); Ctrl-C stops it\n",
         what.trim_end()
     ));
-    axum::serve(listener, router)
+    shedlock_web::serve(listener, router)
         .with_graceful_shutdown(stopped())
         .await
         .map_err(|e| Failure::Usage(format!("the dashboard stopped: {e}")))

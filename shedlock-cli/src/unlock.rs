@@ -3,13 +3,21 @@
 use std::fmt::Write as _;
 use std::io::{IsTerminal as _, Write as _};
 
-use shedlock::LockAdmin;
+use shedlock::RunStore;
+use shedlock::operator::Release;
 
-use crate::db::place;
+use crate::db::{Steered, place};
 use crate::failure::Failure;
+use crate::jobs::{actor, desk, report};
 use crate::output::{escape, print, remaining, time};
 
-pub(crate) async fn unlock(provider: &dyn LockAdmin, name: &str, yes: bool) -> Result<(), Failure> {
+pub(crate) async fn unlock(
+    provider: &dyn Steered,
+    runs: Option<&dyn RunStore>,
+    name: &str,
+    yes: bool,
+    note: Option<&str>,
+) -> Result<(), Failure> {
     let place = place(provider);
     let Some(state) = provider.lock_state(name).await? else {
         return Err(Failure::NoSuchLock {
@@ -46,7 +54,11 @@ pub(crate) async fn unlock(provider: &dyn LockAdmin, name: &str, yes: bool) -> R
             state.locked_by
         )));
     }
-    if !provider.force_release(name, token).await? {
+    let released = desk(provider, runs)
+        .release(name, token, &actor(), note)
+        .await?;
+    report(&released, runs);
+    if !matches!(released.value, Release::Released { .. }) {
         return Err(Failure::NotDone(format!(
             "not released: lock {name:?} changed hands or expired since it was read (token {token} no longer holds it); \
              run `shedlock unlock {name}` again to see who holds it now"

@@ -58,6 +58,18 @@
 //! nothing was put on is revoked in the background. The unlocks that end together go the same
 //! way: one read, one grant per distinct time still to keep, one transaction.
 //!
+//! # Credentials
+//!
+//! A cluster with authentication on takes a user and password: in the endpoint
+//! (`http://user:password@host:2379`, percent-encoded as in any URL; the client gets the
+//! endpoint without them and authenticates with them) or in the client's options
+//! ([`EtcdTarget::options`] with `ConnectOptions::with_user`). `build()` reads one key under
+//! the prefix after the cluster answered, so a cluster that wants credentials none were given
+//! for is reported then, as [`Error::Auth`] saying so, and a refused password as
+//! [`Error::Auth`] too; endpoints that name different credentials, or a user without a
+//! password, are refused as [`Error::InvalidSetting`]. No password shows in an error,
+//! [`address`](EtcdLockProvider::address) or `Debug` value.
+//!
 //! # Administration
 //!
 //! [`LockAdmin`]: `locks` lists the records a page of 128 at a time and reads each page's keys
@@ -69,7 +81,8 @@
 //! # Features
 //!
 //! - `testkit`: [`testkit::Etcd`], this store's backend for the conformance kit
-//!   (`shedlock-testkit`); `tests/kit.rs` runs both suites on it.
+//!   (`shedlock-testkit`); `tests/kit.rs` runs both suites on it, whole: the kit leaves out by
+//!   itself what needs a lock shorter than [`LockProvider::shortest_lease`].
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod acquire;
@@ -94,7 +107,7 @@ use chrono::{DateTime, Utc};
 use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp, TxnResponse};
 use futures_util::future::BoxFuture;
 use shedlock::history::{LockRows, LockState};
-use shedlock::settings::{KeepAlive, ProviderBuilder, ProviderSettings};
+use shedlock::settings::{ProviderBuilder, ProviderSettings};
 use shedlock::{Backend, Error, LockAdmin, LockConfiguration, LockGuard, LockProvider, Result};
 
 /// How this provider names its store in errors and logs: `Backend::Other("etcd")`.
@@ -136,6 +149,11 @@ pub(crate) struct Inner {
     settings: ProviderSettings,
     /// Requests sent (transactions, reads, lease grants and revocations).
     sent: AtomicU64,
+    /// Of those, the lease grants and revocations.
+    lease_requests: AtomicU64,
+    /// The longest TTL, in seconds, the server raised a lease grant to (its minimum TTL); 1
+    /// (etcd's unit) until it raised one.
+    min_ttl: AtomicU64,
     /// Unlocks grouped into one request.
     releases: shedlock::lease::Releases,
     /// The locks one transaction carries ([`Inner::batch`]).
@@ -289,6 +307,20 @@ impl Inner {
         .await
     }
 
+    /// [`LockProvider::shortest_lease`]: a second, or the server's minimum TTL once a grant
+    /// showed it.
+    pub(crate) fn shortest_lease(&self) -> Duration {
+        Duration::from_secs(self.min_ttl.load(Ordering::Relaxed).max(1))
+    }
+
+    /// The requests sent that were no lease grant or revocation: transactions and reads.
+    #[cfg(feature = "testkit")]
+    pub(crate) fn statements_sent(&self) -> u64 {
+        self.sent
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.lease_requests.load(Ordering::Relaxed))
+    }
+
     /// The locks one transaction carries now: `max_txn_ops` at first, halved each time the
     /// cluster refuses a transaction as too large (it counts nested operations its own way).
     pub(crate) fn batch(&self) -> usize {
@@ -306,11 +338,16 @@ impl Inner {
         let seconds = lease_seconds(ttl);
         let granted = self
             .resend(true, || {
+                self.lease_requests.fetch_add(1, Ordering::Relaxed);
                 let mut lease = self.client.lease_client();
                 async move { lease.grant(seconds, None).await }
             })
             .await
             .map_err(|e| self.fail(format!("grant a lease of {seconds} s"), e))?;
+        if granted.ttl() > seconds {
+            self.min_ttl
+                .fetch_max(granted.ttl().unsigned_abs(), Ordering::Relaxed);
+        }
         Ok(Granted { id: granted.id() })
     }
 
@@ -326,6 +363,7 @@ impl Inner {
     pub(crate) fn revoke_later(&self, id: i64) {
         let mut lease = self.client.lease_client();
         self.sent.fetch_add(1, Ordering::Relaxed);
+        self.lease_requests.fetch_add(1, Ordering::Relaxed);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 let _ = lease.revoke(id).await;
@@ -372,19 +410,6 @@ impl Inner {
 }
 
 impl LockProvider for EtcdLockProvider {
-    fn lock<'a>(
-        &'a self,
-        config: &'a LockConfiguration,
-    ) -> BoxFuture<'a, Result<Option<LockGuard>>> {
-        Box::pin(async move {
-            let mut answers = self
-                .inner
-                .acquire_many(std::slice::from_ref(config))
-                .await?;
-            answers.pop().unwrap_or(Ok(None))
-        })
-    }
-
     fn lock_many<'a>(
         &'a self,
         configs: &'a [LockConfiguration],
@@ -410,18 +435,18 @@ impl LockProvider for EtcdLockProvider {
         &self.inner.prefix
     }
 
-    fn locked_by(&self) -> &str {
-        &self.inner.settings.locked_by
+    fn settings(&self) -> &ProviderSettings {
+        &self.inner.settings
     }
 
-    fn keep_alive(&self) -> KeepAlive {
-        self.inner.settings.keep_alive
-    }
+    // `now` is the trait's: this process's clock (the application's clock in
+    // application-clock mode), as etcd has none to read.
 
-    /// This process's clock (the application's clock in application-clock mode): etcd has
-    /// none to read.
-    fn now(&self) -> BoxFuture<'_, Result<DateTime<Utc>>> {
-        Box::pin(async move { Ok(self.inner.now()) })
+    /// A whole second at least (etcd's leases are whole seconds), or the longest TTL the
+    /// server raised one of this provider's lease grants to (its minimum TTL: 2 s with etcd's
+    /// defaults), once it did.
+    fn shortest_lease(&self) -> Duration {
+        self.inner.shortest_lease()
     }
 
     fn as_admin(&self) -> Option<&dyn LockAdmin> {

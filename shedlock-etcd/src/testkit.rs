@@ -141,8 +141,12 @@ impl TestDb for Etcd {
         &self.prefix
     }
 
+    /// The transactions and reads the provider sent, its statements; not its lease grants
+    /// and revocations, which are one per distinct lease a request needs, not one per lock
+    /// (a batch of five locks of three durations is one transaction after three grants sent
+    /// together).
     fn statements_sent(provider: &Self::Provider) -> u64 {
-        provider.requests_sent()
+        provider.inner.statements_sent()
     }
 
     fn run_store(_: &Self::Provider) -> Option<std::sync::Arc<dyn shedlock::RunStore>> {
@@ -230,15 +234,29 @@ impl TestDb for Etcd {
 
     /// A record that expired a minute ago, by `old run`, without a `held` key. Its token is
     /// the revision of this write (a token cannot be chosen in etcd), not `token`.
-    async fn insert_expired_row(&self, name: &str, _token: i64) {
+    /// The record's token is its `mod_revision`, which the store gives: it is written again
+    /// until that revision reaches `token` (a fresh member's revisions start at 1, so a row of
+    /// token 41 takes up to 41 writes), as a record an older run left at that token would be.
+    async fn insert_expired_row(&self, name: &str, token: i64) {
         let now = now_us();
         let record = Record {
             by: "old run".into(),
             at: now - 120_000_000,
             until: now - 60_000_000,
         };
-        self.put(self.provider.record_key(name), record.to_json())
-            .await;
+        let key = self.provider.record_key(name);
+        loop {
+            let put = self
+                .client
+                .kv_client()
+                .put(key.clone(), record.to_json(), None)
+                .await
+                .expect("writing a key by hand");
+            let revision = put.header().map_or(token, |h| h.revision());
+            if revision >= token {
+                break;
+            }
+        }
     }
 
     /// Writes the record again, as it is: its `mod_revision` (the token) rises past the

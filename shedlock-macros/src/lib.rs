@@ -16,11 +16,12 @@
 // `scheduler_lock.rs` or `scheduled.rs` (each attribute's arguments, parsing and validation)
 // and then to `expand/` (code generation). `args.rs` holds what both attributes' arguments
 // share (keys, one generic parser per kind of value, the error collector); `duration.rs`
-// parses durations; `rules.rs`, a link to `shedlock/src/schedule/rules.rs`, checks cron
+// parses durations; `rules.rs`, a link to `shedlock/src/cron/rules.rs`, checks cron
 // expressions and time zones by the runtime's own rules.
 mod args;
 mod duration;
 mod expand;
+mod names;
 mod rules;
 mod scheduled;
 mod scheduler_lock;
@@ -50,7 +51,7 @@ use proc_macro::TokenStream;
 ///
 /// | key | | |
 /// |---|---|---|
-/// | `name` | required | The lock's name: 1 to 64 bytes, no control characters, no leading or trailing whitespace. `{param}` inserts a parameter's `Display` value (see below). |
+/// | `name` | required | The lock's name: 1 to 64 bytes, no control characters, no bidirectional control or zero-width character (`shedlock::settings::is_hidden_char`), not `.` or `..`, no leading or trailing whitespace. `{param}` inserts a parameter's `Display` value (see below). |
 /// | `lock_at_most_for` | required | How long the lock stays held if the instance running the function dies (or hangs). Longer than zero; longer than the function ever runs. A duration string or a `Duration` expression (see below). |
 /// | `lock_at_least_for` | optional, default zero | How long the lock stays held at least, even when the function finishes sooner, so a fast function does not run again on another instance whose clock is a little behind. At most `lock_at_most_for`. A duration string or a `Duration` expression (see below). |
 ///
@@ -221,7 +222,9 @@ pub fn scheduler_lock(args: TokenStream, item: TokenStream) -> TokenStream {
 /// The function itself, unchanged (its `#[scheduler_lock]` expands next, so it stays callable
 /// by hand, under its lock), plus an uninhabited `enum` of the same name and visibility whose
 /// associated function `job` takes the function's parameters and returns a `shedlock::Job`
-/// named after the function. When both `#[scheduler_lock]` durations are literals, `job`
+/// named after the function, or, when the `#[scheduler_lock]` name has placeholders, after the
+/// lock name filled in (`repo_sync::job(42)` is the job `repo_sync_42`, so one function
+/// scheduled per parameter makes a job per value). When both `#[scheduler_lock]` durations are literals, `job`
 /// also declares the lock (so the scheduler claims the job's ticks with the others' from the
 /// first one on) and each run receives the scheduler's answer as an argument: the body then
 /// lives in a hidden sibling function that holds the lock with that answer, and the function
@@ -237,7 +240,8 @@ pub fn scheduler_lock(args: TokenStream, item: TokenStream) -> TokenStream {
 /// pub enum repo_sync {}
 /// impl repo_sync {
 ///     pub fn job(repository_id: u64) -> shedlock::Job {
-///         Job::new("repo_sync", Schedule::parse("0 */15 * * * *", "UTC")?, move || {
+///         let name = format!("repo_sync_{}", repository_id);
+///         Job::new(name, Schedule::parse("0 */15 * * * *", "UTC")?, move || {
 ///             let repository_id = repository_id.clone();
 ///             async move { repo_sync(repository_id).await }
 ///         })

@@ -1,1 +1,1 @@
-../../shedlock/src/schedule/rules.rs
+../../shedlock/src/cron/rules.rs

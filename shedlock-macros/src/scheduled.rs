@@ -7,7 +7,7 @@ use syn::parse::Parser;
 use syn::{Attribute, FnArg, Ident, ItemFn, LitStr, Pat, Type};
 
 use crate::args::{self, Arguments, Errors};
-use crate::scheduler_lock::{LockDuration, LockedFn, check_async};
+use crate::scheduler_lock::{LockedFn, check_async};
 
 /// A validated `#[scheduled]` function.
 pub(crate) struct ScheduledFn {
@@ -19,12 +19,16 @@ pub(crate) struct ScheduledFn {
     pub(crate) time_zone: LitStr,
     /// The parameters, each a plain `name: Type`.
     pub(crate) params: Vec<(Ident, Type)>,
-    /// Its `#[scheduler_lock]`, parsed, when both durations are literals: `#[scheduled]`
-    /// expands it itself, so `job(…)` declares the lock and hands each run the scheduler's
-    /// claim as an argument (`__private::claimed_job`). `None` when a duration is an
-    /// expression (evaluated on each call) or the attribute is not valid (it reports why when
-    /// it expands).
+    /// Its `#[scheduler_lock]`, parsed; `None` when the attribute is missing or not valid (it
+    /// reports why when it expands). A name with `{param}` placeholders names the job too. When
+    /// both durations are literals, `#[scheduled]` expands the attribute itself, so `job(…)`
+    /// declares the lock and hands each run the scheduler's claim as an argument
+    /// (`__private::claimed_job`); a duration given as an expression is evaluated on each call.
     pub(crate) declared_lock: Option<LockedFn>,
+    /// The function has a `#[scheduler_lock]` that does not parse: it reports why when it
+    /// expands, so `job(…)` does not call the function (whose signature that attribute would
+    /// have changed), which would add a second, confusing type error to the first.
+    pub(crate) lock_invalid: bool,
 }
 
 args::arguments! {
@@ -96,6 +100,7 @@ impl ScheduledFn {
         }
         errors.finish()?;
         let declared_lock = declared_lock(&func);
+        let lock_invalid = declared_lock.is_none() && func.attrs.iter().any(is_scheduler_lock);
         match (cron, time_zone) {
             (Some(cron), Some(time_zone)) => Ok(Self {
                 func,
@@ -103,6 +108,7 @@ impl ScheduledFn {
                 time_zone,
                 params,
                 declared_lock,
+                lock_invalid,
             }),
             // Every `None` above pushed an error, so `finish` returned it.
             _ => Err(syn::Error::new(Span::call_site(), "invalid `#[scheduled]`")),
@@ -110,9 +116,8 @@ impl ScheduledFn {
     }
 }
 
-/// `func`'s `#[scheduler_lock]`, parsed (on `func` without it), when its name and both
-/// durations are known at compile time (the name may have `{param}` placeholders: `job(…)` has
-/// the same parameters).
+/// `func`'s `#[scheduler_lock]`, parsed (on `func` without it); its name may have `{param}`
+/// placeholders (`job(…)` has the same parameters).
 fn declared_lock(func: &ItemFn) -> Option<LockedFn> {
     let attr = func.attrs.iter().find(|a| is_scheduler_lock(a))?;
     let args = match &attr.meta {
@@ -121,11 +126,7 @@ fn declared_lock(func: &ItemFn) -> Option<LockedFn> {
     };
     let mut bare = func.clone();
     bare.attrs.retain(|a| !is_scheduler_lock(a));
-    let locked = LockedFn::parse(args, bare.to_token_stream()).ok()?;
-    match (&locked.lock_at_most_for, &locked.lock_at_least_for) {
-        (LockDuration::Fixed(_), LockDuration::Fixed(_)) => Some(locked),
-        _ => None,
-    }
+    LockedFn::parse(args, bare.to_token_stream()).ok()
 }
 
 /// Whether `attr` is a `#[scheduler_lock]` (matched by its path's last segment, so

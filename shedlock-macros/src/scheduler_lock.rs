@@ -266,6 +266,25 @@ fn parse_name(lit: &LitStr, func: &ItemFn) -> syn::Result<LockName> {
     if texts().any(|t| t.chars().any(char::is_control)) {
         return error("the lock name contains a control character".into());
     }
+    // The runtime's rules of a name made now (`shedlock::settings::is_hidden_char`, `.`, `..`),
+    // from the file both crates share.
+    if let Some(c) = texts()
+        .flat_map(str::chars)
+        .find(|c| crate::names::hidden(*c))
+    {
+        return error(format!(
+            "the lock name contains {}, a bidirectional control or zero-width character: it \
+             changes how the name looks without being seen (`report\\u{{202e}}txt.exe` shows as \
+             `reportexe.txt`); remove it",
+            c.escape_unicode()
+        ));
+    }
+    if !has_params && (value == "." || value == "..") {
+        return error(format!(
+            "the lock name is `{value}`, a path segment a browser collapses in a link, so the \
+             dashboard could not open the job; name the lock, such as `name = \"repo_sync\"`"
+        ));
+    }
     if let Some(NamePiece::Text(first)) = pieces.first()
         && first.starts_with(char::is_whitespace)
     {

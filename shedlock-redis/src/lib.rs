@@ -52,7 +52,7 @@ use redis::Script;
 use redis::aio::ConnectionManager;
 use shedlock::history::{LockRows, LockState};
 use shedlock::lease::Releases;
-use shedlock::settings::{KeepAlive, ProviderSettings};
+use shedlock::settings::ProviderSettings;
 use shedlock::{Backend, LockAdmin, LockConfiguration, LockGuard, LockProvider, Result};
 
 /// The default key prefix ([`shedlock::settings::DEFAULT_TABLE_NAME`]): keys are
@@ -164,7 +164,8 @@ pub const DEFAULT_KEY_PREFIX: &str = shedlock::settings::DEFAULT_TABLE_NAME;
 /// ```
 ///
 /// The schedules need [`SCHEDULE_COMMANDS`] too (`+hgetall +hdel +get +set +zadd
-/// +zrangebyscore +zrevrange +publish +subscribe`) and, for the change feed, the channel
+/// +zrangebyscore +zrevrange +zcard +zrange +publish +subscribe`) and, for the change feed,
+/// the channel
 /// `&{<prefix>}:schedules`.
 ///
 /// A command the server refuses to the user (`NOPERM`) is an [`Error::Database`] that says
@@ -237,6 +238,7 @@ struct Scripts {
     check: Script,
     now: Script,
     schedules: schedules::ScheduleScripts,
+    fleet: schedules::fleet::FleetScripts,
 }
 
 impl Scripts {
@@ -251,6 +253,7 @@ impl Scripts {
             check: Script::new(scripts::CHECK),
             now: Script::new(scripts::NOW),
             schedules: schedules::ScheduleScripts::new(),
+            fleet: schedules::fleet::FleetScripts::new(),
         }
     }
 }
@@ -403,19 +406,6 @@ impl Inner {
 }
 
 impl LockProvider for RedisLockProvider {
-    fn lock<'a>(
-        &'a self,
-        config: &'a LockConfiguration,
-    ) -> BoxFuture<'a, Result<Option<LockGuard>>> {
-        Box::pin(async move {
-            let mut answers = self
-                .inner
-                .acquire_many(std::slice::from_ref(config))
-                .await?;
-            answers.pop().unwrap_or(Ok(None))
-        })
-    }
-
     fn lock_many<'a>(
         &'a self,
         configs: &'a [LockConfiguration],
@@ -441,18 +431,20 @@ impl LockProvider for RedisLockProvider {
         &self.inner.prefix
     }
 
-    fn locked_by(&self) -> &str {
-        &self.inner.settings.locked_by
-    }
-
-    fn keep_alive(&self) -> KeepAlive {
-        self.inner.settings.keep_alive
+    fn settings(&self) -> &ProviderSettings {
+        &self.inner.settings
     }
 
     fn now(&self) -> BoxFuture<'_, Result<DateTime<Utc>>> {
         Box::pin(self.inner.now())
     }
     fn as_admin(&self) -> Option<&dyn LockAdmin> {
+        Some(self)
+    }
+
+    fn schedule_store(
+        self: std::sync::Arc<Self>,
+    ) -> Option<std::sync::Arc<dyn shedlock::schedules::ScheduleStore>> {
         Some(self)
     }
 }

@@ -60,6 +60,10 @@ pub struct Opts {
     pub tick_tolerance: Option<Duration>,
     /// Connections the provider keeps checked out between statements.
     pub hold_connections: usize,
+    /// The cap on a run-time job's payload (`ProviderBuilder::max_payload_bytes`).
+    pub max_payload_bytes: Option<usize>,
+    /// The cap on run-time schedules (`ProviderBuilder::max_run_time_schedules`).
+    pub max_run_time_schedules: Option<usize>,
 }
 
 impl Opts {
@@ -102,6 +106,13 @@ impl Opts {
         self
     }
 
+    /// The caps of the schedule store: a payload's bytes, the run-time schedules.
+    pub fn schedule_limits(mut self, max_payload_bytes: usize, max_run_time: usize) -> Self {
+        self.max_payload_bytes = Some(max_payload_bytes);
+        self.max_run_time_schedules = Some(max_run_time);
+        self
+    }
+
     /// The options every backend takes, set on `builder` (an SQL pool's options are set by
     /// [`apply_sql`](Self::apply_sql)).
     pub fn apply<B>(&self, builder: ProviderBuilder<B>) -> ProviderBuilder<B> {
@@ -114,6 +125,12 @@ impl Opts {
         }
         if let Some(tolerance) = self.tick_tolerance {
             builder = builder.tick_tolerance(tolerance);
+        }
+        if let Some(bytes) = self.max_payload_bytes {
+            builder = builder.max_payload_bytes(bytes);
+        }
+        if let Some(schedules) = self.max_run_time_schedules {
+            builder = builder.max_run_time_schedules(schedules);
         }
         builder
     }

@@ -7,11 +7,12 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use futures_util::future::BoxFuture;
 use shedlock::history::LockState;
-use shedlock::settings::KeepAlive;
+use shedlock::settings::{KeepAlive, ProviderSettings};
 use shedlock::{Backend, LockAdmin, LockConfiguration, LockGuard, LockProvider, Result};
 
 /// What a hook answers: kept while the forwarded call is made and dropped when it has answered
@@ -200,6 +201,14 @@ impl<P: LockAdmin> LockProvider for Hooked<P> {
 
     fn backend(&self) -> Backend {
         self.inner.backend()
+    }
+
+    fn settings(&self) -> &ProviderSettings {
+        self.inner.settings()
+    }
+
+    fn shortest_lease(&self) -> Duration {
+        self.inner.shortest_lease()
     }
 
     fn table_name(&self) -> &str {

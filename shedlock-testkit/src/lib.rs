@@ -215,18 +215,20 @@ macro_rules! provider_suite {
         $crate::__kit_suite_tables!(sql $db);
         $crate::__kit_suite_ticks!(sql $db);
         $crate::__kit_suite_schedules_failures!(sql $db);
+        $crate::__kit_suite_schedules_limits!(sql $db);
     };
 }
 
 /// The cases of [`ScheduleStore`](shedlock::schedules::ScheduleStore), for a backend whose
 /// provider keeps schedules: `schedule_suite!(in <TestDb>)`, the `every` lists of the topic
-/// files under `suite/schedules/` (their SQL case, a schedules table not migrated, runs in
-/// [`provider_suite!`](crate::provider_suite)).
+/// files under `suite/schedules/` (their SQL cases, a schedules table not migrated and a name
+/// written by hand, run in [`provider_suite!`](crate::provider_suite)).
 #[macro_export]
 macro_rules! schedule_suite {
     (in $db:ty) => {
         $crate::__kit_suite_schedules_batch!(every $db);
         $crate::__kit_suite_schedules_failures!(every $db);
+        $crate::__kit_suite_schedules_limits!(every $db);
         $crate::__kit_suite_schedules_triggers!(every $db);
         $crate::__kit_suite_schedules_versions!(every $db);
     };

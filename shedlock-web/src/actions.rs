@@ -1,25 +1,51 @@
-//! What an operator does: pause, resume, run now, reschedule, release a stuck lock, pause or
-//! resume the whole fleet. Each is a `POST` (a form of the pages, or the JSON API), checked for
-//! CSRF, and recorded: in the run history as an `operator` row (who in `requested_by`, what in
-//! `error`), or, on a store without one, in the log (target `shedlock_web::audit`).
+//! What an operator does: pause (with a note), resume, run now, reschedule, release a stuck
+//! lock, pause or resume the whole fleet. Each is a `POST` (a form of the pages, or the JSON
+//! API), checked for CSRF by the layer before it (`csrf.rs`), and done through the library's
+//! operator layer ([`shedlock::operator`]), which finds the job, makes the change and records
+//! it: in the run history as an `operator` row (who in `requested_by`, what, the note and from
+//! which address in `error`), and in the log (target `shedlock::operator`), the only record on
+//! a store without a history. This file turns a request into the layer's call and its outcome
+//! into a page's message and the API's JSON.
 
 use axum::Extension;
 use axum::body::Bytes;
-use axum::extract::{Form, Json, Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::rejection::FormRejection;
+use axum::extract::{Form, Json, Path, Query, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use shedlock::Error;
 use shedlock::error::ErrorKind;
-use shedlock::history::{NewRun, RunOutcome, RunQuery};
+use shedlock::operator::{Actor, Job, Operator, Outcome, Release};
 use shedlock::scheduler::FLEET_SCHEDULE;
 use shedlock::schedules::{ScheduleChange, TriggerAnswer};
-use shedlock::{Error, Schedule};
 
-use crate::auth::{Credential, Operator, check_csrf};
-use crate::model::RESERVED;
-use crate::pages::enc;
+use crate::front::Seen;
+use crate::identity::Visitor;
+use crate::model::{RESERVED, releasable};
+use crate::pages::job_href;
+use crate::session::Flash;
+use crate::source::Store;
 use crate::{App, Base, Shared, json};
+
+/// Why the dashboard does not release lock `name`: it is one of the library's own.
+pub(crate) fn own_lock(name: &str) -> String {
+    format!(
+        "{name:?} is one of the library's own locks (a fleet seat or a share marker), which the \
+         schedulers take and renew themselves: the dashboard does not release it"
+    )
+}
+
+/// Who acts (the visitor) and from where (the client's address), as an action records it.
+fn actor(visitor: &Visitor, seen: &Seen) -> Actor {
+    Actor::new(visitor.who.clone(), seen.client_address())
+}
+
+/// The library's operator layer on the dashboard's store and its run history.
+pub(crate) fn desk(app: &App) -> Operator<'_, dyn Store> {
+    Operator::new(app.source.store.as_ref(), app.source.runs.as_deref())
+}
 
 /// What an action answers: a status, a message for the page, and the JSON the API returns.
 pub(crate) struct Done {
@@ -37,6 +63,27 @@ impl Done {
         }
     }
 
+    /// [`Done::ok`] with the layer's warnings: after the message, and as `warnings` in the
+    /// JSON.
+    /// A success, with the outcome's warnings; and when no running instance will apply the
+    /// change, "but WARNING" and why (no false success).
+    fn warned<T>(message: String, body: Value, outcome: &Outcome<T>) -> Self {
+        let mut done = Done::with_warnings(message, body, &outcome.warnings);
+        if let Some(warning) = &outcome.unapplied {
+            done.message = format!("{} — but WARNING: {warning}", done.message);
+            done.body["warning"] = json!(warning);
+        }
+        done
+    }
+
+    fn with_warnings(mut message: String, mut body: Value, warnings: &[String]) -> Self {
+        for warning in warnings {
+            message.push_str(&format!("; warning: {warning}"));
+        }
+        body["warnings"] = json!(warnings);
+        Done::ok(message, body)
+    }
+
     fn refused(status: StatusCode, message: String) -> Self {
         let body = json!({ "error": message });
         Done {
@@ -51,7 +98,7 @@ impl From<Error> for Done {
     fn from(error: Error) -> Self {
         let status = match (&error, error.kind()) {
             (Error::NoSuchSchedule { .. }, _) => StatusCode::NOT_FOUND,
-            // A bad cron, time zone or other field: what was given is wrong.
+            // A bad cron, time zone, note or other field: what was given is wrong.
             (_, ErrorKind::Configuration) => StatusCode::UNPROCESSABLE_ENTITY,
             _ => StatusCode::SERVICE_UNAVAILABLE,
         };
@@ -59,65 +106,40 @@ impl From<Error> for Done {
     }
 }
 
-/// Whether the store knows a job `name`: a schedule, a lock, or a run.
-pub(crate) async fn known(app: &App, name: &str) -> shedlock::Result<bool> {
-    let store = &app.source.store;
-    if store.schedule(name).await?.is_some_and(|s| !s.deleted) {
-        return Ok(true);
-    }
-    if store.lock_state(name).await?.is_some() {
-        return Ok(true);
-    }
-    if let Some(runs) = &app.source.runs {
-        return Ok(!runs.runs(&RunQuery::latest(1).name(name)).await?.is_empty());
-    }
-    Ok(false)
-}
-
-/// Records what `who` did to `name`.
-async fn record(app: &App, name: &str, who: &str, what: &str, token: Option<i64>) {
-    tracing::info!(target: "shedlock_web::audit", job = name, operator = who, "{what}");
-    if let Some(runs) = &app.source.runs {
-        let row = NewRun::new(name, name, None, RunOutcome::Operator)
-            .error(Some(what.to_owned()))
-            .requested_by(Some(who.to_owned()))
-            .fencing_token(token);
-        if let Err(error) = runs.record_run(&row).await {
-            tracing::warn!(target: "shedlock_web::audit", job = name, operator = who, %error,
-                "the action was done but could not be recorded in the run history");
-        }
-    }
-}
-
-/// The fields of a job action: `reschedule` takes `cron` and `time_zone`.
+/// The fields of a job action: `reschedule` takes `cron` and `time_zone`; every action an
+/// optional `note` (kept beside a pause, recorded with every action).
 #[derive(Deserialize, Default)]
 pub(crate) struct JobFields {
-    csrf: Option<String>,
     cron: Option<String>,
     time_zone: Option<String>,
+    note: Option<String>,
+}
+
+/// A text field as given: trimmed, `None` when empty.
+fn given(field: Option<&str>) -> Option<&str> {
+    field.map(str::trim).filter(|f| !f.is_empty())
 }
 
 /// Does `action` (`pause`, `resume`, `trigger`, `reschedule`) to job `name`.
-async fn job_action(app: &App, name: &str, action: &str, fields: &JobFields, who: &str) -> Done {
+async fn job_action(
+    app: &App,
+    name: &str,
+    action: &str,
+    fields: &JobFields,
+    actor: &Actor,
+) -> Done {
     if name.starts_with(RESERVED) {
         return Done::refused(
             StatusCode::BAD_REQUEST,
             format!("{name:?} is the library's own, not a job: the fleet's pause is /fleet/pause"),
         );
     }
-    match known(app, name).await {
-        Ok(true) => {}
-        Ok(false) => {
-            return Done::refused(
-                StatusCode::NOT_FOUND,
-                format!(
-                    "no job named {name:?}: the store has no schedule, lock or run of that name"
-                ),
-            );
-        }
+    let desk = desk(app);
+    let job = match desk.find(name).await {
+        Ok(job) => job,
         Err(error) => return error.into(),
-    }
-    match do_job_action(app, name, action, fields, who).await {
+    };
+    match do_job_action(app, &desk, &job, action, fields, actor).await {
         Ok(done) => done,
         Err(error) => error.into(),
     }
@@ -125,99 +147,94 @@ async fn job_action(app: &App, name: &str, action: &str, fields: &JobFields, who
 
 async fn do_job_action(
     app: &App,
-    name: &str,
+    desk: &Operator<'_, dyn Store>,
+    job: &Job,
     action: &str,
     fields: &JobFields,
-    who: &str,
+    actor: &Actor,
 ) -> Result<Done, Error> {
+    let who = actor.who.as_str();
+    let name = job.name.as_str();
+    let note = given(fields.note.as_deref());
     let store = &app.source.store;
-    let before = store.schedule(name).await?.filter(|s| !s.deleted);
-    let was_paused = before.as_ref().is_some_and(|s| s.paused);
+    let was_paused = job.schedule.as_ref().is_some_and(|s| s.paused);
     match action {
-        "pause" | "resume" => {
-            let pause = action == "pause";
-            let stored = store
-                .update_schedule(name, &ScheduleChange::new().paused(pause), who)
-                .await?;
+        "pause" => {
+            let done = desk.pause(job, actor, note).await?;
+            let stored = &done.value;
             let now = store.now().await?;
-            let what = if pause { "paused" } else { "resumed" };
-            record(app, name, who, what, None).await;
-            Ok(Done::ok(
-                format!("{what} {name:?} (version {}, by {who})", stored.version),
-                json!({ "name": name, "result": what, "fleet": false, "was_paused": was_paused,
-                        "schedule": json::schedule(&stored, now) }),
+            let noted = note.map(|n| format!(", note: {n}")).unwrap_or_default();
+            Ok(Done::warned(
+                format!(
+                    "paused {name:?} (version {}, by {who}{noted})",
+                    stored.version
+                ),
+                json!({ "name": name, "result": "paused", "fleet": false, "was_paused": was_paused,
+                        "schedule": json::schedule(stored, now) }),
+                &done,
             ))
         }
-        "trigger" => match store.request_trigger(name, who).await? {
-            TriggerAnswer::Requested { id } => {
-                record(
-                    app,
-                    name,
-                    who,
-                    &format!("asked for a run now (request {id})"),
-                    None,
-                )
-                .await;
-                Ok(Done::ok(
+        "resume" => {
+            let done = desk.resume(job, actor, note).await?;
+            let Some(stored) = &done.value else {
+                return Ok(Done::warned(
+                    format!("{name:?} is not paused; nothing to do"),
+                    json!({ "name": name, "result": "not_paused", "fleet": false,
+                            "was_paused": false, "schedule": null }),
+                    &done,
+                ));
+            };
+            let now = store.now().await?;
+            Ok(Done::warned(
+                format!("resumed {name:?} (version {}, by {who})", stored.version),
+                json!({ "name": name, "result": "resumed", "fleet": false, "was_paused": was_paused,
+                        "schedule": json::schedule(stored, now) }),
+                &done,
+            ))
+        }
+        "trigger" => {
+            let done = desk.trigger(job, actor, note).await?;
+            match &done.value {
+                TriggerAnswer::Requested { id } => Ok(Done::warned(
                     format!(
                         "asked for a run of {name:?} now (request {id}): one instance runs it under its lock"
                     ),
                     json!({ "name": name, "result": "requested", "id": id, "requested_by": who }),
-                ))
+                    &done,
+                )),
+                TriggerAnswer::AlreadyPending(pending) => Ok(Done {
+                    status: StatusCode::CONFLICT,
+                    message: format!(
+                        "a run of {name:?} is already pending (asked by {} at {}): not asked again",
+                        pending.requested_by,
+                        json::time(pending.requested_at)
+                    ),
+                    body: json!({ "name": name, "result": "already_pending", "trigger": json::trigger(pending) }),
+                }),
+                other => Ok(Done::refused(StatusCode::CONFLICT, other.to_string())),
             }
-            TriggerAnswer::AlreadyPending(pending) => Ok(Done {
-                status: StatusCode::CONFLICT,
-                message: format!(
-                    "a run of {name:?} is already pending (asked by {} at {}): not asked again",
-                    pending.requested_by,
-                    json::time(pending.requested_at)
-                ),
-                body: json!({ "name": name, "result": "already_pending", "trigger": json::trigger(&pending) }),
-            }),
-            other => Ok(Done::refused(StatusCode::CONFLICT, other.to_string())),
-        },
+        }
         "reschedule" => {
-            let cron = fields
-                .cron
-                .as_deref()
-                .map(str::trim)
-                .filter(|c| !c.is_empty());
-            let Some(cron) = cron else {
+            let Some(cron) = given(fields.cron.as_deref()) else {
                 return Ok(Done::refused(StatusCode::UNPROCESSABLE_ENTITY, "nothing to change: give a cron expression (six fields, seconds first, such as 0 */5 * * * *)".into()));
             };
-            let zone = fields
-                .time_zone
-                .as_deref()
-                .map(str::trim)
-                .filter(|z| !z.is_empty());
+            let zone = given(fields.time_zone.as_deref());
             let zone_read = zone
-                .map(str::to_owned)
-                .or_else(|| {
-                    before
-                        .as_ref()
-                        .and_then(json::known_zone)
-                        .map(str::to_owned)
-                })
-                .unwrap_or_else(|| "UTC".to_owned());
-            // The macros' and the CLI's checks and hints; an error here writes nothing.
-            Schedule::parse(cron, &zone_read)?;
+                .or_else(|| job.known_zone())
+                .unwrap_or("UTC")
+                .to_owned();
             let mut change = ScheduleChange::new();
             change.cron = Some(Some(cron.to_owned()));
             if let Some(zone) = zone {
                 change.time_zone = Some(Some(zone.to_owned()));
             }
-            let stored = store.update_schedule(name, &change, who).await?;
+            // The layer checks the cron as the macros and the tool do; an error writes nothing.
+            let done = desk.reschedule(job, &change, actor, note).await?;
+            let stored = &done.value;
             let now = store.now().await?;
             let ticks = json::next_ticks(cron, &zone_read, now, 3);
-            record(
-                app,
-                name,
-                who,
-                &format!("rescheduled to {cron} ({zone_read})"),
-                None,
-            )
-            .await;
-            Ok(Done::ok(
+            let before = job.schedule.as_ref();
+            Ok(Done::warned(
                 format!(
                     "rescheduled {name:?} to {cron} in {zone_read} (version {}); next tick {}",
                     stored.version,
@@ -227,12 +244,13 @@ async fn do_job_action(
                 ),
                 json!({
                     "name": name, "result": "rescheduled",
-                    "old": { "cron": before.as_ref().and_then(|s| s.cron.clone()), "time_zone": before.as_ref().and_then(|s| s.time_zone.clone()) },
+                    "old": { "cron": before.and_then(|s| s.cron.clone()), "time_zone": before.and_then(|s| s.time_zone.clone()) },
                     "new": { "cron": stored.cron, "time_zone": stored.time_zone },
                     "next_ticks": ticks.iter().copied().map(json::time).collect::<Vec<_>>(),
                     "next_ticks_time_zone": zone_read,
-                    "schedule": json::schedule(&stored, now),
+                    "schedule": json::schedule(stored, now),
                 }),
+                &done,
             ))
         }
         other => Ok(Done::refused(
@@ -242,45 +260,50 @@ async fn do_job_action(
     }
 }
 
-/// Releases lock `name` if it still carries `token`.
-async fn release(app: &App, name: &str, token: Option<i64>, who: &str) -> Done {
+/// Releases lock `name` if it still carries `token`; never one of the library's own.
+async fn release(
+    app: &App,
+    name: &str,
+    token: Option<i64>,
+    note: Option<&str>,
+    actor: &Actor,
+) -> Done {
+    if !releasable(name) {
+        return Done::refused(StatusCode::FORBIDDEN, own_lock(name));
+    }
     let Some(token) = token else {
         return Done::refused(StatusCode::UNPROCESSABLE_ENTITY, "no fencing token given: a lock is released only under the token it was seen with (field `token`)".into());
     };
-    let store = &app.source.store;
-    let state = match store.lock_state(name).await {
-        Ok(Some(state)) => state,
-        Ok(None) => return Done::refused(StatusCode::NOT_FOUND, format!("no lock named {name:?}")),
+    let done = match desk(app).release(name, token, actor, given(note)).await {
+        Ok(done) => done,
         Err(error) => return error.into(),
     };
-    match store.force_release(name, token).await {
-        Ok(true) => {
-            let what = format!(
-                "released lock {name:?} held by {} (token {token})",
-                state.locked_by
-            );
-            record(app, name, who, &what, Some(token)).await;
-            Done::ok(
-                format!(
-                    "{what}; the next holder gets a higher token, and a run still going under it stops at its next keep-alive renewal"
-                ),
-                json!({ "name": name, "result": "released", "holder": state.locked_by, "fencing_token": token }),
-            )
-        }
-        Ok(false) => Done {
+    match &done.value {
+        Release::Released { holder } => Done::warned(
+            format!(
+                "released lock {name:?} held by {holder} (token {token}); the next holder gets a higher token, and a run still going under it stops at its next keep-alive renewal"
+            ),
+            json!({ "name": name, "result": "released", "holder": holder, "fencing_token": token }),
+            &done,
+        ),
+        Release::NoLock => Done::refused(StatusCode::NOT_FOUND, format!("no lock named {name:?}")),
+        Release::Moved {
+            current_token,
+            holder,
+        } => Done {
             status: StatusCode::CONFLICT,
             message: format!(
-                "not released: lock {name:?} is no longer held by token {token} (it changed hands or expired; now token {} by {})",
-                state.fencing_token, state.locked_by
+                "not released: lock {name:?} is no longer held by token {token} (it changed hands or expired; now token {current_token} by {holder})"
             ),
-            body: json!({ "name": name, "result": "not_released", "fencing_token": token, "current_token": state.fencing_token, "holder": state.locked_by }),
+            body: json!({ "name": name, "result": "not_released", "fencing_token": token, "current_token": current_token, "holder": holder }),
         },
-        Err(error) => error.into(),
+        other => Done::refused(StatusCode::CONFLICT, format!("not released: {other:?}")),
     }
 }
 
 /// Pauses or resumes the whole fleet.
-async fn fleet(app: &App, action: &str, who: &str) -> Done {
+async fn fleet(app: &App, action: &str, note: Option<&str>, actor: &Actor) -> Done {
+    let who = actor.who.as_str();
     let pause = match action {
         "pause" => true,
         "resume" => false,
@@ -291,45 +314,53 @@ async fn fleet(app: &App, action: &str, who: &str) -> Done {
             );
         }
     };
-    let store = &app.source.store;
+    let desk = desk(app);
+    let note = given(note);
     let result = async {
-        let stored = store
-            .update_schedule(FLEET_SCHEDULE, &ScheduleChange::new().paused(pause), who)
-            .await?;
-        let now = store.now().await?;
-        Ok::<_, Error>((stored, now))
+        let job = desk.fleet().await?;
+        let (stored, warnings) = if pause {
+            let done = desk.pause(&job, actor, note).await?;
+            (Some(done.value), done.warnings)
+        } else {
+            let done = desk.resume(&job, actor, note).await?;
+            (done.value, done.warnings)
+        };
+        let now = app.source.store.now().await?;
+        Ok::<_, Error>((stored, warnings, now))
     }
     .await;
+    let name = FLEET_SCHEDULE;
     match result {
-        Ok((stored, now)) => {
+        Ok((Some(stored), warnings, now)) => {
             let what = if pause {
                 "paused the whole fleet"
             } else {
                 "resumed the whole fleet"
             };
-            record(app, FLEET_SCHEDULE, who, what, None).await;
-            Done::ok(
+            Done::with_warnings(
                 format!("{what} (version {}, by {who})", stored.version),
-                json!({ "name": FLEET_SCHEDULE, "result": if pause { "paused" } else { "resumed" }, "fleet": true, "schedule": json::schedule(&stored, now) }),
+                json!({ "name": name, "result": if pause { "paused" } else { "resumed" }, "fleet": true, "schedule": json::schedule(&stored, now) }),
+                &warnings,
             )
         }
+        Ok((None, warnings, _)) => Done::with_warnings(
+            "the whole fleet is not paused; nothing to do".to_owned(),
+            json!({ "name": name, "result": "not_paused", "fleet": true, "schedule": null }),
+            &warnings,
+        ),
         Err(error) => error.into(),
     }
 }
 
-/// Back to the page the form was on, with the message.
-fn back(base: &Base, path: &str, done: &Done) -> Response {
-    let failed = if done.status.is_success() {
-        ""
-    } else {
-        "&failed=1"
-    };
-    Redirect::to(&format!(
-        "{}{path}?flash={}{failed}",
-        base.0,
-        enc(&done.message)
-    ))
-    .into_response()
+/// Back to the page the form was on (`href`, the mount path included), with the message kept
+/// by the server under a random id.
+fn back(app: &App, href: &str, done: &Done) -> Response {
+    let id = app.flashes.put(Flash {
+        failed: !done.status.is_success(),
+        message: done.message.clone(),
+    });
+    let joint = if href.contains('?') { '&' } else { '?' };
+    Redirect::to(&format!("{href}{joint}flash={id}")).into_response()
 }
 
 /// An API action's JSON body: none, `null` or an object.
@@ -354,119 +385,146 @@ fn as_json(done: Done) -> Response {
 pub(crate) async fn job_form(
     State(app): Shared,
     Extension(base): Extension<Base>,
-    Extension(Operator(who)): Extension<Operator>,
-    Extension(credential): Extension<Credential>,
+    Extension(visitor): Extension<Visitor>,
+    Extension(seen): Extension<Seen>,
     Path((name, action)): Path<(String, String)>,
-    headers: HeaderMap,
     Form(fields): Form<JobFields>,
 ) -> Response {
-    let page = format!("/jobs/{}", enc(&name));
-    if let Err(refused) = check_csrf(&headers, credential, fields.csrf.as_deref()) {
-        return back(&base, &page, &Done::refused(StatusCode::FORBIDDEN, refused));
-    }
-    let done = job_action(&app, &name, &action, &fields, &who).await;
-    back(&base, &page, &done)
+    let done = job_action(&app, &name, &action, &fields, &actor(&visitor, &seen)).await;
+    back(&app, &job_href(&base.0, &name), &done)
+}
+
+/// The name of `/act/job/{action}?name=NAME` and `/act/lock/release?name=NAME`: a name a path
+/// cannot carry (`.`, `..`).
+#[derive(Deserialize)]
+pub(crate) struct NameQuery {
+    name: String,
+}
+
+/// A job's action from a page's form, the job named in the query.
+pub(crate) async fn job_form_by_query(
+    State(app): Shared,
+    Extension(base): Extension<Base>,
+    Extension(visitor): Extension<Visitor>,
+    Extension(seen): Extension<Seen>,
+    Path(action): Path<String>,
+    Query(NameQuery { name }): Query<NameQuery>,
+    Form(fields): Form<JobFields>,
+) -> Response {
+    let done = job_action(&app, &name, &action, &fields, &actor(&visitor, &seen)).await;
+    back(&app, &job_href(&base.0, &name), &done)
 }
 
 /// A job's action through the API (a JSON body for `reschedule`: `cron`, `time_zone`).
 pub(crate) async fn job_api(
     State(app): Shared,
-    Extension(Operator(who)): Extension<Operator>,
-    Extension(credential): Extension<Credential>,
+    Extension(visitor): Extension<Visitor>,
+    Extension(seen): Extension<Seen>,
     Path((name, action)): Path<(String, String)>,
-    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Err(refused) = check_csrf(&headers, credential, None) {
-        return as_json(Done::refused(StatusCode::FORBIDDEN, refused));
-    }
     let fields: JobFields = match fields_of(&body) {
         Ok(fields) => fields,
         Err(refused) => return as_json(refused),
     };
-    as_json(job_action(&app, &name, &action, &fields, &who).await)
+    as_json(job_action(&app, &name, &action, &fields, &actor(&visitor, &seen)).await)
 }
 
 /// The release form's fields.
 #[derive(Deserialize, Default)]
 pub(crate) struct ReleaseFields {
-    csrf: Option<String>,
     token: Option<i64>,
+    note: Option<String>,
 }
 
 /// A lock's release from the confirmation page.
 pub(crate) async fn release_form(
     State(app): Shared,
     Extension(base): Extension<Base>,
-    Extension(Operator(who)): Extension<Operator>,
-    Extension(credential): Extension<Credential>,
+    Extension(visitor): Extension<Visitor>,
+    Extension(seen): Extension<Seen>,
     Path(name): Path<String>,
-    headers: HeaderMap,
     Form(fields): Form<ReleaseFields>,
 ) -> Response {
-    if let Err(refused) = check_csrf(&headers, credential, fields.csrf.as_deref()) {
-        return back(
-            &base,
-            "/locks",
-            &Done::refused(StatusCode::FORBIDDEN, refused),
-        );
-    }
-    let done = release(&app, &name, fields.token, &who).await;
-    back(&base, "/locks", &done)
+    let done = release(
+        &app,
+        &name,
+        fields.token,
+        fields.note.as_deref(),
+        &actor(&visitor, &seen),
+    )
+    .await;
+    back(&app, &format!("{}/locks", base.0), &done)
+}
+
+/// A lock's release from the confirmation page, the lock named in the query.
+pub(crate) async fn release_form_by_query(
+    State(app): Shared,
+    Extension(base): Extension<Base>,
+    Extension(visitor): Extension<Visitor>,
+    Extension(seen): Extension<Seen>,
+    Query(NameQuery { name }): Query<NameQuery>,
+    Form(fields): Form<ReleaseFields>,
+) -> Response {
+    let done = release(
+        &app,
+        &name,
+        fields.token,
+        fields.note.as_deref(),
+        &actor(&visitor, &seen),
+    )
+    .await;
+    back(&app, &format!("{}/locks", base.0), &done)
 }
 
 /// A lock's release through the API (a JSON body: `token`).
 pub(crate) async fn release_api(
     State(app): Shared,
-    Extension(Operator(who)): Extension<Operator>,
-    Extension(credential): Extension<Credential>,
+    Extension(visitor): Extension<Visitor>,
+    Extension(seen): Extension<Seen>,
     Path(name): Path<String>,
-    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Err(refused) = check_csrf(&headers, credential, None) {
-        return as_json(Done::refused(StatusCode::FORBIDDEN, refused));
-    }
-    let token = match fields_of::<ReleaseFields>(&body) {
-        Ok(fields) => fields.token,
+    let fields = match fields_of::<ReleaseFields>(&body) {
+        Ok(fields) => fields,
         Err(refused) => return as_json(refused),
     };
-    as_json(release(&app, &name, token, &who).await)
+    let actor = actor(&visitor, &seen);
+    as_json(release(&app, &name, fields.token, fields.note.as_deref(), &actor).await)
 }
 
-/// The fleet form's fields.
+/// The fields of the fleet's pause or resume: an optional `note`.
 #[derive(Deserialize, Default)]
-pub(crate) struct CsrfField {
-    csrf: Option<String>,
+pub(crate) struct NoteFields {
+    note: Option<String>,
 }
 
-/// The fleet's pause or resume from the overview.
+/// The fleet's pause or resume from the overview (a form without fields takes no note).
 pub(crate) async fn fleet_form(
     State(app): Shared,
     Extension(base): Extension<Base>,
-    Extension(Operator(who)): Extension<Operator>,
-    Extension(credential): Extension<Credential>,
+    Extension(visitor): Extension<Visitor>,
+    Extension(seen): Extension<Seen>,
     Path(action): Path<String>,
-    headers: HeaderMap,
-    Form(fields): Form<CsrfField>,
+    fields: Result<Form<NoteFields>, FormRejection>,
 ) -> Response {
-    if let Err(refused) = check_csrf(&headers, credential, fields.csrf.as_deref()) {
-        return back(&base, "/", &Done::refused(StatusCode::FORBIDDEN, refused));
-    }
-    let done = fleet(&app, &action, &who).await;
-    back(&base, "/", &done)
+    let note = fields.ok().and_then(|Form(f)| f.note);
+    let done = fleet(&app, &action, note.as_deref(), &actor(&visitor, &seen)).await;
+    back(&app, base.home(), &done)
 }
 
-/// The fleet's pause or resume through the API.
+/// The fleet's pause or resume through the API (a JSON body, optional: `note`).
 pub(crate) async fn fleet_api(
     State(app): Shared,
-    Extension(Operator(who)): Extension<Operator>,
-    Extension(credential): Extension<Credential>,
+    Extension(visitor): Extension<Visitor>,
+    Extension(seen): Extension<Seen>,
     Path(action): Path<String>,
-    headers: HeaderMap,
+    body: Bytes,
 ) -> Response {
-    if let Err(refused) = check_csrf(&headers, credential, None) {
-        return as_json(Done::refused(StatusCode::FORBIDDEN, refused));
-    }
-    as_json(fleet(&app, &action, &who).await)
+    let fields: NoteFields = match fields_of(&body) {
+        Ok(fields) => fields,
+        Err(refused) => return as_json(refused),
+    };
+    let actor = actor(&visitor, &seen);
+    as_json(fleet(&app, &action, fields.note.as_deref(), &actor).await)
 }

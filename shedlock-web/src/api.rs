@@ -11,10 +11,12 @@
 //!   `next_tick_share` (how many of the jobs due at `next_tick` this seat owns), `renewed_at`,
 //!   `until`).
 //! - `/api/v1/jobs`: as `shedlock jobs --json`: `backend`, `fleet` (`paused`, `updated_by`,
-//!   `updated_at`), `history`, `jobs`, each a schedule ([`crate::json::schedule`]) with
+//!   `updated_at`, `note`), `history`, `jobs`, each a schedule ([`crate::json::schedule`]) with
 //!   `last_run` and `lock`; a job the store knows only by its lock has `kind` `code` and
 //!   `null` schedule fields. Takes the jobs page's filters and sort (`q`, `kind`, `paused`,
-//!   `running`, `sort`, `dir`) and, with `page`, a hundred jobs a page (`pages` says how many).
+//!   `running`, `sort`, `dir`). A hundred jobs a page, always: `page` (from 1; the first by
+//!   default) chooses one, and the answer says which (`page`), how many there are (`pages`) and
+//!   the next one's number (`next`, `null` on the last): read every job by following `next`.
 //! - `/api/v1/jobs/{name}`: one job as in the list.
 //! - `/api/v1/locks`: as `shedlock list --json`: every lock row ([`crate::json::lock`]).
 //! - `/api/v1/runs`: as `shedlock history --json` ([`crate::json::run`]), in `runs`, newest
@@ -24,13 +26,21 @@
 //!
 //! Actions (`POST`; absent in read-only mode), each answering `result` and what changed, or
 //! `error` with a status (`404` unknown job, `409` already pending or not released, `422` a bad
-//! cron or time zone, `403` refused by the CSRF check):
+//! cron or time zone, `403` refused by the CSRF check or a lock of the library's own). A client
+//! with the bearer token sends `Authorization: Bearer <token>` and nothing else; a client let
+//! in by cookies (or without authentication) sends `Origin` and the `X-Shedlock-Csrf` header a
+//! page answered it (see the crate's CSRF section). A name the path cannot carry (`.`, `..`,
+//! which HTTP clients collapse) is written percent-encoded with its dots too (`%2E%2E`).
 //!
 //! - `/api/v1/jobs/{name}/pause`, `/resume`, `/trigger` (run now), `/reschedule` (a JSON body
-//!   `{"cron": "...", "time_zone": "..."}`);
-//! - `/api/v1/locks/{name}/release` (a JSON body `{"token": N}`: released only while the lock
-//!   still carries that fencing token);
-//! - `/api/v1/fleet/pause`, `/api/v1/fleet/resume`.
+//!   `{"cron": "...", "time_zone": "..."}`); each takes an optional `note` in its body
+//!   (`{"note": "upstream incident"}`), recorded with the action and, for a pause, kept beside
+//!   it (the job's `note`) until the resume; a successful answer carries `warnings` (what the
+//!   operator should know: a change done but not recorded);
+//! - `/api/v1/locks/{name}/release` (a JSON body `{"token": N}`, with an optional `note`: released only while the lock
+//!   still carries that fencing token; never one of the library's own locks, `shedlock.…`,
+//!   which the page offers no button for either: `403`);
+//! - `/api/v1/fleet/pause`, `/api/v1/fleet/resume` (an optional body `{"note": "..."}`).
 
 use axum::extract::{Json, Path, Query, State};
 use axum::http::StatusCode;
@@ -125,13 +135,27 @@ pub(crate) fn job_json(row: &JobRow) -> Value {
         Some(schedule) => crate::json::schedule_with_next(schedule, row.next),
         None => json!({
             "name": row.name, "kind": "code", "handler": null, "payload": null, "cron": null,
-            "time_zone": null, "paused": false, "jitter_ms": null, "retry": null,
+            "time_zone": null, "paused": false, "note": null, "jitter_ms": null, "retry": null,
             "next_tick": row.next.map(crate::json::time), "trigger": null, "version": null,
             "updated_at": null, "updated_by": null,
         }),
     };
     value["last_run"] = row.last.as_ref().map_or(Value::Null, crate::json::last_run);
     value["lock"] = row.lock.as_ref().map_or(Value::Null, crate::json::job_lock);
+    value["carriers"] = Value::Array(row.registered.as_ref().map_or_else(Vec::new, |job| {
+        job.carriers
+            .iter()
+            .map(|c| {
+                json!({ "instance": c.instance, "fleet": c.fleet,
+                        "last_seen": crate::json::time(c.last_seen), "running": c.running })
+            })
+            .collect()
+    }));
+    value["code"] = row.registered.as_ref().map_or(Value::Null, |job| {
+        let job = &job.job;
+        json!({ "lock": job.lock, "cron": job.cron, "time_zone": job.time_zone,
+                "misfire": job.misfire, "jitter_ms": job.jitter_ms })
+    });
     value
 }
 
@@ -143,31 +167,30 @@ pub(crate) async fn jobs(State(app): Shared, Query(query): Query<JobsQuery>) -> 
     };
     let selected = select(snapshot.jobs(&app.options.code_jobs), &query);
     let pages = selected.len().div_ceil(JOBS_PER_PAGE).max(1);
-    let mut shown: Vec<JobRow> = match query.page {
-        Some(page) => selected
-            .into_iter()
-            .skip((page.max(1) - 1).saturating_mul(JOBS_PER_PAGE))
-            .take(JOBS_PER_PAGE)
-            .collect(),
-        None => selected,
-    };
+    let page = query.page.unwrap_or(1).max(1);
+    let mut shown: Vec<JobRow> = selected
+        .into_iter()
+        .skip((page - 1).saturating_mul(JOBS_PER_PAGE))
+        .take(JOBS_PER_PAGE)
+        .collect();
     if let Err(error) = fill_last_runs(&app, &mut shown).await {
         return unavailable(error);
     }
     let fleet = snapshot.fleet.as_ref();
-    let mut body = json!({
+    let body = json!({
         "backend": app.source.backend().to_string(),
         "fleet": {
             "paused": fleet.is_some_and(|f| f.paused),
             "updated_by": fleet.map(|f| f.updated_by.clone()),
             "updated_at": fleet.map(|f| crate::json::time(f.updated_at)),
+            "note": fleet.and_then(|f| f.note.clone()),
         },
         "history": app.source.has_history(),
         "jobs": shown.iter().map(job_json).collect::<Vec<_>>(),
+        "page": page,
+        "pages": pages,
+        "next": (page < pages).then(|| page + 1),
     });
-    if query.page.is_some() {
-        body["pages"] = json!(pages);
-    }
     Json(body).into_response()
 }
 

@@ -1,10 +1,9 @@
-//! Who may see the dashboard ([`Auth`]), who did an action ([`Operator`]), the sign-in page,
-//! sessions and the CSRF check.
+//! The layer that lets a request in ([`check`]) as [`Auth`] says, and the sign-in and sign-out
+//! pages.
 
-use std::collections::VecDeque;
-use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use axum::Extension;
 use axum::extract::{Form, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
@@ -12,104 +11,29 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use maud::html;
 use serde::Deserialize;
 
+use crate::csrf::{CSRF_HEADER, same_origin};
+use crate::front::{Seen, refuse};
+use crate::identity::{Auth, Credential, Operator, Visitor, random_token, same};
+use crate::session::Flash;
 use crate::{App, Base, Shared, pages};
 
-/// The cookie of a signed-in browser.
-pub(crate) const SESSION_COOKIE: &str = "shedlock_session";
-/// The cookie whose value a `POST` must repeat.
-pub(crate) const CSRF_COOKIE: &str = "shedlock_csrf";
-/// The header an API client repeats the CSRF cookie in.
-pub(crate) const CSRF_HEADER: &str = "x-shedlock-csrf";
-/// Sessions kept at most; the oldest goes first.
-const MAX_SESSIONS: usize = 10_000;
+/// The cookie of a signed-in browser (`__Host-` before it over HTTPS).
+const SESSION_COOKIE: &str = "shedlock_session";
+/// The cookie that names a browser without a sign-in: the id its CSRF token is made from.
+const BROWSER_COOKIE: &str = "shedlock_browser";
 
-/// Who may see the dashboard.
-#[derive(Clone)]
-#[non_exhaustive]
-pub enum Auth {
-    /// A request carries `Authorization: Bearer <token>`, or comes from a browser that signed
-    /// in with the token. The token is never shown, logged or put in a `Debug` value.
-    Bearer(Arc<str>),
-    /// The service's own tower layer guards the router and says who the operator is by an
-    /// [`Operator`] in the request's extensions (`unknown` without one).
-    External,
-    /// No check: for a listener on loopback only.
-    None,
-}
-
-impl Auth {
-    /// A bearer token (see [`Auth::Bearer`]).
-    pub fn bearer(token: impl Into<String>) -> Self {
-        Auth::Bearer(Arc::from(token.into()))
+/// A cookie's name: `__Host-` before it over HTTPS, where the browser then keeps it only if it
+/// is `Secure`, for this host alone and for path `/`.
+fn cookie_name(name: &str, https: bool) -> String {
+    if https {
+        format!("__Host-{name}")
+    } else {
+        name.to_owned()
     }
-}
-
-impl fmt::Debug for Auth {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Auth::Bearer(_) => f.write_str("Bearer(<redacted>)"),
-            Auth::External => f.write_str("External"),
-            Auth::None => f.write_str("None"),
-        }
-    }
-}
-
-/// Who is acting, as recorded with each action: put into the request's extensions by the
-/// service's layer under [`Auth::External`]; `web:token` or `web:session` under a bearer token,
-/// `web:anonymous` without authentication.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Operator(pub String);
-
-/// How a request was let in: by a header a browser never sends on its own (no CSRF check
-/// needed), or ambiently (a cookie, or no authentication).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Credential {
-    Header,
-    Ambient,
-}
-
-/// The signed-in browsers' session ids.
-#[derive(Default)]
-pub(crate) struct Sessions(Mutex<VecDeque<String>>);
-
-impl Sessions {
-    fn open(&self) -> String {
-        let id = random_token();
-        let mut sessions = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if sessions.len() >= MAX_SESSIONS {
-            sessions.pop_front();
-        }
-        sessions.push_back(id.clone());
-        id
-    }
-
-    fn contains(&self, id: &str) -> bool {
-        let sessions = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        sessions.iter().any(|s| same(s, id))
-    }
-}
-
-/// 128 random bits as hex.
-pub(crate) fn random_token() -> String {
-    let mut bytes = [0u8; 16];
-    if getrandom::fill(&mut bytes).is_err() {
-        // No generator: a token nobody can guess cannot be made, so none will ever match.
-        return String::new();
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Compares two secrets in time independent of where they differ.
-fn same(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.is_empty() || a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// The value of cookie `name`.
-pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -120,60 +44,142 @@ pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> 
         .map(|(_, value)| value)
 }
 
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()?
-        .strip_prefix("Bearer ")
-        .map(str::trim)
+/// A `Set-Cookie` for `name` (named for `https`): `HttpOnly`, `SameSite=Strict`, path `/`,
+/// `Secure` over HTTPS; gone after `max_age` (at the browser's close without one).
+fn set_cookie(name: &str, value: &str, https: bool, max_age: Option<Duration>) -> HeaderValue {
+    let mut text = format!(
+        "{}={value}; Path=/; HttpOnly; SameSite=Strict",
+        cookie_name(name, https)
+    );
+    if let Some(age) = max_age {
+        text.push_str(&format!("; Max-Age={}", age.as_secs()));
+    }
+    if https {
+        text.push_str("; Secure");
+    }
+    HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("invalid=1"))
 }
 
-/// Lets a request in, or answers it: a page sends a browser to sign in, the API answers
-/// `401`. Puts the request's [`Operator`] and [`Credential`] into its extensions, and gives a
-/// browser its CSRF cookie.
-pub(crate) async fn check(State(app): Shared, mut request: Request, next: Next) -> Response {
-    let headers = request.headers();
-    let (operator, credential) = match &app.options.auth {
-        Auth::None => (Operator("web:anonymous".to_owned()), Credential::Ambient),
-        Auth::External => (
-            request
-                .extensions()
-                .get::<Operator>()
-                .cloned()
-                .unwrap_or_else(|| Operator("unknown".to_owned())),
-            Credential::Ambient,
-        ),
-        Auth::Bearer(token) => {
-            if bearer(headers).is_some_and(|given| same(token, given)) {
-                (Operator("web:token".to_owned()), Credential::Header)
-            } else if cookie(headers, SESSION_COOKIE).is_some_and(|s| app.sessions.contains(s)) {
-                (Operator("web:session".to_owned()), Credential::Ambient)
-            } else {
-                return refuse(&request);
-            }
-        }
+/// The token of `Authorization: Bearer <token>`, the scheme matched in any case (RFC 7235).
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+/// Too many wrong tokens: `429 Too Many Requests` with `Retry-After`.
+fn too_many(wait: Duration, api: bool, page: Option<(&App, &str)>) -> Response {
+    let secs = wait.as_secs().max(1);
+    let message = format!(
+        "too many wrong tokens from this address (or from all): sign-in is refused, the right \
+         token too, for {secs} s more"
+    );
+    let mut response = match page {
+        Some((app, base)) => (
+            StatusCode::TOO_MANY_REQUESTS,
+            Html(login_form(app, base, Some(&message), None).into_string()),
+        )
+            .into_response(),
+        None => refuse(StatusCode::TOO_MANY_REQUESTS, api, message),
     };
-    let needs_csrf_cookie = cookie(headers, CSRF_COOKIE).is_none();
-    let csrf = cookie(headers, CSRF_COOKIE)
-        .map(str::to_owned)
-        .unwrap_or_else(random_token);
-    request.extensions_mut().insert(operator);
-    request.extensions_mut().insert(credential);
-    request.extensions_mut().insert(pages::Csrf(csrf.clone()));
-    let mut response = next.run(request).await;
-    if needs_csrf_cookie
-        && let Ok(value) =
-            HeaderValue::from_str(&format!("{CSRF_COOKIE}={csrf}; Path=/; SameSite=Strict"))
-    {
-        response.headers_mut().append(header::SET_COOKIE, value);
+    if let Ok(value) = HeaderValue::from_str(&secs.to_string()) {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
     }
     response
 }
 
-fn refuse(request: &Request) -> Response {
-    let path = request.uri().path();
-    if path.starts_with("/api/") {
+/// Lets a request in, or answers it: a page sends a browser to sign in, the API answers `401`,
+/// a client that gave too many wrong tokens `429`. Puts the request's [`Operator`] and
+/// [`Visitor`] into its extensions, gives a browser without a session its id cookie, and every
+/// answer to a browser its CSRF token in the header `X-Shedlock-Csrf`.
+pub(crate) async fn check(State(app): Shared, mut request: Request, next: Next) -> Response {
+    let Some(seen) = request.extensions().get::<Seen>().cloned() else {
+        return refuse(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            true,
+            "the dashboard's layers are missing".into(),
+        );
+    };
+    let https = seen.https;
+    let headers = request.headers();
+    let api = request.uri().path().starts_with("/api/");
+    let browser = cookie(headers, &cookie_name(BROWSER_COOKIE, https)).map(str::to_owned);
+    let session_cookie = cookie(headers, &cookie_name(SESSION_COOKIE, https)).map(str::to_owned);
+    let session = session_cookie.filter(|s| app.sessions.touch(s));
+    let has_cookie = browser.is_some() || session.is_some();
+    let (who, credential) = match &app.options.auth {
+        Auth::None => ("web:anonymous".to_owned(), Credential::Ambient),
+        Auth::External => (
+            request
+                .extensions()
+                .get::<Operator>()
+                .map(|o| o.0.clone())
+                .unwrap_or_else(|| "unknown".to_owned()),
+            Credential::Ambient,
+        ),
+        Auth::Bearer(token) => match bearer(headers) {
+            Some(given) => {
+                if let Some(wait) = app.throttle.wait(seen.client) {
+                    return too_many(wait, api, None);
+                }
+                if !same(token, given) {
+                    app.throttle.failed(seen.client);
+                    tracing::warn!(target: "shedlock_web::audit", client = %seen.client_address(),
+                        "a wrong bearer token");
+                    return refuse_unknown(&request, api);
+                }
+                app.throttle.succeeded(seen.client);
+                // A header a proxy adds to every request of a browser is ambient too: a request
+                // that carries a cookie of ours is a browser's, and checked as one.
+                let credential = if has_cookie {
+                    Credential::Ambient
+                } else {
+                    Credential::Header
+                };
+                ("web:token".to_owned(), credential)
+            }
+            None if session.is_some() => ("web:session".to_owned(), Credential::Ambient),
+            None => return refuse_unknown(&request, api),
+        },
+    };
+    let new_browser = match (&session, &browser) {
+        (None, None) => Some(random_token()),
+        _ => None,
+    };
+    let id = session
+        .as_deref()
+        .or(browser.as_deref())
+        .or(new_browser.as_deref())
+        .unwrap_or_default();
+    let csrf = app.keys.csrf(id);
+    request.extensions_mut().insert(Operator(who.clone()));
+    request.extensions_mut().insert(Visitor {
+        who,
+        credential,
+        csrf: csrf.clone(),
+        session,
+    });
+    let mut response = next.run(request).await;
+    if let Some(id) = new_browser {
+        response.headers_mut().append(
+            header::SET_COOKIE,
+            set_cookie(BROWSER_COOKIE, &id, https, None),
+        );
+    }
+    if credential == Credential::Ambient
+        && let Ok(value) = HeaderValue::from_str(&csrf)
+    {
+        response.headers_mut().insert(CSRF_HEADER, value);
+    }
+    response
+}
+
+/// Not signed in: a page goes to the sign-in, the API answers `401`.
+fn refuse_unknown(request: &Request, api: bool) -> Response {
+    if api {
         return (
             StatusCode::UNAUTHORIZED,
             [(header::WWW_AUTHENTICATE, "Bearer")],
@@ -191,52 +197,34 @@ fn refuse(request: &Request) -> Response {
     Redirect::to(&format!("{base}/login")).into_response()
 }
 
-/// Refuses a `POST` that may come from another site: let in by a cookie (or without
-/// authentication), and not repeating the CSRF cookie in `given`, or marked cross-site by the
-/// browser.
-pub(crate) fn check_csrf(
-    headers: &HeaderMap,
-    credential: Credential,
-    given: Option<&str>,
-) -> Result<(), String> {
-    if credential == Credential::Header {
-        return Ok(());
-    }
-    if headers
-        .get("sec-fetch-site")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|site| site == "cross-site")
-    {
-        return Err(
-            "refused: the request comes from another site (Sec-Fetch-Site: cross-site)".into(),
-        );
-    }
-    let given = given.or_else(|| headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok()));
-    match (cookie(headers, CSRF_COOKIE), given) {
-        (Some(expected), Some(given)) if same(expected, given) => Ok(()),
-        (None, _) => Err(format!(
-            "refused: no CSRF cookie ({CSRF_COOKIE}); load a page of the dashboard first"
-        )),
-        _ => Err(format!(
-            "refused: the CSRF token is missing or wrong (send the {CSRF_COOKIE} cookie's value in the form field `csrf` or the header X-Shedlock-Csrf); reload the page and try again"
-        )),
-    }
+/// The sign-in page's query: the message a sign-out left.
+#[derive(Deserialize, Default)]
+pub(crate) struct LoginQuery {
+    flash: Option<String>,
 }
 
 /// The sign-in page (only under [`Auth::Bearer`]).
-pub(crate) async fn login_page(State(app): Shared, base: axum::Extension<Base>) -> Response {
-    Html(login_form(&app, &base.0.0, None).into_string()).into_response()
+pub(crate) async fn login_page(
+    State(app): Shared,
+    Extension(base): Extension<Base>,
+    axum::extract::Query(query): axum::extract::Query<LoginQuery>,
+) -> Response {
+    let flash = query.flash.as_deref().and_then(|id| app.flashes.get(id));
+    let page = login_form(&app, &base.0, None, flash.as_ref());
+    Html(page.into_string()).into_response()
 }
 
-fn login_form(app: &App, base: &str, error: Option<&str>) -> maud::Markup {
+fn login_form(app: &App, base: &str, error: Option<&str>, flash: Option<&Flash>) -> maud::Markup {
     pages::layout(
         app,
         base,
+        None,
         "Sign in",
         "",
         html! {
             h1 { "Sign in" }
-            @if let Some(error) = error { p.flash.error { (error) } }
+            @if let Some(flash) = flash { (pages::flash_markup(flash)) }
+            @if let Some(error) = error { p.flash.error #sign-in-error { (error) } }
             @match app.options.auth {
                 Auth::Bearer(_) => {
                     form method="post" action={(base) "/login"} {
@@ -256,31 +244,114 @@ pub(crate) struct LoginForm {
     token: String,
 }
 
-/// Signs a browser in with the token: a session cookie, then the overview.
+/// Signs a browser in with the token: a session cookie, then the overview. Refused from another
+/// origin, and while the address (or everyone) gave too many wrong tokens.
 pub(crate) async fn login(
     State(app): Shared,
-    base: axum::Extension<Base>,
+    Extension(base): Extension<Base>,
+    Extension(seen): Extension<Seen>,
+    headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
     let Auth::Bearer(token) = &app.options.auth else {
-        return Redirect::to(base.0.home()).into_response();
+        return Redirect::to(base.home()).into_response();
     };
+    if let Err(message) = same_origin(&headers, &seen, false) {
+        return pages::refused(&app, &base, StatusCode::FORBIDDEN, &message);
+    }
+    if let Some(wait) = app.throttle.wait(seen.client) {
+        tracing::warn!(target: "shedlock_web::audit", client = %seen.client_address(),
+            "a sign-in refused: too many wrong tokens");
+        return too_many(wait, false, Some((&app, &base.0)));
+    }
     if !same(token, form.token.trim()) {
+        app.throttle.failed(seen.client);
+        tracing::warn!(target: "shedlock_web::audit", client = %seen.client_address(),
+            "a sign-in with a wrong token");
         return (
             StatusCode::UNAUTHORIZED,
             Html(
-                login_form(&app, &base.0.0, Some("That is not the dashboard's token."))
-                    .into_string(),
+                login_form(
+                    &app,
+                    &base.0,
+                    Some("That is not the dashboard's token."),
+                    None,
+                )
+                .into_string(),
             ),
         )
             .into_response();
     }
+    app.throttle.succeeded(seen.client);
     let session = app.sessions.open();
-    let mut response = Redirect::to(base.0.home()).into_response();
-    if let Ok(value) = HeaderValue::from_str(&format!(
-        "{SESSION_COOKIE}={session}; Path=/; HttpOnly; SameSite=Strict"
-    )) {
-        response.headers_mut().append(header::SET_COOKIE, value);
-    }
+    tracing::info!(target: "shedlock_web::audit", client = %seen.client_address(), "signed in");
+    let mut response = Redirect::to(base.home()).into_response();
+    response.headers_mut().append(
+        header::SET_COOKIE,
+        set_cookie(
+            SESSION_COOKIE,
+            &session,
+            seen.https,
+            Some(app.sessions.lifetime()),
+        ),
+    );
     response
+}
+
+/// Signs a browser out (a `POST`, CSRF-checked by the layer): its session ends on the server,
+/// its cookie is cleared, and it lands on the sign-in page.
+pub(crate) async fn logout(
+    State(app): Shared,
+    Extension(base): Extension<Base>,
+    Extension(seen): Extension<Seen>,
+    Extension(visitor): Extension<Visitor>,
+) -> Response {
+    let Some(session) = visitor.session else {
+        return Redirect::to(base.home()).into_response();
+    };
+    app.sessions.close(&session);
+    tracing::info!(target: "shedlock_web::audit", client = %seen.client_address(), "signed out");
+    let flash = app.flashes.put(Flash {
+        failed: false,
+        message: "Signed out: the session is over on the server too.".into(),
+    });
+    let mut response = Redirect::to(&format!("{}/login?flash={flash}", base.0)).into_response();
+    response.headers_mut().append(
+        header::SET_COOKIE,
+        set_cookie(SESSION_COOKIE, "", seen.https, Some(Duration::ZERO)),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_matched_in_any_case() {
+        let mut headers = HeaderMap::new();
+        for (value, token) in [
+            ("Bearer abc", Some("abc")),
+            ("bearer abc", Some("abc")),
+            ("BEARER   abc ", Some("abc")),
+            ("Basic abc", None),
+            ("Bearer", None),
+            ("Bearer ", None),
+        ] {
+            headers.insert(header::AUTHORIZATION, HeaderValue::from_static(value));
+            assert_eq!(bearer(&headers), token, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn a_short_token_is_refused_without_showing_it() {
+        let error = Auth::try_bearer("  a  ").unwrap_err();
+        assert_eq!(error.chars, 1);
+        assert!(error.to_string().contains("at least 16"), "{error}");
+        assert!(Auth::try_bearer("0123456789abcdef").is_ok());
+        let error = Auth::try_bearer("secret-but-short").map(|_| ());
+        assert!(error.is_ok(), "16 characters are enough");
+        let error = Auth::try_bearer("hunter2").unwrap_err().to_string();
+        assert!(!error.contains("hunter2"), "{error}");
+    }
 }

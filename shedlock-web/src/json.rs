@@ -99,7 +99,7 @@ pub fn trigger(t: &Trigger) -> Value {
 }
 
 /// A schedule: `name`, `kind`, `handler`, `payload` (the JSON value), `cron` and `time_zone`
-/// (`null`: the code's), `paused`, `jitter_ms`, `retry`, `next_tick` (`null` when the cron or
+/// (`null`: the code's), `paused`, `note` (the operator's note on the pause), `jitter_ms`, `retry`, `next_tick` (`null` when the cron or
 /// its time zone is the code's), `trigger`, `version`, `updated_at`, `updated_by`. The job
 /// list adds `last_run` ([`last_run`]) and `lock` ([`job_lock`]).
 pub fn schedule(schedule: &StoredSchedule, now: DateTime<Utc>) -> Value {
@@ -119,6 +119,7 @@ pub fn schedule_with_next(schedule: &StoredSchedule, next: Option<DateTime<Utc>>
         "cron": schedule.cron,
         "time_zone": schedule.time_zone,
         "paused": schedule.paused,
+        "note": schedule.note,
         "jitter_ms": jitter(schedule.jitter),
         "retry": retry(schedule.retry.as_ref()),
         "next_tick": next.map(time),

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use shedlock::Schedule;
 use shedlock::history::{LockState, RunQuery, RunRecord, UnreadableRow};
 use shedlock::scheduler::{FLEET_SCHEDULE, share_owner};
-use shedlock::schedules::StoredSchedule;
+use shedlock::schedules::{FleetJob, StoredSchedule};
 
 use crate::json;
 use crate::{App, CodeJob};
@@ -15,6 +15,13 @@ use crate::{App, CodeJob};
 /// Lock and schedule names starting with this are the library's own (fleet seats, the fleet's
 /// pause), never a job.
 pub(crate) const RESERVED: &str = "shedlock.";
+
+/// Whether the dashboard offers, and does, the release of lock `name`: a job's lock, never one
+/// of the library's own (a fleet seat, a share marker), which the schedulers take and renew
+/// themselves. The pages' buttons and the actions (forms and API) ask this one rule.
+pub(crate) fn releasable(name: &str) -> bool {
+    !name.starts_with(RESERVED)
+}
 /// The prefix of a fleet seat's lock: `shedlock.fleet/<fleet>/<seat>`.
 const SEAT_PREFIX: &str = "shedlock.fleet/";
 
@@ -79,6 +86,8 @@ pub(crate) struct Snapshot {
     pub(crate) locks: Vec<LockState>,
     /// Lock rows that could not be read, each with what is wrong.
     pub(crate) unreadable: Vec<UnreadableRow>,
+    /// The code-defined jobs the instances registered, each with its carriers.
+    pub(crate) registered: Vec<FleetJob>,
 }
 
 /// An instance holding a fleet seat.
@@ -110,6 +119,8 @@ pub(crate) struct JobRow {
     pub(crate) lock: Option<LockState>,
     /// The last run, filled for the rows shown.
     pub(crate) last: Option<RunRecord>,
+    /// The job as the instances registered it, with the instances that carry it.
+    pub(crate) registered: Option<FleetJob>,
 }
 
 impl JobRow {
@@ -201,12 +212,14 @@ impl Snapshot {
                 (rows.locks, rows.unreadable)
             }
         };
+        let registered = store.fleet_jobs().await?;
         Ok(Self {
             now,
             schedules,
             fleet,
             locks,
             unreadable,
+            registered,
         })
     }
 
@@ -296,16 +309,36 @@ impl Snapshot {
             next: None,
             lock: None,
             last: None,
+            registered: None,
         };
         for schedule in &self.schedules {
             rows.entry(&schedule.name)
                 .or_insert_with(|| new_row(&schedule.name))
                 .schedule = Some(schedule.clone());
         }
+        // A registered job's lock goes with the job (its lock may be named otherwise).
+        let mut lock_of: HashMap<&str, &str> = HashMap::new();
+        for job in &self.registered {
+            let row = rows
+                .entry(&job.job.name)
+                .or_insert_with(|| new_row(&job.job.name));
+            row.registered = Some(job.clone());
+            row.code = Some(CodeJob::new(
+                &job.job.name,
+                &job.job.cron,
+                &job.job.time_zone,
+            ));
+            lock_of.insert(
+                job.job.lock.as_deref().unwrap_or(&job.job.name),
+                &job.job.name,
+            );
+        }
         for lock in self.job_locks() {
-            rows.entry(&lock.name)
-                .or_insert_with(|| new_row(&lock.name))
-                .lock = Some(lock.clone());
+            let name = lock_of
+                .get(lock.name.as_str())
+                .copied()
+                .unwrap_or(&lock.name);
+            rows.entry(name).or_insert_with(|| new_row(name)).lock = Some(lock.clone());
         }
         for job in code {
             rows.entry(&job.name)

@@ -38,7 +38,7 @@ impl Source {
     }
 
     /// A store without a run history: the pages say there is none where runs would be, and
-    /// what an operator does is written to the log (`tracing`, target `shedlock_web::audit`).
+    /// what an operator does is written to the log (`tracing`, target `shedlock::operator`).
     pub fn without_history<P: Store + 'static>(provider: P) -> Self {
         Self {
             store: Arc::new(provider),

@@ -1,7 +1,7 @@
-//! The timeline of a job's runs: an SVG chart, one row per instance, each run a bar from its
-//! start to its end coloured by outcome; a tick skipped on an instance is a thin mark on its
-//! row, a retried attempt a bar with a dashed border, an operator's action a diamond on a row
-//! of its own.
+//! The timeline of a job's runs: an SVG chart, one row per instance (its name without the
+//! process id, so a restarted pod keeps its row), each run a bar from its start to its end
+//! coloured by outcome; a tick skipped on an instance is a thin mark on its row, a retried
+//! attempt a bar with a dashed border, an operator's action a diamond on a row of its own.
 
 use std::collections::BTreeSet;
 
@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use maud::{Markup, html};
 use shedlock::history::{RunOutcome, RunRecord};
 
-use crate::pages::{took, when};
+use crate::pages::{shown, took, when};
 
 /// The most runs a timeline reads.
 pub(crate) const MAX_RUNS: u32 = 2_000;
@@ -29,6 +29,20 @@ const MAX_MARKS: usize = 400;
 /// The row of operators' actions.
 const OPERATORS: &str = "operator actions";
 
+/// The row a run is drawn in: its instance's name without the process id that the default
+/// `locked_by` ends with (`pod-a:15705` → `pod-a`), so a pod keeps one row across restarts. A
+/// name with no `:<digits>` ending is its own row. The tooltip still names the process.
+fn lane(locked_by: &str) -> &str {
+    match locked_by.rsplit_once(':') {
+        Some((pod, pid))
+            if !pod.is_empty() && !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            pod
+        }
+        _ => locked_by,
+    }
+}
+
 /// The chart of `runs` between `from` and `to`.
 pub(crate) fn chart(runs: &[RunRecord], from: DateTime<Utc>, to: DateTime<Utc>) -> Markup {
     let span = (to - from).num_milliseconds().max(1) as f64;
@@ -39,7 +53,7 @@ pub(crate) fn chart(runs: &[RunRecord], from: DateTime<Utc>, to: DateTime<Utc>) 
     let rows: BTreeSet<&str> = runs
         .iter()
         .filter(|r| r.outcome != RunOutcome::Operator)
-        .map(|r| r.locked_by.as_str())
+        .map(|r| lane(&r.locked_by))
         .collect();
     let operators = runs.iter().any(|r| r.outcome == RunOutcome::Operator);
     // The instances by name, then the operators' row.
@@ -51,7 +65,7 @@ pub(crate) fn chart(runs: &[RunRecord], from: DateTime<Utc>, to: DateTime<Utc>) 
         let key = if run.outcome == RunOutcome::Operator {
             OPERATORS
         } else {
-            run.locked_by.as_str()
+            lane(&run.locked_by)
         };
         rows.iter().position(|r| *r == key).unwrap_or(0)
     };
@@ -82,7 +96,7 @@ pub(crate) fn chart(runs: &[RunRecord], from: DateTime<Utc>, to: DateTime<Utc>) 
             @for (i, row) in rows.iter().enumerate() {
                 @let y = AXIS + ROW * i as f64;
                 rect.lane x="0" y=(y) width=(WIDTH) height=(ROW) {}
-                text.instance x="6" y=(y + 17.0) { (row) }
+                text.instance x="6" y=(y + 17.0) { (shown(row)) }
             }
             // Skipped ticks first, so the runs' bars are drawn over them.
             @for mark in marks.iter().filter(|m| !m.run.outcome.ran()).chain(marks.iter().filter(|m| m.run.outcome.ran())) {
@@ -97,16 +111,16 @@ pub(crate) fn chart(runs: &[RunRecord], from: DateTime<Utc>, to: DateTime<Utc>) 
                 @match run.outcome {
                     RunOutcome::Operator => {
                         @let (cx, cy) = (start, y + ROW / 2.0);
-                        path class="operator outcome-operator" data-id=(run.id) data-count=(mark.count) d={"M" (cx) " " (cy - 7.0) " l7 7 l-7 7 l-7 -7 z"} { title { (tip) } }
+                        path class="operator outcome-operator" data-id=(run.id) data-count=(mark.count) d={"M" (cx) " " (cy - 7.0) " l7 7 l-7 7 l-7 -7 z"} { title { (shown(&tip)) } }
                     }
                     outcome if !outcome.ran() => {
                         line class={"skip outcome-" (outcome.as_str())} data-id=(run.id) data-count=(mark.count) data-instance=(run.locked_by)
-                            x1=(start) x2=(start) y1=(y + 4.0) y2=(y + ROW - 4.0) { title { (tip) } }
+                            x1=(start) x2=(start) y1=(y + 4.0) y2=(y + ROW - 4.0) { title { (shown(&tip)) } }
                     }
                     outcome => {
                         rect class={"run outcome-" (outcome.as_str()) @if run.attempt.unwrap_or(1) > 1 { " retried" }}
                             data-id=(run.id) data-count=(mark.count) data-instance=(run.locked_by) data-outcome=(outcome.as_str())
-                            x=(start) y=(y + 5.0) width=((end - start).max(3.0)) height=(ROW - 10.0) rx="2" { title { (tip) } }
+                            x=(start) y=(y + 5.0) width=((end - start).max(3.0)) height=(ROW - 10.0) rx="2" { title { (shown(&tip)) } }
                     }
                 }
             }
@@ -203,4 +217,20 @@ fn tooltip(run: &RunRecord) -> String {
         tip.push_str(&format!(": {error}"));
     }
     tip
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lane;
+
+    #[test]
+    fn a_pod_keeps_one_row_across_restarts() {
+        assert_eq!(lane("pod-a:15705"), "pod-a");
+        assert_eq!(lane("pod-a:17225"), "pod-a");
+        assert_eq!(lane("pod-a"), "pod-a");
+        assert_eq!(lane("host:with:colons:42"), "host:with:colons");
+        assert_eq!(lane("pod-a:web"), "pod-a:web");
+        assert_eq!(lane(":42"), ":42");
+        assert_eq!(lane("pod-a:"), "pod-a:");
+    }
 }

@@ -115,7 +115,7 @@ impl DbClock {
             at: Instant::now(),
         });
         self.changed.send_modify(|generation| *generation += 1);
-        metrics::gauge!(crate::scheduler::metric_names::CLOCK_OFFSET).set(seconds(offset));
+        metrics::gauge!(crate::metric_names::CLOCK_OFFSET).set(seconds(offset));
         let change = previous.map(|p| (offset - p).abs());
         if offset.abs() >= LARGE_OFFSET && change.is_none_or(|c| c >= NOTEWORTHY_CHANGE) {
             tracing::warn!(offset_ms = offset.num_milliseconds(), round_trip = ?round_trip,

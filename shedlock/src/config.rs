@@ -66,7 +66,9 @@ impl LockConfiguration {
     /// Validates and builds a configuration.
     ///
     /// - `name`: 1 to [`MAX_NAME_BYTES`] bytes, no control characters, no leading or trailing
-    ///   whitespace (MySQL compares `'a'` and `'a '` as equal, so such names could collide).
+    ///   whitespace (MySQL compares `'a'` and `'a '` as equal, so such names could collide), no
+    ///   bidirectional control or zero-width character ([`is_hidden_char`]: `report\u{202e}txt`
+    ///   would show reversed), not `.` or `..` (a browser collapses them in a link).
     /// - `lock_at_most_for`: how long the lock is held if its holder dies without unlocking;
     ///   greater than zero, at most [`MAX_LOCK_DURATION`].
     /// - `lock_at_least_for`: the lock is kept at least this long after it was taken, even if
@@ -125,8 +127,33 @@ impl LockConfiguration {
     }
 }
 
-/// Checks a lock name against the rules of [`LockConfiguration::new`].
+/// Whether `c` is a character that changes how a name looks without being seen: the
+/// bidirectional controls (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069), which
+/// reorder what follows (`report\u{202e}txt.exe` shows as `reportexe.txt`), and the zero-width
+/// characters (U+200B to U+200D, U+2060, U+FEFF), which make two different names look the same.
+/// A name carrying one is refused where names are made ([`LockConfiguration::new`], a
+/// schedule's creation, `#[scheduler_lock]` at compile time); a front end that shows a name
+/// written by someone else escapes them.
+pub fn is_hidden_char(c: char) -> bool {
+    crate::names::hidden(c)
+}
+
+/// Checks a lock name made now against the rules of [`LockConfiguration::new`]: those of a
+/// name already stored ([`validate_existing_name`]), and no hidden character
+/// ([`is_hidden_char`]), not `.` or `..`.
 pub(crate) fn validate_name(name: String) -> Result<String> {
+    let name = validate_existing_name(name)?;
+    match crate::names::refusal(&name) {
+        Some(reason) => Err(Error::InvalidLockName { name, reason }),
+        None => Ok(name),
+    }
+}
+
+/// Checks a name that may already be stored (a schedule to read, change or delete): 1 to
+/// [`MAX_NAME_BYTES`] bytes, no control character, no leading or trailing whitespace. A name
+/// an earlier version stored with a hidden character, or `.`, passes, so what was stored can
+/// still be read and deleted.
+pub(crate) fn validate_existing_name(name: String) -> Result<String> {
     if name.is_empty() {
         return Err(Error::EmptyLockName);
     }
@@ -250,6 +277,43 @@ mod tests {
                 matches!(err, Error::InvalidLockName { .. }),
                 "{bad:?}: {err}"
             );
+        }
+    }
+
+    /// Issue 46: a name that shows otherwise than it is, or that a link collapses, is refused
+    /// where it is made; what was stored with one can still be named to read or delete it.
+    #[test]
+    fn names_that_look_otherwise_or_collapse_in_a_link_are_refused() {
+        for bad in [
+            "report\u{202e}txt.exe",
+            "a\u{200b}b",
+            "\u{feff}job",
+            "job\u{2066}",
+            "x\u{061c}y",
+            ".",
+            "..",
+        ] {
+            let err = LockConfiguration::new(bad, S, S).unwrap_err();
+            assert!(
+                matches!(err, Error::InvalidLockName { .. }),
+                "{bad:?}: {err}"
+            );
+            assert!(
+                !err.to_string().contains('\u{202e}'),
+                "shown escaped: {err}"
+            );
+            assert_eq!(validate_existing_name(bad.to_owned()).unwrap(), bad);
+        }
+        let err = LockConfiguration::new("report\u{202e}txt.exe", S, S).unwrap_err();
+        assert!(
+            err.to_string().contains(r"report\u{202e}txt.exe")
+                && err
+                    .to_string()
+                    .contains("bidirectional control or zero-width"),
+            "{err}"
+        );
+        for good in ["...", ".job", "a.b", "é", "שלום", "🦀"] {
+            assert!(LockConfiguration::new(good, S, S).is_ok(), "{good:?}");
         }
     }
 

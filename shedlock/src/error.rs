@@ -77,7 +77,11 @@ impl fmt::Display for Backend {
 /// ```
 ///
 /// [`LockProvider::lock`]: crate::LockProvider::lock
-#[derive(Debug, thiserror::Error)]
+///
+/// `Debug` prints the same sentence as `Display` (as error-reporting crates do), so a `main`
+/// that returns `Result<(), Box<dyn std::error::Error>>` ends with `Error: ` and the message,
+/// not the variant's fields; match on the variant or [`Error::kind`] to tell errors apart.
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The lock name is the empty string.
@@ -422,6 +426,22 @@ pub enum Error {
         reason: String,
     },
 
+    /// A run-time schedule was not created: the store holds as many as its cap allows
+    /// ([`ScheduleLimits::max_run_time_schedules`](crate::schedules::ScheduleLimits)).
+    #[error(
+        "schedule {name:?} not created: the store holds {held} run-time schedules and its cap is \
+         {cap}; delete the run-time jobs no longer needed, or raise the cap with \
+         ProviderBuilder::max_run_time_schedules (on the instances that create jobs)"
+    )]
+    TooManySchedules {
+        /// The schedule (in a batch, the first run-time one) that was not created.
+        name: String,
+        /// How many live run-time schedules the store holds.
+        held: usize,
+        /// The cap.
+        cap: usize,
+    },
+
     /// A statement (a script, a request) got no answer in time.
     #[error("the store did not answer within {} while trying to {operation}", humantime::format_duration(*after))]
     Timeout {
@@ -538,6 +558,13 @@ fn migration_dir(backend: Backend) -> &'static str {
         Backend::Sqlite => "sqlite",
         Backend::Redis => "redis",
         Backend::Other(name) => name,
+    }
+}
+
+/// The message, as `Display` writes it: what a `main` returning `Box<dyn Error>` prints.
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 

@@ -23,8 +23,8 @@ use crate::lease::{Acquired, Lease, Unlock};
 /// retried in the background, with backoff, until the lease would have run out anyway (at most
 /// an hour): a lock
 /// whose holder finished is not kept for the rest of its `lock_at_most_for` because of one lost
-/// statement. Each failure counts in [`metric_names::UNLOCK_FAILED`](crate::scheduler::metric_names::UNLOCK_FAILED),
-/// each background retry's end in [`metric_names::UNLOCK_RETRIED`](crate::scheduler::metric_names::UNLOCK_RETRIED).
+/// statement. Each failure counts in [`metric_names::UNLOCK_FAILED`](crate::metric_names::UNLOCK_FAILED),
+/// each background retry's end in [`metric_names::UNLOCK_RETRIED`](crate::metric_names::UNLOCK_RETRIED).
 ///
 /// # Fencing
 ///
@@ -271,7 +271,7 @@ impl Release {
             }),
         };
         if outcome.is_err() {
-            metrics::counter!(crate::scheduler::metric_names::UNLOCK_FAILED, "lock" => self.name.clone())
+            metrics::counter!(crate::metric_names::UNLOCK_FAILED, "lock" => self.name.clone())
                 .increment(1);
         }
         outcome
@@ -304,7 +304,7 @@ impl Release {
             loop {
                 if Instant::now() + backoff >= until {
                     tracing::warn!(lock = %self.name, token = self.token, "gave up releasing the lock: its lease has run out (or an hour of retries); it expires at its lease");
-                    metrics::counter!(crate::scheduler::metric_names::UNLOCK_RETRIED, "lock" => self.name.clone(), "outcome" => "expired")
+                    metrics::counter!(crate::metric_names::UNLOCK_RETRIED, "lock" => self.name.clone(), "outcome" => "expired")
                         .increment(1);
                     return;
                 }
@@ -313,7 +313,7 @@ impl Release {
                 match self.attempt().await {
                     Ok(_) => {
                         tracing::info!(lock = %self.name, token = self.token, "lock released by a background retry");
-                        metrics::counter!(crate::scheduler::metric_names::UNLOCK_RETRIED, "lock" => self.name.clone(), "outcome" => "released")
+                        metrics::counter!(crate::metric_names::UNLOCK_RETRIED, "lock" => self.name.clone(), "outcome" => "released")
                             .increment(1);
                         return;
                     }

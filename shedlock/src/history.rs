@@ -184,11 +184,15 @@ pub enum RunOutcome {
     /// [`RunQuery::runs_only`] or [`RunStore::latest_runs`](crate::RunStore::latest_runs),
     /// which leave these rows out.
     Operator,
+    /// The instance was past its capacity: the tick's deadline (half-way to the job's next
+    /// tick) passed before its claim could be sent, so it was not claimed nor run here (the
+    /// scheduler's `shed` counter). Only the instance whose share the job was writes it.
+    SkippedShed,
 }
 
 impl RunOutcome {
     /// Every outcome, in the order above.
-    pub const ALL: [RunOutcome; 13] = [
+    pub const ALL: [RunOutcome; 14] = [
         RunOutcome::Running,
         RunOutcome::Executed,
         RunOutcome::Failed,
@@ -202,10 +206,11 @@ impl RunOutcome {
         RunOutcome::Abandoned,
         RunOutcome::SkippedPaused,
         RunOutcome::Operator,
+        RunOutcome::SkippedShed,
     ];
 
     /// The text stored in the `outcome` column (and used as the `reason` or `outcome` label of
-    /// metrics): `executed`, `skipped-held`, `cancelled-lost-lock`, ..., `operator`.
+    /// metrics): `executed`, `skipped-held`, `cancelled-lost-lock`, ..., `skipped-shed`.
     pub fn as_str(self) -> &'static str {
         match self {
             RunOutcome::Running => "running",
@@ -221,6 +226,7 @@ impl RunOutcome {
             RunOutcome::Abandoned => "abandoned",
             RunOutcome::SkippedPaused => "skipped-paused",
             RunOutcome::Operator => "operator",
+            RunOutcome::SkippedShed => "skipped-shed",
         }
     }
 
@@ -249,7 +255,7 @@ impl fmt::Display for RunOutcome {
 /// A text that is not one of [`RunOutcome::as_str`]'s values.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown run outcome {0:?}: expected one of running, executed, failed, skipped-held, skipped-overlap, cancelled-lost-lock, cancelled-shutdown, panicked, skipped-clock-skew, error, abandoned, skipped-paused, operator"
+    "unknown run outcome {0:?}: expected one of running, executed, failed, skipped-held, skipped-overlap, cancelled-lost-lock, cancelled-shutdown, panicked, skipped-clock-skew, error, abandoned, skipped-paused, operator, skipped-shed"
 )]
 pub struct UnknownOutcome(pub String);
 

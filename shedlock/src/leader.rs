@@ -306,15 +306,13 @@ async fn elect(
         state.send_replace(Leadership::Leader {
             fencing_token: token,
         });
-        metrics::gauge!(crate::scheduler::metric_names::LEADER, "election" => name.clone())
-            .set(1.0);
+        metrics::gauge!(crate::metric_names::LEADER, "election" => name.clone()).set(1.0);
         tracing::info!(election = %name, token, "became leader");
         let (end, guard) = lead(guard, taken_at, &election, &mut stop).await;
         // This instance stops leading before the lease is released (or dropped, which releases
         // it in the background): no moment in which a successor leads while it still does.
         state.send_replace(Leadership::Follower);
-        metrics::gauge!(crate::scheduler::metric_names::LEADER, "election" => name.clone())
-            .set(0.0);
+        metrics::gauge!(crate::metric_names::LEADER, "election" => name.clone()).set(0.0);
         match end {
             LeadEnd::Resigned => {
                 let released = release(guard, &name).await;

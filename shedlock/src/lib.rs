@@ -50,6 +50,10 @@
 //!   locks), [`RunStore`] (the run history), [`ScheduleStore`](schedules::ScheduleStore)
 //!   (schedules an operator changes while the fleet runs: [`schedules`]). A backend implements
 //!   what it can; the compiler checks the rest. What they read and write: [`history`].
+//! - **Operating it**: [`operator`], the operator's actions written once for every front end
+//!   (find a job by name with the closest-name hint; pause with a note, resume, trigger,
+//!   reschedule, reset, create, delete; release a lock by its token), each recorded with who
+//!   acted and from where.
 //! - **Writing a provider** for another store: the traits above are open; a provider returns
 //!   guards built with [`LockGuard::new`] over its implementation of [`lease::Lease`] (extend
 //!   and unlock by fencing token; [`lease::Releases`] groups releases). The project's
@@ -60,7 +64,7 @@
 //!   leaves it to the scheduler with [`Job::locked`]); the rest in [`scheduler`]: its builder,
 //!   the run history it writes, its listeners, its misfire policies. Instances scheduling the
 //!   same jobs share each tick, each within its own run limit when one is set. Metrics are
-//!   named in [`scheduler::metric_names`].
+//!   named in [`metric_names`].
 //! - **Leader election**: [`leader`], a lease that is a lock, on its own or in the scheduler,
 //!   so only the leader fires.
 //! - **Worker mode**: [`Job::hand_off`] claims each tick and hands it to a job queue
@@ -110,6 +114,7 @@ mod claim;
 mod clock_sync;
 mod config;
 pub mod context;
+mod cron;
 pub mod error;
 mod executor;
 mod guard;
@@ -117,10 +122,12 @@ pub mod handoff;
 pub mod history;
 pub mod leader;
 pub mod lease;
+pub mod metric_names;
+mod names;
 mod observe;
+pub mod operator;
 mod provider;
 mod run;
-mod schedule;
 pub mod scheduler;
 pub mod schedules;
 pub mod secret;
@@ -131,12 +138,12 @@ mod sql;
 // (this crate's `tests/crate_root.rs` holds the root to its size).
 pub use config::LockConfiguration;
 pub use context::{LockContext, set_default_provider, with_provider};
+pub use cron::Schedule;
 pub use error::{Backend, Error, Result};
 pub use executor::LockingTaskExecutor;
 pub use guard::LockGuard;
 pub use provider::{LockAdmin, LockProvider, RunStore};
 pub use run::{TaskResult, run_locked};
-pub use schedule::Schedule;
 pub use scheduler::{Job, RunHistory, Scheduler};
 #[cfg(feature = "mysql")]
 pub use sql::MySqlLockProvider;

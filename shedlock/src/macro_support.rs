@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use crate::claim::PreClaim;
 use crate::config::LockConfiguration;
+use crate::cron::Schedule;
 use crate::error::{Error, Result};
 use crate::run::TaskResult;
-use crate::schedule::Schedule;
 use crate::scheduler::job::{Job, JobOutput};
 
 /// The body of a `#[scheduler_lock]` function: validates the rendered name, then

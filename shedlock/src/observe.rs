@@ -16,8 +16,8 @@ use tokio::time::Instant;
 
 use crate::config::LockConfiguration;
 use crate::history::{NewRun, RunOutcome};
+use crate::metric_names;
 use crate::provider::RunStore;
-use crate::scheduler::metric_names;
 
 /// One fired tick of one job, as listeners see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +82,8 @@ pub struct RunFinished {
 ///
 /// For each tick a job fires, exactly one of these sequences happens:
 /// - `on_not_acquired(SkippedOverlap)`: the previous run of the job was still going;
+/// - `on_not_acquired(SkippedShed)`: the instance was past its capacity and the tick's
+///   deadline (half-way to the job's next tick) passed before its claim could be sent;
 /// - `on_attempt`, then `on_not_acquired(SkippedHeld)` or `on_not_acquired(Error)`;
 /// - `on_attempt`, `on_acquired`, `on_started`, then `on_finished`.
 ///
@@ -99,8 +101,8 @@ pub trait SchedulerListener: Send + Sync + 'static {
     }
 
     /// The tick is not run here: `outcome` is [`RunOutcome::SkippedHeld`],
-    /// [`RunOutcome::SkippedOverlap`], [`RunOutcome::SkippedClockSkew`] (with `error`) or
-    /// [`RunOutcome::Error`] (with `error`).
+    /// [`RunOutcome::SkippedOverlap`], [`RunOutcome::SkippedShed`],
+    /// [`RunOutcome::SkippedClockSkew`] (with `error`) or [`RunOutcome::Error`] (with `error`).
     fn on_not_acquired(&self, run: &RunInfo, outcome: RunOutcome, error: Option<&str>) {
         let _ = (run, outcome, error);
     }
@@ -150,8 +152,8 @@ pub trait SchedulerListener: Send + Sync + 'static {
 /// ([`RunStore::close_abandoned_runs`](crate::RunStore::close_abandoned_runs)). A row whose lock is still held (a keep-alive lease
 /// or `lock_at_most_for` not yet run out) is closed at a later pass. Each pass that closes rows
 /// logs how many, and counts them in
-/// [`metric_names::RUNS_ABANDONED`](crate::scheduler::metric_names::RUNS_ABANDONED); a pass that fails is
-/// logged and counted in [`metric_names::HISTORY_ERRORS`](crate::scheduler::metric_names::HISTORY_ERRORS),
+/// [`metric_names::RUNS_ABANDONED`](crate::metric_names::RUNS_ABANDONED); a pass that fails is
+/// logged and counted in [`metric_names::HISTORY_ERRORS`](crate::metric_names::HISTORY_ERRORS),
 /// and the scheduler goes on.
 ///
 /// # Retention
@@ -272,6 +274,8 @@ impl Observer {
                 metrics::counter!(metric_names::SKIPPED, "job" => job, "reason" => "paused")
                     .increment(1);
             }
+            // Counted as it was shed, in `metric_names::SHED`.
+            RunOutcome::SkippedShed => {}
             _ => metrics::counter!(metric_names::ERRORS, "job" => job).increment(1),
         }
         for listener in &self.listeners {
@@ -282,7 +286,7 @@ impl Observer {
         };
         let skip = matches!(
             outcome,
-            RunOutcome::SkippedHeld | RunOutcome::SkippedOverlap
+            RunOutcome::SkippedHeld | RunOutcome::SkippedOverlap | RunOutcome::SkippedShed
         );
         if skip && !history.skips {
             return;

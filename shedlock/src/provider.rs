@@ -12,10 +12,10 @@ use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
 
 use crate::config::LockConfiguration;
-use crate::error::{Backend, Result};
+use crate::error::{Backend, Error, Result};
 use crate::guard::LockGuard;
 use crate::history::{LockRows, LockState, NewRun, RunOutcome, RunQuery, RunRecord};
-use crate::settings::KeepAlive;
+use crate::settings::{KeepAlive, ProviderSettings};
 
 /// Takes locks: what [`run_locked`](crate::run_locked), the
 /// [`LockingTaskExecutor`](crate::LockingTaskExecutor) and the [`Scheduler`](crate::Scheduler)
@@ -27,6 +27,11 @@ use crate::settings::KeepAlive;
 /// [`SqliteLockProvider`](crate::SqliteLockProvider)). The trait is object safe, so one
 /// `Arc<dyn LockProvider>` can stand for any backend; it is also implemented for `Arc<P>`,
 /// `Box<P>` and `&P`, as are [`LockAdmin`] and [`RunStore`].
+///
+/// A provider writes three of its methods, [`lock_many`](Self::lock_many),
+/// [`is_held`](Self::is_held) and [`settings`](Self::settings); every other has a default that
+/// holds for every store. With [`Lease`](crate::lease::Lease)'s two and [`LockAdmin`]'s three,
+/// that is eight (`docs/writing-a-provider.md` counts them).
 pub trait LockProvider: Send + Sync + fmt::Debug {
     /// Tries to take the lock described by `config`, without waiting.
     ///
@@ -34,34 +39,50 @@ pub trait LockProvider: Send + Sync + fmt::Debug {
     /// - `Ok(None)`: held by someone else, or (with [`LockConfiguration::for_tick`]) this tick
     ///   was already claimed. Skip the job; this is not an error.
     /// - `Err(_)`: the database could not answer.
+    ///
+    /// By default, [`lock_many`](Self::lock_many) of this one config and its one answer (a
+    /// `lock_many` that answers another number of locks is an [`Error::Database`] naming the
+    /// count). A provider overrides it only where one lock goes another, cheaper way than a
+    /// batch of one; the workspace's providers keep the default (the SQL providers' `lock_many`
+    /// sends their one-lock statement for a batch of one).
     fn lock<'a>(
         &'a self,
         config: &'a LockConfiguration,
-    ) -> BoxFuture<'a, Result<Option<LockGuard>>>;
+    ) -> BoxFuture<'a, Result<Option<LockGuard>>> {
+        Box::pin(async move {
+            let mut answers = self.lock_many(std::slice::from_ref(config)).await?;
+            let count = answers.len();
+            match (answers.pop(), count) {
+                (Some(answer), 1) => answer,
+                _ => Err(Error::Database {
+                    backend: self.backend(),
+                    operation: format!("acquire lock {:?}", config.name()),
+                    location: self.table_name().to_owned(),
+                    source: format!("lock_many answered {count} locks for the one it was asked")
+                        .into(),
+                }),
+            }
+        })
+    }
 
     /// Tries to take every lock in `configs` at once, without waiting: one answer per config,
     /// in order, each what [`lock`](Self::lock) would have answered for it (a guard, `None`
     /// when held elsewhere or the tick was already claimed, or an error of that lock alone,
-    /// such as [`Error::TickInFuture`](crate::Error::TickInFuture)).
+    /// such as [`Error::TickInFuture`](crate::Error::TickInFuture)). An empty `configs` is
+    /// answered with no answers.
     ///
     /// The [`Scheduler`](crate::Scheduler) claims the ticks of the jobs due at one instant with
     /// it. `Err(_)` means the claim as a whole could not be made (the database could not
     /// answer), and nothing was taken.
     ///
-    /// The SQL providers claim them in one statement (MySQL 8, which has no `RETURNING`, one
-    /// statement per lock). The default takes them one by one with [`lock`](Self::lock).
+    /// Required: it is the store's acquire, and [`lock`](Self::lock) is one call of it. The
+    /// SQL providers claim a batch in one statement (MySQL 8, which has no `RETURNING`, one
+    /// statement per lock), Redis in one script, etcd in one transaction; a store that can
+    /// only decide one record at a time decides them one after another.
     fn lock_many<'a>(
         &'a self,
         configs: &'a [LockConfiguration],
-    ) -> BoxFuture<'a, Result<Vec<Result<Option<LockGuard>>>>> {
-        Box::pin(async move {
-            let mut answers = Vec::with_capacity(configs.len());
-            for config in configs {
-                answers.push(self.lock(config).await);
-            }
-            Ok(answers)
-        })
-    }
+    ) -> BoxFuture<'a, Result<Vec<Result<Option<LockGuard>>>>>;
 
     /// Whether `fencing_token` still holds the lock `name`: the row carries that token and has
     /// not expired (by the provider's clock).
@@ -73,26 +94,66 @@ pub trait LockProvider: Send + Sync + fmt::Debug {
     fn is_held<'a>(&'a self, name: &'a str, fencing_token: i64) -> BoxFuture<'a, Result<bool>>;
 
     /// Which database this provider talks to.
-    fn backend(&self) -> Backend;
+    ///
+    /// By default `Backend::Other` with this type's name (`std::any::type_name`); a provider
+    /// names its store (`Backend::Other("DynamoDB")`), which errors and logs then show.
+    fn backend(&self) -> Backend {
+        Backend::Other(std::any::type_name::<Self>())
+    }
 
-    /// The lock table's name.
-    fn table_name(&self) -> &str;
+    /// The settings this provider was built with (by
+    /// [`ProviderBuilder`](crate::settings::ProviderBuilder), whose `into_parts` hands them to
+    /// a backend, or [`ProviderSettings::default`] changed by hand): where its locks live, who
+    /// takes them, which clock decides, keep-alive, the tick tolerance. The defaults of
+    /// [`table_name`](Self::table_name), [`locked_by`](Self::locked_by),
+    /// [`keep_alive`](Self::keep_alive) and [`now`](Self::now) read them, so a setting the
+    /// user gave is the one these answer.
+    fn settings(&self) -> &ProviderSettings;
 
-    /// The `locked_by` value written by this provider.
-    fn locked_by(&self) -> &str;
+    /// The lock table's name (a key-value store's key prefix). By default the settings'
+    /// [`table`](ProviderSettings::table).
+    fn table_name(&self) -> &str {
+        &self.settings().table
+    }
+
+    /// The `locked_by` value written by this provider. By default the settings'
+    /// [`locked_by`](ProviderSettings::locked_by).
+    fn locked_by(&self) -> &str {
+        &self.settings().locked_by
+    }
 
     /// The keep-alive settings used when this provider's locks are held by
-    /// [`run_locked`](crate::run_locked), the executor and the scheduler.
-    fn keep_alive(&self) -> KeepAlive;
+    /// [`run_locked`](crate::run_locked), the executor and the scheduler. By default the
+    /// settings' [`keep_alive`](ProviderSettings::keep_alive).
+    fn keep_alive(&self) -> KeepAlive {
+        self.settings().keep_alive
+    }
+
+    /// The shortest time this store holds a lock, whatever `lock_at_most_for` asks: a lock
+    /// asked for less is held (kept from other instances) this long. `Duration::ZERO` (the
+    /// default) for a store that keeps any lease it is given, as the SQL providers and Redis
+    /// do; etcd's leases are whole seconds, raised by the server to its minimum TTL.
+    ///
+    /// The guard still honours a shorter `lock_at_most_for` (it pauses its body when its own
+    /// lease runs out); the conformance kit leaves out, by itself, the cases whose locks must
+    /// end sooner than this.
+    fn shortest_lease(&self) -> Duration {
+        Duration::ZERO
+    }
 
     /// The current time by the clock that decides expiry: the database's (`clock_timestamp()`,
     /// `UTC_TIMESTAMP(6)`, SQLite's `unixepoch('subsec')`), or the application's clock with
     /// [`ClockMode::Application`](crate::settings::ClockMode::Application). The scheduler measures its
     /// offset to it and fires ticks by it.
     ///
-    /// The default (for a provider from outside this crate) is this machine's clock.
+    /// The default (for a provider from outside this crate) is the application's clock in
+    /// [`ClockMode::Application`](crate::settings::ClockMode::Application) (the settings'
+    /// [`clock_mode`](ProviderSettings::clock_mode)), otherwise this machine's clock: a store
+    /// with a clock of its own overrides it, so expiry is decided by one clock for every
+    /// instance.
     fn now(&self) -> BoxFuture<'_, Result<DateTime<Utc>>> {
-        Box::pin(async { Ok(Utc::now()) })
+        let now = self.settings().app_now().unwrap_or_else(Utc::now);
+        Box::pin(async move { Ok(now) })
     }
 
     /// This provider's operator view, if it has one. The [`Scheduler`](crate::Scheduler)
@@ -105,16 +166,39 @@ pub trait LockProvider: Send + Sync + fmt::Debug {
     fn as_admin(&self) -> Option<&dyn LockAdmin> {
         None
     }
+
+    /// This provider's schedule store, if it keeps schedules
+    /// ([`ScheduleStore`](crate::schedules::ScheduleStore)): a [`Scheduler`](crate::Scheduler)
+    /// built over such a provider watches the store by default (see
+    /// [`SchedulerBuilder::schedules`](crate::scheduler::SchedulerBuilder::schedules)).
+    ///
+    /// The default is `None` (etcd's provider, for one, keeps no schedules: its schedulers run
+    /// their code's schedules and nothing steers them). A provider that implements
+    /// `ScheduleStore` returns `Some(self)`; `Arc<P>` answers as `P` does, `Box<P>` and `&P`
+    /// answer `None`.
+    fn schedule_store(self: Arc<Self>) -> Option<Arc<dyn crate::schedules::ScheduleStore>> {
+        None
+    }
 }
 
 /// The lock table itself and an operator's view of it: create it, list its rows, release a
 /// lock by hand. What the `shedlock` command-line tool uses.
+///
+/// A provider writes three of its methods, [`locks`](Self::locks),
+/// [`lock_state`](Self::lock_state) and [`force_release`](Self::force_release); the others have
+/// defaults ([`migrate`](Self::migrate) creates nothing, for a store without a schema).
 pub trait LockAdmin: LockProvider {
     /// Creates the lock table (and the run history beside it) if it does not exist, recording
     /// what it applied in its own history table (`_<table>_migrations`), never in the
     /// application's `_sqlx_migrations`. Idempotent; safe to call from every instance at
     /// start-up.
-    fn migrate(&self) -> BoxFuture<'_, Result<()>>;
+    ///
+    /// By default nothing: a store without a schema (a key space, a map) has nothing to
+    /// create. A store with one overrides it; Redis and etcd also check here that the server
+    /// answers.
+    fn migrate(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
 
     /// Every row of the lock table, ordered by name, each with the database time it was read
     /// at (so [`LockState::is_held`] and [`LockState::remaining`] use the database's clock).
@@ -270,7 +354,9 @@ const LATEST_PAGE: u32 = 20;
 /// `LockProvider`, `LockAdmin` and `RunStore` for a pointer to a provider: each method is the
 /// pointee's.
 macro_rules! forward {
-    ($($ty:ty),*) => {$(
+    (@store arc $self:ident) => { P::schedule_store(Arc::clone(&*$self)) };
+    (@store none $self:ident) => { { let _ = $self; None } };
+    ($($ty:ty => $store:ident),*) => {$(
         impl<P: LockProvider + ?Sized> LockProvider for $ty {
             fn lock<'a>(&'a self, config: &'a LockConfiguration) -> BoxFuture<'a, Result<Option<LockGuard>>> {
                 (**self).lock(config)
@@ -283,6 +369,12 @@ macro_rules! forward {
             }
             fn backend(&self) -> Backend {
                 (**self).backend()
+            }
+            fn settings(&self) -> &ProviderSettings {
+                (**self).settings()
+            }
+            fn shortest_lease(&self) -> Duration {
+                (**self).shortest_lease()
             }
             fn table_name(&self) -> &str {
                 (**self).table_name()
@@ -298,6 +390,9 @@ macro_rules! forward {
             }
             fn as_admin(&self) -> Option<&dyn LockAdmin> {
                 (**self).as_admin()
+            }
+            fn schedule_store(self: Arc<Self>) -> Option<Arc<dyn crate::schedules::ScheduleStore>> {
+                forward!(@store $store self)
             }
         }
 
@@ -344,4 +439,104 @@ macro_rules! forward {
         }
     )*};
 }
-forward!(Arc<P>, Box<P>, &P);
+forward!(Arc<P> => arc, Box<P> => none, &P => none);
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use chrono::TimeZone;
+
+    use super::*;
+    use crate::settings::{AppClock, ClockMode};
+
+    /// A provider of only the required `LockProvider` methods, whose `lock_many` answers
+    /// `answers` `Ok(None)`s whatever it was asked.
+    #[derive(Debug)]
+    struct Answers {
+        answers: usize,
+        settings: ProviderSettings,
+        asked: Mutex<Vec<usize>>,
+    }
+
+    impl Answers {
+        fn new(answers: usize) -> Self {
+            Self {
+                answers,
+                settings: ProviderSettings::default(),
+                asked: Mutex::default(),
+            }
+        }
+    }
+
+    impl LockProvider for Answers {
+        fn lock_many<'a>(
+            &'a self,
+            configs: &'a [LockConfiguration],
+        ) -> BoxFuture<'a, Result<Vec<Result<Option<LockGuard>>>>> {
+            self.asked.lock().unwrap().push(configs.len());
+            let answers = (0..self.answers).map(|_| Ok(None)).collect();
+            Box::pin(async move { Ok(answers) })
+        }
+
+        fn is_held<'a>(&'a self, _: &'a str, _: i64) -> BoxFuture<'a, Result<bool>> {
+            Box::pin(async { Ok(false) })
+        }
+
+        fn settings(&self) -> &ProviderSettings {
+            &self.settings
+        }
+    }
+
+    fn config() -> LockConfiguration {
+        LockConfiguration::new("nightly", Duration::from_secs(60), Duration::ZERO).unwrap()
+    }
+
+    #[tokio::test]
+    async fn lock_is_a_batch_of_one_and_its_one_answer() {
+        let provider = Answers::new(1);
+        assert!(provider.lock(&config()).await.unwrap().is_none());
+        assert_eq!(*provider.asked.lock().unwrap(), [1], "one lock_many of one");
+    }
+
+    #[tokio::test]
+    async fn lock_many_answering_another_count_is_an_error_naming_it() {
+        for (answers, count) in [(0, "0 locks"), (2, "2 locks"), (5, "5 locks")] {
+            let provider = Answers::new(answers);
+            let error = provider.lock(&config()).await.unwrap_err();
+            assert!(
+                matches!(&error, Error::Database { operation, .. } if operation.contains("nightly")),
+                "{error}"
+            );
+            let message = error.to_string();
+            assert!(
+                message.contains(&format!("lock_many answered {count} for the one")),
+                "{message}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn the_defaults_answer_the_providers_settings() {
+        let mut provider = Answers::new(1);
+        let fixed = Utc.with_ymd_and_hms(2031, 2, 3, 4, 5, 6).unwrap();
+        provider.settings.table = "jobs_locks".into();
+        provider.settings.locked_by = "pod-7".into();
+        provider.settings.keep_alive = KeepAlive::disabled();
+        provider.settings.clock_mode = ClockMode::Application(AppClock::custom(move || fixed));
+        assert_eq!(provider.table_name(), "jobs_locks");
+        assert_eq!(provider.locked_by(), "pod-7");
+        assert!(!provider.keep_alive().is_enabled());
+        assert_eq!(
+            provider.now().await.unwrap(),
+            fixed,
+            "the application's clock"
+        );
+        assert_eq!(provider.shortest_lease(), Duration::ZERO);
+        assert!(matches!(provider.backend(), Backend::Other(name) if name.ends_with("Answers")));
+        // Through a pointer, each answers as the provider does.
+        let shared = Arc::new(provider);
+        assert_eq!(shared.table_name(), "jobs_locks");
+        assert_eq!(shared.now().await.unwrap(), fixed);
+    }
+}

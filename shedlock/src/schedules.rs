@@ -29,6 +29,9 @@ use crate::error::Result;
 use crate::provider::LockProvider;
 
 pub mod check;
+pub mod fleet;
+
+pub use fleet::{Carrier, FleetJob, RegisteredJob, Registration, StoredRegistration};
 
 /// Retries of a failed run, per job: up to `max_attempts` attempts in all (the first run
 /// included), the `n`-th retry after a pseudo-random delay in `[0, min(cap, base · 2ⁿ⁻¹))`
@@ -124,6 +127,9 @@ pub struct StoredSchedule {
     pub updated_by: String,
     /// Its pending "run now" request, if any.
     pub trigger: Option<Trigger>,
+    /// The operator's note on its pause (`pause --note "upstream incident"`), if any: set by
+    /// [`Operator::pause`](crate::operator::Operator::pause), cleared by its resume.
+    pub note: Option<String>,
 }
 
 /// A change to one schedule: each field set replaces the stored one, each left `None` keeps
@@ -143,6 +149,9 @@ pub struct ScheduleChange {
     pub retry: Option<Option<RetryPolicy>>,
     /// The payload (JSON text) of a run-time job.
     pub payload: Option<Option<String>>,
+    /// The operator's note (at most [`check::MAX_NOTE_CHARS`] characters, no control
+    /// character); `Some(None)` clears it.
+    pub note: Option<Option<String>>,
 }
 
 impl ScheduleChange {
@@ -174,6 +183,11 @@ impl ScheduleChange {
     /// Sets the payload (JSON text).
     pub fn payload(mut self, payload: Option<String>) -> Self {
         self.payload = Some(payload);
+        self
+    }
+    /// Sets (or, with `None`, clears) the operator's note.
+    pub fn note(mut self, note: Option<String>) -> Self {
+        self.note = Some(note);
         self
     }
 }
@@ -220,6 +234,48 @@ impl NewSchedule {
     }
 }
 
+/// The largest payload of a run-time job by default: 64 KiB.
+pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 64 * 1024;
+
+/// The most run-time schedules a store holds by default: 100,000.
+pub const DEFAULT_MAX_RUN_TIME_SCHEDULES: usize = 100_000;
+
+/// The bounds every store holds run-time jobs to, set on the provider's builder
+/// ([`ProviderBuilder::max_payload_bytes`], [`ProviderBuilder::max_run_time_schedules`]) and
+/// kept in its [`ProviderSettings`](crate::settings::ProviderSettings): every instance loads
+/// every schedule, so neither the payloads nor their number may grow without end.
+///
+/// - A payload longer than `max_payload_bytes` is refused when it is written (a create, an
+///   update, a batch) as [`Error::InvalidSchedule`](crate::Error::InvalidSchedule), its
+///   reason starting `payload:` and naming the cap.
+/// - A create that would make the store hold more than `max_run_time_schedules` live
+///   run-time schedules (a handler, not deleted; overrides of code-defined jobs do not count)
+///   is refused as [`Error::TooManySchedules`](crate::Error::TooManySchedules), naming the
+///   cap and how to raise it; nothing is written. What is stored already stays readable,
+///   changeable and deletable whatever the caps.
+///
+/// [`ProviderBuilder::max_payload_bytes`]: crate::settings::ProviderBuilder::max_payload_bytes
+/// [`ProviderBuilder::max_run_time_schedules`]: crate::settings::ProviderBuilder::max_run_time_schedules
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ScheduleLimits {
+    /// The largest payload of a run-time job, in bytes (default
+    /// [`DEFAULT_MAX_PAYLOAD_BYTES`]).
+    pub max_payload_bytes: usize,
+    /// The most live run-time schedules the store holds (default
+    /// [`DEFAULT_MAX_RUN_TIME_SCHEDULES`]).
+    pub max_run_time_schedules: usize,
+}
+
+impl Default for ScheduleLimits {
+    fn default() -> Self {
+        Self {
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+            max_run_time_schedules: DEFAULT_MAX_RUN_TIME_SCHEDULES,
+        }
+    }
+}
+
 /// The answer to [`ScheduleStore::request_trigger`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -238,7 +294,11 @@ pub enum TriggerAnswer {
 ///
 /// Every change bumps the store's schedule version (see [Versions](self#versions)); a change
 /// to a name that has a tombstone revives it. Names follow the lock-name rules of the
-/// provider. Every time is the store's clock.
+/// provider: a name made now (a create, an override or a request that makes the schedule) by
+/// [`check::name`] (no bidirectional control or zero-width character, not `.` or `..`), a
+/// name read, changed or deleted by [`check::existing_name`], so what an earlier version
+/// stored stays usable. Run-time jobs are held to the provider's [`ScheduleLimits`] (a
+/// payload's size, how many). Every time is the store's clock.
 pub trait ScheduleStore: LockProvider {
     /// The highest schedule version handed out so far (0 before any): one cheap read.
     fn schedules_version(&self) -> BoxFuture<'_, Result<i64>>;
@@ -343,6 +403,43 @@ pub trait ScheduleStore: LockProvider {
     fn change_feed(&self) -> BoxFuture<'_, Result<Option<ChangeFeed>>> {
         Box::pin(async { Ok(None) })
     }
+
+    /// Writes `registration`, the code-defined jobs of one instance, in one write, replacing
+    /// what that instance registered before, and marks it seen now; deletes the registrations
+    /// of instances forgotten by now (seen less recently than their
+    /// [`forget_after`](Registration::forget_after)). The [`Scheduler`](crate::Scheduler)
+    /// calls it at start and when its jobs change (see [`fleet`]).
+    ///
+    /// The SQL providers keep the registrations in `<table>_fleet` (one row per instance, its
+    /// jobs one JSON document; `migrate()` creates it), `shedlock-redis` in two hashes beside
+    /// its schedules. The default (a store outside this crate that keeps none) does nothing:
+    /// its [`fleet_jobs`](Self::fleet_jobs) lists no job.
+    fn register<'a>(&'a self, registration: &'a Registration) -> BoxFuture<'a, Result<()>> {
+        let _ = registration;
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Marks `instance` seen now (one statement); returns whether its registration was there
+    /// (when not, the scheduler registers again). By default, `true`.
+    fn heartbeat<'a>(&'a self, instance: &'a str) -> BoxFuture<'a, Result<bool>> {
+        let _ = instance;
+        Box::pin(async { Ok(true) })
+    }
+
+    /// Every registration the store holds, forgotten ones included, and the store's clock
+    /// when it read them. By default, none.
+    fn registrations(&self) -> BoxFuture<'_, Result<(Vec<StoredRegistration>, DateTime<Utc>)>> {
+        Box::pin(async { Ok((Vec::new(), Utc::now())) })
+    }
+
+    /// Every code-defined job of the fleet that an instance not forgotten carries, by name,
+    /// each with its carriers ([`fleet::merge`] of [`registrations`](Self::registrations)).
+    fn fleet_jobs(&self) -> BoxFuture<'_, Result<Vec<FleetJob>>> {
+        Box::pin(async move {
+            let (registrations, now) = self.registrations().await?;
+            Ok(fleet::merge(&registrations, now))
+        })
+    }
 }
 
 /// What [`ScheduleStore::change_feed`] yields: one item per change notice (several changes may
@@ -389,6 +486,18 @@ macro_rules! forward {
             fn change_feed(&self) -> BoxFuture<'_, Result<Option<ChangeFeed>>> {
                 (**self).change_feed()
             }
+            fn register<'a>(&'a self, registration: &'a Registration) -> BoxFuture<'a, Result<()>> {
+                (**self).register(registration)
+            }
+            fn heartbeat<'a>(&'a self, instance: &'a str) -> BoxFuture<'a, Result<bool>> {
+                (**self).heartbeat(instance)
+            }
+            fn registrations(&self) -> BoxFuture<'_, Result<(Vec<StoredRegistration>, DateTime<Utc>)>> {
+                (**self).registrations()
+            }
+            fn fleet_jobs(&self) -> BoxFuture<'_, Result<Vec<FleetJob>>> {
+                (**self).fleet_jobs()
+            }
         }
     )*};
 }
@@ -412,7 +521,8 @@ impl fmt::Display for TriggerAnswer {
 
 impl StoredSchedule {
     /// A live schedule `name` at `version`, changed at `updated_at` by `updated_by`, every other
-    /// field empty (no handler, payload, cron, time zone, jitter, retry or trigger; not paused).
+    /// field empty (no handler, payload, cron, time zone, jitter, retry, trigger or note; not
+    /// paused).
     /// For a store outside this crate, which sets the public fields it holds after this (the
     /// type is `#[non_exhaustive]`, so it cannot be written as a literal there).
     pub fn new(
@@ -435,6 +545,7 @@ impl StoredSchedule {
             updated_at,
             updated_by: updated_by.into(),
             trigger: None,
+            note: None,
         }
     }
 }

@@ -7,8 +7,15 @@
 //! does the value of every query parameter whose name contains `pass` (`password`, `passwd`), `pwd`,
 //! `secret`, `token` or `key` (any case). A string that begins like a URL but does not parse (an unescaped `/` in
 //! the password makes the port unreadable; `postgres:user:pw@host` lacks its `//`) is masked
-//! more widely: everything up to its last `@` becomes `***`, user name included. A string with
-//! no scheme (a file path) is returned as it is.
+//! more widely: everything up to its last `@` becomes `***`, user name included.
+//!
+//! A string with no scheme is masked too, unless it is a file path by the rule of
+//! [`settings::backend_of_url`](crate::settings::backend_of_url) (it starts with `/`, `./` or
+//! `../`, or ends with `.db`, `.sqlite` or `.sqlite3`), which is returned as it is: in a libpq
+//! `key=value` connection string (`host=db user=app password=hunter2`) the value of every
+//! secret-named key becomes `***` (quoted or not), and in anything else with an `@`
+//! (`postgresql//app:hunter2@db`, its `:` missing) everything between its `//` (or its start)
+//! and its last `@` does.
 //!
 //! ```
 //! use shedlock::secret::mask_url;
@@ -26,6 +33,11 @@
 //!     "mysql://db/app?user=app&password=***"
 //! );
 //! assert_eq!(mask_url("/srv/locks.db"), "/srv/locks.db");
+//! assert_eq!(
+//!     mask_url("host=db user=app password='hunter 2' dbname=app"),
+//!     "host=db user=app password=*** dbname=app"
+//! );
+//! assert_eq!(mask_url("postgresql//app:hunter2@db/app"), "postgresql//***@db/app");
 //! ```
 
 use std::fmt;
@@ -46,7 +58,7 @@ pub const SECRET_PARAMETER_WORDS: [&str; 5] = ["pass", "pwd", "secret", "token",
 /// that do not parse.
 pub fn mask_url(text: &str) -> String {
     let Some(scheme) = scheme(text) else {
-        return text.to_owned();
+        return mask_schemeless(text);
     };
     match Url::parse(text) {
         Ok(mut url) if !url.cannot_be_a_base() => {
@@ -73,9 +85,6 @@ pub fn mask_url(text: &str) -> String {
 /// name, or, for a string that begins like a URL but does not parse, everything before its last
 /// `@` and the part of that after the first `:`. Empty for a string without a scheme.
 pub fn secrets_of(url: &str) -> Vec<String> {
-    let Some(scheme) = scheme(url) else {
-        return Vec::new();
-    };
     let mut found = Vec::new();
     let mut add = |secret: &str| {
         if !secret.is_empty() && !found.iter().any(|f| f == secret) {
@@ -87,6 +96,22 @@ pub fn secrets_of(url: &str) -> Vec<String> {
         if !decoded.is_empty() && !found.contains(&decoded) {
             found.push(decoded);
         }
+    };
+    let Some(scheme) = scheme(url) else {
+        if !is_sqlite_path(url) {
+            let secrets = libpq_secrets(url);
+            let userinfo = schemeless_userinfo(url).filter(|_| secrets.is_empty());
+            for (_, value) in secrets {
+                add(value);
+            }
+            if let Some((userinfo, _)) = userinfo {
+                add(userinfo);
+                if let Some((_, password)) = userinfo.split_once(':') {
+                    add(password);
+                }
+            }
+        }
+        return found;
     };
     let query = match Url::parse(url) {
         Ok(parsed) if !parsed.cannot_be_a_base() => {
@@ -182,6 +207,28 @@ impl From<String> for SecretUrl {
     }
 }
 
+/// The endings that make a string without a scheme an SQLite file path.
+const SQLITE_ENDINGS: [&str; 3] = [".db", ".sqlite", ".sqlite3"];
+
+/// Whether `text`, which has no scheme of a backend, says that it is an SQLite file: it starts
+/// with `/`, `./` or `../` (on Windows also `.\`, `..\`, `\\` or a drive, `C:\`), or ends with
+/// `.db`, `.sqlite` or `.sqlite3` (any case); or it is `:memory:`, SQLite's own name for a
+/// database in memory.
+pub(crate) fn is_sqlite_path(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    let bytes = text.as_bytes();
+    let drive = bytes.len() > 2
+        && bytes[0].is_ascii_alphabetic()
+        && bytes[1] == b':'
+        && matches!(bytes[2], b'\\' | b'/');
+    text == ":memory:"
+        || drive
+        || ["/", "./", "../", ".\\", "..\\", "\\\\"]
+            .iter()
+            .any(|start| text.starts_with(start))
+        || SQLITE_ENDINGS.iter().any(|end| lower.ends_with(end))
+}
+
 /// The scheme of `text` (`postgres` of `postgres://…` or of `postgres:…`), if it starts with
 /// one: a letter, then letters, digits, `+`, `-` or `.`, then `:`. A Windows drive letter
 /// (`C:\…`) is a path, not a scheme.
@@ -194,6 +241,100 @@ pub(crate) fn scheme(text: &str) -> Option<&str> {
         && chars.all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
         && candidate.len() > 1;
     valid.then_some(candidate)
+}
+
+/// A string without a scheme, masked as the [module](self) says: a file path as it is, a
+/// libpq `key=value` string's secret values, anything else's user-info before its last `@`.
+fn mask_schemeless(text: &str) -> String {
+    if is_sqlite_path(text) {
+        return text.to_owned();
+    }
+    let secrets = libpq_secrets(text);
+    let mut out = text.to_owned();
+    if secrets.is_empty()
+        && let Some((userinfo, at)) = schemeless_userinfo(text)
+    {
+        out.replace_range(at - userinfo.len()..at, MASK);
+    }
+    // From the last value back, so the earlier ranges stay where they are.
+    for (range, _) in secrets.into_iter().rev() {
+        out.replace_range(range, MASK);
+    }
+    out
+}
+
+/// The user-info of a string without a scheme that has an `@`: what stands between its first
+/// `//` (or its start) and its last `@`, and where that `@` is.
+fn schemeless_userinfo(text: &str) -> Option<(&str, usize)> {
+    let at = text.rfind('@')?;
+    let start = text[..at].find("//").map_or(0, |i| i + 2);
+    let userinfo = &text[start..at];
+    (!userinfo.is_empty()).then_some((userinfo, at))
+}
+
+/// Whether `text` begins as a libpq `key=value` connection string does: a word of letters,
+/// digits and `_`, then `=` (spaces around it allowed).
+pub(crate) fn libpq_pair(text: &str) -> bool {
+    let text = text.trim_start();
+    let key_len = text
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(text.len());
+    key_len > 0 && text[key_len..].trim_start().starts_with('=')
+}
+
+/// The values of the secret-named keys of a libpq `key=value` connection string
+/// (`host=db password='a b' dbname=x`; spaces around `=` allowed, a value quoted with `'` and
+/// `\` escaping as libpq reads it), each with its byte range in `text`, the quotes included.
+/// A quoted value left open runs to the end.
+pub(crate) fn libpq_secrets(text: &str) -> Vec<(std::ops::Range<usize>, &str)> {
+    let bytes = text.as_bytes();
+    let mut found = Vec::new();
+    let mut i = 0;
+    let skip_spaces = |mut i: usize| {
+        while i < bytes.len() && bytes[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        i
+    };
+    while i < bytes.len() {
+        i = skip_spaces(i);
+        let key_start = i;
+        while i < bytes.len() && !bytes[i].is_ascii_whitespace() && bytes[i] != b'=' {
+            i += 1;
+        }
+        let key = &text[key_start..i];
+        let after_key = skip_spaces(i);
+        if after_key >= bytes.len() || bytes[after_key] != b'=' {
+            // A word without `=`: no key=value pair here.
+            i = after_key.max(i + 1);
+            continue;
+        }
+        let value_start = skip_spaces(after_key + 1);
+        let mut end = value_start;
+        let (inner_start, inner_end);
+        if bytes.get(value_start) == Some(&b'\'') {
+            end += 1;
+            while end < bytes.len() && bytes[end] != b'\'' {
+                end += if bytes[end] == b'\\' { 2 } else { 1 };
+            }
+            end = end.min(bytes.len());
+            inner_start = value_start + 1;
+            inner_end = end;
+            if end < bytes.len() {
+                end += 1;
+            }
+        } else {
+            while end < bytes.len() && !bytes[end].is_ascii_whitespace() {
+                end += 1;
+            }
+            (inner_start, inner_end) = (value_start, end);
+        }
+        if !key.is_empty() && is_secret_name(key) && inner_end > inner_start {
+            found.push((value_start..end, &text[inner_start..inner_end]));
+        }
+        i = end.max(i + 1);
+    }
+    found
 }
 
 /// A query (or fragment) with the values of secret-named parameters masked; the other
@@ -320,6 +461,19 @@ mod tests {
                 "redis+unix:///run/redis.sock?pass=***",
             ),
             ("postgres://db/app?pwd=hunter2", "postgres://db/app?pwd=***"),
+            (
+                "host=127.0.0.1 user=app password=hunter2 dbname=db",
+                "host=127.0.0.1 user=app password=*** dbname=db",
+            ),
+            (
+                "host=db password = 'hun ter2' sslpassword=hunter2",
+                "host=db password = *** sslpassword=***",
+            ),
+            ("password='it\\'s hunter2' host=db", "password=*** host=db"),
+            ("password='hunter2", "password=***"),
+            ("postgresql//app:hunter2@db/app", "postgresql//***@db/app"),
+            ("postgresql//app:hun/ter2@db/app", "postgresql//***@db/app"),
+            ("app:hunter2@db", "app:***@db"),
         ];
         for (url, masked) in cases {
             let got = mask_url(url);
@@ -344,6 +498,9 @@ mod tests {
             ("mysql://db/app?password=hunter2", "hunter2"),
             ("redis://hunter2@h", "hunter2"),
             ("postgres://app:hunter%32@db/app", "hunter2"),
+            ("host=db password=hunter2", "hunter2"),
+            ("host=db password='hunter2 x'", "hunter2 x"),
+            ("postgresql//app:hunter2@db", "hunter2"),
         ] {
             let message =
                 format!("cannot connect to {url}: the server said {secret} is wrong ({url})");
@@ -365,6 +522,8 @@ mod tests {
             "./a@b/locks.db",
             "C:\\data\\locks.db",
             "sqlite:locks.db?mode=rwc",
+            "/srv/u:p@x/locks",
+            "host=db user=app dbname=app",
         ] {
             assert_eq!(mask_url(text), text);
         }

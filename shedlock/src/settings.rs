@@ -12,8 +12,11 @@ use futures_util::future::BoxFuture;
 
 use crate::config::round_up_to_millis;
 // A lock configuration's limits, public here beside the settings' own.
-pub use crate::config::{DURATION_RESOLUTION, MAX_LOCK_DURATION, MAX_NAME_BYTES};
+pub use crate::config::{DURATION_RESOLUTION, MAX_LOCK_DURATION, MAX_NAME_BYTES, is_hidden_char};
+// Which backend a database URL names: the one rule of every front end.
 use crate::error::{Error, Result};
+use crate::schedules::ScheduleLimits;
+pub use crate::sql::url::backend_of_url;
 
 /// The default lock table name.
 pub const DEFAULT_TABLE_NAME: &str = "shedlock";
@@ -289,6 +292,11 @@ pub struct ProviderSettings {
     /// How far ahead of the store's clock a claimed tick may be (rounded up to whole
     /// milliseconds, at most 1000 years).
     pub tick_tolerance: Duration,
+    /// The bounds of the run-time jobs the store keeps (its [`ScheduleStore`], where it has
+    /// one): a payload's size and how many.
+    ///
+    /// [`ScheduleStore`]: crate::schedules::ScheduleStore
+    pub schedule_limits: ScheduleLimits,
 }
 
 impl ProviderSettings {
@@ -312,6 +320,7 @@ impl Default for ProviderSettings {
             clock_mode: ClockMode::Database,
             keep_alive: KeepAlive::default(),
             tick_tolerance: DEFAULT_TICK_TOLERANCE,
+            schedule_limits: ScheduleLimits::default(),
         }
     }
 }
@@ -345,6 +354,7 @@ pub struct ProviderBuilder<B> {
     clock_mode: ClockMode,
     keep_alive: KeepAlive,
     tick_tolerance: Duration,
+    schedule_limits: ScheduleLimits,
 }
 
 impl<B> ProviderBuilder<B> {
@@ -357,7 +367,26 @@ impl<B> ProviderBuilder<B> {
             clock_mode: ClockMode::Database,
             keep_alive: KeepAlive::default(),
             tick_tolerance: DEFAULT_TICK_TOLERANCE,
+            schedule_limits: ScheduleLimits::default(),
         }
+    }
+
+    /// The largest payload of a run-time job the provider's schedule store writes, in bytes
+    /// (default [`DEFAULT_MAX_PAYLOAD_BYTES`](crate::schedules::DEFAULT_MAX_PAYLOAD_BYTES),
+    /// 64 KiB). A longer one is refused as [`Error::InvalidSchedule`] naming the cap; what is
+    /// stored already stays readable.
+    pub fn max_payload_bytes(mut self, bytes: usize) -> Self {
+        self.schedule_limits.max_payload_bytes = bytes;
+        self
+    }
+
+    /// The most live run-time schedules the provider's schedule store holds (default
+    /// [`DEFAULT_MAX_RUN_TIME_SCHEDULES`](crate::schedules::DEFAULT_MAX_RUN_TIME_SCHEDULES),
+    /// 100,000): a create past it is refused as [`Error::TooManySchedules`]. Overrides of
+    /// code-defined jobs do not count. Set it on every instance that creates jobs.
+    pub fn max_run_time_schedules(mut self, schedules: usize) -> Self {
+        self.schedule_limits.max_run_time_schedules = schedules;
+        self
     }
 
     /// How far ahead of the database clock a claimed tick may be (default
@@ -416,6 +445,7 @@ impl<B> ProviderBuilder<B> {
                 clock_mode: self.clock_mode,
                 keep_alive: self.keep_alive,
                 tick_tolerance,
+                schedule_limits: self.schedule_limits,
             },
         ))
     }

@@ -6,8 +6,12 @@
 
 /// Names at the root that are not modules (types, traits, functions, type aliases, macros).
 const MAX_ROOT_ITEMS: usize = 25;
-/// Public modules at the root (`#[doc(hidden)]` ones not counted).
-const MAX_ROOT_MODULES: usize = 12;
+/// Public modules at the root (`#[doc(hidden)]` ones not counted). 13 since `operator` (issue 47:
+/// the operator's actions, written once for the CLI, the dashboard and the API, are a topic of
+/// their own, next to `schedules` and `history` which they act on); 14 since `metric_names`
+/// left `scheduler` (issue 47: the lock guard, leader election and the clock check record
+/// metrics too, and reached up into the scheduler's folder for their names).
+const MAX_ROOT_MODULES: usize = 14;
 
 /// The public names `lib.rs` puts at the root, split into (items, modules), as its text
 /// declares them: the names of each top-level `pub use`, and each top-level `pub mod`,

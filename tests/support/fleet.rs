@@ -444,6 +444,14 @@ impl Instance {
             late_steps: stdout
                 .lines()
                 .find_map(|l| l.strip_prefix("LATE_STEPS ")?.parse().ok()),
+            skips: stdout
+                .lines()
+                .filter_map(|l| {
+                    let mut parts = l.strip_prefix("SKIP ")?.split(' ');
+                    let (job, tick, outcome) = (parts.next()?, parts.next()?, parts.next()?);
+                    Some((job.to_owned(), tick.parse().ok()?, outcome.to_owned()))
+                })
+                .collect(),
             handoffs: stdout.lines().find_map(|l| {
                 let (new, already) = l.strip_prefix("HANDOFFS ")?.split_once(' ')?;
                 Some((new.parse().ok()?, already.parse().ok()?))
@@ -465,6 +473,9 @@ pub struct Exited {
     /// A `--role scheduler` process's hand-offs: (enqueued, already queued); `None` when it did
     /// not say (another role, or it died).
     pub handoffs: Option<(u64, u64)>,
+    /// With `--report-skips`: each tick the scheduler reported not run here, as (job, tick
+    /// unix ms, outcome such as `skipped-held`).
+    pub skips: Vec<(String, i64, String)>,
     pub log: String,
 }
 

@@ -15,6 +15,7 @@ pub mod fleet;
 pub mod place;
 pub mod procfs;
 pub mod redis_server;
+pub mod slow_clients;
 
 pub use backends::{
     MySql, Postgres, Sqlite, mysql_pool, mysql_pool_with, postgres_pool, postgres_pool_with,
@@ -87,6 +88,30 @@ fn cargo_built(
             .arg("--target-dir")
             .arg(&target_dir)
             .current_dir(env!("CARGO_MANIFEST_DIR"));
+        // Without the variables cargo (or cargo-nextest) sets for a test process: build scripts
+        // that read one say so (`rerun-if-env-changed`; ring's reads CARGO_MANIFEST_DIR and
+        // CARGO_PKG_*), and finding it set here, unset at the suite's own build, cargo would
+        // build them again and everything above them: every test binary, overwritten while
+        // others run.
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy();
+            if name.starts_with("CARGO_PKG_")
+                || name.starts_with("CARGO_BIN_EXE_")
+                || [
+                    "CARGO_MANIFEST_DIR",
+                    "CARGO_MANIFEST_PATH",
+                    "CARGO_MANIFEST_LINKS",
+                    "CARGO_CRATE_NAME",
+                    "CARGO_BIN_NAME",
+                    "CARGO_PRIMARY_PACKAGE",
+                    "CARGO_TARGET_TMPDIR",
+                    "CARGO_RUSTC_CURRENT_DIR",
+                ]
+                .contains(&name.as_ref())
+            {
+                build.env_remove(name.as_ref());
+            }
+        }
         if profile_dir
             .file_name()
             .is_some_and(|name| name == "release")

@@ -3,11 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
+use shedlock::Backend;
 use shedlock::secret::{SecretUrl, mask_url};
-
-/// The schemes of databases repo_sync does not keep its data in, though the workspace's other
-/// tools do: a `--database-url` starting with one is refused by name, never taken as a path.
-const OTHER_BACKENDS: [&str; 4] = ["mysql", "mariadb", "redis", "rediss"];
+use shedlock::settings::backend_of_url;
 
 /// How a PostgreSQL URL is written, for the messages.
 const POSTGRES_FORM: &str = "postgres://USER:PASSWORD@HOST:PORT/DATABASE";
@@ -32,18 +30,16 @@ impl Location {
     pub(crate) fn parse(text: &str) -> Result<Self, String> {
         let text = text.trim();
         let shown = mask_url(text);
+        // The workspace's one rule: a string is an SQLite file only when it says so (a path
+        // that starts with /, ./ or ../, or ends with .db, .sqlite or .sqlite3); a libpq
+        // `key=value` string or a bare word is refused, never a file of its own per instance.
+        let backend = backend_of_url(text).map_err(|e| {
+            format!("{e}; repo_sync keeps its data in SQLite or PostgreSQL ({POSTGRES_FORM})")
+        })?;
         let scheme = scheme(text).map(str::to_ascii_lowercase);
-        let path = match scheme.as_deref() {
-            Some("postgres" | "postgresql") => {
-                return postgres(text, &shown).map(Location::Postgres);
-            }
-            Some(other) if OTHER_BACKENDS.contains(&other) => {
-                return Err(format!(
-                    "unsupported database {other:?} in {shown:?}: repo_sync keeps its data in \
-                     SQLite (a file path, or sqlite://PATH) or PostgreSQL ({POSTGRES_FORM})"
-                ));
-            }
-            Some("sqlite") => {
+        let path = match (backend, scheme.as_deref()) {
+            (Backend::Postgres, _) => return postgres(text, &shown).map(Location::Postgres),
+            (Backend::Sqlite, Some("sqlite")) => {
                 let rest = &text["sqlite:".len()..];
                 let rest = rest.strip_prefix("//").unwrap_or(rest);
                 let (path, options) = rest.split_once('?').unwrap_or((rest, ""));
@@ -60,15 +56,16 @@ impl Location {
                     .map_err(|_| format!("{shown:?}: the path is not valid UTF-8 once decoded"))?
                     .into_owned()
             }
-            Some(other) if text[other.len()..].starts_with("://") => {
+            (Backend::Sqlite, _) => text.to_owned(),
+            (other, _) => {
+                let scheme = scheme.unwrap_or_default();
                 return Err(format!(
-                    "unsupported database {other:?} in {shown:?}: repo_sync keeps its data in \
-                     SQLite (a file path, or sqlite://PATH) or PostgreSQL ({POSTGRES_FORM})"
+                    "unsupported database {scheme:?} ({other}) in {shown:?}: repo_sync keeps its \
+                     data in SQLite (a file path, or sqlite://PATH) or PostgreSQL ({POSTGRES_FORM})"
                 ));
             }
-            _ => text.to_owned(),
         };
-        if path.is_empty() || path == ":memory:" {
+        if path.is_empty() || path == ":memory:" || path.starts_with(":memory:") {
             return Err(format!(
                 "{shown:?} names no file: give the path of an SQLite file (created if missing), \
                  or a postgres:// URL"

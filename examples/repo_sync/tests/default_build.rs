@@ -333,3 +333,27 @@ async fn a_stored_gitlab_registration_fails_its_sync_naming_the_feature() {
     let status = String::from_utf8_lossy(&out.stdout);
     assert!(status.contains("failed"), "{status}");
 }
+
+/// A `--database-url` that does not say it is an SQLite file (issue 46): a libpq `key=value`
+/// string, a URL whose `:` is missing, a bare word. Before, each became an SQLite file of that
+/// name in the current folder, one per instance, and exactly-once was silently gone; now each
+/// is refused naming the accepted forms, its password masked, and no file is made.
+#[test]
+fn a_database_url_that_is_no_url_is_refused_not_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    for url in [
+        "host=127.0.0.1 user=app password=topsecret dbname=db",
+        "postgresql//app:topsecret@db/app",
+        "locks",
+    ] {
+        let out = repo_sync(dir.path(), &["--database-url", url, "status"]);
+        let stderr = refused(&out);
+        assert!(
+            stderr.contains("postgres:// or postgresql://") && stderr.contains("sqlite:"),
+            "{url}: {stderr}"
+        );
+        assert!(!stderr.contains("topsecret"), "{url}: {stderr}");
+    }
+    let made: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(made.is_empty(), "files made: {made:?}");
+}

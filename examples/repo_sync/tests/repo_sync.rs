@@ -1819,30 +1819,38 @@ fn database_urls_are_read_as_users_type_them() {
         Ok(Location::Postgres("postgres://u@h/db".into()))
     );
     for (bad, says) in [
-        (
-            "mysql://root@127.0.0.1/test",
-            "unsupported database \"mysql\"",
-        ),
         ("sqlite::memory:", "names no file"),
-        ("", "names no file"),
+        (":memory:", "names no file"),
+        ("", "it is empty"),
         ("sqlite:x.db?mode=ro", "unsupported option \"mode=ro\""),
         // A scheme with its `//` missing is a mistyped URL, never a file name.
         (
             "postgres:postgres:topsecret@127.0.0.1:5432/",
-            "not a valid postgres URL",
+            "`postgres:` is not followed by `//`",
         ),
-        ("postgresql:u:topsecret@h/db", "not a valid postgresql URL"),
-        ("POSTGRES:u:topsecret@h/db", "not a valid POSTGRES URL"),
-        ("mysql:root:topsecret@h", "unsupported database \"mysql\""),
         (
-            "mariadb:root:topsecret@h",
-            "unsupported database \"mariadb\"",
+            "postgresql:u:topsecret@h/db",
+            "`postgresql:` is not followed by `//`",
         ),
-        ("redis:topsecret@h", "unsupported database \"redis\""),
+        ("POSTGRES:u:topsecret@h/db", "`POSTGRES:` is not followed"),
+        ("mysql:root:topsecret@h", "`mysql:` is not followed"),
+        ("mariadb:root:topsecret@h", "`mariadb:` is not followed"),
+        ("redis:topsecret@h", "`redis:` is not followed"),
         ("rediss://:topsecret@h", "unsupported database \"rediss\""),
+        ("mysql://root@h/test", "unsupported database \"mysql\""),
         // A password with an unescaped `/` leaves the port unreadable.
         ("postgres://u:pa/ss@h:5432/db", "not a valid postgres URL"),
-        ("ftp://u:topsecret@h/x", "unsupported database \"ftp\""),
+        (
+            "ftp://u:topsecret@h/x",
+            "unsupported database URL scheme \"ftp\"",
+        ),
+        // Not a file of its own per instance (issue 46): only what says it is a file is one.
+        (
+            "host=127.0.0.1 user=app password=topsecret dbname=db",
+            "key=value connection string",
+        ),
+        ("postgresql//app:topsecret@db/app", "lacks the `:`"),
+        ("locks", "neither a URL nor an SQLite file path"),
     ] {
         let err = Location::parse(bad).unwrap_err();
         assert!(err.contains(says), "{bad}: {err}");
@@ -1850,6 +1858,9 @@ fn database_urls_are_read_as_users_type_them() {
             !err.contains("topsecret") && !err.contains("pa/ss"),
             "{bad}: {err}"
         );
+    }
+    for path in ["./locks", "../locks", "/srv/locks", "data/x.sqlite3"] {
+        assert_eq!(Location::parse(path), sqlite(path));
     }
     // A file whose name starts like a scheme is written as a path.
     assert_eq!(
@@ -2149,7 +2160,7 @@ async fn an_unreachable_database_is_named_at_once_without_its_password() {
         ),
         (
             "ftp://u:topsecret@h/x".to_owned(),
-            "unsupported database \"ftp\"",
+            "unsupported database URL scheme \"ftp\"",
         ),
     ] {
         let (ok, stderr, secs) = run_bounded(dir.path(), &["--database-url", &url, "status"]).await;
@@ -2186,8 +2197,7 @@ async fn a_mistyped_url_is_refused_and_creates_nothing() {
             let (ok, stderr, _) = run_bounded(dir.path(), &args).await;
             assert!(!ok, "{args:?}: {stderr}");
             assert!(
-                stderr.contains(&format!("{scheme:?}"))
-                    || stderr.contains(&format!("{scheme} URL")),
+                stderr.contains(&format!("`{scheme}:` is not followed by `//`")),
                 "{args:?}: {stderr}"
             );
             assert!(!stderr.contains("topsecret"), "{args:?}: {stderr}");
@@ -2516,7 +2526,9 @@ fn run_refuses_an_unusable_poll_interval() {
 
 /// `run --dashboard` serves the dashboard over the same store while it runs: the repository's
 /// job with its runs (by the API and on the timeline of its page), and an operator's pause
-/// through the API reaches the store (with the CSRF token the pages give).
+/// through the API reaches the store (with the browser's cookie, the CSRF token the pages give
+/// and its own Origin; a planted cookie from another port, or another host name, is refused),
+/// and it holds under slow clients.
 #[cfg(feature = "dashboard")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_shows_and_steers_the_running_scheduler() {
@@ -2584,14 +2596,21 @@ async fn the_dashboard_shows_and_steers_the_running_scheduler() {
         .send()
         .await
         .unwrap();
+    // The browser's id cookie, and the CSRF token made from it (in a header for scripts).
     let cookie = page
         .headers()
         .get_all("set-cookie")
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .find_map(|v| v.strip_prefix("shedlock_csrf="))
+        .find_map(|v| v.strip_prefix("shedlock_browser="))
         .and_then(|v| v.split(';').next())
-        .expect("the CSRF cookie")
+        .expect("the browser's id cookie")
+        .to_owned();
+    let csrf = page
+        .headers()
+        .get("x-shedlock-csrf")
+        .and_then(|v| v.to_str().ok())
+        .expect("the CSRF token")
         .to_owned();
     let html = page.text().await.unwrap();
     assert!(
@@ -2599,19 +2618,32 @@ async fn the_dashboard_shows_and_steers_the_running_scheduler() {
         "{html}"
     );
 
-    let refused = client
-        .post(format!("http://{addr}/api/v1/jobs/repo_sync_1/pause"))
-        .send()
+    let pause = |cookie: &str, csrf: &str, origin: &str, host: &str| {
+        client
+            .post(format!("http://{addr}/api/v1/jobs/repo_sync_1/pause"))
+            .header("cookie", format!("shedlock_browser={cookie}"))
+            .header("x-shedlock-csrf", csrf)
+            .header("origin", origin)
+            .header("host", host)
+            .send()
+    };
+    let own = format!("http://{addr}");
+    // The old attack: a cookie's value repeated, from a page on another port.
+    let forged = pause("planted", "planted", "http://127.0.0.1:18090", &addr)
         .await
         .unwrap();
-    assert_eq!(refused.status(), 403, "no CSRF token: refused");
-    let paused = client
-        .post(format!("http://{addr}/api/v1/jobs/repo_sync_1/pause"))
-        .header("cookie", format!("shedlock_csrf={cookie}"))
-        .header("x-shedlock-csrf", &cookie)
-        .send()
-        .await
-        .unwrap();
+    assert_eq!(forged.status(), 403, "a planted cookie: refused");
+    // A DNS name pointed at loopback (rebinding): not answered at all.
+    let rebound = pause(
+        &cookie,
+        &csrf,
+        &format!("http://attacker.example:{port}"),
+        &format!("attacker.example:{port}"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(rebound.status(), 421, "another host name: refused");
+    let paused = pause(&cookie, &csrf, &own, &addr).await.unwrap();
     assert_eq!(paused.status(), 200, "{}", paused.text().await.unwrap());
     let provider = shedlock::SqliteLockProvider::connect(&url).await.unwrap();
     use shedlock::schedules::ScheduleStore;
@@ -2623,5 +2655,18 @@ async fn the_dashboard_shows_and_steers_the_running_scheduler() {
             .unwrap()
             .paused
     );
+    // 100 connections with unfinished request heads (more than the 64 served at once): the
+    // API still answers, and the header timeout closes them.
+    let slow = shedlock_suite::slow_clients::open(&addr, 100, b"GET /api/v1/lo").await;
+    let answered = tokio::time::timeout(
+        Duration::from_secs(60),
+        client.get(format!("http://{addr}/api/v1/locks")).send(),
+    )
+    .await
+    .expect("answered within 60 s under 100 slow clients")
+    .unwrap();
+    assert_eq!(answered.status(), 200);
+    let cut = shedlock_suite::slow_clients::count_closed(slow, Duration::from_secs(60)).await;
+    assert_eq!(cut, 100, "slow clients closed by the header timeout");
     let _ = child.kill().await;
 }

@@ -1,29 +1,39 @@
-//! `shedlock jobs`: every schedule the store holds (tombstones left out), with its next tick,
-//! its pending trigger, its last run (where the store keeps a run history) and its lock.
+//! `shedlock jobs`: every job of the fleet: every schedule the store holds (tombstones left
+//! out) and every code-defined job an instance registered, with its next tick, its pending
+//! trigger, the instances that carry it, its last run (where the store keeps a run history)
+//! and its lock.
 //!
 //! `--json` prints one object:
 //!
 //! - `backend`: the store (`PostgreSQL`, `MySQL`, `SQLite`, `Redis`);
-//! - `fleet`: `{ "paused": bool, "updated_by": string|null, "updated_at": time|null }`, the
-//!   schedule `shedlock.fleet`;
+//! - `fleet`: `{ "paused": bool, "updated_by": string|null, "updated_at": time|null,
+//!   "note": string|null }`, the schedule `shedlock.fleet`;
 //! - `history`: whether the store keeps a run history (`false` on Redis);
 //! - `jobs`: one object per schedule, by name: `name`, `kind` (`override` or `run-time`),
 //!   `handler`, `payload` (the JSON value), `cron` and `time_zone` (`null`: the code's),
-//!   `paused`, `jitter_ms`, `retry` (`max_attempts`, `base_ms`, `cap_ms`, `past_next_tick`),
+//!   `paused`, `note` (the operator's note on the pause, `null` when none), `jitter_ms`, `retry` (`max_attempts`, `base_ms`, `cap_ms`, `past_next_tick`),
 //!   `next_tick` (`null` when the cron or its time zone is the code's), `trigger` (`id`,
 //!   `requested_by`, `requested_at`, `claimed_by`, `claimed_until`, `started`), `version`,
 //!   `updated_at`, `updated_by`, `last_run` (`outcome`, `tick`, `started_at`, `duration_ms`,
-//!   `instance`, `attempt`, `requested_by` (a run asked for by `trigger`); `null` without a run or a history) and `lock` (`held`, `locked_by`,
-//!   `locked_until`, `fencing_token`; `null` without a lock of that name).
+//!   `instance`, `attempt`, `requested_by` (a run asked for by `trigger`); `null` without a run or a history), `lock` (`held`, `locked_by`,
+//!   `locked_until`, `fencing_token`; `null` without a lock of that name; the lock its
+//!   carriers registered, else the job's name), `code` (`lock`, `cron`, `time_zone`,
+//!   `misfire`, `jitter_ms`, `retry`, as the instances registered it; `null` when none did)
+//!   and `carriers` (`instance`, `fleet`, `last_seen`, `running`). A job no schedule names has
+//!   `kind` `code`, the code's `cron` and `time_zone`, and `null` where a schedule has a value.
 //!
 //! Times are RFC 3339 in UTC with milliseconds.
 
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
-use shedlock::RunStore;
 use shedlock::history::{LockState, RunRecord};
+use shedlock::schedules::{FleetJob, RegisteredJob, StoredSchedule};
+use shedlock::{RunStore, Schedule};
 
 use super::{
-    FLEET_SCHEDULE, cron_text, jitter_text, kind, next_tick, retry_text, schedule_json,
+    FLEET_SCHEDULE, cron_text, jitter_text, kind, known_zone, next_tick, retry_text, schedule_json,
     trigger_text, zone_text,
 };
 use crate::db::Steered;
@@ -51,20 +61,42 @@ pub(crate) async fn jobs(
         .iter()
         .position(|s| s.name == FLEET_SCHEDULE)
         .map(|at| schedules.remove(at));
-    let names: Vec<String> = schedules.iter().map(|s| s.name.clone()).collect();
+    // Every job of the fleet: the schedules, and the code-defined jobs the instances
+    // registered, by name.
+    let mut registered: BTreeMap<String, FleetJob> = store
+        .fleet_jobs()
+        .await?
+        .into_iter()
+        .map(|job| (job.job.name.clone(), job))
+        .collect();
+    let mut entries: Vec<(String, Option<StoredSchedule>, Option<FleetJob>)> = schedules
+        .into_iter()
+        .map(|s| {
+            let code = registered.remove(&s.name);
+            (s.name.clone(), Some(s), code)
+        })
+        .collect();
+    entries.extend(
+        registered
+            .into_values()
+            .map(|j| (j.job.name.clone(), None, Some(j))),
+    );
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    let names: Vec<String> = entries.iter().map(|e| e.0.clone()).collect();
+    let lock_names: Vec<String> = entries.iter().map(lock_name).collect();
     let locks = if names.is_empty() {
         Vec::new()
     } else {
-        store.lock_states(&names).await?
+        store.lock_states(&lock_names).await?
     };
     let lock_of = |name: &str| locks.iter().find(|l| l.name == name);
     // The last run of each: what the dashboard shows too (`RunStore::latest_runs`: neither an
     // operator's row nor a tick another instance held), in one statement per 1,000 names.
     let mut latest = match runs {
-        Some(runs) if !names.is_empty() => runs.latest_runs(&names).await?,
+        Some(runs) if !names.is_empty() => runs.latest_runs(&lock_names).await?,
         _ => Vec::new(),
     };
-    let last_runs: Vec<Option<RunRecord>> = names
+    let last_runs: Vec<Option<RunRecord>> = lock_names
         .iter()
         .map(|name| {
             let at = latest.iter().position(|r| &r.name == name)?;
@@ -73,13 +105,21 @@ pub(crate) async fn jobs(
         .collect();
 
     if json {
-        let jobs: Vec<Value> = schedules
+        let jobs: Vec<Value> = entries
             .iter()
             .zip(&last_runs)
-            .map(|(schedule, run)| {
-                let mut value = schedule_json(schedule, now);
+            .map(|(entry, run)| {
+                let (name, schedule, code) = entry;
+                let mut value = match schedule {
+                    Some(schedule) => schedule_json(schedule, now),
+                    None => code_json(name, code.as_ref(), now),
+                };
                 value["last_run"] = run.as_ref().map_or(Value::Null, run_json);
-                value["lock"] = lock_of(&schedule.name).map_or(Value::Null, lock_json);
+                value["lock"] = lock_of(&lock_name(entry)).map_or(Value::Null, lock_json);
+                value["code"] = code
+                    .as_ref()
+                    .map_or(Value::Null, |c| registered_json(&c.job));
+                value["carriers"] = carriers_json(code.as_ref());
                 value
             })
             .collect();
@@ -87,6 +127,7 @@ pub(crate) async fn jobs(
             "paused": fleet.as_ref().is_some_and(|f| f.paused),
             "updated_by": fleet.as_ref().map(|f| f.updated_by.clone()),
             "updated_at": fleet.as_ref().map(|f| json_time(f.updated_at)),
+            "note": fleet.as_ref().and_then(|f| f.note.clone()),
         });
         print(&format!(
             "{}\n",
@@ -103,24 +144,30 @@ pub(crate) async fn jobs(
     let mut out = String::new();
     if let Some(fleet) = fleet.as_ref().filter(|f| f.paused) {
         out.push_str(&format!(
-            "the whole fleet is PAUSED (by {} at {}): no job fires; `shedlock resume --fleet` resumes it\n",
+            "the whole fleet is PAUSED (by {} at {}{}): no job fires; `shedlock resume --fleet` resumes it\n",
             fleet.updated_by,
-            time(fleet.updated_at)
+            time(fleet.updated_at),
+            fleet
+                .note
+                .as_ref()
+                .map(|note| format!(", note: {note}"))
+                .unwrap_or_default()
         ));
     }
-    if schedules.is_empty() {
+    if entries.is_empty() {
         out.push_str(&format!(
-            "no schedules in the store ({} {}): jobs defined in code run on their code's schedule\n",
+            "no jobs in the store ({} {}): no instance registered its jobs (an instance does at start, unless built without_schedules) and no schedule is stored\n",
             store.backend(),
             store.table_name()
         ));
         print(&out);
         return Ok(());
     }
-    let rows: Vec<Vec<String>> = schedules
+    let rows: Vec<Vec<String>> = entries
         .iter()
         .zip(&last_runs)
-        .map(|(s, run)| {
+        .map(|(entry, run)| {
+            let (name, schedule, code) = entry;
             let (outcome, duration, instance) = match (runs, run) {
                 (None, _) => (NO_HISTORY.to_owned(), "-".to_owned(), "-".to_owned()),
                 (Some(_), None) => ("-".to_owned(), "-".to_owned(), "-".to_owned()),
@@ -131,23 +178,62 @@ pub(crate) async fn jobs(
                     run.locked_by.clone(),
                 ),
             };
+            let code_cron = code.as_ref().map(|c| c.job.cron.as_str());
+            let code_zone = code.as_ref().map(|c| c.job.time_zone.as_str());
+            let (kind_text, cron, zone, paused, jitter, retry, next, trigger) = match schedule {
+                Some(s) => (
+                    match &s.handler {
+                        Some(handler) => format!("run-time ({handler})"),
+                        None => kind(s).to_owned(),
+                    },
+                    match (&s.cron, code_cron) {
+                        (None, Some(code)) => format!("{code} (code)"),
+                        _ => cron_text(s.cron.as_deref()),
+                    },
+                    match (known_zone(s), code_zone) {
+                        (None, Some(code)) => code.to_owned(),
+                        _ => zone_text(s),
+                    },
+                    if s.paused { "yes" } else { "no" }.to_owned(),
+                    jitter_text(s.jitter),
+                    retry_text(s.retry.as_ref()),
+                    next_tick(s, now)
+                        .or_else(|| code.as_ref().and_then(|c| code_next(&c.job, now)))
+                        .map_or_else(|| "-".to_owned(), time),
+                    trigger_text(s.trigger.as_ref()),
+                ),
+                None => (
+                    "code".to_owned(),
+                    code_cron.unwrap_or("-").to_owned(),
+                    code_zone.unwrap_or("-").to_owned(),
+                    "no".to_owned(),
+                    jitter_text(None),
+                    retry_text(None),
+                    code.as_ref()
+                        .and_then(|c| code_next(&c.job, now))
+                        .map_or_else(|| "-".to_owned(), time),
+                    "-".to_owned(),
+                ),
+            };
             vec![
-                s.name.clone(),
-                match &s.handler {
-                    Some(handler) => format!("run-time ({handler})"),
-                    None => kind(s).to_owned(),
-                },
-                cron_text(s.cron.as_deref()),
-                zone_text(s),
-                if s.paused { "yes" } else { "no" }.to_owned(),
-                jitter_text(s.jitter),
-                retry_text(s.retry.as_ref()),
-                next_tick(s, now).map_or_else(|| "-".to_owned(), time),
-                trigger_text(s.trigger.as_ref()),
+                name.clone(),
+                kind_text,
+                cron,
+                zone,
+                paused,
+                jitter,
+                retry,
+                next,
+                trigger,
+                carriers_text(code.as_ref()),
                 outcome,
                 duration,
                 instance,
-                lock_text(lock_of(&s.name)),
+                lock_text(lock_of(&lock_name(entry))),
+                schedule
+                    .as_ref()
+                    .and_then(|s| s.note.clone())
+                    .unwrap_or_else(|| "-".to_owned()),
             ]
         })
         .collect();
@@ -162,15 +248,91 @@ pub(crate) async fn jobs(
             "RETRY",
             "NEXT_TICK",
             "TRIGGER",
+            "CARRIED_BY",
             "LAST_RUN",
             "DURATION",
             "INSTANCE",
             "LOCK",
+            "NOTE",
         ],
         &rows,
     ));
     print(&out);
     Ok(())
+}
+
+/// The lock a job takes, as far as the store knows: the one its carriers registered, else its
+/// name.
+fn lock_name(entry: &(String, Option<StoredSchedule>, Option<FleetJob>)) -> String {
+    entry
+        .2
+        .as_ref()
+        .and_then(|c| c.job.lock.clone())
+        .unwrap_or_else(|| entry.0.clone())
+}
+
+/// The next tick of a job by its code's schedule.
+fn code_next(job: &RegisteredJob, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    Schedule::parse(&job.cron, &job.time_zone)
+        .ok()?
+        .next_after(now)
+}
+
+/// The instances that carry a job: the running ones, then the stopped ones marked so.
+fn carriers_text(code: Option<&FleetJob>) -> String {
+    let Some(code) = code else {
+        return "-".to_owned();
+    };
+    code.carriers
+        .iter()
+        .map(|c| {
+            if c.running {
+                c.instance.clone()
+            } else {
+                format!("{} (stopped, seen {})", c.instance, time(c.last_seen))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A job the store knows only from its carriers' registrations, in the JSON form of a
+/// schedule (`kind` `code`; its cron and time zone the code's).
+fn code_json(name: &str, code: Option<&FleetJob>, now: DateTime<Utc>) -> Value {
+    json!({
+        "name": name, "kind": "code", "handler": null, "payload": null,
+        "cron": code.map(|c| c.job.cron.clone()),
+        "time_zone": code.map(|c| c.job.time_zone.clone()),
+        "paused": false, "note": null, "jitter_ms": null, "retry": null,
+        "next_tick": code.and_then(|c| code_next(&c.job, now)).map(json_time),
+        "trigger": null, "version": null, "updated_at": null, "updated_by": null,
+    })
+}
+
+/// A job as its carriers registered it.
+fn registered_json(job: &RegisteredJob) -> Value {
+    json!({
+        "lock": job.lock, "cron": job.cron, "time_zone": job.time_zone, "misfire": job.misfire,
+        "jitter_ms": job.jitter_ms,
+        "retry": job.retry.map(|(attempts, base, cap, past)| json!({
+            "max_attempts": attempts, "base_ms": base, "cap_ms": cap, "past_next_tick": past,
+        })),
+    })
+}
+
+/// The instances that carry a job, most recently seen first.
+fn carriers_json(code: Option<&FleetJob>) -> Value {
+    Value::Array(code.map_or_else(Vec::new, |c| {
+        c.carriers
+            .iter()
+            .map(|c| {
+                json!({
+                    "instance": c.instance, "fleet": c.fleet, "last_seen": json_time(c.last_seen),
+                    "running": c.running,
+                })
+            })
+            .collect()
+    }))
 }
 
 fn lock_text(lock: Option<&LockState>) -> String {

@@ -2,8 +2,11 @@
 //! `create` and `delete`, on the schedules the store keeps beside the locks
 //! ([`ScheduleStore`](shedlock::schedules::ScheduleStore)).
 //!
-//! A name the commands act on must be known to the store: a schedule (an override or a job
-//! created at run time), a lock, or a job of the run history. Any other name is
+//! Every change goes through the library's operator layer ([`shedlock::operator`]), which
+//! finds the job, makes the change and records it; these commands parse, print and exit. A
+//! name the commands act on must be known to the store: a schedule (an override or a job
+//! created at run time), a job an instance registered (its code's jobs, with the instances
+//! that carry it), a lock, or a job of the run history. Any other name is
 //! [`Error::NoSuchSchedule`] (exit 3) with the closest known name as a hint, so a typo never
 //! creates an override of a job nobody runs.
 
@@ -12,7 +15,7 @@ mod list;
 
 use std::time::Duration;
 
-use shedlock::history::RunQuery;
+use shedlock::operator::{Actor, Job, Operator, Outcome};
 /// The schedule whose pause pauses every job of the fleet.
 pub(crate) use shedlock::scheduler::FLEET_SCHEDULE;
 use shedlock::schedules::{RetryPolicy, StoredSchedule, Trigger};
@@ -28,10 +31,7 @@ pub(crate) use shedlock_web::json::{
 
 use crate::db::Steered;
 use crate::failure::Failure;
-use crate::output::{human, time};
-
-/// How many of the newest history rows are read for job names when a name is not found.
-const HISTORY_NAMES: u32 = 500;
+use crate::output::{escape, human, time};
 
 /// Who the tool records as the author of a change: `cli:<user>@<host>`.
 pub(crate) fn operator() -> String {
@@ -44,96 +44,64 @@ pub(crate) fn operator() -> String {
     format!("cli:{user}@{host}")
 }
 
-/// The schedule `name` if the store holds one (not a tombstone); `Ok(None)` when `name` is a
-/// code-defined job the store knows only by its lock or its runs; [`Error::NoSuchSchedule`]
-/// with the closest known name otherwise.
+/// Who acts (`cli:<user>@<host>`, [`operator`]) and from where (this host), as every change
+/// the tool makes records it.
+pub(crate) fn actor() -> Actor {
+    Actor::new(operator(), gethostname::gethostname().to_string_lossy())
+}
+
+/// The library's operator layer on `store`, with its run history where it keeps one.
+pub(crate) fn desk<'a>(
+    store: &'a dyn Steered,
+    runs: Option<&'a dyn RunStore>,
+) -> Operator<'a, dyn Steered + 'a> {
+    Operator::new(store, runs)
+}
+
+/// What the tool adds to the layer's "no such job" hint: where to look.
+const WHERE_TO_LOOK: &str = " (`shedlock jobs` lists the schedules, `shedlock list` the locks)";
+
+/// An error of the layer, the "no such job" hint ending with [`WHERE_TO_LOOK`].
+pub(crate) fn failure(error: Error) -> Failure {
+    match error {
+        Error::NoSuchSchedule { name, hint } => Error::NoSuchSchedule {
+            name,
+            hint: format!("{hint}{WHERE_TO_LOOK}"),
+        }
+        .into(),
+        other => other.into(),
+    }
+}
+
+/// The job `name` as the layer finds it ([`Operator::find`]: the closest known name as a
+/// hint when there is none).
 pub(crate) async fn find(
     store: &dyn Steered,
     runs: Option<&dyn RunStore>,
     name: &str,
-) -> Result<Option<StoredSchedule>, Failure> {
-    if let Some(schedule) = store.schedule(name).await?
-        && !schedule.deleted
-    {
-        return Ok(Some(schedule));
-    }
-    if store.lock_state(name).await?.is_some() {
-        return Ok(None);
-    }
-    if let Some(runs) = runs
-        && !runs.runs(&RunQuery::latest(1).name(name)).await?.is_empty()
-    {
-        return Ok(None);
-    }
-    Err(no_such_schedule(store, runs, name, "").await)
+) -> Result<Job, Failure> {
+    desk(store, runs).find(name).await.map_err(failure)
 }
 
-/// [`Error::NoSuchSchedule`] for `name`, its hint naming the closest known name (schedules,
-/// locks, jobs of the history), then `more`.
-pub(crate) async fn no_such_schedule(
-    store: &dyn Steered,
-    runs: Option<&dyn RunStore>,
-    name: &str,
-    more: &str,
-) -> Failure {
-    let mut known: Vec<String> = Vec::new();
-    match store.schedules_since(0).await {
-        Ok(schedules) => known.extend(
-            schedules
-                .into_iter()
-                .filter(|s| !s.deleted && s.name != FLEET_SCHEDULE)
-                .map(|s| s.name),
-        ),
-        Err(error) => return error.into(),
-    }
-    match store.lock_rows().await {
-        Ok(rows) => known.extend(rows.locks.into_iter().map(|l| l.name)),
-        Err(error) => return error.into(),
-    }
-    if let Some(runs) = runs
-        && let Ok(rows) = runs.runs(&RunQuery::latest(HISTORY_NAMES)).await
-    {
-        known.extend(rows.into_iter().map(|r| r.job));
-    }
-    let suggestion = closest(name, &known)
-        .map(|c| format!("; did you mean {c:?}?"))
-        .unwrap_or_default();
-    Error::NoSuchSchedule {
-        name: name.to_owned(),
-        hint: format!(
-            "{suggestion}{more} (`shedlock jobs` lists the schedules, `shedlock list` the locks)"
-        ),
-    }
-    .into()
-}
-
-/// The name of `known` closest to `name` (case-insensitive edit distance), if one is close.
-fn closest<'a>(name: &str, known: &'a [String]) -> Option<&'a str> {
-    let wanted = name.to_lowercase();
-    let limit = (wanted.chars().count() / 3).clamp(1, 4);
-    known
-        .iter()
-        .filter(|k| k.as_str() != name)
-        .map(|k| (edit_distance(&wanted, &k.to_lowercase()), k.as_str()))
-        .filter(|&(distance, _)| distance <= limit)
-        .min_by_key(|&(distance, k)| (distance, k))
-        .map(|(_, k)| k)
-}
-
-/// Levenshtein distance over chars.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let substitution = diagonal + usize::from(ca != cb);
-            diagonal = row[j + 1];
-            row[j + 1] = substitution.min(row[j] + 1).min(row[j + 1] + 1);
+/// Says on stderr what the layer's records and warnings of `outcome` need said: on a store
+/// without a run history (Redis) each record as `shedlock: audit: …`, for the operator's own
+/// log; every warning as `shedlock: warning: …` (a change done but not recorded).
+pub(crate) fn report<T>(outcome: &Outcome<T>, runs: Option<&dyn RunStore>) {
+    if runs.is_none() {
+        for record in &outcome.records {
+            let line = format!(
+                "shedlock: audit: {}; Redis keeps no run history",
+                record.line()
+            );
+            eprintln!("{}", escape(&line, false));
         }
     }
-    row[b.len()]
+    for warning in &outcome.warnings {
+        eprintln!(
+            "{}",
+            escape(&format!("shedlock: warning: {warning}"), false)
+        );
+    }
 }
 
 /// The cron as the table shows it: the stored one, or `code default`.
@@ -196,19 +164,6 @@ pub(crate) fn trigger_text(trigger: Option<&Trigger>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_closest_name_is_suggested_only_when_close() {
-        let known = vec![
-            "nightly-report".to_owned(),
-            "hourly-sync".to_owned(),
-            "a".to_owned(),
-        ];
-        assert_eq!(closest("nightly-reprot", &known), Some("nightly-report"));
-        assert_eq!(closest("Hourly-Sync", &known), Some("hourly-sync"));
-        assert_eq!(closest("weekly-cleanup", &known), None);
-        assert_eq!(closest("b", &known), Some("a"));
-    }
 
     #[test]
     fn the_operator_is_user_at_host() {

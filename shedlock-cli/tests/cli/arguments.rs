@@ -175,3 +175,65 @@ async fn a_mariadb_url_is_read_as_mysql() {
     assert!(guard.unlock().await.unwrap());
     db.teardown().await;
 }
+
+/// What is no URL of a backend (issue 46): before, `migrate` of a libpq `key=value` string made
+/// an SQLite file of that name in the current folder and said "(SQLite) up to date", a URL
+/// whose `:` is missing printed its password, and a URL given without `--database-url` was
+/// echoed whole by clap's usage error. Now each is a usage error (exit 2) naming the accepted
+/// forms, its password masked, and no file is made.
+#[tokio::test]
+async fn what_is_no_database_url_is_refused_masked_and_makes_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &[
+                "migrate",
+                "--database-url",
+                "host=127.0.0.1 user=app password=hunter2 dbname=db",
+            ],
+            "password=***",
+        ),
+        (
+            &[
+                "list",
+                "--database-url",
+                "host=127.0.0.1 user=app password=hunter2 dbname=db",
+            ],
+            "key=value connection string",
+        ),
+        (
+            &["list", "--database-url", "postgresql//app:hunter2@db/app"],
+            "`postgresql` lacks the `:`",
+        ),
+        (
+            &["migrate", "--database-url", "locks"],
+            "neither a URL nor an SQLite file path",
+        ),
+        (
+            &["list", "postgres://app:hunter2@db/app"],
+            "unexpected argument 'postgres://app:***@db/app'",
+        ),
+    ];
+    for (args, says) in cases {
+        let out = crate::common::finish(
+            crate::common::command(args)
+                .current_dir(dir.path())
+                .output()
+                .await
+                .unwrap(),
+        );
+        assert_eq!(out.code, 2, "{args:?}: {out:#?}");
+        assert_eq!(out.stdout, "", "{args:?}");
+        let line = out.error_line();
+        assert!(line.contains(says), "{args:?}: {line}");
+        assert!(!line.contains("hunter2"), "{args:?}: {line}");
+        if !args.contains(&"postgres://app:hunter2@db/app") {
+            assert!(
+                line.contains("postgres:// or postgresql://") && line.contains("sqlite:"),
+                "the accepted forms are named: {line}"
+            );
+        }
+    }
+    let made: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(made.is_empty(), "files made: {made:?}");
+}

@@ -83,6 +83,18 @@ pub(crate) async fn run(args: &[&str], env: &[(&str, &str)], stdin: &str) -> Out
     finish(child.wait_with_output().await.unwrap())
 }
 
+/// Exit 0 with nothing on stderr but the audit lines a change on Redis writes there (`shedlock:
+/// audit: …`; the SQL stores record it in the run history instead, `audit.rs` checks both).
+pub(crate) fn assert_done(out: &Out) {
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(
+        out.stderr
+            .lines()
+            .all(|line| line.starts_with("shedlock: audit: ")),
+        "{out:#?}"
+    );
+}
+
 /// A backend the tool can be pointed at (an SQL one: its cases read the run history).
 pub(crate) trait CliDb: SqlTestDb<Provider: shedlock::RunStore> {
     /// What `--database-url` gets.

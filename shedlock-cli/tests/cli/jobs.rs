@@ -8,7 +8,8 @@ use shedlock::schedules::ScheduleStore;
 use shedlock::{LockAdmin, LockProvider, RunStore};
 
 use crate::common::{
-    CliDb, HOLDER, Out, TEN_MINUTES, cfg, millis, parse_table, provider, run, state, tick,
+    CliDb, HOLDER, Out, TEN_MINUTES, assert_done, cfg, millis, parse_table, provider, run, state,
+    tick,
 };
 
 /// `shedlock --database-url URL --table TABLE ARGS`.
@@ -73,7 +74,7 @@ pub(crate) async fn main_path<S: ScheduleStore + ?Sized>(
         ],
     )
     .await;
-    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    assert_done(&out);
     let created = object(&out);
     assert_eq!(created["result"], "created");
     let s = &created["schedule"];
@@ -119,7 +120,7 @@ pub(crate) async fn main_path<S: ScheduleStore + ?Sized>(
     );
 
     let out = at(url, table, &["jobs", "--json"]).await;
-    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    assert_done(&out);
     let jobs = object(&out);
     assert_eq!(jobs["history"], history);
     assert_eq!(jobs["fleet"]["paused"], false);
@@ -143,7 +144,7 @@ pub(crate) async fn main_path<S: ScheduleStore + ?Sized>(
     }
 
     let out = at(url, table, &["pause", name, "--json"]).await;
-    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    assert_done(&out);
     let paused = object(&out);
     assert_eq!(paused["result"], "paused");
     assert_eq!(paused["was_paused"], false);
@@ -220,7 +221,7 @@ pub(crate) async fn main_path<S: ScheduleStore + ?Sized>(
         ],
     )
     .await;
-    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    assert_done(&out);
     let moved = object(&out);
     assert_eq!(moved["old"]["cron"], "0 0 3 * * *");
     assert_eq!(moved["old"]["time_zone"], "Europe/Berlin");
@@ -247,7 +248,7 @@ pub(crate) async fn main_path<S: ScheduleStore + ?Sized>(
     assert!(stored.version > version);
 
     let out = at(url, table, &["trigger", name, "--json"]).await;
-    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    assert_done(&out);
     let asked = object(&out);
     assert_eq!(asked["result"], "requested");
     assert_eq!(asked["requested_by"], by);
@@ -280,7 +281,7 @@ pub(crate) async fn main_path<S: ScheduleStore + ?Sized>(
     );
     assert!(!store.schedule(name).await.unwrap().unwrap().deleted);
     let out = at(url, table, &["delete", name, "--json"]).await;
-    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    assert_done(&out);
     let deleted = object(&out);
     assert_eq!(
         (&deleted["result"], &deleted["kind"]),
@@ -354,7 +355,7 @@ pub(crate) async fn override_path<S: ScheduleStore + LockAdmin>(
         &["resume", "--fleet", "--json"],
     ] {
         let out = at(&url, &table, args).await;
-        assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+        assert_done(&out);
         assert_eq!(object(&out)["result"], "not_paused", "{args:?}");
     }
     assert_eq!(store.schedules_version().await.unwrap(), version);
@@ -366,7 +367,7 @@ pub(crate) async fn override_path<S: ScheduleStore + LockAdmin>(
         &["pause", "nightly", "--cancel-running", "--json"],
     )
     .await;
-    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    assert_done(&out);
     let paused = object(&out);
     assert_eq!(paused["schedule"]["kind"], "override");
     assert_eq!(paused["schedule"]["paused"], true);
@@ -439,7 +440,7 @@ pub(crate) async fn override_path<S: ScheduleStore + LockAdmin>(
     assert_eq!(moved["schedule"]["paused"], true);
 
     let out = at(&url, &table, &["reset", "nightly", "--json"]).await;
-    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    assert_done(&out);
     let reset = object(&out);
     assert_eq!(reset["result"], "reset");
     assert_eq!(reset["cleared"]["cron"], "0 15 2 * * *");
@@ -559,7 +560,7 @@ pub(crate) async fn unknown_names_path<S: ScheduleStore + ?Sized>(
     assert_eq!(store.schedules_version().await.unwrap(), version);
 
     let out = at(&url, &table, &["pause", "--fleet", "--json"]).await;
-    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    assert_done(&out);
     let paused = object(&out);
     assert_eq!(paused["name"], "shedlock.fleet");
     assert_eq!(paused["fleet"], true);
@@ -696,7 +697,7 @@ pub(crate) async fn tuning_path<S: ScheduleStore + LockAdmin>(url: &str, table: 
         ],
     )
     .await;
-    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    assert_done(&out);
     let moved = object(&out);
     assert_eq!(moved["result"], "rescheduled");
     assert_eq!(moved["old"]["jitter_ms"], Value::Null);
@@ -728,7 +729,7 @@ pub(crate) async fn tuning_path<S: ScheduleStore + LockAdmin>(url: &str, table: 
 
     // --retry alone: the defaults (1s, 1m, not past the next tick); the jitter stays.
     let out = at(&url, &table, &["reschedule", "nightly", "--retry", "3"]).await;
-    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    assert_done(&out);
     assert!(
         out.stdout
             .contains("  retry      4 attempts, 2s..30s, past next tick → 3 attempts, 1s..1m\n"),
@@ -768,7 +769,7 @@ pub(crate) async fn tuning_path<S: ScheduleStore + LockAdmin>(url: &str, table: 
         &["reschedule", "nightly", "--jitter", "none", "--no-retry"],
     )
     .await;
-    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    assert_done(&out);
     assert!(
         out.stdout.contains("  jitter     1m 30s → none\n"),
         "{}",
@@ -814,7 +815,7 @@ pub(crate) async fn tuning_path<S: ScheduleStore + LockAdmin>(url: &str, table: 
         ],
     )
     .await;
-    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    assert_done(&out);
     let stored = store.schedule("nightly").await.unwrap().unwrap();
     assert_eq!((stored.jitter, stored.retry), (None, None));
     let r = row(&at(&url, &table, &["jobs"]).await, "nightly");
@@ -843,7 +844,7 @@ pub(crate) async fn tuning_path<S: ScheduleStore + LockAdmin>(url: &str, table: 
         ],
     )
     .await;
-    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    assert_done(&out);
     assert!(out.stdout.contains("\n  jitter  5m\n"), "{}", out.stdout);
     assert!(
         out.stdout.contains("\n  retry   2 attempts, 1s..10s\n"),
@@ -925,7 +926,7 @@ pub(crate) async fn cancel_named_lock_path<S: ScheduleStore + LockAdmin>(
             &["pause", "steered", "--cancel-running", "--json"],
         )
         .await;
-        assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+        assert_done(&out);
         let cancel = &object(&out)["cancel_running"];
         assert_eq!(cancel["lock_name"], "steered_lock", "{cancel:#}");
         assert_eq!(cancel["lock_found_by"], "run_history");
@@ -950,7 +951,7 @@ pub(crate) async fn cancel_named_lock_path<S: ScheduleStore + LockAdmin>(
             ],
         )
         .await;
-        assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+        assert_done(&out);
         let cancel = &object(&out)["cancel_running"];
         assert_eq!(cancel["lock_name"], "steered_lock", "{cancel:#}");
         assert_eq!(cancel["lock_found_by"], "option");
@@ -981,7 +982,7 @@ pub(crate) async fn cancel_named_lock_path<S: ScheduleStore + LockAdmin>(
         ],
     )
     .await;
-    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    assert_done(&out);
     assert!(
         out.stdout.contains(&format!(
             "--cancel-running: released the lock \"steered_lock\" (given with --lock) held by {HOLDER} (token {})",
@@ -1003,7 +1004,7 @@ pub(crate) async fn cancel_named_lock_path<S: ScheduleStore + LockAdmin>(
     assert_eq!(out.code, 0, "{out:#?}");
     let guard = store.lock(&cfg("rt", TEN_MINUTES)).await.unwrap().unwrap();
     let out = at(&url, &table, &["pause", "rt", "--cancel-running", "--json"]).await;
-    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    assert_done(&out);
     let cancel = &object(&out)["cancel_running"];
     assert_eq!(cancel["lock_name"], "rt", "{cancel:#}");
     assert_eq!(cancel["lock_found_by"], "run_time_job");
@@ -1069,4 +1070,83 @@ where
         .unwrap();
     cancel_named_lock_path(&db.url(), db.table(), &store, token, true).await;
     drop(guard);
+}
+
+/// The jobs an instance registered (issue 47): `jobs` lists them with the instance that carries
+/// them; `pause` and `trigger` find them by name, a job whose lock is named otherwise and a
+/// yearly one that never ran included, and report them done; a change to a job known only by
+/// its lock, which no running instance carries, is stored with a warning that says so.
+pub(crate) async fn registered_jobs_path<S: ScheduleStore + LockAdmin>(
+    url: &str,
+    table: &str,
+    store: &S,
+) {
+    use shedlock::schedules::{RegisteredJob, Registration};
+    let mut beat = RegisteredJob::new("beat_0", "* * * * * *", "UTC");
+    beat.lock = Some("heartbeat_0".to_owned());
+    let mut rare = RegisteredJob::new("rare", "0 0 0 1 1 *", "UTC");
+    rare.lock = Some("rare".to_owned());
+    let registration = Registration::new(
+        "pod-a",
+        "default",
+        vec![beat, rare],
+        std::time::Duration::from_secs(600),
+    );
+    store.register(&registration).await.unwrap();
+
+    let out = at(url, table, &["jobs", "--json"]).await;
+    assert_done(&out);
+    let jobs = object(&out);
+    let beat = job(&jobs, "beat_0");
+    assert_eq!(beat["kind"], "code", "{beat:#}");
+    assert_eq!(beat["cron"], "* * * * * *", "{beat:#}");
+    assert_eq!(beat["code"]["lock"], "heartbeat_0", "{beat:#}");
+    assert_eq!(beat["carriers"][0]["instance"], "pod-a", "{beat:#}");
+    assert_eq!(beat["carriers"][0]["running"], true, "{beat:#}");
+    let out = at(url, table, &["jobs"]).await;
+    assert_done(&out);
+    assert!(out.stdout.contains("CARRIED_BY"), "{out:#?}");
+
+    let out = at(url, table, &["pause", "beat_0", "--json"]).await;
+    assert_done(&out);
+    let paused = object(&out);
+    assert_eq!(paused["result"], "paused");
+    assert_eq!(paused["warning"], Value::Null, "{paused:#}");
+    let out = at(url, table, &["trigger", "rare", "--json"]).await;
+    assert_done(&out);
+    let asked = object(&out);
+    assert_eq!(asked["result"], "requested");
+    assert_eq!(asked["warning"], Value::Null, "{asked:#}");
+
+    // Known only by its lock: no running instance carries it.
+    let guard = store
+        .lock(&cfg("lonely", TEN_MINUTES))
+        .await
+        .unwrap()
+        .unwrap();
+    let out = at(url, table, &["pause", "lonely"]).await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(
+        out.stdout.contains("WARNING: no running instance")
+            && !out.stdout.contains("fires nowhere"),
+        "{out:#?}"
+    );
+    let out = at(url, table, &["trigger", "lonely", "--json"]).await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    let asked = object(&out);
+    assert!(
+        asked["warning"]
+            .as_str()
+            .is_some_and(|w| w.contains("no running instance")),
+        "{asked:#}"
+    );
+    guard.unlock().await.unwrap();
+}
+
+pub(crate) async fn registered_jobs_are_listed_and_found<D: CliDb>(db: &D)
+where
+    D::Provider: ScheduleStore,
+{
+    let store = provider(db).await;
+    registered_jobs_path(&db.url(), db.table(), &store).await;
 }

@@ -126,3 +126,24 @@ async fn redis_pause_cancel_running_of_a_lock_named_otherwise() {
     drop(store);
     delete_keys(&url, &prefix).await;
 }
+
+#[tokio::test]
+async fn redis_changes_are_logged_with_who_and_from_where() {
+    let Some((url, prefix, store)) = setup().await else {
+        return;
+    };
+    crate::audit::changes_on_redis_are_logged_with_who_and_from_where(&url, &prefix, &store).await;
+    drop(store);
+    delete_keys(&url, &prefix).await;
+}
+
+/// The jobs an instance registered, on Redis.
+#[tokio::test]
+async fn redis_registered_jobs_are_listed_and_found() {
+    let Some((url, prefix, store)) = setup().await else {
+        return;
+    };
+    crate::jobs::registered_jobs_path(&url, &prefix, &store).await;
+    drop(store);
+    delete_keys(&url, &prefix).await;
+}

@@ -180,3 +180,79 @@ pub(crate) async fn control_characters_of_a_row_are_escaped<D: CliDb>(db: &D) {
     }
     assert!(out.stderr.contains("evil\\u{1b}[31m\\rholder"), "{out:#?}");
 }
+
+/// Issue 46: a name with a bidirectional control (`report\u{202e}txt.exe`, which a terminal
+/// shows as `reportexe.txt`) or a zero-width character, written by an earlier version or by
+/// hand, is printed escaped by `list` and `jobs`, and its lock and schedule can still be
+/// released and deleted; `create` of such a name, or of `.`, is refused (exit 2).
+pub(crate) async fn hidden_characters_of_a_name_are_shown_escaped_and_its_rows_stay_usable<
+    D: CliDb,
+>(
+    db: &D,
+) where
+    D::Provider: shedlock::schedules::ScheduleStore,
+{
+    use shedlock::schedules::{NewSchedule, ScheduleStore};
+    let name = "report\u{202e}txt.exe";
+    let shown = r"report\u{202e}txt.exe";
+    let provider = provider(db).await;
+    let guard = provider
+        .lock(&cfg("plain_lock", TEN_MINUTES))
+        .await
+        .unwrap()
+        .unwrap();
+    let token = guard.fencing_token();
+    std::mem::forget(guard);
+    provider
+        .create_schedule(
+            &NewSchedule::job("plain_job", "sync", "{}", "0 * * * * *", None),
+            "ops",
+        )
+        .await
+        .unwrap();
+    for table in [db.table().to_owned(), format!("{}_schedules", db.table())] {
+        let plain = if table == db.table() {
+            "plain_lock"
+        } else {
+            "plain_job"
+        };
+        db.exec(&format!(
+            "UPDATE {table} SET name = '{name}' WHERE name = '{plain}'"
+        ))
+        .await;
+    }
+    for args in [&["list"][..], &["jobs"]] {
+        let out = cli(db, args, "").await;
+        assert_eq!(out.code, 0, "{args:?}: {out:#?}");
+        assert!(
+            !out.stdout.contains('\u{202e}'),
+            "{args:?}: {:?}",
+            out.stdout
+        );
+        assert!(out.stdout.contains(shown), "{args:?}: {}", out.stdout);
+    }
+    let out = cli(db, &["unlock", name, "--yes"], "").await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(!out.stdout.contains('\u{202e}') && !out.stderr.contains('\u{202e}'));
+    let state = state(&provider, name).await;
+    assert!(!state.is_held(), "released: {state:?}");
+    assert_eq!(state.fencing_token, token, "its token stays");
+    let out = cli(db, &["delete", name], "").await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(provider.schedule(name).await.unwrap().unwrap().deleted);
+    for bad in [name, "a\u{200b}b", ".", ".."] {
+        let out = cli(
+            db,
+            &["create", bad, "--handler", "sync", "--cron", "0 * * * * *"],
+            "",
+        )
+        .await;
+        assert_eq!(out.code, 2, "{bad:?}: {out:#?}");
+        let line = out.error_line();
+        assert!(!line.contains(['\u{202e}', '\u{200b}']), "{line}");
+        assert!(
+            line.contains("bidirectional control or zero-width") || line.contains("`.` or `..`"),
+            "{line}"
+        );
+    }
+}

@@ -10,6 +10,7 @@
 #![allow(missing_docs)]
 
 mod arguments;
+mod audit;
 mod common;
 mod databases;
 mod history;
@@ -17,24 +18,28 @@ mod jobs;
 mod jobs_redis;
 mod list;
 mod migrate;
+mod notes;
 mod redis;
 mod serve;
 mod unlock;
 
+use audit::every_change_the_tool_makes_is_recorded_with_who_and_from_where;
 use history::{
     history_closes_abandoned_runs_on_request, history_lists_runs_newest_first,
     history_names_the_holder_of_a_skipped_tick,
 };
 use jobs::{
     jitter_and_retry_from_the_command_line, pause_cancel_running_and_reset_of_an_override,
-    pause_cancel_running_finds_a_lock_named_otherwise, schedule_commands_main_path,
-    unknown_names_fleet_pause_and_bad_input,
+    pause_cancel_running_finds_a_lock_named_otherwise, registered_jobs_are_listed_and_found,
+    schedule_commands_main_path, unknown_names_fleet_pause_and_bad_input,
 };
 use list::{
-    control_characters_of_a_row_are_escaped, list_and_unlock_name_a_row_they_cannot_read,
-    list_shows_held_and_free_locks,
+    control_characters_of_a_row_are_escaped,
+    hidden_characters_of_a_name_are_shown_escaped_and_its_rows_stay_usable,
+    list_and_unlock_name_a_row_they_cannot_read, list_shows_held_and_free_locks,
 };
 use migrate::migrate_creates_both_tables_and_is_idempotent;
+use notes::pause_note_is_kept_shown_and_recorded;
 use serve::{
     serve_answers_what_the_commands_print, serve_with_a_token_refuses_requests_without_it,
 };
@@ -50,6 +55,7 @@ shedlock_suite::backend_tests!(crate => [
     list_shows_held_and_free_locks,
     list_and_unlock_name_a_row_they_cannot_read,
     control_characters_of_a_row_are_escaped,
+    hidden_characters_of_a_name_are_shown_escaped_and_its_rows_stay_usable,
     unlock_of_a_missing_name_exits_3,
     unlock_declined_exits_4_and_keeps_the_lock,
     unlock_confirmed_releases_the_lock,
@@ -63,11 +69,19 @@ shedlock_suite::backend_tests!(crate => [
     unknown_names_fleet_pause_and_bad_input,
     jitter_and_retry_from_the_command_line,
     pause_cancel_running_finds_a_lock_named_otherwise,
+    registered_jobs_are_listed_and_found,
     serve_answers_what_the_commands_print,
     serve_with_a_token_refuses_requests_without_it,
+    every_change_the_tool_makes_is_recorded_with_who_and_from_where,
+    pause_note_is_kept_shown_and_recorded,
 ]);
 
 #[tokio::test]
 async fn serve_refuses_to_serve_without_authentication() {
     serve::serve_refuses_to_serve_without_authentication().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_answers_its_own_hosts_and_holds_under_slow_clients_sqlite() {
+    serve::serve_answers_its_own_hosts_and_holds_under_slow_clients_sqlite().await;
 }

@@ -1,6 +1,8 @@
-//! `shedlock serve`: refused without authentication (or with `--no-auth` off loopback) before
-//! anything opens; on a store, the API answers what `jobs --json`, `list --json` and
-//! `history --json` print, field for field; a token guards it; SIGTERM stops it (exit 0).
+//! `shedlock serve`: refused without authentication (or with `--no-auth` off loopback, or a
+//! token under 16 characters) before anything opens; on a store, the API answers what `jobs
+//! --json`, `list --json` and `history --json` print, field for field; a token guards it; it
+//! answers only for its own host names (`--allowed-host`), holds under slow clients, and
+//! SIGTERM stops it (exit 0).
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -15,13 +17,17 @@ use tokio::net::TcpStream;
 use crate::common::{CliDb, TEN_MINUTES, cfg, cli, command, provider, run};
 
 /// A `GET` over HTTP/1.1 (the connection closed after it): the status and the body.
-async fn get(address: &str, path: &str, token: Option<&str>) -> (u16, String) {
+pub(crate) async fn get(address: &str, path: &str, token: Option<&str>) -> (u16, String) {
+    get_as(address, address, path, token).await
+}
+
+/// A `GET` for `host` (the `Host` header) sent to `address`.
+async fn get_as(address: &str, host: &str, path: &str, token: Option<&str>) -> (u16, String) {
     let mut stream = TcpStream::connect(address).await.unwrap();
     let auth = token
         .map(|t| format!("Authorization: Bearer {t}\r\n"))
         .unwrap_or_default();
-    let request =
-        format!("GET {path} HTTP/1.1\r\nHost: {address}\r\n{auth}Connection: close\r\n\r\n");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Connection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut answer = String::new();
     stream.read_to_string(&mut answer).await.unwrap();
@@ -35,12 +41,12 @@ async fn get(address: &str, path: &str, token: Option<&str>) -> (u16, String) {
 }
 
 /// A running `shedlock serve`, stopped by SIGTERM when dropped (and killed if it lingers).
-struct Served {
+pub(crate) struct Served {
     child: tokio::process::Child,
-    address: String,
+    pub(crate) address: String,
 }
 
-async fn serve(url: &str, table: &str, extra: &[&str], env: &[(&str, &str)]) -> Served {
+pub(crate) async fn serve(url: &str, table: &str, extra: &[&str], env: &[(&str, &str)]) -> Served {
     let mut args = vec![
         "--database-url",
         url,
@@ -119,7 +125,12 @@ where
 
     let (status, body) = get(&served.address, "/api/v1/jobs", None).await;
     assert_eq!(status, 200, "{body}");
-    let api: Value = serde_json::from_str(&body).unwrap();
+    let mut api: Value = serde_json::from_str(&body).unwrap();
+    // The API pages the jobs (a hundred a page); the command prints them all.
+    let paging = api.as_object_mut().unwrap();
+    for key in ["page", "pages", "next"] {
+        assert!(paging.remove(key).is_some(), "{key} in {body}");
+    }
     let printed: Value =
         serde_json::from_str(&cli(db.as_ref(), &["jobs", "--json"], "").await.stdout).unwrap();
     assert_eq!(api, printed, "jobs: the API and `jobs --json`");
@@ -218,4 +229,108 @@ pub(crate) async fn serve_refuses_to_serve_without_authentication() {
     .await;
     assert_eq!(empty.code, 2, "{empty:#?}");
     assert!(empty.error_line().contains("token is empty"), "{empty:#?}");
+    let short = run(
+        &[
+            "--database-url",
+            "/nonexistent/x.db",
+            "serve",
+            "--token",
+            "a",
+        ],
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(short.code, 2, "{short:#?}");
+    let line = short.error_line();
+    assert!(
+        line.contains("1 character long: give at least 16"),
+        "{short:#?}"
+    );
+    let open_names = run(
+        &[
+            "--database-url",
+            "/nonexistent/x.db",
+            "serve",
+            "--no-auth",
+            "--allowed-host",
+            "ops.example.com",
+        ],
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(open_names.code, 2, "{open_names:#?}");
+    assert!(
+        open_names.stderr.contains("--allowed-host"),
+        "{open_names:#?}"
+    );
+}
+
+/// DNS rebinding and slow clients, on an SQLite file: without authentication it answers only
+/// for the loopback names (421 for another `Host`, naming it); with a token also for
+/// `--allowed-host`; 100 connections with unfinished request heads (more than its 64) leave a
+/// real request answered, and are closed by its header timeout.
+pub(crate) async fn serve_answers_its_own_hosts_and_holds_under_slow_clients_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("served.db").display().to_string();
+    let migrated = run(&["--database-url", &url, "migrate"], &[], "").await;
+    assert_eq!(migrated.code, 0, "{migrated:#?}");
+    let served = serve(&url, "shedlock", &["--no-auth"], &[]).await;
+    let port = served.address.rsplit(':').next().unwrap().to_owned();
+    let (status, body) = get_as(
+        &served.address,
+        &format!("attacker.example:{port}"),
+        "/",
+        None,
+    )
+    .await;
+    assert_eq!(status, 421, "{body}");
+    assert!(
+        body.contains(&format!("\"attacker.example:{port}\"")),
+        "{body}"
+    );
+    for host in ["localhost", "127.0.0.1", "[::1]"] {
+        let (status, _) = get_as(&served.address, &format!("{host}:{port}"), "/", None).await;
+        assert_eq!(status, 200, "{host}");
+    }
+
+    let slow = shedlock_suite::slow_clients::open(&served.address, 100, b"GET / HT").await;
+    let (status, _) = tokio::time::timeout(
+        Duration::from_secs(60),
+        get(&served.address, "/api/v1/locks", None),
+    )
+    .await
+    .expect("answered within 60 s under 100 slow clients");
+    assert_eq!(status, 200);
+    let cut = shedlock_suite::slow_clients::count_closed(slow, Duration::from_secs(60)).await;
+    assert_eq!(cut, 100, "slow clients closed by the header timeout");
+    assert_eq!(served.stop().await, 0);
+
+    let token = "a-long-random-dashboard-token";
+    let served = serve(
+        &url,
+        "shedlock",
+        &["--allowed-host", "ops.example.com"],
+        &[("SHEDLOCK_WEB_TOKEN", token)],
+    )
+    .await;
+    let (status, body) = get_as(
+        &served.address,
+        "ops.example.com",
+        "/api/v1/locks",
+        Some(token),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = get_as(
+        &served.address,
+        "evil.example",
+        "/api/v1/locks",
+        Some(token),
+    )
+    .await;
+    assert_eq!(status, 421, "{body}");
+    assert!(body.contains("--allowed-host evil.example"), "{body}");
+    assert_eq!(served.stop().await, 0);
 }

@@ -48,6 +48,7 @@ pub(crate) fn scheduled(scheduled: ScheduledFn) -> TokenStream {
         time_zone,
         params,
         declared_lock,
+        lock_invalid,
     } = scheduled;
     let ident = &func.sig.ident;
     let vis = &func.vis;
@@ -81,6 +82,19 @@ pub(crate) fn scheduled(scheduled: ScheduledFn) -> TokenStream {
         ReturnType::Type(_, ty) => ty.span(),
         ReturnType::Default => Span::call_site(),
     };
+    // A lock named per parameter (`report_{region}`) names the job too, filled in the same
+    // way, so `report::job("eu")` and `report::job("us")` are two jobs (`report_eu`,
+    // `report_us`) that the store, the tool and the dashboard know by those names.
+    let per_parameter_name = declared_lock
+        .as_ref()
+        .filter(|locked| {
+            locked
+                .name
+                .pieces
+                .iter()
+                .any(|piece| matches!(piece, crate::scheduler_lock::NamePiece::Param(_)))
+        })
+        .map(|locked| name_expr(&locked.name));
     let cron_text = cron.value();
     let tz_text = time_zone.value();
     let type_doc = format!(
@@ -168,6 +182,24 @@ pub(crate) fn scheduled(scheduled: ScheduledFn) -> TokenStream {
                 output_span,
             ),
         ),
+    };
+    let job = match per_parameter_name {
+        // The `#[scheduler_lock]` reports its own error; this body never compiles into a
+        // program, and calls nothing whose type that error left unknown.
+        _ if lock_invalid => quote! {
+            #(let _ = &#names;)*
+            let _ = #ident #turbofish;
+            ::core::unreachable!("`#[scheduler_lock]` on this function did not expand")
+        },
+        Some(name) => {
+            let job_name = syn::Ident::new("__shedlock_job_name", Span::mixed_site());
+            quote! {
+                let #job_name: ::std::string::String = #name;
+                let __shedlock_job: ::shedlock::Job = { #job };
+                __shedlock_job.named(#job_name)
+            }
+        }
+        None => job,
     };
     quote! {
         #items

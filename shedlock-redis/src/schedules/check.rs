@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use shedlock::schedules::{RetryPolicy, ScheduleChange};
-use shedlock::{Error, LockConfiguration, Result};
+use shedlock::{Error, Result};
 
 use crate::micros;
 
@@ -21,15 +21,16 @@ pub(crate) struct Fields {
     pub(crate) clears: Vec<&'static str>,
 }
 
-/// The name checked by the lock-name rules ([`LockConfiguration::new`]'s errors).
+/// The name of a schedule made now, by the lock-name rules of a name made
+/// ([`shedlock::schedules::check::name`]: no hidden character, not `.` or `..`).
 pub(crate) fn name(name: &str) -> Result<()> {
-    LockConfiguration::new(name, Duration::from_secs(1), Duration::ZERO).map(|_| ())
+    shedlock::schedules::check::name(name)
 }
 
-/// A lease (a claim's, a started run's) checked as a `lock_at_most_for`: above zero, at most
-/// [`MAX_LOCK_DURATION`](shedlock::settings::MAX_LOCK_DURATION).
-pub(crate) fn lease(name: &str, lease: Duration) -> Result<()> {
-    LockConfiguration::new(name, lease, Duration::ZERO).map(|_| ())
+/// The name of a schedule that may already be stored, to read, change or delete it
+/// ([`shedlock::schedules::check::existing_name`]).
+pub(crate) fn existing_name(name: &str) -> Result<()> {
+    shedlock::schedules::check::existing_name(name)
 }
 
 /// A new schedule's handler: some text, no control character.
@@ -68,6 +69,7 @@ pub(crate) fn converted(name: &str, change: &ScheduleChange) -> Result<Fields> {
     text(&mut f, "cron", &change.cron);
     text(&mut f, "time_zone", &change.time_zone);
     text(&mut f, "payload", &change.payload);
+    text(&mut f, "note", &change.note);
     if let Some(paused) = change.paused {
         f.sets.push(("paused", flag(paused)));
     }
@@ -159,6 +161,7 @@ mod tests {
         }
         assert!(name(" job").is_err());
         assert!(handler("job", "").is_err());
-        assert!(lease("job", Duration::ZERO).is_err());
+        assert!(name("report\u{202e}txt").is_err());
+        assert!(existing_name("report\u{202e}txt").is_ok());
     }
 }

@@ -4,6 +4,7 @@
 //! publishes on.
 
 mod check;
+pub(crate) mod fleet;
 mod read;
 mod scripts;
 
@@ -15,7 +16,8 @@ use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use redis::{Script, Value};
 use shedlock::schedules::{
-    ChangeFeed, NewSchedule, ScheduleChange, ScheduleStore, StoredSchedule, TriggerAnswer,
+    ChangeFeed, NewSchedule, Registration, ScheduleChange, ScheduleStore, StoredRegistration,
+    StoredSchedule, TriggerAnswer,
 };
 use shedlock::{Error, Result};
 
@@ -45,6 +47,7 @@ pub(crate) struct ScheduleScripts {
     finish: Script,
     live: Script,
     batch: Script,
+    cap: Script,
 }
 
 impl ScheduleScripts {
@@ -61,6 +64,7 @@ impl ScheduleScripts {
             finish: Script::new(scripts::FINISH),
             live: Script::new(scripts::LIVE),
             batch: Script::new(scripts::BATCH),
+            cap: Script::new(scripts::CAP),
         }
     }
 }
@@ -80,6 +84,7 @@ pub(crate) fn script(name: &str) -> Option<&'static str> {
         "trigger_finish" => scripts::FINISH,
         "schedules_live" => scripts::LIVE,
         "schedules_batch" => scripts::BATCH,
+        "schedules_cap" => scripts::CAP,
         _ => return None,
     })
 }
@@ -171,7 +176,7 @@ impl Inner {
     }
 
     async fn schedule(&self, name: &str) -> Result<Option<StoredSchedule>> {
-        check::name(name)?;
+        check::existing_name(name)?;
         let key = self.schedule_key(name);
         let mut invocation = self.scripts.schedules.get.prepare_invoke();
         invocation.key(&key);
@@ -179,6 +184,32 @@ impl Inner {
             .run(&invocation, || format!("read schedule {name:?}"))
             .await?;
         read::schedule(name, &key, flat)
+    }
+
+    /// A change that may make the schedule (an override, a request to run): its name by the
+    /// rules of a name made now, unless the store holds it live already (a name an earlier
+    /// version stored, which stays changeable).
+    async fn made_or_live(&self, name: &str) -> Result<()> {
+        check::existing_name(name)?;
+        if let Err(refused) = check::name(name) {
+            match self.schedule(name).await? {
+                Some(stored) if !stored.deleted => {}
+                _ => return Err(refused),
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Error::TooManySchedules`] from a script's `{'cap', held}` answer.
+    fn over_cap(&self, name: &str, held: Option<&Value>) -> Error {
+        Error::TooManySchedules {
+            name: name.to_owned(),
+            held: held
+                .and_then(text)
+                .and_then(|h| h.parse().ok())
+                .unwrap_or_default(),
+            cap: self.settings.schedule_limits.max_run_time_schedules,
+        }
     }
 
     /// The `write` script: `create` when `handler` is given (`""` for an override), else
@@ -190,11 +221,17 @@ impl Inner {
         change: &ScheduleChange,
         by: &str,
     ) -> Result<StoredSchedule> {
-        check::name(name)?;
+        let limits = &self.settings.schedule_limits;
+        if handler.is_some() {
+            check::name(name)?;
+        } else {
+            self.made_or_live(name).await?;
+        }
         if let Some(handler) = handler.filter(|h| !h.is_empty()) {
             check::handler(name, handler)?;
         }
         let fields = check::fields(name, change)?;
+        shedlock::schedules::check::payload(name, change, limits)?;
         let key = self.schedule_key(name);
         let mut invocation = self.scripts.schedules.write.prepare_invoke();
         invocation
@@ -212,6 +249,8 @@ impl Inner {
             .arg(handler.unwrap_or(""))
             .arg(self.schedules_key())
             .arg(self.request_id())
+            .arg(limits.max_run_time_schedules)
+            .arg(&self.tag)
             .arg(fields.sets.len());
         for (field, value) in &fields.sets {
             invocation.arg(*field).arg(value);
@@ -233,13 +272,32 @@ impl Inner {
         schedules: &[NewSchedule],
         by: &str,
     ) -> Result<Vec<StoredSchedule>> {
+        let limits = &self.settings.schedule_limits;
         let fields = shedlock::schedules::check::batch(schedules, by, |new| {
             if let Some(handler) = &new.handler {
                 check::handler(&new.name, handler)?;
             }
+            shedlock::schedules::check::payload(&new.name, &new.fields, limits)?;
             check::converted(&new.name, &new.fields)
         })?;
         let total = schedules.len();
+        // The cap, before any chunk is written (each chunk's script checks it again).
+        let mut run_time = schedules.iter().filter(|s| s.handler.is_some());
+        let first_run_time = run_time.next().map(|s| s.name.as_str());
+        if let Some(first) = first_run_time {
+            let adding = run_time.count() + 1;
+            let mut invocation = self.scripts.schedules.cap.prepare_invoke();
+            invocation
+                .key(self.schedules_key())
+                .arg(adding)
+                .arg(limits.max_run_time_schedules)
+                .arg(&self.tag);
+            let operation = || format!("count the run-time schedules before a batch of {total}");
+            let held: i64 = self.run(&invocation, operation).await?;
+            if let Ok(held) = usize::try_from(held) {
+                shedlock::schedules::check::run_time_schedules(first, held, adding, limits)?;
+            }
+        }
         for chunk in schedules.chunks(BATCH_CHUNK) {
             let mut invocation = self.scripts.schedules.live.prepare_invoke();
             for new in chunk {
@@ -266,6 +324,8 @@ impl Inner {
                 .arg(by)
                 .arg(self.schedules_key())
                 .arg(self.request_id())
+                .arg(limits.max_run_time_schedules)
+                .arg(&self.tag)
                 .arg(chunk.len());
             for (new, fields) in chunk.iter().zip(fields) {
                 invocation
@@ -289,6 +349,11 @@ impl Inner {
                 Some("exists") => {
                     let name = answer.get(1).and_then(text).unwrap_or_default();
                     return Err(Error::ScheduleExists { name });
+                }
+                Some("cap") => {
+                    let first = chunk.iter().find(|s| s.handler.is_some());
+                    let name = first.map_or("", |s| s.name.as_str());
+                    return Err(self.over_cap(name, answer.get(1)));
                 }
                 Some("ok") if answer.len() == 2 => {
                     let hashes: Vec<Vec<Vec<u8>>> = redis::from_redis_value(answer.swap_remove(1))
@@ -324,6 +389,7 @@ impl Inner {
             Some("exists") => Err(Error::ScheduleExists {
                 name: name.to_owned(),
             }),
+            Some("cap") => Err(self.over_cap(name, answer.get(1))),
             Some("invalid") => Err(check::invalid(
                 name,
                 answer.get(1).and_then(text).unwrap_or_default(),
@@ -351,7 +417,7 @@ impl Inner {
     }
 
     async fn delete_schedule(&self, name: &str, by: &str) -> Result<bool> {
-        check::name(name)?;
+        check::existing_name(name)?;
         let mut invocation = self.changing(&self.scripts.schedules.delete, name);
         invocation
             .arg(name)
@@ -365,7 +431,7 @@ impl Inner {
     }
 
     async fn request_trigger(&self, name: &str, by: &str) -> Result<TriggerAnswer> {
-        check::name(name)?;
+        self.made_or_live(name).await?;
         let key = self.schedule_key(name);
         let mut invocation = self.changing(&self.scripts.schedules.request, name);
         invocation
@@ -405,8 +471,8 @@ impl Inner {
         by: &str,
         lease: Duration,
     ) -> Result<bool> {
-        check::name(name)?;
-        check::lease(name, lease)?;
+        check::existing_name(name)?;
+        shedlock::schedules::check::lease(name, lease)?;
         let mut invocation = script.prepare_invoke();
         invocation
             .key(self.schedule_key(name))
@@ -423,7 +489,7 @@ impl Inner {
     }
 
     async fn finish_trigger(&self, name: &str, id: i64) -> Result<bool> {
-        check::name(name)?;
+        check::existing_name(name)?;
         let mut invocation = self.changing(&self.scripts.schedules.finish, name);
         invocation
             .arg(id)
@@ -579,5 +645,21 @@ impl ScheduleStore for RedisLockProvider {
     /// its version, on a connection of its own; the feed ends when that connection is lost.
     fn change_feed(&self) -> BoxFuture<'_, Result<Option<ChangeFeed>>> {
         Box::pin(async move { self.inner.change_feed().await.map(Some) })
+    }
+
+    /// One script: this instance's jobs (one JSON document) in `{<prefix>}:fleet:jobs`, when
+    /// it was seen in `{<prefix>}:fleet:seen`; the forgotten instances deleted from both.
+    fn register<'a>(&'a self, registration: &'a Registration) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.inner.register(registration))
+    }
+
+    fn heartbeat<'a>(&'a self, instance: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(self.inner.heartbeat(instance))
+    }
+
+    fn registrations(
+        &self,
+    ) -> BoxFuture<'_, Result<(Vec<StoredRegistration>, chrono::DateTime<chrono::Utc>)>> {
+        Box::pin(self.inner.registrations())
     }
 }

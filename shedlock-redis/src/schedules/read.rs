@@ -149,6 +149,7 @@ impl Hash<'_> {
         s.payload = self.text("payload")?;
         s.cron = self.text("cron")?;
         s.time_zone = self.text("time_zone")?;
+        s.note = self.text("note")?;
         s.paused = self.flag("paused")?;
         s.deleted = self.flag("deleted")?;
         s.jitter = self.duration("jitter")?;

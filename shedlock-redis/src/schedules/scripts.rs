@@ -3,7 +3,7 @@
 //! # Keys (`{P}` is the key prefix, as for the locks)
 //!
 //! - `{P}:schedule:<name>`: a hash per schedule. Its configuration: `handler`, `payload`,
-//!   `cron`, `time_zone` (text), `paused` and `retry_past` (`0` or `1`), `jitter`,
+//!   `cron`, `time_zone`, `note` (text), `paused` and `retry_past` (`0` or `1`), `jitter`,
 //!   `retry_base`, `retry_cap` (whole µs), `retry_attempts` (an integer below 2^32); its
 //!   change: `version`, `deleted` (`0` or `1`), `updated_at` (µs since 1970), `updated_by`;
 //!   its pending "run now" request, if any: `trigger_id`, `trigger_by`, `trigger_at`,
@@ -38,15 +38,18 @@
 //! cluster slot.
 
 /// What every schedule script starts with, after the lock scripts' prelude: the fields, the
-/// rules by which each is read (`load`), the type check of a key (`check_as`) and the next
-/// version (`next_version`).
+/// rules by which each is read (`load`), the type check of a key (`check_as`), the next
+/// version (`next_version`) and the cap on run-time schedules (`run_time_over`: `nil` when
+/// `adding` more fit under `cap`, else how many live ones, a handler and not deleted, the
+/// store holds; the sorted set's size answers without reading a hash until it nears the
+/// cap).
 macro_rules! schedule_prelude {
     () => {
         concat!(
             crate::scripts::prelude!(),
             "
 local CONFIG = {'handler', 'payload', 'cron', 'time_zone', 'paused', 'jitter',
-  'retry_attempts', 'retry_base', 'retry_cap', 'retry_past'}
+  'retry_attempts', 'retry_base', 'retry_cap', 'retry_past', 'note'}
 local TRIGGER = {'trigger_id', 'trigger_by', 'trigger_at', 'claimed_by', 'claimed_until',
   'started'}
 local RULES = {{'version', 'count'}, {'deleted', 'flag'}, {'updated_at', 'time'},
@@ -117,6 +120,18 @@ local function drop(key, h, fields)
   end
   if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
 end
+local function run_time_over(zset, prefix, adding, cap)
+  if adding == 0 or redis.call('ZCARD', zset) + adding <= cap then return nil end
+  local held = 0
+  for _, name in ipairs(redis.call('ZRANGE', zset, 0, -1)) do
+    local key = prefix .. 'schedule:' .. name
+    check(key)
+    local f = redis.call('HMGET', key, 'handler', 'deleted')
+    if f[1] and f[2] ~= '1' then held = held + 1 end
+  end
+  if held + adding <= cap then return nil end
+  return held
+end
 local function same_id(key, h, id)
   if h['trigger_id'] == nil then return false end
   local _, d = digits(key, 'trigger_id', h['trigger_id'], false)
@@ -176,10 +191,11 @@ return redis.call('HGETALL', KEYS[1])
 ///
 /// `KEYS`: `{P}:schedule:<name>`, `{P}:schedules`, `{P}:schedules:version`. `ARGV`: `create`
 /// or `update`, the name, who, the handler (`create` only; empty for an override), the
-/// channel, the request id, `n`, then `n` pairs of field and value to set, then the fields to
-/// clear.
+/// channel, the request id, the cap on run-time schedules, `{P}:`, `n`, then `n` pairs of
+/// field and value to set, then the fields to clear.
 ///
-/// `create` over a live schedule answers `{'exists'}`. A schedule that does not exist or is a
+/// `create` over a live schedule answers `{'exists'}`; a `create` with a handler past the cap
+/// answers `{'cap', held}`, nothing written. A schedule that does not exist or is a
 /// tombstone starts from no configuration (`update` then makes an override); a live one from
 /// its own. A result with a handler and no cron, or a payload and no handler, answers
 /// `{'invalid', reason}`, nothing written. Else: a new version, the fields written (those
@@ -194,16 +210,20 @@ check_as(counter, 'string')
 check(hash)
 local mode, name, by, handler, channel, req = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5],
   ARGV[6]
-local n = tonumber(ARGV[7])
+local cap, prefix, n = tonumber(ARGV[7]), ARGV[8], tonumber(ARGV[9])
 local sets, clears = {}, {}
-for i = 0, n - 1 do sets[#sets + 1] = {ARGV[8 + 2 * i], ARGV[9 + 2 * i]} end
-for i = 8 + 2 * n, #ARGV do clears[#clears + 1] = ARGV[i] end
+for i = 0, n - 1 do sets[#sets + 1] = {ARGV[10 + 2 * i], ARGV[11 + 2 * i]} end
+for i = 10 + 2 * n, #ARGV do clears[#clears + 1] = ARGV[i] end
 local flat = redis.call('HGETALL', hash)
 local was = {}
 for i = 1, #flat, 2 do was[flat[i]] = flat[i + 1] end
 if was['req'] == req then return {'ok', flat} end
 local alive = live(was)
 if mode == 'create' and alive then return {'exists'} end
+if mode == 'create' and handler ~= '' then
+  local held = run_time_over(zset, prefix, 1, cap)
+  if held then return {'cap', num(held)} end
+end
 local skip = {}
 if alive then
   for _, p in ipairs(sets) do skip[p[1]] = true end
@@ -393,8 +413,10 @@ return ''
 /// given. A retry of the same script (its request id in the first hash) answers the hashes.
 ///
 /// `KEYS`: `{P}:schedules`, `{P}:schedules:version`, then `{P}:schedule:<name>` of each.
-/// `ARGV`: who, the channel, the request id, the number of schedules, then for each: its
-/// name, its handler (empty for an override), `k`, and `k` pairs of field and value to set.
+/// `ARGV`: who, the channel, the request id, the cap on run-time schedules, `{P}:`, the number
+/// of schedules, then for each: its name, its handler (empty for an override), `k`, and `k`
+/// pairs of field and value to set. Run-time schedules past the cap answer `{'cap', held}`,
+/// nothing written.
 /// The schedules are checked by the provider before it sends them (handler, cron, payload):
 /// the script does not check them again.
 pub(crate) const BATCH: &str = concat!(
@@ -403,9 +425,10 @@ pub(crate) const BATCH: &str = concat!(
 local zset, counter = KEYS[1], KEYS[2]
 check_as(zset, 'zset')
 check_as(counter, 'string')
-local by, channel, req, n = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local by, channel, req = ARGV[1], ARGV[2], ARGV[3]
+local cap, prefix, n = tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
 local items = {}
-local a = 5
+local a = 7
 for i = 1, n do
   local it = {hash = KEYS[2 + i], name = ARGV[a], handler = ARGV[a + 1], sets = {}}
   local k = tonumber(ARGV[a + 2])
@@ -429,6 +452,12 @@ for i, it in ipairs(items) do
   if live(h) then return {'exists', it.name} end
   hs[i] = h
 end
+local adding = 0
+for _, it in ipairs(items) do
+  if it.handler ~= '' then adding = adding + 1 end
+end
+local held = run_time_over(zset, prefix, adding, cap)
+if held then return {'cap', num(held)} end
 local server, now = clock('')
 local v = current(zset, counter)
 for i, it in ipairs(items) do
@@ -458,5 +487,20 @@ if n > 0 then
   redis.pcall('PUBLISH', channel, num(v))
 end
 return answer()
+"
+);
+
+/// Whether `adding` more run-time schedules fit under the cap (a batch's check before its
+/// first chunk is written).
+///
+/// `KEYS`: `{P}:schedules`. `ARGV`: `adding`, the cap, `{P}:`. Answers -1 when they fit, else
+/// how many live run-time schedules the store holds.
+pub(crate) const CAP: &str = concat!(
+    schedule_prelude!(),
+    "
+check_as(KEYS[1], 'zset')
+local held = run_time_over(KEYS[1], ARGV[3], tonumber(ARGV[1]), tonumber(ARGV[2]))
+if held then return held end
+return -1
 "
 );

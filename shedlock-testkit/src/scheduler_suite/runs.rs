@@ -111,7 +111,12 @@ pub async fn three_instances_run_every_tick_exactly_once<D: TestDb>(db: &Arc<D>)
         .map(|s| s.stats("every_second").unwrap())
         .collect();
     let fired: u64 = stats.iter().map(|s| s.fired).sum();
-    let skipped: u64 = stats.iter().map(|s| s.skipped_held).sum();
+    // Skipped: held by another instance, or (on a machine too busy to finish a run within
+    // its second) still running here when the next tick came.
+    let skipped: u64 = stats
+        .iter()
+        .map(|s| s.skipped_held + s.skipped_overlap)
+        .sum();
     let executed: u64 = stats.iter().map(|s| s.executed).sum();
     assert_eq!(
         executed as usize,
@@ -133,10 +138,15 @@ pub async fn three_instances_run_every_tick_exactly_once<D: TestDb>(db: &Arc<D>)
     let Some(history) = D::run_store(&db.provider()) else {
         return;
     };
-    let history = history
+    // A tick shed past capacity (a loaded machine: its claim could not be sent before its
+    // deadline) was never fired: its `skipped-shed` row is left out here.
+    let history: Vec<_> = history
         .runs(&RunQuery::latest(10_000).name("every_second"))
         .await
-        .unwrap();
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.outcome != RunOutcome::SkippedShed)
+        .collect();
     assert_eq!(
         history.len() as u64,
         fired,
@@ -164,10 +174,15 @@ pub async fn three_instances_run_every_tick_exactly_once<D: TestDb>(db: &Arc<D>)
     );
     let skipped_rows = history
         .iter()
-        .filter(|r| r.outcome == RunOutcome::SkippedHeld)
+        .filter(|r| {
+            matches!(
+                r.outcome,
+                RunOutcome::SkippedHeld | RunOutcome::SkippedOverlap
+            )
+        })
         .inspect(|r| assert_eq!(r.fencing_token, None, "{r:?}"))
         .count();
-    assert_eq!(skipped_rows as u64, skipped);
+    assert_eq!(skipped_rows as u64, skipped, "a row per tick skipped");
     // Every tick some instance fired ran exactly once.
     let mut fired_ticks: Vec<i64> = history
         .iter()
@@ -195,7 +210,9 @@ pub async fn three_instances_run_every_tick_exactly_once<D: TestDb>(db: &Arc<D>)
 pub async fn shutdown_cancels_a_long_run_and_releases_its_lock<D: TestDb>(db: &Arc<D>) {
     let provider = db.provider_with(Opts::own_pool()).await;
     let scheduler = Scheduler::builder(provider)
-        .misfire_grace(Duration::ZERO)
+        // A grace of a few seconds: on a loaded machine the loop wakes late for a tick, and with
+        // none every tick would be a misfire (CI once waited 4 s for a first run and saw none).
+        .misfire_grace(Duration::from_secs(5))
         .shutdown_timeout(300 * MS)
         .build();
     let started = Arc::new(AtomicBool::new(false));
@@ -222,7 +239,8 @@ pub async fn shutdown_cancels_a_long_run_and_releases_its_lock<D: TestDb>(db: &A
         ))
         .unwrap();
     scheduler.start();
-    for _ in 0..40 {
+    // Up to 30 s for the first run to start.
+    for _ in 0..300 {
         if started.load(Ordering::SeqCst) {
             break;
         }
@@ -280,10 +298,14 @@ pub async fn a_panicking_job_is_recorded_and_the_next_tick_runs<D: TestDb>(db: &
     scheduler.shutdown().await;
     let stats = scheduler.stats("panicky").unwrap();
     assert!(ran_again, "the job runs again after its panic: {stats:?}");
+    // Never stuck as running: a job left marked running after its panic would skip every
+    // later tick as an overlap and never run again, which `ran_again` rules out. (A tick may
+    // still be skipped as an overlap now and then: on a loaded machine a run, its lock call
+    // included, can last past the next tick; one was seen at a load of 11 on 2 cores.)
     assert_eq!(stats.panicked, 1, "{stats:?}");
-    assert_eq!(
-        stats.skipped_overlap, 0,
-        "never stuck as running: {stats:?}"
+    assert!(
+        stats.skipped_overlap < stats.fired / 2,
+        "not stuck as running, most ticks ran or were refused by the lock: {stats:?}"
     );
     assert!(
         db.row("panicky").await.unwrap().remaining_ms <= 0,

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
-use shedlock::{LockAdmin, LockConfiguration};
+use shedlock::{LockAdmin, LockConfiguration, LockProvider};
 
 mod acquire;
 mod admin;
@@ -43,6 +43,22 @@ fn cfg(name: &str, at_most: Duration, at_least: Duration) -> LockConfiguration {
 
 fn tick(secs: i64) -> DateTime<Utc> {
     Utc.timestamp_opt(1_700_000_000 + secs, 0).unwrap()
+}
+
+/// Whether `provider`'s store can hold a lock as briefly as `lease`
+/// ([`LockProvider::shortest_lease`]): a case whose lock of `lease` must end (another instance
+/// takes it over, an extend is refused) soon after that is left out, said on stderr, where the
+/// store keeps every lock longer.
+pub(crate) fn lease_fits<P: LockProvider>(provider: &P, lease: Duration, case: &str) -> bool {
+    let shortest = provider.shortest_lease();
+    let fits = shortest <= lease;
+    if !fits {
+        eprintln!(
+            "left out: {case} needs a lock of {lease:?} to end; {} holds a lock at least {shortest:?}",
+            provider.backend()
+        );
+    }
+    fits
 }
 
 /// `other` takes lock `c`, held until `held_until` by the database's clock: at once if that

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use shedlock::history::{RunOutcome, RunQuery};
 
 use super::{PageResult, RUNS_PER_PAGE, enc, layout, runs_table};
+use crate::identity::Visitor;
 use crate::model::history_page;
 use crate::{Base, Shared};
 
@@ -92,13 +93,14 @@ impl HistoryQuery {
 pub(crate) async fn history(
     State(app): Shared,
     Extension(base): Extension<Base>,
+    Extension(visitor): Extension<Visitor>,
     Query(query): Query<HistoryQuery>,
 ) -> PageResult {
     let base = base.0.as_str();
     if !app.source.has_history() {
         let body = html! { h1 { "History" } p.muted #no-history { "This store (" (app.source.backend().to_string()) ") keeps no run history: Redis records no runs. Use PostgreSQL, MySQL/MariaDB or SQLite to keep one." } };
         return Ok(Html(
-            layout(&app, base, "History", "history", body).into_string(),
+            layout(&app, base, Some(&visitor), "History", "history", body).into_string(),
         ));
     }
     let (runs, next, problem) = match query.to_query(RUNS_PER_PAGE) {
@@ -137,6 +139,6 @@ pub(crate) async fn history(
         }
     };
     Ok(Html(
-        layout(&app, base, "History", "history", body).into_string(),
+        layout(&app, base, Some(&visitor), "History", "history", body).into_string(),
     ))
 }

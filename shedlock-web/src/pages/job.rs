@@ -8,13 +8,13 @@ use maud::html;
 use serde::Deserialize;
 use shedlock::history::RunQuery;
 
-use super::Csrf;
 use super::{
-    PageError, PageResult, RUNS_PER_PAGE, action, enc, flash, layout, relative, runs_table, took,
-    when,
+    PageError, PageResult, RUNS_PER_PAGE, action, flash, job_action_href, job_href, layout,
+    relative, release_href, runs_table, shown, took, when,
 };
-use crate::model::{Snapshot, fill_last_runs, history_page};
-use crate::{Base, Shared, timeline};
+use crate::identity::Visitor;
+use crate::model::{Snapshot, fill_last_runs, history_page, releasable};
+use crate::{App, Base, Shared, timeline};
 
 /// A job page's query: the timeline's window and the history's page.
 #[derive(Deserialize, Default)]
@@ -24,7 +24,8 @@ pub(crate) struct JobQuery {
     /// The history page's cursor (the id the rows are older than).
     before: Option<i64>,
     flash: Option<String>,
-    failed: Option<u8>,
+    /// The job's name, at `/job?name=` (a name a path cannot carry: `.`, `..`).
+    name: Option<String>,
 }
 
 /// The windows the timeline offers.
@@ -41,18 +42,54 @@ pub(crate) const WINDOWS: [(&str, i64); 6] = [
 pub(crate) async fn job(
     State(app): Shared,
     Extension(base): Extension<Base>,
-    Extension(csrf): Extension<Csrf>,
+    Extension(visitor): Extension<Visitor>,
     Path(name): Path<String>,
     Query(query): Query<JobQuery>,
 ) -> PageResult {
-    let base = base.0.as_str();
-    let snapshot = Snapshot::for_job(&app, &name).await?;
+    job_page(&app, &base.0, &visitor, name, query).await
+}
+
+/// One job at `/job?name=NAME`: for a name a path cannot carry (`.` and `..`, which the
+/// browser collapses even percent-encoded).
+pub(crate) async fn job_by_query(
+    State(app): Shared,
+    Extension(base): Extension<Base>,
+    Extension(visitor): Extension<Visitor>,
+    Query(mut query): Query<JobQuery>,
+) -> PageResult {
+    let Some(name) = query.name.take() else {
+        return Err(PageError(
+            StatusCode::BAD_REQUEST,
+            "no job named: give its name as /job?name=NAME".into(),
+        ));
+    };
+    job_page(&app, &base.0, &visitor, name, query).await
+}
+
+/// `href` with one more query parameter.
+fn and(href: &str, param: &str) -> String {
+    let joint = if href.contains('?') { '&' } else { '?' };
+    format!("{href}{joint}{param}")
+}
+
+async fn job_page(
+    app: &App,
+    base: &str,
+    visitor: &Visitor,
+    name: String,
+    query: JobQuery,
+) -> PageResult {
+    let snapshot = Snapshot::for_job(app, &name).await?;
     let Some(mut row) = snapshot
         .jobs(&app.options.code_jobs)
         .into_iter()
         .find(|j| j.name == name)
     else {
-        let known = crate::actions::known(&app, &name).await?;
+        let known = match crate::actions::desk(app).find(&name).await {
+            Ok(_) => true,
+            Err(shedlock::Error::NoSuchSchedule { .. }) => false,
+            Err(error) => return Err(error.into()),
+        };
         if !known {
             return Err(PageError(
                 StatusCode::NOT_FOUND,
@@ -66,7 +103,7 @@ pub(crate) async fn job(
             format!("job {name:?} is known only by its run history"),
         ));
     };
-    fill_last_runs(&app, std::slice::from_mut(&mut row)).await?;
+    fill_last_runs(app, std::slice::from_mut(&mut row)).await?;
     let window_key = query.window.as_deref().unwrap_or("1h");
     let window = WINDOWS
         .iter()
@@ -85,16 +122,18 @@ pub(crate) async fn job(
                 .await?;
             let mut q = RunQuery::latest(RUNS_PER_PAGE).name(name.clone());
             q.before = query.before;
-            let (page, next) = history_page(&app, &q).await?;
+            let (page, next) = history_page(app, &q).await?;
             (timeline_runs, page, next)
         }
         None => (Vec::new(), Vec::new(), None),
     };
     let read_only = app.options.read_only;
     let schedule = row.schedule.as_ref();
+    let csrf = visitor.csrf.as_str();
+    let href = job_href(base, &name);
     let body = html! {
-        h1 { "Job " code #job-name { (name) } }
-        (flash(query.flash.as_deref(), query.failed))
+        h1 { "Job " code #job-name { (shown(&name)) } }
+        (flash(app, query.flash.as_deref()))
         section.grid {
             div {
                 h2 { "Schedule" }
@@ -104,26 +143,31 @@ pub(crate) async fn job(
                         @if let Some(code_cron) = row.overridden_code_cron() { " " span.override { "overrides the code's " code { (code_cron) } } } }
                     dt { "time zone" } dd { (row.zone().unwrap_or("the code's")) }
                     dt { "next tick" } dd #next-tick { @match row.next { Some(n) => { (when(n)) " (" (relative(n, snapshot.now)) ")" }, None => "–" } }
-                    dt { "paused" } dd #paused { @if row.paused() { span.badge.paused { "paused" } } @else { "no" } }
+                    dt { "paused" } dd #paused { @if row.paused() { span.badge.paused { "paused" }
+                        @if let Some(note) = schedule.and_then(|s| s.note.as_deref()) { " " span.note #pause-note { (shown(note)) } } } @else { "no" } }
                     @if let Some(s) = schedule {
                         dt { "jitter" } dd { @match s.jitter { Some(j) => (took(j)), None => "the code's" } }
                         dt { "retry" } dd { @match &s.retry { Some(r) => { (r.max_attempts) " attempts" }, None => "the code's" } }
-                        @if let Some(t) = &s.trigger { dt { "run now" } dd #trigger { "asked by " (t.requested_by) " " (relative(t.requested_at, snapshot.now))
-                            @if t.started { ", running" } @else if let Some(by) = &t.claimed_by { ", claimed by " (by) } @else { ", pending" } } }
-                        dt { "changed" } dd { "by " (s.updated_by) " " (relative(s.updated_at, snapshot.now)) }
+                        @if let Some(t) = &s.trigger { dt { "run now" } dd #trigger { "asked by " (shown(&t.requested_by)) " " (relative(t.requested_at, snapshot.now))
+                            @if t.started { ", running" } @else if let Some(by) = &t.claimed_by { ", claimed by " (shown(by)) } @else { ", pending" } } }
+                        dt { "changed" } dd { "by " (shown(&s.updated_by)) " " (relative(s.updated_at, snapshot.now)) }
                     }
                 }
                 @if !read_only {
                     div.actions {
                         @if row.paused() {
-                            (action(base, &csrf, &format!("jobs/{}/resume", enc(&name)), "resume", "Resume", &[]))
+                            (action(csrf, &job_action_href(base, &name, "resume"), "resume", "Resume"))
                         } @else {
-                            (action(base, &csrf, &format!("jobs/{}/pause", enc(&name)), "pause", "Pause", &[]))
+                            form.action method="post" action=(job_action_href(base, &name, "pause")) {
+                                input type="hidden" name="csrf" value=(csrf);
+                                input #pause-note-input name="note" maxlength="500" placeholder="note (optional), e.g. upstream incident";
+                                button.action #pause type="submit" { "Pause" }
+                            }
                         }
-                        (action(base, &csrf, &format!("jobs/{}/trigger", enc(&name)), "run-now", "Run now", &[]))
+                        (action(csrf, &job_action_href(base, &name, "trigger"), "run-now", "Run now"))
                     }
-                    form.reschedule method="post" action={(base) "/act/jobs/" (enc(&name)) "/reschedule"} {
-                        input type="hidden" name="csrf" value=(csrf.0);
+                    form.reschedule method="post" action=(job_action_href(base, &name, "reschedule")) {
+                        input type="hidden" name="csrf" value=(csrf);
                         input #new-cron name="cron" placeholder="cron, e.g. 0 */5 * * * *" value=(row.cron().unwrap_or(""));
                         input #new-zone name="time_zone" placeholder="time zone, e.g. Europe/Berlin (empty: as now)" value=(row.zone().unwrap_or(""));
                         button.action #reschedule type="submit" { "Reschedule" }
@@ -136,21 +180,21 @@ pub(crate) async fn job(
                     None => p.muted { "No lock row yet (the job has not run)." },
                     Some(lock) => dl #lock {
                         dt { "state" } dd { @if lock.is_held() { span.held { "held" } } @else { "free" } }
-                        dt { "holder" } dd { (lock.locked_by) }
+                        dt { "holder" } dd { (shown(&lock.locked_by)) }
                         dt { "fencing token" } dd { (lock.fencing_token) }
                         dt { "until" } dd { (when(lock.locked_until)) }
                         dt { "last tick" } dd { @match lock.last_tick { Some(t) => (when(t)), None => "–" } }
                     },
                 }
-                @if let Some(lock) = row.lock.as_ref().filter(|l| l.is_held() && !read_only) {
-                    a.button #release href={(base) "/locks/" (enc(&lock.name)) "/release"} { "Release this lock…" }
+                @if let Some(lock) = row.lock.as_ref().filter(|l| l.is_held() && !read_only && releasable(&l.name)) {
+                    a.button #release href=(release_href(base, &lock.name, false)) { "Release this lock…" }
                 }
             }
         }
         h2 { "Timeline" }
         @if app.source.has_history() {
             nav.windows { @for (key, _) in WINDOWS {
-                a class=@if key == window.0 { "active" } href={(base) "/jobs/" (enc(&name)) "?window=" (key)} { (key) } } }
+                a class=@if key == window.0 { "active" } href=(and(&href, &format!("window={key}"))) { (key) } } }
             (timeline::chart(&timeline_runs, from, snapshot.now))
         } @else {
             p.muted #no-history { "This store (" (app.source.backend().to_string()) ") keeps no run history: no timeline or runs to show." }
@@ -159,9 +203,11 @@ pub(crate) async fn job(
             h2 { "Runs" }
             (runs_table(base, &page, false))
             @if let Some(next) = next {
-                nav.pager { a #older href={(base) "/jobs/" (enc(&name)) "?window=" (window.0) "&before=" (next)} { "older →" } }
+                nav.pager { a #older href=(and(&href, &format!("window={}&before={next}", window.0))) { "older →" } }
             }
         }
     };
-    Ok(Html(layout(&app, base, &name, "jobs", body).into_string()))
+    Ok(Html(
+        layout(app, base, Some(visitor), &name, "jobs", body).into_string(),
+    ))
 }

@@ -6,7 +6,8 @@ use axum::response::Html;
 use maud::html;
 use serde::Deserialize;
 
-use super::{PageResult, enc, flash, layout, outcome_badge, relative, took, when};
+use super::{PageResult, enc, flash, job_href, layout, outcome_badge, relative, shown, took, when};
+use crate::identity::Visitor;
 use crate::model::{JobRow, Snapshot, fill_last_runs};
 use crate::{Base, Shared};
 
@@ -38,7 +39,6 @@ pub(crate) struct JobsQuery {
     pub(crate) page: Option<usize>,
     #[serde(default)]
     flash: Option<String>,
-    failed: Option<u8>,
 }
 
 /// Filters and sorts `jobs` as `query` says.
@@ -78,6 +78,7 @@ pub(crate) fn select(mut jobs: Vec<JobRow>, query: &JobsQuery) -> Vec<JobRow> {
 pub(crate) async fn jobs(
     State(app): Shared,
     Extension(base): Extension<Base>,
+    Extension(visitor): Extension<Visitor>,
     Query(query): Query<JobsQuery>,
 ) -> PageResult {
     let base = base.0.as_str();
@@ -88,12 +89,12 @@ pub(crate) async fn jobs(
     let matching = selected.len();
     let pages = matching.div_ceil(JOBS_PER_PAGE).max(1);
     let page = query.page.unwrap_or(1).clamp(1, pages);
-    let mut shown: Vec<JobRow> = selected
+    let mut rows: Vec<JobRow> = selected
         .into_iter()
         .skip((page - 1) * JOBS_PER_PAGE)
         .take(JOBS_PER_PAGE)
         .collect();
-    fill_last_runs(&app, &mut shown).await?;
+    fill_last_runs(&app, &mut rows).await?;
     let history = app.source.has_history();
     let link = |q: &JobsQuery| -> String {
         format!(
@@ -132,7 +133,7 @@ pub(crate) async fn jobs(
     };
     let body = html! {
         h1 { "Jobs" }
-        (flash(query.flash.as_deref(), query.failed))
+        (flash(&app, query.flash.as_deref()))
         form.filters method="get" action={(base) "/jobs"} {
             input #filter type="search" name="q" value=(query.q) placeholder="name contains";
             select name="kind" { @for (value, label) in [("", "any kind"), ("override", "override"), ("run-time", "run-time"), ("code", "code")] {
@@ -155,21 +156,30 @@ pub(crate) async fn jobs(
                 th { "last run" }
                 th { a href=(sort_link("running")) { "lock" (arrow("running")) } }
                 th { a href=(sort_link("paused")) { "paused" (arrow("paused")) } }
+                th { "carried by" }
             } }
             tbody {
-                @for job in &shown {
-                    tr data-job=(job.name) {
-                        td { a href={(base) "/jobs/" (enc(&job.name))} { (job.name) } }
+                @for job in &rows {
+                    tr data-job=(shown(&job.name)) {
+                        td { a href=(job_href(base, &job.name)) { (shown(&job.name)) } }
                         td { (job.kind()) }
                         td { @match job.cron() { Some(cron) => code { (cron) }, None => span.muted { "code default" } }
                              @if let Some(code) = job.overridden_code_cron() { " " span.override title="the code's schedule, overridden" { "code: " code { (code) } } } }
                         td { (job.zone().unwrap_or("code default")) }
                         td { @match job.next { Some(next) => span title=(when(next)) { (relative(next, snapshot.now)) }, None => "–" } }
                         td { @if !history { span.muted { "no history" } } @else { @match &job.last {
-                            Some(run) => { (outcome_badge(run.outcome)) " " @if let Some(d) = run.duration() { (took(d)) " " } span.muted { "on " (run.locked_by) } }
+                            Some(run) => { (outcome_badge(run.outcome)) " " @if let Some(d) = run.duration() { (took(d)) " " } span.muted { "on " (shown(&run.locked_by)) } }
                             None => "–" } } }
-                        td { @match &job.lock { Some(l) if l.is_held() => span.held { "held by " (l.locked_by) }, Some(_) => span.muted { "free" }, None => "–" } }
-                        td { @if job.paused() { span.badge.paused { "paused" } } }
+                        td { @match &job.lock { Some(l) if l.is_held() => span.held { "held by " (shown(&l.locked_by)) }, Some(_) => span.muted { "free" }, None => "–" } }
+                        td { @if job.paused() { span.badge.paused { "paused" }
+                             @if let Some(note) = job.schedule.as_ref().and_then(|s| s.note.as_deref()) { " " span.note { (shown(note)) } } } }
+                        td { @match &job.registered {
+                            Some(r) => { @for (i, c) in r.carriers.iter().enumerate() {
+                                @if i > 0 { ", " }
+                                @if c.running { (shown(&c.instance)) } @else { span.muted title=(when(c.last_seen)) { (shown(&c.instance)) " (stopped)" } }
+                            } },
+                            None => span.muted { "–" },
+                        } }
                     }
                 }
             }
@@ -181,5 +191,7 @@ pub(crate) async fn jobs(
             }
         }
     };
-    Ok(Html(layout(&app, base, "Jobs", "jobs", body).into_string()))
+    Ok(Html(
+        layout(&app, base, Some(&visitor), "Jobs", "jobs", body).into_string(),
+    ))
 }

@@ -8,11 +8,12 @@ mod locks;
 mod overview;
 
 pub(crate) use history::{HistoryQuery, history};
-pub(crate) use job::job;
+pub(crate) use job::{job, job_by_query};
 pub(crate) use jobs::{JOBS_PER_PAGE, JobsQuery, jobs, select};
-pub(crate) use locks::{confirm_release, locks};
+pub(crate) use locks::{confirm_release, confirm_release_by_query, locks};
 pub(crate) use overview::overview;
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use axum::http::{StatusCode, header};
@@ -21,12 +22,10 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use maud::{DOCTYPE, Markup, html};
 use serde::Deserialize;
 use shedlock::history::{RunOutcome, RunRecord};
+use shedlock::settings::is_hidden_char;
 
-use crate::{App, json};
-
-/// This browser's CSRF token, to put into the forms of a page (set by the auth layer).
-#[derive(Debug, Clone)]
-pub(crate) struct Csrf(pub(crate) String);
+use crate::identity::Visitor;
+use crate::{App, Base, json};
 
 /// History rows on one page.
 pub(crate) const RUNS_PER_PAGE: u32 = 50;
@@ -48,7 +47,7 @@ impl IntoResponse for PageError {
         let body = html! {
             (DOCTYPE)
             html { head { title { "shedlock: error" } link rel="stylesheet" href="assets/style.css"; }
-            body { main { h1 { "The dashboard cannot show this page" } p.flash.error { (self.1) } } } }
+            body { main { h1 { "The dashboard cannot show this page" } p.flash.error { (shown(&self.1)) } } } }
         };
         (self.0, Html(body.into_string())).into_response()
     }
@@ -56,8 +55,30 @@ impl IntoResponse for PageError {
 
 pub(crate) type PageResult = Result<Html<String>, PageError>;
 
-/// The frame of every page: its header, its navigation, the refresh.
-pub(crate) fn layout(app: &App, base: &str, title: &str, active: &str, body: Markup) -> Markup {
+/// A refusal as a page: what was refused and why, and the way back.
+pub(crate) fn refused(app: &App, base: &Base, status: StatusCode, message: &str) -> Response {
+    let body = html! {
+        h1 { "Refused" }
+        p.flash.error #refused { (shown(message)) }
+        p { "Nothing was changed. " a #back href=(base.home()) { "Back to the dashboard" } }
+    };
+    (
+        status,
+        Html(layout(app, &base.0, None, "Refused", "", body).into_string()),
+    )
+        .into_response()
+}
+
+/// The frame of every page: its header, its navigation (with a sign-out for a signed-in
+/// `visitor`), the refresh.
+pub(crate) fn layout(
+    app: &App,
+    base: &str,
+    visitor: Option<&Visitor>,
+    title: &str,
+    active: &str,
+    body: Markup,
+) -> Markup {
     let store = &app.source.store;
     let home = if base.is_empty() { "/" } else { base };
     let nav = [
@@ -72,7 +93,7 @@ pub(crate) fn layout(app: &App, base: &str, title: &str, active: &str, body: Mar
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " · " (app.options.title) }
+                title { (shown(title)) " · " (app.options.title) }
                 link rel="stylesheet" href={(base) "/assets/style.css"};
                 script defer src={(base) "/assets/app.js"} {}
             }
@@ -86,6 +107,12 @@ pub(crate) fn layout(app: &App, base: &str, title: &str, active: &str, body: Mar
                     }
                     span.store { (store.backend().to_string()) " · " (store.table_name())
                         @if app.options.read_only { " · " span.badge #read-only { "read-only" } } }
+                    @if let Some(visitor) = visitor.filter(|v| v.session.is_some()) {
+                        form.sign-out method="post" action={(base) "/logout"} {
+                            input type="hidden" name="csrf" value=(visitor.csrf);
+                            button #sign-out type="submit" { "Sign out" }
+                        }
+                    }
                 }
                 main #content { (body) }
             }
@@ -126,32 +153,81 @@ fn outcome_badge(outcome: RunOutcome) -> Markup {
     html! { span class={"outcome outcome-" (outcome.as_str())} { (outcome.as_str()) } }
 }
 
-/// The message an action left (`?flash=...`, `&failed=1` when it was refused).
-fn flash(message: Option<&str>, failed: Option<u8>) -> Markup {
-    html! {
-        @if let Some(message) = message.filter(|m| !m.is_empty()) {
-            p.flash.error[failed.unwrap_or(0) != 0] #flash { (message) }
-        }
+/// The message an action left: `?flash=<id>` names one the server keeps (a link cannot carry
+/// a text of its own).
+fn flash(app: &App, id: Option<&str>) -> Markup {
+    match id.and_then(|id| app.flashes.get(id)) {
+        Some(flash) => flash_markup(&flash),
+        None => html! {},
     }
 }
 
-/// A `POST` form of one button.
-fn action(
-    base: &str,
-    csrf: &Csrf,
-    path: &str,
-    id: &str,
-    label: &str,
-    fields: &[(&str, &str)],
-) -> Markup {
+/// A message as the pages show it.
+pub(crate) fn flash_markup(flash: &crate::session::Flash) -> Markup {
+    html! { p.flash.error[flash.failed] #flash { (shown(&flash.message)) } }
+}
+
+/// A text from the store as the pages show it: the bidirectional controls and zero-width
+/// characters (`shedlock::settings::is_hidden_char`), which would reorder it or hide a
+/// difference, written out as `\u{202e}`.
+pub(crate) fn shown(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_hidden_char) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if is_hidden_char(c) {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// A name the browser cannot carry in a path segment: `.` and `..` are collapsed (even
+/// percent-encoded), so such a job or lock is reached by a query parameter instead.
+fn dot_segment(name: &str) -> bool {
+    name == "." || name == ".."
+}
+
+/// A job page's address.
+pub(crate) fn job_href(base: &str, name: &str) -> String {
+    if dot_segment(name) {
+        format!("{base}/job?name={}", enc(name))
+    } else {
+        format!("{base}/jobs/{}", enc(name))
+    }
+}
+
+/// Where a job's action form posts (`action`: pause, resume, trigger, reschedule).
+pub(crate) fn job_action_href(base: &str, name: &str, action: &str) -> String {
+    if dot_segment(name) {
+        format!("{base}/act/job/{action}?name={}", enc(name))
+    } else {
+        format!("{base}/act/jobs/{}/{action}", enc(name))
+    }
+}
+
+/// A lock's release: its confirmation page (`act` false) or the form's target.
+pub(crate) fn release_href(base: &str, name: &str, act: bool) -> String {
+    match (dot_segment(name), act) {
+        (true, false) => format!("{base}/lock/release?name={}", enc(name)),
+        (true, true) => format!("{base}/act/lock/release?name={}", enc(name)),
+        (false, false) => format!("{base}/locks/{}/release", enc(name)),
+        (false, true) => format!("{base}/act/locks/{}/release", enc(name)),
+    }
+}
+
+/// A `POST` form of one button, sent to `href` with this browser's CSRF token.
+fn action(csrf: &str, href: &str, id: &str, label: &str) -> Markup {
     // The fleet's pause stops every job everywhere: the browser asks first (app.js).
-    let confirm = (path == "fleet/pause").then_some(
+    let confirm = (href.ends_with("/act/fleet/pause")).then_some(
         "Pause every job of the whole fleet? No job fires anywhere until it is resumed.",
     );
     html! {
-        form.action method="post" action={(base) "/act/" (path)} data-confirm=[confirm] {
-            input type="hidden" name="csrf" value=(csrf.0);
-            @for (name, value) in fields { input type="hidden" name=(name) value=(value); }
+        form.action method="post" action=(href) data-confirm=[confirm] {
+            input type="hidden" name="csrf" value=(csrf);
             button.action id=(id) type="submit" { (label) }
         }
     }
@@ -160,7 +236,6 @@ fn action(
 #[derive(Deserialize, Default)]
 pub(crate) struct FlashQuery {
     flash: Option<String>,
-    failed: Option<u8>,
 }
 
 /// A path segment, percent-encoded.
@@ -187,16 +262,16 @@ fn runs_table(base: &str, runs: &[RunRecord], with_job: bool) -> Markup {
                 tbody { @for (run, holder) in runs.iter().zip(&holders) {
                     tr data-outcome=(run.outcome.as_str()) {
                         td { (run.id) }
-                        @if with_job { td { a href={(base) "/jobs/" (enc(&run.name))} { (run.name) } } }
+                        @if with_job { td { a href=(job_href(base, &run.name)) { (shown(&run.name)) } } }
                         td { @match run.tick { Some(t) => (when(t)), None => "–" } }
                         td { (when(run.started_at)) }
                         td { @match run.duration().filter(|_| run.outcome.ran()) { Some(d) => (took(d)), None => "–" } }
                         td { (outcome_badge(run.outcome)) }
-                        td { (run.locked_by) }
-                        td { (holder.as_deref().unwrap_or("–")) }
+                        td { (shown(&run.locked_by)) }
+                        td { (shown(holder.as_deref().unwrap_or("–"))) }
                         td { @match run.fencing_token { Some(t) => (t), None => "–" } }
                         td { @match run.attempt { Some(a) => (a), None => "–" } }
-                        td.error { @if let Some(by) = &run.requested_by { span.muted { "by " (by) " " } } (run.error.as_deref().unwrap_or("")) }
+                        td.error { @if let Some(by) = &run.requested_by { span.muted { "by " (shown(by)) " " } } (shown(run.error.as_deref().unwrap_or(""))) }
                     }
                 } }
             }

@@ -6,8 +6,8 @@ use axum::response::Html;
 use maud::html;
 use shedlock::history::LockState;
 
-use super::Csrf;
-use super::{FlashQuery, PageResult, action, enc, flash, layout, relative, when};
+use super::{FlashQuery, PageResult, action, flash, job_href, layout, relative, shown, when};
+use crate::identity::Visitor;
 use crate::model::Snapshot;
 use crate::{Base, Shared};
 
@@ -15,7 +15,7 @@ use crate::{Base, Shared};
 pub(crate) async fn overview(
     State(app): Shared,
     Extension(base): Extension<Base>,
-    Extension(csrf): Extension<Csrf>,
+    Extension(visitor): Extension<Visitor>,
     Query(query): Query<FlashQuery>,
 ) -> PageResult {
     let base = base.0.as_str();
@@ -29,7 +29,7 @@ pub(crate) async fn overview(
     let by_instance = snapshot.running_by_instance();
     let body = html! {
         h1 { "Overview" }
-        (flash(query.flash.as_deref(), query.failed))
+        (flash(&app, query.flash.as_deref()))
         @if snapshot.fleet_paused() {
             p.flash.error #fleet-paused { "The whole fleet is paused: no job fires anywhere." }
         }
@@ -43,9 +43,9 @@ pub(crate) async fn overview(
         @if !app.options.read_only {
             div.actions {
                 @if snapshot.fleet_paused() {
-                    (action(base, &csrf, "fleet/resume", "fleet-resume", "Resume the whole fleet", &[]))
+                    (action(&visitor.csrf, &format!("{base}/act/fleet/resume"), "fleet-resume", "Resume the whole fleet"))
                 } @else {
-                    (action(base, &csrf, "fleet/pause", "fleet-pause", "Pause the whole fleet", &[]))
+                    (action(&visitor.csrf, &format!("{base}/act/fleet/pause"), "fleet-pause", "Pause the whole fleet"))
                 }
             }
         }
@@ -58,7 +58,7 @@ pub(crate) async fn overview(
                     th { "share of the next tick" @match &shares { Some(s) => { " (" (when(s.tick)) ", " (s.due) " due)" }, None => { br; small.muted { "no job's cron is known here (a job defined in code: pass Options::code_jobs)" } } } }
                     th { "seat renewed" } } }
                 tbody { @for (i, seat) in seats.iter().enumerate() {
-                    tr { td { (seat.instance) } td { (seat.fleet) } td { (seat.seat) }
+                    tr { td { (shown(&seat.instance)) } td { (shown(&seat.fleet)) } td { (seat.seat) }
                          td { (by_instance.get(&seat.instance).copied().unwrap_or(0)) }
                          td.share { @match &shares { Some(s) => (s.owned[i]), None => "–" } }
                          td title=(when(seat.until)) { (relative(seat.renewed_at, snapshot.now)) } }
@@ -71,13 +71,13 @@ pub(crate) async fn overview(
             table #running {
                 thead { tr { th { "job" } th { "instance" } th { "since" } th { "lock until" } th { "token" } } }
                 tbody { @for lock in &running {
-                    tr { td { a href={(base) "/jobs/" (enc(&lock.name))} { (lock.name) } } td { (lock.locked_by) }
+                    tr { td { a href=(job_href(base, &lock.name)) { (shown(&lock.name)) } } td { (shown(&lock.locked_by)) }
                          td { (relative(lock.locked_at, snapshot.now)) } td { (when(lock.locked_until)) } td { (lock.fencing_token) } }
                 } }
             }
         }
     };
     Ok(Html(
-        layout(&app, base, "Overview", "overview", body).into_string(),
+        layout(&app, base, Some(&visitor), "Overview", "overview", body).into_string(),
     ))
 }

@@ -53,7 +53,8 @@ impl Error {
             | Error::DuplicateJob { .. }
             | Error::ScheduleExists { .. }
             | Error::NoSuchSchedule { .. }
-            | Error::InvalidSchedule { .. } => ErrorKind::Configuration,
+            | Error::InvalidSchedule { .. }
+            | Error::TooManySchedules { .. } => ErrorKind::Configuration,
             Error::Unreachable { .. } | Error::Auth { .. } | Error::UnknownDatabase { .. } => {
                 ErrorKind::Connection
             }

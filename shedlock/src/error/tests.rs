@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::{Backend, Error, ErrorKind};
 
 /// How many variants `Error` has: `variant` numbers them from 0.
-const VARIANTS: usize = 38;
+const VARIANTS: usize = 39;
 
 /// Which variant `error` is, by number. No wildcard: a new variant does not compile until it
 /// is numbered here, and the test below then fails until it has a sample with its kind.
@@ -50,6 +50,7 @@ fn variant(error: &Error) -> usize {
         Error::ScheduleExists { .. } => 35,
         Error::NoSuchSchedule { .. } => 36,
         Error::InvalidSchedule { .. } => 37,
+        Error::TooManySchedules { .. } => 38,
     }
 }
 
@@ -230,6 +231,14 @@ fn samples() -> Vec<(Error, ErrorKind)> {
         (Error::DuplicateJob { name: name.clone() }, Configuration),
         (Error::ScheduleExists { name: name.clone() }, Configuration),
         (
+            Error::TooManySchedules {
+                name: name.clone(),
+                held: 3,
+                cap: 3,
+            },
+            Configuration,
+        ),
+        (
             Error::NoSuchSchedule {
                 name: name.clone(),
                 hint: s.clone(),
@@ -307,4 +316,25 @@ fn every_variant_has_its_kind() {
     let every: BTreeSet<usize> = (0..VARIANTS).collect();
     assert_eq!(numbered, every, "one sample of each variant");
     assert_eq!(samples.len(), every.len(), "no variant sampled twice");
+}
+
+/// `Debug` is the message (what `main` returning `Box<dyn Error>` prints after `Error: `), for
+/// every variant: no field names, no variant name, no source's own `Debug`.
+#[test]
+fn debug_prints_the_message_of_every_variant() {
+    for (error, _) in samples() {
+        let debug = format!("{error:?}");
+        assert_eq!(debug, error.to_string());
+        assert!(!debug.contains(" { "), "a struct's Debug: {debug}");
+    }
+    let boxed: Box<dyn std::error::Error> = Box::new(Error::Auth {
+        backend: Backend::Postgres,
+        address: "127.0.0.1:5432".into(),
+        source: "password authentication failed for user \"app\"".into(),
+    });
+    assert!(
+        format!("{boxed:?}")
+            .starts_with("the PostgreSQL server at 127.0.0.1:5432 refused the credentials"),
+        "{boxed:?}"
+    );
 }

@@ -27,10 +27,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::LockConfiguration;
 use crate::context::{LockContext, current_tick};
+use crate::cron::Schedule;
 use crate::error::{Error, Result};
 use crate::provider::LockAdmin;
 use crate::run::{TaskResult, run_locked};
-use crate::schedule::Schedule;
 use crate::scheduler::job::Job;
 
 #[cfg(any(
@@ -232,6 +232,6 @@ impl HandOffJob {
 
 /// Counts one hand-off outcome.
 fn counted(job: &str, outcome: &'static str) {
-    metrics::counter!(crate::scheduler::metric_names::HAND_OFFS, "job" => job.to_owned(), "outcome" => outcome)
+    metrics::counter!(crate::metric_names::HAND_OFFS, "job" => job.to_owned(), "outcome" => outcome)
         .increment(1);
 }

@@ -340,6 +340,12 @@ pub(super) async fn run_now(
     let (outcome, error) = outcome_of(inner, &job, now, end);
     drop(running);
     drop(slot);
+    // Under `All`, a tick that came during this run waits for its end.
+    if inner.misfire.policy(&job) == super::MisfirePolicy::All
+        && let Some(next) = inner.backlog.take_turn(&inner.misfire, &inner.clock, &job)
+    {
+        super::fire::fire_next(inner, next, Arc::clone(&job));
+    }
     probe.finish(outcome, error).await;
     Some(outcome)
 }

@@ -49,10 +49,15 @@ impl fmt::Debug for dyn SchedulerListener {
 }
 
 impl<P: LockProvider + 'static> SchedulerBuilder<P> {
-    /// The default settings over `provider` ([`Scheduler::builder`]).
+    /// The default settings over `provider` ([`Scheduler::builder`]): the schedule watch is
+    /// on when the provider keeps schedules ([`LockProvider::schedule_store`]).
     pub(super) fn new(provider: P) -> Self {
+        let provider = Arc::new(provider);
+        let schedules = Arc::clone(&provider)
+            .schedule_store()
+            .map(|store| (store, ScheduleWatch::default()));
         Self {
-            provider: Arc::new(provider),
+            provider,
             clock: AppClock::system(),
             clock_check_every: Duration::from_secs(60),
             misfire_grace: Duration::from_secs(300),
@@ -64,8 +69,18 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
             max_concurrent_runs: None,
             fleet: "default".to_owned(),
             help_after: Duration::from_millis(250),
-            schedules: None,
+            schedules,
         }
+    }
+
+    /// Turns the schedule watch off: this instance neither reads the schedules kept in the
+    /// store (an operator's pause, new cron or "run now" does not reach it) nor registers its
+    /// jobs there. On by default where the provider keeps schedules (see
+    /// [`schedules`](Self::schedules)); over a provider that keeps none (etcd) it is off
+    /// anyway.
+    pub fn without_schedules(mut self) -> Self {
+        self.schedules = None;
+        self
     }
 
     /// How old a missed tick may be and still run at start-up (default 5 minutes; zero turns
@@ -105,7 +120,7 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
     /// How often the offset between this instance's clock and the database's is measured
     /// (default 1 minute; at least 1 second). It is also measured when the scheduler starts;
     /// each measurement is logged when it changed, and exposed as the
-    /// [`metric_names::CLOCK_OFFSET`](crate::scheduler::metric_names::CLOCK_OFFSET) gauge.
+    /// [`metric_names::CLOCK_OFFSET`](crate::metric_names::CLOCK_OFFSET) gauge.
     pub fn clock_check_every(mut self, every: Duration) -> Self {
         self.clock_check_every = every.max(Duration::from_secs(1));
         self
@@ -140,7 +155,7 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
     /// first, as long as the tick is within the [misfire grace](Self::misfire_grace) (older
     /// ones are counted in [`JobStats::misfires_skipped`](crate::scheduler::JobStats::misfires_skipped)). Each deferral is counted in
     /// [`JobStats::deferred_capacity`](crate::scheduler::JobStats::deferred_capacity) and the
-    /// [`metric_names::DEFERRED`](crate::scheduler::metric_names::DEFERRED) counter. If a newer tick of a
+    /// [`metric_names::DEFERRED`](crate::metric_names::DEFERRED) counter. If a newer tick of a
     /// waiting job comes first, the newer one takes its place. A tick skipped because the
     /// previous run is still going takes no slot. `n` of zero is taken as one.
     pub fn max_concurrent_runs(mut self, n: usize) -> Self {
@@ -186,6 +201,7 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
                 jobs: Mutex::new(Jobs::default()),
                 wake: Notify::new(),
                 started: AtomicBool::new(false),
+                leading: AtomicBool::new(false),
                 stop_firing: watch::Sender::new(false),
                 cancel_runs: watch::Sender::new(false),
                 runs: Mutex::new(JoinSet::new()),
@@ -223,7 +239,12 @@ impl<P: RunStore + 'static> SchedulerBuilder<P> {
 }
 
 impl<P: ScheduleStore + 'static> SchedulerBuilder<P> {
-    /// Keeps this scheduler's schedules in the store too, watched as `watch` says: an
+    /// Tunes the schedule watch, which is on by default over a provider that keeps schedules
+    /// (PostgreSQL, MySQL/MariaDB, SQLite, Redis; not etcd, whose provider keeps none:
+    /// nothing steers its schedulers). Turn it off with
+    /// [`without_schedules`](Self::without_schedules).
+    ///
+    /// The scheduler keeps its schedules in the store too, watched as `watch` says: an
     /// operator's override of a job (a new cron and time zone, a pause, a jitter, a retry
     /// policy) made in the store wins over the code's, on every instance, until it is cleared;
     /// jobs created in the store for a handler ([`Scheduler::handler`]) run here when this
@@ -237,6 +258,13 @@ impl<P: ScheduleStore + 'static> SchedulerBuilder<P> {
     /// never runs a tick twice. At start the timer fires nothing before the first read of the
     /// store (or its failure, logged), so a job paused in the store does not fire on a
     /// restart. The store needs its schedules table (`migrate()`).
+    ///
+    /// At start the scheduler registers its code-defined jobs in the store (one write: each
+    /// job's name, lock, cron, time zone, misfire policy, jitter and retry), again when a job
+    /// is added or removed, and sends a heartbeat every 30 s at most
+    /// ([`ScheduleWatch::forget_jobs_after`]), so `shedlock jobs`, the dashboard and
+    /// `/api/v1/jobs` list every job of the fleet with the instances that carry it, and
+    /// `pause`, `trigger` and the others find it by name.
     pub fn schedules(mut self, watch: ScheduleWatch) -> Self {
         self.schedules = Some((Arc::clone(&self.provider) as Arc<dyn ScheduleStore>, watch));
         self

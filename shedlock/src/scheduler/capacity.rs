@@ -142,7 +142,7 @@ impl Capacity {
         let (place, hash) = fleet.order(job.job.name(), tick);
         let key = (tick, place, hash, job.id);
         bump(&job.counters.deferred_capacity);
-        metrics::counter!(crate::scheduler::metric_names::DEFERRED, "job" => job.job.name().to_owned())
+        metrics::counter!(crate::metric_names::DEFERRED, "job" => job.job.name().to_owned())
             .increment(1);
         if misfire.policy(&job) == MisfirePolicy::All && self.is_waiting(&job) {
             // Every tick runs: this one after the one waiting, from the job's backlog.
@@ -212,10 +212,12 @@ impl Capacity {
                 bump(&job.counters.misfires_skipped);
                 tracing::info!(job = job.job.name(), %tick, age = %humantime::format_duration(round(age)),
                     "waited for a slot past the misfire grace: not run here");
-                if let Some(next) = backlog.next(misfire, clock, &job) {
+                if let Some(next) = backlog.next(misfire, clock, &job, tick) {
                     next_ticks.push((next, job));
                 }
             } else {
+                // Its turn ends with it (its ticks are planned again when this instance fires).
+                backlog.end_turn(&job, tick);
                 bump(&job.counters.not_leader);
             }
         }
@@ -241,7 +243,7 @@ mod tests {
     use super::Capacity;
     use crate::config::LockConfiguration;
     use crate::context::LockContext;
-    use crate::schedule::Schedule;
+    use crate::cron::Schedule;
     use crate::scheduler::fleet::Fleet;
     use crate::scheduler::job::{Job, MisfirePolicy};
     use crate::scheduler::misfire::{Backlog, Misfire};

@@ -79,8 +79,11 @@ pub(super) fn fire_ready(
     }
     if !inner.fires() {
         for state in &group {
+            // A tick that took its job's turn ends it here (fired again when this instance
+            // leads and plans its missed ticks).
+            inner.backlog.end_turn(state, tick);
             bump(&state.counters.not_leader);
-            metrics::counter!(crate::scheduler::metric_names::NOT_LEADER, "job" => state.job.name().to_owned())
+            metrics::counter!(crate::metric_names::NOT_LEADER, "job" => state.job.name().to_owned())
                 .increment(1);
         }
         tracing::debug!(%tick, jobs = group.len(), "not the leader: ticks not fired");
@@ -134,7 +137,7 @@ pub(super) fn fire_ready(
                 if !given_up.is_empty() {
                     tracing::debug!(%tick, jobs = given_up.len(),
                         "fleet: this instance's own claims were in flight until the tick's deadline: not helping with the others' jobs");
-                    next_in_backlogs(&help_inner, &given_up);
+                    next_in_backlogs(&help_inner, tick, &given_up);
                 }
                 later = all;
                 if later.is_empty() {
@@ -165,14 +168,14 @@ pub(super) fn fire_ready(
 }
 
 /// Under [`MisfirePolicy::All`], fires the next tick waiting in the backlog of each of `jobs`,
-/// whose tick here ended without a run (another instance claimed it, or it was left to its
-/// owner): as a run's end does. Without it, a job whose tick from its backlog was helped with
-/// would never fire again here; every later tick would queue behind it.
-fn next_in_backlogs(inner: &Arc<Inner>, jobs: &[Arc<JobState>]) {
+/// whose `tick` here ended without a run (another instance claimed it, or it was left to its
+/// owner): as a run's end does, passing the job's turn on. Without it, a job whose tick from
+/// its backlog was helped with would never fire again here; every later tick would queue
+/// behind it.
+fn next_in_backlogs(inner: &Arc<Inner>, tick: DateTime<Utc>, jobs: &[Arc<JobState>]) {
     for job in jobs {
         if inner.misfire.policy(job) == MisfirePolicy::All
-            && !job.running.load(Ordering::SeqCst)
-            && let Some(next) = inner.next_in_backlog(job)
+            && let Some(next) = inner.next_in_backlog(job, tick)
         {
             fire_next(inner, next, Arc::clone(job));
         }
@@ -222,7 +225,7 @@ fn skip_claimed(inner: &Arc<Inner>, tick: DateTime<Utc>, jobs: &[Arc<JobState>])
     if jobs.is_empty() {
         return;
     }
-    next_in_backlogs(inner, jobs);
+    next_in_backlogs(inner, tick, jobs);
     let fired_at = inner.clock.now();
     let runs: Vec<RunInfo> = jobs
         .iter()
@@ -348,7 +351,7 @@ fn claim_with_marker(
         if due != Due::Missed && (waited || late) {
             to_claim = shed_late(&inner, tick, to_claim, due);
         }
-        metrics::histogram!(crate::scheduler::metric_names::CLAIM_WAIT)
+        metrics::histogram!(crate::metric_names::CLAIM_WAIT)
             .record(queued_at.elapsed().as_secs_f64());
         if *inner.stop_firing.borrow() {
             return; // shutdown began while the claim waited: nothing more starts
@@ -373,7 +376,7 @@ fn claim_with_marker(
         configs.extend(marker);
         let sent_at = Instant::now();
         let answered = provider.lock_many(&configs).await;
-        metrics::histogram!(crate::scheduler::metric_names::CLAIM_DURATION)
+        metrics::histogram!(crate::metric_names::CLAIM_DURATION)
             .record(sent_at.elapsed().as_secs_f64());
         match answered {
             Ok(mut results) if results.len() == configs.len() => {
@@ -424,6 +427,20 @@ fn fire(
     run_slot: Option<Slot>,
 ) -> Option<oneshot::Sender<PreClaim>> {
     let running = job.running.swap(true, Ordering::SeqCst);
+    if running && inner.misfire.policy(job) == MisfirePolicy::All {
+        // Under `All` the tick waits for the run going on (a run asked for at once, which
+        // takes no turn): at the head of the backlog, which that run's end fires.
+        inner.backlog.push_front(job, tick);
+        inner.backlog.end_turn(job, tick);
+        tracing::debug!(job = job.job.name(), %tick, "a run of the job is going on: the tick waits for its end");
+        // That run may have ended meanwhile, finding the turn still taken.
+        if !job.running.load(Ordering::SeqCst)
+            && let Some(next) = inner.backlog.take_turn(&inner.misfire, &inner.clock, job)
+        {
+            fire_next(inner, next, Arc::clone(job));
+        }
+        return None;
+    }
     // A job that was running when the run limit admitted its tick (and so got no slot) and
     // has ended since needs one now.
     let run_slot = match (&inner.capacity, run_slot) {
@@ -456,14 +473,7 @@ fn fire(
             lock: job.lock().map(|lock| lock.name().to_owned()),
             ..info
         };
-        let observer = Arc::clone(&inner.observer);
-        let mut chores = inner.chores.lock().unwrap_or_else(|e| e.into_inner());
-        while chores.try_join_next().is_some() {}
-        chores.spawn(async move {
-            observer
-                .not_acquired(&info, RunOutcome::SkippedOverlap, None)
-                .await;
-        });
+        inner.report_skip(info, RunOutcome::SkippedOverlap);
         return None;
     }
     let (answer, pre_claim) = if claimed {
@@ -496,17 +506,27 @@ fn fire(
         } else {
             None
         };
+        // Under the other policies, a tick refused only by a finished run's minimum hold
+        // (`lock_at_least_for`, such as a run asked for at once just before the tick) runs
+        // once that hold ends, within the misfire grace.
+        let minimum_hold = if !all && outcome == RunOutcome::SkippedHeld {
+            held_by_finished_run(&run_inner, &job, tick).await
+        } else {
+            None
+        };
         drop(_running);
         drop(run_slot); // the run limit's next waiting tick may start
         if all {
             match held {
                 Some(wait) => retry_when_free(&run_inner, &job, tick, wait),
                 None => {
-                    if let Some(next) = run_inner.next_in_backlog(&job) {
+                    if let Some(next) = run_inner.next_in_backlog(&job, tick) {
                         fire_next(&run_inner, next, Arc::clone(&job));
                     }
                 }
             }
+        } else if let Some(wait) = minimum_hold {
+            retry_after_hold(&run_inner, &job, tick, wait);
         }
         probe.finish(outcome, error).await;
     }
@@ -567,9 +587,73 @@ fn retry_when_free(inner: &Arc<Inner>, job: &Arc<JobState>, tick: DateTime<Utc>,
             () = tokio::time::sleep(wait) => {}
             _ = stop.wait_for(|stop| *stop) => return,
         }
-        if let Some(next) = retry_inner.next_in_backlog(&job) {
+        if let Some(next) = retry_inner.next_in_backlog(&job, tick) {
             fire_next(&retry_inner, next, job);
         }
+    };
+    let mut loops = inner.loops.lock().unwrap_or_else(|e| e.into_inner());
+    while loops.try_join_next().is_some() {}
+    loops.spawn(retry);
+}
+
+/// A finished run's minimum hold is told from a running holder's lease by its length: what
+/// is left of the lock after an unlock is `locked_at + lock_at_least_for` (to the
+/// millisecond every store keeps), a running holder's lease reaches `lock_at_most_for`.
+const HOLD_TOLERANCE: Duration = Duration::from_millis(2);
+
+/// Whether `tick`, refused as held, was refused only by a finished run's minimum hold: its
+/// lock is held, no run claimed `tick` (a run asked for at once claims no tick), and the hold
+/// is no longer than the job's `lock_at_least_for` from when the lock was taken. Then how long
+/// until the hold ends, if the tick is still within the misfire grace by then (`None`
+/// otherwise, and when the provider cannot tell). Read only for a job whose lock is known and
+/// has a minimum hold.
+async fn held_by_finished_run(
+    inner: &Inner,
+    job: &JobState,
+    tick: DateTime<Utc>,
+) -> Option<Duration> {
+    let lock = job.lock()?;
+    let at_least = lock.lock_at_least_for();
+    if at_least.is_zero() || inner.misfire.grace.is_zero() {
+        return None;
+    }
+    let admin = inner.provider.as_admin()?;
+    let state = match admin.lock_state(lock.name()).await {
+        Ok(state) => state?,
+        Err(error) => {
+            tracing::debug!(job = job.job.name(), %tick, %error,
+                "this tick was refused as held and the lock could not be read");
+            return None;
+        }
+    };
+    let unclaimed = state.last_tick.is_none_or(|last| last < tick);
+    let hold = (state.locked_until - state.locked_at).to_std().ok()?;
+    if !unclaimed || !state.is_held() || hold > at_least + HOLD_TOLERANCE {
+        return None;
+    }
+    let wait = state.remaining() + RETRY_FREED;
+    let starts = inner.clock.now() + chrono::TimeDelta::from_std(wait).ok()?;
+    inner.misfire.within_grace(tick, starts).then_some(wait)
+}
+
+/// Fires `tick` of `job` again once a finished run's minimum hold has ended (`wait`), unless
+/// shutdown comes first or a run of the job is going on by then (a newer tick's, which is the
+/// one to run). The claim decides again: of the instances that try, one runs the tick.
+fn retry_after_hold(inner: &Arc<Inner>, job: &Arc<JobState>, tick: DateTime<Utc>, wait: Duration) {
+    tracing::info!(job = job.job.name(), %tick, wait = ?wait,
+        "this tick was refused only by a finished run's minimum hold (lock_at_least_for): running it when the hold ends");
+    let (retry_inner, job) = (Arc::clone(inner), Arc::clone(job));
+    let mut stop = inner.stop_firing.subscribe();
+    let retry = async move {
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            _ = stop.wait_for(|stop| *stop) => return,
+        }
+        if job.running.load(Ordering::SeqCst) {
+            return;
+        }
+        bump(&job.counters.misfires_run);
+        fire_ready(&retry_inner, tick, vec![job], Due::Missed, false);
     };
     let mut loops = inner.loops.lock().unwrap_or_else(|e| e.into_inner());
     while loops.try_join_next().is_some() {}

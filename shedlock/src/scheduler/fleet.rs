@@ -53,6 +53,8 @@ pub struct FleetView {
 
 /// The fleet as this scheduler sees it, and how it shares a tick.
 pub(super) struct Fleet {
+    /// The fleet's name.
+    name: String,
     /// Seat lock names: the prefix and the seat's number.
     prefix: String,
     /// How long after a tick this instance helps with the jobs of the others' shares (zero:
@@ -64,10 +66,16 @@ pub(super) struct Fleet {
 impl Fleet {
     pub(super) fn new(name: &str, help_after: Duration) -> Self {
         Self {
+            name: name.to_owned(),
             prefix: format!("shedlock.fleet/{name}/"),
             help_after,
             view: Mutex::new(None),
         }
+    }
+
+    /// The fleet's name.
+    pub(super) fn name(&self) -> &str {
+        &self.name
     }
 
     /// Whether ticks are shared at all.

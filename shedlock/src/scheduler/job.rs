@@ -14,9 +14,9 @@ use futures_util::future::BoxFuture;
 use crate::claim::{PreClaim, Slot};
 use crate::config::LockConfiguration;
 use crate::context::{LockContext, current_provider, current_tick};
+use crate::cron::Schedule;
 use crate::error::{Error, Result};
 use crate::run::{TaskResult, hold_claimed};
-use crate::schedule::Schedule;
 use crate::schedules::RetryPolicy;
 
 /// What a scheduled function may return, so the scheduler can tell a failed run from a good

@@ -45,18 +45,93 @@ impl Misfire {
 }
 
 /// The ticks waiting for the runs before them, per job (by id), for jobs under
-/// [`MisfirePolicy::All`].
+/// [`MisfirePolicy::All`], and each job's turn: the one tick of it on its way (from the
+/// moment it is let through to the end of its run), which the next waiting tick follows.
+///
+/// One turn at a time per job is what makes every tick run. Two ticks of one job on their
+/// way at once (a new leader's catch-up of a missed tick and the job's next tick on time)
+/// race for the lock: the newer one claimed first makes the older one count as run (a tick
+/// is claimed only when newer than the last one claimed), and the older one claimed first
+/// makes the newer one an overlap; either way a tick is lost. The turn is taken before the
+/// claim is even queued, so a tick due meanwhile always waits behind the one on its way.
 #[derive(Default)]
-pub(super) struct Backlog(Mutex<HashMap<u64, VecDeque<DateTime<Utc>>>>);
+pub(super) struct Backlog(Mutex<Queues>);
+
+/// What [`Backlog`] guards.
+#[derive(Default)]
+struct Queues {
+    /// The ticks waiting, oldest first, per job.
+    ticks: HashMap<u64, VecDeque<DateTime<Utc>>>,
+    /// The tick holding each job's turn.
+    turns: HashMap<u64, DateTime<Utc>>,
+}
+
+impl Queues {
+    /// `job`'s next tick within the grace at `now`, taken out of its queue; older ones are
+    /// dropped and counted.
+    fn pop(
+        &mut self,
+        misfire: &Misfire,
+        now: DateTime<Utc>,
+        job: &JobState,
+    ) -> Option<DateTime<Utc>> {
+        let queue = self.ticks.get_mut(&job.id)?;
+        let mut next = None;
+        while let Some(tick) = queue.pop_front() {
+            if misfire.within_grace(tick, now) {
+                next = Some(tick);
+                break;
+            }
+            bump(&job.counters.misfires_skipped);
+            tracing::info!(job = job.job.name(), %tick,
+                "a tick waited for the job's earlier runs past the misfire grace: not run");
+        }
+        if queue.is_empty() {
+            self.ticks.remove(&job.id);
+        }
+        next
+    }
+
+    /// The turn passes from `tick` (its run ended, or will not happen) to `job`'s next tick,
+    /// which is answered; with none waiting, the turn ends. A tick that does not hold the
+    /// turn while another does passes nothing (the holder's end does).
+    fn pass(
+        &mut self,
+        misfire: &Misfire,
+        now: DateTime<Utc>,
+        job: &JobState,
+        tick: DateTime<Utc>,
+    ) -> Option<DateTime<Utc>> {
+        if self
+            .turns
+            .get(&job.id)
+            .is_some_and(|holder| *holder != tick)
+        {
+            return None;
+        }
+        match self.pop(misfire, now, job) {
+            Some(next) => {
+                self.turns.insert(job.id, next);
+                Some(next)
+            }
+            None => {
+                self.turns.remove(&job.id);
+                None
+            }
+        }
+    }
+}
 
 impl Backlog {
-    fn lock(&self) -> MutexGuard<'_, HashMap<u64, VecDeque<DateTime<Utc>>>> {
+    fn lock(&self) -> MutexGuard<'_, Queues> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The jobs of `group` that fire at `tick` now; the others (under `All`, running, waiting
-    /// for a slot of the run limit (`waits_for_slot`), with an older tick this instance is to
-    /// help with, or with older ticks waiting) wait for their turn.
+    /// The jobs of `group` that fire at `tick` now; the others (under `All`, with a tick on
+    /// its way (its turn), running, waiting for a slot of the run limit (`waits_for_slot`),
+    /// with an older tick this instance is to help with, its missed ticks being read, or with
+    /// older ticks waiting) wait for their turn. A job under `All` let through takes its turn
+    /// with `tick`.
     pub(super) fn admit(
         &self,
         misfire: &Misfire,
@@ -72,15 +147,20 @@ impl Backlog {
                     return true;
                 }
                 let backlog = backlog.get_or_insert_with(|| self.lock());
-                let waiting = backlog.get(&job.id).is_some_and(|ticks| !ticks.is_empty());
-                let busy = job.running.load(Ordering::SeqCst)
+                let waiting = backlog
+                    .ticks
+                    .get(&job.id)
+                    .is_some_and(|ticks| !ticks.is_empty());
+                let busy = backlog.turns.contains_key(&job.id)
+                    || job.running.load(Ordering::SeqCst)
                     || job.backfilling.load(Ordering::SeqCst)
                     || job.helping.load(Ordering::SeqCst) > 0
                     || waits_for_slot(job);
                 if waiting || busy {
-                    backlog.entry(job.id).or_default().push_back(tick);
+                    backlog.ticks.entry(job.id).or_default().push_back(tick);
                     false
                 } else {
+                    backlog.turns.insert(job.id, tick);
                     true
                 }
             })
@@ -92,7 +172,7 @@ impl Backlog {
     /// queued twice.
     pub(super) fn extend(&self, job: &JobState, ticks: impl IntoIterator<Item = DateTime<Utc>>) {
         let mut backlog = self.lock();
-        let queue = backlog.entry(job.id).or_default();
+        let queue = backlog.ticks.entry(job.id).or_default();
         for tick in ticks {
             if queue.back().is_none_or(|last| *last < tick) {
                 queue.push_back(tick);
@@ -101,40 +181,68 @@ impl Backlog {
             }
         }
         if queue.is_empty() {
-            backlog.remove(&job.id);
+            backlog.ticks.remove(&job.id);
         }
     }
 
     /// Puts `tick` back at the head of `job`'s backlog (it is to run before the others).
     pub(super) fn push_front(&self, job: &JobState, tick: DateTime<Utc>) {
-        self.lock().entry(job.id).or_default().push_front(tick);
+        self.lock()
+            .ticks
+            .entry(job.id)
+            .or_default()
+            .push_front(tick);
     }
 
-    /// `job`'s run ended (or will not happen): its next tick within the grace, if it has one;
-    /// older ones are dropped and counted.
+    /// `job`'s run of `tick` ended (or will not happen): its next tick within the grace, if it
+    /// has one, which takes the turn (older ones are dropped and counted); else its turn ends.
+    /// `None` also when another tick of it holds the turn: that one's end passes it on.
     pub(super) fn next(
+        &self,
+        misfire: &Misfire,
+        clock: &DbClock,
+        job: &JobState,
+        tick: DateTime<Utc>,
+    ) -> Option<DateTime<Utc>> {
+        self.lock().pass(misfire, clock.now(), job, tick)
+    }
+
+    /// `job`'s next tick within the grace, taking its turn, when no tick of it holds the turn
+    /// (else `None`: the holder's end fires it).
+    pub(super) fn take_turn(
         &self,
         misfire: &Misfire,
         clock: &DbClock,
         job: &JobState,
     ) -> Option<DateTime<Utc>> {
         let mut backlog = self.lock();
-        let queue = backlog.get_mut(&job.id)?;
-        let now = clock.now();
-        let mut next = None;
-        while let Some(tick) = queue.pop_front() {
-            if misfire.within_grace(tick, now) {
-                next = Some(tick);
-                break;
-            }
-            bump(&job.counters.misfires_skipped);
-            tracing::info!(job = job.job.name(), %tick,
-                "a tick waited for the job's earlier runs past the misfire grace: not run");
+        if backlog.turns.contains_key(&job.id) {
+            return None;
         }
-        if queue.is_empty() {
-            backlog.remove(&job.id);
+        let next = backlog.pop(misfire, clock.now(), job)?;
+        backlog.turns.insert(job.id, next);
+        Some(next)
+    }
+
+    /// `tick` takes `job`'s turn if no tick holds it (true); else it is queued (false).
+    pub(super) fn turn_or_queue(&self, job: &JobState, tick: DateTime<Utc>) -> bool {
+        let mut backlog = self.lock();
+        if backlog.turns.contains_key(&job.id) {
+            drop(backlog);
+            self.extend(job, [tick]);
+            return false;
         }
-        next
+        backlog.turns.insert(job.id, tick);
+        true
+    }
+
+    /// Ends `job`'s turn if `tick` holds it, leaving the waiting ticks queued (this instance
+    /// stopped firing: it plans them again when it fires again).
+    pub(super) fn end_turn(&self, job: &JobState, tick: DateTime<Utc>) {
+        let mut backlog = self.lock();
+        if backlog.turns.get(&job.id) == Some(&tick) {
+            backlog.turns.remove(&job.id);
+        }
     }
 }
 
@@ -185,8 +293,9 @@ pub(super) async fn backfill(
     let mut catch_ups = Vec::new();
     for (job, missed) in jobs {
         // Ticks due while this read went on wait in the backlog (`admit`): from here on they
-        // are ordered behind the missed ones.
-        job.backfilling.store(false, Ordering::SeqCst);
+        // are ordered behind the missed ones. The job stops counting as busy only once the
+        // first of them has taken its turn (a tick due in between waits behind it).
+        let _read = Backfilled(&job);
         let Some(lock) = job.lock() else { continue };
         let missed: Vec<DateTime<Utc>> = match last.get(lock.name()).copied().flatten() {
             _ if !read => missed,
@@ -201,15 +310,23 @@ pub(super) async fn backfill(
         };
         if fires() {
             backlog.extend(&job, missed);
-            // The oldest tick waiting (a missed one, or one due during the read) runs first.
-            if !job.running.load(Ordering::SeqCst)
-                && let Some(first) = backlog.next(misfire, clock, &job)
-            {
-                catch_ups.push((first, job));
+            // The oldest tick waiting (a missed one, or one due during the read) runs first,
+            // unless a tick of the job is on its way (its end fires the next).
+            if let Some(first) = backlog.take_turn(misfire, clock, &job) {
+                catch_ups.push((first, Arc::clone(&job)));
             }
         } else if let Some(tick) = missed.first() {
-            catch_ups.push((*tick, job));
+            catch_ups.push((*tick, Arc::clone(&job)));
         }
     }
     catch_ups
+}
+
+/// A job whose missed ticks were being read: it stops counting as such when this is dropped.
+struct Backfilled<'a>(&'a JobState);
+
+impl Drop for Backfilled<'_> {
+    fn drop(&mut self) {
+        self.0.backfilling.store(false, Ordering::SeqCst);
+    }
 }

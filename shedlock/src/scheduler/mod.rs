@@ -4,8 +4,23 @@
 //! reports ([`SchedulerListener`] with [`RunInfo`] and [`RunFinished`], [`FleetView`],
 //! [`ShutdownReport`]).
 //!
-//! Inside the crate: the timer (one per scheduler) is in `tick_loop.rs`, jobs in `job.rs`,
-//! firing one tick instant in `fire.rs`.
+//! The files, in the order a tick meets them:
+//! - `mod.rs` (here): [`Scheduler`], adding and removing jobs, start, readiness, shutdown;
+//!   `builder.rs`: [`SchedulerBuilder`]; `state.rs`: what the scheduler's tasks share;
+//! - `job.rs`: [`Job`], its settings ([`MisfirePolicy`], retries, lock) and counters
+//!   ([`JobStats`]); `registry.rs`: the registered jobs and the timer's queue of next ticks;
+//! - `tick_loop.rs`: the timer (one task per scheduler, the jobs' next ticks in order), and
+//!   the leader and prune loops;
+//! - `fire.rs`: firing one tick instant: the jobs claimed together with one
+//!   [`lock_many`](crate::LockProvider::lock_many), each run started; `shed.rs`: a tick's
+//!   deadline, and the claims shed past it (past capacity);
+//! - `attempt.rs`: a run once claimed: the job's function called, a paused tick recorded,
+//!   jitter, retries, "run now";
+//! - `fleet.rs`: the fleet's seats and the share of each tick's jobs (ADR 0010);
+//!   `capacity.rs`: the run limit's slots and waiting ticks; `misfire.rs`: missed ticks, and
+//!   the backlog of [`MisfirePolicy::All`];
+//! - `control/`: the control plane, schedules kept in the store and watched (its `mod.rs`
+//!   says what each of its files does).
 
 use std::fmt;
 use std::sync::Arc;
@@ -26,12 +41,11 @@ pub(crate) mod control;
 mod fire;
 pub(crate) mod fleet;
 pub(crate) mod job;
-pub mod metric_names;
+
 mod misfire;
 mod registry;
 mod shed;
 mod state;
-mod steer;
 mod tick_loop;
 
 pub use crate::observe::{RunFinished, RunHistory, RunInfo, SchedulerListener};
@@ -44,7 +58,7 @@ use fleet::fleet_loop;
 pub use fleet::{FleetView, share_owner};
 pub use job::{Job, JobOutput, JobStats, MisfirePolicy};
 use state::Inner;
-use tick_loop::{leader_loop, prune_loop, timer_loop};
+use tick_loop::{prune_loop, timer_loop};
 
 /// Fires jobs at their cron ticks; each run claims its tick through the lock, so across any
 /// number of instances each tick runs once.
@@ -159,6 +173,10 @@ fn check_job_name(name: &str) -> Result<()> {
     if let Some(c) = name.chars().find(|c| c.is_control()) {
         return refuse(format!("it holds the control character {c:?}"));
     }
+    // A name that shows otherwise than it is, or that a link collapses: the lock names' rule.
+    if let Some(reason) = crate::names::refusal(name) {
+        return refuse(reason.to_owned());
+    }
     Ok(())
 }
 
@@ -175,8 +193,10 @@ impl Scheduler {
 
     /// Adds a job; it starts firing at once if the scheduler is running. Names are unique:
     /// a second job with a taken name is [`Error::DuplicateJob`]. A name that is empty, over
-    /// 255 characters (what the run history's `job` column holds) or holds a control character
-    /// is [`Error::InvalidJobName`]. The `job(…)` of a `#[scheduled]` function whose lock name,
+    /// 255 characters (what the run history's `job` column holds), holds a control character or
+    /// a bidirectional control or zero-width character
+    /// ([`is_hidden_char`](crate::settings::is_hidden_char)), or is `.` or `..` (a browser
+    /// collapses them in a link) is [`Error::InvalidJobName`]. The `job(…)` of a `#[scheduled]` function whose lock name,
     /// filled with its arguments, cannot be a lock name (over 64 bytes, say) is refused here
     /// with that error, rather than failing at every tick; so is one whose schedule no longer
     /// fires (a year field that has passed since it compiled).
@@ -191,12 +211,20 @@ impl Scheduler {
         {
             job.schedule = schedule;
         }
-        self.inner.add_job(job)
+        self.inner.add_job(job)?;
+        if let Some(control) = &self.inner.control {
+            control.jobs_changed.notify_one();
+        }
+        Ok(())
     }
 
     /// Removes a job: it fires no more; a run in progress finishes. Returns whether it existed.
     pub fn remove(&self, name: &str) -> bool {
-        self.inner.remove_job(name)
+        let removed = self.inner.remove_job(name);
+        if removed && let Some(control) = &self.inner.control {
+            control.jobs_changed.notify_one();
+        }
+        removed
     }
 
     /// The names of the registered jobs.
@@ -324,14 +352,14 @@ impl Scheduler {
             jobs.by_name.len()
         };
         let mut loops = self.inner.loops.lock().unwrap_or_else(|e| e.into_inner());
+        let mut leadership = None;
         if let Some(election) = &self.inner.election {
             let elector =
                 LeaderElector::start_arc(Arc::clone(&self.inner.provider), election.clone());
-            let changes = elector.subscribe();
+            leadership = Some(elector.subscribe());
             let _ = self.inner.leader.set(elector);
-            loops.spawn(leader_loop(Arc::clone(&self.inner), changes));
         }
-        loops.spawn(timer_loop(Arc::clone(&self.inner)));
+        loops.spawn(timer_loop(Arc::clone(&self.inner), leadership));
         if self.inner.fleet.spreads() {
             let inner = Arc::clone(&self.inner);
             loops.spawn(async move {
@@ -346,7 +374,8 @@ impl Scheduler {
             loops.spawn(prune_loop(Arc::clone(&self.inner), history));
         }
         if self.inner.control.is_some() {
-            loops.spawn(steer::watch_loop(Arc::clone(&self.inner)));
+            loops.spawn(control::watch::watch_loop(Arc::clone(&self.inner)));
+            loops.spawn(control::carry::carry_loop(Arc::clone(&self.inner)));
         }
         tracing::info!(jobs, "scheduler started");
     }

@@ -14,7 +14,9 @@ use super::job::{MisfirePolicy, bump};
 use super::registry::JobState;
 use super::state::Inner;
 use crate::config::LockConfiguration;
-use crate::schedule::Schedule;
+use crate::cron::Schedule;
+use crate::history::RunOutcome;
+use crate::observe::RunInfo;
 
 /// Whether the ticks fired are due now or missed ones caught up: only an on-time tick's claim
 /// is shed when it waited past its deadline (see [`CLAIMS_IN_FLIGHT`]).
@@ -33,7 +35,7 @@ pub(super) enum Due {
 /// one scheduler has in flight. A claim past them waits; if it waited (or was fired late, see
 /// [`SOONEST_DEADLINE`]), the jobs of an on-time tick whose deadline passed meanwhile are shed:
 /// not run here, counted in [`JobStats::misfires_skipped`](crate::scheduler::JobStats::misfires_skipped)
-/// and the [`metric_names::SHED`](crate::scheduler::metric_names::SHED) counter. A tick's deadline is
+/// and the [`metric_names::SHED`](crate::metric_names::SHED) counter. A tick's deadline is
 /// half-way to the job's next tick (500 ms for a job due every second). So an instance past its
 /// capacity runs what it can on time and drops the rest, instead of queueing claims that make
 /// every later tick later still.
@@ -87,8 +89,9 @@ pub(super) fn shed_late(
                 continue; // the owner's to count
             }
             bump(&state.counters.misfires_skipped);
-            metrics::counter!(crate::scheduler::metric_names::SHED, "job" => state.job.name().to_owned())
+            metrics::counter!(crate::metric_names::SHED, "job" => state.job.name().to_owned())
                 .increment(1);
+            report_shed(inner, state, tick, now);
         } else {
             kept.push(job);
         }
@@ -101,6 +104,15 @@ pub(super) fn shed_late(
             "past capacity: these jobs' deadline (half-way to their next tick) passed before their claim could be sent (it waited for earlier claims, or the timer fired late); not run here, counted as missed");
     }
     kept
+}
+
+/// Tells the listeners and the history (with skips on) that `state`'s `tick` was shed.
+fn report_shed(inner: &Inner, state: &JobState, tick: DateTime<Utc>, now: DateTime<Utc>) {
+    let info = RunInfo {
+        lock: state.lock().map(|lock| lock.name().to_owned()),
+        ..RunInfo::fired(state.job.name(), tick, now)
+    };
+    inner.report_skip(info, RunOutcome::SkippedShed);
 }
 
 /// `d` to whole milliseconds, for a log line.

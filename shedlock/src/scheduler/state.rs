@@ -3,7 +3,7 @@
 //! [`Jobs`]) and take from here only what they use, as parameters; the timer and the firing
 //! (`tick_loop.rs`, `fire.rs`) take the whole of it.
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -19,8 +19,9 @@ use super::misfire::{Backlog, Misfire};
 use super::registry::{JobState, Jobs, groups};
 use crate::clock_sync::DbClock;
 use crate::error::{Error, Result};
+use crate::history::RunOutcome;
 use crate::leader::{LeaderElection, LeaderElector};
-use crate::observe::Observer;
+use crate::observe::{Observer, RunInfo};
 use crate::provider::LockProvider;
 
 /// Jobs of one tick instant, each with its slot, to claim and fire together.
@@ -57,6 +58,9 @@ pub(super) struct Inner {
     /// With leader election: the election, and its elector once started.
     pub(super) election: Option<LeaderElection>,
     pub(super) leader: OnceLock<LeaderElector>,
+    /// With leader election: the timer took up this instance's leadership (planned every job
+    /// for the term); it fires only then.
+    pub(super) leading: AtomicBool,
     /// The fleet this instance shares each tick's jobs with.
     pub(super) fleet: Fleet,
     /// With a run limit: its slots and the jobs waiting for one.
@@ -70,14 +74,26 @@ pub(super) struct Inner {
 }
 
 impl Inner {
+    /// Tells the listeners and the history (with skips on) that `info`'s tick was not run
+    /// here, as `outcome`, on a task of the scheduler's chores (the history's write is awaited
+    /// there, not on the firing path).
+    pub(super) fn report_skip(&self, info: RunInfo, outcome: RunOutcome) {
+        let observer = Arc::clone(&self.observer);
+        let mut chores = self.chores.lock().unwrap_or_else(|e| e.into_inner());
+        while chores.try_join_next().is_some() {}
+        chores.spawn(async move { observer.not_acquired(&info, outcome, None).await });
+    }
+
     pub(super) fn jobs(&self) -> MutexGuard<'_, Jobs> {
         self.jobs.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Whether this instance fires ticks: always without leader election, only while leading
-    /// with it.
+    /// with it, once the timer took up the leadership (planned the term's missed ticks).
     pub(super) fn fires(&self) -> bool {
-        self.election.is_none() || self.leader.get().is_some_and(LeaderElector::is_leader)
+        self.election.is_none()
+            || (self.leading.load(Ordering::SeqCst)
+                && self.leader.get().is_some_and(LeaderElector::is_leader))
     }
 
     /// A copy of the registered job `name`.
@@ -117,10 +133,14 @@ impl Inner {
         self.capacity.as_ref().is_some_and(|c| c.is_waiting(job))
     }
 
-    /// `job`'s next tick waiting in the backlog within the grace, if any (see
-    /// [`Backlog::next`]).
-    pub(super) fn next_in_backlog(&self, job: &JobState) -> Option<DateTime<Utc>> {
-        self.backlog.next(&self.misfire, &self.clock, job)
+    /// `job`'s run of `tick` ended: its next tick waiting in the backlog within the grace, if
+    /// any, which takes the turn (see [`Backlog::next`]).
+    pub(super) fn next_in_backlog(
+        &self,
+        job: &JobState,
+        tick: DateTime<Utc>,
+    ) -> Option<DateTime<Utc>> {
+        self.backlog.next(&self.misfire, &self.clock, job, tick)
     }
 
     /// The waiting ticks `capacity` has slots for, grouped by tick instant, leaving out the

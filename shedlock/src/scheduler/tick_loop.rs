@@ -1,7 +1,7 @@
 //! The scheduler's loops: the timer (one task per scheduler that keeps every job's next tick
 //! in order, sleeps until the earliest, by the database's clock as estimated, and fires every
-//! job due by then, grouped by tick instant, through [`super::fire`]), the leader loop and the
-//! history's prune loop.
+//! job due by then, grouped by tick instant, through [`super::fire`], and with leader election
+//! takes up each change of the leadership) and the history's prune loop.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -41,7 +41,10 @@ pub(super) async fn prune_loop(inner: Arc<Inner>, history: RunHistory) {
 /// The scheduler's timer: plans added jobs (catching up a missed tick), sleeps until the
 /// earliest planned tick, fires every job due by then, and plans each one's next tick; until
 /// shutdown.
-pub(super) async fn timer_loop(inner: Arc<Inner>) {
+pub(super) async fn timer_loop(
+    inner: Arc<Inner>,
+    mut leadership: Option<watch::Receiver<Leadership>>,
+) {
     let mut stop_firing = inner.stop_firing.subscribe();
     let mut clock_changed = inner.clock.subscribe();
     // Ticks are due by the database's clock: wait (briefly) for the first measurement of the
@@ -58,7 +61,17 @@ pub(super) async fn timer_loop(inner: Arc<Inner>) {
             _ = stop_firing.wait_for(|stop| *stop) => return,
         }
     }
+    // The leadership the timer took up last (a new term, even right after another, is
+    // taken up again: its token differs).
+    let mut taken_up: Option<i64> = None;
     loop {
+        if let Some(changes) = &mut leadership {
+            let now = *changes.borrow_and_update();
+            if now.fencing_token() != taken_up {
+                take_up(&inner, now);
+                taken_up = now.fencing_token();
+            }
+        }
         // Added jobs are planned a chunk at a time, with due ticks fired in between: 100,000
         // jobs at start take seconds of schedule evaluation, and must not hold the runtime's
         // thread (or other jobs' ticks) that long.
@@ -98,38 +111,47 @@ pub(super) async fn timer_loop(inner: Arc<Inner>) {
         tokio::select! {
             () = sleep_for(wait) => {}
             () = inner.wake.notified() => {}
+            () = leadership_changed(&mut leadership) => {}
             _ = clock_changed.changed() => {}
             _ = stop_firing.wait_for(|stop| *stop) => return,
         }
     }
 }
 
-/// With leader election: each time this instance becomes leader, every job is planned again
-/// as at start, so the latest past tick within the misfire grace that no instance ran (the
-/// one the old leader did not fire) runs now; until shutdown.
-pub(super) async fn leader_loop(inner: Arc<Inner>, mut changes: watch::Receiver<Leadership>) {
-    let mut stop_firing = inner.stop_firing.subscribe();
-    loop {
-        tokio::select! {
-            changed = changes.changed() => if changed.is_err() { return },
-            _ = stop_firing.wait_for(|stop| *stop) => return,
+/// With leader election: takes up a change of this instance's leadership. Becoming leader,
+/// every job is planned again as at start, so the missed ticks within the misfire grace that
+/// no instance ran (those the old leader did not fire) run as the jobs' misfire policies say;
+/// only then does this instance fire ([`Inner::fires`]). Taken up by the timer itself, between
+/// two firings, so no tick of the new term fires before the missed ones are planned: a tick
+/// fired first would be claimed first, and the older ones would count as run.
+fn take_up(inner: &Inner, leadership: Leadership) {
+    if let Leadership::Leader { fencing_token } = leadership {
+        let jobs = {
+            let mut jobs = inner.jobs();
+            jobs.start();
+            jobs.by_name.len()
+        };
+        inner.leading.store(true, Ordering::SeqCst);
+        tracing::info!(
+            fencing_token,
+            jobs,
+            "leading: firing every job, with the missed ticks of each"
+        );
+    } else {
+        inner.leading.store(false, Ordering::SeqCst);
+        tracing::info!("not leading: firing nothing");
+    }
+}
+
+/// Waits for a change of the leadership; forever without an election (or once it ended).
+async fn leadership_changed(changes: &mut Option<watch::Receiver<Leadership>>) {
+    match changes {
+        Some(rx) => {
+            if rx.changed().await.is_err() {
+                *changes = None;
+            }
         }
-        let leadership = *changes.borrow_and_update();
-        if let Leadership::Leader { fencing_token } = leadership {
-            let jobs = {
-                let mut jobs = inner.jobs();
-                jobs.start();
-                jobs.by_name.len()
-            };
-            tracing::info!(
-                fencing_token,
-                jobs,
-                "leading: firing every job, with the latest missed tick of each"
-            );
-            inner.wake.notify_one();
-        } else {
-            tracing::info!("not leading: firing nothing");
-        }
+        None => std::future::pending().await,
     }
 }
 
@@ -184,7 +206,13 @@ fn plan_added(inner: &Arc<Inner>, added: Vec<Arc<JobState>>) {
             let mut missed = missed.into_iter();
             if let Some(tick) = missed.next() {
                 if inner.fires() {
-                    // (An instance that does not fire plans them again when it leads.)
+                    // (An instance that does not fire plans them again when it leads.) Under
+                    // `All`, the first runs now if no tick of the job is on its way.
+                    let all = inner.misfire.policy(&state) == MisfirePolicy::All;
+                    if all && !inner.backlog.turn_or_queue(&state, tick) {
+                        inner.backlog.extend(&state, missed);
+                        continue;
+                    }
                     inner.backlog.extend(&state, missed);
                 }
                 catch_ups.push((tick, state));
@@ -242,7 +270,7 @@ fn fire_due(inner: &Arc<Inner>, due: Vec<(DateTime<Utc>, Arc<JobState>)>) {
         .map(|(tick, state)| next_ticks.after(state.job.schedule(), (*tick).max(now)))
         .collect();
     for (tick, state) in &fired {
-        if inner.misfire.policy(state) == MisfirePolicy::All {
+        if inner.misfire.policy(state) == MisfirePolicy::All && inner.fires() {
             let skipped = state.job.schedule().ticks_between(*tick, now, BACKLOG_MAX);
             let within = skipped
                 .into_iter()

@@ -9,21 +9,72 @@ use std::time::Duration;
 
 use std::collections::{HashMap, HashSet};
 
-use super::{NewSchedule, ScheduleChange, StoredSchedule};
-use crate::config::{MAX_LOCK_DURATION, validate_name};
+use super::{NewSchedule, ScheduleChange, ScheduleLimits, StoredSchedule};
+use crate::config::{MAX_LOCK_DURATION, validate_existing_name, validate_name};
+use crate::cron::rules;
 use crate::error::{Error, Result};
-use crate::schedule::rules;
 
 /// The longest text a name-like column holds (`VARCHAR(255)`).
 const MAX_TEXT_BYTES: usize = 255;
 
+/// The longest operator's note a schedule keeps, in characters.
+pub const MAX_NOTE_CHARS: usize = 500;
+
 /// The longest time zone name the table holds (`VARCHAR(64)`).
 const MAX_TIME_ZONE_BYTES: usize = 64;
 
-/// A schedule name, by the lock-name rules
-/// ([`LockConfiguration::new`](crate::LockConfiguration::new)).
+/// The name of a schedule made now (a create, an override a change makes), by the lock-name
+/// rules ([`LockConfiguration::new`](crate::LockConfiguration::new)): no hidden character
+/// ([`is_hidden_char`](crate::settings::is_hidden_char)), not `.` or `..`.
 pub fn name(name: &str) -> Result<()> {
     validate_name(name.to_owned()).map(drop)
+}
+
+/// The name of a schedule that may already be stored (to read, change, trigger or delete it):
+/// the lock-name rules but the two [`name`] adds, so a schedule an earlier version stored
+/// under a name now refused (a hidden character, `.`) can still be read and deleted. A store
+/// checks [`name`] too when the change makes the schedule.
+pub fn existing_name(name: &str) -> Result<()> {
+    validate_existing_name(name.to_owned()).map(drop)
+}
+
+/// A payload the change sets, against the cap
+/// ([`ScheduleLimits::max_payload_bytes`]): a longer one is refused, its reason starting
+/// `payload:` and naming the cap and how to raise it.
+pub fn payload(name: &str, change: &ScheduleChange, limits: &ScheduleLimits) -> Result<()> {
+    if let Some(Some(payload)) = &change.payload
+        && payload.len() > limits.max_payload_bytes
+    {
+        return Err(refuse(
+            name,
+            format!(
+                "payload: {} bytes, more than the cap of {} bytes; keep large data elsewhere and \
+                 pass its key, or raise the cap with ProviderBuilder::max_payload_bytes",
+                payload.len(),
+                limits.max_payload_bytes
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A create of `adding` run-time schedules (the first named `name`) into a store that holds
+/// `held` live ones, against the cap ([`ScheduleLimits::max_run_time_schedules`]):
+/// [`Error::TooManySchedules`] when they would go past it.
+pub fn run_time_schedules(
+    name: &str,
+    held: usize,
+    adding: usize,
+    limits: &ScheduleLimits,
+) -> Result<()> {
+    if adding > 0 && held.saturating_add(adding) > limits.max_run_time_schedules {
+        return Err(Error::TooManySchedules {
+            name: name.to_owned(),
+            held,
+            cap: limits.max_run_time_schedules,
+        });
+    }
+    Ok(())
 }
 
 fn refuse(name: &str, reason: String) -> Error {
@@ -79,6 +130,9 @@ pub fn change(name: &str, change: &ScheduleChange) -> Result<()> {
             )
         })?;
     }
+    if let Some(Some(note)) = &change.note {
+        self::note(name, note)?;
+    }
     if let Some(Some(jitter)) = change.jitter
         && jitter > MAX_LOCK_DURATION
     {
@@ -100,6 +154,30 @@ pub fn change(name: &str, change: &ScheduleChange) -> Result<()> {
                 "retry: the cap must be at least the base and at most 1000 years".into(),
             ));
         }
+    }
+    Ok(())
+}
+
+/// An operator's note: at most [`MAX_NOTE_CHARS`] characters, no control character (a line
+/// break included: the note is shown on one line).
+pub fn note(name: &str, note: &str) -> Result<()> {
+    let chars = note.chars().count();
+    if chars > MAX_NOTE_CHARS {
+        return Err(refuse(
+            name,
+            format!("note: {chars} characters, more than the {MAX_NOTE_CHARS} a note holds"),
+        ));
+    }
+    if note
+        .chars()
+        .any(|c| c.is_control() || crate::settings::is_hidden_char(c))
+    {
+        return Err(refuse(
+            name,
+            "note: holds a control or hidden character (a line break, a tab, a bidirectional \
+             control); a note is one line of text"
+                .into(),
+        ));
     }
     Ok(())
 }
@@ -262,6 +340,49 @@ mod tests {
         }
         let e = super::change("job", &ScheduleChange::new().cron("0 * * * * *", None));
         assert!(e.is_ok());
+    }
+
+    #[test]
+    fn payloads_and_run_time_schedules_are_held_to_their_caps() {
+        let limits = ScheduleLimits {
+            max_payload_bytes: 10,
+            max_run_time_schedules: 3,
+        };
+        let fits = ScheduleChange::new().payload(Some("\"12345678\"".into()));
+        assert!(payload("job", &fits, &limits).is_ok());
+        let over = ScheduleChange::new().payload(Some("\"123456789\"".into()));
+        let e = payload("job", &over, &limits).unwrap_err().to_string();
+        assert!(
+            e.contains("payload: 11 bytes, more than the cap of 10 bytes")
+                && e.contains("max_payload_bytes"),
+            "{e}"
+        );
+        assert!(run_time_schedules("job", 2, 1, &limits).is_ok());
+        assert!(run_time_schedules("job", 5, 0, &limits).is_ok());
+        let e = run_time_schedules("job", 3, 1, &limits).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::TooManySchedules {
+                    held: 3,
+                    cap: 3,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("max_run_time_schedules"), "{e}");
+        assert_eq!(ScheduleLimits::default().max_payload_bytes, 64 * 1024);
+    }
+
+    #[test]
+    fn names_made_now_are_held_to_more_than_names_stored() {
+        for made_before in ["report\u{202e}txt.exe", ".", "..", "a\u{200b}b"] {
+            assert!(name(made_before).is_err(), "{made_before:?}");
+            assert!(existing_name(made_before).is_ok(), "{made_before:?}");
+        }
+        assert!(existing_name("").is_err());
+        assert!(existing_name("a\nb").is_err());
     }
 
     #[test]

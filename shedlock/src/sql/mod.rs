@@ -80,6 +80,7 @@ pub(crate) fn statement<D: dialect::Hooks>(
         .replace("{tokens}", &table.quoted(backend, "_tokens"))
         .replace("{retired}", &table.quoted(backend, "_retired"))
         .replace("{schedules}", &table.quoted(backend, "_schedules"))
+        .replace("{fleet}", &table.quoted(backend, "_fleet"))
         .replace("{now}", now);
     while let Some(start) = text.find("{iso(") {
         let Some(len) = text[start..].find(")}") else {

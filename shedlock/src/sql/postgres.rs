@@ -4,10 +4,12 @@
 //! Expiry is decided by the server's `clock_timestamp()`; fencing tokens come from the sequence
 //! `<table>_tokens`.
 
+use std::future::Future;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sqlx::error::{BoxDynError, DatabaseError};
+use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::postgres::types::PgInterval;
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgRow};
 use sqlx::{Arguments, Row};
@@ -15,8 +17,10 @@ use sqlx::{Arguments, Row};
 use super::dialect::{
     Acquired, Answer, Failure, Hooks, Param as P, Statement, Statements, statements,
 };
+use super::driver::retry_lost_race;
 use super::micros;
-use super::quirks::{Dialect, Quirks};
+use super::quirks::{Conn, Dialect, Quirks};
+use super::table::TableName;
 use crate::error::{Backend, Result};
 
 /// The database's current time: `clock_timestamp()`, the wall clock at the moment of the call.
@@ -424,9 +428,32 @@ pub struct Postgres;
 
 impl Dialect for Postgres {}
 
-/// Nothing of its own: sqlx's migration lock serialises migrations, and every shape of the
-/// table that migrations make keeps the guarantees.
-impl Quirks for Postgres {}
+/// sqlx's migration lock serialises migrations, and every shape of the table that migrations
+/// make keeps the guarantees. Its own: the server's notices of an idempotent statement
+/// (`relation "_shedlock_migrations" already exists, skipping`, which sqlx logs) are silenced
+/// while the migrator runs, so a service's log does not carry one on every start.
+impl Quirks for Postgres {
+    fn run_migrator<'a>(
+        conn: &'a mut Conn<Self>,
+        table: &'a TableName,
+        address: &'a str,
+        migrator: &'a Migrator,
+    ) -> impl Future<Output = Result<(), MigrateError>> + Send + 'a {
+        let _ = (table, address);
+        async move {
+            sqlx::query("SET client_min_messages TO warning")
+                .execute(&mut *conn)
+                .await
+                .map_err(MigrateError::Execute)?;
+            let outcome = retry_lost_race::<sqlx::Postgres>(migrator, conn).await;
+            let reset = sqlx::query("RESET client_min_messages")
+                .execute(&mut *conn)
+                .await;
+            outcome?;
+            reset.map(drop).map_err(MigrateError::Execute)
+        }
+    }
+}
 
 impl Hooks for Postgres {
     type Db = sqlx::Postgres;

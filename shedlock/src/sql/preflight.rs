@@ -9,7 +9,8 @@ use super::dialect::Param;
 use super::driver::Driver;
 use super::quirks::Quirks;
 use super::table::{
-    COLUMNS, RETIRED_COLUMNS, RUN_COLUMNS, SCHEDULE_COLUMNS, is_java_shedlock, missing_columns_of,
+    COLUMNS, RETIRED_COLUMNS, RUN_COLUMNS, SCHEDULE_COLUMNS, SCHEDULE_COLUMNS_MADE,
+    is_java_shedlock, missing_columns_of,
 };
 use crate::error::{Backend, Error, Result};
 
@@ -51,7 +52,7 @@ pub(crate) async fn refuse_foreign<D: Quirks>(core: &Core<D>) -> Result<()> {
     let mut objects: Vec<(&str, &[&str])> = vec![
         ("", &COLUMNS),
         ("_runs", &RUN_COLUMNS),
-        ("_schedules", &SCHEDULE_COLUMNS),
+        ("_schedules", &SCHEDULE_COLUMNS[..SCHEDULE_COLUMNS_MADE]),
     ];
     if D::BACKEND == Backend::Sqlite {
         objects.push(("_retired", &RETIRED_COLUMNS));

@@ -23,9 +23,10 @@ use crate::guard::LockGuard;
 use crate::history::{LockRows, LockState, NewRun, RunOutcome, RunQuery, RunRecord};
 use crate::provider::{LockAdmin, LockProvider, RunStore};
 use crate::schedules::{
-    ChangeFeed, NewSchedule, ScheduleChange, ScheduleStore, StoredSchedule, TriggerAnswer,
+    ChangeFeed, NewSchedule, Registration, ScheduleChange, ScheduleStore, StoredRegistration,
+    StoredSchedule, TriggerAnswer,
 };
-use crate::settings::{KeepAlive, ProviderBuilder, ProviderSettings};
+use crate::settings::{ProviderBuilder, ProviderSettings};
 
 /// A lock provider over an sqlx pool of one of the three databases; use it by its names
 /// [`PostgresLockProvider`](crate::PostgresLockProvider),
@@ -318,13 +319,11 @@ impl<D: Dialect> ProviderBuilder<SqlPool<D>> {
 }
 
 impl<D: Dialect> LockProvider for SqlLockProvider<D> {
-    fn lock<'a>(
-        &'a self,
-        config: &'a LockConfiguration,
-    ) -> BoxFuture<'a, Result<Option<LockGuard>>> {
-        Box::pin(self.core.acquire(config))
-    }
+    // `lock` is the trait's: a batch of one is the one-lock statement (`acquire_many` sends
+    // it for fewer than two configs).
 
+    /// One statement for the batch (MySQL 8: one per lock); the one-lock statement for a batch
+    /// of one.
     fn lock_many<'a>(
         &'a self,
         configs: &'a [LockConfiguration],
@@ -340,22 +339,23 @@ impl<D: Dialect> LockProvider for SqlLockProvider<D> {
         D::BACKEND
     }
 
+    fn settings(&self) -> &ProviderSettings {
+        &self.core.settings.common
+    }
+
+    /// The table's name as checked for this dialect (the settings' `table`, parsed).
     fn table_name(&self) -> &str {
         self.core.settings.table.as_str()
-    }
-
-    fn locked_by(&self) -> &str {
-        &self.core.settings.common.locked_by
-    }
-
-    fn keep_alive(&self) -> KeepAlive {
-        self.core.settings.common.keep_alive
     }
 
     fn now(&self) -> BoxFuture<'_, Result<DateTime<Utc>>> {
         Box::pin(self.core.now())
     }
     fn as_admin(&self) -> Option<&dyn LockAdmin> {
+        Some(self)
+    }
+
+    fn schedule_store(self: Arc<Self>) -> Option<Arc<dyn ScheduleStore>> {
         Some(self)
     }
 }
@@ -526,6 +526,18 @@ impl<D: Dialect + ScheduleSql> ScheduleStore for SqlLockProvider<D> {
 
     fn finish_trigger<'a>(&'a self, name: &'a str, id: i64) -> BoxFuture<'a, Result<bool>> {
         Box::pin(self.core.finish_trigger(name, id))
+    }
+
+    fn register<'a>(&'a self, registration: &'a Registration) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.core.register(registration))
+    }
+
+    fn heartbeat<'a>(&'a self, instance: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(self.core.heartbeat(instance))
+    }
+
+    fn registrations(&self) -> BoxFuture<'_, Result<(Vec<StoredRegistration>, DateTime<Utc>)>> {
+        Box::pin(self.core.registrations())
     }
 
     fn change_feed(&self) -> BoxFuture<'_, Result<Option<ChangeFeed>>> {

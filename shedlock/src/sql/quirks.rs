@@ -18,7 +18,7 @@ use super::table::TableName;
 /// [`dialect::Postgres`](crate::dialect::Postgres), [`dialect::MySql`](crate::dialect::MySql)
 /// or [`dialect::Sqlite`](crate::dialect::Sqlite). Sealed: the statements and encodings of
 /// each are this crate's own.
-pub trait Dialect: Quirks {}
+pub trait Dialect: Quirks + super::schedules::ScheduleSql + 'static {}
 
 /// A connection of the dialect's database.
 pub type Conn<D> = <<D as Hooks>::Db as Database>::Connection;

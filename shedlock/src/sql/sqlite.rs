@@ -384,7 +384,13 @@ const MIGRATIONS: &[(i64, &str, &str)] = super::migrate::SQLITE;
 /// run on one machine and share one database file.
 ///
 /// [`SqlLockProvider::connect`] takes a file path or a `sqlite://` URL and opens the file in
-/// WAL mode with a busy timeout, so several pools (processes) can share it.
+/// WAL mode with a busy timeout, so several pools (processes) can share it. A string is a file
+/// path only when it says so (it starts with `/`, `./` or `../`, or ends with `.db`, `.sqlite`
+/// or `.sqlite3`; [`backend_of_url`](crate::settings::backend_of_url)): a libpq `key=value`
+/// string or a bare word is refused as [`Error::InvalidUrl`](crate::Error::InvalidUrl), never
+/// a new file in the current folder that each instance would open on its own. `:memory:` (or
+/// `sqlite::memory:`) is one database in memory shared by the pool's connections: its locks
+/// hold within one process only, for tests.
 ///
 /// # Sharp edges
 ///
@@ -510,12 +516,13 @@ impl Hooks for Sqlite {
     /// A file path, or a `sqlite://` URL; with [`recommended_options`](SqlLockProvider::recommended_options).
     fn options(path_or_url: &str) -> Result<SqliteConnectOptions> {
         // Another database's URL, or a typo of one (`postgres:user:pw@host`), is no path.
-        super::url::checked(path_or_url, Backend::Sqlite)?;
-        let options = if path_or_url.starts_with("sqlite:") {
-            SqliteConnectOptions::from_str(path_or_url)
+        // A string that does not say it is a file (`host=db …`, `locks`) is no path either.
+        let checked = super::url::checked(path_or_url, Backend::Sqlite)?;
+        let options = if checked.starts_with("sqlite:") {
+            SqliteConnectOptions::from_str(&checked)
                 .map_err(|source| Error::invalid_url(Backend::Sqlite, path_or_url, source))?
         } else {
-            SqliteConnectOptions::new().filename(path_or_url)
+            SqliteConnectOptions::new().filename(&checked)
         };
         Ok(SqlLockProvider::<Sqlite>::recommended_options(options))
     }

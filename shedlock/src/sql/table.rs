@@ -142,8 +142,9 @@ pub(crate) const RUN_COLUMNS: [&str; 10] = [
 ];
 
 /// The columns of the schedules table (`<table>_schedules`), in the order the schedule
-/// statements read and write them.
-pub(crate) const SCHEDULE_COLUMNS: [&str; 21] = [
+/// statements read and write them: those migration 4 made ([`SCHEDULE_COLUMNS_MADE`]), then
+/// `note` (migration 8).
+pub(crate) const SCHEDULE_COLUMNS: [&str; 22] = [
     "name",
     "handler",
     "payload",
@@ -165,7 +166,12 @@ pub(crate) const SCHEDULE_COLUMNS: [&str; 21] = [
     "trigger_claimed_by",
     "trigger_until",
     "trigger_started",
+    "note",
 ];
+
+/// How many of [`SCHEDULE_COLUMNS`] the table was made with (migration 4): what a table of
+/// ours has before any later migration ran, and what `migrate()` checks before it runs them.
+pub(crate) const SCHEDULE_COLUMNS_MADE: usize = 21;
 
 /// The columns of SQLite's record of deleted rows (`<table>_retired`).
 pub(crate) const RETIRED_COLUMNS: [&str; 3] = ["name", "fencing_token", "last_tick"];

@@ -128,6 +128,7 @@ impl SqlTestDb for Sqlite {
             format!("{table}_runs"),
             format!("{table}_retired"),
             format!("{table}_schedules"),
+            format!("{table}_fleet"),
             format!("_{table}_migrations"),
         ] {
             self.exec(&format!("DROP TABLE IF EXISTS \"{object}\""))

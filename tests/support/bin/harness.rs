@@ -23,8 +23,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
+use shedlock::history::RunOutcome;
 use shedlock::leader::{LeaderElection, LeaderElector, Leadership};
-use shedlock::scheduler::{MisfirePolicy, RunHistory, ScheduleWatch, SchedulerBuilder};
+use shedlock::scheduler::{
+    MisfirePolicy, RunHistory, RunInfo, ScheduleWatch, SchedulerBuilder, SchedulerListener,
+};
 use shedlock::settings::{AppClock, ClockMode, KeepAlive, OnLockLost};
 use shedlock::{
     Job, LockAdmin, LockConfiguration, LockContext, LockProvider, MySqlLockProvider,
@@ -164,6 +167,21 @@ struct Args {
     /// (`ScheduleWatch::trigger_lease`).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     trigger_lease: Duration,
+    /// Print, on exit, a `SKIP <job> <tick unix ms> <outcome>` line for each tick the
+    /// scheduler reported not run here (`SchedulerListener::on_not_acquired`).
+    #[arg(long)]
+    report_skips: bool,
+}
+
+/// The ticks not run here, as the scheduler's listener hook reports them.
+#[derive(Default, Clone)]
+struct Skips(Arc<std::sync::Mutex<Vec<(String, i64, RunOutcome)>>>);
+
+impl SchedulerListener for Skips {
+    fn on_not_acquired(&self, run: &RunInfo, outcome: RunOutcome, _error: Option<&str>) {
+        let mut skips = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        skips.push((run.job.clone(), run.tick.timestamp_millis(), outcome));
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -440,6 +458,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     };
     let late_steps = Arc::clone(&work.late_steps);
     let election = args.leader.as_deref().map(election).transpose()?;
+    let skips = Skips::default();
     let watch = args
         .schedules
         .map(|every| {
@@ -450,7 +469,13 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .transpose()?;
     let scheduler = match &provider {
         Store::Sql(p) => {
-            let builder = settings(Scheduler::builder(Arc::clone(p)), &args, &clock, election);
+            let builder = settings(
+                Scheduler::builder(Arc::clone(p)),
+                &args,
+                &clock,
+                election,
+                &skips,
+            );
             let builder = match watch {
                 Some(watch) => builder.schedules(watch),
                 None => builder,
@@ -464,7 +489,13 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         Store::Redis(p) => {
-            let builder = settings(Scheduler::builder(Arc::clone(p)), &args, &clock, election);
+            let builder = settings(
+                Scheduler::builder(Arc::clone(p)),
+                &args,
+                &clock,
+                election,
+                &skips,
+            );
             match watch {
                 Some(watch) => builder.schedules(watch).build(),
                 None => builder.build(),
@@ -562,6 +593,9 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     eprintln!("shedlock-harness: {} stopped ({report:?})", args.instance);
     println!("LATE_STEPS {}", late_steps.load(Ordering::SeqCst));
+    for (job, tick, outcome) in skips.0.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        println!("SKIP {job} {tick} {outcome}");
+    }
     if let Some(queue) = &queue {
         let (new, already) = queue.counts();
         println!("HANDOFFS {new} {already}");
@@ -599,7 +633,13 @@ fn settings<P: LockProvider + 'static>(
     args: &Args,
     clock: &AppClock,
     election: Option<LeaderElection>,
+    skips: &Skips,
 ) -> SchedulerBuilder<P> {
+    let builder = if args.report_skips {
+        builder.listener(skips.clone())
+    } else {
+        builder
+    };
     let builder = builder
         .clock(clock.clone())
         .misfire_grace(args.misfire_grace)

@@ -1,21 +1,25 @@
 //! `create` and `delete`: the jobs made and removed at run time.
 
 use serde_json::{Value, json};
+use shedlock::RunStore;
 use shedlock::schedules::{NewSchedule, StoredSchedule};
-use shedlock::{RunStore, Schedule};
 
 use super::{SHOWN_TICKS, print_json, tuning_change};
 use crate::args::{CreateArgs, NameArgs};
 use crate::db::Steered;
 use crate::failure::Failure;
 use crate::jobs::{
-    FLEET_SCHEDULE, find, jitter_text, kind, next_ticks, no_such_schedule, operator, retry_text,
+    FLEET_SCHEDULE, actor, desk, failure, find, jitter_text, kind, next_ticks, report, retry_text,
     schedule_json,
 };
 use crate::output::{json_time, print, time};
 
 /// `create NAME --handler H --cron EXPR [--time-zone TZ] [--payload JSON]`.
-pub(crate) async fn create(store: &dyn Steered, args: &CreateArgs) -> Result<(), Failure> {
+pub(crate) async fn create(
+    store: &dyn Steered,
+    runs: Option<&dyn RunStore>,
+    args: &CreateArgs,
+) -> Result<(), Failure> {
     let name = args.name.as_str();
     if name == FLEET_SCHEDULE {
         return Err(Failure::Usage(format!(
@@ -29,7 +33,6 @@ pub(crate) async fn create(store: &dyn Steered, args: &CreateArgs) -> Result<(),
         )));
     }
     let zone = args.time_zone.clone().unwrap_or_else(|| "UTC".to_owned());
-    Schedule::parse(&args.cron, &zone)?;
     let mut new = NewSchedule::job(
         name,
         args.handler.clone(),
@@ -38,8 +41,14 @@ pub(crate) async fn create(store: &dyn Steered, args: &CreateArgs) -> Result<(),
         args.time_zone.clone(),
     );
     tuning_change(&args.tuning, &mut new.fields, true)?;
-    let by = operator();
-    let stored = store.create_schedule(&new, &by).await?;
+    let actor = actor();
+    let by = actor.who.as_str();
+    let created = desk(store, runs)
+        .create(&new, &actor, args.note.as_deref())
+        .await
+        .map_err(failure)?;
+    report(&created, runs);
+    let stored = created.value;
     let now = store.now().await?;
     let ticks = next_ticks(&args.cron, &zone, now, SHOWN_TICKS);
     if args.json {
@@ -80,17 +89,18 @@ pub(crate) async fn delete(
     args: &NameArgs,
 ) -> Result<(), Failure> {
     let name = args.name.as_str();
-    let Some(before) = find(store, runs, name).await? else {
-        return Err(no_such_schedule(
-            store,
-            runs,
-            name,
-            "; it has a lock or runs but no schedule in the store: it is defined in code",
-        )
-        .await);
+    let job = find(store, runs, name).await?;
+    let actor = actor();
+    let by = actor.who.as_str();
+    let done = desk(store, runs)
+        .delete(&job, &actor, args.note.as_deref())
+        .await
+        .map_err(failure)?;
+    report(&done, runs);
+    // The layer refused a job without a schedule above.
+    let Some(before) = job.schedule else {
+        return Ok(());
     };
-    let by = operator();
-    store.delete_schedule(name, &by).await?;
     let now = store.now().await?;
     if args.json {
         print_json(&json!({
@@ -101,7 +111,7 @@ pub(crate) async fn delete(
         }));
         return Ok(());
     }
-    print(&deleted_text(name, &before, &by));
+    print(&deleted_text(name, &before, by));
     Ok(())
 }
 

@@ -4,51 +4,58 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use shedlock::RunStore;
 use shedlock::history::{RunOutcome, RunQuery};
-use shedlock::schedules::{ScheduleChange, StoredSchedule};
+use shedlock::operator::{Actor, Release};
+use shedlock::schedules::StoredSchedule;
 
 use super::{print_json, target};
 use crate::args::{PauseArgs, ResumeArgs};
 use crate::db::Steered;
 use crate::failure::Failure;
-use crate::jobs::{FLEET_SCHEDULE, find, operator, schedule_json};
+use crate::jobs::{FLEET_SCHEDULE, actor, desk, failure, find, report, schedule_json};
 use crate::output::{json_time, print};
 
-/// `pause NAME [--cancel-running [--lock LOCK]]`, `pause --fleet`.
+/// `pause NAME [--note TEXT] [--cancel-running [--lock LOCK]]`, `pause --fleet`.
 pub(crate) async fn pause(
     store: &dyn Steered,
     runs: Option<&dyn RunStore>,
     args: &PauseArgs,
 ) -> Result<(), Failure> {
-    let name = target(args.name.as_deref(), args.fleet);
-    let before = if args.fleet {
-        store.schedule(name).await?.filter(|s| !s.deleted)
+    let desk = desk(store, runs);
+    let job = if args.fleet {
+        desk.fleet().await?
     } else {
-        match find(store, runs, name).await {
-            Ok(found) => found,
-            // A job known to the store only by the lock given (its lock named otherwise, no
-            // run history): that lock's presence is what makes the name known.
-            Err(failure) => match args.lock.as_deref() {
-                Some(lock) if store.lock_state(lock).await?.is_some() => None,
-                _ => return Err(failure),
-            },
-        }
+        let name = target(args.name.as_deref(), false);
+        desk.find_by_lock(name, args.lock.as_deref())
+            .await
+            .map_err(failure)?
     };
-    let was_paused = before.as_ref().is_some_and(|s| s.paused);
-    let by = operator();
-    let stored = store
-        .update_schedule(name, &ScheduleChange::new().paused(true), &by)
-        .await?;
+    let name = job.name.as_str();
+    let before = job.schedule.as_ref();
+    let was_paused = before.is_some_and(|s| s.paused);
+    let actor = actor();
+    let by = actor.who.as_str();
+    let note = args.note.as_deref();
+    let paused = desk.pause(&job, &actor, note).await.map_err(failure)?;
+    report(&paused, runs);
+    let stored = paused.value;
     let cancel = if args.cancel_running {
-        let (lock, found_by) = job_lock(runs, name, before.as_ref(), args.lock.as_deref()).await?;
-        Some(cancel_running(store, lock, found_by).await?)
+        let (lock, found_by) = job_lock(runs, name, before, args.lock.as_deref()).await?;
+        let why = match note {
+            Some(note) => format!("to cancel the run of {name:?}; {note}"),
+            None => format!("to cancel the run of {name:?}"),
+        };
+        let cancel = cancel_running(store, runs, lock, found_by, &actor, &why).await?;
+        Some(cancel)
     } else {
         None
     };
     let now = store.now().await?;
+    let warning = paused.unapplied.clone();
     if args.json {
         print_json(&json!({
             "name": name,
             "result": "paused",
+            "warning": warning,
             "fleet": args.fleet,
             "was_paused": was_paused,
             "cancel_running": cancel.as_ref().map(Cancel::json),
@@ -56,7 +63,17 @@ pub(crate) async fn pause(
         }));
         return Ok(());
     }
-    let mut text = if args.fleet {
+    let mut text = if let Some(warning) = &warning {
+        format!(
+            "stored the pause of {name:?} (version {}, by {by}){}, but WARNING: {warning}\n",
+            stored.version,
+            if was_paused {
+                "; it was paused already"
+            } else {
+                ""
+            }
+        )
+    } else if args.fleet {
         format!(
             "paused the whole fleet ({FLEET_SCHEDULE}, version {}, by {by}): no job fires until `shedlock resume --fleet`{}\n",
             stored.version,
@@ -77,6 +94,9 @@ pub(crate) async fn pause(
             }
         )
     };
+    if let Some(note) = &stored.note {
+        text.push_str(&format!("note: {note}\n"));
+    }
     match &cancel {
         Some(cancel) => text.push_str(&cancel.text()),
         None if !args.fleet => text.push_str(
@@ -139,7 +159,9 @@ async fn job_lock(
         return Ok((name.to_owned(), FoundBy::RunTime));
     }
     if let Some(runs) = runs {
-        let rows = runs.runs(&RunQuery::latest(LOCK_RUNS).name(name)).await?;
+        // Runs only: an operator's row (a pause recorded) took no lock.
+        let query = RunQuery::latest(LOCK_RUNS).name(name).runs_only();
+        let rows = runs.runs(&query).await?;
         let of_job: Vec<_> = rows.into_iter().filter(|r| r.job == name).collect();
         let pick = of_job
             .iter()
@@ -240,11 +262,15 @@ impl Cancel {
     }
 }
 
-/// Releases `lock` from its current holder, by the token read.
+/// Releases `lock` from its current holder, by the token read, through the layer (which
+/// records it, with `why` as its note).
 async fn cancel_running(
     store: &dyn Steered,
+    runs: Option<&dyn RunStore>,
     lock: String,
     found_by: FoundBy,
+    actor: &Actor,
+    why: &str,
 ) -> Result<Cancel, Failure> {
     let did = match store.lock_state(&lock).await? {
         None => Did::NoLock,
@@ -252,7 +278,11 @@ async fn cancel_running(
             token: state.fencing_token,
         },
         Some(state) => {
-            let released = store.force_release(&lock, state.fencing_token).await?;
+            let outcome = desk(store, runs)
+                .release(&lock, state.fencing_token, actor, Some(why))
+                .await?;
+            report(&outcome, runs);
+            let released = matches!(outcome.value, Release::Released { .. });
             Did::Released {
                 holder: state.locked_by,
                 token: state.fencing_token,
@@ -274,19 +304,26 @@ pub(crate) async fn resume(
     runs: Option<&dyn RunStore>,
     args: &ResumeArgs,
 ) -> Result<(), Failure> {
-    let name = target(args.name.as_deref(), args.fleet);
-    let before = if args.fleet {
-        store.schedule(name).await?.filter(|s| !s.deleted)
+    let desk = desk(store, runs);
+    let job = if args.fleet {
+        desk.fleet().await?
     } else {
-        find(store, runs, name).await?
+        find(store, runs, target(args.name.as_deref(), false)).await?
     };
-    let was_paused = before.as_ref().is_some_and(|s| s.paused);
+    let name = job.name.as_str();
+    let was_paused = job.schedule.as_ref().is_some_and(|s| s.paused);
     let what = if args.fleet {
         "the whole fleet".to_owned()
     } else {
         format!("{name:?}")
     };
-    if before.is_none() {
+    let actor = actor();
+    let resumed = desk
+        .resume(&job, &actor, args.note.as_deref())
+        .await
+        .map_err(failure)?;
+    report(&resumed, runs);
+    let Some(stored) = resumed.value else {
         // Nothing stored: nothing is paused, and no empty override is written.
         if args.json {
             print_json(&json!({
@@ -300,16 +337,14 @@ pub(crate) async fn resume(
             print(&format!("{what} is not paused; nothing to do\n"));
         }
         return Ok(());
-    }
-    let by = operator();
-    let stored = store
-        .update_schedule(name, &ScheduleChange::new().paused(false), &by)
-        .await?;
+    };
     let now = store.now().await?;
+    let warning = resumed.unapplied.clone();
     if args.json {
         print_json(&json!({
             "name": name,
             "result": "resumed",
+            "warning": warning,
             "fleet": args.fleet,
             "was_paused": was_paused,
             "schedule": schedule_json(&stored, now),
@@ -317,13 +352,17 @@ pub(crate) async fn resume(
         return Ok(());
     }
     print(&format!(
-        "resumed {what} (version {}, by {by}){}\n",
+        "resumed {what} (version {}, by {}){}\n",
         stored.version,
+        actor.who,
         if was_paused {
             ""
         } else {
             "; it was not paused"
         }
     ));
+    if let Some(warning) = warning {
+        print(&format!("WARNING: {warning}\n"));
+    }
     Ok(())
 }

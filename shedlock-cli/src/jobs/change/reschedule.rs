@@ -1,16 +1,16 @@
 //! `trigger`, `reschedule` and `reset`: the commands that change when a job runs.
 
 use serde_json::json;
+use shedlock::RunStore;
 use shedlock::schedules::{ScheduleChange, TriggerAnswer};
-use shedlock::{RunStore, Schedule};
 
 use super::{SHOWN_TICKS, print_json, tuning_change};
 use crate::args::{NameArgs, RescheduleArgs};
 use crate::db::Steered;
 use crate::failure::Failure;
 use crate::jobs::{
-    FLEET_SCHEDULE, cron_text, find, jitter_json, jitter_text, known_zone, next_ticks, operator,
-    retry_json, retry_text, schedule_json, trigger_json, zone_text,
+    FLEET_SCHEDULE, actor, cron_text, desk, failure, find, jitter_json, jitter_text, next_ticks,
+    report, retry_json, retry_text, schedule_json, trigger_json, zone_text,
 };
 use crate::output::{json_time, print, time};
 
@@ -26,17 +26,28 @@ pub(crate) async fn trigger(
             "{FLEET_SCHEDULE} is the fleet's pause, not a job: there is nothing to run"
         )));
     }
-    find(store, runs, name).await?;
-    let by = operator();
-    match store.request_trigger(name, &by).await? {
+    let job = find(store, runs, name).await?;
+    let actor = actor();
+    let by = actor.who.as_str();
+    let asked = desk(store, runs)
+        .trigger(&job, &actor, args.note.as_deref())
+        .await
+        .map_err(failure)?;
+    report(&asked, runs);
+    match asked.value {
         TriggerAnswer::Requested { id } => {
+            let warning = asked.unapplied.clone();
             if args.json {
                 print_json(
-                    &json!({ "name": name, "result": "requested", "id": id, "requested_by": by }),
+                    &json!({ "name": name, "result": "requested", "id": id, "requested_by": by, "warning": warning }),
                 );
+            } else if let Some(warning) = warning {
+                print(&format!(
+                    "stored a request to run {name:?} now (request {id}, by {by}), but WARNING: {warning}; the request waits\n"
+                ));
             } else {
                 print(&format!(
-                    "requested a run of {name:?} now (request {id}, by {by}): one instance runs it under its lock\n"
+                    "requested a run of {name:?} now (request {id}, by {by}): one instance that carries it runs it under its lock\n"
                 ));
             }
             Ok(())
@@ -87,34 +98,39 @@ pub(crate) async fn reschedule(
     }
     let mut change = ScheduleChange::new();
     tuning_change(&args.tuning, &mut change, false)?;
-    let before = find(store, runs, name).await?;
+    let job = find(store, runs, name).await?;
     // The zone the new cron is read in: the one given, else the stored one (UTC for a run-time
     // job); an override without one keeps the code's, unknown here: its ticks are shown in UTC.
     let zone: Option<String> = args
         .time_zone
         .clone()
-        .or_else(|| before.as_ref().and_then(known_zone).map(str::to_owned));
+        .or_else(|| job.known_zone().map(str::to_owned));
     let assumed_utc = zone.is_none();
     let zone_read = zone.clone().unwrap_or_else(|| "UTC".to_owned());
     if let Some(cron) = &args.cron {
-        // The macros' checks and hints; an error here writes nothing.
-        Schedule::parse(cron, &zone_read)?;
         change.cron = Some(Some(cron.clone()));
         if let Some(zone) = &args.time_zone {
             change.time_zone = Some(Some(zone.clone()));
         }
     }
-    let by = operator();
-    let stored = store.update_schedule(name, &change, &by).await?;
+    let actor = actor();
+    let by = actor.who.as_str();
+    let done = desk(store, runs)
+        .reschedule(&job, &change, &actor, args.note.as_deref())
+        .await
+        .map_err(failure)?;
+    report(&done, runs);
+    let stored = done.value;
+    let before = job.schedule.as_ref();
     let now = store.now().await?;
     let ticks = match &args.cron {
         Some(cron) => next_ticks(cron, &zone_read, now, SHOWN_TICKS),
         None => Vec::new(),
     };
-    let old_cron = before.as_ref().and_then(|s| s.cron.clone());
-    let old_zone = before.as_ref().and_then(|s| s.time_zone.clone());
-    let old_jitter = before.as_ref().and_then(|s| s.jitter);
-    let old_retry = before.as_ref().and_then(|s| s.retry);
+    let old_cron = before.and_then(|s| s.cron.clone());
+    let old_zone = before.and_then(|s| s.time_zone.clone());
+    let old_jitter = before.and_then(|s| s.jitter);
+    let old_retry = before.and_then(|s| s.retry);
     if args.json {
         print_json(&json!({
             "name": name,
@@ -138,9 +154,7 @@ pub(crate) async fn reschedule(
         }));
         return Ok(());
     }
-    let old_zone_text = before
-        .as_ref()
-        .map_or_else(|| "code default".to_owned(), zone_text);
+    let old_zone_text = before.map_or_else(|| "code default".to_owned(), zone_text);
     let mut text = format!(
         "rescheduled {name:?} (version {}, by {by}):\n",
         stored.version
@@ -181,6 +195,9 @@ pub(crate) async fn reschedule(
             text.push_str("    none: it never fires again\n");
         }
     }
+    if let Some(warning) = &done.unapplied {
+        text.push_str(&format!("WARNING: {warning}\n"));
+    }
     print(&text);
     Ok(())
 }
@@ -192,8 +209,8 @@ pub(crate) async fn reset(
     args: &NameArgs,
 ) -> Result<(), Failure> {
     let name = args.name.as_str();
-    let before = find(store, runs, name).await?;
-    let Some(before) = before else {
+    let job = find(store, runs, name).await?;
+    let Some(before) = job.schedule.clone() else {
         if args.json {
             print_json(&json!({ "name": name, "result": "no_override" }));
         } else {
@@ -210,18 +227,25 @@ pub(crate) async fn reset(
              delete it"
         )));
     }
-    let by = operator();
-    let deleted = store.delete_schedule(name, &by).await?;
+    let actor = actor();
+    let by = actor.who.as_str();
+    let done = desk(store, runs)
+        .reset(&job, &actor, args.note.as_deref())
+        .await
+        .map_err(failure)?;
+    report(&done, runs);
+    let deleted = done.value;
     let now = store.now().await?;
     if args.json {
         print_json(&json!({
             "name": name,
             "result": if deleted { "reset" } else { "no_override" },
             "cleared": schedule_json(&before, now),
+            "warning": done.unapplied,
         }));
         return Ok(());
     }
-    print(&format!(
+    let mut text = format!(
         "reset {name:?} (by {by}): cleared the override (cron {}, time zone {}, {}); the code's schedule applies again\n",
         cron_text(before.cron.as_deref()),
         zone_text(&before),
@@ -230,6 +254,10 @@ pub(crate) async fn reset(
         } else {
             "not paused"
         },
-    ));
+    );
+    if let Some(warning) = &done.unapplied {
+        text.push_str(&format!("WARNING: {warning}\n"));
+    }
+    print(&text);
     Ok(())
 }

@@ -345,3 +345,37 @@ async fn redis_schedules_versions_never_go_back_when_the_counter_is_deleted() {
     assert_eq!(next.version, last + 1);
     k.cleanup().await;
 }
+
+/// A schedule an earlier version stored under a name now refused (issue 46: a bidirectional
+/// control, a zero-width character, `.`), renamed here by hand: it is read, listed, paused,
+/// triggered and deleted by its name; made again now, it is refused (the kit's checks).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_schedules_stored_under_a_name_now_refused_stay_usable() {
+    let k = Keys::new().await;
+    let p = &k.provider;
+    let mut conn = k.conn.clone();
+    for (i, name) in ["report\u{202e}txt.exe", "a\u{200b}b", ".", ".."]
+        .into_iter()
+        .enumerate()
+    {
+        let plain = format!("plain_{i}");
+        let created = p
+            .create_schedule(&job(&plain, "0 */5 * * * *"), "ops")
+            .await
+            .unwrap();
+        let _: () = conn
+            .rename(
+                k.key(&format!("schedule:{plain}")),
+                k.key(&format!("schedule:{name}")),
+            )
+            .await
+            .unwrap();
+        let _: () = conn.zrem(k.key("schedules"), &plain).await.unwrap();
+        let _: () = conn
+            .zadd(k.key("schedules"), name, created.version)
+            .await
+            .unwrap();
+        shedlock_testkit::suite::a_stored_name_stays_usable(p, name).await;
+    }
+    k.cleanup().await;
+}

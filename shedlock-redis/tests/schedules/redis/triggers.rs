@@ -137,6 +137,8 @@ async fn redis_schedules_a_script_sent_twice_answers_what_its_first_run_did() {
     let keys = [hash.as_str(), zset.as_str(), counter.as_str()];
     let channel = k.key("schedules");
     let ok = |v: &Value| matches!(v, Value::Array(a) if a.first() == Some(&Value::BulkString(b"ok".to_vec())));
+    // The cap on run-time schedules and the keys' prefix, as the provider sends them.
+    let prefix = k.key("");
     let create = [
         "create",
         "a",
@@ -144,6 +146,8 @@ async fn redis_schedules_a_script_sent_twice_answers_what_its_first_run_did() {
         "sync",
         &channel,
         "req-1",
+        "100000",
+        &prefix,
         "1",
         "cron",
         "0 * * * * *",
@@ -161,6 +165,8 @@ async fn redis_schedules_a_script_sent_twice_answers_what_its_first_run_did() {
             "sync",
             &channel,
             "req-2",
+            "100000",
+            &prefix,
             "1",
             "cron",
             "0 * * * * *",

@@ -353,11 +353,17 @@ where
 struct Plain<P>(P);
 
 impl<P: RunStore> LockProvider for Plain<P> {
-    fn lock<'a>(
+    fn lock_many<'a>(
         &'a self,
-        config: &'a shedlock::LockConfiguration,
-    ) -> futures_util::future::BoxFuture<'a, shedlock::Result<Option<shedlock::LockGuard>>> {
-        self.0.lock(config)
+        configs: &'a [shedlock::LockConfiguration],
+    ) -> futures_util::future::BoxFuture<
+        'a,
+        shedlock::Result<Vec<shedlock::Result<Option<shedlock::LockGuard>>>>,
+    > {
+        self.0.lock_many(configs)
+    }
+    fn settings(&self) -> &shedlock::settings::ProviderSettings {
+        self.0.settings()
     }
     fn is_held<'a>(
         &'a self,
@@ -371,12 +377,6 @@ impl<P: RunStore> LockProvider for Plain<P> {
     }
     fn table_name(&self) -> &str {
         self.0.table_name()
-    }
-    fn locked_by(&self) -> &str {
-        self.0.locked_by()
-    }
-    fn keep_alive(&self) -> shedlock::settings::KeepAlive {
-        self.0.keep_alive()
     }
 }
 

@@ -5,16 +5,18 @@
 //!
 //! `versions.rs` holds the single writes and their versions, `batch.rs` the batch create,
 //! `triggers.rs` the "run now" requests, `failures.rs` the calls on lost sessions or a table
-//! not migrated; this file the jobs
+//! not migrated, `limits.rs` the names, payloads and numbers a store refuses to make; this file the jobs
 //! they write.
 
 mod batch;
 mod failures;
+mod limits;
 mod triggers;
 mod versions;
 
 pub use batch::*;
 pub use failures::*;
+pub use limits::*;
 pub use triggers::*;
 pub use versions::*;
 

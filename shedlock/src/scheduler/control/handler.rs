@@ -12,8 +12,8 @@ use serde::de::DeserializeOwned;
 
 use crate::config::LockConfiguration;
 use crate::context::LockContext;
+use crate::cron::Schedule;
 use crate::error::{Error, Result};
-use crate::schedule::Schedule;
 use crate::scheduler::job::{Job, JobOutput};
 use crate::schedules::StoredSchedule;
 

@@ -1,16 +1,27 @@
 //! The control plane: schedules kept in the store ([`ScheduleStore`]), watched by every
 //! instance and applied to its jobs: an operator's override of a code-defined job (a new cron,
 //! a pause, a jitter, a retry policy), jobs created at run time for a registered handler, the
-//! whole fleet paused, and "run now" requests.
+//! whole fleet paused, and "run now" requests; and the registration of this instance's jobs in
+//! the store, so that operators find them.
 //!
 //! The watch (`watch_loop`) reads the store's schedule version every
 //! [`ScheduleWatch::poll_every`] (one statement) and the changed schedules when it moved; on a
 //! store with a change feed (PostgreSQL's `LISTEN`) it reads them as soon as a change is
-//! announced, and when the feed is lost it reads them and listens again. What it read is
-//! applied here: a cron change replaces the job's schedule from its next tick on (no catch-up
-//! of the new schedule's past ticks), a pause or a jitter or a retry policy is read by each
-//! run as it fires (`tuning`). Each tick is still claimed through its lock, so a change seen
-//! by one instance before another never runs a tick twice.
+//! announced, and when the feed is lost it reads them and listens again. A cron change
+//! replaces the job's schedule from its next tick on (no catch-up of the new schedule's past
+//! ticks); a pause, a jitter or a retry policy is read by each run as it fires (`tuning`, here;
+//! the run's side is in `attempt.rs`). Each tick is still claimed through its lock, so a
+//! change seen by one instance before another never runs a tick twice.
+//!
+//! The files:
+//! - `mod.rs` (here): [`ScheduleWatch`], the watch's settings, and `Control`, what the watch
+//!   read and every run consults;
+//! - `watch.rs`: the watch loop, each change applied, and the [`Scheduler`](crate::Scheduler)'s
+//!   methods that change the store;
+//! - `trigger.rs`: "run now" requests claimed with a lease and run once;
+//! - `runtime.rs` and `handler.rs`: jobs created at run time for a registered handler;
+//! - `carry.rs`: this instance's code-defined jobs registered in the store, and its heartbeat;
+//! - `spread.rs`: a tick's jitter and a retry's backoff, the same on every instance.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,14 +29,18 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tokio::sync::watch;
+use tokio::sync::watch::Sender;
 
+use crate::cron::Schedule;
 use crate::error::{Error, Result};
-use crate::schedule::Schedule;
 use crate::schedules::{RetryPolicy, ScheduleStore, StoredSchedule, Trigger};
 
+pub(super) mod carry;
 pub(crate) mod handler;
+mod runtime;
 pub(crate) mod spread;
+mod trigger;
+pub(super) mod watch;
 
 pub use handler::HandlerLock;
 
@@ -40,6 +55,8 @@ pub const FLEET_SCHEDULE: &str = "shedlock.fleet";
 pub struct ScheduleWatch {
     pub(crate) poll_every: Duration,
     pub(crate) trigger_lease: Duration,
+    /// After how long without a heartbeat the store forgets this instance's jobs.
+    pub(crate) forget_after: Duration,
 }
 
 impl Default for ScheduleWatch {
@@ -47,6 +64,7 @@ impl Default for ScheduleWatch {
         Self {
             poll_every: Duration::from_secs(2),
             trigger_lease: Duration::from_secs(30),
+            forget_after: crate::schedules::fleet::DEFAULT_FORGET_AFTER,
         }
     }
 }
@@ -91,6 +109,17 @@ impl ScheduleWatch {
     pub fn poll_interval(&self) -> Duration {
         self.poll_every
     }
+
+    /// How long the store keeps listing this instance as a carrier of its jobs after its last
+    /// heartbeat (default 10 minutes, at least 2 s): a job that no instance carried for that
+    /// long leaves `shedlock jobs`, the dashboard and `/api/v1/jobs`. The instance registers
+    /// its code-defined jobs at start (one write) and sends a heartbeat (one statement) every
+    /// quarter of this, at most every 30 s
+    /// ([`heartbeat_every`](crate::schedules::fleet::heartbeat_every)).
+    pub fn forget_jobs_after(mut self, after: Duration) -> Result<Self> {
+        self.forget_after = crate::schedules::fleet::check_forget_after(after)?;
+        Ok(self)
+    }
 }
 
 /// What the store says of one job that a run reads as it fires.
@@ -107,14 +136,16 @@ pub(crate) struct Control {
     pub(crate) watch: ScheduleWatch,
     state: Mutex<State>,
     /// The highest schedule version applied (0 before the first read).
-    pub(crate) applied: watch::Sender<i64>,
+    pub(crate) applied: Sender<i64>,
     /// Turns true once the first read of the store was tried: the timer waits for it.
-    pub(crate) first_read: watch::Sender<bool>,
+    pub(crate) first_read: Sender<bool>,
     pub(crate) fleet_paused: AtomicBool,
     /// Whether `State::rows` holds any schedule: written under the state's lock each time a
     /// row is applied, so a run of a job the store says nothing of (the common case: no
     /// override anywhere) reads its tuning without taking that lock.
     pub(crate) has_rows: AtomicBool,
+    /// Told when a code-defined job is added or removed: the jobs are registered again.
+    pub(crate) jobs_changed: tokio::sync::Notify,
 }
 
 /// What the control plane read of the store, and what it did of it here.
@@ -141,10 +172,11 @@ impl Control {
             store,
             watch,
             state: Mutex::new(State::default()),
-            applied: watch::Sender::new(0),
-            first_read: watch::Sender::new(false),
+            applied: Sender::new(0),
+            first_read: Sender::new(false),
             fleet_paused: AtomicBool::new(false),
             has_rows: AtomicBool::new(false),
+            jobs_changed: tokio::sync::Notify::new(),
         }
     }
 

@@ -16,6 +16,14 @@ use super::quirks::Quirks;
 use super::table::{TableName, is_java_shedlock, missing_columns};
 use crate::error::{Backend, Error, Result};
 
+/// Whether the schedules table has its `note` (migration 8) already.
+async fn note_there<D: Quirks>(core: &Core<D>) -> Result<bool> {
+    match core.columns_of("_schedules").await {
+        Ok(found) => Ok(found.iter().any(|c| c.eq_ignore_ascii_case("note"))),
+        Err(e) => Err(core.fail("read the schedules' columns".into(), e).await),
+    }
+}
+
 /// postgres's migration files, `(version, description, SQL)`: the dialect's `MIGRATIONS`.
 pub(crate) const POSTGRES: &[(i64, &str, &str)] = &[
     (
@@ -48,6 +56,16 @@ pub(crate) const POSTGRES: &[(i64, &str, &str)] = &[
         "index shedlock_runs by start",
         include_str!("../../../migrations/postgres/0006_index_shedlock_runs_by_start.sql"),
     ),
+    (
+        8,
+        "add shedlock_schedules note",
+        include_str!("../../../migrations/postgres/0008_add_shedlock_schedules_note.sql"),
+    ),
+    (
+        9,
+        "create shedlock_fleet table",
+        include_str!("../../../migrations/postgres/0009_create_shedlock_fleet.sql"),
+    ),
 ];
 
 /// mysql's migration files, `(version, description, SQL)`: the dialect's `MIGRATIONS`.
@@ -76,6 +94,21 @@ pub(crate) const MYSQL: &[(i64, &str, &str)] = &[
         6,
         "index shedlock_runs by start",
         include_str!("../../../migrations/mysql/0006_index_shedlock_runs_by_start.sql"),
+    ),
+    (
+        7,
+        "widen shedlock_schedules payload",
+        include_str!("../../../migrations/mysql/0007_widen_shedlock_schedules_payload.sql"),
+    ),
+    (
+        8,
+        "add shedlock_schedules note",
+        include_str!("../../../migrations/mysql/0008_add_shedlock_schedules_note.sql"),
+    ),
+    (
+        9,
+        "create shedlock_fleet table",
+        include_str!("../../../migrations/mysql/0009_create_shedlock_fleet.sql"),
     ),
 ];
 
@@ -110,6 +143,16 @@ pub(crate) const SQLITE: &[(i64, &str, &str)] = &[
         6,
         "index shedlock_runs by start",
         include_str!("../../../migrations/sqlite/0006_index_shedlock_runs_by_start.sql"),
+    ),
+    (
+        8,
+        "add shedlock_schedules note",
+        include_str!("../../../migrations/sqlite/0008_add_shedlock_schedules_note.sql"),
+    ),
+    (
+        9,
+        "create shedlock_fleet table",
+        include_str!("../../../migrations/sqlite/0009_create_shedlock_fleet.sql"),
     ),
 ];
 
@@ -267,6 +310,9 @@ const RUN_START_INDEXES_MIGRATION: i64 = 6;
 /// The index migration 6 adds, looked for to tell whether it ran already.
 pub(crate) const RUN_INDEX_6: &str = "by_outcome_start";
 
+/// The migration that adds the schedules' `note`.
+const SCHEDULE_NOTE_MIGRATION: i64 = 8;
+
 /// What the run history holds already, before `migrate()` runs: what a migration applied
 /// outside this migrator's record (by `sqlx migrate run` from the files, or before the lock
 /// table and its record were dropped) left there.
@@ -278,19 +324,23 @@ pub(crate) struct Present {
     pub(crate) run_indexes: bool,
     /// The indexes by start time and `other_job` (migration 6).
     pub(crate) run_start_indexes: bool,
+    /// The schedules' `note` (migration 8).
+    pub(crate) schedule_note: bool,
 }
 
 /// The text `migrate()` runs for a migration file: the file, but without its
 /// `ALTER TABLE shedlock_runs …` statements, which MySQL and SQLite cannot run twice, for
 /// migration 4 where the run history has its columns already and migrations 5 and 6 where it
-/// has their indexes (MySQL's `ADD INDEX` and `DROP INDEX`; the other dialects say `IF NOT EXISTS`).
-/// The checksum stays the file's.
+/// has their indexes (MySQL's `ADD INDEX` and `DROP INDEX`; the other dialects say `IF NOT EXISTS`),
+/// and without migration 8's `ALTER TABLE shedlock_schedules` where the schedules have their
+/// `note` already. The checksum stays the file's.
 fn runnable(version: i64, text: &str, present: Present) -> String {
-    let there = match version {
-        RUN_COLUMNS_MIGRATION => present.run_columns,
-        RUN_INDEXES_MIGRATION => present.run_indexes,
-        RUN_START_INDEXES_MIGRATION => present.run_start_indexes,
-        _ => false,
+    let (there, altered) = match version {
+        RUN_COLUMNS_MIGRATION => (present.run_columns, "ALTER TABLE shedlock_runs"),
+        RUN_INDEXES_MIGRATION => (present.run_indexes, "ALTER TABLE shedlock_runs"),
+        RUN_START_INDEXES_MIGRATION => (present.run_start_indexes, "ALTER TABLE shedlock_runs"),
+        SCHEDULE_NOTE_MIGRATION => (present.schedule_note, "ALTER TABLE shedlock_schedules"),
+        _ => (false, ""),
     };
     if !there {
         return text.to_owned();
@@ -298,7 +348,7 @@ fn runnable(version: i64, text: &str, present: Present) -> String {
     let mut out = String::with_capacity(text.len());
     let mut in_alter = false;
     for line in text.split_inclusive('\n') {
-        in_alter = in_alter || line.starts_with("ALTER TABLE shedlock_runs");
+        in_alter = in_alter || line.starts_with(altered);
         if !in_alter {
             out.push_str(line);
         }
@@ -401,25 +451,30 @@ pub(crate) async fn migrate<D: Quirks>(core: &Core<D>) -> Result<()> {
         run_columns: run_columns_there,
         run_indexes,
         run_start_indexes,
+        schedule_note: note_there(core).await?,
     };
     let mut migrator = migrator(D::MIGRATIONS, table, D::BACKEND, present);
     // A version this release does not know was applied by a newer one: it promises to keep
     // the tables working for this one (docs/operations.md, "Upgrades").
     migrator.set_ignore_missing(true);
     let mut outcome = core.run_migrator(&migrator).await;
-    // Instances migrating at once: another added the run history's columns between the read
-    // above and this one's migration 4 ("duplicate column name"): read them again and migrate
-    // without them.
-    if !run_columns_there
-        && matches!(&outcome, Err(MigrateError::ExecuteMigration(e, 4))
+    // Instances migrating at once: another added the run history's columns (migration 4) or
+    // the schedules' note (migration 8) between the read above and this one's migration
+    // ("duplicate column name"): read them again and migrate without them, a few times (with
+    // many instances starting together, another may win the next race too).
+    for _ in 0..5 {
+        if !matches!(&outcome, Err(MigrateError::ExecuteMigration(e, 4 | SCHEDULE_NOTE_MIGRATION))
             if e.to_string().to_ascii_lowercase().contains("duplicate column"))
-    {
+        {
+            break;
+        }
         let there = match core.columns_of("_runs").await {
             Ok(found) => found.iter().any(|c| c.eq_ignore_ascii_case("attempt")),
             Err(e) => return Err(core.fail("read the run history's columns".into(), e).await),
         };
         let present = Present {
             run_columns: there,
+            schedule_note: note_there(core).await?,
             ..present
         };
         let mut again = self::migrator(D::MIGRATIONS, table, D::BACKEND, present);

@@ -272,3 +272,23 @@ fn reserved_words_and_schemas_are_quoted_in_migration_3() {
         "{text}"
     );
 }
+
+#[test]
+fn migration_8_leaves_out_the_note_where_it_is_there() {
+    for migrations in [POSTGRES, MYSQL, SQLITE] {
+        let (_, _, text) = *migrations
+            .iter()
+            .find(|(version, _, _)| *version == 8)
+            .expect("migration 8");
+        assert!(
+            text.contains("ALTER TABLE shedlock_schedules ADD COLUMN"),
+            "{text}"
+        );
+        assert_eq!(runnable(8, text, Present::default()), text);
+        let note = Present {
+            schedule_note: true,
+            ..Present::default()
+        };
+        assert!(!runnable(8, text, note).contains("ALTER"));
+    }
+}

@@ -23,6 +23,7 @@ use super::table::{SCHEDULE_COLUMNS, TableName};
 use crate::schedules::{ChangeFeed, RetryPolicy, StoredSchedule, Trigger};
 
 mod dialects;
+mod fleet;
 mod ops;
 mod retry;
 
@@ -97,6 +98,13 @@ pub(crate) const TAKEN: &str = "SELECT version, {now} FROM {schedules} WHERE nam
 
 /// The store's clock.
 pub(crate) const CLOCK: &str = "SELECT {now}";
+
+/// How many live run-time schedules the table holds (a handler, not deleted): what a create
+/// is checked against ([`ScheduleLimits::max_run_time_schedules`]).
+///
+/// [`ScheduleLimits::max_run_time_schedules`]: crate::schedules::ScheduleLimits
+pub(crate) const RUN_TIME: &str =
+    "SELECT COUNT(*) FROM {schedules} WHERE handler IS NOT NULL AND NOT deleted";
 
 /// A new row. Binds: every column, in [`SCHEDULE_COLUMNS`]' order.
 pub(crate) const INSERT: &str = "INSERT INTO {schedules} ({columns}) VALUES ({values})";
@@ -212,6 +220,7 @@ pub(crate) fn row_values(s: &StoredSchedule) -> Vec<Value<'_>> {
         trigger.and_then(|t| t.claimed_by.as_deref()).into(),
         trigger.and_then(|t| t.claimed_until).into(),
         trigger.is_some_and(|t| t.started).into(),
+        s.note.as_deref().into(),
     ]
 }
 
@@ -260,6 +269,7 @@ pub(crate) fn read_row<D: Hooks>(
         updated_at: required(D::time(row, 13)?, "updated_at")?,
         updated_by: D::Db::text(row, 14)?,
         trigger,
+        note: D::Db::opt_text(row, 21)?,
     })
 }
 

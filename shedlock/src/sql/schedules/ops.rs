@@ -14,8 +14,8 @@ use super::super::quirks::Quirks;
 use super::super::table::SCHEDULE_COLUMNS;
 use super::retry::{WRITE_TRIES, again, pause_before_again};
 use super::{
-    BUMP, BUMP_BY, CLAIM, CLOCK, COUNTER, INSERT, INSERT_ROWS, ONE, REMOVE, SEED, SINCE, SOME,
-    START, ScheduleSql, TAKEN, UPDATE, VERSION, args, channel, read_row, render, repeated,
+    BUMP, BUMP_BY, CLAIM, CLOCK, COUNTER, INSERT, INSERT_ROWS, ONE, REMOVE, RUN_TIME, SEED, SINCE,
+    SOME, START, ScheduleSql, TAKEN, UPDATE, VERSION, args, channel, read_row, render, repeated,
     row_values,
 };
 use crate::error::{Error, Result};
@@ -67,6 +67,9 @@ fn apply(row: &mut StoredSchedule, change: &ScheduleChange) {
     if let Some(payload) = &change.payload {
         row.payload.clone_from(payload);
     }
+    if let Some(note) = &change.note {
+        row.note.clone_from(note);
+    }
 }
 
 /// A duration as stored: whole milliseconds, rounded up.
@@ -96,12 +99,24 @@ fn blank(
         updated_at: now,
         updated_by: by.to_owned(),
         trigger: None,
+        note: None,
     }
 }
 
 /// The live row, if `old` is one (not a tombstone).
 fn live(old: Option<StoredSchedule>) -> Option<StoredSchedule> {
     old.filter(|s| !s.deleted)
+}
+
+/// How many live run-time schedules the table holds, read in the write's transaction `tx`.
+async fn run_time_held<D: Quirks + ScheduleSql>(
+    tx: &mut <D::Db as Database>::Connection,
+    sql: std::sync::Arc<str>,
+) -> Result<usize, sqlx::Error> {
+    let row = D::Db::fetch_optional(tx, sql, args::<D>(&[])?)
+        .await?
+        .ok_or(sqlx::Error::RowNotFound)?;
+    Ok(usize::try_from(D::Db::int(&row, 0)?).unwrap_or(0))
 }
 
 impl<D: Quirks + ScheduleSql> Core<D> {
@@ -167,7 +182,7 @@ impl<D: Quirks + ScheduleSql> Core<D> {
     }
 
     pub(crate) async fn schedule(&self, name: &str) -> Result<Option<StoredSchedule>> {
-        check::name(name)?;
+        check::existing_name(name)?;
         let what = format!("read schedule {name:?}");
         let rows = self.read(&what, ONE, &[name.into()]).await?;
         match rows.first().map(read_row::<D>).transpose() {
@@ -184,10 +199,26 @@ impl<D: Quirks + ScheduleSql> Core<D> {
         name: &str,
         decide: impl Fn(Option<StoredSchedule>, i64, DateTime<Utc>) -> Result<Decision<T>>,
     ) -> Result<T> {
+        self.write_counted(what, name, false, |old, version, now, _| {
+            decide(old, version, now)
+        })
+        .await
+    }
+
+    /// [`write`](Self::write), and with `count`, `decide` is also given how many live
+    /// run-time schedules the store holds, counted in the same transaction (after the counter
+    /// row is locked, so no other write changes the count before the commit).
+    async fn write_counted<T>(
+        &self,
+        what: String,
+        name: &str,
+        count: bool,
+        decide: impl Fn(Option<StoredSchedule>, i64, DateTime<Utc>, usize) -> Result<Decision<T>>,
+    ) -> Result<T> {
         let mut tries = 0;
         loop {
             tries += 1;
-            match self.write_once(name, &decide).await {
+            match self.write_once(name, count, &decide).await {
                 Ok(answer) => return Ok(answer),
                 Err(Failed::Refused(e)) => return Err(e),
                 Err(Failed::Sql(e)) if tries < WRITE_TRIES && again(&e, D::connection_lost) => {
@@ -202,10 +233,11 @@ impl<D: Quirks + ScheduleSql> Core<D> {
     async fn write_once<T>(
         &self,
         name: &str,
-        decide: &impl Fn(Option<StoredSchedule>, i64, DateTime<Utc>) -> Result<Decision<T>>,
+        count: bool,
+        decide: &impl Fn(Option<StoredSchedule>, i64, DateTime<Utc>, usize) -> Result<Decision<T>>,
     ) -> Result<T, Failed> {
         let mut conn = self.connection().await?;
-        let outcome = self.transaction(&mut conn, name, decide).await;
+        let outcome = self.transaction(&mut conn, name, count, decide).await;
         self.give_back(conn, outcome.is_ok());
         outcome
     }
@@ -214,7 +246,8 @@ impl<D: Quirks + ScheduleSql> Core<D> {
         &self,
         conn: &mut <D::Db as Database>::Connection,
         name: &str,
-        decide: &impl Fn(Option<StoredSchedule>, i64, DateTime<Utc>) -> Result<Decision<T>>,
+        count: bool,
+        decide: &impl Fn(Option<StoredSchedule>, i64, DateTime<Utc>, usize) -> Result<Decision<T>>,
     ) -> Result<T, Failed> {
         let mut tx = conn.begin_with(AssertSqlSafe(D::BEGIN)).await?;
         let bumped =
@@ -234,7 +267,12 @@ impl<D: Quirks + ScheduleSql> Core<D> {
             .map(|row| read_row::<D>(&row))
             .transpose()?;
         let existed = old.is_some();
-        let (row, answer) = match decide(old, version, now).map_err(Failed::Refused)? {
+        let held = if count {
+            run_time_held::<D>(&mut tx, self.sql(RUN_TIME)).await?
+        } else {
+            0
+        };
+        let (row, answer) = match decide(old, version, now, held).map_err(Failed::Refused)? {
             Decision::Answer(answer) => {
                 tx.rollback().await?;
                 return Ok(answer);
@@ -264,16 +302,20 @@ impl<D: Quirks + ScheduleSql> Core<D> {
         new: &NewSchedule,
         by: &str,
     ) -> Result<StoredSchedule> {
+        let limits = &self.settings.common.schedule_limits;
         check::name(&new.name)?;
         check::who(&new.name, "updated_by", by)?;
         check::change(&new.name, &new.fields)?;
+        check::payload(&new.name, &new.fields, limits)?;
         let what = format!("create schedule {:?}", new.name);
-        self.write(what, &new.name, |old, version, now| {
+        let run_time = new.handler.is_some();
+        self.write_counted(what, &new.name, run_time, |old, version, now, held| {
             if live(old).is_some() {
                 return Err(Error::ScheduleExists {
                     name: new.name.clone(),
                 });
             }
+            check::run_time_schedules(&new.name, held, usize::from(run_time), limits)?;
             let mut row = blank(&new.name, new.handler.clone(), version, now, by);
             apply(&mut row, &new.fields);
             check::schedule(&row)?;
@@ -291,7 +333,9 @@ impl<D: Quirks + ScheduleSql> Core<D> {
         schedules: &[NewSchedule],
         by: &str,
     ) -> Result<Vec<StoredSchedule>> {
+        let limits = &self.settings.common.schedule_limits;
         let rows = check::batch(schedules, by, |new| {
+            check::payload(&new.name, &new.fields, limits)?;
             let mut row = blank(&new.name, new.handler.clone(), 0, DateTime::UNIX_EPOCH, by);
             apply(&mut row, &new.fields);
             Ok(row)
@@ -369,6 +413,14 @@ impl<D: Quirks + ScheduleSql> Core<D> {
             D::Db::execute(&mut *tx, remove, args::<D>(&values)?).await?;
         }
 
+        let mut run_time = rows.iter().filter(|r| r.handler.is_some());
+        if let Some(first) = run_time.next() {
+            let held = run_time_held::<D>(&mut tx, self.sql(RUN_TIME)).await?;
+            let limits = &self.settings.common.schedule_limits;
+            check::run_time_schedules(&first.name, held, run_time.count() + 1, limits)
+                .map_err(Failed::Refused)?;
+        }
+
         let first = last - n + 1;
         let stored: Vec<StoredSchedule> = rows
             .iter()
@@ -400,12 +452,20 @@ impl<D: Quirks + ScheduleSql> Core<D> {
         change: &ScheduleChange,
         by: &str,
     ) -> Result<StoredSchedule> {
-        check::name(name)?;
+        check::existing_name(name)?;
         check::who(name, "updated_by", by)?;
         check::change(name, change)?;
+        check::payload(name, change, &self.settings.common.schedule_limits)?;
         let what = format!("change schedule {name:?}");
         self.write(what, name, |old, version, now| {
-            let mut row = live(old).unwrap_or_else(|| blank(name, None, version, now, by));
+            let mut row = match live(old) {
+                Some(row) => row,
+                // An override made now: its name is held to the rules of a name made.
+                None => {
+                    check::name(name)?;
+                    blank(name, None, version, now, by)
+                }
+            };
             apply(&mut row, change);
             (row.version, row.updated_at, row.updated_by) = (version, now, by.to_owned());
             check::schedule(&row)?;
@@ -415,7 +475,7 @@ impl<D: Quirks + ScheduleSql> Core<D> {
     }
 
     pub(crate) async fn delete_schedule(&self, name: &str, by: &str) -> Result<bool> {
-        check::name(name)?;
+        check::existing_name(name)?;
         check::who(name, "updated_by", by)?;
         self.write(
             format!("delete schedule {name:?}"),
@@ -437,13 +497,19 @@ impl<D: Quirks + ScheduleSql> Core<D> {
     }
 
     pub(crate) async fn request_trigger(&self, name: &str, by: &str) -> Result<TriggerAnswer> {
-        check::name(name)?;
+        check::existing_name(name)?;
         check::who(name, "requested_by", by)?;
         self.write(
             format!("ask for a run of {name:?}"),
             name,
             |old, version, now| {
-                let mut row = live(old).unwrap_or_else(|| blank(name, None, version, now, by));
+                let mut row = match live(old) {
+                    Some(row) => row,
+                    None => {
+                        check::name(name)?;
+                        blank(name, None, version, now, by)
+                    }
+                };
                 if let Some(t) = &row.trigger
                     && (!t.started || t.claimed_until.is_some_and(|until| until > now))
                 {
@@ -468,7 +534,7 @@ impl<D: Quirks + ScheduleSql> Core<D> {
     }
 
     pub(crate) async fn finish_trigger(&self, name: &str, id: i64) -> Result<bool> {
-        check::name(name)?;
+        check::existing_name(name)?;
         self.write(
             format!("finish run request {id} of {name:?}"),
             name,
@@ -534,7 +600,7 @@ impl<D: Quirks + ScheduleSql> Core<D> {
         by: &str,
         lease: Duration,
     ) -> Result<bool> {
-        check::name(name)?;
+        check::existing_name(name)?;
         check::who(name, "claimed_by", by)?;
         check::lease(name, lease)?;
         let what = format!("claim run request {id} of {name:?}");
@@ -557,7 +623,7 @@ impl<D: Quirks + ScheduleSql> Core<D> {
         by: &str,
         lease: Duration,
     ) -> Result<bool> {
-        check::name(name)?;
+        check::existing_name(name)?;
         check::who(name, "claimed_by", by)?;
         check::lease(name, lease)?;
         let what = format!("start run request {id} of {name:?}");

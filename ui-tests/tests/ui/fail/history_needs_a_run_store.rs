@@ -3,36 +3,30 @@
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use shedlock::{Backend, LockConfiguration, LockGuard, LockProvider, Result, Scheduler};
+use shedlock::{LockConfiguration, LockGuard, LockProvider, Result, Scheduler};
 use shedlock::scheduler::RunHistory;
-use shedlock::settings::KeepAlive;
+use shedlock::settings::ProviderSettings;
 
 #[derive(Debug)]
-struct LocksOnly;
+struct LocksOnly(ProviderSettings);
 
 impl LockProvider for LocksOnly {
-    fn lock<'a>(&'a self, _: &'a LockConfiguration) -> BoxFuture<'a, Result<Option<LockGuard>>> {
-        Box::pin(async { Ok(None) })
+    fn lock_many<'a>(
+        &'a self,
+        configs: &'a [LockConfiguration],
+    ) -> BoxFuture<'a, Result<Vec<Result<Option<LockGuard>>>>> {
+        Box::pin(async move { Ok(configs.iter().map(|_| Ok(None)).collect()) })
     }
     fn is_held<'a>(&'a self, _: &'a str, _: i64) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async { Ok(false) })
     }
-    fn backend(&self) -> Backend {
-        Backend::Sqlite
-    }
-    fn table_name(&self) -> &str {
-        "locks"
-    }
-    fn locked_by(&self) -> &str {
-        "me"
-    }
-    fn keep_alive(&self) -> KeepAlive {
-        KeepAlive::default()
+    fn settings(&self) -> &ProviderSettings {
+        &self.0
     }
 }
 
 fn main() {
-    let _scheduler = Scheduler::builder(LocksOnly)
+    let _scheduler = Scheduler::builder(LocksOnly(ProviderSettings::default()))
         .history(RunHistory::keep_for(Duration::from_secs(3600)))
         .build();
 }

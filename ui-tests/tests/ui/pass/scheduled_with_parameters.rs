@@ -1,5 +1,5 @@
-// `#[scheduled]` above `#[scheduler_lock]`: `repo_sync::job(42)` is a `shedlock::Job`, and the
-// function stays callable by hand.
+// `#[scheduled]` above `#[scheduler_lock]`: `repo_sync::job(42)` is a `shedlock::Job` named
+// after its lock filled in (`repo_sync_42`), and the function stays callable by hand.
 use shedlock::{Job, TaskResult, scheduled, scheduler_lock};
 
 #[scheduled(cron = "0 */15 * * * *", time_zone = "Europe/Berlin")]
@@ -14,8 +14,8 @@ async fn by_hand() -> shedlock::Result<TaskResult<Result<usize, String>>> {
 
 fn main() {
     let job: Job = repo_sync::job(42, "main".to_owned());
-    assert_eq!(job.name(), "repo_sync");
-    let renamed = repo_sync::job(7, "other".to_owned()).named("repo_sync_7");
-    assert_eq!(renamed.name(), "repo_sync_7");
+    assert_eq!(job.name(), "repo_sync_42");
+    let renamed = repo_sync::job(7, "other".to_owned()).named("sync_seven");
+    assert_eq!(renamed.name(), "sync_seven");
     let _ = by_hand;
 }

@@ -1,16 +1,7 @@
-//! The control plane at work: the watch of the store's schedules (`watch_loop`), each change
-//! applied to this scheduler's jobs, "run now" requests claimed and run (`trigger`), jobs for
-//! registered handlers added and removed (`runtime`), and the [`Scheduler`]'s methods that
-//! change the store. What was read is kept in [`Control`]; what a run reads of it as it fires
-//! is in `attempt.rs`.
-//!
-//! The watch reads the store's schedule version every poll interval (one statement) and the
-//! changed schedules when it moved; on a store with a change feed (PostgreSQL's `LISTEN`) it
-//! reads them as soon as a change is announced, and when the feed is lost it reads them and
-//! listens again. A cron change replaces the job's schedule from its next tick on (no
-//! catch-up of the new schedule's past ticks); a pause, a jitter or a retry policy is read by
-//! each run as it fires. Each tick is still claimed through its lock, so a change seen by one
-//! instance before another never runs a tick twice.
+//! The watch of the store's schedules (`watch_loop`, described in the [module](super)'s
+//! doc): each change read is applied to this scheduler's jobs (a cron, a pause, a handler's
+//! job added or removed, see `runtime.rs`), pending "run now" requests are taken
+//! (`trigger.rs`); and the [`Scheduler`]'s methods that change the store.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -18,17 +9,14 @@ use std::sync::atomic::Ordering;
 
 use futures_util::StreamExt;
 
-use super::Scheduler;
-use super::control::{Control, FLEET_SCHEDULE, parse_override};
-use super::state::Inner;
+use super::super::Scheduler;
+use super::super::state::Inner;
+use super::{Control, FLEET_SCHEDULE, parse_override, runtime, trigger};
 use crate::error::{Error, Result};
 use crate::schedules::{ChangeFeed, ScheduleChange, StoredSchedule, TriggerAnswer};
 
-mod runtime;
-mod trigger;
-
 /// Watches the store's schedules and applies each change, until shutdown.
-pub(super) async fn watch_loop(inner: Arc<Inner>) {
+pub(in crate::scheduler) async fn watch_loop(inner: Arc<Inner>) {
     let Some(control) = inner.control.as_ref() else {
         return;
     };
@@ -216,7 +204,7 @@ impl Scheduler {
         self.inner.control.as_ref().ok_or_else(|| Error::InvalidSetting {
             backend: self.inner.provider.backend(),
             setting: what,
-            reason: "schedules kept in the store are off: build the scheduler with .schedules(ScheduleWatch::default()) on a provider that keeps them".into(),
+            reason: "schedules kept in the store are off: the scheduler was built with .without_schedules(), or over a provider that keeps none (etcd): build it without .without_schedules() on one that keeps them".into(),
         })
     }
 

@@ -65,7 +65,7 @@ impl Scheduler {
             return Err(Error::InvalidSetting {
                 backend: self.inner.provider.backend(),
                 setting: "handler",
-                reason: "a handler's jobs are schedules kept in the store: build the scheduler with .schedules(ScheduleWatch::default()) on a provider that keeps them".into(),
+                reason: "a handler's jobs are schedules kept in the store: the scheduler was built with .without_schedules(), or over a provider that keeps none (etcd): build it without .without_schedules() on one that keeps them".into(),
             });
         };
         LockConfiguration::new(name, lock.lock_at_most_for, lock.lock_at_least_for)?;

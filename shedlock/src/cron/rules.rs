@@ -1,6 +1,6 @@
 //! The rules a schedule is checked by, written once for both places that check one: the
 //! macros, at compile time (`#[scheduled]`), and the runtime (`Schedule::parse`). This file
-//! is `shedlock/src/schedule/rules.rs`; `shedlock-macros/src/rules.rs` is a link to it, so the
+//! is `shedlock/src/cron/rules.rs`; `shedlock-macros/src/rules.rs` is a link to it, so the
 //! two cannot disagree. It names no type of either crate: each turns the messages into its own
 //! errors.
 // Each crate uses what it needs of these.
@@ -118,8 +118,8 @@ fn closest_time_zone(name: &str) -> Option<&'static str> {
         .map(|(_, candidate)| candidate)
 }
 
-/// Levenshtein distance over chars.
-fn edit_distance(a: &str, b: &str) -> usize {
+/// Levenshtein distance over chars (also the operator layer's closest-name hint).
+pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut row: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {

@@ -1,5 +1,7 @@
 //! Quick start: a scheduled job under a lock, on an embedded SQLite file (no server).
-//! `cargo run --example quickstart`; run it in two terminals at once and each tick still runs once.
+//! `cargo run -p shedlock --example quickstart --features sqlite` (in the library's package: it
+//! builds the library and tokio, nothing else); run it in two terminals at once and each tick
+//! still runs once.
 use std::time::Duration;
 
 use shedlock::{LockContext, Scheduler, SqliteLockProvider, scheduled, scheduler_lock};
@@ -36,6 +38,6 @@ async fn main() -> shedlock::Result<()> {
     scheduler.ready().await?; // the store answers and holds the tables
     tokio::time::sleep(Duration::from_secs(7)).await;
     scheduler.shutdown().await;
-    println!("{:?}", scheduler.stats("report").expect("registered"));
+    println!("{:?}", scheduler.stats("report_ops").expect("registered")); // the lock's name, filled in
     Ok(())
 }

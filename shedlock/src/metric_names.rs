@@ -1,5 +1,6 @@
-//! Names of the metrics the scheduler records through the [`metrics`] facade. Every one has a
-//! `job` label (the scheduler's job name); install any `metrics` recorder (for example
+//! Names of the metrics the library records through the [`metrics`] facade: the scheduler's
+//! (most have a `job` label, the scheduler's job name), a lock guard's unlocks (by `lock`) and
+//! leader election's (by `election`). Install any `metrics` recorder (for example
 //! `metrics-exporter-prometheus`) to collect them.
 
 /// Counter: lock attempts (one per fired tick that was not an overlap).

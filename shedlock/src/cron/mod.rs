@@ -187,8 +187,11 @@ mod tests {
             Schedule::parse("0 0 0 29 2 *", "UTC").is_ok(),
             "leap days fire"
         );
+        // The search for a next fire time is bounded: the checks end, in seconds even in a
+        // debug build; the bound is generous, as the suite runs beside other tests on a loaded
+        // machine (9.4 s was seen there).
         assert!(
-            started.elapsed() < std::time::Duration::from_secs(5),
+            started.elapsed() < std::time::Duration::from_secs(60),
             "{:?}",
             started.elapsed()
         );

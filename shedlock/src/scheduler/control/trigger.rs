@@ -64,16 +64,8 @@ async fn run_trigger(inner: Arc<Inner>, name: String, trigger: Trigger) {
     let me = inner.provider.locked_by().to_owned();
     let lease = control.watch.trigger_lease;
     let mut claimed_until = tokio::time::Instant::now() + lease;
-    match store.claim_trigger(&name, trigger.id, &me, lease).await {
-        Ok(true) => {}
-        Ok(false) => {
-            refresh(control, store, &name).await;
-            return;
-        }
-        Err(error) => {
-            tracing::warn!(job = name, %error, "run now: could not claim the request");
-            return;
-        }
+    if !claim(control, &name, trigger.id, &me, "claim").await {
+        return;
     }
     let Some(job) = inner.job_of(&name) else {
         return; // removed meanwhile: the lease runs out and an instance that has it claims it
@@ -134,16 +126,8 @@ async fn run_trigger(inner: Arc<Inner>, name: String, trigger: Trigger) {
             // The claim's lease ran out while the lock was held elsewhere: claimed again, unless
             // another instance claimed it meanwhile (which then runs it) or it ended.
             claimed_until = tokio::time::Instant::now() + lease;
-            match store.claim_trigger(&name, trigger.id, &me, lease).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    refresh(control, store, &name).await;
-                    return;
-                }
-                Err(error) => {
-                    tracing::warn!(job = name, %error, "run now: could not claim the request again");
-                    return;
-                }
+            if !claim(control, &name, trigger.id, &me, "claim again").await {
+                return;
             }
         }
     }
@@ -198,6 +182,27 @@ async fn give_back(store: &dyn ScheduleStore, name: &str, trigger: &Trigger) {
 
 /// Reads the request of `name` again after a claim was refused (another instance claimed it,
 /// or it ended).
+/// Claims request `id` of job `name` for this instance (`me`) for the watch's trigger lease
+/// (`what`: "claim" or "claim again", for the log); `false` when it was not: another instance
+/// holds it or it ended (the job's pending request is read again), or the store failed.
+async fn claim(control: &Control, name: &str, id: i64, me: &str, what: &str) -> bool {
+    let store = control.store.as_ref();
+    match store
+        .claim_trigger(name, id, me, control.watch.trigger_lease)
+        .await
+    {
+        Ok(true) => true,
+        Ok(false) => {
+            refresh(control, store, name).await;
+            false
+        }
+        Err(error) => {
+            tracing::warn!(job = name, %error, "run now: could not {what} the request");
+            false
+        }
+    }
+}
+
 async fn refresh(control: &Control, store: &dyn ScheduleStore, name: &str) {
     if let Ok(row) = store.schedule(name).await {
         let mut state = control.state();

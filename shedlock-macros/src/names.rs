@@ -1,0 +1,1 @@
+../../shedlock/src/names.rs

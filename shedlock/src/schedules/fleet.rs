@@ -1,0 +1,409 @@
+//! The fleet's code-defined jobs as the store knows them: each instance registers the jobs its
+//! code defines ([`Registration`], written whole at start and again when its jobs change) and
+//! stays seen with a heartbeat; [`ScheduleStore::fleet_jobs`](super::ScheduleStore::fleet_jobs)
+//! lists every job with the instances that carry it ([`FleetJob`], [`Carrier`]).
+//!
+//! An instance seen less recently than its [`forget_after`](Registration::forget_after) is
+//! forgotten: it is left out of the list, and its registration is deleted by the next instance
+//! that registers. A job that no remaining instance carries is no longer listed.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::RetryPolicy;
+use crate::error::{Error, Result};
+
+/// The shortest [`Registration::forget_after`]: 2 seconds.
+pub const MIN_FORGET_AFTER: Duration = Duration::from_secs(2);
+
+/// The default [`Registration::forget_after`]: 10 minutes.
+pub const DEFAULT_FORGET_AFTER: Duration = Duration::from_secs(600);
+
+/// The longest interval between two heartbeats of an instance: 30 seconds (shorter when its
+/// [`forget_after`](Registration::forget_after) is under 2 minutes: a quarter of it).
+pub const MAX_HEARTBEAT: Duration = Duration::from_secs(30);
+
+/// How often an instance that forgets after `forget_after` sends its heartbeat: a quarter of
+/// `forget_after`, at most [`MAX_HEARTBEAT`].
+pub fn heartbeat_every(forget_after: Duration) -> Duration {
+    (forget_after / 4).min(MAX_HEARTBEAT)
+}
+
+/// A job defined in an instance's code, as that instance registers it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RegisteredJob {
+    /// The job's name: what `pause`, `trigger` and the others take.
+    #[serde(rename = "n")]
+    pub name: String,
+    /// The lock its runs take, when the scheduler knows it (a `#[scheduled]` function with a
+    /// `#[scheduler_lock]`, the name filled in with the job's arguments; [`Job::with_lock`]
+    /// or [`Job::locked`]).
+    ///
+    /// [`Job::with_lock`]: crate::Job::with_lock
+    /// [`Job::locked`]: crate::Job::locked
+    #[serde(rename = "l", default, skip_serializing_if = "Option::is_none")]
+    pub lock: Option<String>,
+    /// The code's cron expression (an operator's override is in the job's schedule).
+    #[serde(rename = "c")]
+    pub cron: String,
+    /// The IANA time zone the cron is read in.
+    #[serde(rename = "z")]
+    pub time_zone: String,
+    /// Its misfire policy (`skip`, `latest`, `all`), or `None`: the scheduler's.
+    #[serde(rename = "m", default, skip_serializing_if = "Option::is_none")]
+    pub misfire: Option<String>,
+    /// Its own jitter, in whole milliseconds.
+    #[serde(rename = "j", default, skip_serializing_if = "Option::is_none")]
+    pub jitter_ms: Option<u64>,
+    /// Its own retry policy: attempts, base and cap in milliseconds, past the next tick.
+    #[serde(rename = "r", default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<(u32, u64, u64, bool)>,
+}
+
+impl RegisteredJob {
+    /// A job `name` on `cron` in `time_zone`, with no lock known and no policy of its own.
+    pub fn new(
+        name: impl Into<String>,
+        cron: impl Into<String>,
+        time_zone: impl Into<String>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            lock: None,
+            cron: cron.into(),
+            time_zone: time_zone.into(),
+            misfire: None,
+            jitter_ms: None,
+            retry: None,
+        }
+    }
+
+    /// Its jitter as a duration.
+    pub fn jitter(&self) -> Option<Duration> {
+        self.jitter_ms.map(Duration::from_millis)
+    }
+
+    /// Its retry policy.
+    pub fn retry_policy(&self) -> Option<RetryPolicy> {
+        self.retry.map(|(attempts, base, cap, past)| {
+            RetryPolicy::new(
+                attempts,
+                Duration::from_millis(base),
+                Duration::from_millis(cap),
+            )
+            .past_next_tick(past)
+        })
+    }
+}
+
+/// What one instance registers: who it is, its fleet, its code-defined jobs, and after how
+/// long without a heartbeat it is forgotten.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Registration {
+    /// The instance: its provider's `locked_by`.
+    pub instance: String,
+    /// Its fleet ([`SchedulerBuilder::fleet`](crate::scheduler::SchedulerBuilder::fleet)).
+    pub fleet: String,
+    /// Its code-defined jobs.
+    pub jobs: Vec<RegisteredJob>,
+    /// Seen less recently than this, it is forgotten.
+    pub forget_after: Duration,
+    /// The jobs already rendered as JSON, and how many (the scheduler's registration, written
+    /// job by job so that no copy of every job is held at once); `jobs` is then empty.
+    rendered: Option<(usize, String)>,
+}
+
+impl Registration {
+    /// The registration of `instance` in `fleet`, carrying `jobs`, forgotten after
+    /// `forget_after` without a heartbeat.
+    pub fn new(
+        instance: impl Into<String>,
+        fleet: impl Into<String>,
+        jobs: Vec<RegisteredJob>,
+        forget_after: Duration,
+    ) -> Self {
+        Self {
+            instance: instance.into(),
+            fleet: fleet.into(),
+            jobs,
+            forget_after,
+            rendered: None,
+        }
+    }
+
+    /// A registration of `count` jobs already rendered as the JSON document `json`.
+    pub(crate) fn rendered(
+        instance: impl Into<String>,
+        fleet: impl Into<String>,
+        count: usize,
+        json: String,
+        forget_after: Duration,
+    ) -> Self {
+        Self {
+            rendered: Some((count, json)),
+            ..Self::new(instance, fleet, Vec::new(), forget_after)
+        }
+    }
+
+    /// How many jobs it registers.
+    pub fn len(&self) -> usize {
+        self.rendered.as_ref().map_or(self.jobs.len(), |(n, _)| *n)
+    }
+
+    /// Whether it registers no job.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The jobs as the store keeps them: one JSON document (compact field names).
+    pub fn jobs_json(&self) -> std::borrow::Cow<'_, str> {
+        match &self.rendered {
+            Some((_, json)) => std::borrow::Cow::Borrowed(json),
+            None => serde_json::to_string(&self.jobs)
+                .unwrap_or_else(|_| "[]".to_owned())
+                .into(),
+        }
+    }
+}
+
+/// An instance's registration as a store read it: what it registered and when it was last
+/// seen, by the store's clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoredRegistration {
+    /// The instance.
+    pub instance: String,
+    /// Its fleet.
+    pub fleet: String,
+    /// Its jobs as the JSON document [`Registration::jobs_json`] wrote.
+    pub jobs_json: String,
+    /// When it registered or sent its last heartbeat.
+    pub last_seen: DateTime<Utc>,
+    /// After how long without a heartbeat it is forgotten.
+    pub forget_after: Duration,
+}
+
+impl StoredRegistration {
+    /// A registration read from a store outside this crate.
+    pub fn new(
+        instance: impl Into<String>,
+        fleet: impl Into<String>,
+        jobs_json: impl Into<String>,
+        last_seen: DateTime<Utc>,
+        forget_after: Duration,
+    ) -> Self {
+        Self {
+            instance: instance.into(),
+            fleet: fleet.into(),
+            jobs_json: jobs_json.into(),
+            last_seen,
+            forget_after,
+        }
+    }
+
+    /// Whether it is forgotten at `now`.
+    pub fn forgotten(&self, now: DateTime<Utc>) -> bool {
+        now - self.last_seen > chrono::TimeDelta::from_std(self.forget_after).unwrap_or_default()
+    }
+}
+
+/// An instance that carries a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Carrier {
+    /// The instance (its `locked_by`).
+    pub instance: String,
+    /// Its fleet.
+    pub fleet: String,
+    /// When it was last seen, by the store's clock.
+    pub last_seen: DateTime<Utc>,
+    /// Whether it runs now: seen within three of its heartbeats (it registered, or sent a
+    /// heartbeat, recently enough). One that stopped stays listed, not running, until it is
+    /// forgotten.
+    pub running: bool,
+}
+
+/// A code-defined job of the fleet, with every instance that carries it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FleetJob {
+    /// The job as the most recently seen of its carriers defines it.
+    pub job: RegisteredJob,
+    /// The instances that carry it, most recently seen first.
+    pub carriers: Vec<Carrier>,
+}
+
+impl FleetJob {
+    /// Whether any instance that runs now carries it.
+    pub fn carried(&self) -> bool {
+        self.carriers.iter().any(|c| c.running)
+    }
+}
+
+/// Every job of `registrations` not forgotten at `now`, by name, each with its carriers: what
+/// a store's [`fleet_jobs`](super::ScheduleStore::fleet_jobs) answers. A registration whose
+/// jobs cannot be read is logged and left out.
+pub fn merge(registrations: &[StoredRegistration], now: DateTime<Utc>) -> Vec<FleetJob> {
+    let mut live: Vec<&StoredRegistration> =
+        registrations.iter().filter(|r| !r.forgotten(now)).collect();
+    live.sort_by_key(|r| std::cmp::Reverse(r.last_seen));
+    let mut jobs: std::collections::BTreeMap<String, FleetJob> = Default::default();
+    for registration in live {
+        let parsed: Vec<RegisteredJob> = match serde_json::from_str(&registration.jobs_json) {
+            Ok(parsed) => parsed,
+            Err(error) => {
+                tracing::warn!(instance = registration.instance, %error,
+                    "the store holds a registration of jobs that cannot be read: left out");
+                continue;
+            }
+        };
+        let beats = chrono::TimeDelta::from_std(3 * heartbeat_every(registration.forget_after))
+            .unwrap_or_default();
+        let carrier = Carrier {
+            instance: registration.instance.clone(),
+            fleet: registration.fleet.clone(),
+            last_seen: registration.last_seen,
+            running: now - registration.last_seen <= beats,
+        };
+        for job in parsed {
+            jobs.entry(job.name.clone())
+                .or_insert_with(|| FleetJob {
+                    job,
+                    carriers: Vec::new(),
+                })
+                .carriers
+                .push(carrier.clone());
+        }
+    }
+    jobs.into_values().collect()
+}
+
+/// The job `name` of the fleet, if an instance not forgotten carries it.
+pub async fn fleet_job<S: super::ScheduleStore + ?Sized>(
+    store: &S,
+    name: &str,
+) -> Result<Option<FleetJob>> {
+    Ok(store
+        .fleet_jobs()
+        .await?
+        .into_iter()
+        .find(|job| job.job.name == name))
+}
+
+/// Why a change to job `name` (a pause, a resume, a new cron, a "run now") would be applied
+/// by no instance, if so: no running instance that watches the store carries it (none
+/// registered it, or those that did stopped). `None` when one does, or when `name` is a job
+/// created at run time (run by the instances that registered its handler, which the store
+/// does not list) and some instance watches the store. For the fleet's own schedule
+/// ([`FLEET_SCHEDULE`](crate::scheduler::FLEET_SCHEDULE)): whether any instance watches.
+///
+/// What `shedlock` and the dashboard say instead of "done" when the answer is `Some`.
+pub async fn unapplied<S: super::ScheduleStore + ?Sized>(
+    store: &S,
+    name: &str,
+) -> Result<Option<String>> {
+    let jobs = store.fleet_jobs().await?;
+    let watching = jobs.iter().any(FleetJob::carried);
+    let run_time = name == crate::scheduler::FLEET_SCHEDULE
+        || store
+            .schedule(name)
+            .await?
+            .is_some_and(|s| s.handler.is_some() && !s.deleted);
+    if run_time {
+        return Ok((!watching).then(|| {
+            "no running instance watches the store (none registered its jobs within three heartbeats): nothing applies this until one starts with the schedule watch on (the default)".to_owned()
+        }));
+    }
+    Ok(match jobs.iter().find(|job| job.job.name == name) {
+        Some(job) if job.carried() => None,
+        Some(job) => Some(format!(
+            "no running instance carries {name:?}: the instances that carried it ({}) have not been seen for more than three heartbeats; nothing applies this until one that carries it starts",
+            job.carriers
+                .iter()
+                .map(|c| format!(
+                    "{}, last seen {}",
+                    c.instance,
+                    c.last_seen
+                        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                ))
+                .collect::<Vec<_>>()
+                .join("; ")
+        )),
+        None => Some(format!(
+            "no running instance that watches the store carries {name:?} (it is not among the jobs the instances registered): nothing applies this until one that carries it starts with the schedule watch on (the default)"
+        )),
+    })
+}
+
+/// Refuses a `forget_after` shorter than [`MIN_FORGET_AFTER`].
+pub(crate) fn check_forget_after(forget_after: Duration) -> Result<Duration> {
+    if forget_after < MIN_FORGET_AFTER {
+        return Err(Error::InvalidWorkerSetting {
+            setting: "ScheduleWatch::forget_jobs_after",
+            reason: format!(
+                "{} is shorter than 2s: an instance would be forgotten between two of its heartbeats",
+                humantime::format_duration(forget_after)
+            ),
+        });
+    }
+    Ok(forget_after)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_700_000_000 + secs, 0).unwrap()
+    }
+
+    #[test]
+    fn jobs_are_merged_by_name_with_their_carriers_and_forgotten_instances_left_out() {
+        let old = Registration::new(
+            "pod-a",
+            "default",
+            vec![
+                RegisteredJob::new("beat_0", "* * * * * *", "UTC"),
+                RegisteredJob::new("gone", "* * * * * *", "UTC"),
+            ],
+            Duration::from_secs(60),
+        );
+        let new = Registration::new(
+            "pod-b",
+            "default",
+            vec![RegisteredJob::new("beat_0", "*/2 * * * * *", "UTC")],
+            Duration::from_secs(60),
+        );
+        let stored = |r: &Registration, seen| {
+            StoredRegistration::new(
+                &r.instance,
+                &r.fleet,
+                r.jobs_json(),
+                at(seen),
+                r.forget_after,
+            )
+        };
+        let all = [stored(&old, 0), stored(&new, 30)];
+        let jobs = merge(&all, at(50));
+        assert_eq!(jobs.len(), 2);
+        assert_eq!(jobs[0].job.name, "beat_0");
+        assert_eq!(
+            jobs[0].job.cron, "*/2 * * * * *",
+            "the newest carrier's definition"
+        );
+        let carriers: Vec<(&str, bool)> = jobs[0]
+            .carriers
+            .iter()
+            .map(|c| (c.instance.as_str(), c.running))
+            .collect();
+        assert_eq!(carriers, [("pod-b", true), ("pod-a", false)]);
+        assert!(!jobs[1].carried());
+        let later = merge(&all, at(70));
+        assert_eq!(later.len(), 1, "pod-a forgotten, and `gone` with it");
+        assert!(check_forget_after(Duration::from_secs(1)).is_err());
+    }
+}

@@ -1,0 +1,226 @@
+//! `shedlock-beats`: one scheduler instance in one OS process, written the README's way
+//! (`#[scheduled]` with `#[scheduler_lock]`, a lock named per parameter), for the leader-kill
+//! and "run now" tests (`tests/leader_kills.rs`).
+//!
+//! Jobs: `beat_0` … `beat_{n-1}` (`--jobs`), every second, lock `beat_{i}`; with `--pulse`,
+//! also `pulse`, every 5 s, lock `pulse` held at least 1 s (`lock_at_least_for = "1s"`).
+//! Every run this process starts is appended as one line to `<runs-dir>/<instance>.runs`:
+//! `RUN <job> <tick ms, or - for a run asked for at once> <pid> <unix ms at start>`, written
+//! with one `write` so a `kill -9` leaves whole lines only. Prints `… ready` on stderr once
+//! the scheduler started; stops on SIGTERM.
+#![allow(missing_docs)]
+
+use std::io::Write;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use shedlock::leader::LeaderElection;
+use shedlock::scheduler::{MisfirePolicy, ScheduleWatch, SchedulerBuilder};
+use shedlock::schedules::ScheduleStore;
+use shedlock::{
+    LockAdmin, LockContext, LockProvider, MySqlLockProvider, PostgresLockProvider, Scheduler,
+    SqliteLockProvider, scheduled, scheduler_lock,
+};
+use shedlock_redis::{RedisLockProvider, RedisTarget};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum BackendArg {
+    Postgres,
+    Mysql,
+    Sqlite,
+    Redis,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum MisfireArg {
+    Skip,
+    Latest,
+    All,
+}
+
+#[derive(Debug, Parser)]
+#[command(about = "Per-second #[scheduled] jobs in one process, each run logged to a file")]
+struct Args {
+    #[arg(long, value_enum)]
+    backend: BackendArg,
+    /// Database URL (SQLite: a file path; Redis: a `redis://` URL).
+    #[arg(long)]
+    url: String,
+    /// Lock table (Redis: the key prefix).
+    #[arg(long)]
+    table: String,
+    /// Unused: taken so the fleet helpers start this binary as they start the harness.
+    #[arg(long)]
+    results: Option<String>,
+    #[arg(long)]
+    instance: String,
+    /// Where `<instance>.runs` is written.
+    #[arg(long)]
+    runs_dir: String,
+    /// Jobs `beat_0` … (every second).
+    #[arg(long, default_value_t = 5)]
+    jobs: u32,
+    /// Also the job `pulse` (every 5 s, held at least 1 s).
+    #[arg(long)]
+    pulse: bool,
+    /// Fire only while leading the election `leader` with this lease, renew deadline and
+    /// retry period (`6s,4s,300ms`).
+    #[arg(long)]
+    leader: Option<String>,
+    #[arg(long, value_enum, default_value = "latest")]
+    misfire_policy: MisfireArg,
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    misfire_grace: Duration,
+    /// Watch the schedules kept in the store ("run now" requests among them), this often.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    schedules: Option<Duration>,
+}
+
+/// This process's runs file.
+static RUNS: OnceLock<Mutex<std::fs::File>> = OnceLock::new();
+
+/// Appends one run of `job` to the runs file, with its tick (none for a run asked for at once).
+fn record(job: &str) -> Result<(), String> {
+    let tick = LockContext::current()
+        .ok_or("not under the lock")?
+        .tick()
+        .map_or_else(|| "-".to_owned(), |t| t.timestamp_millis().to_string());
+    let line = format!(
+        "RUN {job} {tick} {} {}\n",
+        std::process::id(),
+        chrono::Utc::now().timestamp_millis()
+    );
+    let file = RUNS.get().ok_or("no runs file")?;
+    let mut file = file.lock().unwrap_or_else(|e| e.into_inner());
+    file.write_all(line.as_bytes()).map_err(|e| e.to_string())
+}
+
+#[scheduled(cron = "* * * * * *", time_zone = "UTC")]
+#[scheduler_lock(name = "beat_{i}", lock_at_most_for = "4s")]
+async fn beat(i: u32) -> Result<(), String> {
+    // Logged as the body starts: a run killed while it works has still run its tick (its
+    // history row is closed as abandoned), and is never run again.
+    record(&format!("beat_{i}"))?;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    Ok(())
+}
+
+#[scheduled(cron = "*/5 * * * * *", time_zone = "UTC")]
+#[scheduler_lock(name = "pulse", lock_at_most_for = "30s", lock_at_least_for = "1s")]
+async fn pulse() -> Result<(), String> {
+    record("pulse")
+}
+
+#[tokio::main]
+async fn main() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let args = Args::parse();
+    if let Err(error) = run(args).await {
+        eprintln!("shedlock-beats: {error}");
+        std::process::exit(2);
+    }
+}
+
+type Failure = Box<dyn std::error::Error>;
+
+async fn run(args: Args) -> Result<(), Failure> {
+    let path = std::path::Path::new(&args.runs_dir).join(format!("{}.runs", args.instance));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)?;
+    RUNS.set(Mutex::new(file))
+        .map_err(|_| "runs file set twice")?;
+    match args.backend {
+        BackendArg::Postgres => {
+            let provider = PostgresLockProvider::url(&args.url)
+                .table_name(&args.table)
+                .locked_by(&args.instance)
+                .build()
+                .await?;
+            provider.migrate().await?;
+            serve(provider, &args).await
+        }
+        BackendArg::Mysql => {
+            let provider = MySqlLockProvider::url(&args.url)
+                .table_name(&args.table)
+                .locked_by(&args.instance)
+                .build()
+                .await?;
+            provider.migrate().await?;
+            serve(provider, &args).await
+        }
+        BackendArg::Sqlite => {
+            let provider = SqliteLockProvider::url(&args.url)
+                .table_name(&args.table)
+                .locked_by(&args.instance)
+                .build()
+                .await?;
+            provider.migrate().await?;
+            serve(provider, &args).await
+        }
+        BackendArg::Redis => {
+            let provider = RedisLockProvider::builder(RedisTarget::new(&args.url))
+                .table_name(&args.table)
+                .locked_by(&args.instance)
+                .build()
+                .await?;
+            provider.migrate().await?;
+            serve(provider, &args).await
+        }
+    }
+}
+
+/// Builds the scheduler on `provider`, adds the jobs, runs until SIGTERM.
+async fn serve<P: LockProvider + ScheduleStore + 'static>(
+    provider: P,
+    args: &Args,
+) -> Result<(), Failure> {
+    let policy = match args.misfire_policy {
+        MisfireArg::Skip => MisfirePolicy::Skip,
+        MisfireArg::Latest => MisfirePolicy::Latest,
+        MisfireArg::All => MisfirePolicy::All,
+    };
+    let mut builder: SchedulerBuilder<P> = Scheduler::builder(provider)
+        .misfire_grace(args.misfire_grace)
+        .misfire_policy(policy);
+    if let Some(spec) = &args.leader {
+        builder = builder.leader_election(election(spec)?);
+    }
+    if let Some(every) = args.schedules {
+        builder = builder.schedules(ScheduleWatch::new().poll_every(every)?);
+    }
+    let scheduler = builder.build();
+    for i in 0..args.jobs {
+        scheduler.add(beat::job(i).named(format!("beat_{i}")))?;
+    }
+    if args.pulse {
+        scheduler.add(pulse::job())?;
+    }
+    scheduler.start();
+    scheduler.ready().await?;
+    eprintln!("shedlock-beats: {} ready", args.instance);
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    term.recv().await;
+    scheduler.shutdown().await;
+    Ok(())
+}
+
+/// `LEASE,RENEW,RETRY`: the election `leader` with that timing.
+fn election(spec: &str) -> Result<LeaderElection, Failure> {
+    let parts: Vec<Duration> = spec
+        .split(',')
+        .map(|part| humantime::parse_duration(part.trim()))
+        .collect::<Result<_, _>>()?;
+    let [lease, renew, retry] = parts[..] else {
+        return Err(format!("--leader wants LEASE,RENEW,RETRY, got {spec:?}").into());
+    };
+    Ok(LeaderElection::new("leader")?.timing(lease, renew, retry)?)
+}
