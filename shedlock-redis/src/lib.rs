@@ -74,6 +74,22 @@ pub const DEFAULT_KEY_PREFIX: &str = shedlock::settings::DEFAULT_TABLE_NAME;
 /// compile. It implements [`ScheduleStore`](shedlock::schedules::ScheduleStore) (see
 /// [Schedules](#schedules)).
 ///
+/// History asked of this provider is refused by the compiler (`RedisLockProvider: RunStore` is
+/// not satisfied):
+///
+/// ```compile_fail,E0599
+/// # async fn demo() -> shedlock::Result<()> {
+/// use std::time::Duration;
+/// use shedlock::{RunHistory, Scheduler};
+/// use shedlock_redis::RedisLockProvider;
+///
+/// let provider = RedisLockProvider::connect("redis://127.0.0.1:6379").await?;
+/// let scheduler = Scheduler::builder(provider)
+///     .history(RunHistory::keep_for(Duration::from_secs(3600)))
+///     .build();
+/// # Ok(()) }
+/// ```
+///
 /// ```no_run
 /// # async fn demo() -> shedlock::Result<()> {
 /// use std::time::Duration;

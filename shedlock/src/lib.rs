@@ -164,7 +164,7 @@ pub use shedlock_macros::{scheduled, scheduler_lock};
 pub mod __private;
 
 // The README's and the guide's examples compile as doctests (the README's Quick start is a
-// crate of its own, built by the suite's `tests/readme.rs`).
+// package of its own, `examples/quick-start`, whose files its tests compare with the README).
 #[cfg(all(doctest, feature = "postgres"))]
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;

@@ -1,6 +1,7 @@
 //! Compile-time tests of `#[scheduler_lock]` and `#[scheduled]` (and of what the types refuse,
-//! such as history on a provider without a `RunStore`): every `tests/ui/pass` program
-//! compiles and runs, every `tests/ui/fail` program fails with exactly its `.stderr`.
+//! such as a provider that leaves out a required method): every `tests/ui/pass` program
+//! compiles and runs, every `tests/ui/fail` program fails with exactly its `.stderr`. That
+//! history on Redis does not compile is a `compile_fail` doc test of shedlock-redis.
 //!
 //! trybuild builds the cases in a project of its own (`target/tests/trybuild/`) that depends on
 //! everything this package depends on: hence a package of its own, with only what the cases use.

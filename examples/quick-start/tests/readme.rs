@@ -1,9 +1,14 @@
-//! The README's Quick start, taken from the README's text and used as a reader would: its
-//! `Cargo.toml` and `src/main.rs` (at most 40 lines together) become a crate of their own, with
-//! only the path of the `shedlock` dependency pointed at this checkout; built with cargo, then
-//! run as the README says, as two pods (`POD_NAME=pod-a`, `pod-b`) on one PostgreSQL database:
-//! each tick runs once, the run history names the pod that ran it, and Ctrl-C (SIGINT) stops
-//! each copy with exit code 0.
+//! The README's Quick start, taken from the README's text and used as a reader would. Its
+//! `Cargo.toml` and `src/main.rs` (at most 40 lines together) are this package's, word for word
+//! but the path of the `shedlock` dependency (a test below compares them), so the workspace's
+//! build compiles the Quick start beside everything else. Its binary is run as the README says,
+//! as two pods (`POD_NAME=pod-a`, `pod-b`) on one PostgreSQL database: each tick runs once, the
+//! run history names the pod that ran it, and Ctrl-C (SIGINT) stops each copy with exit code 0.
+//!
+//! `SHEDLOCK_SOAK=1` also builds the two blocks as a reader would, as a crate of its own outside
+//! this workspace (about 150 packages compiled a second time: minutes on a loaded machine), and
+//! runs that binary as the two pods instead. In the workspace, a feature the Quick start needs
+//! but its `Cargo.toml` leaves out could come from another package; alone, it could not.
 #![allow(missing_docs)]
 
 use std::path::{Path, PathBuf};
@@ -38,8 +43,43 @@ fn quick_start_block(readme: &str, language: &str) -> String {
     panic!("the ```{language} block of the Quick start is not closed")
 }
 
+/// The repository's root: this package is `examples/quick-start/` in it.
+fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .and_then(Path::parent)
+        .expect("the package is examples/quick-start in the repository")
+}
+
 fn readme() -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap()
+    std::fs::read_to_string(repo_root().join("README.md")).unwrap()
+}
+
+/// The path this package's `Cargo.toml` gives for the `shedlock` crate instead of the README's.
+const PACKAGE_PATH: &str = "path = \"../../shedlock\"";
+
+/// This package's files are the README's blocks: `src/main.rs` the `rust` block, and
+/// `Cargo.toml` starts with the `toml` block, but the path, then says where the README's part
+/// ends (its dev-dependencies, for the tests here, follow).
+#[test]
+fn this_package_is_the_quick_start_word_for_word() {
+    let readme = readme();
+    let package = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let main = std::fs::read_to_string(package.join("src/main.rs")).unwrap();
+    assert_eq!(
+        main,
+        quick_start_block(&readme, "rust"),
+        "src/main.rs is the README's Quick start main.rs"
+    );
+    let toml = std::fs::read_to_string(package.join("Cargo.toml")).unwrap();
+    let readme_toml = quick_start_block(&readme, "toml").replace(README_PATH, PACKAGE_PATH);
+    let rest = toml.strip_prefix(readme_toml.as_str()).unwrap_or_else(|| {
+        panic!("Cargo.toml starts with the README's Quick start Cargo.toml:\n{readme_toml}")
+    });
+    assert!(
+        rest.starts_with("\n# Above: the README's Quick start `Cargo.toml`"),
+        "Cargo.toml says where the README's part ends:\n{rest}"
+    );
 }
 
 #[test]
@@ -105,11 +145,21 @@ fn the_readme_is_at_most_250_lines_with_the_quick_start_in_its_first_60() {
     );
 }
 
+/// The binary the pods run: this package's, which the workspace's build compiled; with
+/// `SHEDLOCK_SOAK=1`, the Quick start built as a crate of its own ([`build_quick_start`]).
+fn quick_start_binary() -> PathBuf {
+    if std::env::var("SHEDLOCK_SOAK").is_ok_and(|v| v == "1") {
+        build_quick_start()
+    } else {
+        PathBuf::from(env!("CARGO_BIN_EXE_hello-shedlock"))
+    }
+}
+
 /// Writes the Quick start's crate under the test's target folder (kept between runs, so a
-/// second run builds only what changed) and builds it; its binary.
+/// second run builds only what changed) and builds it, as a reader would; its binary.
 fn build_quick_start() -> PathBuf {
     let readme = readme();
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let workspace = repo_root();
     let shedlock = workspace.join("shedlock");
     let toml = quick_start_block(&readme, "toml").replace(
         README_PATH,
@@ -177,7 +227,7 @@ mod postgres {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_quick_start_runs_as_pasted_on_two_pods() {
-        let binary = tokio::task::spawn_blocking(super::build_quick_start)
+        let binary = tokio::task::spawn_blocking(super::quick_start_binary)
             .await
             .unwrap();
         let (url, database) = postgres_database("readme").await;
