@@ -6,10 +6,16 @@
 //! provider keeps the same rows in a store every instance reaches (a table, a key space) and
 //! makes each method one atomic operation there, as these are under one mutex.
 //!
-//! It implements exactly the methods the traits require, eight: `lock_many`, `is_held` and
-//! `settings` of [`LockProvider`]; `extend` and `unlock` of [`Lease`]; `locks`, `lock_state`
-//! and `force_release` of [`LockAdmin`]. Every other method keeps the trait's default (`lock`
-//! is a batch of one, `migrate` creates nothing, `backend` names this type, and the rest).
+//! It implements the methods the traits require, eight: `lock_many`, `is_held` and `settings`
+//! of [`LockProvider`]; `extend` and `unlock` of [`Lease`]; `locks`, `lock_state` and
+//! `force_release` of [`LockAdmin`]. Of the methods with a default it overrides one,
+//! `as_admin`, which every provider that implements [`LockAdmin`] overrides to say so. Every
+//! other method keeps the trait's default (`lock` is a batch of one, `migrate` creates
+//! nothing, `backend` names this type, and the rest).
+//!
+//! `tests/memory_provider.rs` also runs the conformance kit on it (`shedlock-testkit`), with a
+//! `TestDb` of the eight hooks the kit requires; [`MemoryLockProvider::by_hand`] is what those
+//! hooks write through, as a test of a real store would write its table.
 //!
 //! Run it: `cargo run --example memory_provider`.
 
@@ -28,21 +34,28 @@ use tokio::time::Instant;
 
 /// One lock's row: what a table's row or a key's record holds.
 #[derive(Debug, Clone)]
-struct Row {
-    locked_until: DateTime<Utc>,
-    locked_at: DateTime<Utc>,
-    locked_by: String,
-    token: i64,
-    last_tick: Option<DateTime<Utc>>,
+pub struct Row {
+    /// Held until then.
+    pub locked_until: DateTime<Utc>,
+    /// When the holder took it.
+    pub locked_at: DateTime<Utc>,
+    /// Who took it.
+    pub locked_by: String,
+    /// The fencing token of the last acquisition.
+    pub token: i64,
+    /// The newest tick claimed through it.
+    pub last_tick: Option<DateTime<Utc>>,
 }
 
 /// What the provider and every guard it built share: the rows and the token counter, which
-/// stand for the store every instance reaches.
+/// stand for the store every instance reaches, and this instance's settings.
 #[derive(Debug)]
 struct Store {
     rows: Arc<Mutex<HashMap<String, Row>>>,
     /// The last fencing token handed out: tokens never go back, even for a row deleted.
     tokens: Arc<AtomicI64>,
+    /// This instance's settings: who takes the locks, keep-alive, the tick tolerance, the clock.
+    settings: ProviderSettings,
 }
 
 impl Store {
@@ -50,8 +63,15 @@ impl Store {
         self.rows.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The time every decision is taken by: the store's clock (here the process's), or the
+    /// application's where the settings say so (`ClockMode::App`), as a provider passes its
+    /// clock into its statements then.
+    fn now(&self) -> DateTime<Utc> {
+        self.settings.app_now().unwrap_or_else(Utc::now)
+    }
+
     fn unlock_row(&self, name: &str, token: i64, at_least: Duration, slack: Duration) -> bool {
-        let now = Utc::now();
+        let now = self.now();
         match self.rows().get_mut(name) {
             Some(row) if row.token == token => {
                 row.locked_until = now
@@ -68,45 +88,54 @@ impl Store {
 #[derive(Debug, Clone)]
 pub struct MemoryLockProvider {
     store: Arc<Store>,
-    /// This instance's settings: who takes the locks, keep-alive, the tick tolerance.
-    settings: Arc<ProviderSettings>,
 }
 
 impl MemoryLockProvider {
     /// A provider over a new, empty store, whose locks are taken in the name of `locked_by`.
     pub fn new(locked_by: impl Into<String>) -> Self {
-        Self::over(Arc::default(), Arc::default(), locked_by.into())
+        Self::over(Arc::default(), Arc::default(), settings(locked_by.into()))
     }
 
     /// Another instance over the same store, taking locks in the name of `locked_by`.
     pub fn instance(&self, locked_by: impl Into<String>) -> Self {
+        self.with_settings(settings(locked_by.into()))
+    }
+
+    /// Another instance over the same store with `settings` (a real provider takes them from
+    /// its builder, [`ProviderBuilder::into_parts`](shedlock::settings::ProviderBuilder::into_parts)).
+    pub fn with_settings(&self, settings: ProviderSettings) -> Self {
         Self::over(
             Arc::clone(&self.store.rows),
             Arc::clone(&self.store.tokens),
-            locked_by.into(),
+            settings,
         )
+    }
+
+    /// The rows, changed by hand (as an operator or a test changes a table): `f` runs under
+    /// the store's mutex.
+    pub fn by_hand<T>(&self, f: impl FnOnce(&mut HashMap<String, Row>) -> T) -> T {
+        f(&mut self.store.rows())
     }
 
     fn over(
         rows: Arc<Mutex<HashMap<String, Row>>>,
         tokens: Arc<AtomicI64>,
-        locked_by: String,
+        settings: ProviderSettings,
     ) -> Self {
-        // A provider with a builder takes these from `ProviderBuilder::into_parts`.
-        let mut settings = ProviderSettings::default();
-        settings.table = "memory".into();
-        settings.locked_by = locked_by;
         Self {
-            store: Arc::new(Store { rows, tokens }),
-            settings: Arc::new(settings),
+            store: Arc::new(Store {
+                rows,
+                tokens,
+                settings,
+            }),
         }
     }
 
     /// One acquisition: the store's atomic step (here, under the mutex), then the answer
     /// decided as every provider decides it ([`Acquired::into_guard`]).
     fn acquire(&self, config: &LockConfiguration, sent_at: Instant) -> Result<Option<LockGuard>> {
-        let now = Utc::now();
-        let tolerance = self.settings.tick_tolerance;
+        let now = self.store.now();
+        let tolerance = self.store.settings.tick_tolerance;
         // How far the tick is ahead of the store's clock: a tick too far ahead is refused
         // without writing anything (it would block every other instance until then).
         let ahead_us = config
@@ -133,6 +162,10 @@ impl MemoryLockProvider {
                 return Acquired::NotTaken { ahead_us: None };
             }
         }
+        // Above every token handed out, and above the row's own (a row written by someone
+        // else, or raised by hand, may carry a higher one than this store's counter).
+        let floor = rows.get(config.name()).map_or(0, |row| row.token);
+        self.store.tokens.fetch_max(floor, Ordering::SeqCst);
         let token = self.store.tokens.fetch_add(1, Ordering::SeqCst) + 1;
         let last_tick = config
             .tick()
@@ -142,7 +175,7 @@ impl MemoryLockProvider {
             Row {
                 locked_until: now + config.lock_at_most_for(),
                 locked_at: now,
-                locked_by: self.settings.locked_by.clone(),
+                locked_by: self.store.settings.locked_by.clone(),
                 token,
                 last_tick,
             },
@@ -159,7 +192,7 @@ impl Lease for Store {
         at_most: Duration,
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
-            let now = Utc::now();
+            let now = self.now();
             Ok(match self.rows().get_mut(name) {
                 Some(row) if row.token == token && row.locked_until > now => {
                     row.locked_until = now + at_most;
@@ -193,6 +226,10 @@ impl LockProvider for MemoryLockProvider {
         // held longer than the store does.
         let sent_at = Instant::now();
         Box::pin(async move {
+            // A store's round trip lets the task's thread run other tasks meanwhile; an answer
+            // from memory comes at once, so it gives way itself, or a task that locks in a
+            // loop would keep its thread from every other task (a worker pool starved).
+            tokio::task::yield_now().await;
             Ok(configs
                 .iter()
                 .map(|config| self.acquire(config, sent_at))
@@ -202,16 +239,22 @@ impl LockProvider for MemoryLockProvider {
 
     fn is_held<'a>(&'a self, name: &'a str, fencing_token: i64) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
-            Ok(self
-                .store
-                .rows()
-                .get(name)
-                .is_some_and(|row| row.token == fencing_token && row.locked_until > Utc::now()))
+            Ok(self.store.rows().get(name).is_some_and(|row| {
+                row.token == fencing_token && row.locked_until > self.store.now()
+            }))
         })
     }
 
     fn settings(&self) -> &ProviderSettings {
-        &self.settings
+        &self.store.settings
+    }
+
+    /// The one method with a default a provider that implements [`LockAdmin`] overrides: the
+    /// scheduler reads its fleet's seats, and whether a new job's lock ever claimed a tick,
+    /// through it (without it, no fleet shares a tick's jobs, and `MisfirePolicy::All`
+    /// replays the grace for a job new to the store).
+    fn as_admin(&self) -> Option<&dyn LockAdmin> {
+        Some(self)
     }
 }
 
@@ -220,7 +263,7 @@ impl LockAdmin for MemoryLockProvider {
 
     fn locks(&self) -> BoxFuture<'_, Result<Vec<LockState>>> {
         Box::pin(async move {
-            let read_at = Utc::now();
+            let read_at = self.store.now();
             let mut states: Vec<LockState> = self
                 .store
                 .rows()
@@ -234,7 +277,7 @@ impl LockAdmin for MemoryLockProvider {
 
     fn lock_state<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<LockState>>> {
         Box::pin(async move {
-            let read_at = Utc::now();
+            let read_at = self.store.now();
             Ok(self
                 .store
                 .rows()
@@ -249,7 +292,7 @@ impl LockAdmin for MemoryLockProvider {
         fencing_token: i64,
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
-            let now = Utc::now();
+            let now = self.store.now();
             Ok(match self.store.rows().get_mut(name) {
                 Some(row) if row.token == fencing_token && row.locked_until > now => {
                     row.locked_until = now;
@@ -259,6 +302,16 @@ impl LockAdmin for MemoryLockProvider {
             })
         })
     }
+}
+
+/// The settings of a provider built without a builder: table `memory`, locks taken in the
+/// name of `locked_by`, every other setting the default. A provider with a builder takes them
+/// from [`ProviderBuilder::into_parts`](shedlock::settings::ProviderBuilder::into_parts).
+fn settings(locked_by: String) -> ProviderSettings {
+    let mut settings = ProviderSettings::default();
+    settings.table = "memory".into();
+    settings.locked_by = locked_by;
+    settings
 }
 
 fn state(name: &str, row: &Row, read_at: DateTime<Utc>) -> LockState {

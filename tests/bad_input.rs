@@ -379,7 +379,7 @@ async fn migrate_names_exactly_the_one_missing_column<D: Raw>(db: &D) {
     );
     refused!(p.migrate().await.unwrap_err(),
         Error::MissingColumns { backend, table: t, columns, java_shedlock: false, .. }
-            if *backend == D::BACKEND && t == table && columns == &["last_tick"],
+            if *backend == D::BACKEND && *t == table && columns == &["last_tick"],
         [says]);
     refused!(p.lock(&cfg("job", MIN)).await.unwrap_err(),
         Error::MissingColumns { columns, .. } if columns == &["last_tick"], [says]);
@@ -419,7 +419,7 @@ async fn postgres_read_only_role_is_refused_by_name_and_changes_nothing() {
     let pool = sqlx::postgres::PgPoolOptions::new().connect_lazy_with(options);
     let body = async {
         let ro = PostgresLockProvider::builder(pool.clone())
-            .table_name(table)
+            .table_name(&table)
             .build()
             .unwrap();
         refused!(
@@ -480,7 +480,7 @@ async fn mysql_read_only_user_is_refused_by_name_and_changes_nothing() {
         let me: String = query.fetch_one(&pool).await.unwrap();
         assert!(me.starts_with(&format!("{user}@")), "connected as {me}");
         let ro = MySqlLockProvider::builder(pool.clone())
-            .table_name(table)
+            .table_name(&table)
             .build()
             .unwrap();
         refused!(
@@ -522,7 +522,7 @@ async fn sqlite_read_only_file_is_refused_and_changes_nothing() {
     refused!(
         ro.lock(&cfg("existing", MIN)).await.unwrap_err(),
         Error::Database { .. },
-        ["attempt to write a readonly database", db.table()]
+        ["attempt to write a readonly database", &db.table()]
     );
     // The table is complete, so migrate has nothing to write; a table it would create is refused.
     ro.migrate().await.expect("nothing to migrate");

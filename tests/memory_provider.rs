@@ -2,6 +2,11 @@
 //! under what the crate builds on a provider: guards, fencing, tick claims, keep-alive, many
 //! releases at once and the scheduler of several instances. If a piece a provider needs went private
 //! again, this file would stop compiling.
+//!
+//! And the conformance kit on it, as a provider author outside this workspace would run it:
+//! both suites `without sql`, over a [`TestDb`](shedlock_testkit::TestDb) of exactly the eight
+//! methods the kit requires (module `kit`). What a default says this store cannot do (count
+//! statements, cut a wire) is left out by the cases, each saying so on stderr.
 
 #[allow(dead_code, unreachable_pub)]
 #[path = "../examples/memory_provider.rs"]
@@ -197,4 +202,85 @@ async fn three_instances_over_it_run_each_tick_of_each_job_once() {
             .count();
         assert_eq!(jobs, JOBS, "every job ran at {tick}");
     }
+}
+
+/// The kit's hooks for the in-memory store: the eight `TestDb` requires, none of its defaults
+/// overridden.
+mod kit {
+    use std::time::Duration;
+
+    use shedlock::Backend;
+    use shedlock::settings::ProviderBuilder;
+    use shedlock_testkit::{Opts, TestDb};
+
+    use super::memory_provider::{MemoryLockProvider, Row};
+
+    /// One test's store.
+    pub(super) struct Memory {
+        provider: MemoryLockProvider,
+    }
+
+    fn fresh() -> Memory {
+        Memory {
+            provider: MemoryLockProvider::new(shedlock_suite::unique_name("memory")),
+        }
+    }
+
+    impl TestDb for Memory {
+        type Provider = MemoryLockProvider;
+        const BACKEND: Backend = Backend::Other("memory");
+
+        async fn setup() -> Option<Self> {
+            Some(fresh())
+        }
+
+        fn provider(&self) -> MemoryLockProvider {
+            self.provider.clone()
+        }
+
+        async fn provider_with(&self, opts: Opts) -> MemoryLockProvider {
+            let builder = opts.apply(ProviderBuilder::new(()).table_name("memory"));
+            let (_, settings) = builder.into_parts().expect("the options are valid");
+            self.provider.with_settings(settings)
+        }
+
+        async fn delete_row(&self, name: &str) {
+            self.provider.by_hand(|rows| rows.remove(name));
+        }
+
+        async fn insert_expired_row(&self, name: &str, token: i64) {
+            let now = chrono::Utc::now();
+            let row = Row {
+                locked_until: now - Duration::from_secs(60),
+                locked_at: now - Duration::from_secs(120),
+                locked_by: "an older run".into(),
+                token,
+                last_tick: None,
+            };
+            self.provider
+                .by_hand(|rows| rows.insert(name.to_owned(), row));
+        }
+
+        async fn bump_token(&self, name: &str) {
+            self.provider.by_hand(|rows| {
+                if let Some(row) = rows.get_mut(name) {
+                    row.token += 1000;
+                }
+            });
+        }
+
+        async fn empty_database(&self) -> Self {
+            fresh()
+        }
+
+        async fn connect(&self) -> MemoryLockProvider {
+            self.provider
+                .instance(shedlock_suite::unique_name("connected"))
+        }
+    }
+}
+
+mod memory {
+    shedlock_testkit::provider_suite!(in super::kit::Memory, without sql);
+    shedlock_testkit::scheduler_suite!(in super::kit::Memory, without sql);
 }

@@ -136,7 +136,7 @@ mod postgres {
             .await
             .unwrap();
         let t = db.table();
-        let sweep = statement(Backend::Postgres, "run_abandon", t).unwrap();
+        let sweep = statement(Backend::Postgres, "run_abandon", &t).unwrap();
         let mut sweeping = admin.begin().await.unwrap();
         let closed = sweeping.execute(AssertSqlSafe(sweep)).await.unwrap();
         assert_eq!(closed.rows_affected(), 1);

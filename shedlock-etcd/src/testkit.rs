@@ -16,7 +16,6 @@ use std::time::Duration;
 use etcd_client::{
     Client, DeleteOptions, GetOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse,
 };
-use shedlock::scheduler::{RunHistory, SchedulerBuilder};
 use shedlock::settings::ProviderBuilder;
 use shedlock_testkit::{Opts, Proxy, Row, TestDb, host_port, skipped, unique_name};
 
@@ -137,27 +136,16 @@ impl TestDb for Etcd {
         Self::open("shedlock_t").await
     }
 
-    fn table(&self) -> &str {
-        &self.prefix
+    fn table(&self) -> String {
+        self.prefix.clone()
     }
 
     /// The transactions and reads the provider sent, its statements; not its lease grants
     /// and revocations, which are one per distinct lease a request needs, not one per lock
     /// (a batch of five locks of three durations is one transaction after three grants sent
     /// together).
-    fn statements_sent(provider: &Self::Provider) -> u64 {
-        provider.inner.statements_sent()
-    }
-
-    fn run_store(_: &Self::Provider) -> Option<std::sync::Arc<dyn shedlock::RunStore>> {
-        None
-    }
-
-    fn with_history(
-        builder: SchedulerBuilder<Self::Provider>,
-        _: RunHistory,
-    ) -> SchedulerBuilder<Self::Provider> {
-        builder
+    fn statements_sent(provider: &Self::Provider) -> Option<u64> {
+        Some(provider.inner.statements_sent())
     }
 
     fn provider(&self) -> Self::Provider {
@@ -170,13 +158,6 @@ impl TestDb for Etcd {
             .build()
             .await
             .unwrap()
-    }
-
-    /// A provider for another prefix. Building connects, so this blocks the (multi-threaded)
-    /// runtime's thread for it; the teardown does not delete that prefix's keys.
-    fn provider_for_table(&self, table: &str) -> Self::Provider {
-        let build = builder(&etcd_url(), table, Opts::default()).build();
-        tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(build)).unwrap()
     }
 
     async fn row(&self, name: &str) -> Option<Row> {
@@ -270,9 +251,10 @@ impl TestDb for Etcd {
         }
     }
 
-    async fn set_last_tick_ahead(&self, name: &str, ahead: Duration) {
+    async fn set_last_tick_ahead(&self, name: &str, ahead: Duration) -> bool {
         let tick = now_us() + i64::try_from(ahead.as_micros()).unwrap();
         self.put(self.provider.tick_key(name), pad(tick)).await;
+        true
     }
 
     /// `tick token instance` under `<prefix>/ran/`, a key of its own per run.

@@ -18,7 +18,6 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use shedlock::Backend;
-use shedlock::scheduler::{RunHistory, SchedulerBuilder};
 use shedlock::settings::ProviderBuilder;
 use shedlock_testkit::{Opts, Proxy, Row, TestDb, host_port, reach, unique_name};
 
@@ -190,23 +189,12 @@ impl TestDb for Redis {
         Self::open("shedlock_t").await
     }
 
-    fn table(&self) -> &str {
-        &self.prefix
+    fn table(&self) -> String {
+        self.prefix.clone()
     }
 
-    fn statements_sent(provider: &Self::Provider) -> u64 {
-        provider.statements_sent()
-    }
-
-    fn run_store(_: &Self::Provider) -> Option<std::sync::Arc<dyn shedlock::RunStore>> {
-        None
-    }
-
-    fn with_history(
-        builder: SchedulerBuilder<Self::Provider>,
-        _: RunHistory,
-    ) -> SchedulerBuilder<Self::Provider> {
-        builder
+    fn statements_sent(provider: &Self::Provider) -> Option<u64> {
+        Some(provider.statements_sent())
     }
 
     fn provider(&self) -> Self::Provider {
@@ -219,13 +207,6 @@ impl TestDb for Redis {
             .build()
             .await
             .unwrap()
-    }
-
-    /// A provider for another prefix. Building connects, so this blocks the (multi-threaded)
-    /// runtime's thread for it; the teardown does not delete that prefix's keys.
-    fn provider_for_table(&self, table: &str) -> Self::Provider {
-        let build = builder(&redis_url(), table, Opts::default()).build();
-        tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(build)).unwrap()
     }
 
     async fn row(&self, name: &str) -> Option<Row> {
@@ -281,7 +262,7 @@ impl TestDb for Redis {
             .unwrap();
     }
 
-    async fn set_last_tick_ahead(&self, name: &str, ahead: Duration) {
+    async fn set_last_tick_ahead(&self, name: &str, ahead: Duration) -> bool {
         let mut conn = self.conn.clone();
         let () = script(TICK_AHEAD)
             .key(self.provider.meta_key(name))
@@ -289,6 +270,7 @@ impl TestDb for Redis {
             .invoke_async(&mut conn)
             .await
             .unwrap();
+        true
     }
 
     /// `tick instance token` at the end of the list `{<prefix>}:ran`.

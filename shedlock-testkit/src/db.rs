@@ -9,7 +9,7 @@ use std::time::Duration;
 use shedlock::dialect::{Dialect, SqlPool};
 use shedlock::scheduler::{RunHistory, SchedulerBuilder};
 use shedlock::settings::{AppClock, ClockMode, KeepAlive, ProviderBuilder};
-use shedlock::{Backend, LockAdmin, RunStore};
+use shedlock::{Backend, LockAdmin, LockProvider, RunStore};
 use sqlx::migrate::{MigrateError, Migrator};
 
 use crate::proxy::Proxy;
@@ -149,10 +149,18 @@ impl Opts {
 /// [`scheduler_suite!`](macro@crate::scheduler_suite)) against a live store.
 ///
 /// Only the hooks every store can give: a fresh namespace per test ([`setup`](Self::setup),
-/// [`teardown`](Self::teardown)), providers on it, a record read by the store's own clock
-/// ([`row`](Self::row)), and a few writes by hand (delete a record, empty the namespace, insert
-/// an expired record, raise a token, set a tick ahead). Sixteen methods are required; the seven
-/// others have defaults that hold for a store with a wire and without run history. What only
+/// [`teardown`](Self::teardown)), providers on it, an empty database reached the README's way
+/// ([`empty_database`](Self::empty_database), [`connect`](Self::connect)), and three writes by
+/// hand (delete a record, insert an expired record, raise a token). Those eight methods are
+/// required. The others have defaults: some read through the provider's own
+/// [`LockAdmin`] (a record, [`row`](Self::row); the namespace emptied,
+/// [`empty_table`](Self::empty_table)), and some say "this store cannot", which leaves out what
+/// needs them, said on stderr (statements counted, [`statements_sent`](Self::statements_sent);
+/// a tick set ahead, [`set_last_tick_ahead`](Self::set_last_tick_ahead); a wire cut,
+/// [`provider_via_proxy`](Self::provider_via_proxy); sessions ended,
+/// [`kill_sessions`](Self::kill_sessions)). A backend that can do more overrides them, as every
+/// backend of this repository does, so its cases run whole and its records are read by hand,
+/// not through the code under test. What only
 /// means something for SQL (statements, row locks, schemas, migrations) is in [`SqlTestDb`],
 /// which a store without SQL does not implement: the cases that need it are bounded by it, so
 /// using one on such a store does not compile, and its suites run `without sql`, which leaves
@@ -161,6 +169,49 @@ impl Opts {
 /// Every provider administers its locks ([`LockAdmin`]); the run history ([`RunStore`]) is
 /// optional, so a case that needs it says `where D::Provider: RunStore`, and one that only looks
 /// at it in passing asks [`run_store`](Self::run_store).
+///
+/// The eight a backend writes (here over SQLite's provider, the bodies left out):
+///
+/// ```no_run
+/// use shedlock::{Backend, SqliteLockProvider};
+/// use shedlock_testkit::{Opts, TestDb};
+///
+/// struct MyDb(SqliteLockProvider);
+///
+/// impl TestDb for MyDb {
+///     type Provider = SqliteLockProvider;
+///     const BACKEND: Backend = Backend::Sqlite;
+///     async fn setup() -> Option<Self> { todo!() }
+///     fn provider(&self) -> SqliteLockProvider { self.0.clone() }
+///     async fn provider_with(&self, opts: Opts) -> SqliteLockProvider { todo!() }
+///     async fn delete_row(&self, name: &str) { todo!() }
+///     async fn insert_expired_row(&self, name: &str, token: i64) { todo!() }
+///     async fn bump_token(&self, name: &str) { todo!() }
+///     async fn empty_database(&self) -> Self { todo!() }
+///     async fn connect(&self) -> SqliteLockProvider { todo!() }
+/// }
+/// ```
+///
+/// Seven are not enough (here `connect` is left out):
+///
+/// ```compile_fail,E0046
+/// use shedlock::{Backend, SqliteLockProvider};
+/// use shedlock_testkit::{Opts, TestDb};
+///
+/// struct MyDb(SqliteLockProvider);
+///
+/// impl TestDb for MyDb {
+///     type Provider = SqliteLockProvider;
+///     const BACKEND: Backend = Backend::Sqlite;
+///     async fn setup() -> Option<Self> { todo!() }
+///     fn provider(&self) -> SqliteLockProvider { self.0.clone() }
+///     async fn provider_with(&self, opts: Opts) -> SqliteLockProvider { todo!() }
+///     async fn delete_row(&self, name: &str) { todo!() }
+///     async fn insert_expired_row(&self, name: &str, token: i64) { todo!() }
+///     async fn bump_token(&self, name: &str) { todo!() }
+///     async fn empty_database(&self) -> Self { todo!() }
+/// }
+/// ```
 pub trait TestDb: Sized + Send + Sync + 'static {
     type Provider: LockAdmin + Clone + 'static;
     const BACKEND: Backend;
@@ -168,10 +219,18 @@ pub trait TestDb: Sized + Send + Sync + 'static {
     /// Connects and creates a uniquely named, migrated lock table; `None` when this backend is
     /// skipped. Panics, saying how to start it, when the server is down and not skipped.
     async fn setup() -> Option<Self>;
-    /// The lock table's name (on a key-value store, the test's key prefix).
-    fn table(&self) -> &str;
-    /// How many statements `provider` has sent (`statements_sent`: on Redis, scripts).
-    fn statements_sent(provider: &Self::Provider) -> u64;
+    /// The lock table's name (on a key-value store, the test's key prefix). By default the
+    /// name [`provider`](Self::provider) was built with ([`LockProvider::table_name`]).
+    fn table(&self) -> String {
+        self.provider().table_name().to_owned()
+    }
+    /// How many statements `provider` has sent (on Redis, scripts; on etcd, requests), where
+    /// the provider counts them. By default `None`: the cases that count a call's statements
+    /// leave the count out (the rest of each case runs).
+    fn statements_sent(provider: &Self::Provider) -> Option<u64> {
+        let _ = provider;
+        None
+    }
     /// The run history of `provider`, where this backend keeps one (every SQL backend). By
     /// default `None`: a provider that implements no [`RunStore`], as Redis's.
     fn run_store(provider: &Self::Provider) -> Option<Arc<dyn RunStore>> {
@@ -191,24 +250,53 @@ pub trait TestDb: Sized + Send + Sync + 'static {
     fn provider(&self) -> Self::Provider;
     /// A provider with options (own pool, clock).
     fn provider_with(&self, opts: Opts) -> impl Future<Output = Self::Provider> + Send;
-    /// A provider for another table (key prefix) on the same store, not migrated.
-    fn provider_for_table(&self, table: &str) -> Self::Provider;
-    /// The record of lock `name`, read with the store's clock; `None` when there is none.
-    fn row(&self, name: &str) -> impl Future<Output = Option<Row>> + Send;
+    /// The record of lock `name`, read with the store's clock; `None` when there is none. By
+    /// default read through the provider's [`LockAdmin::lock_state`]; the backends here read
+    /// it by hand, apart from the code under test.
+    fn row(&self, name: &str) -> impl Future<Output = Option<Row>> + Send {
+        let provider = self.provider();
+        let name = name.to_owned();
+        async move {
+            let state = provider
+                .lock_state(&name)
+                .await
+                .unwrap_or_else(|e| panic!("reading the record of {name}: {e}"))?;
+            Some(Row {
+                locked_by: state.locked_by,
+                fencing_token: state.fencing_token,
+                remaining_ms: (state.locked_until - state.read_at).num_milliseconds(),
+                last_tick_ms: state.last_tick.map(|t| t.timestamp_millis()),
+            })
+        }
+    }
     /// Deletes the row of `name` by hand (on Redis: both keys of the lock, and its name from the
     /// set of names), as an operator clearing a stuck lock would.
     async fn delete_row(&self, name: &str);
     /// Deletes every lock of this test by hand: the table emptied (`TRUNCATE`, `DELETE`), or
-    /// on Redis every key of the prefix.
-    async fn empty_table(&self);
+    /// on Redis every key of the prefix. By default each lock the provider lists
+    /// ([`LockAdmin::locks`]) deleted with [`delete_row`](Self::delete_row).
+    async fn empty_table(&self) {
+        let locks = self
+            .provider()
+            .locks()
+            .await
+            .unwrap_or_else(|e| panic!("listing the locks to delete: {e}"));
+        for lock in locks {
+            self.delete_row(&lock.name).await;
+        }
+    }
     /// Inserts a row that expired a minute ago, as an older run or another tool might leave.
     async fn insert_expired_row(&self, name: &str, token: i64);
     /// Raises the fencing token of lock `name` by 1000 by hand, as a new holder taking over
     /// would: its holder's renewals are refused from then on.
     fn bump_token(&self, name: &str) -> impl Future<Output = ()> + Send;
     /// Sets the last claimed tick of lock `name` (which exists) to `ahead` past the database's
-    /// clock, as a claim by an instance whose clock ran ahead would leave it.
-    async fn set_last_tick_ahead(&self, name: &str, ahead: Duration);
+    /// clock, as a claim by an instance whose clock ran ahead would leave it; whether it did.
+    /// By default `false` (this store cannot): the case that needs it is left out.
+    async fn set_last_tick_ahead(&self, name: &str, ahead: Duration) -> bool {
+        let _ = (name, ahead);
+        false
+    }
     /// Records one run of a job of this test: the tick in ms, who ran it, its fencing token. By
     /// default in this process's memory, under [`ran_table`](Self::ran_table) (the suites'
     /// schedulers all run in the test's process); the SQL backends write a runs table.
@@ -241,12 +329,15 @@ pub trait TestDb: Sized + Send + Sync + 'static {
         async move { ran }
     }
     /// A provider on a pool (Redis: a connection) of its own that reaches the server through a
-    /// [`Proxy`]; `None` for a store without a wire (SQLite): the cases then leave out what
-    /// they would cut.
+    /// [`Proxy`]; `None` for a store without a wire (SQLite), and by default: the cases then
+    /// leave out what they would cut.
     fn provider_via_proxy(
         &self,
         opts: Opts,
-    ) -> impl Future<Output = Option<(Self::Provider, Proxy)>> + Send;
+    ) -> impl Future<Output = Option<(Self::Provider, Proxy)>> + Send {
+        let _ = opts;
+        async { None }
+    }
     /// For a store without a wire ([`provider_via_proxy`](Self::provider_via_proxy) says
     /// `None`): holds back every write to lock `name` until the blocker is released, as a
     /// stalled connection would (SQLite: the database's write lock). By default `None`: a store
@@ -272,8 +363,10 @@ pub trait TestDb: Sized + Send + Sync + 'static {
     /// ([`empty_database`](Self::empty_database)): no other test's sessions are there. On
     /// Redis, whose server cannot tell one test's connections from another's, the database's
     /// proxy closes every connection it carries, as the server ending them would. `None` for
-    /// SQLite, which has no server and no session to end.
-    fn kill_sessions(&self) -> impl Future<Output = Option<u64>> + Send;
+    /// SQLite, which has no server and no session to end, and by default.
+    fn kill_sessions(&self) -> impl Future<Output = Option<u64>> + Send {
+        async { None }
+    }
     /// Removes what [`setup`](Self::setup) made: drops the table (a database of its own: the
     /// database) and closes the pool; on Redis deletes every key of the prefix (found by
     /// `SCAN`). By default nothing: a store whose namespaces cost nothing left behind (or that
@@ -294,8 +387,10 @@ fn recorded_runs() -> std::sync::MutexGuard<'static, Runs> {
 /// A [`TestDb`] on an SQL database: the hooks the SQL cases need besides the core ones
 /// (statements, row locks, schemas, migrations). Those cases are bounded `D: SqlTestDb`, so
 /// the suites' `without sql` forms leave them out, and naming one for a store that does not
-/// implement this trait does not compile. Six methods are required.
+/// implement this trait does not compile. Seven methods are required.
 pub trait SqlTestDb: TestDb {
+    /// A provider for another table on the same database, not migrated.
+    fn provider_for_table(&self, table: &str) -> Self::Provider;
     /// Runs one statement (DDL in tests).
     fn exec(&self, sql: &str) -> impl Future<Output = ()> + Send;
     /// Holds the lock row `name` until the blocker is released: PostgreSQL and MySQL in an

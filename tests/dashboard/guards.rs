@@ -717,7 +717,7 @@ async fn dashboard_api_and_actions_keep_their_bounds_sqlite() {
 async fn dashboard_reaches_dot_names_and_shows_hidden_characters_sqlite() {
     let db = sqlite().await;
     let provider = db.provider();
-    let table = db.table().to_owned();
+    let table = db.table();
     let reversed = "report\u{202e}txt.exe";
     let invisible = "pay\u{200b}roll";
     // Rows an earlier version let in (the library refuses such names where names are made).

@@ -128,7 +128,7 @@ async fn database_url_and_table_come_from_the_environment() {
     let url = format!("sqlite://{}", db.path().display());
     let out = run(
         &["list", "--json"],
-        &[("DATABASE_URL", &url), ("SHEDLOCK_TABLE", db.table())],
+        &[("DATABASE_URL", &url), ("SHEDLOCK_TABLE", &db.table())],
         "",
     )
     .await;
@@ -159,7 +159,7 @@ async fn a_mariadb_url_is_read_as_mysql() {
             "--database-url",
             &url,
             "--table",
-            db.table(),
+            &db.table(),
             "list",
             "--json",
         ],

@@ -116,7 +116,7 @@ pub(crate) async fn every_change_the_tool_makes_is_recorded_with_who_and_from_wh
     let (url, who) = (db.url(), format!("cli:ops-ann@{}", host()));
     let mut seen = 0;
     for (args, name, says) in changes() {
-        let out: Out = at(&url, db.table(), &args).await;
+        let out: Out = at(&url, &db.table(), &args).await;
         assert_eq!(
             (out.code, out.stderr.as_str()),
             (0, ""),
@@ -169,7 +169,7 @@ pub(crate) async fn every_change_the_tool_makes_is_recorded_with_who_and_from_wh
     // `history --outcome operator` lists them, as the operations guide says.
     let out = at(
         &url,
-        db.table(),
+        &db.table(),
         &["history", "--outcome", "operator", "--json"],
     )
     .await;

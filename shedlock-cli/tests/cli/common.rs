@@ -121,8 +121,8 @@ impl CliDb for Sqlite {
 
 /// `shedlock --database-url <db> --table <db's table> ARGS`, with `stdin` as input.
 pub(crate) async fn cli<D: CliDb>(db: &D, args: &[&str], stdin: &str) -> Out {
-    let url = db.url();
-    let mut all = vec!["--database-url", &url, "--table", db.table()];
+    let (url, table) = (db.url(), db.table());
+    let mut all = vec!["--database-url", &url, "--table", &table];
     all.extend_from_slice(args);
     run(&all, &[], stdin).await
 }

@@ -305,7 +305,7 @@ where
     D::Provider: ScheduleStore,
 {
     let store = provider(db).await;
-    main_path(&db.url(), db.table(), &store, true).await;
+    main_path(&db.url(), &db.table(), &store, true).await;
 }
 
 /// An override of a code-defined job (known by its lock): pause with --cancel-running releases
@@ -327,7 +327,7 @@ where
         .finish_run(id, RunOutcome::Failed, Some("upstream 503"))
         .await
         .unwrap();
-    override_path(&db.url(), db.table(), &store, true).await;
+    override_path(&db.url(), &db.table(), &store, true).await;
 }
 
 /// The override case on any store: `history` says whether it keeps runs (one of `nightly` was
@@ -469,7 +469,7 @@ where
     D::Provider: ScheduleStore,
 {
     let store = provider(db).await;
-    unknown_names_path(&db.url(), db.table(), &store).await;
+    unknown_names_path(&db.url(), &db.table(), &store).await;
 }
 
 /// The unknown-name case on any store.
@@ -895,7 +895,7 @@ where
     D::Provider: ScheduleStore,
 {
     let store = provider(db).await;
-    tuning_path(&db.url(), db.table(), &store).await;
+    tuning_path(&db.url(), &db.table(), &store).await;
 }
 
 /// `pause --cancel-running` of a job whose lock is named otherwise (`steered`, lock
@@ -1068,7 +1068,7 @@ where
         )
         .await
         .unwrap();
-    cancel_named_lock_path(&db.url(), db.table(), &store, token, true).await;
+    cancel_named_lock_path(&db.url(), &db.table(), &store, token, true).await;
     drop(guard);
 }
 
@@ -1148,5 +1148,5 @@ where
     D::Provider: ScheduleStore,
 {
     let store = provider(db).await;
-    registered_jobs_path(&db.url(), db.table(), &store).await;
+    registered_jobs_path(&db.url(), &db.table(), &store).await;
 }

@@ -121,7 +121,7 @@ where
             .unwrap();
     }
     let url = db.url();
-    let served = serve(&url, db.table(), &["--no-auth"], &[]).await;
+    let served = serve(&url, &db.table(), &["--no-auth"], &[]).await;
 
     let (status, body) = get(&served.address, "/api/v1/jobs", None).await;
     assert_eq!(status, 200, "{body}");
@@ -173,7 +173,7 @@ pub(crate) async fn serve_with_a_token_refuses_requests_without_it<D: CliDb>(
 ) {
     let url = db.url();
     let token = "a-long-random-dashboard-token";
-    let served = serve(&url, db.table(), &[], &[("SHEDLOCK_WEB_TOKEN", token)]).await;
+    let served = serve(&url, &db.table(), &[], &[("SHEDLOCK_WEB_TOKEN", token)]).await;
     assert_eq!(get(&served.address, "/api/v1/locks", None).await.0, 401);
     assert_eq!(
         get(&served.address, "/api/v1/locks", Some("wrong")).await.0,

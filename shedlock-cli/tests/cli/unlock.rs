@@ -212,7 +212,7 @@ pub(crate) async fn unlock_refuses_a_lock_that_changed_hands<D: CliDb>(db: &D) {
         "--database-url",
         &url,
         "--table",
-        db.table(),
+        &db.table(),
         "unlock",
         "flaky_job",
     ])

@@ -375,16 +375,25 @@ pub async fn a_batch_mixing_free_held_and_claimed_jobs_runs_only_the_free_ones<D
     db: &Arc<D>,
 ) {
     db.ran_table().await;
+    for job in 8..12 {
+        let name = lock_config(job).name().to_owned();
+        db.insert_expired_row(&name, 1).await;
+        if !db
+            .set_last_tick_ahead(&name, Duration::from_secs(86_400))
+            .await
+        {
+            eprintln!(
+                "left out: a_batch_mixing_free_held_and_claimed_jobs_runs_only_the_free_ones: \
+                 the TestDb of {} cannot set a tick ahead",
+                D::BACKEND
+            );
+            return;
+        }
+    }
     let other = db.provider_with(Opts::own_pool().locked_by("other")).await;
     let mut held = Vec::new();
     for job in 4..8 {
         held.push(other.lock(&lock_config(job)).await.unwrap().expect("free"));
-    }
-    for job in 8..12 {
-        let name = lock_config(job).name().to_owned();
-        db.insert_expired_row(&name, 1).await;
-        db.set_last_tick_ahead(&name, Duration::from_secs(86_400))
-            .await;
     }
     let (provider, counts) = counting(db.provider_with(Opts::own_pool().locked_by("one")).await);
     let name = |job: usize| format!("batch_{job:02}");

@@ -125,7 +125,11 @@ async fn fleet_of_four<D: TestDb>(
     })
     .await;
     let views: Vec<_> = schedulers.iter().map(Scheduler::fleet).collect();
-    assert!(all_seen, "every instance sees the fleet of four: {views:?}");
+    assert!(
+        all_seen,
+        "every instance sees the fleet of four: {views:?} (the scheduler reads the seats through \
+         LockProvider::as_admin, which a provider that implements LockAdmin overrides)"
+    );
     let positions: std::collections::BTreeSet<_> =
         views.iter().flatten().map(|view| view.position).collect();
     assert_eq!(

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use shedlock::{LockAdmin, LockProvider};
 
-use super::{LONG, SEC, cfg, tick};
+use super::{LONG, SEC, cfg, sent_since, tick};
 use crate::db::{Opts, TestDb};
 
 pub async fn lock_states_read_by_the_database_clock<D: TestDb>(db: &D) {
@@ -147,12 +147,9 @@ pub async fn lock_states_reads_the_named_locks_in_one_statement<D: TestDb>(db: &
         .to_vec();
     let before = D::statements_sent(&provider);
     let states = provider.lock_states(&names).await.unwrap();
-    assert_eq!(
-        D::statements_sent(&provider) - before,
-        1,
-        "{}: one statement for the four names",
-        D::BACKEND
-    );
+    if let Some(sent) = sent_since::<D>(&provider, before, "one statement for the four names") {
+        assert_eq!(sent, 1, "{}: one statement for the four names", D::BACKEND);
+    }
     let read: Vec<(&str, bool)> = states
         .iter()
         .map(|s| (s.name.as_str(), s.is_held()))

@@ -9,7 +9,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use shedlock::{Error, LockAdmin, LockConfiguration, LockGuard, LockProvider};
 
-use super::{LONG, SEC, cfg, tick};
+use super::{LONG, SEC, cfg, sent_since, tick};
 use crate::db::{Opts, TestDb};
 
 fn at(config: &LockConfiguration, tick: DateTime<Utc>) -> LockConfiguration {
@@ -44,12 +44,9 @@ pub async fn a_batch_mixes_free_held_claimed_and_future_ticks<D: TestDb>(db: &D)
     ];
     let before = D::statements_sent(&a);
     let answers = a.lock_many(&batch).await.expect("the batch was answered");
-    assert_eq!(
-        D::statements_sent(&a) - before,
-        1,
-        "{}: one statement for the batch",
-        D::BACKEND
-    );
+    if let Some(sent) = sent_since::<D>(&a, before, "one statement for the batch") {
+        assert_eq!(sent, 1, "{}: one statement for the batch", D::BACKEND);
+    }
     assert_eq!(answers.len(), batch.len(), "one answer per lock");
     let mut answers = answers.into_iter();
     let free_guard = answers.next().unwrap().unwrap().expect("free: taken");

@@ -47,7 +47,11 @@ pub async fn connect_provider_recovers_when_the_server_ends_its_sessions<D: Test
     for round in 0..2 {
         match empty.kill_sessions().await {
             Some(killed) => assert!(killed >= 1, "round {round}: no session to end"),
-            None => assert_eq!(D::BACKEND, shedlock::Backend::Sqlite),
+            None if round == 0 => eprintln!(
+                "left out: ending the sessions: {} has none to end (TestDb::kill_sessions)",
+                D::BACKEND
+            ),
+            None => {}
         }
         // Let the server finish closing them.
         tokio::time::sleep(Duration::from_millis(300)).await;

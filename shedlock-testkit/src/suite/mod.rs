@@ -61,6 +61,25 @@ pub(crate) fn lease_fits<P: LockProvider>(provider: &P, lease: Duration, case: &
     fits
 }
 
+/// The statements `provider` sent since `before` ([`TestDb::statements_sent`] then), or `None`
+/// where `D` counts none: the count `what` is left out, said on stderr.
+pub(crate) fn sent_since<D: crate::TestDb>(
+    provider: &D::Provider,
+    before: Option<u64>,
+    what: &str,
+) -> Option<u64> {
+    let sent = before
+        .zip(D::statements_sent(provider))
+        .map(|(b, now)| now - b);
+    if sent.is_none() {
+        eprintln!(
+            "left out: {what}: the TestDb of {} counts no statements",
+            D::BACKEND
+        );
+    }
+    sent
+}
+
 /// `other` takes lock `c`, held until `held_until` by the database's clock: at once if that
 /// clock has passed it already (a slow machine), else once it has (waiting up to 30 s). Asserts
 /// that it never gets the lock earlier.

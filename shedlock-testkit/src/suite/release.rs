@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use shedlock::{LockAdmin, LockConfiguration, LockGuard, LockProvider};
 
-use super::{LONG, SEC, cfg, taken_only_after, tick};
+use super::{LONG, SEC, cfg, sent_since, taken_only_after, tick};
 use crate::db::{Opts, TestDb};
 
 /// 200 runs of one tick end together and unlock at once: at most 20 statements release them
@@ -23,21 +23,23 @@ pub async fn releases_that_end_together_go_in_a_few_statements<D: TestDb>(db: &D
     let guards = claim_all(&a, &configs).await;
     let before = D::statements_sent(&a);
     let answers = join_all(guards.into_iter().map(LockGuard::unlock)).await;
-    let statements = D::statements_sent(&a) - before;
+    let statements = sent_since::<D>(&a, before, "200 unlocks in a few statements");
     assert!(
         answers.iter().all(|a| matches!(a, Ok(true))),
         "{}: every unlock found its own lock: {answers:?}",
         D::BACKEND
     );
-    assert!(
-        statements <= 20,
-        "{}: 200 unlocks at once took {statements} statements",
-        D::BACKEND
-    );
-    eprintln!(
-        "{}: 200 unlocks at once in {statements} statements",
-        D::BACKEND
-    );
+    if let Some(statements) = statements {
+        assert!(
+            statements <= 20,
+            "{}: 200 unlocks at once took {statements} statements",
+            D::BACKEND
+        );
+        eprintln!(
+            "{}: 200 unlocks at once in {statements} statements",
+            D::BACKEND
+        );
+    }
     for (i, config) in configs.iter().enumerate() {
         let row = db.row(config.name()).await.expect("the row stays");
         if i % 2 == 0 {

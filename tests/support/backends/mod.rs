@@ -29,12 +29,12 @@ struct Statements {
 /// `own_pool(&Opts)` (a pool of its own with the session settings of the options).
 macro_rules! alike_on_every_backend {
     ($provider:ident, $sql:expr) => {
-        fn table(&self) -> &str {
-            &self.table
+        fn table(&self) -> String {
+            self.table.clone()
         }
 
-        fn statements_sent(provider: &Self::Provider) -> u64 {
-            provider.statements_sent()
+        fn statements_sent(provider: &Self::Provider) -> Option<u64> {
+            Some(provider.statements_sent())
         }
 
         fn run_store(provider: &Self::Provider) -> Option<std::sync::Arc<dyn shedlock::RunStore>> {
@@ -49,7 +49,7 @@ macro_rules! alike_on_every_backend {
         }
 
         fn provider(&self) -> Self::Provider {
-            self.provider_for_table(&self.table)
+            shedlock_testkit::SqlTestDb::provider_for_table(self, &self.table)
         }
 
         async fn provider_with(&self, opts: $crate::Opts) -> Self::Provider {
@@ -59,13 +59,6 @@ macro_rules! alike_on_every_backend {
                 self.pool.clone()
             };
             opts.apply_sql($provider::builder(pool).table_name(&self.table))
-                .build()
-                .unwrap()
-        }
-
-        fn provider_for_table(&self, table: &str) -> Self::Provider {
-            $provider::builder(self.pool.clone())
-                .table_name(table)
                 .build()
                 .unwrap()
         }
@@ -104,7 +97,7 @@ macro_rules! alike_on_every_backend {
             .unwrap();
         }
 
-        async fn set_last_tick_ahead(&self, name: &str, ahead: std::time::Duration) {
+        async fn set_last_tick_ahead(&self, name: &str, ahead: std::time::Duration) -> bool {
             let sql = $sql.last_tick_ahead.replace("{table}", &self.table);
             sqlx::query(sqlx::AssertSqlSafe(sql))
                 .bind(ahead.as_millis() as i64)
@@ -112,6 +105,7 @@ macro_rules! alike_on_every_backend {
                 .execute(&self.pool)
                 .await
                 .unwrap();
+            true
         }
 
         async fn insert_expired_row(&self, name: &str, token: i64) {
@@ -154,9 +148,16 @@ macro_rules! alike_on_every_backend {
 }
 
 /// The methods of [`SqlTestDb`](shedlock_testkit::SqlTestDb) that read the same on every SQL
-/// backend, over its field `pool`.
+/// backend, for its `$provider`, over its field `pool`.
 macro_rules! alike_sql {
-    () => {
+    ($provider:ident) => {
+        fn provider_for_table(&self, table: &str) -> Self::Provider {
+            $provider::builder(self.pool.clone())
+                .table_name(table)
+                .build()
+                .unwrap()
+        }
+
         async fn exec(&self, sql: &str) {
             sqlx::Executor::execute(&self.pool, sqlx::AssertSqlSafe(sql.to_owned()))
                 .await

@@ -160,7 +160,7 @@ impl TestDb for MySql {
 }
 
 impl SqlTestDb for MySql {
-    alike_sql!();
+    alike_sql!(MySqlLockProvider);
 
     async fn block(&self, name: &str, touch: bool) -> Blocker {
         let (pool, name) = (self.pool.clone(), name.to_owned());

@@ -178,7 +178,7 @@ impl TestDb for Postgres {
 }
 
 impl SqlTestDb for Postgres {
-    alike_sql!();
+    alike_sql!(PostgresLockProvider);
 
     async fn block(&self, name: &str, touch: bool) -> Blocker {
         let (pool, name) = (self.pool.clone(), name.to_owned());

@@ -8,7 +8,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use sqlx::{AssertSqlSafe, Executor, SqlitePool};
 
 use super::Statements;
-use crate::{Proxy, unique_name};
+use crate::unique_name;
 use shedlock_testkit::{Blocker, Opts, SqlTestDb, TestDb};
 
 #[derive(Debug)]
@@ -65,10 +65,6 @@ impl TestDb for Sqlite {
         Some(db)
     }
 
-    async fn provider_via_proxy(&self, _opts: Opts) -> Option<(Self::Provider, Proxy)> {
-        None
-    }
-
     /// The database's write lock, held by another connection ([`SqlTestDb::block`]).
     async fn hold_writes(&self, name: &str) -> Option<Blocker> {
         Some(self.block(name, false).await)
@@ -78,10 +74,6 @@ impl TestDb for Sqlite {
         SqliteLockProvider::connect(self.path.to_str().unwrap())
             .await
             .unwrap()
-    }
-
-    async fn kill_sessions(&self) -> Option<u64> {
-        None
     }
 
     async fn empty_database(&self) -> Self {
@@ -94,7 +86,7 @@ impl TestDb for Sqlite {
 }
 
 impl SqlTestDb for Sqlite {
-    alike_sql!();
+    alike_sql!(SqliteLockProvider);
 
     async fn block(&self, name: &str, touch: bool) -> Blocker {
         let pool = self.pool.clone();
