@@ -228,6 +228,7 @@ macro_rules! schedule_suite {
     (in $db:ty) => {
         $crate::__kit_suite_schedules_batch!(every $db);
         $crate::__kit_suite_schedules_failures!(every $db);
+        $crate::__kit_suite_schedules_fleet!(every $db);
         $crate::__kit_suite_schedules_limits!(every $db);
         $crate::__kit_suite_schedules_triggers!(every $db);
         $crate::__kit_suite_schedules_versions!(every $db);

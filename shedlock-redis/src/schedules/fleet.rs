@@ -93,7 +93,7 @@ impl Inner {
             .key(&seen)
             .arg(&registration.instance)
             .arg(&registration.fleet)
-            .arg(registration.jobs_json().as_ref())
+            .arg(registration.jobs_json())
             .arg(u64::try_from(registration.forget_after.as_millis()).unwrap_or(u64::MAX));
         let operation = || {
             format!(

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::TimeDelta;
-use shedlock::scheduler::JobStats;
+use shedlock::scheduler::{JobStats, MisfirePolicy};
 use shedlock::{
     Job, LockAdmin, LockConfiguration, LockContext, LockProvider, Schedule, Scheduler, TaskResult,
     run_locked,
@@ -126,9 +126,10 @@ fn stats_of(schedulers: &[Scheduler], job: &str) -> JobStats {
 }
 
 /// Three schedulers on three pools, 20 jobs each, all due every second (half with
-/// [`Job::with_lock`], half learning their lock from their first run), for about six ticks:
-/// every (job, tick) that any instance fired ran exactly once, each job's fencing tokens grow
-/// with its ticks, and every fired tick either ran or was skipped as claimed elsewhere.
+/// [`Job::with_lock`], half learning their lock from their first run), for about six ticks
+/// under `MisfirePolicy::All` with a 5 s grace: no (job, tick) ran twice, each job's fencing
+/// tokens grow with its ticks, most ticks ran, and every fired tick either ran or was skipped
+/// (held elsewhere, or an overlap).
 pub async fn many_jobs_on_three_instances_run_every_tick_once<D: TestDb>(db: &Arc<D>) {
     // Created before the jobs race to create it (PostgreSQL's `CREATE TABLE IF NOT EXISTS` can
     // fail on a concurrent one).
@@ -138,8 +139,12 @@ pub async fn many_jobs_on_three_instances_run_every_tick_once<D: TestDb>(db: &Ar
     for i in 0..3 {
         let who = format!("instance-{i}");
         let (provider, counts) = counting(db.provider_with(Opts::own_pool().locked_by(&who)).await);
+        // Every missed tick within a grace of 5 s, in order: with no grace, a machine too busy
+        // to fire on time dropped ticks without a fault (CI, PostgreSQL: batch_00 ran 1 tick of
+        // 6), as in `three_instances_run_every_tick_exactly_once`.
         let scheduler = Scheduler::builder(Arc::clone(&provider))
-            .misfire_grace(Duration::ZERO)
+            .misfire_grace(Duration::from_secs(5))
+            .misfire_policy(MisfirePolicy::All)
             .build();
         for job in 0..JOBS {
             let mut job_def = recording_job(db, job, &who);
@@ -183,19 +188,13 @@ pub async fn many_jobs_on_three_instances_run_every_tick_once<D: TestDb>(db: &Ar
             "{name}: every fired tick ran, or was skipped: {stats:?}"
         );
         assert_eq!(stats.lock_errors + stats.failed, 0, "{name}: {stats:?}");
-        // About six ticks in the window; a loaded machine may fire a few late enough to skip
-        // one (a tick more than a tick late is not replayed), but not most of them.
+        // About six ticks in the window; a tick fired late still runs within the grace, so a
+        // loaded machine may lose at most a tick it fired past the grace, not most of them.
         assert!(ran.len() >= 3, "{name}: only {} ticks ran", ran.len());
-        // Every tick this job fired on some instance ran (on one of them), but a tick that came
-        // while an earlier run of the job still went on: skipped as an overlap where that run
-        // went on, as held elsewhere (on a loaded machine a run can last past its next tick;
-        // seen in CI on PostgreSQL: 6 ticks fired, 4 ran, 2 overlaps). So each instance fired
-        // at most the ticks that ran and those an overlap accounts for.
-        let fired_ticks = schedulers.len() as u64 * (ticks.len() as u64 + stats.skipped_overlap);
-        assert!(
-            stats.fired <= fired_ticks,
-            "{name}: {stats:?} for {ticks:?}"
-        );
+        // No bound on `fired` from the ticks that ran: under MisfirePolicy::All a tick found
+        // held is fired again once the hold ends, so `fired` counts attempts. That every
+        // missed tick runs once under All is what
+        // `every_missed_tick_runs_once_with_misfire_policy_all` checks.
     }
     let batched: usize = counters.iter().flat_map(|c| c.lock_many_sizes()).sum();
     let single: u64 = counters.iter().map(|c| c.locks()).sum();

@@ -25,6 +25,92 @@ pub const DEFAULT_FORGET_AFTER: Duration = Duration::from_secs(600);
 /// [`forget_after`](Registration::forget_after) is under 2 minutes: a quarter of it).
 pub const MAX_HEARTBEAT: Duration = Duration::from_secs(30);
 
+/// About how long a part of a registration is, in bytes of JSON: a part ends with the job that
+/// takes it past this (a store keeps each part as a value of its own, so no copy a
+/// registration makes is larger; one document of 100,000 jobs, 5 MB, left about 20 MB in the
+/// allocator of the process that wrote it).
+pub const PART_BYTES: usize = 32 * 1024;
+
+/// Writes `jobs` as JSON arrays of about [`PART_BYTES`] each, rendered one job at a time.
+pub(crate) struct PartWriter {
+    parts: Vec<String>,
+    current: Vec<u8>,
+    count: usize,
+}
+
+impl PartWriter {
+    pub(crate) fn new() -> Self {
+        Self {
+            parts: Vec::new(),
+            current: Vec::new(),
+            count: 0,
+        }
+    }
+
+    /// Adds `job` to the current part, starting the next one once it passes [`PART_BYTES`].
+    pub(crate) fn push(&mut self, job: &RegisteredJob) {
+        if self.current.is_empty() {
+            self.current.reserve(PART_BYTES + 1024);
+            self.current.push(b'[');
+        } else {
+            self.current.push(b',');
+        }
+        let before = self.current.len();
+        if serde_json::to_writer(&mut self.current, job).is_err() {
+            // Undo the separator: a job that cannot be written is left out.
+            self.current.truncate(before - 1);
+            if self.current.len() == 1 {
+                self.current.clear();
+            }
+            return;
+        }
+        self.count += 1;
+        if self.current.len() >= PART_BYTES {
+            self.close();
+        }
+    }
+
+    fn close(&mut self) {
+        if self.current.is_empty() {
+            return;
+        }
+        self.current.push(b']');
+        let part = std::mem::take(&mut self.current);
+        self.parts
+            .push(String::from_utf8(part).unwrap_or_else(|_| "[]".to_owned()));
+    }
+
+    /// How many jobs were written, and the parts.
+    pub(crate) fn finish(mut self) -> (usize, Vec<String>) {
+        self.close();
+        (self.count, self.parts)
+    }
+}
+
+/// One JSON array of the jobs of `parts` (each a JSON array).
+pub fn join_parts<S: AsRef<str>>(parts: &[S]) -> String {
+    let mut joined =
+        String::with_capacity(parts.iter().map(|p| p.as_ref().len()).sum::<usize>() + 2);
+    joined.push('[');
+    for part in parts {
+        let inner = part.as_ref().trim();
+        let inner = inner
+            .strip_prefix('[')
+            .and_then(|rest| rest.strip_suffix(']'))
+            .unwrap_or(inner)
+            .trim();
+        if inner.is_empty() {
+            continue;
+        }
+        if joined.len() > 1 {
+            joined.push(',');
+        }
+        joined.push_str(inner);
+    }
+    joined.push(']');
+    joined
+}
+
 /// How often an instance that forgets after `forget_after` sends its heartbeat: a quarter of
 /// `forget_after`, at most [`MAX_HEARTBEAT`].
 pub fn heartbeat_every(forget_after: Duration) -> Duration {
@@ -112,9 +198,10 @@ pub struct Registration {
     pub jobs: Vec<RegisteredJob>,
     /// Seen less recently than this, it is forgotten.
     pub forget_after: Duration,
-    /// The jobs already rendered as JSON, and how many (the scheduler's registration, written
-    /// job by job so that no copy of every job is held at once); `jobs` is then empty.
-    rendered: Option<(usize, String)>,
+    /// The jobs already rendered as JSON parts of about [`PART_BYTES`], and how many (the
+    /// scheduler's registration, written job by job so that no copy of every job is held at
+    /// once); `jobs` is then empty.
+    rendered: Option<(usize, Vec<String>)>,
 }
 
 impl Registration {
@@ -135,16 +222,16 @@ impl Registration {
         }
     }
 
-    /// A registration of `count` jobs already rendered as the JSON document `json`.
+    /// A registration of `count` jobs already rendered as the JSON arrays `parts`.
     pub(crate) fn rendered(
         instance: impl Into<String>,
         fleet: impl Into<String>,
         count: usize,
-        json: String,
+        parts: Vec<String>,
         forget_after: Duration,
     ) -> Self {
         Self {
-            rendered: Some((count, json)),
+            rendered: Some((count, parts)),
             ..Self::new(instance, fleet, Vec::new(), forget_after)
         }
     }
@@ -159,14 +246,24 @@ impl Registration {
         self.len() == 0
     }
 
-    /// The jobs as the store keeps them: one JSON document (compact field names).
-    pub fn jobs_json(&self) -> std::borrow::Cow<'_, str> {
+    /// The jobs as the SQL stores keep them: JSON arrays (compact field names) of about
+    /// [`PART_BYTES`] each, in order; none for no job.
+    pub fn parts(&self) -> std::borrow::Cow<'_, [String]> {
         match &self.rendered {
-            Some((_, json)) => std::borrow::Cow::Borrowed(json),
-            None => serde_json::to_string(&self.jobs)
-                .unwrap_or_else(|_| "[]".to_owned())
-                .into(),
+            Some((_, parts)) => std::borrow::Cow::Borrowed(parts),
+            None => {
+                let mut writer = PartWriter::new();
+                for job in &self.jobs {
+                    writer.push(job);
+                }
+                std::borrow::Cow::Owned(writer.finish().1)
+            }
         }
+    }
+
+    /// The jobs as one JSON document (compact field names): the [`parts`](Self::parts) joined.
+    pub fn jobs_json(&self) -> String {
+        join_parts(&self.parts())
     }
 }
 
@@ -388,6 +485,7 @@ mod tests {
             )
         };
         let all = [stored(&old, 0), stored(&new, 30)];
+        assert_eq!(old.parts().len(), 1, "two jobs: one part");
         let jobs = merge(&all, at(50));
         assert_eq!(jobs.len(), 2);
         assert_eq!(jobs[0].job.name, "beat_0");
@@ -405,5 +503,33 @@ mod tests {
         let later = merge(&all, at(70));
         assert_eq!(later.len(), 1, "pod-a forgotten, and `gone` with it");
         assert!(check_forget_after(Duration::from_secs(1)).is_err());
+    }
+
+    #[test]
+    fn many_jobs_are_written_in_parts_that_join_into_the_same_document() {
+        let jobs: Vec<RegisteredJob> = (0..5_000)
+            .map(|i| {
+                let mut job = RegisteredJob::new(format!("repo_sync_{i}"), "0 */15 * * * *", "UTC");
+                job.lock = Some(format!("repo_sync_{i}"));
+                job
+            })
+            .collect();
+        let registration =
+            Registration::new("pod-a", "default", jobs.clone(), Duration::from_secs(60));
+        let parts = registration.parts();
+        assert!(parts.len() > 5, "{} parts", parts.len());
+        for part in parts.iter() {
+            let read: Vec<RegisteredJob> = serde_json::from_str(part).unwrap();
+            assert!(!read.is_empty());
+            // A part ends with the job that takes it past PART_BYTES: never more than one job
+            // (about 80 bytes here) past it.
+            assert!(part.len() < PART_BYTES + 200, "{} bytes", part.len());
+        }
+        let whole: Vec<RegisteredJob> = serde_json::from_str(&registration.jobs_json()).unwrap();
+        assert_eq!(whole, jobs, "the parts joined are every job, in order");
+        assert_eq!(join_parts::<&str>(&[]), "[]");
+        assert_eq!(join_parts(&["[]", "[1]", "[2,3]"]), "[1,2,3]");
+        let none = Registration::new("pod-a", "default", Vec::new(), Duration::from_secs(60));
+        assert!(none.parts().is_empty() && none.jobs_json() == "[]");
     }
 }

@@ -81,6 +81,7 @@ pub(crate) fn statement<D: dialect::Hooks>(
         .replace("{retired}", &table.quoted(backend, "_retired"))
         .replace("{schedules}", &table.quoted(backend, "_schedules"))
         .replace("{fleet}", &table.quoted(backend, "_fleet"))
+        .replace("{fleet_parts}", &table.quoted(backend, "_fleet_parts"))
         .replace("{now}", now);
     while let Some(start) = text.find("{iso(") {
         let Some(len) = text[start..].find(")}") else {

@@ -121,6 +121,7 @@ impl SqlTestDb for Sqlite {
             format!("{table}_retired"),
             format!("{table}_schedules"),
             format!("{table}_fleet"),
+            format!("{table}_fleet_parts"),
             format!("_{table}_migrations"),
         ] {
             self.exec(&format!("DROP TABLE IF EXISTS \"{object}\""))

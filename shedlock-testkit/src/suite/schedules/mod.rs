@@ -4,18 +4,20 @@
 //! [`schedule_suite!`](macro@crate::schedule_suite) on every store that keeps schedules.
 //!
 //! `versions.rs` holds the single writes and their versions, `batch.rs` the batch create,
-//! `triggers.rs` the "run now" requests, `failures.rs` the calls on lost sessions or a table
-//! not migrated, `limits.rs` the names, payloads and numbers a store refuses to make; this file the jobs
+//! `triggers.rs` the "run now" requests, `fleet.rs` the fleet's registered jobs, `failures.rs`
+//! the calls on lost sessions or a table not migrated, `limits.rs` the names, payloads and numbers a store refuses to make; this file the jobs
 //! they write.
 
 mod batch;
 mod failures;
+mod fleet;
 mod limits;
 mod triggers;
 mod versions;
 
 pub use batch::*;
 pub use failures::*;
+pub use fleet::*;
 pub use limits::*;
 pub use triggers::*;
 pub use versions::*;

@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::super::control::Control;
 use super::super::job::MisfirePolicy;
 use super::super::state::Inner;
-use crate::schedules::fleet::heartbeat_every;
+use crate::schedules::fleet::{PartWriter, heartbeat_every};
 use crate::schedules::{RegisteredJob, Registration};
 
 /// How long after a job is added or removed the jobs are registered again: the adds of one
@@ -73,15 +73,15 @@ pub(in crate::scheduler) async fn carry_loop(inner: Arc<Inner>) {
 
 /// This instance's code-defined jobs (the run-time jobs it runs for a handler left out, as
 /// the store holds those already), each with the code's schedule, rendered one by one into the
-/// JSON document the store keeps (100,000 jobs: a few MiB, and no copy of the jobs besides).
+/// JSON parts the store keeps (of about
+/// [`PART_BYTES`](crate::schedules::fleet::PART_BYTES) each: 100,000 jobs are about 160 parts,
+/// and no copy of the jobs is held besides, nor any large block allocated).
 fn registration(inner: &Inner, control: &Control, instance: &str) -> Registration {
     let (dynamic, code) = {
         let state = control.state();
         (state.dynamic.clone(), state.code_schedules.clone())
     };
-    let mut json = Vec::with_capacity(64);
-    json.push(b'[');
-    let mut count = 0;
+    let mut writer = PartWriter::new();
     {
         let jobs = inner.jobs();
         let mut names: Vec<&str> = jobs
@@ -95,22 +95,15 @@ fn registration(inner: &Inner, control: &Control, instance: &str) -> Registratio
             let Some(job) = jobs.by_name.get(name) else {
                 continue;
             };
-            let entry = entry(&job.0.job, code.get(name));
-            if count > 0 {
-                json.push(b',');
-            }
-            if serde_json::to_writer(&mut json, &entry).is_ok() {
-                count += 1;
-            }
+            writer.push(&entry(&job.0.job, code.get(name)));
         }
     }
-    json.push(b']');
-    let json = String::from_utf8(json).unwrap_or_else(|_| "[]".to_owned());
+    let (count, parts) = writer.finish();
     Registration::rendered(
         instance,
         inner.fleet.name(),
         count,
-        json,
+        parts,
         control.watch.forget_after,
     )
 }

@@ -66,6 +66,11 @@ pub(crate) const POSTGRES: &[(i64, &str, &str)] = &[
         "create shedlock_fleet table",
         include_str!("../../../migrations/postgres/0009_create_shedlock_fleet.sql"),
     ),
+    (
+        10,
+        "create shedlock_fleet_parts table",
+        include_str!("../../../migrations/postgres/0010_create_shedlock_fleet_parts.sql"),
+    ),
 ];
 
 /// mysql's migration files, `(version, description, SQL)`: the dialect's `MIGRATIONS`.
@@ -110,6 +115,11 @@ pub(crate) const MYSQL: &[(i64, &str, &str)] = &[
         "create shedlock_fleet table",
         include_str!("../../../migrations/mysql/0009_create_shedlock_fleet.sql"),
     ),
+    (
+        10,
+        "create shedlock_fleet_parts table",
+        include_str!("../../../migrations/mysql/0010_create_shedlock_fleet_parts.sql"),
+    ),
 ];
 
 /// sqlite's migration files, `(version, description, SQL)`: the dialect's `MIGRATIONS`.
@@ -153,6 +163,11 @@ pub(crate) const SQLITE: &[(i64, &str, &str)] = &[
         9,
         "create shedlock_fleet table",
         include_str!("../../../migrations/sqlite/0009_create_shedlock_fleet.sql"),
+    ),
+    (
+        10,
+        "create shedlock_fleet_parts table",
+        include_str!("../../../migrations/sqlite/0010_create_shedlock_fleet_parts.sql"),
     ),
 ];
 

@@ -1,6 +1,9 @@
-//! The fleet's code-defined jobs in `<table>_fleet` (one row per instance, its jobs one JSON
-//! document): [`ScheduleStore::register`](crate::schedules::ScheduleStore::register) as one
-//! transaction, the heartbeat and the reads one statement each.
+//! The fleet's code-defined jobs in `<table>_fleet` (one row per instance) and
+//! `<table>_fleet_parts` (its jobs, JSON arrays of about
+//! [`PART_BYTES`](crate::schedules::fleet::PART_BYTES) each; a registration written before
+//! migration 10 kept them in the instance's row, and is still read from there):
+//! [`ScheduleStore::register`](crate::schedules::ScheduleStore::register) as one transaction,
+//! the heartbeat one statement, the read two.
 
 use std::time::Duration;
 
@@ -12,6 +15,7 @@ use super::super::driver::{Driver, Value};
 use super::super::quirks::Quirks;
 use super::{CLOCK, ScheduleSql, args, render};
 use crate::error::{Error, Result};
+use crate::schedules::fleet::join_parts;
 use crate::schedules::{Registration, StoredRegistration};
 
 /// Every registration. Binds nothing.
@@ -20,11 +24,21 @@ const ALL: &str = "SELECT instance, fleet, jobs, last_seen, forget_after_ms FROM
 /// When each instance was last seen, without its jobs. Binds nothing.
 const SEEN: &str = "SELECT instance, last_seen, forget_after_ms FROM {fleet}";
 
+/// Every part of every registration, in order. Binds nothing.
+const ALL_PARTS: &str = "SELECT instance, jobs FROM {fleet_parts} ORDER BY instance, part";
+
 /// Removes one instance's registration. Binds: the instance.
 const REMOVE: &str = "DELETE FROM {fleet} WHERE instance = ?";
 
-/// A registration, seen now. Binds: the instance, its fleet, its jobs, `forget_after_ms`.
-const INSERT: &str = "INSERT INTO {fleet} (instance, fleet, jobs, last_seen, forget_after_ms) VALUES (?, ?, ?, {now}, ?)";
+/// Removes one instance's parts. Binds: the instance.
+const REMOVE_PARTS: &str = "DELETE FROM {fleet_parts} WHERE instance = ?";
+
+/// A registration, seen now, its jobs in parts. Binds: the instance, its fleet,
+/// `forget_after_ms`.
+const INSERT: &str = "INSERT INTO {fleet} (instance, fleet, jobs, last_seen, forget_after_ms) VALUES (?, ?, '[]', {now}, ?)";
+
+/// One part of a registration's jobs. Binds: the instance, the part's number, its jobs.
+const INSERT_PART: &str = "INSERT INTO {fleet_parts} (instance, part, jobs) VALUES (?, ?, ?)";
 
 /// The heartbeat. Binds: the instance.
 const BEAT: &str = "UPDATE {fleet} SET last_seen = {now} WHERE instance = ?";
@@ -72,12 +86,25 @@ impl<D: Quirks + ScheduleSql> Core<D> {
                 .flatten()
                 .ok_or(sqlx::Error::RowNotFound)?;
             let rows = self.fleet_read(ALL, &[]).await?;
+            let mut parts: std::collections::HashMap<String, Vec<String>> = Default::default();
+            for row in &self.fleet_read(ALL_PARTS, &[]).await? {
+                parts
+                    .entry(D::Db::text(row, 0)?)
+                    .or_default()
+                    .push(D::Db::text(row, 1)?);
+            }
             let mut all = Vec::with_capacity(rows.len());
             for row in &rows {
+                let instance = D::Db::text(row, 0)?;
+                // Its parts; a registration from before migration 10 has its jobs in its row.
+                let jobs = match parts.remove(&instance) {
+                    Some(parts) => join_parts(&parts),
+                    None => D::Db::text(row, 2)?,
+                };
                 all.push(StoredRegistration::new(
-                    D::Db::text(row, 0)?,
+                    instance,
                     D::Db::text(row, 1)?,
-                    D::Db::text(row, 2)?,
+                    jobs,
                     D::time(row, 3)?.ok_or(sqlx::Error::RowNotFound)?,
                     forget_after(D::Db::int(row, 4)?),
                 ));
@@ -111,7 +138,7 @@ impl<D: Quirks + ScheduleSql> Core<D> {
         let sql = |template: &str| -> std::sync::Arc<str> {
             render::<D>(template, &self.settings.table).into()
         };
-        let jobs = registration.jobs_json();
+        let parts = registration.parts();
         let write = async {
             let mut conn = self.connection().await?;
             let outcome = async {
@@ -140,20 +167,30 @@ impl<D: Quirks + ScheduleSql> Core<D> {
                     }
                 }
                 for instance in &gone {
-                    D::Db::execute(
-                        &mut *tx,
-                        sql(REMOVE),
-                        args::<D>(&[instance.as_str().into()])?,
-                    )
-                    .await?;
+                    for remove in [REMOVE, REMOVE_PARTS] {
+                        D::Db::execute(
+                            &mut *tx,
+                            sql(remove),
+                            args::<D>(&[instance.as_str().into()])?,
+                        )
+                        .await?;
+                    }
                 }
                 let values = [
                     registration.instance.as_str().into(),
                     registration.fleet.as_str().into(),
-                    jobs.as_ref().into(),
                     millis(registration.forget_after).into(),
                 ];
                 D::Db::execute(&mut *tx, sql(INSERT), args::<D>(&values)?).await?;
+                let insert_part = sql(INSERT_PART);
+                for (number, part) in parts.iter().enumerate() {
+                    let values = [
+                        registration.instance.as_str().into(),
+                        i64::try_from(number).unwrap_or(i64::MAX).into(),
+                        part.as_str().into(),
+                    ];
+                    D::Db::execute(&mut *tx, insert_part.clone(), args::<D>(&values)?).await?;
+                }
                 tx.commit().await
             }
             .await;
