@@ -8,6 +8,25 @@ use shedlock::{LockAdmin, LockProvider};
 use super::{LONG, SEC, cfg, sent_since, tick};
 use crate::db::{Opts, TestDb};
 
+/// A provider that administers its locks says so: `as_admin` is `Some`. It is a method with a
+/// default (`None`), and without it the scheduler has no fleet view (no instance shares a
+/// tick's jobs) and cannot tell a job new to the store (`MisfirePolicy::All` replays its grace).
+pub async fn a_provider_that_administers_its_locks_says_so<D: TestDb>(db: &D) {
+    let provider = db.provider();
+    let admin = provider.as_admin().unwrap_or_else(|| {
+        panic!(
+            "{}: LockProvider::as_admin is None, though the provider implements LockAdmin: \
+             override it to return Some(self)",
+            D::BACKEND
+        )
+    });
+    assert!(
+        admin.lock_state("never_taken").await.unwrap().is_none(),
+        "{}: the admin view is the provider's own",
+        D::BACKEND
+    );
+}
+
 pub async fn lock_states_read_by_the_database_clock<D: TestDb>(db: &D) {
     let provider = db.provider();
     assert_eq!(
@@ -180,6 +199,7 @@ pub async fn lock_states_reads_the_named_locks_in_one_statement<D: TestDb>(db: &
 macro_rules! __kit_suite_admin {
     (every $db:ty) => {
         $crate::cases!(in $db: $crate::suite => [
+            a_provider_that_administers_its_locks_says_so,
             lock_states_read_by_the_database_clock,
             operator_release_ends_the_lock_and_keeps_token_and_tick,
             lock_states_reads_the_named_locks_in_one_statement,
