@@ -446,15 +446,7 @@ pub(crate) async fn release_form(
     Path(name): Path<String>,
     Form(fields): Form<ReleaseFields>,
 ) -> Response {
-    let done = release(
-        &app,
-        &name,
-        fields.token,
-        fields.note.as_deref(),
-        &actor(&visitor, &seen),
-    )
-    .await;
-    back(&app, &format!("{}/locks", base.0), &done)
+    release_and_back(&app, &base, &name, &fields, &actor(&visitor, &seen)).await
 }
 
 /// A lock's release from the confirmation page, the lock named in the query.
@@ -466,15 +458,19 @@ pub(crate) async fn release_form_by_query(
     Query(NameQuery { name }): Query<NameQuery>,
     Form(fields): Form<ReleaseFields>,
 ) -> Response {
-    let done = release(
-        &app,
-        &name,
-        fields.token,
-        fields.note.as_deref(),
-        &actor(&visitor, &seen),
-    )
-    .await;
-    back(&app, &format!("{}/locks", base.0), &done)
+    release_and_back(&app, &base, &name, &fields, &actor(&visitor, &seen)).await
+}
+
+/// A release asked from a form, then back to the locks page with its flash.
+async fn release_and_back(
+    app: &App,
+    base: &Base,
+    name: &str,
+    fields: &ReleaseFields,
+    actor: &Actor,
+) -> Response {
+    let done = release(app, name, fields.token, fields.note.as_deref(), actor).await;
+    back(app, &format!("{}/locks", base.0), &done)
 }
 
 /// A lock's release through the API (a JSON body: `token`).
