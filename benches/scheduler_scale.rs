@@ -319,7 +319,7 @@ async fn idle(jobs: usize, seconds: u64, pool: Option<u32>, watch: bool) -> Valu
     let rss_before = rss_mb();
     let cpu_setup = CpuWindow::start(ticks);
 
-    let builder = Scheduler::builder(provider).misfire_grace(Duration::ZERO);
+    let builder = Scheduler::builder(provider.clone()).misfire_grace(Duration::ZERO);
     // The watch (and the registration of the jobs) is on by default; `--watch` keeps it.
     let scheduler = if watch {
         builder.schedules(ScheduleWatch::default()).build()
@@ -367,6 +367,21 @@ async fn idle(jobs: usize, seconds: u64, pool: Option<u32>, watch: bool) -> Valu
     let rss_end = rss_mb();
     let threads = threads();
     let stats = totals(&scheduler);
+    let rss_hwm = status_mb("VmHWM");
+    // With the watch, the jobs are in the store (read after every figure above: reading them
+    // back allocates what the run did not need).
+    let in_store = if watch {
+        use shedlock::schedules::ScheduleStore;
+        let listed = provider.fleet_jobs().await.expect("read the fleet's jobs");
+        let listed = listed
+            .iter()
+            .filter(|j| j.job.name.starts_with("idle_"))
+            .count();
+        assert_eq!(listed, jobs, "every job registered in the store");
+        Some(listed)
+    } else {
+        None
+    };
     let shutting = Instant::now();
     scheduler.shutdown().await;
     json!({
@@ -380,7 +395,7 @@ async fn idle(jobs: usize, seconds: u64, pool: Option<u32>, watch: bool) -> Valu
         "rss_started_mb": rss_started,
         "rss_end_mb": rss_end,
         "rss_max_mb": rss_max,
-        "rss_hwm_mb": status_mb("VmHWM"),
+        "rss_hwm_mb": rss_hwm,
         "register_s": register_s,
         "start_s": start_s,
         "settle_s": settle_s,
@@ -390,6 +405,7 @@ async fn idle(jobs: usize, seconds: u64, pool: Option<u32>, watch: bool) -> Valu
         "threads": threads,
         "shutdown_s": shutting.elapsed().as_secs_f64(),
         "stats": stats,
+        "registered_in_store": in_store,
     })
 }
 
@@ -739,6 +755,9 @@ fn print_idle(v: &Value) {
         "| ticks fired in the window (expected 0) | {:.0} |",
         f(v, "stats.fired")
     );
+    if let Some(listed) = v["registered_in_store"].as_u64() {
+        println!("| jobs the store lists for this instance (read after the window) | {listed} |");
+    }
 }
 
 fn print_firing(v: &Value) {

@@ -410,9 +410,10 @@ pub trait ScheduleStore: LockProvider {
     /// [`forget_after`](Registration::forget_after)). The [`Scheduler`](crate::Scheduler)
     /// calls it at start and when its jobs change (see [`fleet`]).
     ///
-    /// The SQL providers keep the registrations in `<table>_fleet` (one row per instance, its
-    /// jobs one JSON document; `migrate()` creates it), `shedlock-redis` in two hashes beside
-    /// its schedules. The default (a store outside this crate that keeps none) does nothing:
+    /// The SQL providers keep the registrations in `<table>_fleet` (one row per instance) and
+    /// `<table>_fleet_parts` (its jobs, JSON arrays of about [`fleet::PART_BYTES`] each, each
+    /// rendered as it is written; `migrate()` creates both), `shedlock-redis` in two hashes
+    /// beside its schedules (the jobs as one JSON document). The default (a store outside this crate that keeps none) does nothing:
     /// its [`fleet_jobs`](Self::fleet_jobs) lists no job.
     fn register<'a>(&'a self, registration: &'a Registration) -> BoxFuture<'a, Result<()>> {
         let _ = registration;

@@ -31,59 +31,66 @@ pub const MAX_HEARTBEAT: Duration = Duration::from_secs(30);
 /// allocator of the process that wrote it).
 pub const PART_BYTES: usize = 32 * 1024;
 
-/// Writes `jobs` as JSON arrays of about [`PART_BYTES`] each, rendered one job at a time.
-pub(crate) struct PartWriter {
-    parts: Vec<String>,
-    current: Vec<u8>,
-    count: usize,
+/// Where a registration's jobs come from when it does not hold them: the scheduler's, which
+/// renders each job from its own job list as the store writes the parts, so no copy of every
+/// job (100,000 jobs are about 5 MB of JSON) is ever held.
+pub(crate) trait JobSource: Send + Sync {
+    /// How many jobs it registers.
+    fn len(&self) -> usize;
+    /// How many positions [`read`](Self::read) goes through (the jobs, and any it leaves out).
+    fn positions(&self) -> usize;
+    /// Passes the jobs from position `from` on to `take`, in the source's order, until `take`
+    /// returns `false`; returns the position after the last one passed (or
+    /// [`positions`](Self::positions) at the end).
+    fn read(&self, from: usize, take: &mut dyn FnMut(&RegisteredJob) -> bool) -> usize;
 }
 
-impl PartWriter {
-    pub(crate) fn new() -> Self {
-        Self {
-            parts: Vec::new(),
-            current: Vec::new(),
-            count: 0,
-        }
-    }
+/// A registration's jobs as JSON arrays of about [`PART_BYTES`] each, each rendered when it is
+/// asked for ([`Registration::parts`]).
+#[derive(Debug)]
+pub struct Parts<'a> {
+    registration: &'a Registration,
+    next: usize,
+}
 
-    /// Adds `job` to the current part, starting the next one once it passes [`PART_BYTES`].
-    pub(crate) fn push(&mut self, job: &RegisteredJob) {
-        if self.current.is_empty() {
-            self.current.reserve(PART_BYTES + 1024);
-            self.current.push(b'[');
-        } else {
-            self.current.push(b',');
-        }
-        let before = self.current.len();
-        if serde_json::to_writer(&mut self.current, job).is_err() {
-            // Undo the separator: a job that cannot be written is left out.
-            self.current.truncate(before - 1);
-            if self.current.len() == 1 {
-                self.current.clear();
+impl Iterator for Parts<'_> {
+    type Item = String;
+
+    fn next(&mut self) -> Option<String> {
+        let mut part = Vec::with_capacity(PART_BYTES + 1024);
+        part.push(b'[');
+        let mut take = |job: &RegisteredJob| {
+            let before = part.len();
+            if before > 1 {
+                part.push(b',');
             }
-            return;
+            if serde_json::to_writer(&mut part, job).is_err() {
+                // A job that cannot be written is left out, with its separator.
+                part.truncate(before);
+            }
+            part.len() < PART_BYTES
+        };
+        match &self.registration.source {
+            Some(source) => {
+                if self.next < source.positions() {
+                    self.next = source.read(self.next, &mut take);
+                }
+            }
+            None => {
+                while let Some(job) = self.registration.jobs.get(self.next) {
+                    self.next += 1;
+                    if !take(job) {
+                        break;
+                    }
+                }
+            }
         }
-        self.count += 1;
-        if self.current.len() >= PART_BYTES {
-            self.close();
+        if part.len() == 1 {
+            return None;
         }
-    }
-
-    fn close(&mut self) {
-        if self.current.is_empty() {
-            return;
-        }
-        self.current.push(b']');
-        let part = std::mem::take(&mut self.current);
-        self.parts
-            .push(String::from_utf8(part).unwrap_or_else(|_| "[]".to_owned()));
-    }
-
-    /// How many jobs were written, and the parts.
-    pub(crate) fn finish(mut self) -> (usize, Vec<String>) {
-        self.close();
-        (self.count, self.parts)
+        part.push(b']');
+        // serde_json writes UTF-8.
+        String::from_utf8(part).ok()
     }
 }
 
@@ -187,22 +194,44 @@ impl RegisteredJob {
 
 /// What one instance registers: who it is, its fleet, its code-defined jobs, and after how
 /// long without a heartbeat it is forgotten.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone)]
 #[non_exhaustive]
 pub struct Registration {
     /// The instance: its provider's `locked_by`.
     pub instance: String,
     /// Its fleet ([`SchedulerBuilder::fleet`](crate::scheduler::SchedulerBuilder::fleet)).
     pub fleet: String,
-    /// Its code-defined jobs.
+    /// Its code-defined jobs (empty for the scheduler's own registration, which renders each
+    /// job from its job list as the store writes it: [`parts`](Self::parts)).
     pub jobs: Vec<RegisteredJob>,
     /// Seen less recently than this, it is forgotten.
     pub forget_after: Duration,
-    /// The jobs already rendered as JSON parts of about [`PART_BYTES`], and how many (the
-    /// scheduler's registration, written job by job so that no copy of every job is held at
-    /// once); `jobs` is then empty.
-    rendered: Option<(usize, Vec<String>)>,
+    /// Where the jobs come from when `jobs` does not hold them.
+    source: Option<std::sync::Arc<dyn JobSource>>,
 }
+
+impl std::fmt::Debug for Registration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registration")
+            .field("instance", &self.instance)
+            .field("fleet", &self.fleet)
+            .field("jobs", &self.len())
+            .field("forget_after", &self.forget_after)
+            .finish()
+    }
+}
+
+impl PartialEq for Registration {
+    /// The same instance, fleet and `forget_after`, and the same jobs in the same order.
+    fn eq(&self, other: &Self) -> bool {
+        self.instance == other.instance
+            && self.fleet == other.fleet
+            && self.forget_after == other.forget_after
+            && self.parts().eq(other.parts())
+    }
+}
+
+impl Eq for Registration {}
 
 impl Registration {
     /// The registration of `instance` in `fleet`, carrying `jobs`, forgotten after
@@ -218,27 +247,27 @@ impl Registration {
             fleet: fleet.into(),
             jobs,
             forget_after,
-            rendered: None,
+            source: None,
         }
     }
 
-    /// A registration of `count` jobs already rendered as the JSON arrays `parts`.
-    pub(crate) fn rendered(
+    /// A registration whose jobs `source` renders as they are written.
+    pub(crate) fn from_source(
         instance: impl Into<String>,
         fleet: impl Into<String>,
-        count: usize,
-        parts: Vec<String>,
+        source: std::sync::Arc<dyn JobSource>,
         forget_after: Duration,
     ) -> Self {
         Self {
-            rendered: Some((count, parts)),
+            source: Some(source),
             ..Self::new(instance, fleet, Vec::new(), forget_after)
         }
     }
 
-    /// How many jobs it registers.
+    /// How many jobs it registers (for the scheduler's, as many as it had when the
+    /// registration was made).
     pub fn len(&self) -> usize {
-        self.rendered.as_ref().map_or(self.jobs.len(), |(n, _)| *n)
+        self.source.as_ref().map_or(self.jobs.len(), |s| s.len())
     }
 
     /// Whether it registers no job.
@@ -247,23 +276,18 @@ impl Registration {
     }
 
     /// The jobs as the SQL stores keep them: JSON arrays (compact field names) of about
-    /// [`PART_BYTES`] each, in order; none for no job.
-    pub fn parts(&self) -> std::borrow::Cow<'_, [String]> {
-        match &self.rendered {
-            Some((_, parts)) => std::borrow::Cow::Borrowed(parts),
-            None => {
-                let mut writer = PartWriter::new();
-                for job in &self.jobs {
-                    writer.push(job);
-                }
-                std::borrow::Cow::Owned(writer.finish().1)
-            }
+    /// [`PART_BYTES`] each, in order, each rendered when the iterator reaches it; none for no
+    /// job. A store writes each before it asks for the next, so only one is held at a time.
+    pub fn parts(&self) -> Parts<'_> {
+        Parts {
+            registration: self,
+            next: 0,
         }
     }
 
     /// The jobs as one JSON document (compact field names): the [`parts`](Self::parts) joined.
     pub fn jobs_json(&self) -> String {
-        join_parts(&self.parts())
+        join_parts(&self.parts().collect::<Vec<_>>())
     }
 }
 
@@ -485,7 +509,7 @@ mod tests {
             )
         };
         let all = [stored(&old, 0), stored(&new, 30)];
-        assert_eq!(old.parts().len(), 1, "two jobs: one part");
+        assert_eq!(old.parts().count(), 1, "two jobs: one part");
         let jobs = merge(&all, at(50));
         assert_eq!(jobs.len(), 2);
         assert_eq!(jobs[0].job.name, "beat_0");
@@ -505,6 +529,66 @@ mod tests {
         assert!(check_forget_after(Duration::from_secs(1)).is_err());
     }
 
+    /// A source of 3,000 positions, the job at position 7 left out (as the scheduler leaves out
+    /// its run-time jobs).
+    struct Numbered;
+
+    impl Numbered {
+        fn job(index: usize) -> Option<RegisteredJob> {
+            (index != 7).then(|| RegisteredJob::new(format!("job_{index}"), "0 0 * * * *", "UTC"))
+        }
+    }
+
+    impl JobSource for Numbered {
+        fn len(&self) -> usize {
+            2_999
+        }
+
+        fn positions(&self) -> usize {
+            3_000
+        }
+
+        fn read(&self, from: usize, take: &mut dyn FnMut(&RegisteredJob) -> bool) -> usize {
+            for index in from..3_000 {
+                if let Some(job) = Numbered::job(index)
+                    && !take(&job)
+                {
+                    return index + 1;
+                }
+            }
+            3_000
+        }
+    }
+
+    /// The scheduler's registration renders its parts as they are asked for, from its source:
+    /// the same parts as a registration that holds the same jobs.
+    #[test]
+    fn a_registration_from_a_source_renders_the_same_parts() {
+        let source = Registration::from_source(
+            "pod-a",
+            "default",
+            std::sync::Arc::new(Numbered),
+            Duration::from_secs(60),
+        );
+        let held = Registration::new(
+            "pod-a",
+            "default",
+            (0..3_000).filter_map(Numbered::job).collect(),
+            Duration::from_secs(60),
+        );
+        assert_eq!(source.len(), 2_999);
+        assert!(source.parts().count() > 1, "more than one part");
+        assert_eq!(source, held);
+        let read: Vec<RegisteredJob> = serde_json::from_str(&source.jobs_json()).unwrap();
+        assert_eq!(read.len(), 2_999);
+        assert!(read.iter().all(|job| job.name != "job_7"));
+        assert_eq!(
+            format!("{source:?}").matches("2999").count(),
+            1,
+            "{source:?}"
+        );
+    }
+
     #[test]
     fn many_jobs_are_written_in_parts_that_join_into_the_same_document() {
         let jobs: Vec<RegisteredJob> = (0..5_000)
@@ -516,7 +600,7 @@ mod tests {
             .collect();
         let registration =
             Registration::new("pod-a", "default", jobs.clone(), Duration::from_secs(60));
-        let parts = registration.parts();
+        let parts: Vec<String> = registration.parts().collect();
         assert!(parts.len() > 5, "{} parts", parts.len());
         for part in parts.iter() {
             let read: Vec<RegisteredJob> = serde_json::from_str(part).unwrap();
@@ -530,6 +614,6 @@ mod tests {
         assert_eq!(join_parts::<&str>(&[]), "[]");
         assert_eq!(join_parts(&["[]", "[1]", "[2,3]"]), "[1,2,3]");
         let none = Registration::new("pod-a", "default", Vec::new(), Duration::from_secs(60));
-        assert!(none.parts().is_empty() && none.jobs_json() == "[]");
+        assert!(none.parts().next().is_none() && none.jobs_json() == "[]");
     }
 }

@@ -138,9 +138,28 @@ impl<D: Quirks + ScheduleSql> Core<D> {
         let sql = |template: &str| -> std::sync::Arc<str> {
             render::<D>(template, &self.settings.table).into()
         };
-        let parts = registration.parts();
+        let sqlite = D::BACKEND == crate::Backend::Sqlite;
+        let pragma = |text: &str| -> std::sync::Arc<str> { text.into() };
         let write = async {
             let mut conn = self.connection().await?;
+            // On SQLite, the pages a registration writes (about 5 MB for 100,000 jobs) would
+            // fill the connection's page cache (2 MB by default) and stay in the allocator of its
+            // thread: it writes through a cache of 256 KiB, then frees it, then has its own back.
+            let cache = if sqlite {
+                let rows =
+                    D::Db::fetch_all(&mut *conn, pragma("PRAGMA cache_size"), args::<D>(&[])?)
+                        .await?;
+                let size = rows.first().map(|row| D::Db::int(row, 0)).transpose()?;
+                D::Db::execute(
+                    &mut *conn,
+                    pragma("PRAGMA cache_size = -256"),
+                    args::<D>(&[])?,
+                )
+                .await?;
+                size
+            } else {
+                None
+            };
             let outcome = async {
                 let mut tx = conn.begin_with(AssertSqlSafe(D::BEGIN)).await?;
                 let clock = D::Db::fetch_all(&mut *tx, sql(CLOCK), args::<D>(&[])?).await?;
@@ -183,7 +202,8 @@ impl<D: Quirks + ScheduleSql> Core<D> {
                 ];
                 D::Db::execute(&mut *tx, sql(INSERT), args::<D>(&values)?).await?;
                 let insert_part = sql(INSERT_PART);
-                for (number, part) in parts.iter().enumerate() {
+                // Each part is rendered as it is written, and dropped before the next.
+                for (number, part) in registration.parts().enumerate() {
                     let values = [
                         registration.instance.as_str().into(),
                         i64::try_from(number).unwrap_or(i64::MAX).into(),
@@ -194,6 +214,28 @@ impl<D: Quirks + ScheduleSql> Core<D> {
                 tx.commit().await
             }
             .await;
+            // The cache is given back its size whether the write succeeded or not.
+            let restored = match cache {
+                Some(size) => {
+                    async {
+                        if outcome.is_ok() {
+                            D::Db::execute(
+                                &mut *conn,
+                                pragma("PRAGMA shrink_memory"),
+                                args::<D>(&[])?,
+                            )
+                            .await?;
+                        }
+                        let restore = format!("PRAGMA cache_size = {size}");
+                        D::Db::execute(&mut *conn, restore.as_str().into(), args::<D>(&[])?)
+                            .await?;
+                        Ok(())
+                    }
+                    .await
+                }
+                None => Ok(()),
+            };
+            let outcome = outcome.and(restored);
             self.give_back(conn, outcome.is_ok());
             outcome
         };
