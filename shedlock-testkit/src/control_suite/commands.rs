@@ -11,7 +11,8 @@ use shedlock::schedules::{ScheduleChange, ScheduleStore, TriggerAnswer};
 use shedlock::{Job, LockConfiguration, LockContext, Schedule};
 
 use super::{
-    DEADLINE, Log, Spans, all_applied, instance, limited_instance, log_len, logging_job, sum,
+    DEADLINE, Log, Spans, all_applied, gated_job, instance, limited_instance, log_len, logging_job,
+    sum,
 };
 use crate::db::TestDb;
 use crate::scheduler_suite::eventually;
@@ -104,6 +105,10 @@ where
 
 /// "Run now" from the store runs the job once, on one instance, even when asked twice (the
 /// second request is answered "already pending"), and the run is recorded as asked for.
+///
+/// The run waits for the test to open its gate: a request stays pending until its run ends,
+/// and the second request must come while it is (on SQLite in one process the first's run
+/// once started and ended before the second request was made).
 pub async fn run_now_runs_once_and_a_second_request_is_already_pending<D: TestDb>(db: &Arc<D>)
 where
     D::Provider: ScheduleStore,
@@ -111,8 +116,9 @@ where
     let log: Log = Arc::default();
     let (a, store) = instance(db, "a").await;
     let (b, _) = instance(db, "b").await;
+    let (open, gate) = tokio::sync::watch::channel(false);
     for (s, who) in [(&a, "a"), (&b, "b")] {
-        s.add(logging_job("manual", "0 0 0 1 1 *", who, &log))
+        s.add(gated_job("manual", "0 0 0 1 1 *", who, &log, gate.clone()))
             .unwrap();
         s.start();
     }
@@ -126,6 +132,7 @@ where
         matches!(second, TriggerAnswer::AlreadyPending(_)),
         "{second:?}"
     );
+    open.send_replace(true);
     assert!(
         eventually(DEADLINE, async || log_len(&log, "manual") == 1).await,
         "run once"

@@ -104,6 +104,33 @@ fn working_job(name: &str, cron: &str, instance: &str, log: &Log, work: Duration
     )
 }
 
+/// [`logging_job`], each run waiting after it logged until `gate` is open (`true`): a test
+/// that must act while a run is still going opens it once it has.
+fn gated_job(
+    name: &str,
+    cron: &str,
+    instance: &str,
+    log: &Log,
+    gate: tokio::sync::watch::Receiver<bool>,
+) -> Job {
+    let (who, log, job) = (instance.to_owned(), Arc::clone(log), name.to_owned());
+    let lock = LockConfiguration::new(name, Duration::from_secs(30), Duration::ZERO).unwrap();
+    Job::locked(
+        name,
+        Schedule::parse(cron, "UTC").unwrap(),
+        lock,
+        move |ctx: LockContext| {
+            let (who, log, job) = (who.clone(), Arc::clone(&log), job.clone());
+            let mut gate = gate.clone();
+            async move {
+                let at = ctx.tick().unwrap_or_else(Utc::now);
+                log.lock().unwrap().push((who, job, at));
+                let _ = gate.wait_for(|open| *open).await;
+            }
+        },
+    )
+}
+
 /// Waits until every scheduler applied the store's current schedule version.
 async fn all_applied<P: ScheduleStore>(store: &P, schedulers: &[&Scheduler]) {
     let version = store.schedules_version().await.unwrap();
