@@ -391,13 +391,18 @@ pub fn merge(registrations: &[StoredRegistration], now: DateTime<Utc>) -> Vec<Fl
             running: now - registration.last_seen <= beats,
         };
         for job in parsed {
-            jobs.entry(job.name.clone())
+            let carriers = &mut jobs
+                .entry(job.name.clone())
                 .or_insert_with(|| FleetJob {
                     job,
                     carriers: Vec::new(),
                 })
-                .carriers
-                .push(carrier.clone());
+                .carriers;
+            // A job written twice in one registration (its instance's job list changed while
+            // the parts were written) is carried once.
+            if !carriers.iter().any(|c| c.instance == carrier.instance) {
+                carriers.push(carrier.clone());
+            }
         }
     }
     jobs.into_values().collect()
@@ -524,6 +529,21 @@ mod tests {
             .collect();
         assert_eq!(carriers, [("pod-b", true), ("pod-a", false)]);
         assert!(!jobs[1].carried());
+        let twice = Registration::new(
+            "pod-c",
+            "default",
+            vec![
+                RegisteredJob::new("beat_0", "*/2 * * * * *", "UTC"),
+                RegisteredJob::new("beat_0", "*/2 * * * * *", "UTC"),
+            ],
+            Duration::from_secs(60),
+        );
+        let with_twice = merge(&[stored(&twice, 40)], at(50));
+        assert_eq!(
+            with_twice[0].carriers.len(),
+            1,
+            "a job written twice by one instance is carried once"
+        );
         let later = merge(&all, at(70));
         assert_eq!(later.len(), 1, "pod-a forgotten, and `gone` with it");
         assert!(check_forget_after(Duration::from_secs(1)).is_err());

@@ -116,8 +116,8 @@ fn registration(inner: &Arc<Inner>, control: &Control, instance: &str) -> Regist
 
 /// The scheduler's jobs as a registration reads them, a part at a time, in the order of its
 /// job list. A job added or removed between two parts can shift the order, so one job may be
-/// written twice (the store's list merges jobs by name) or left out; the change notes itself,
-/// and the jobs are registered again 200 ms later.
+/// written twice (the fleet's list carries it once: [`merge`](crate::schedules::fleet::merge))
+/// or left out; the change notes itself, and the jobs are registered again 200 ms later.
 struct CodeJobs {
     inner: Arc<Inner>,
     /// The run-time jobs, left out.
