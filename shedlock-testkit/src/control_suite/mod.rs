@@ -87,21 +87,7 @@ fn logging_job(name: &str, cron: &str, instance: &str, log: &Log) -> Job {
 
 /// [`logging_job`], each run working `work` after it logged.
 fn working_job(name: &str, cron: &str, instance: &str, log: &Log, work: Duration) -> Job {
-    let (who, log, job) = (instance.to_owned(), Arc::clone(log), name.to_owned());
-    let lock = LockConfiguration::new(name, Duration::from_secs(30), Duration::ZERO).unwrap();
-    Job::locked(
-        name,
-        Schedule::parse(cron, "UTC").unwrap(),
-        lock,
-        move |ctx: LockContext| {
-            let (who, log, job) = (who.clone(), Arc::clone(&log), job.clone());
-            async move {
-                let at = ctx.tick().unwrap_or_else(Utc::now);
-                log.lock().unwrap().push((who, job, at));
-                tokio::time::sleep(work).await;
-            }
-        },
-    )
+    logging_then(name, cron, instance, log, move || tokio::time::sleep(work))
 }
 
 /// [`logging_job`], each run waiting after it logged until `gate` is open (`true`): a test
@@ -113,19 +99,38 @@ fn gated_job(
     log: &Log,
     gate: tokio::sync::watch::Receiver<bool>,
 ) -> Job {
+    logging_then(name, cron, instance, log, move || {
+        let mut gate = gate.clone();
+        async move {
+            let _ = gate.wait_for(|open| *open).await;
+        }
+    })
+}
+
+/// A job of its own lock whose run logs `(instance, name, tick)`, then awaits `then()`.
+fn logging_then<F, Fut>(name: &str, cron: &str, instance: &str, log: &Log, then: F) -> Job
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     let (who, log, job) = (instance.to_owned(), Arc::clone(log), name.to_owned());
+    let then = Arc::new(then);
     let lock = LockConfiguration::new(name, Duration::from_secs(30), Duration::ZERO).unwrap();
     Job::locked(
         name,
         Schedule::parse(cron, "UTC").unwrap(),
         lock,
         move |ctx: LockContext| {
-            let (who, log, job) = (who.clone(), Arc::clone(&log), job.clone());
-            let mut gate = gate.clone();
+            let (who, log, job, then) = (
+                who.clone(),
+                Arc::clone(&log),
+                job.clone(),
+                Arc::clone(&then),
+            );
             async move {
                 let at = ctx.tick().unwrap_or_else(Utc::now);
                 log.lock().unwrap().push((who, job, at));
-                let _ = gate.wait_for(|open| *open).await;
+                then().await;
             }
         },
     )
