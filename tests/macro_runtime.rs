@@ -233,6 +233,56 @@ fn a_scheduled_job_with_literal_durations_declares_its_lock() {
     assert!(computed::job(7).lock().is_none());
 }
 
+/// Jobs with an overlap policy, from the macro's keys.
+#[scheduled(cron = "0 */5 * * * *", overlap = "buffer_all", buffer_limit = 4)]
+#[scheduler_lock(name = "buffered_{id}", lock_at_most_for = "10m")]
+async fn buffered(id: u32) {
+    let _ = id;
+}
+
+#[scheduled(
+    cron = "0 */5 * * * *",
+    overlap = "allow_all",
+    max_running = 3,
+    when_full = "buffer_one"
+)]
+#[scheduler_lock(name = "parallel", lock_at_most_for = "10m")]
+async fn parallel() {}
+
+/// `overlap = …` and its bounds become the job's policy; a job per parameter whose lock name
+/// leaves no room for the policy's rows is refused when added, naming the job and the limit.
+#[tokio::test]
+async fn a_scheduled_job_takes_its_overlap_policy_from_the_macro() {
+    use shedlock::Overlap;
+    use shedlock::scheduler::WhenFull;
+    assert_eq!(
+        buffered::job(1).overlap_policy(),
+        Overlap::BufferAll { limit: 4 }
+    );
+    assert_eq!(
+        parallel::job().overlap_policy(),
+        Overlap::AllowAll {
+            max_running: 3,
+            when_full: WhenFull::BufferOne
+        }
+    );
+    assert_eq!(declared::job(1).overlap_policy(), Overlap::Skip);
+    let db = Sqlite::setup().await.unwrap();
+    let scheduler = shedlock::Scheduler::builder(db.provider()).build();
+    scheduler.add(buffered::job(1)).unwrap();
+    scheduler.add(cancelling::job("x".repeat(49))).unwrap();
+    let refused = scheduler.add(cancelling::job("x".repeat(50))).unwrap_err();
+    assert!(matches!(refused, Error::InvalidOverlap { .. }), "{refused}");
+    let message = refused.to_string();
+    assert!(message.contains("at most 56 bytes; it has 57"), "{message}");
+}
+
+#[scheduled(cron = "0 */5 * * * *", overlap = "cancel_other")]
+#[scheduler_lock(name = "cancel_{key}", lock_at_most_for = "10m")]
+async fn cancelling(key: String) {
+    let _ = key;
+}
+
 /// A job whose lock name is filled with its argument.
 #[scheduled(cron = "0 */5 * * * *")]
 #[scheduler_lock(name = "named_by_{key}", lock_at_most_for = "10m")]

@@ -54,6 +54,10 @@ pub(crate) mod kw {
         lock_at_least_for: "\"10s\"",
         cron: "\"0 */15 * * * *\"",
         time_zone: "\"Europe/Berlin\"",
+        overlap: "\"buffer_one\"",
+        buffer_limit: "5",
+        max_running: "3",
+        when_full: "\"skip\"",
     }
 }
 
@@ -82,6 +86,26 @@ impl<K: Key, V: Value> Parse for Arg<K, V> {
 
 /// A string argument: `name`, `cron`, `time_zone`.
 pub(crate) type StrArg<K> = Arg<K, LitStr>;
+
+/// A whole-number argument: `buffer_limit`, `max_running`.
+pub(crate) type IntArg<K> = Arg<K, syn::LitInt>;
+
+impl Value for syn::LitInt {
+    /// An integer literal and nothing else.
+    fn from_expr<K: Key>(expr: Expr) -> syn::Result<Self> {
+        match literal(&expr) {
+            Some(Lit::Int(lit)) => Ok(lit.clone()),
+            _ => Err(syn::Error::new_spanned(
+                &expr,
+                format!(
+                    "`{key}` takes a whole number, such as `{key} = {example}`",
+                    key = K::NAME,
+                    example = K::EXAMPLE,
+                ),
+            )),
+        }
+    }
+}
 
 /// A duration argument: `lock_at_most_for`, `lock_at_least_for`.
 pub(crate) type DurationArg<K> = Arg<K, DurationValue>;

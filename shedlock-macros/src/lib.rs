@@ -22,6 +22,7 @@ mod args;
 mod duration;
 mod expand;
 mod names;
+mod overlap;
 mod rules;
 mod scheduled;
 mod scheduler_lock;

@@ -29,6 +29,9 @@ pub(crate) struct ScheduledFn {
     /// expands, so `job(…)` does not call the function (whose signature that attribute would
     /// have changed), which would add a second, confusing type error to the first.
     pub(crate) lock_invalid: bool,
+    /// Its overlap policy (`overlap = "…"` with its bounds), checked by the runtime's rules
+    /// (`crate::overlap`, the same file as `shedlock::Overlap`'s); `Skip` when not given.
+    pub(crate) overlap: crate::overlap::Overlap,
 }
 
 args::arguments! {
@@ -36,6 +39,10 @@ args::arguments! {
     struct ScheduledArgs for "#[scheduled]" {
         cron: StrArg,
         time_zone: StrArg,
+        overlap: StrArg,
+        buffer_limit: IntArg,
+        max_running: IntArg,
+        when_full: StrArg,
     }
 }
 
@@ -48,6 +55,12 @@ impl ScheduledFn {
         let args = errors.ok(args::parse_list::<ScheduledArgs>.parse2(args));
         let mut cron = None;
         let mut time_zone = None;
+        let mut overlap = crate::overlap::Overlap::Skip;
+        if let Some(args) = &args
+            && let Some(policy) = errors.ok(check_overlap(args))
+        {
+            overlap = policy;
+        }
         if let Some(args) = args {
             cron = errors.ok(ScheduledArgs::required(
                 args.cron.as_ref(),
@@ -101,6 +114,11 @@ impl ScheduledFn {
         errors.finish()?;
         let declared_lock = declared_lock(&func);
         let lock_invalid = declared_lock.is_none() && func.attrs.iter().any(is_scheduler_lock);
+        if overlap != crate::overlap::Overlap::Skip
+            && let Some(locked) = &declared_lock
+        {
+            check_overlap_lock(locked, overlap)?;
+        }
         match (cron, time_zone) {
             (Some(cron), Some(time_zone)) => Ok(Self {
                 func,
@@ -109,6 +127,7 @@ impl ScheduledFn {
                 params,
                 declared_lock,
                 lock_invalid,
+                overlap,
             }),
             // Every `None` above pushed an error, so `finish` returned it.
             _ => Err(syn::Error::new(Span::call_site(), "invalid `#[scheduled]`")),
@@ -154,6 +173,95 @@ fn check_cron(lit: &LitStr) -> syn::Result<()> {
         })
 }
 
+/// The overlap policy the arguments give, by the runtime's rules (`crate::overlap`): a bound
+/// missing, out of range or given to another policy is an error on the key at fault.
+fn check_overlap(args: &ScheduledArgs) -> syn::Result<crate::overlap::Overlap> {
+    use crate::overlap::{Overlap, WhenFull};
+    fn number<K>(arg: Option<&args::IntArg<K>>) -> syn::Result<Option<u32>> {
+        arg.map(|arg| arg.value.base10_parse::<u32>()).transpose()
+    }
+    let buffer_limit = number(args.buffer_limit.as_ref())?;
+    let max_running = number(args.max_running.as_ref())?;
+    let when_full = match &args.when_full {
+        Some(arg) => Some(
+            arg.value
+                .value()
+                .parse::<WhenFull>()
+                .map_err(|reason| syn::Error::new(arg.value.span(), reason))?,
+        ),
+        None => None,
+    };
+    let (name, span) = match &args.overlap {
+        Some(arg) => (arg.value.value(), arg.value.span()),
+        None if max_running.is_some() => ("allow_all".to_owned(), Span::call_site()),
+        None => ("skip".to_owned(), Span::call_site()),
+    };
+    // The error goes on the bound that is wrong, when one is named in it.
+    Overlap::from_parts(&name, buffer_limit, max_running, when_full).map_err(|reason| {
+        let span = [
+            (
+                "buffer_limit",
+                args.buffer_limit.as_ref().map(|a| a.value.span()),
+            ),
+            (
+                "max_running",
+                args.max_running.as_ref().map(|a| a.value.span()),
+            ),
+            ("when_full", args.when_full.as_ref().map(|a| a.value.span())),
+        ]
+        .into_iter()
+        .find_map(|(key, at)| {
+            at.filter(|_| reason.starts_with(key) || reason.contains(&format!("{key} is")))
+        })
+        .unwrap_or(span);
+        syn::Error::new(span, reason)
+    })
+}
+
+/// An overlap policy other than `skip` is kept beside the job's lock: both durations must be
+/// literals (so `job()` declares the lock), and a name without parameters must leave room for
+/// the rows the policy adds (a name with parameters is checked when the job is added).
+fn check_overlap_lock(locked: &LockedFn, overlap: crate::overlap::Overlap) -> syn::Result<()> {
+    use crate::scheduler_lock::{LockDuration, NamePiece};
+    let literal = matches!(
+        (&locked.lock_at_most_for, &locked.lock_at_least_for),
+        (LockDuration::Fixed(_), LockDuration::Fixed(_))
+    );
+    if !literal {
+        return Err(syn::Error::new(
+            Span::call_site(),
+            format!(
+                "`overlap = \"{}\"` is kept beside the job's lock, which `job()` declares only when \
+                 `lock_at_most_for` and `lock_at_least_for` are string literals: write them as \
+                 `\"30m\"`, or drop `overlap`",
+                overlap.name()
+            ),
+        ));
+    }
+    let fixed: Option<String> = locked
+        .name
+        .pieces
+        .iter()
+        .map(|piece| match piece {
+            NamePiece::Text(text) => Some(text.as_str()),
+            NamePiece::Param(_) => None,
+        })
+        .collect();
+    const MAX: usize = 64 - ":wait100".len();
+    match fixed {
+        Some(name) if name.len() > MAX => Err(syn::Error::new(
+            locked.name.span,
+            format!(
+                "`overlap = \"{}\"` keeps rows named after the lock (`{name}:run1`, `:wait1`, \
+                 `:cancel`), so the lock name may have at most {MAX} bytes; it has {}",
+                overlap.name(),
+                name.len()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Checks an IANA time zone name by the runtime's rules, suggesting the closest known name.
 fn check_time_zone(lit: &LitStr) -> syn::Result<()> {
     crate::rules::parse_time_zone(&lit.value())
@@ -196,6 +304,34 @@ mod tests {
             (quote!(time_zone = "UTC"), "needs `cron = \"…\"`"),
             (quote!(cron = "* * * * *", cron = "* * * * *"), "twice"),
             (quote!(cron = "* * * * *", tz = "UTC"), "unknown key"),
+            (
+                quote!(cron = "* * * * *", overlap = "sometimes"),
+                "unknown overlap policy",
+            ),
+            (
+                quote!(cron = "* * * * *", overlap = "buffer_all"),
+                "needs a bound",
+            ),
+            (
+                quote!(cron = "* * * * *", overlap = "buffer_all", buffer_limit = 0),
+                "buffer_limit is 0: it must be 1 to 100",
+            ),
+            (
+                quote!(cron = "* * * * *", overlap = "allow_all", max_running = 101),
+                "max_running is 101",
+            ),
+            (
+                quote!(cron = "* * * * *", overlap = "skip", max_running = 3),
+                "max_running is for overlap = \"allow_all\"",
+            ),
+            (
+                quote!(cron = "* * * * *", max_running = 2, when_full = "wait"),
+                "unknown when_full",
+            ),
+            (
+                quote!(cron = "* * * * *", max_running = "3"),
+                "takes a whole number",
+            ),
         ];
         let function_cases = [
             (
@@ -218,6 +354,21 @@ mod tests {
                     .into_iter()
                     .map(|(item, expected)| (good_arguments.clone(), item, expected)),
             );
+        // A policy kept in the store needs the lock declared, with room for its rows.
+        let runtime_lock = quote!(
+            #[scheduler_lock(name = "a", lock_at_most_for = at_most())]
+            async fn j() {}
+        );
+        let long_name = "n".repeat(57);
+        let long_lock = quote!(
+            #[scheduler_lock(name = #long_name, lock_at_most_for = "1m")]
+            async fn j() {}
+        );
+        let overlap = quote!(cron = "* * * * *", overlap = "buffer_one");
+        let cases = cases.chain([
+            (overlap.clone(), runtime_lock, "string literals"),
+            (overlap, long_lock, "at most 56 bytes; it has 57"),
+        ]);
         for (args, item, expected) in cases {
             let shown = format!("{args} {item}");
             let error = scheduled(args, item).err().unwrap_or_default();

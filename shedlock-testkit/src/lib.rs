@@ -254,6 +254,7 @@ macro_rules! scheduler_suite {
         $crate::__kit_scheduler_suite_fleet!(every $db);
         $crate::__kit_scheduler_suite_keep_alive!(every $db);
         $crate::__kit_scheduler_suite_leader!(every $db);
+        $crate::__kit_scheduler_suite_overlap!(every $db);
         $crate::__kit_scheduler_suite_runs!(every $db);
     };
     (@sql $db:ty) => {
@@ -263,6 +264,7 @@ macro_rules! scheduler_suite {
         $crate::__kit_scheduler_suite_fleet!(sql $db);
         $crate::__kit_scheduler_suite_keep_alive!(sql $db);
         $crate::__kit_scheduler_suite_leader!(sql $db);
+        $crate::__kit_scheduler_suite_overlap!(sql $db);
         $crate::__kit_scheduler_suite_runs!(sql $db);
     };
 }

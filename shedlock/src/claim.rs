@@ -44,6 +44,9 @@ pub(crate) struct PreClaim {
     pub(crate) sent_at: Instant,
     /// What the provider answered for this lock: what [`LockProvider::lock`] would have.
     pub(crate) answer: Result<Option<LockGuard>>,
+    /// Under overlap `cancel_other`, turns true when a newer tick asks the run to stop: the
+    /// run's lock counts as lost from then on (see `run::hold_claimed`).
+    pub(crate) cancel: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl std::fmt::Debug for PreClaim {

@@ -357,6 +357,16 @@ pub enum Error {
         name: String,
     },
 
+    /// A job's overlap policy cannot hold: a bound out of range, no declared lock to keep it
+    /// beside, or a lock name too long for the rows it adds.
+    #[error("invalid overlap policy for job {job:?}: {reason}")]
+    InvalidOverlap {
+        /// The job's name.
+        job: String,
+        /// What is wrong, and what to do.
+        reason: String,
+    },
+
     /// A cron expression could not be parsed.
     #[error("invalid cron expression {expression:?}: {reason}")]
     InvalidCron {

@@ -188,11 +188,18 @@ pub enum RunOutcome {
     /// tick) passed before its claim could be sent, so it was not claimed nor run here (the
     /// scheduler's `shed` counter). Only the instance whose share the job was writes it.
     SkippedShed,
+    /// The job was running (on any instance) and its overlap policy
+    /// ([`Overlap`](crate::Overlap)) made the tick wait: it starts when a run of the job ends,
+    /// and its run has a row of its own then.
+    Buffered,
+    /// A newer tick of the job cancelled this run (overlap `cancel_other`): its lock counted
+    /// as lost from then on.
+    CancelledByNext,
 }
 
 impl RunOutcome {
     /// Every outcome, in the order above.
-    pub const ALL: [RunOutcome; 14] = [
+    pub const ALL: [RunOutcome; 16] = [
         RunOutcome::Running,
         RunOutcome::Executed,
         RunOutcome::Failed,
@@ -207,6 +214,8 @@ impl RunOutcome {
         RunOutcome::SkippedPaused,
         RunOutcome::Operator,
         RunOutcome::SkippedShed,
+        RunOutcome::Buffered,
+        RunOutcome::CancelledByNext,
     ];
 
     /// The text stored in the `outcome` column (and used as the `reason` or `outcome` label of
@@ -227,6 +236,8 @@ impl RunOutcome {
             RunOutcome::SkippedPaused => "skipped-paused",
             RunOutcome::Operator => "operator",
             RunOutcome::SkippedShed => "skipped-shed",
+            RunOutcome::Buffered => "buffered",
+            RunOutcome::CancelledByNext => "cancelled-by-next",
         }
     }
 
@@ -239,6 +250,7 @@ impl RunOutcome {
                 | RunOutcome::Executed
                 | RunOutcome::Failed
                 | RunOutcome::CancelledLostLock
+                | RunOutcome::CancelledByNext
                 | RunOutcome::CancelledShutdown
                 | RunOutcome::Panicked
                 | RunOutcome::Abandoned
@@ -255,7 +267,7 @@ impl fmt::Display for RunOutcome {
 /// A text that is not one of [`RunOutcome::as_str`]'s values.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown run outcome {0:?}: expected one of running, executed, failed, skipped-held, skipped-overlap, cancelled-lost-lock, cancelled-shutdown, panicked, skipped-clock-skew, error, abandoned, skipped-paused, operator, skipped-shed"
+    "unknown run outcome {0:?}: expected one of running, executed, failed, skipped-held, skipped-overlap, cancelled-lost-lock, cancelled-shutdown, panicked, skipped-clock-skew, error, abandoned, skipped-paused, operator, skipped-shed, buffered, cancelled-by-next"
 )]
 pub struct UnknownOutcome(pub String);
 

@@ -144,7 +144,7 @@ pub use executor::LockingTaskExecutor;
 pub use guard::LockGuard;
 pub use provider::{LockAdmin, LockProvider, RunStore};
 pub use run::{TaskResult, run_locked};
-pub use scheduler::{Job, RunHistory, Scheduler};
+pub use scheduler::{Job, Overlap, RunHistory, Scheduler};
 #[cfg(feature = "mysql")]
 pub use sql::MySqlLockProvider;
 #[cfg(feature = "postgres")]

@@ -74,3 +74,8 @@ pub const CLAIM_WAIT: &str = "shedlock_claim_wait_seconds";
 /// ([`LockProvider::lock_many`](crate::LockProvider::lock_many)), sent to answered,
 /// seconds (connection wait included); no labels.
 pub const CLAIM_DURATION: &str = "shedlock_claim_duration_seconds";
+
+/// Counter: ticks that found their job running and waited for its end (overlap policies
+/// `buffer_one`, `buffer_all`, `cancel_other`, `allow_all` with `when_full = buffer_one`);
+/// label `job`. Each also has a `buffered` history row.
+pub const BUFFERED: &str = "shedlock_buffered_total";

@@ -276,6 +276,9 @@ impl Observer {
             }
             // Counted as it was shed, in `metric_names::SHED`.
             RunOutcome::SkippedShed => {}
+            RunOutcome::Buffered => {
+                metrics::counter!(metric_names::BUFFERED, "job" => job).increment(1);
+            }
             _ => metrics::counter!(metric_names::ERRORS, "job" => job).increment(1),
         }
         for listener in &self.listeners {

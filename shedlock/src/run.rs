@@ -170,6 +170,7 @@ where
     );
     let out: Result<TaskResult<T>> = async {
         let pre_claim = claim::mine(pre_claim, provider, config);
+        let cancel_asked = pre_claim.as_ref().and_then(|claim| claim.cancel.clone());
         let keep_alive = provider.keep_alive();
         let (acquire, lease) = acquire_config(&keep_alive, config)?;
         let probe = Probe::attempt(config);
@@ -204,10 +205,12 @@ where
         );
         tracing::debug!(lock = config.name(), token = guard.fencing_token(), tick = ?config.tick(), "lock acquired");
 
+        // Overlap `cancel_other`: a newer tick's request to stop counts as the lock lost.
+        let _cancel_watch = cancel_asked.map(|asked| CancelWatch::start(asked, &context));
         let body = AssertUnwindSafe(context.scope(task(context.clone()))).catch_unwind();
         let mut body = pin!(body);
+        let cancel_on_lost = keep_alive.on_lock_lost() != OnLockLost::Notify;
         let ending = if keep_alive.is_enabled() {
-            let cancel_on_lost = keep_alive.on_lock_lost() != OnLockLost::Notify;
             let clock = LeaseClock::new(sent_at, lease);
             let (stop, stopped) = watch::channel(false);
             let keeper = keep_alive_loop(
@@ -273,11 +276,16 @@ where
             }
             ending
         } else {
-            tokio::select! {
+            let ending = tokio::select! {
                 biased;
                 out = &mut body => Ending::Done(out),
+                () = context.lost(), if cancel_on_lost => Ending::Lost,
                 () = cancelled() => Ending::Cancelled,
+            };
+            if matches!(ending, Ending::Lost) {
+                report_lost(&context, probe.as_deref(), &guard);
             }
+            ending
         };
         release(guard, config.name()).await;
         match ending {
@@ -439,6 +447,27 @@ async fn keep_alive_loop(
     }
 }
 
+/// Marks a run's lock lost when a newer tick asks the run to stop (overlap `cancel_other`),
+/// until dropped at the run's end.
+struct CancelWatch(tokio::task::JoinHandle<()>);
+
+impl CancelWatch {
+    fn start(mut asked: watch::Receiver<bool>, context: &LockContext) -> Self {
+        let context = context.clone();
+        Self(tokio::spawn(async move {
+            if asked.wait_for(|asked| *asked).await.is_ok() {
+                context.mark_lost();
+            }
+        }))
+    }
+}
+
+impl Drop for CancelWatch {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Unlocks, logging a failure: the guard retries a failed unlock in the background until the
 /// lease runs out.
 async fn release(guard: LockGuard, name: &str) {
@@ -487,6 +516,7 @@ mod tests {
             sent,
             sent_at: Instant::now(),
             answer: Ok(None),
+            cancel: None,
         }
     }
 

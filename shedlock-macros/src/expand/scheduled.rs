@@ -49,6 +49,7 @@ pub(crate) fn scheduled(scheduled: ScheduledFn) -> TokenStream {
         params,
         declared_lock,
         lock_invalid,
+        overlap,
     } = scheduled;
     let ident = &func.sig.ident;
     let vis = &func.vis;
@@ -201,6 +202,13 @@ pub(crate) fn scheduled(scheduled: ScheduledFn) -> TokenStream {
         }
         None => job,
     };
+    let job = match overlap_expr(overlap) {
+        Some(policy) => quote! {
+            let __shedlock_job: ::shedlock::Job = { #job };
+            __shedlock_job.overlap(#policy)
+        },
+        None => job,
+    };
     quote! {
         #items
 
@@ -282,4 +290,26 @@ fn claiming_wrapper(
             #sibling #turbofish (::shedlock::__private::Claim::none(), #(#names),*).await
         }
     }
+}
+
+/// The `shedlock::Overlap` a `#[scheduled(overlap = …)]` gave, as an expression; `None` for
+/// `skip` (the default, which `job()` leaves as it is).
+fn overlap_expr(overlap: crate::overlap::Overlap) -> Option<TokenStream> {
+    use crate::overlap::{Overlap, WhenFull};
+    Some(match overlap {
+        Overlap::Skip => return None,
+        Overlap::BufferOne => quote!(::shedlock::Overlap::BufferOne),
+        Overlap::BufferAll { limit } => quote!(::shedlock::Overlap::BufferAll { limit: #limit }),
+        Overlap::CancelOther => quote!(::shedlock::Overlap::CancelOther),
+        Overlap::AllowAll {
+            max_running,
+            when_full,
+        } => {
+            let when_full = match when_full {
+                WhenFull::Skip => quote!(::shedlock::scheduler::WhenFull::Skip),
+                WhenFull::BufferOne => quote!(::shedlock::scheduler::WhenFull::BufferOne),
+            };
+            quote!(::shedlock::Overlap::AllowAll { max_running: #max_running, when_full: #when_full })
+        }
+    })
 }

@@ -11,6 +11,7 @@ mod clock;
 mod fleet;
 mod keep_alive;
 mod leader;
+mod overlap;
 mod runs;
 
 pub use batch::*;
@@ -19,6 +20,7 @@ pub use clock::*;
 pub use fleet::*;
 pub use keep_alive::*;
 pub use leader::*;
+pub use overlap::*;
 use runs::recording_job;
 pub use runs::*;
 

@@ -48,6 +48,7 @@ impl Error {
             | Error::NoProvider
             | Error::DefaultProviderAlreadySet
             | Error::InvalidCron { .. }
+            | Error::InvalidOverlap { .. }
             | Error::UnknownTimeZone { .. }
             | Error::InvalidJobName { .. }
             | Error::DuplicateJob { .. }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::{Backend, Error, ErrorKind};
 
 /// How many variants `Error` has: `variant` numbers them from 0.
-const VARIANTS: usize = 39;
+const VARIANTS: usize = 40;
 
 /// Which variant `error` is, by number. No wildcard: a new variant does not compile until it
 /// is numbered here, and the test below then fails until it has a sample with its kind.
@@ -51,6 +51,7 @@ fn variant(error: &Error) -> usize {
         Error::NoSuchSchedule { .. } => 36,
         Error::InvalidSchedule { .. } => 37,
         Error::TooManySchedules { .. } => 38,
+        Error::InvalidOverlap { .. } => 39,
     }
 }
 
@@ -229,6 +230,13 @@ fn samples() -> Vec<(Error, ErrorKind)> {
             Configuration,
         ),
         (Error::DuplicateJob { name: name.clone() }, Configuration),
+        (
+            Error::InvalidOverlap {
+                job: name.clone(),
+                reason: s.clone(),
+            },
+            Configuration,
+        ),
         (Error::ScheduleExists { name: name.clone() }, Configuration),
         (
             Error::TooManySchedules {

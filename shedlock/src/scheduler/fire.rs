@@ -314,6 +314,14 @@ fn claim_with_marker(
     let keep_alive = inner.provider.keep_alive();
     let mut to_claim: Vec<ToClaim> = Vec::new();
     for (state, run_slot) in group {
+        // A policy kept in the store claims its tick with a run place, on a path of its own.
+        if state.job.overlap_policy().in_store()
+            && let Some(lock) = state.lock()
+        {
+            marks.release(&state);
+            super::overlap::fire(inner, state, lock, tick, run_slot);
+            continue;
+        }
         let claim = state.lock().and_then(|lock| {
             let config = LockConfiguration::clone(&lock).for_tick(tick);
             acquire_config(&keep_alive, &config)
@@ -394,6 +402,7 @@ fn claim_with_marker(
                         sent,
                         sent_at,
                         answer: result,
+                        cancel: None,
                     });
                 }
             }

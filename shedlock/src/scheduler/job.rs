@@ -1,6 +1,7 @@
 //! What the scheduler runs: [`Job`], what a job may return ([`JobOutput`]), and its counters
 //! ([`JobStats`]).
 
+use super::overlap::policy::{Overlap, WhenFull};
 use std::fmt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -123,6 +124,7 @@ pub struct Job {
 pub(crate) struct JobTuning {
     pub(crate) jitter: Option<Duration>,
     pub(crate) retry: Option<RetryPolicy>,
+    pub(crate) overlap: Option<Overlap>,
 }
 
 impl Job {
@@ -305,6 +307,51 @@ impl Job {
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
         self.tuning.get_or_insert_default().retry = Some(policy).filter(|p| p.max_attempts > 1);
         self
+    }
+
+    /// What a tick does when it finds this job still running, on any instance of the fleet
+    /// (default [`Overlap::Skip`]: skipped and counted). Every policy but `Skip` is kept in the
+    /// store beside the job's lock, which must be declared ([`locked`](Self::locked),
+    /// [`with_lock`](Self::with_lock), or a `#[scheduler_lock]` with literal durations) and
+    /// leave room for the rows it adds (a lock name of at most 56 bytes);
+    /// [`Scheduler::add`](crate::Scheduler::add) says what is wrong otherwise.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shedlock::{Job, LockConfiguration, LockContext, Overlap, Schedule};
+    ///
+    /// let lock = LockConfiguration::new("reindex", Duration::from_secs(600), Duration::ZERO)?;
+    /// let job = Job::locked("reindex", Schedule::parse("0 * * * * *", "UTC")?, lock, |_: LockContext| async {})
+    ///     .overlap(Overlap::BufferOne);
+    /// # Ok::<(), shedlock::Error>(())
+    /// ```
+    #[must_use]
+    pub fn overlap(mut self, policy: Overlap) -> Self {
+        self.tuning.get_or_insert_default().overlap = Some(policy).filter(Overlap::in_store);
+        self
+    }
+
+    /// Up to `max_running` runs of this job at once across the fleet: the policy
+    /// [`Overlap::AllowAll`], keeping its `when_full` if it was already set (else a tick that
+    /// finds `max_running` runs going is skipped).
+    #[must_use]
+    pub fn max_running(self, max_running: u32) -> Self {
+        let when_full = match self.overlap_policy() {
+            Overlap::AllowAll { when_full, .. } => when_full,
+            _ => WhenFull::default(),
+        };
+        self.overlap(Overlap::AllowAll {
+            max_running,
+            when_full,
+        })
+    }
+
+    /// This job's overlap policy ([`overlap`](Self::overlap)).
+    pub fn overlap_policy(&self) -> Overlap {
+        self.tuning
+            .as_deref()
+            .and_then(|tuning| tuning.overlap)
+            .unwrap_or_default()
     }
 
     /// The lock this job's runs take, as declared with [`with_lock`](Self::with_lock) (a

@@ -43,6 +43,7 @@ pub(crate) mod fleet;
 pub(crate) mod job;
 
 mod misfire;
+mod overlap;
 mod registry;
 mod shed;
 mod state;
@@ -57,6 +58,7 @@ use fire::capacity_loop;
 use fleet::fleet_loop;
 pub use fleet::{FleetView, share_owner};
 pub use job::{Job, JobOutput, JobStats, MisfirePolicy};
+pub use overlap::policy::{MAX_OVERLAP_ROWS, Overlap, WhenFull};
 use state::Inner;
 use tick_loop::{prune_loop, timer_loop};
 
@@ -205,6 +207,12 @@ impl Scheduler {
             return Err(refusal());
         }
         check_job_name(job.name())?;
+        if let Some(reason) = overlap::refusal(&job) {
+            return Err(Error::InvalidOverlap {
+                job: job.name().to_owned(),
+                reason,
+            });
+        }
         let mut job = job;
         if let Some(control) = &self.inner.control
             && let Some(schedule) = control.overridden(job.name(), &job.schedule)

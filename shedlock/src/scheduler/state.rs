@@ -78,10 +78,15 @@ impl Inner {
     /// here, as `outcome`, on a task of the scheduler's chores (the history's write is awaited
     /// there, not on the firing path).
     pub(super) fn report_skip(&self, info: RunInfo, outcome: RunOutcome) {
+        self.report(info, outcome, None);
+    }
+
+    /// [`report_skip`](Self::report_skip) with the reason written in the row's `error`.
+    pub(super) fn report(&self, info: RunInfo, outcome: RunOutcome, error: Option<String>) {
         let observer = Arc::clone(&self.observer);
         let mut chores = self.chores.lock().unwrap_or_else(|e| e.into_inner());
         while chores.try_join_next().is_some() {}
-        chores.spawn(async move { observer.not_acquired(&info, outcome, None).await });
+        chores.spawn(async move { observer.not_acquired(&info, outcome, error).await });
     }
 
     pub(super) fn jobs(&self) -> MutexGuard<'_, Jobs> {

@@ -1,0 +1,1 @@
+../../shedlock/src/scheduler/overlap/policy.rs

@@ -1,0 +1,248 @@
+//! Overlap policies hold across a fleet: two instances schedule one job whose runs outlast its
+//! period, and whatever instance claims each tick, the policy decides what it does. Never a
+//! tick twice, never more runs at once than the policy lets, and what waited starts later, in
+//! tick order.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use shedlock::scheduler::WhenFull;
+use shedlock::{Job, LockConfiguration, LockContext, Overlap, Schedule, Scheduler};
+
+use crate::db::{Opts, TestDb};
+
+/// Every 2 s: etcd holds even a 1 ms lease for a whole second, so a tick's mark must be
+/// over before the next tick.
+const CRON: &str = "*/2 * * * * *";
+const INSTANCES: usize = 2;
+
+/// One run of the job.
+#[derive(Debug, Clone)]
+struct Run {
+    instance: usize,
+    tick: DateTime<Utc>,
+    started: DateTime<Utc>,
+    ended: Option<DateTime<Utc>>,
+    lost: bool,
+}
+
+/// What the fleet's runs did: each run by its tick, and the most running at once.
+#[derive(Default)]
+struct Ledger {
+    runs: Mutex<Vec<Run>>,
+    now: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+/// Ends a run's record when its body ends or is dropped (a cancelled run's future is).
+struct Ending<'a> {
+    ledger: &'a Ledger,
+    index: usize,
+    context: LockContext,
+}
+
+impl Drop for Ending<'_> {
+    fn drop(&mut self) {
+        self.ledger.now.fetch_sub(1, Ordering::SeqCst);
+        let mut runs = self.ledger.runs.lock().unwrap();
+        runs[self.index].ended = Some(Utc::now());
+        runs[self.index].lost = self.context.is_lost();
+    }
+}
+
+/// The job on `instance`: each run lasts `body` (or until its lock is lost) and is recorded.
+fn job(instance: usize, policy: Overlap, body: Duration, ledger: &Arc<Ledger>) -> Job {
+    let lock =
+        LockConfiguration::new("overlap_job", Duration::from_secs(30), Duration::ZERO).unwrap();
+    let ledger = Arc::clone(ledger);
+    let schedule = Schedule::parse(CRON, "UTC").unwrap();
+    Job::locked(
+        "overlap_job",
+        schedule,
+        lock,
+        move |context: LockContext| {
+            let ledger = Arc::clone(&ledger);
+            async move {
+                let now = ledger.now.fetch_add(1, Ordering::SeqCst) + 1;
+                ledger.peak.fetch_max(now, Ordering::SeqCst);
+                let index = {
+                    let mut runs = ledger.runs.lock().unwrap();
+                    runs.push(Run {
+                        instance,
+                        tick: context.tick().unwrap(),
+                        started: Utc::now(),
+                        ended: None,
+                        lost: false,
+                    });
+                    runs.len() - 1
+                };
+                let _ending = Ending {
+                    ledger: &ledger,
+                    index,
+                    context: context.clone(),
+                };
+                tokio::select! {
+                    () = tokio::time::sleep(body) => {}
+                    () = context.lost() => {}
+                }
+            }
+        },
+    )
+    .overlap(policy)
+}
+
+/// Two instances run the job under `policy` for `watch`, then stop; the runs they made, in
+/// start order, and the most at once.
+async fn fleet<D: TestDb>(
+    db: &Arc<D>,
+    policy: Overlap,
+    body: Duration,
+    watch: Duration,
+) -> (Vec<Run>, usize) {
+    let ledger = Arc::<Ledger>::default();
+    let mut schedulers = Vec::new();
+    for instance in 0..INSTANCES {
+        let provider = db
+            .provider_with(Opts::own_pool().locked_by(&format!("instance-{instance}")))
+            .await;
+        let scheduler = Scheduler::builder(provider).build();
+        scheduler.add(job(instance, policy, body, &ledger)).unwrap();
+        schedulers.push(scheduler);
+    }
+    for scheduler in &schedulers {
+        scheduler.start();
+    }
+    tokio::time::sleep(watch).await;
+    for scheduler in &schedulers {
+        scheduler.shutdown().await;
+    }
+    let mut runs = ledger.runs.lock().unwrap().clone();
+    runs.sort_by_key(|run| run.started);
+    (runs, ledger.peak.load(Ordering::SeqCst))
+}
+
+/// No tick ran twice.
+fn once_each(runs: &[Run]) {
+    let mut by_tick: BTreeMap<DateTime<Utc>, Vec<usize>> = BTreeMap::new();
+    for run in runs {
+        by_tick.entry(run.tick).or_default().push(run.instance);
+    }
+    for (tick, who) in &by_tick {
+        assert_eq!(who.len(), 1, "tick {tick} ran on {who:?}: {runs:#?}");
+    }
+}
+
+/// Whether a run started well after its tick: it waited for the run before it.
+fn waited(run: &Run) -> bool {
+    run.started - run.tick > chrono::TimeDelta::milliseconds(1500)
+}
+
+/// `buffer_one`: runs of 5 s, a tick every 2 s. One run at a time fleet-wide; a tick that came
+/// during a run waited and started after it (on either instance), and the ticks beyond the
+/// one waiting were skipped, so fewer ran than came.
+pub async fn buffer_one_starts_a_waiting_tick_when_the_run_ends<D: TestDb>(db: &Arc<D>) {
+    let (runs, peak) = fleet(
+        db,
+        Overlap::BufferOne,
+        Duration::from_secs(5),
+        Duration::from_secs(17),
+    )
+    .await;
+    once_each(&runs);
+    assert_eq!(peak, 1, "one run at a time: {runs:#?}");
+    assert!(
+        runs.len() >= 3,
+        "the first run and at least two waiting ticks ran: {runs:#?}"
+    );
+    assert!(
+        runs.iter().skip(1).all(waited),
+        "each run after the first waited for the one before: {runs:#?}"
+    );
+    assert!(
+        runs.len() <= 4,
+        "with one tick waiting at most, about one tick in 2.5 ran: {runs:#?}"
+    );
+    for pair in runs.windows(2) {
+        let ended = pair[0].ended.expect("a run ended");
+        assert!(pair[1].started >= ended, "no overlap: {pair:#?}");
+        assert!(
+            pair[1].started - ended < chrono::TimeDelta::milliseconds(1500),
+            "the waiting tick started as soon as the run ended: {pair:#?}"
+        );
+    }
+}
+
+/// `buffer_all` with a limit of 2: runs of 3 s, a tick every 2 s. Every run in tick order,
+/// one at a time; the waiting ticks pile up to the limit and the rest are skipped.
+pub async fn buffer_all_runs_waiting_ticks_in_order<D: TestDb>(db: &Arc<D>) {
+    let policy = Overlap::BufferAll { limit: 2 };
+    let (runs, peak) = fleet(db, policy, Duration::from_secs(3), Duration::from_secs(17)).await;
+    once_each(&runs);
+    assert_eq!(peak, 1, "one run at a time: {runs:#?}");
+    assert!(runs.len() >= 4, "the waiting ticks ran: {runs:#?}");
+    for pair in runs.windows(2) {
+        assert!(pair[0].tick < pair[1].tick, "in tick order: {pair:#?}");
+    }
+    assert!(runs.iter().any(waited), "some tick waited: {runs:#?}");
+}
+
+/// `cancel_other`: runs that would last a minute, a tick every 2 s. Each new tick cancels the
+/// run going (its lock counts as lost) and starts once it ended: one at a time, most runs
+/// cancelled.
+pub async fn cancel_other_stops_the_running_run_for_the_next_tick<D: TestDb>(db: &Arc<D>) {
+    let policy = Overlap::CancelOther;
+    let (runs, peak) = fleet(db, policy, Duration::from_secs(60), Duration::from_secs(13)).await;
+    once_each(&runs);
+    assert_eq!(peak, 1, "one run at a time: {runs:#?}");
+    assert!(runs.len() >= 3, "new ticks started: {runs:#?}");
+    let cancelled = runs.iter().filter(|run| run.lost).count();
+    assert!(
+        cancelled >= 2,
+        "the runs before the last were cancelled: {runs:#?}"
+    );
+    for pair in runs.windows(2) {
+        let ended = pair[0].ended.expect("a run ended");
+        assert!(pair[0].lost, "a run was cancelled by the next: {pair:#?}");
+        assert!(
+            pair[1].started >= ended,
+            "the next started after it ended: {pair:#?}"
+        );
+    }
+}
+
+/// `allow_all` with `max_running = 2`: runs of 5 s, a tick every 2 s. Two runs at once across
+/// the fleet, never three; the tick that would be the third is skipped.
+pub async fn allow_all_runs_at_most_n_at_once_across_the_fleet<D: TestDb>(db: &Arc<D>) {
+    let policy = Overlap::AllowAll {
+        max_running: 2,
+        when_full: WhenFull::Skip,
+    };
+    let (runs, peak) = fleet(db, policy, Duration::from_secs(5), Duration::from_secs(15)).await;
+    once_each(&runs);
+    assert_eq!(peak, 2, "two runs at once, never three: {runs:#?}");
+    assert!(runs.len() >= 4, "runs overlapped: {runs:#?}");
+    assert!(
+        !runs.iter().any(waited),
+        "no tick waited (when_full = skip): {runs:#?}"
+    );
+}
+
+/// The cases of this file, for [`scheduler_suite!`](macro@crate::scheduler_suite): `every` store's,
+/// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
+/// above and one line here (checked by the kit's `every_case_is_listed_once` test).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kit_scheduler_suite_overlap {
+    (every $db:ty) => {
+        $crate::cases!(in $db: $crate::scheduler_suite => [
+            buffer_one_starts_a_waiting_tick_when_the_run_ends,
+            buffer_all_runs_waiting_ticks_in_order,
+            cancel_other_stops_the_running_run_for_the_next_tick,
+            allow_all_runs_at_most_n_at_once_across_the_fleet,
+        ]);
+    };
+    (sql $db:ty) => {};
+}

@@ -1,0 +1,492 @@
+//! A tick of a job whose overlap policy is kept in the store ([`Overlap`] other than `Skip`):
+//! its claim, what it does when the job is running, and the start of waiting ticks, on
+//! whichever instance of the fleet can start them.
+//!
+//! The tick is claimed once on the job's lock (`L`, as every tick), together with one run
+//! place (`L:run{k}`) in the same [`LockProvider::lock_many`] statement. Then:
+//!
+//! - **tick and place won**: the run starts, holding the place (its keep-alive, its fencing
+//!   token); a tick already waiting starts first, and this one waits behind it;
+//! - **tick won, every place held**: the policy decides: skipped (`skipped-overlap`, with
+//!   the policy's name), or waiting in a row of the store (`buffered`); under
+//!   `cancel_other` the running run is asked to stop, and sees its lock lost;
+//! - **tick lost**: another instance claimed it (`skipped-held`).
+//!
+//! A waiting tick is started by the run that frees a place, at its end; by the instance
+//! that made it wait, which looks every [`POLL`] (a holder killed with `-9` frees its place
+//! when its lease runs out); and by any instance whose next tick of the job wins a place.
+//! Each is taken off its row once ([`rows::Rows::pop`]), so it runs once.
+
+pub(crate) mod policy;
+pub(crate) mod rows;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::attempt::run_tick;
+use super::capacity::Slot;
+use super::job::bump;
+use super::registry::JobState;
+use super::state::Inner;
+use crate::claim::PreClaim;
+use crate::config::LockConfiguration;
+use crate::guard::LockGuard;
+use crate::history::RunOutcome;
+use crate::observe::{Probe, RunInfo};
+use crate::run::acquire_config;
+use policy::Overlap;
+use rows::Rows;
+
+/// How often an instance with a tick waiting looks whether a place is free, and a run under
+/// `cancel_other` whether a newer tick asked it to stop.
+pub(crate) const POLL: Duration = Duration::from_millis(500);
+
+/// One job's tick under its policy, with what it needs to start a run.
+struct Tick {
+    inner: Arc<Inner>,
+    job: Arc<JobState>,
+    lock: Arc<LockConfiguration>,
+    policy: Overlap,
+    rows: Rows,
+}
+
+/// Fires `tick` of `job`, whose policy is kept in the store: claims it with a run place and
+/// starts, buffers or skips it (see the module's text). `run_slot`: its slot of this
+/// instance's run limit, if it has one.
+pub(super) fn fire(
+    inner: &Arc<Inner>,
+    job: Arc<JobState>,
+    lock: Arc<LockConfiguration>,
+    tick: DateTime<Utc>,
+    run_slot: Option<Slot>,
+) {
+    let policy = job.job.overlap_policy();
+    let rows = Rows::new(lock.name(), policy);
+    let this = Arc::new(Tick {
+        inner: Arc::clone(inner),
+        job,
+        lock,
+        policy,
+        rows,
+    });
+    let claim = async move { this.claim(tick, run_slot).await };
+    let mut loops = inner.loops.lock().unwrap_or_else(|e| e.into_inner());
+    while loops.try_join_next().is_some() {}
+    loops.spawn(claim);
+}
+
+impl Tick {
+    fn provider(&self) -> &dyn crate::LockProvider {
+        self.inner.provider.as_ref()
+    }
+
+    /// The run's lock for `tick`, as the job's run asks for it (the keep-alive's lease).
+    fn acquire(&self, tick: DateTime<Utc>) -> crate::Result<LockConfiguration> {
+        let keep_alive = self.inner.provider.keep_alive();
+        let config = LockConfiguration::clone(&self.lock).for_tick(tick);
+        Ok(acquire_config(&keep_alive, &config)?.0)
+    }
+
+    /// The tick's claim with a run place, and what follows from the answer.
+    async fn claim(self: Arc<Self>, tick: DateTime<Utc>, run_slot: Option<Slot>) {
+        if *self.inner.stop_firing.borrow() {
+            return;
+        }
+        let first = self.rows.first_place(tick);
+        let configs = match (
+            self.rows.tick_claim(tick),
+            self.acquire(tick)
+                .and_then(|acquire| self.rows.run_place(first, &acquire)),
+        ) {
+            (Ok(tick_claim), Ok(place)) => [tick_claim, place],
+            (Err(error), _) | (_, Err(error)) => {
+                return self.tell(tick, RunOutcome::Error, Some(error.to_string()));
+            }
+        };
+        let sent_at = Instant::now();
+        let answers = match self.provider().lock_many(&configs).await {
+            Ok(answers) if answers.len() == 2 => answers,
+            Ok(answers) => {
+                let count = answers.len();
+                let error = format!("the provider answered {count} locks for the 2 it was asked");
+                return self.tell(tick, RunOutcome::Error, Some(error));
+            }
+            Err(error) => return self.tell(tick, RunOutcome::Error, Some(error.to_string())),
+        };
+        let [tick_answer, place_answer]: [_; 2] = match answers.try_into() {
+            Ok(pair) => pair,
+            Err(_) => return,
+        };
+        // A place won for a tick lost is let go by its guard's drop.
+        let place = place_answer.ok().flatten();
+        match tick_answer {
+            Ok(Some(mark)) => mark.expire(), // its 1 ms lease runs out: no release
+            Ok(None) => {
+                drop(place);
+                bump(&self.job.counters.skipped_held);
+                return self.tell(tick, RunOutcome::SkippedHeld, None);
+            }
+            Err(error @ crate::Error::TickInFuture { .. }) => {
+                drop(place);
+                bump(&self.job.counters.clock_skew);
+                let report = format!("{error}; {}", self.inner.clock.describe());
+                return self.tell(tick, RunOutcome::SkippedClockSkew, Some(report));
+            }
+            Err(error) => {
+                drop(place);
+                return self.tell(tick, RunOutcome::Error, Some(error.to_string()));
+            }
+        }
+        let place = match place {
+            Some(place) => Some((place, sent_at)),
+            None if self.policy.max_running() > 1 => {
+                let sent_at = Instant::now();
+                let acquire = self.acquire(tick);
+                let other = match acquire {
+                    Ok(acquire) => {
+                        self.rows
+                            .other_place(self.provider(), first, &acquire)
+                            .await
+                    }
+                    Err(error) => Err(error),
+                };
+                match other {
+                    Ok(place) => place.map(|place| (place, sent_at)),
+                    Err(error) => {
+                        tracing::warn!(job = self.job.job.name(), %tick, %error, "could not read the job's other run places: the tick counts them held");
+                        None
+                    }
+                }
+            }
+            None => None,
+        };
+        match place {
+            Some((place, sent_at)) => self.won_place(tick, place, sent_at, run_slot).await,
+            None => self.full(tick).await,
+        }
+    }
+
+    /// `tick` won with a place: a tick waiting already starts first, `tick` waits behind it.
+    async fn won_place(
+        self: &Arc<Self>,
+        tick: DateTime<Utc>,
+        place: LockGuard,
+        sent_at: Instant,
+        run_slot: Option<Slot>,
+    ) {
+        if self.policy.buffer_limit() > 0 {
+            let Some(admin) = self.inner.provider.as_admin() else {
+                return self.start(tick, place, sent_at, run_slot);
+            };
+            match self.rows.pop(admin).await {
+                Ok(Some(older)) => {
+                    self.buffer(tick).await;
+                    return self.start(older, place, sent_at, run_slot);
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::warn!(job = self.job.job.name(), %tick, %error, "could not read the job's waiting ticks: this one starts");
+                }
+            }
+        }
+        self.start(tick, place, sent_at, run_slot);
+    }
+
+    /// `tick` won while every place is held: skipped, or waiting, as the policy says.
+    async fn full(self: &Arc<Self>, tick: DateTime<Utc>) {
+        let max = self.policy.max_running();
+        if self.policy.buffer_limit() == 0 {
+            bump(&self.job.counters.skipped_overlap);
+            let why = format!(
+                "overlap {}: {max} run{} of the job going",
+                self.policy,
+                if max == 1 { "" } else { "s" }
+            );
+            return self.tell(tick, RunOutcome::SkippedOverlap, Some(why));
+        }
+        if self.buffer(tick).await
+            && self.policy == Overlap::CancelOther
+            && let Err(error) = self.rows.request_cancel(self.provider(), tick).await
+        {
+            tracing::warn!(job = self.job.job.name(), %tick, %error, "could not ask the running run to stop: the tick waits for its end");
+        }
+    }
+
+    /// Puts `tick` among the waiting ticks and looks for a free place until it started (on
+    /// any instance); if the buffer is full, `tick` is skipped. Says whether it waits.
+    async fn buffer(self: &Arc<Self>, tick: DateTime<Utc>) -> bool {
+        let Some(admin) = self.inner.provider.as_admin() else {
+            return false;
+        };
+        let lease = rows::wait_lease(self.policy, self.lock.lock_at_most_for());
+        match self.rows.push(self.provider(), admin, tick, lease).await {
+            Ok(Some((row, token))) => {
+                self.tell(tick, RunOutcome::Buffered, None);
+                self.look_while_waiting(row, token);
+                true
+            }
+            Ok(None) => {
+                bump(&self.job.counters.skipped_overlap);
+                let limit = self.policy.buffer_limit();
+                let why = format!(
+                    "overlap {}: {limit} tick{} waiting already",
+                    self.policy,
+                    if limit == 1 { "" } else { "s" }
+                );
+                self.tell(tick, RunOutcome::SkippedOverlap, Some(why));
+                false
+            }
+            Err(error) => {
+                self.tell(
+                    tick,
+                    RunOutcome::Error,
+                    Some(format!("could not make the tick wait: {error}")),
+                );
+                false
+            }
+        }
+    }
+
+    /// Every [`POLL`] while the tick in `row` (with `token`) waits: if a place is free, takes
+    /// it and starts the oldest waiting tick. Ends when the tick was taken off (here or
+    /// elsewhere), or at shutdown.
+    fn look_while_waiting(self: &Arc<Self>, row: String, token: i64) {
+        let this = Arc::clone(self);
+        let mut stop = self.inner.stop_firing.subscribe();
+        let look = async move {
+            let Some(admin) = this.inner.provider.as_admin() else {
+                return;
+            };
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(POLL) => {}
+                    _ = stop.wait_for(|stop| *stop) => return,
+                }
+                match admin.lock_state(&row).await {
+                    Ok(Some(state)) if state.fencing_token == token && state.is_held() => {}
+                    Ok(_) => return, // taken off, or its lease ran out
+                    Err(error) => {
+                        tracing::debug!(job = this.job.job.name(), %error, "could not read a waiting tick's row");
+                        continue;
+                    }
+                }
+                match this.rows.running(admin).await {
+                    Ok(held) if held.len() < this.policy.max_running() as usize => {
+                        this.start_waiting(None).await;
+                    }
+                    Ok(_) => {}
+                    Err(error) => {
+                        tracing::debug!(job = this.job.job.name(), %error, "could not read the job's run places");
+                    }
+                }
+            }
+        };
+        let mut loops = self.inner.loops.lock().unwrap_or_else(|e| e.into_inner());
+        while loops.try_join_next().is_some() {}
+        loops.spawn(look);
+    }
+
+    /// Takes a free place, if one is, and starts the oldest waiting tick in it (`freed`: the
+    /// place a run just let go, tried first).
+    async fn start_waiting(self: &Arc<Self>, freed: Option<u32>) {
+        if *self.inner.stop_firing.borrow() {
+            return;
+        }
+        let Some(admin) = self.inner.provider.as_admin() else {
+            return;
+        };
+        let waiting = match self.rows.waiting(admin).await {
+            Ok(waiting) => waiting,
+            Err(error) => {
+                tracing::debug!(job = self.job.job.name(), %error, "could not read the job's waiting ticks");
+                return;
+            }
+        };
+        let Some(oldest) = waiting.first().and_then(|row| row.last_tick) else {
+            return;
+        };
+        let Ok(acquire) = self.acquire(oldest) else {
+            return;
+        };
+        let sent_at = Instant::now();
+        let first = freed.unwrap_or_else(|| self.rows.first_place(oldest));
+        let place = match self.rows.any_place(self.provider(), first, &acquire).await {
+            Ok(Some(place)) => place,
+            Ok(None) => return,
+            Err(error) => {
+                tracing::debug!(job = self.job.job.name(), %error, "could not take a run place for a waiting tick");
+                return;
+            }
+        };
+        match self.rows.pop(admin).await {
+            Ok(Some(tick)) => {
+                let slot = self.inner.capacity.as_ref().and_then(|c| c.take_slot());
+                self.start(tick, place, sent_at, slot);
+            }
+            Ok(None) => drop(place), // started elsewhere meanwhile: the place is let go
+            Err(error) => {
+                tracing::debug!(job = self.job.job.name(), %error, "could not take a waiting tick off");
+            }
+        }
+    }
+
+    /// Tells the observer (and the history) what became of `tick` without a run here.
+    fn tell(&self, tick: DateTime<Utc>, outcome: RunOutcome, error: Option<String>) {
+        bump(&self.job.counters.fired);
+        let info = RunInfo {
+            lock: Some(self.lock.name().to_owned()),
+            ..RunInfo::fired(self.job.job.name(), tick, self.inner.clock.now())
+        };
+        self.inner.observer.fired(&info);
+        let _span = tracing::debug_span!(
+            "shedlock.run",
+            job = self.job.job.name(),
+            tick = %tick,
+            outcome = outcome.as_str(),
+        )
+        .entered();
+        match outcome {
+            RunOutcome::Buffered => {
+                tracing::info!(policy = %self.policy, "the job is running: the tick waits for its end")
+            }
+            RunOutcome::SkippedOverlap => {
+                tracing::warn!(policy = %self.policy, reason = ?error, "the job is running: tick skipped")
+            }
+            RunOutcome::SkippedHeld => tracing::debug!("claimed by another instance: not run here"),
+            _ => tracing::warn!(reason = ?error, "the tick could not be claimed"),
+        }
+        self.inner.report(info, outcome, error);
+    }
+
+    /// Starts the run of `tick` holding `place` (taken at `sent_at`); at its end, the oldest
+    /// waiting tick starts in the place it let go.
+    fn start(
+        self: &Arc<Self>,
+        tick: DateTime<Utc>,
+        place: LockGuard,
+        sent_at: Instant,
+        run_slot: Option<Slot>,
+    ) {
+        let acquire = match self.acquire(tick) {
+            Ok(acquire) => acquire,
+            Err(error) => return self.tell(tick, RunOutcome::Error, Some(error.to_string())),
+        };
+        let place_name = place.name().to_owned();
+        let freed = self
+            .rows
+            .run_names()
+            .iter()
+            .position(|name| *name == place_name)
+            .and_then(|k| u32::try_from(k + 1).ok());
+        bump(&self.job.counters.fired);
+        let info = RunInfo::fired(self.job.job.name(), tick, self.inner.clock.now());
+        self.inner.observer.fired(&info);
+        let probe = Probe::new(Arc::clone(&self.inner.observer), info);
+        let (cancel, asked) = watch::channel(false);
+        let claim = PreClaim {
+            provider: Arc::clone(&self.inner.provider),
+            sent: acquire,
+            sent_at,
+            answer: Ok(Some(place)),
+            cancel: (self.policy == Overlap::CancelOther).then_some(asked),
+        };
+        let span = tracing::debug_span!(
+            "shedlock.run",
+            job = self.job.job.name(),
+            tick = %tick,
+            outcome = tracing::field::Empty,
+        );
+        let this = Arc::clone(self);
+        let run = async move {
+            let watcher = (this.policy == Overlap::CancelOther)
+                .then(|| this.watch_for_cancel(tick, cancel.clone()));
+            let (mut outcome, mut error, probe) =
+                run_tick(&this.inner, &this.job, tick, Some(claim), probe).await;
+            if let Some(watcher) = watcher {
+                watcher.abort();
+            }
+            if *cancel.borrow() && outcome == RunOutcome::CancelledLostLock {
+                outcome = RunOutcome::CancelledByNext;
+                error = Some("cancelled by a newer tick (overlap cancel_other)".to_owned());
+            }
+            tracing::Span::current().record("outcome", outcome.as_str());
+            drop(run_slot);
+            probe.finish(outcome, error).await;
+            if this.policy.buffer_limit() > 0 {
+                this.start_waiting(freed).await;
+            }
+        }
+        .instrument(span);
+        let mut runs = self.inner.runs.lock().unwrap_or_else(|e| e.into_inner());
+        while runs.try_join_next().is_some() {}
+        runs.spawn(run);
+    }
+
+    /// Under `cancel_other`, looks every [`POLL`] whether a newer tick asked the run of
+    /// `tick` to stop, and says so on `cancel` (the run's lock then counts as lost).
+    fn watch_for_cancel(
+        self: &Arc<Self>,
+        tick: DateTime<Utc>,
+        cancel: watch::Sender<bool>,
+    ) -> tokio::task::AbortHandle {
+        let this = Arc::clone(self);
+        let watch = async move {
+            let Some(admin) = this.inner.provider.as_admin() else {
+                return;
+            };
+            loop {
+                tokio::time::sleep(POLL).await;
+                match this.rows.cancel_requested(admin, tick).await {
+                    Ok(Some(newer)) => {
+                        tracing::info!(job = this.job.job.name(), %tick, %newer, "a newer tick asked this run to stop (overlap cancel_other)");
+                        cancel.send_replace(true);
+                        return;
+                    }
+                    Ok(None) => {}
+                    Err(error) => {
+                        tracing::debug!(job = this.job.job.name(), %error, "could not read whether a newer tick asked this run to stop");
+                    }
+                }
+            }
+        };
+        let mut chores = self.inner.chores.lock().unwrap_or_else(|e| e.into_inner());
+        while chores.try_join_next().is_some() {}
+        chores.spawn(watch)
+    }
+}
+
+/// Why `job`'s overlap policy cannot hold on the scheduler's store, or `None`: a bound out of
+/// range, no declared lock to keep it beside, a lock name too long for the rows it adds, or a
+/// job whose runs claim their own ticks (a hand-off).
+pub(super) fn refusal(job: &crate::Job) -> Option<String> {
+    let policy = job.overlap_policy();
+    if !policy.in_store() {
+        return None;
+    }
+    if let Err(reason) = policy.check() {
+        return Some(reason);
+    }
+    if job.claims_in_run {
+        return Some(format!(
+            "overlap {policy} is kept beside the job's lock, and this job's runs claim their own ticks (a hand-off): give it overlap skip"
+        ));
+    }
+    let Some(lock) = job.lock() else {
+        return Some(format!(
+            "overlap {policy} needs the job's lock declared (Job::locked, Job::with_lock, or #[scheduler_lock] with literal durations)"
+        ));
+    };
+    let max = crate::config::MAX_NAME_BYTES - rows::LONGEST_SUFFIX;
+    let len = lock.name().len();
+    (len > max).then(|| {
+        format!(
+            "overlap {policy} keeps rows named after the lock ({:?} and `:run1`, `:wait1`, `:cancel` after it), so the lock name may have at most {max} bytes; it has {len}",
+            lock.name()
+        )
+    })
+}
