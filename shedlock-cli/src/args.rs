@@ -369,7 +369,7 @@ pub(crate) struct HistoryArgs {
     pub(crate) limit: u32,
     /// Only runs with this outcome: running, executed, failed, skipped-held, skipped-overlap,
     /// cancelled-lost-lock, cancelled-shutdown, panicked, skipped-clock-skew, skipped-paused,
-    /// skipped-shed, error or abandoned.
+    /// skipped-shed, buffered, cancelled-by-next, error or abandoned.
     #[arg(long, value_parser = parse_outcome)]
     pub(crate) outcome: Option<RunOutcome>,
     /// Print a JSON array instead of a table (errors in full).

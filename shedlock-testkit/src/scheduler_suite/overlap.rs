@@ -14,10 +14,18 @@ use shedlock::{Job, LockConfiguration, LockContext, Overlap, Schedule, Scheduler
 
 use crate::db::{Opts, TestDb};
 
-/// Every 2 s: etcd holds even a 1 ms lease for a whole second, so a tick's mark must be
-/// over before the next tick.
-const CRON: &str = "*/2 * * * * *";
 const INSTANCES: usize = 2;
+
+/// The job's period in seconds: 2, or 3 where the store holds a lease longer than asked (etcd:
+/// a second at least, and a 1 ms lease was seen held 2 s), since a tick's 1 ms mark on the
+/// job's lock must be over by the next tick.
+fn period<P: shedlock::LockProvider>(provider: &P) -> u64 {
+    if provider.shortest_lease().is_zero() {
+        2
+    } else {
+        3
+    }
+}
 
 /// One run of the job.
 #[derive(Debug, Clone)]
@@ -54,11 +62,11 @@ impl Drop for Ending<'_> {
 }
 
 /// The job on `instance`: each run lasts `body` (or until its lock is lost) and is recorded.
-fn job(instance: usize, policy: Overlap, body: Duration, ledger: &Arc<Ledger>) -> Job {
+fn job(instance: usize, period: u64, policy: Overlap, body: Duration, ledger: &Arc<Ledger>) -> Job {
     let lock =
         LockConfiguration::new("overlap_job", Duration::from_secs(30), Duration::ZERO).unwrap();
     let ledger = Arc::clone(ledger);
-    let schedule = Schedule::parse(CRON, "UTC").unwrap();
+    let schedule = Schedule::parse(&format!("*/{period} * * * * *"), "UTC").unwrap();
     Job::locked(
         "overlap_job",
         schedule,
@@ -94,28 +102,35 @@ fn job(instance: usize, policy: Overlap, body: Duration, ledger: &Arc<Ledger>) -
     .overlap(policy)
 }
 
-/// Two instances run the job under `policy` for `watch`, then stop; the runs they made, in
-/// start order, and the most at once.
+/// Two instances run the job under `policy` for `watch` periods, each run lasting `body`
+/// periods (a period is 2 s, or 3 s on a store that holds leases longer than asked), then stop; the
+/// runs they made, in start order, and the most at once.
 async fn fleet<D: TestDb>(
     db: &Arc<D>,
     policy: Overlap,
-    body: Duration,
-    watch: Duration,
+    body: f64,
+    watch: f64,
 ) -> (Vec<Run>, usize) {
     let ledger = Arc::<Ledger>::default();
     let mut schedulers = Vec::new();
+    let mut watch_for = Duration::ZERO;
     for instance in 0..INSTANCES {
         let provider = db
             .provider_with(Opts::own_pool().locked_by(&format!("instance-{instance}")))
             .await;
+        let period = period(&provider);
+        let seconds = |periods: f64| Duration::from_secs_f64(periods * period as f64);
+        watch_for = seconds(watch);
         let scheduler = Scheduler::builder(provider).build();
-        scheduler.add(job(instance, policy, body, &ledger)).unwrap();
+        scheduler
+            .add(job(instance, period, policy, seconds(body), &ledger))
+            .unwrap();
         schedulers.push(scheduler);
     }
     for scheduler in &schedulers {
         scheduler.start();
     }
-    tokio::time::sleep(watch).await;
+    tokio::time::sleep(watch_for).await;
     for scheduler in &schedulers {
         scheduler.shutdown().await;
     }
@@ -140,17 +155,11 @@ fn waited(run: &Run) -> bool {
     run.started - run.tick > chrono::TimeDelta::milliseconds(1500)
 }
 
-/// `buffer_one`: runs of 5 s, a tick every 2 s. One run at a time fleet-wide; a tick that came
+/// `buffer_one`: runs of 2.5 periods (a period is 2 s, 3 s on etcd). One run at a time fleet-wide; a tick that came
 /// during a run waited and started after it (on either instance), and the ticks beyond the
 /// one waiting were skipped, so fewer ran than came.
 pub async fn buffer_one_starts_a_waiting_tick_when_the_run_ends<D: TestDb>(db: &Arc<D>) {
-    let (runs, peak) = fleet(
-        db,
-        Overlap::BufferOne,
-        Duration::from_secs(5),
-        Duration::from_secs(17),
-    )
-    .await;
+    let (runs, peak) = fleet(db, Overlap::BufferOne, 2.5, 8.5).await;
     once_each(&runs);
     assert_eq!(peak, 1, "one run at a time: {runs:#?}");
     assert!(
@@ -175,11 +184,11 @@ pub async fn buffer_one_starts_a_waiting_tick_when_the_run_ends<D: TestDb>(db: &
     }
 }
 
-/// `buffer_all` with a limit of 2: runs of 3 s, a tick every 2 s. Every run in tick order,
+/// `buffer_all` with a limit of 2: runs of 1.5 periods. Every run in tick order,
 /// one at a time; the waiting ticks pile up to the limit and the rest are skipped.
 pub async fn buffer_all_runs_waiting_ticks_in_order<D: TestDb>(db: &Arc<D>) {
     let policy = Overlap::BufferAll { limit: 2 };
-    let (runs, peak) = fleet(db, policy, Duration::from_secs(3), Duration::from_secs(17)).await;
+    let (runs, peak) = fleet(db, policy, 1.5, 8.5).await;
     once_each(&runs);
     assert_eq!(peak, 1, "one run at a time: {runs:#?}");
     assert!(runs.len() >= 4, "the waiting ticks ran: {runs:#?}");
@@ -189,12 +198,12 @@ pub async fn buffer_all_runs_waiting_ticks_in_order<D: TestDb>(db: &Arc<D>) {
     assert!(runs.iter().any(waited), "some tick waited: {runs:#?}");
 }
 
-/// `cancel_other`: runs that would last a minute, a tick every 2 s. Each new tick cancels the
+/// `cancel_other`: runs that would last 30 periods. Each new tick cancels the
 /// run going (its lock counts as lost) and starts once it ended: one at a time, most runs
 /// cancelled.
 pub async fn cancel_other_stops_the_running_run_for_the_next_tick<D: TestDb>(db: &Arc<D>) {
     let policy = Overlap::CancelOther;
-    let (runs, peak) = fleet(db, policy, Duration::from_secs(60), Duration::from_secs(13)).await;
+    let (runs, peak) = fleet(db, policy, 30.0, 6.5).await;
     once_each(&runs);
     assert_eq!(peak, 1, "one run at a time: {runs:#?}");
     assert!(runs.len() >= 3, "new ticks started: {runs:#?}");
@@ -213,14 +222,14 @@ pub async fn cancel_other_stops_the_running_run_for_the_next_tick<D: TestDb>(db:
     }
 }
 
-/// `allow_all` with `max_running = 2`: runs of 5 s, a tick every 2 s. Two runs at once across
+/// `allow_all` with `max_running = 2`: runs of 2.5 periods (a period is 2 s, 3 s on etcd). Two runs at once across
 /// the fleet, never three; the tick that would be the third is skipped.
 pub async fn allow_all_runs_at_most_n_at_once_across_the_fleet<D: TestDb>(db: &Arc<D>) {
     let policy = Overlap::AllowAll {
         max_running: 2,
         when_full: WhenFull::Skip,
     };
-    let (runs, peak) = fleet(db, policy, Duration::from_secs(5), Duration::from_secs(15)).await;
+    let (runs, peak) = fleet(db, policy, 2.5, 7.5).await;
     once_each(&runs);
     assert_eq!(peak, 2, "two runs at once, never three: {runs:#?}");
     assert!(runs.len() >= 4, "runs overlapped: {runs:#?}");
