@@ -1072,3 +1072,80 @@ async fn dashboard_pages_stay_under_200_kb_sqlite() {
     }
     db.teardown().await;
 }
+
+/// A job with an overlap policy (issue 48): the jobs page shows its policy, how many runs hold
+/// it now and how many ticks wait, read from the rows beside its lock, and lists those rows
+/// under the job, not as jobs of their own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_shows_an_overlap_policy_sqlite() {
+    use shedlock::LockConfiguration;
+    use shedlock::schedules::{RegisteredJob, Registration, ScheduleStore};
+    use shedlock_suite::TestDb;
+    use std::time::Duration;
+    let Some(db) = shedlock_suite::Sqlite::setup().await else {
+        return;
+    };
+    let provider = db.provider();
+    let mut job = RegisteredJob::new("reindex", "0 * * * * *", "UTC");
+    job.lock = Some("reindex".to_owned());
+    job.overlap = Some("buffer_all:2".to_owned());
+    let registration = Registration::new("pod-a", "default", vec![job], Duration::from_secs(600));
+    provider.register(&registration).await.unwrap();
+    let minute = Duration::from_secs(60);
+    let place = LockConfiguration::new("reindex:run1", minute, Duration::ZERO).unwrap();
+    let waiting = LockConfiguration::new("reindex:wait1", minute, Duration::ZERO)
+        .unwrap()
+        .for_tick(chrono::Utc::now());
+    let _place = provider
+        .lock(&place)
+        .await
+        .unwrap()
+        .expect("the place is free");
+    let _waiting = provider
+        .lock(&waiting)
+        .await
+        .unwrap()
+        .expect("the row is free");
+    let mut client = cases::Client::new(
+        provider.clone().into(),
+        shedlock_web::Options::new(shedlock_web::Auth::None),
+    );
+    let jobs = client.get("/shedlock/jobs").await;
+    assert!(
+        jobs.body.contains("<code>buffer_all:2</code>")
+            && jobs.body.contains("1 running, 1 waiting"),
+        "{}",
+        jobs.body
+    );
+    assert!(
+        jobs.body.contains("data-job=\"reindex\"")
+            && !jobs.body.contains("data-job=\"reindex:run1\"")
+            && !jobs.body.contains("data-job=\"reindex:wait1\""),
+        "the policy's rows are the job's: {}",
+        jobs.body
+    );
+    assert!(jobs.body.contains("1 run place held"), "{}", jobs.body);
+    let page = client.get("/shedlock/jobs/reindex").await;
+    assert!(
+        page.body.contains("1 of 1 run places held") && page.body.contains("1 of 2 ticks"),
+        "the job's page reads the policy's rows too: {}",
+        page.body
+    );
+    let running = client.get("/shedlock/jobs?running=yes").await;
+    assert!(
+        running.body.contains("data-job=\"reindex\""),
+        "a job whose run holds a place is running: {}",
+        running.body
+    );
+    let api = client.get("/shedlock/api/v1/jobs").await.json();
+    let reindex = api["jobs"]
+        .as_array()
+        .and_then(|jobs| jobs.iter().find(|j| j["name"] == "reindex"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        reindex["overlap"],
+        serde_json::json!({ "policy": "buffer_all:2", "running": 1, "waiting": 1 }),
+        "{api:#}"
+    );
+}

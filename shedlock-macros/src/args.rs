@@ -58,6 +58,7 @@ pub(crate) mod kw {
         buffer_limit: "5",
         max_running: "3",
         when_full: "\"skip\"",
+        pause_after_failures: "3",
     }
 }
 

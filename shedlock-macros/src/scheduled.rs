@@ -32,6 +32,8 @@ pub(crate) struct ScheduledFn {
     /// Its overlap policy (`overlap = "…"` with its bounds), checked by the runtime's rules
     /// (`crate::overlap`, the same file as `shedlock::Overlap`'s); `Skip` when not given.
     pub(crate) overlap: crate::overlap::Overlap,
+    /// `pause_after_failures = N` (at least 1), if given.
+    pub(crate) pause_after_failures: Option<u32>,
 }
 
 args::arguments! {
@@ -43,6 +45,7 @@ args::arguments! {
         buffer_limit: IntArg,
         max_running: IntArg,
         when_full: StrArg,
+        pause_after_failures: IntArg,
     }
 }
 
@@ -56,6 +59,20 @@ impl ScheduledFn {
         let mut cron = None;
         let mut time_zone = None;
         let mut overlap = crate::overlap::Overlap::Skip;
+        let mut pause_after_failures = None;
+        if let Some(arg) = args.as_ref().and_then(|a| a.pause_after_failures.as_ref()) {
+            pause_after_failures = errors.ok(
+                arg.value
+                    .base10_parse::<u32>()
+                    .and_then(|n| match n {
+                        0 => Err(syn::Error::new(
+                            arg.value.span(),
+                            "pause_after_failures is 0: give 1 or more failed runs in a row, or leave it out",
+                        )),
+                        n => Ok(n),
+                    }),
+            );
+        }
         if let Some(args) = &args
             && let Some(policy) = errors.ok(check_overlap(args))
         {
@@ -128,6 +145,7 @@ impl ScheduledFn {
                 declared_lock,
                 lock_invalid,
                 overlap,
+                pause_after_failures,
             }),
             // Every `None` above pushed an error, so `finish` returned it.
             _ => Err(syn::Error::new(Span::call_site(), "invalid `#[scheduled]`")),
@@ -331,6 +349,10 @@ mod tests {
             (
                 quote!(cron = "* * * * *", max_running = "3"),
                 "takes a whole number",
+            ),
+            (
+                quote!(cron = "* * * * *", pause_after_failures = 0),
+                "pause_after_failures is 0",
             ),
         ];
         let function_cases = [

@@ -154,7 +154,12 @@ pub(crate) fn job_json(row: &JobRow) -> Value {
     value["code"] = row.registered.as_ref().map_or(Value::Null, |job| {
         let job = &job.job;
         json!({ "lock": job.lock, "cron": job.cron, "time_zone": job.time_zone,
-                "misfire": job.misfire, "jitter_ms": job.jitter_ms })
+                "misfire": job.misfire, "jitter_ms": job.jitter_ms, "overlap": job.overlap })
+    });
+    // The overlap policy its carriers registered, with the runs holding it and the ticks
+    // waiting now; `null` for `skip`.
+    value["overlap"] = row.overlap.map_or(Value::Null, |(policy, running, waiting)| {
+        json!({ "policy": policy.to_string(), "running": running, "waiting": waiting })
     });
     value
 }

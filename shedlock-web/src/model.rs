@@ -121,6 +121,9 @@ pub(crate) struct JobRow {
     pub(crate) last: Option<RunRecord>,
     /// The job as the instances registered it, with the instances that carry it.
     pub(crate) registered: Option<FleetJob>,
+    /// Its overlap policy as its carriers registered it, with how many runs hold it now and
+    /// how many ticks wait (read from the rows beside its lock); `None` for `skip`.
+    pub(crate) overlap: Option<(shedlock::Overlap, usize, usize)>,
 }
 
 impl JobRow {
@@ -133,8 +136,11 @@ impl JobRow {
         self.schedule.as_ref().is_some_and(|s| s.paused)
     }
 
+    /// Whether a run holds the job now: its lock, or under an overlap policy one of its run
+    /// places.
     pub(crate) fn held(&self) -> bool {
         self.lock.as_ref().is_some_and(LockState::is_held)
+            || self.overlap.is_some_and(|(_, running, _)| running > 0)
     }
 
     /// The cron the job fires on, when known: the stored one, else the code's.
@@ -202,17 +208,37 @@ impl Snapshot {
             .iter()
             .position(|s| s.name == FLEET_SCHEDULE)
             .map(|at| schedules.remove(at));
+        let registered = store.fleet_jobs().await?;
         let (locks, unreadable) = match lock {
-            Some(name) => (
-                store.lock_state(name).await?.into_iter().collect(),
-                Vec::new(),
-            ),
+            Some(name) => {
+                let mut locks: Vec<LockState> = store.lock_state(name).await?.into_iter().collect();
+                // The rows an overlap policy keeps beside the job's lock, if it has one.
+                let policy_rows = registered
+                    .iter()
+                    .find(|job| job.job.name == name)
+                    .and_then(|job| {
+                        let policy = job
+                            .job
+                            .overlap
+                            .as_deref()?
+                            .parse::<shedlock::Overlap>()
+                            .ok()?;
+                        let lock = job.job.lock.as_deref().unwrap_or(name);
+                        let mut rows = policy.run_rows(lock);
+                        rows.extend(policy.wait_rows(lock));
+                        Some(rows)
+                    })
+                    .unwrap_or_default();
+                if !policy_rows.is_empty() {
+                    locks.extend(store.lock_states(&policy_rows).await?);
+                }
+                (locks, Vec::new())
+            }
             None => {
                 let rows = store.lock_rows().await?;
                 (rows.locks, rows.unreadable)
             }
         };
-        let registered = store.fleet_jobs().await?;
         Ok(Self {
             now,
             schedules,
@@ -310,14 +336,18 @@ impl Snapshot {
             lock: None,
             last: None,
             registered: None,
+            overlap: None,
         };
         for schedule in &self.schedules {
             rows.entry(&schedule.name)
                 .or_insert_with(|| new_row(&schedule.name))
                 .schedule = Some(schedule.clone());
         }
-        // A registered job's lock goes with the job (its lock may be named otherwise).
+        // A registered job's lock goes with the job (its lock may be named otherwise), and so
+        // do the rows its overlap policy keeps beside it: (job, whether a run place).
         let mut lock_of: HashMap<&str, &str> = HashMap::new();
+        // (job, Some(true): a run place, Some(false): a waiting tick, None: a cancel request)
+        let mut overlap_rows: HashMap<String, (&str, Option<bool>)> = HashMap::new();
         for job in &self.registered {
             let row = rows
                 .entry(&job.job.name)
@@ -328,12 +358,40 @@ impl Snapshot {
                 &job.job.cron,
                 &job.job.time_zone,
             ));
-            lock_of.insert(
-                job.job.lock.as_deref().unwrap_or(&job.job.name),
-                &job.job.name,
-            );
+            let lock = job.job.lock.as_deref().unwrap_or(&job.job.name);
+            lock_of.insert(lock, &job.job.name);
+            if let Some(policy) = job
+                .job
+                .overlap
+                .as_deref()
+                .and_then(|text| text.parse::<shedlock::Overlap>().ok())
+            {
+                row.overlap = Some((policy, 0, 0));
+                for place in policy.run_rows(lock) {
+                    overlap_rows.insert(place, (&job.job.name, Some(true)));
+                }
+                for waiting in policy.wait_rows(lock) {
+                    overlap_rows.insert(waiting, (&job.job.name, Some(false)));
+                }
+                if let Some(cancel) = policy.cancel_row(lock) {
+                    overlap_rows.insert(cancel, (&job.job.name, None));
+                }
+            }
         }
         for lock in self.job_locks() {
+            if let Some((job, kind)) = overlap_rows.get(&lock.name) {
+                if let Some((_, running, waiting)) =
+                    rows.get_mut(*job).and_then(|row| row.overlap.as_mut())
+                    && lock.is_held()
+                {
+                    match kind {
+                        Some(true) => *running += 1,
+                        Some(false) => *waiting += 1,
+                        None => {}
+                    }
+                }
+                continue;
+            }
             let name = lock_of
                 .get(lock.name.as_str())
                 .copied()

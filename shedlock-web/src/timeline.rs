@@ -131,7 +131,7 @@ pub(crate) fn chart(runs: &[RunRecord], from: DateTime<Utc>, to: DateTime<Utc>) 
                 @if runs.len() >= MAX_RUNS as usize { " Only the newest " (MAX_RUNS) " runs of the window are read: the chart's left part may lack runs." } }
         }
         p.legend {
-            @for (class, label) in [("executed", "executed"), ("failed", "failed / panicked / error"), ("running", "running"), ("cancelled-lost-lock", "cancelled / abandoned"), ("skipped-held", "skipped tick"), ("retried", "retried attempt (dashed)"), ("operator", "operator action")] {
+            @for (class, label) in [("executed", "executed"), ("failed", "failed / panicked / error"), ("running", "running"), ("cancelled-lost-lock", "cancelled / abandoned"), ("cancelled-by-next", "cancelled by the next tick"), ("skipped-held", "skipped tick"), ("buffered", "tick waited (buffered)"), ("retried", "retried attempt (dashed)"), ("operator", "operator action")] {
                 span { i class={"swatch outcome-" (class)} {} (label) }
             }
         }

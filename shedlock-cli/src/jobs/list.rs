@@ -18,8 +18,10 @@
 //!   `instance`, `attempt`, `requested_by` (a run asked for by `trigger`); `null` without a run or a history), `lock` (`held`, `locked_by`,
 //!   `locked_until`, `fencing_token`; `null` without a lock of that name; the lock its
 //!   carriers registered, else the job's name), `code` (`lock`, `cron`, `time_zone`,
-//!   `misfire`, `jitter_ms`, `retry`, as the instances registered it; `null` when none did)
-//!   and `carriers` (`instance`, `fleet`, `last_seen`, `running`). A job no schedule names has
+//!   `misfire`, `jitter_ms`, `retry`, `overlap`, as the instances registered it; `null` when
+//!   none did), `overlap` (`policy`, `running`, `waiting`: the policy its carriers registered
+//!   with the runs that hold the job now and the ticks waiting; `null` for `skip`) and
+//!   `carriers` (`instance`, `fleet`, `last_seen`, `running`). A job no schedule names has
 //!   `kind` `code`, the code's `cron` and `time_zone`, and `null` where a schedule has a value.
 //!
 //! Times are RFC 3339 in UTC with milliseconds.
@@ -30,7 +32,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use shedlock::history::{LockState, RunRecord};
 use shedlock::schedules::{FleetJob, RegisteredJob, StoredSchedule};
-use shedlock::{RunStore, Schedule};
+use shedlock::{Overlap, RunStore, Schedule};
 
 use super::{
     FLEET_SCHEDULE, cron_text, jitter_text, kind, known_zone, next_tick, retry_text, schedule_json,
@@ -90,6 +92,7 @@ pub(crate) async fn jobs(
         store.lock_states(&lock_names).await?
     };
     let lock_of = |name: &str| locks.iter().find(|l| l.name == name);
+    let overlaps = overlap_now(store, &entries).await?;
     // The last run of each: what the dashboard shows too (`RunStore::latest_runs`: neither an
     // operator's row nor a tick another instance held), in one statement per 1,000 names.
     let mut latest = match runs {
@@ -120,6 +123,13 @@ pub(crate) async fn jobs(
                     .as_ref()
                     .map_or(Value::Null, |c| registered_json(&c.job));
                 value["carriers"] = carriers_json(code.as_ref());
+                value
+            })
+            .zip(&overlaps)
+            .map(|(mut value, overlap)| {
+                value["overlap"] = overlap.map_or(Value::Null, |(policy, running, waiting)| {
+                    json!({ "policy": policy.to_string(), "running": running, "waiting": waiting })
+                });
                 value
             })
             .collect();
@@ -166,7 +176,8 @@ pub(crate) async fn jobs(
     let rows: Vec<Vec<String>> = entries
         .iter()
         .zip(&last_runs)
-        .map(|(entry, run)| {
+        .zip(&overlaps)
+        .map(|((entry, run), overlap)| {
             let (name, schedule, code) = entry;
             let (outcome, duration, instance) = match (runs, run) {
                 (None, _) => (NO_HISTORY.to_owned(), "-".to_owned(), "-".to_owned()),
@@ -225,6 +236,7 @@ pub(crate) async fn jobs(
                 retry,
                 next,
                 trigger,
+                overlap_text(*overlap),
                 carriers_text(code.as_ref()),
                 outcome,
                 duration,
@@ -248,6 +260,7 @@ pub(crate) async fn jobs(
             "RETRY",
             "NEXT_TICK",
             "TRIGGER",
+            "OVERLAP",
             "CARRIED_BY",
             "LAST_RUN",
             "DURATION",
@@ -259,6 +272,61 @@ pub(crate) async fn jobs(
     ));
     print(&out);
     Ok(())
+}
+
+/// Each job's overlap policy as its carriers registered it (`None`: `skip`), with how many
+/// runs hold it now and how many ticks wait, read in one statement for every such job.
+async fn overlap_now(
+    store: &dyn Steered,
+    entries: &[(String, Option<StoredSchedule>, Option<FleetJob>)],
+) -> Result<Vec<Option<(Overlap, usize, usize)>>, Failure> {
+    let policies: Vec<Option<(Overlap, String)>> = entries
+        .iter()
+        .map(|entry| {
+            let text = entry.2.as_ref()?.job.overlap.as_deref()?;
+            let policy = text.parse::<Overlap>().ok()?;
+            Some((policy, lock_name(entry)))
+        })
+        .collect();
+    let names: Vec<String> = policies
+        .iter()
+        .flatten()
+        .flat_map(|(policy, lock)| {
+            let mut rows = policy.run_rows(lock);
+            rows.extend(policy.wait_rows(lock));
+            rows
+        })
+        .collect();
+    let held = if names.is_empty() {
+        Vec::new()
+    } else {
+        store.lock_states(&names).await?
+    };
+    let count = |rows: Vec<String>| {
+        rows.iter()
+            .filter(|row| held.iter().any(|s| &s.name == *row && s.is_held()))
+            .count()
+    };
+    Ok(policies
+        .into_iter()
+        .map(|policy| {
+            policy.map(|(policy, lock)| {
+                let running = count(policy.run_rows(&lock));
+                let waiting = count(policy.wait_rows(&lock));
+                (policy, running, waiting)
+            })
+        })
+        .collect())
+}
+
+/// A job's overlap policy with its runs and waiting ticks now: `skip` for the default.
+fn overlap_text(overlap: Option<(Overlap, usize, usize)>) -> String {
+    match overlap {
+        None => "skip".to_owned(),
+        Some((policy, running, waiting)) => {
+            format!("{policy} ({running} running, {waiting} waiting)")
+        }
+    }
 }
 
 /// The lock a job takes, as far as the store knows: the one its carriers registered, else its
@@ -313,6 +381,7 @@ fn code_json(name: &str, code: Option<&FleetJob>, now: DateTime<Utc>) -> Value {
 fn registered_json(job: &RegisteredJob) -> Value {
     json!({
         "lock": job.lock, "cron": job.cron, "time_zone": job.time_zone, "misfire": job.misfire,
+        "overlap": job.overlap,
         "jitter_ms": job.jitter_ms,
         "retry": job.retry.map(|(attempts, base, cap, past)| json!({
             "max_attempts": attempts, "base_ms": base, "cap_ms": cap, "past_next_tick": past,

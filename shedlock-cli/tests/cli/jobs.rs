@@ -1086,6 +1086,7 @@ pub(crate) async fn registered_jobs_path<S: ScheduleStore + LockAdmin>(
     beat.lock = Some("heartbeat_0".to_owned());
     let mut rare = RegisteredJob::new("rare", "0 0 0 1 1 *", "UTC");
     rare.lock = Some("rare".to_owned());
+    rare.overlap = Some("buffer_all:2".to_owned());
     let registration = Registration::new(
         "pod-a",
         "default",
@@ -1103,9 +1104,43 @@ pub(crate) async fn registered_jobs_path<S: ScheduleStore + LockAdmin>(
     assert_eq!(beat["code"]["lock"], "heartbeat_0", "{beat:#}");
     assert_eq!(beat["carriers"][0]["instance"], "pod-a", "{beat:#}");
     assert_eq!(beat["carriers"][0]["running"], true, "{beat:#}");
+    assert_eq!(beat["overlap"], Value::Null, "skip: {beat:#}");
+    // `rare` buffers all (two at most): a run holds its place, a tick waits (issue 48).
+    let minute = std::time::Duration::from_secs(60);
+    let place =
+        shedlock::LockConfiguration::new("rare:run1", minute, std::time::Duration::ZERO).unwrap();
+    let waiting = shedlock::LockConfiguration::new("rare:wait1", minute, std::time::Duration::ZERO)
+        .unwrap()
+        .for_tick(chrono::Utc::now());
+    let _place = store
+        .lock(&place)
+        .await
+        .unwrap()
+        .expect("the place is free");
+    let _waiting = store
+        .lock(&waiting)
+        .await
+        .unwrap()
+        .expect("the wait row is free");
+    let out = at(url, table, &["jobs", "--json"]).await;
+    assert_done(&out);
+    let jobs = object(&out);
+    let rare = job(&jobs, "rare");
+    assert_eq!(
+        rare["overlap"],
+        serde_json::json!({ "policy": "buffer_all:2", "running": 1, "waiting": 1 }),
+        "{rare:#}"
+    );
+    assert_eq!(rare["code"]["overlap"], "buffer_all:2", "{rare:#}");
     let out = at(url, table, &["jobs"]).await;
     assert_done(&out);
     assert!(out.stdout.contains("CARRIED_BY"), "{out:#?}");
+    assert!(out.stdout.contains("OVERLAP"), "{out:#?}");
+    assert!(
+        out.stdout.contains("buffer_all:2 (1 running, 1 waiting)"),
+        "{}",
+        out.stdout
+    );
 
     let out = at(url, table, &["pause", "beat_0", "--json"]).await;
     assert_done(&out);

@@ -50,6 +50,7 @@ pub(crate) fn scheduled(scheduled: ScheduledFn) -> TokenStream {
         declared_lock,
         lock_invalid,
         overlap,
+        pause_after_failures,
     } = scheduled;
     let ident = &func.sig.ident;
     let vis = &func.vis;
@@ -206,6 +207,13 @@ pub(crate) fn scheduled(scheduled: ScheduledFn) -> TokenStream {
         Some(policy) => quote! {
             let __shedlock_job: ::shedlock::Job = { #job };
             __shedlock_job.overlap(#policy)
+        },
+        None => job,
+    };
+    let job = match pause_after_failures {
+        Some(failures) => quote! {
+            let __shedlock_job: ::shedlock::Job = { #job };
+            __shedlock_job.pause_after_failures(#failures)
         },
         None => job,
     };

@@ -257,6 +257,96 @@ where
     assert_eq!(stats.manual, 1, "{stats:?}");
 }
 
+/// `pause_after_failures = 3`: a job whose every run fails, on two instances with the run
+/// history, pauses itself once three runs in a row failed fleet-wide: the store's schedule
+/// says paused, by `shedlock: pause_after_failures`, with the last error in its note, and no
+/// instance runs it after that. Where the store keeps no run history, `Scheduler::add`
+/// refuses the job and says why.
+pub async fn a_job_that_keeps_failing_pauses_itself<D: TestDb>(db: &Arc<D>)
+where
+    D::Provider: ScheduleStore,
+{
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let failing = |runs: &Arc<std::sync::atomic::AtomicUsize>| {
+        let runs = Arc::clone(runs);
+        let lock =
+            LockConfiguration::new("failing", Duration::from_secs(30), Duration::ZERO).unwrap();
+        let schedule = Schedule::parse("* * * * * *", "UTC").unwrap();
+        Job::locked("failing", schedule, lock, move |_: LockContext| {
+            let runs = Arc::clone(&runs);
+            async move {
+                runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Err::<(), String>("upstream answered 503".to_owned())
+            }
+        })
+        .pause_after_failures(3)
+    };
+    let mut schedulers = Vec::new();
+    let mut store = None;
+    for who in ["a", "b"] {
+        let provider = db
+            .provider_with(crate::db::Opts::own_pool().locked_by(who))
+            .await;
+        let watch = shedlock::scheduler::ScheduleWatch::new()
+            .poll_every(Duration::from_millis(100))
+            .unwrap();
+        let builder = shedlock::Scheduler::builder(provider.clone()).schedules(watch);
+        let scheduler = D::with_history(
+            builder,
+            shedlock::RunHistory::keep_for(Duration::from_secs(3600)),
+        )
+        .build();
+        if D::run_store(&provider).is_none() {
+            let refused = scheduler.add(failing(&runs)).unwrap_err().to_string();
+            assert!(refused.contains("run history"), "{refused}");
+            eprintln!(
+                "left out: pause_after_failures on {}, which keeps no run history",
+                D::BACKEND
+            );
+            return;
+        }
+        scheduler.add(failing(&runs)).unwrap();
+        schedulers.push(scheduler);
+        store = Some(provider);
+    }
+    let store = store.unwrap();
+    for scheduler in &schedulers {
+        scheduler.start();
+    }
+    let paused = eventually(Duration::from_secs(30), async || {
+        store
+            .schedule("failing")
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|s| s.paused)
+    })
+    .await;
+    let schedule = store.schedule("failing").await.unwrap();
+    assert!(paused, "paused after three failed runs: {schedule:?}");
+    let schedule = schedule.unwrap();
+    assert_eq!(schedule.updated_by, "shedlock: pause_after_failures");
+    let note = schedule.note.clone().unwrap_or_default();
+    assert!(
+        note.contains("3 failed runs in a row") && note.contains("upstream answered 503"),
+        "the pause's note: {note}"
+    );
+    let ran = runs.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(ran >= 3, "three runs failed first: {ran}");
+    // A run that fired before every instance applied the pause ends; then none.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let before = runs.load(std::sync::atomic::Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        runs.load(std::sync::atomic::Ordering::SeqCst),
+        before,
+        "a paused job runs nowhere"
+    );
+    for scheduler in &schedulers {
+        scheduler.shutdown().await;
+    }
+}
+
 /// The cases of this file, for [`control_suite!`](macro@crate::control_suite): `every` store's,
 /// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
 /// above and one line here (checked by the kit's `every_case_is_listed_once` test).
@@ -268,6 +358,7 @@ macro_rules! __kit_control_suite_commands {
             a_paused_job_fires_nowhere_and_each_tick_is_recorded_once,
             run_now_runs_once_and_a_second_request_is_already_pending,
             run_now_waits_for_a_free_slot_of_the_run_limit,
+            a_job_that_keeps_failing_pauses_itself,
         ]);
     };
     (sql $db:ty) => {};

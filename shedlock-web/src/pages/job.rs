@@ -189,6 +189,15 @@ async fn job_page(
                 @if let Some(lock) = row.lock.as_ref().filter(|l| l.is_held() && !read_only && releasable(&l.name)) {
                     a.button #release href=(release_href(base, &lock.name, false)) { "Release this lock…" }
                 }
+                @if let Some((policy, running, waiting)) = row.overlap {
+                    h2 { "Overlap" }
+                    dl #overlap {
+                        dt { "policy" } dd { code { (policy.to_string()) } }
+                        dt { "running" } dd { (running) " of " (policy.max_running()) " run places held" }
+                        dt { "waiting" } dd { (waiting) " of " (policy.buffer_limit()) " ticks" }
+                    }
+                    p.muted { "Under this policy the lock above only marks each tick as claimed (held 1 ms); a run holds one of the job's run places." }
+                }
             }
         }
         h2 { "Timeline" }

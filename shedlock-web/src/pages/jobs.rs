@@ -156,6 +156,7 @@ pub(crate) async fn jobs(
                 th { "last run" }
                 th { a href=(sort_link("running")) { "lock" (arrow("running")) } }
                 th { a href=(sort_link("paused")) { "paused" (arrow("paused")) } }
+                th { "overlap" }
                 th { "carried by" }
             } }
             tbody {
@@ -170,9 +171,19 @@ pub(crate) async fn jobs(
                         td { @if !history { span.muted { "no history" } } @else { @match &job.last {
                             Some(run) => { (outcome_badge(run.outcome)) " " @if let Some(d) = run.duration() { (took(d)) " " } span.muted { "on " (shown(&run.locked_by)) } }
                             None => "–" } } }
-                        td { @match &job.lock { Some(l) if l.is_held() => span.held { "held by " (shown(&l.locked_by)) }, Some(_) => span.muted { "free" }, None => "–" } }
+                        td { @match (&job.lock, job.overlap) {
+                            (_, Some((_, running, _))) if running > 0 => span.held { (running) " run place" @if running > 1 { "s" } " held" },
+                            (_, Some(_)) => span.muted { "places free" },
+                            (Some(l), None) if l.is_held() => span.held { "held by " (shown(&l.locked_by)) },
+                            (Some(_), None) => span.muted { "free" },
+                            (None, None) => "–",
+                        } }
                         td { @if job.paused() { span.badge.paused { "paused" }
                              @if let Some(note) = job.schedule.as_ref().and_then(|s| s.note.as_deref()) { " " span.note { (shown(note)) } } } }
+                        td.overlap { @match job.overlap {
+                            Some((policy, running, waiting)) => { code { (policy.to_string()) } " " span.muted { (running) " running, " (waiting) " waiting" } },
+                            None => span.muted { "skip" },
+                        } }
                         td { @match &job.registered {
                             Some(r) => { @for (i, c) in r.carriers.iter().enumerate() {
                                 @if i > 0 { ", " }

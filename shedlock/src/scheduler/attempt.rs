@@ -112,7 +112,7 @@ pub(super) fn outcome_of(
 }
 
 /// The job's tuning as the store and its code say: the store's wins.
-fn tuning(inner: &Inner, job: &JobState) -> Tuning {
+pub(super) fn tuning(inner: &Inner, job: &JobState) -> Tuning {
     let own = job.job.tuning.as_deref().copied().unwrap_or_default();
     let stored = inner
         .control

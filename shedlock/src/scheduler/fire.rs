@@ -313,13 +313,14 @@ fn claim_with_marker(
     let count = group.len();
     let keep_alive = inner.provider.keep_alive();
     let mut to_claim: Vec<ToClaim> = Vec::new();
+    let mut kept_in_store: Vec<super::overlap::Due> = Vec::new();
     for (state, run_slot) in group {
         // A policy kept in the store claims its tick with a run place, on a path of its own.
         if state.job.overlap_policy().in_store()
             && let Some(lock) = state.lock()
         {
             marks.release(&state);
-            super::overlap::fire(inner, state, lock, tick, run_slot);
+            kept_in_store.push((state, lock, run_slot));
             continue;
         }
         let claim = state.lock().and_then(|lock| {
@@ -336,6 +337,7 @@ fn claim_with_marker(
             }
         }
     }
+    super::overlap::fire(inner, tick, kept_in_store);
     if to_claim.is_empty() {
         return;
     }
@@ -537,7 +539,11 @@ fn fire(
         } else if let Some(wait) = minimum_hold {
             retry_after_hold(&run_inner, &job, tick, wait);
         }
+        let last_error = error
+            .clone()
+            .filter(|_| job.job.pause_after_failures_limit().is_some());
         probe.finish(outcome, error).await;
+        super::failures::after_run(&run_inner, &job, outcome, last_error.as_deref()).await;
     }
     .instrument(span);
     let mut runs = inner.runs.lock().unwrap_or_else(|e| e.into_inner());

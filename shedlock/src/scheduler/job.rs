@@ -125,6 +125,7 @@ pub(crate) struct JobTuning {
     pub(crate) jitter: Option<Duration>,
     pub(crate) retry: Option<RetryPolicy>,
     pub(crate) overlap: Option<Overlap>,
+    pub(crate) pause_after_failures: Option<u32>,
 }
 
 impl Job {
@@ -344,6 +345,26 @@ impl Job {
             max_running,
             when_full,
         })
+    }
+
+    /// Pauses this job once `failures` of its runs in a row failed (an error or a panic), on
+    /// any instance of the fleet, with the last error as the pause's note (off by default).
+    /// It stays paused until an operator resumes it (`shedlock resume NAME`, the dashboard).
+    /// The fleet's last runs are read from the run history after each failed run, so the
+    /// scheduler needs [`history`](crate::scheduler::SchedulerBuilder::history) and the
+    /// schedule store (on by default where the store keeps schedules);
+    /// [`Scheduler::add`](crate::Scheduler::add) says so otherwise.
+    #[must_use]
+    pub fn pause_after_failures(mut self, failures: u32) -> Self {
+        self.tuning.get_or_insert_default().pause_after_failures = Some(failures);
+        self
+    }
+
+    /// How many failed runs in a row pause this job ([`pause_after_failures`](Self::pause_after_failures)), if set.
+    pub fn pause_after_failures_limit(&self) -> Option<u32> {
+        self.tuning
+            .as_deref()
+            .and_then(|tuning| tuning.pause_after_failures)
     }
 
     /// This job's overlap policy ([`overlap`](Self::overlap)).

@@ -38,6 +38,7 @@ mod attempt;
 pub(crate) mod builder;
 mod capacity;
 pub(crate) mod control;
+mod failures;
 mod fire;
 pub(crate) mod fleet;
 pub(crate) mod job;
@@ -212,6 +213,29 @@ impl Scheduler {
                 job: job.name().to_owned(),
                 reason,
             });
+        }
+        if let Some(limit) = job.pause_after_failures_limit() {
+            let reason = if limit == 0 {
+                Some(
+                    "pause_after_failures is 0: give 1 or more failed runs in a row, or leave it off",
+                )
+            } else if self.inner.control.is_none() {
+                Some(
+                    "pause_after_failures pauses the job in the schedule store, and this scheduler has none (built without_schedules, or on a store that keeps none)",
+                )
+            } else if self.inner.observer.history.is_none() {
+                Some(
+                    "pause_after_failures reads the fleet's last runs from the run history: turn it on with SchedulerBuilder::history",
+                )
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                return Err(Error::InvalidSchedule {
+                    name: job.name().to_owned(),
+                    reason: reason.to_owned(),
+                });
+            }
         }
         let mut job = job;
         if let Some(control) = &self.inner.control

@@ -154,6 +154,10 @@ pub struct RegisteredJob {
     /// Its own retry policy: attempts, base and cap in milliseconds, past the next tick.
     #[serde(rename = "r", default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<(u32, u64, u64, bool)>,
+    /// Its overlap policy as [`Overlap`](crate::Overlap)'s `Display` writes it
+    /// (`buffer_all:5`, `allow_all:3`), or `None`: `skip`, the default.
+    #[serde(rename = "o", default, skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<String>,
 }
 
 impl RegisteredJob {
@@ -171,6 +175,7 @@ impl RegisteredJob {
             misfire: None,
             jitter_ms: None,
             retry: None,
+            overlap: None,
         }
     }
 

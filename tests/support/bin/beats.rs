@@ -3,7 +3,9 @@
 //! and "run now" tests (`tests/leader_kills.rs`).
 //!
 //! Jobs: `beat_0` … `beat_{n-1}` (`--jobs`), every second, lock `beat_{i}`; with `--pulse`,
-//! also `pulse`, every 5 s, lock `pulse` held at least 1 s (`lock_at_least_for = "1s"`).
+//! also `pulse`, every 5 s, lock `pulse` held at least 1 s (`lock_at_least_for = "1s"`); with
+//! `--overlap POLICY`, also `slow`, every 2 s, each run 5 s (lock `slow`, 6 s), under that
+//! overlap policy (`tests/overlap_kills.rs`).
 //! Every run this process starts is appended as one line to `<runs-dir>/<instance>.runs`:
 //! `RUN <job> <tick ms, or - for a run asked for at once> <pid> <unix ms at start>`, written
 //! with one `write` so a `kill -9` leaves whole lines only. Prints `… ready` on stderr once
@@ -19,8 +21,8 @@ use shedlock::leader::LeaderElection;
 use shedlock::scheduler::{MisfirePolicy, ScheduleWatch, SchedulerBuilder};
 use shedlock::schedules::ScheduleStore;
 use shedlock::{
-    LockAdmin, LockContext, LockProvider, MySqlLockProvider, PostgresLockProvider, Scheduler,
-    SqliteLockProvider, scheduled, scheduler_lock,
+    LockAdmin, LockContext, LockProvider, MySqlLockProvider, Overlap, PostgresLockProvider,
+    Scheduler, SqliteLockProvider, scheduled, scheduler_lock,
 };
 use shedlock_redis::{RedisLockProvider, RedisTarget};
 
@@ -64,6 +66,10 @@ struct Args {
     /// Also the job `pulse` (every 5 s, held at least 1 s).
     #[arg(long)]
     pulse: bool,
+    /// Also the job `slow` (every 2 s, 5 s a run) under this overlap policy (`buffer_one`,
+    /// `buffer_all:2`, `cancel_other`, `allow_all:2`, …).
+    #[arg(long, value_parser = parse_overlap)]
+    overlap: Option<Overlap>,
     /// Fire only while leading the election `leader` with this lease, renew deadline and
     /// retry period (`6s,4s,300ms`).
     #[arg(long)]
@@ -110,6 +116,18 @@ async fn beat(i: u32) -> Result<(), String> {
 #[scheduler_lock(name = "pulse", lock_at_most_for = "30s", lock_at_least_for = "1s")]
 async fn pulse() -> Result<(), String> {
     record("pulse")
+}
+
+#[scheduled(cron = "*/2 * * * * *", time_zone = "UTC")]
+#[scheduler_lock(name = "slow", lock_at_most_for = "6s")]
+async fn slow() -> Result<(), String> {
+    record("slow")?;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    Ok(())
+}
+
+fn parse_overlap(text: &str) -> Result<Overlap, String> {
+    text.parse()
 }
 
 #[tokio::main]
@@ -203,6 +221,9 @@ async fn serve<P: LockProvider + ScheduleStore + 'static>(
     }
     if args.pulse {
         scheduler.add(pulse::job())?;
+    }
+    if let Some(policy) = args.overlap {
+        scheduler.add(slow::job().overlap(policy))?;
     }
     scheduler.start();
     scheduler.ready().await?;

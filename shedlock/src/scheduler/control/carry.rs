@@ -169,6 +169,8 @@ fn entry(job: &crate::Job, code: Option<&crate::Schedule>) -> RegisteredJob {
         }
         .to_owned()
     });
+    let overlap = job.overlap_policy();
+    entry.overlap = overlap.in_store().then(|| overlap.to_string());
     if let Some(tuning) = &job.tuning {
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         entry.jitter_ms = tuning.jitter.map(ms);

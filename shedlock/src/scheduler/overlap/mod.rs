@@ -55,26 +55,86 @@ struct Tick {
     rows: Rows,
 }
 
-/// Fires `tick` of `job`, whose policy is kept in the store: claims it with a run place and
-/// starts, buffers or skips it (see the module's text). `run_slot`: its slot of this
-/// instance's run limit, if it has one.
-pub(super) fn fire(
-    inner: &Arc<Inner>,
-    job: Arc<JobState>,
-    lock: Arc<LockConfiguration>,
-    tick: DateTime<Utc>,
-    run_slot: Option<Slot>,
-) {
-    let policy = job.job.overlap_policy();
-    let rows = Rows::new(lock.name(), policy);
-    let this = Arc::new(Tick {
-        inner: Arc::clone(inner),
-        job,
-        lock,
-        policy,
-        rows,
-    });
-    let claim = async move { this.claim(tick, run_slot).await };
+/// A job of a tick instant whose policy is kept in the store, with its lock and its slot of
+/// this instance's run limit, if it has one.
+pub(super) type Due = (Arc<JobState>, Arc<LockConfiguration>, Option<Slot>);
+
+/// Fires `tick` of `jobs`, whose policies are kept in the store: claims every tick with a run
+/// place in one [`LockProvider::lock_many`](crate::LockProvider::lock_many) (two locks a
+/// job), then starts, buffers or skips each (see the module's text).
+pub(super) fn fire(inner: &Arc<Inner>, tick: DateTime<Utc>, jobs: Vec<Due>) {
+    if jobs.is_empty() {
+        return;
+    }
+    let claim_inner = Arc::clone(inner);
+    let claim = async move {
+        let inner = claim_inner;
+        if *inner.stop_firing.borrow() {
+            return;
+        }
+        let mut configs = Vec::with_capacity(2 * jobs.len());
+        let mut sent = Vec::with_capacity(jobs.len());
+        for (job, lock, run_slot) in jobs {
+            let policy = job.job.overlap_policy();
+            let rows = Rows::new(lock.name(), policy);
+            let this = Arc::new(Tick {
+                inner: Arc::clone(&inner),
+                job,
+                lock,
+                policy,
+                rows,
+            });
+            let first = this.rows.first_place(tick);
+            let place = this
+                .acquire(tick)
+                .and_then(|acquire| this.rows.run_place(first, &acquire));
+            match (this.rows.tick_claim(tick), place) {
+                (Ok(tick_claim), Ok(place)) => {
+                    configs.extend([tick_claim, place]);
+                    sent.push((this, first, run_slot));
+                }
+                (Err(error), _) | (_, Err(error)) => {
+                    this.tell(tick, RunOutcome::Error, Some(error.to_string()));
+                }
+            }
+        }
+        if sent.is_empty() {
+            return;
+        }
+        let sent_at = Instant::now();
+        let answers = match inner.provider.lock_many(&configs).await {
+            Ok(answers) if answers.len() == configs.len() => answers,
+            Ok(answers) => {
+                let error = format!(
+                    "the provider answered {} locks for the {} it was asked",
+                    answers.len(),
+                    configs.len()
+                );
+                for (this, ..) in sent {
+                    this.tell(tick, RunOutcome::Error, Some(error.clone()));
+                }
+                return;
+            }
+            Err(error) => {
+                for (this, ..) in sent {
+                    this.tell(tick, RunOutcome::Error, Some(error.to_string()));
+                }
+                return;
+            }
+        };
+        let mut answers = answers.into_iter();
+        let mut loops = inner.loops.lock().unwrap_or_else(|e| e.into_inner());
+        while loops.try_join_next().is_some() {}
+        for (this, first, run_slot) in sent {
+            let (Some(tick_answer), Some(place_answer)) = (answers.next(), answers.next()) else {
+                break;
+            };
+            loops.spawn(async move {
+                this.answered(tick, first, tick_answer, place_answer, sent_at, run_slot)
+                    .await;
+            });
+        }
+    };
     let mut loops = inner.loops.lock().unwrap_or_else(|e| e.into_inner());
     while loops.try_join_next().is_some() {}
     loops.spawn(claim);
@@ -92,36 +152,17 @@ impl Tick {
         Ok(acquire_config(&keep_alive, &config)?.0)
     }
 
-    /// The tick's claim with a run place, and what follows from the answer.
-    async fn claim(self: Arc<Self>, tick: DateTime<Utc>, run_slot: Option<Slot>) {
-        if *self.inner.stop_firing.borrow() {
-            return;
-        }
-        let first = self.rows.first_place(tick);
-        let configs = match (
-            self.rows.tick_claim(tick),
-            self.acquire(tick)
-                .and_then(|acquire| self.rows.run_place(first, &acquire)),
-        ) {
-            (Ok(tick_claim), Ok(place)) => [tick_claim, place],
-            (Err(error), _) | (_, Err(error)) => {
-                return self.tell(tick, RunOutcome::Error, Some(error.to_string()));
-            }
-        };
-        let sent_at = Instant::now();
-        let answers = match self.provider().lock_many(&configs).await {
-            Ok(answers) if answers.len() == 2 => answers,
-            Ok(answers) => {
-                let count = answers.len();
-                let error = format!("the provider answered {count} locks for the 2 it was asked");
-                return self.tell(tick, RunOutcome::Error, Some(error));
-            }
-            Err(error) => return self.tell(tick, RunOutcome::Error, Some(error.to_string())),
-        };
-        let [tick_answer, place_answer]: [_; 2] = match answers.try_into() {
-            Ok(pair) => pair,
-            Err(_) => return,
-        };
+    /// What follows from the answers to `tick`'s claim and to its claim of place `first`
+    /// (sent at `sent_at`).
+    async fn answered(
+        self: Arc<Self>,
+        tick: DateTime<Utc>,
+        first: u32,
+        tick_answer: crate::Result<Option<LockGuard>>,
+        place_answer: crate::Result<Option<LockGuard>>,
+        sent_at: Instant,
+        run_slot: Option<Slot>,
+    ) {
         // A place won for a tick lost is let go by its guard's drop.
         let place = place_answer.ok().flatten();
         match tick_answer {
@@ -226,7 +267,8 @@ impl Tick {
         let lease = rows::wait_lease(self.policy, self.lock.lock_at_most_for());
         match self.rows.push(self.provider(), admin, tick, lease).await {
             Ok(Some((row, token))) => {
-                self.tell(tick, RunOutcome::Buffered, None);
+                let why = format!("overlap {}: waits for a run of the job to end", self.policy);
+                self.tell(tick, RunOutcome::Buffered, Some(why));
                 self.look_while_waiting(row, token);
                 true
             }
@@ -416,7 +458,12 @@ impl Tick {
             }
             tracing::Span::current().record("outcome", outcome.as_str());
             drop(run_slot);
+            let last_error = error
+                .clone()
+                .filter(|_| this.job.job.pause_after_failures_limit().is_some());
             probe.finish(outcome, error).await;
+            super::failures::after_run(&this.inner, &this.job, outcome, last_error.as_deref())
+                .await;
             if this.policy.buffer_limit() > 0 {
                 this.start_waiting(freed).await;
             }

@@ -100,6 +100,31 @@ impl Overlap {
         }
     }
 
+    /// The rows of the lock table that hold the runs going under this policy for the job whose
+    /// lock is `lock`: `lock:run1` … `lock:runN` (none for `Skip`, whose run holds `lock`).
+    pub fn run_rows(&self, lock: &str) -> Vec<String> {
+        if !self.in_store() {
+            return Vec::new();
+        }
+        (1..=self.max_running())
+            .map(|k| format!("{lock}:run{k}"))
+            .collect()
+    }
+
+    /// The rows of the lock table that hold the ticks waiting under this policy for the job
+    /// whose lock is `lock`: `lock:wait1` … `lock:waitK` (none for a policy that buffers none).
+    pub fn wait_rows(&self, lock: &str) -> Vec<String> {
+        (1..=self.buffer_limit())
+            .map(|k| format!("{lock}:wait{k}"))
+            .collect()
+    }
+
+    /// The row of the lock table where a new tick asks the running run to stop, for the job
+    /// whose lock is `lock`: `lock:cancel` under `CancelOther`, else none.
+    pub fn cancel_row(&self, lock: &str) -> Option<String> {
+        (*self == Overlap::CancelOther).then(|| format!("{lock}:cancel"))
+    }
+
     /// Whether the policy is kept in the store beside the job's lock (every policy but
     /// `Skip`, which is the tick's claim alone).
     pub(crate) fn in_store(&self) -> bool {

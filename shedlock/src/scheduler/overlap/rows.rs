@@ -51,25 +51,19 @@ impl Rows {
         format!("{}:run{k}", self.lock)
     }
 
-    fn wait_name(&self, k: u32) -> String {
-        format!("{}:wait{k}", self.lock)
-    }
-
     fn cancel_name(&self) -> String {
-        format!("{}:cancel", self.lock)
+        self.policy
+            .cancel_row(&self.lock)
+            .unwrap_or_else(|| format!("{}:cancel", self.lock))
     }
 
     /// The names of the run places.
     pub(crate) fn run_names(&self) -> Vec<String> {
-        (1..=self.policy.max_running())
-            .map(|k| self.run_name(k))
-            .collect()
+        self.policy.run_rows(&self.lock)
     }
 
     fn wait_names(&self) -> Vec<String> {
-        (1..=self.policy.buffer_limit())
-            .map(|k| self.wait_name(k))
-            .collect()
+        self.policy.wait_rows(&self.lock)
     }
 
     /// The claim of `tick` alone: the job's lock for the tick, held 1 ms.
