@@ -223,6 +223,7 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
                 control: self
                     .schedules
                     .map(|(store, watch)| Control::new(store, watch)),
+                overlap_looks: Mutex::default(),
             }),
         }
     }

@@ -71,6 +71,9 @@ pub(super) struct Inner {
     pub(super) claim_gate: Arc<tokio::sync::Semaphore>,
     /// With schedules kept in the store: what the control plane read of them.
     pub(super) control: Option<Control>,
+    /// The jobs (by id) whose waiting ticks this instance looks after now, one look a job
+    /// (`overlap::Tick::look_while_waiting`).
+    pub(super) overlap_looks: Mutex<std::collections::HashSet<u64>>,
 }
 
 impl Inner {

@@ -225,6 +225,12 @@ impl Tick {
                 return self.start(tick, place, sent_at, run_slot);
             };
             match self.rows.pop(admin).await {
+                // A newer tick replaces a waiting one that has not started.
+                Ok(Some(older)) if self.policy == Overlap::CancelOther => {
+                    bump(&self.job.counters.skipped_overlap);
+                    let why = "overlap cancel_other: a newer tick came before it started";
+                    self.tell(older, RunOutcome::SkippedOverlap, Some(why.to_owned()));
+                }
                 Ok(Some(older)) => {
                     self.buffer(tick).await;
                     return self.start(older, place, sent_at, run_slot);
@@ -266,10 +272,10 @@ impl Tick {
         };
         let lease = rows::wait_lease(self.policy, self.lock.lock_at_most_for());
         match self.rows.push(self.provider(), admin, tick, lease).await {
-            Ok(Some((row, token))) => {
+            Ok(Some(_)) => {
                 let why = format!("overlap {}: waits for a run of the job to end", self.policy);
                 self.tell(tick, RunOutcome::Buffered, Some(why));
-                self.look_while_waiting(row, token);
+                self.look_while_waiting();
                 true
             }
             Ok(None) => {
@@ -294,28 +300,56 @@ impl Tick {
         }
     }
 
-    /// Every [`POLL`] while the tick in `row` (with `token`) waits: if a place is free, takes
-    /// it and starts the oldest waiting tick. Ends when the tick was taken off (here or
-    /// elsewhere), or at shutdown.
-    fn look_while_waiting(self: &Arc<Self>, row: String, token: i64) {
+    /// Every [`POLL`] while ticks of the job wait: if a place is free, takes it and starts the
+    /// oldest waiting tick. One look a job on this instance, however many ticks wait; it ends
+    /// when none waits (started here or elsewhere, or their rows ran out), or at shutdown.
+    fn look_while_waiting(self: &Arc<Self>) {
+        let id = self.job.id;
+        let looks = || {
+            self.inner
+                .overlap_looks
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+        };
+        if !looks().insert(id) {
+            return; // this instance looks already
+        }
         let this = Arc::clone(self);
         let mut stop = self.inner.stop_firing.subscribe();
         let look = async move {
             let Some(admin) = this.inner.provider.as_admin() else {
                 return;
             };
+            let looks = || {
+                this.inner
+                    .overlap_looks
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+            };
             loop {
                 tokio::select! {
                     () = tokio::time::sleep(POLL) => {}
-                    _ = stop.wait_for(|stop| *stop) => return,
+                    _ = stop.wait_for(|stop| *stop) => {
+                        looks().remove(&id);
+                        return;
+                    }
                 }
-                match admin.lock_state(&row).await {
-                    Ok(Some(state)) if state.fencing_token == token && state.is_held() => {}
-                    Ok(_) => return, // taken off, or its lease ran out
+                let waiting = match this.rows.waiting(admin).await {
+                    Ok(waiting) => waiting,
                     Err(error) => {
-                        tracing::debug!(job = this.job.job.name(), %error, "could not read a waiting tick's row");
+                        tracing::debug!(job = this.job.job.name(), %error, "could not read the job's waiting ticks");
                         continue;
                     }
+                };
+                if waiting.is_empty() {
+                    // Let go, then look once more: a tick made to wait meanwhile found this
+                    // look still on, and started none of its own.
+                    looks().remove(&id);
+                    let again = this.rows.waiting(admin).await.map(|w| w.is_empty());
+                    if again.unwrap_or(true) || !looks().insert(id) {
+                        return;
+                    }
+                    continue;
                 }
                 match this.rows.running(admin).await {
                     Ok(held) if held.len() < this.policy.max_running() as usize => {
