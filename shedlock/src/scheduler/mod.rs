@@ -20,7 +20,10 @@
 //!   `capacity.rs`: the run limit's slots and waiting ticks; `misfire.rs`: missed ticks, and
 //!   the backlog of [`MisfirePolicy::All`];
 //! - `control/`: the control plane, schedules kept in the store and watched (its `mod.rs`
-//!   says what each of its files does).
+//!   says what each of its files does);
+//! - `overlap/`: the overlap policies kept in the store, what a tick of such a job does (its
+//!   `mod.rs` says what each of its files does); `failures.rs`: `pause_after_failures`, a
+//!   job that keeps failing pausing itself.
 
 use std::fmt;
 use std::sync::Arc;

@@ -16,6 +16,10 @@
 //! that made it wait, which looks every [`POLL`] (a holder killed with `-9` frees its place
 //! when its lease runs out); and by any instance whose next tick of the job wins a place.
 //! Each is taken off its row once ([`rows::Rows::pop`]), so it runs once.
+//!
+//! - `mod.rs` (here): the tick's claim and what follows, the runs, the looks at waiting ticks;
+//! - `policy.rs`: the [`Overlap`] type, its names and its checks (shared with the macros);
+//! - `rows.rs`: the rows of the lock table a policy keeps, and the reads and writes of them.
 
 pub(crate) mod policy;
 pub(crate) mod rows;
