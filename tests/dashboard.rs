@@ -577,7 +577,12 @@ mod cases {
                 serde_json::json!({"note": "two\nlines"}),
             )
             .await;
-        assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.body);
+        assert_eq!(
+            bad.status,
+            axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+            "{}",
+            bad.body
+        );
         let resumed = client
             .post_api(
                 &format!("/shedlock/api/v1/jobs/{run_time}/resume"),
@@ -656,7 +661,12 @@ mod cases {
                 serde_json::json!({"cron": "0 61 * * * *", "time_zone": "UTC"}),
             )
             .await;
-        assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.body);
+        assert_eq!(
+            bad.status,
+            axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+            "{}",
+            bad.body
+        );
         let expected = shedlock::Schedule::parse("0 61 * * * *", "UTC")
             .unwrap_err()
             .to_string();
@@ -1145,7 +1155,59 @@ async fn dashboard_shows_an_overlap_policy_sqlite() {
         .unwrap_or_default();
     assert_eq!(
         reindex["overlap"],
-        serde_json::json!({ "policy": "buffer_all:2", "running": 1, "waiting": 1 }),
+        serde_json::json!({ "policy": "buffer_all:2", "running": 1, "waiting": 1, "source": "code" }),
         "{api:#}"
     );
+
+    // An operator sets the policy on the job's page ("Set overlap"): checked against the lock
+    // the instance registered, stored, and the pages show it as an override.
+    let page = client.get("/shedlock/jobs/reindex").await;
+    assert!(page.body.contains("id=\"new-overlap\""), "{}", page.body);
+    let set = client
+        .post_form(
+            "/shedlock/act/jobs/reindex/reschedule",
+            &[("overlap", "allow_all:3")],
+            None,
+        )
+        .await;
+    assert!(
+        set.status.is_success() || set.status.is_redirection(),
+        "{:?} {}",
+        set.status,
+        set.body
+    );
+    let stored = provider.schedule("reindex").await.unwrap().unwrap();
+    assert_eq!(stored.overlap.as_deref(), Some("allow_all:3"), "{stored:?}");
+    let page = client.get("/shedlock/jobs/reindex").await;
+    assert!(
+        page.body.contains("<code>allow_all:3</code>")
+            && page.body.contains("the code says buffer_all:2"),
+        "{}",
+        page.body
+    );
+    let jobs = client.get("/shedlock/jobs").await;
+    assert!(jobs.body.contains("override"), "{}", jobs.body);
+    let api = client.get("/shedlock/api/v1/jobs/reindex").await.json();
+    assert_eq!(
+        api["overlap"],
+        serde_json::json!({ "policy": "allow_all:3", "running": 1, "waiting": 1, "source": "store" }),
+        "{api:#}"
+    );
+    // Through the API, a bound out of range is refused naming it; nothing changes.
+    let bad = client
+        .post_api(
+            "/shedlock/api/v1/jobs/reindex/reschedule",
+            serde_json::json!({ "overlap": "allow_all:0" }),
+        )
+        .await;
+    assert_eq!(
+        bad.status,
+        axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        bad.body
+    );
+    assert!(bad.body.contains("max_running is 0"), "{}", bad.body);
+    let stored = provider.schedule("reindex").await.unwrap().unwrap();
+    assert_eq!(stored.overlap.as_deref(), Some("allow_all:3"));
+    db.teardown().await;
 }

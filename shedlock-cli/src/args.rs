@@ -136,8 +136,8 @@ pub(crate) enum Command {
     /// Ask for one run of a job now, on one instance, under its lock (exit 4 when a request is
     /// already pending or its run is going).
     Trigger(NameArgs),
-    /// Change a job's cron expression (and time zone), its jitter or its retry policy, each
-    /// without the others; checked before anything is written.
+    /// Change a job's cron expression (and time zone), its jitter, its retry policy or its
+    /// overlap policy, each without the others; checked before anything is written.
     Reschedule(RescheduleArgs),
     /// Clear the operator's override of a code-defined job: the code's schedule applies again.
     Reset(NameArgs),
@@ -209,14 +209,16 @@ pub(crate) struct ResumeArgs {
 
 #[derive(Debug, Args)]
 #[command(after_help = "\
-Any of --cron, --jitter, --retry or --no-retry may be given without the others: what is not given
-stays as stored (for a job defined in code, as its code says). `reschedule NAME` with none of them
-is refused (exit 2).
+Any of --cron, --jitter, --retry, --no-retry or --overlap may be given without the others: what is
+not given stays as stored (for a job defined in code, as its code says). `reschedule NAME` with none
+of them is refused (exit 2).
 
   shedlock reschedule nightly --cron '0 30 2 * * *' --time-zone Europe/Berlin
   shedlock reschedule nightly --jitter 2m
   shedlock reschedule nightly --retry 5 --retry-backoff 10s --retry-cap 5m
-  shedlock reschedule nightly --no-retry --jitter none")]
+  shedlock reschedule nightly --no-retry --jitter none
+  shedlock reschedule nightly --overlap buffer-one
+  shedlock reschedule nightly --overlap allow-all:3 --note \"backfill week\"")]
 pub(crate) struct RescheduleArgs {
     /// The job's name.
     pub(crate) name: String,
@@ -282,12 +284,27 @@ pub(crate) struct TuningArgs {
     /// Never retry a failed run, whatever the code says.
     #[arg(long)]
     pub(crate) no_retry: bool,
+    /// What a tick does when a run of the job is still going, fleet-wide: skip, buffer-one,
+    /// buffer-all:LIMIT (1 to 100 waiting), cancel-other, allow-all:N (at most N runs at once,
+    /// 1 to 100) or allow-all:N:buffer-one; `default`: back to the code's policy
+    /// (reschedule). A policy other than skip needs the job's lock declared (the lock its
+    /// instances registered).
+    #[arg(long, value_name = "POLICY", value_parser = parse_overlap)]
+    pub(crate) overlap: Option<Setting<shedlock::Overlap>>,
 }
 
 impl TuningArgs {
     /// Whether any of them was given.
     pub(crate) fn any(&self) -> bool {
-        self.jitter.is_some() || self.retry.is_some() || self.no_retry
+        self.jitter.is_some() || self.retry.is_some() || self.no_retry || self.overlap.is_some()
+    }
+}
+
+/// `--overlap`: a policy as [`shedlock::Overlap`] reads it, or `default`.
+fn parse_overlap(text: &str) -> Result<Setting<shedlock::Overlap>, String> {
+    match text.trim() {
+        "default" => Ok(Setting::Default),
+        other => other.parse().map(Setting::Set),
     }
 }
 

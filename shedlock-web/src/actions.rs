@@ -106,12 +106,14 @@ impl From<Error> for Done {
     }
 }
 
-/// The fields of a job action: `reschedule` takes `cron` and `time_zone`; every action an
-/// optional `note` (kept beside a pause, recorded with every action).
+/// The fields of a job action: `reschedule` takes `cron` and `time_zone`, and `overlap` (a
+/// policy as [`shedlock::Overlap`] reads it, or `default` for the code's), either or both;
+/// every action an optional `note` (kept beside a pause, recorded with every action).
 #[derive(Deserialize, Default)]
 pub(crate) struct JobFields {
     cron: Option<String>,
     time_zone: Option<String>,
+    overlap: Option<String>,
     note: Option<String>,
 }
 
@@ -215,39 +217,66 @@ async fn do_job_action(
             }
         }
         "reschedule" => {
-            let Some(cron) = given(fields.cron.as_deref()) else {
-                return Ok(Done::refused(StatusCode::UNPROCESSABLE_ENTITY, "nothing to change: give a cron expression (six fields, seconds first, such as 0 */5 * * * *)".into()));
-            };
+            let cron = given(fields.cron.as_deref());
+            let overlap = given(fields.overlap.as_deref());
+            if cron.is_none() && overlap.is_none() {
+                return Ok(Done::refused(StatusCode::UNPROCESSABLE_ENTITY, "nothing to change: give a cron expression (six fields, seconds first, such as 0 */5 * * * *) or an overlap policy (skip, buffer_one, buffer_all:N, cancel_other, allow_all:N, allow_all:N:buffer_one, or default for the code's)".into()));
+            }
             let zone = given(fields.time_zone.as_deref());
             let zone_read = zone
                 .or_else(|| job.known_zone())
                 .unwrap_or("UTC")
                 .to_owned();
             let mut change = ScheduleChange::new();
-            change.cron = Some(Some(cron.to_owned()));
-            if let Some(zone) = zone {
-                change.time_zone = Some(Some(zone.to_owned()));
+            if let Some(cron) = cron {
+                change.cron = Some(Some(cron.to_owned()));
+                if let Some(zone) = zone {
+                    change.time_zone = Some(Some(zone.to_owned()));
+                }
             }
-            // The layer checks the cron as the macros and the tool do; an error writes nothing.
+            match overlap {
+                Some("default") => change.overlap = Some(None),
+                Some(text) => match text.parse::<shedlock::Overlap>() {
+                    Ok(policy) => change = change.overlap(Some(policy)),
+                    Err(reason) => {
+                        return Ok(Done::refused(
+                            StatusCode::UNPROCESSABLE_ENTITY,
+                            format!("{name}: overlap: {reason}"),
+                        ));
+                    }
+                },
+                None => {}
+            }
+            // The layer checks the cron as the macros and the tool do, and the overlap policy
+            // against the job's registered lock; an error writes nothing.
             let done = desk.reschedule(job, &change, actor, note).await?;
             let stored = &done.value;
             let now = store.now().await?;
-            let ticks = json::next_ticks(cron, &zone_read, now, 3);
+            let ticks =
+                cron.map_or_else(Vec::new, |cron| json::next_ticks(cron, &zone_read, now, 3));
             let before = job.schedule.as_ref();
-            Ok(Done::warned(
-                format!(
-                    "rescheduled {name:?} to {cron} in {zone_read} (version {}); next tick {}",
-                    stored.version,
+            let mut message = format!("rescheduled {name:?}");
+            if let Some(cron) = cron {
+                message.push_str(&format!(
+                    " to {cron} in {zone_read}; next tick {}",
                     ticks
                         .first()
                         .map_or_else(|| "none".to_owned(), |t| json::time(*t))
-                ),
+                ));
+            }
+            if change.overlap.is_some() {
+                let policy = stored.overlap.as_deref().unwrap_or("the code's");
+                message.push_str(&format!("; overlap {policy}"));
+            }
+            message.push_str(&format!(" (version {})", stored.version));
+            Ok(Done::warned(
+                message,
                 json!({
                     "name": name, "result": "rescheduled",
-                    "old": { "cron": before.and_then(|s| s.cron.clone()), "time_zone": before.and_then(|s| s.time_zone.clone()) },
-                    "new": { "cron": stored.cron, "time_zone": stored.time_zone },
+                    "old": { "cron": before.and_then(|s| s.cron.clone()), "time_zone": before.and_then(|s| s.time_zone.clone()), "overlap": before.and_then(|s| s.overlap.clone()) },
+                    "new": { "cron": stored.cron, "time_zone": stored.time_zone, "overlap": stored.overlap },
                     "next_ticks": ticks.iter().copied().map(json::time).collect::<Vec<_>>(),
-                    "next_ticks_time_zone": zone_read,
+                    "next_ticks_time_zone": cron.map(|_| zone_read),
                     "schedule": json::schedule(stored, now),
                 }),
                 &done,

@@ -33,7 +33,8 @@
 //! which HTTP clients collapse) is written percent-encoded with its dots too (`%2E%2E`).
 //!
 //! - `/api/v1/jobs/{name}/pause`, `/resume`, `/trigger` (run now), `/reschedule` (a JSON body
-//!   `{"cron": "...", "time_zone": "..."}`); each takes an optional `note` in its body
+//!   `{"cron": "...", "time_zone": "..."}`, `{"overlap": "allow_all:3"}` (`"default"`: the
+//!   code's policy again), or both); each takes an optional `note` in its body
 //!   (`{"note": "upstream incident"}`), recorded with the action and, for a pause, kept beside
 //!   it (the job's `note`) until the resume; a successful answer carries `warnings` (what the
 //!   operator should know: a change done but not recorded);
@@ -156,10 +157,16 @@ pub(crate) fn job_json(row: &JobRow) -> Value {
         json!({ "lock": job.lock, "cron": job.cron, "time_zone": job.time_zone,
                 "misfire": job.misfire, "jitter_ms": job.jitter_ms, "overlap": job.overlap })
     });
-    // The overlap policy its carriers registered, with the runs holding it and the ticks
-    // waiting now; `null` for `skip`.
+    // The overlap policy it fires under (an operator's override, `source` "store", else
+    // what its carriers registered, "code"), with the runs holding it and the ticks waiting
+    // now; `null` for `skip`.
+    let source = if row.overlap_overridden() {
+        "store"
+    } else {
+        "code"
+    };
     value["overlap"] = row.overlap.map_or(Value::Null, |(policy, running, waiting)| {
-        json!({ "policy": policy.to_string(), "running": running, "waiting": waiting })
+        json!({ "policy": policy.to_string(), "running": running, "waiting": waiting, "source": source })
     });
     value
 }

@@ -120,6 +120,7 @@ pub fn schedule_with_next(schedule: &StoredSchedule, next: Option<DateTime<Utc>>
         "time_zone": schedule.time_zone,
         "paused": schedule.paused,
         "note": schedule.note,
+        "overlap": schedule.overlap,
         "jitter_ms": jitter(schedule.jitter),
         "retry": retry(schedule.retry.as_ref()),
         "next_tick": next.map(time),

@@ -121,8 +121,9 @@ pub(crate) struct JobRow {
     pub(crate) last: Option<RunRecord>,
     /// The job as the instances registered it, with the instances that carry it.
     pub(crate) registered: Option<FleetJob>,
-    /// Its overlap policy as its carriers registered it, with how many runs hold it now and
-    /// how many ticks wait (read from the rows beside its lock); `None` for `skip`.
+    /// Its overlap policy (an operator's override in the store, else as its carriers
+    /// registered it), with how many runs hold it now and how many ticks wait (read from the
+    /// rows beside its lock); `None` for `skip`.
     pub(crate) overlap: Option<(shedlock::Overlap, usize, usize)>,
 }
 
@@ -130,6 +131,11 @@ impl JobRow {
     /// `override`, `run-time`, or `code` (known only by its lock or its runs).
     pub(crate) fn kind(&self) -> &'static str {
         self.schedule.as_ref().map_or("code", json::kind)
+    }
+
+    /// Whether its overlap policy is an operator's override (the store's), not the code's.
+    pub(crate) fn overlap_overridden(&self) -> bool {
+        self.schedule.as_ref().is_some_and(|s| s.overlap.is_some())
     }
 
     pub(crate) fn paused(&self) -> bool {
@@ -376,6 +382,36 @@ impl Snapshot {
                 if let Some(cancel) = policy.cancel_row(lock) {
                     overlap_rows.insert(cancel, (&job.job.name, None));
                 }
+            }
+        }
+        // An operator's override (the store's `overlap`) wins over what the code registered,
+        // as the scheduler applies it; the rows of both are the job's (runs its code's policy
+        // started may still hold theirs).
+        for (name, row) in &mut rows {
+            let Some(stored) = row
+                .schedule
+                .as_ref()
+                .and_then(|s| s.overlap.as_deref())
+                .and_then(|text| text.parse::<shedlock::Overlap>().ok())
+            else {
+                continue;
+            };
+            let code = row.overlap.map(|(policy, ..)| policy).unwrap_or_default();
+            let policy = code.overridden_by(stored);
+            row.overlap = Some((policy, 0, 0)).filter(|_| policy != shedlock::Overlap::Skip);
+            let lock = row
+                .registered
+                .as_ref()
+                .and_then(|job| job.job.lock.as_deref())
+                .unwrap_or(name);
+            for place in policy.run_rows(lock) {
+                overlap_rows.entry(place).or_insert((name, Some(true)));
+            }
+            for waiting in policy.wait_rows(lock) {
+                overlap_rows.entry(waiting).or_insert((name, Some(false)));
+            }
+            if let Some(cancel) = policy.cancel_row(lock) {
+                overlap_rows.entry(cancel).or_insert((name, None));
             }
         }
         for lock in self.job_locks() {

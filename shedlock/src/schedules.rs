@@ -130,6 +130,10 @@ pub struct StoredSchedule {
     /// The operator's note on its pause (`pause --note "upstream incident"`), if any: set by
     /// [`Operator::pause`](crate::operator::Operator::pause), cleared by its resume.
     pub note: Option<String>,
+    /// The job's overlap policy as [`Overlap`](crate::Overlap) writes it (`buffer_one`,
+    /// `allow_all:3`); `None` keeps the code's. A value this version cannot read (written by a
+    /// newer one) leaves the code's policy in force, and the scheduler says so in its log.
+    pub overlap: Option<String>,
 }
 
 /// A change to one schedule: each field set replaces the stored one, each left `None` keeps
@@ -152,6 +156,10 @@ pub struct ScheduleChange {
     /// The operator's note (at most [`check::MAX_NOTE_CHARS`] characters, no control
     /// character); `Some(None)` clears it.
     pub note: Option<Option<String>>,
+    /// The overlap policy, as [`Overlap`](crate::Overlap) writes it (checked when written: a
+    /// policy it reads back, its bounds 1 to [`MAX_OVERLAP_ROWS`](crate::scheduler::MAX_OVERLAP_ROWS));
+    /// `Some(None)` goes back to the code's.
+    pub overlap: Option<Option<String>>,
 }
 
 impl ScheduleChange {
@@ -188,6 +196,11 @@ impl ScheduleChange {
     /// Sets (or, with `None`, clears) the operator's note.
     pub fn note(mut self, note: Option<String>) -> Self {
         self.note = Some(note);
+        self
+    }
+    /// Sets the overlap policy (`None`: the code's again).
+    pub fn overlap(mut self, overlap: Option<crate::Overlap>) -> Self {
+        self.overlap = Some(overlap.map(|policy| policy.to_string()));
         self
     }
 }
@@ -522,7 +535,7 @@ impl fmt::Display for TriggerAnswer {
 
 impl StoredSchedule {
     /// A live schedule `name` at `version`, changed at `updated_at` by `updated_by`, every other
-    /// field empty (no handler, payload, cron, time zone, jitter, retry, trigger or note; not
+    /// field empty (no handler, payload, cron, time zone, jitter, retry, trigger, note or overlap; not
     /// paused).
     /// For a store outside this crate, which sets the public fields it holds after this (the
     /// type is `#[non_exhaustive]`, so it cannot be written as a literal there).
@@ -547,6 +560,7 @@ impl StoredSchedule {
             updated_by: updated_by.into(),
             trigger: None,
             note: None,
+            overlap: None,
         }
     }
 }

@@ -19,8 +19,10 @@
 //!   `locked_until`, `fencing_token`; `null` without a lock of that name; the lock its
 //!   carriers registered, else the job's name), `code` (`lock`, `cron`, `time_zone`,
 //!   `misfire`, `jitter_ms`, `retry`, `overlap`, as the instances registered it; `null` when
-//!   none did), `overlap` (`policy`, `running`, `waiting`: the policy its carriers registered
-//!   with the runs that hold the job now and the ticks waiting; `null` for `skip`) and
+//!   none did), `overlap` (`policy`, `running`, `waiting`, `source`: the policy the job fires
+//!   under, an operator's override in the store (`source` `store`) else what its carriers
+//!   registered (`code`), with the runs that hold the job now and the ticks waiting; `null`
+//!   for `skip`) and
 //!   `carriers` (`instance`, `fleet`, `last_seen`, `running`). A job no schedule names has
 //!   `kind` `code`, the code's `cron` and `time_zone`, and `null` where a schedule has a value.
 //!
@@ -125,10 +127,11 @@ pub(crate) async fn jobs(
                 value["carriers"] = carriers_json(code.as_ref());
                 value
             })
-            .zip(&overlaps)
-            .map(|(mut value, overlap)| {
+            .zip(entries.iter().zip(&overlaps))
+            .map(|(mut value, (entry, overlap))| {
+                let source = if overlap_overridden(entry) { "store" } else { "code" };
                 value["overlap"] = overlap.map_or(Value::Null, |(policy, running, waiting)| {
-                    json!({ "policy": policy.to_string(), "running": running, "waiting": waiting })
+                    json!({ "policy": policy.to_string(), "running": running, "waiting": waiting, "source": source })
                 });
                 value
             })
@@ -236,7 +239,7 @@ pub(crate) async fn jobs(
                 retry,
                 next,
                 trigger,
-                overlap_text(*overlap),
+                overlap_text(*overlap, overlap_overridden(entry)),
                 carriers_text(code.as_ref()),
                 outcome,
                 duration,
@@ -274,26 +277,47 @@ pub(crate) async fn jobs(
     Ok(())
 }
 
-/// Each job's overlap policy as its carriers registered it (`None`: `skip`), with how many
-/// runs hold it now and how many ticks wait, read in one statement for every such job.
+/// Each job's overlap policy (`None`: `skip`): an operator's override in the store, else as
+/// its carriers registered it, as the scheduler applies it ([`Overlap::overridden_by`]), with
+/// how many runs hold it now and how many ticks wait, read in one statement for every such
+/// job. The rows of the code's policy count too (runs it started may still hold theirs).
 async fn overlap_now(
     store: &dyn Steered,
     entries: &[(String, Option<StoredSchedule>, Option<FleetJob>)],
 ) -> Result<Vec<Option<(Overlap, usize, usize)>>, Failure> {
-    let policies: Vec<Option<(Overlap, String)>> = entries
+    let policies: Vec<Option<(Overlap, Overlap, String)>> = entries
         .iter()
         .map(|entry| {
-            let text = entry.2.as_ref()?.job.overlap.as_deref()?;
-            let policy = text.parse::<Overlap>().ok()?;
-            Some((policy, lock_name(entry)))
+            let parsed = |text: Option<&str>| text.and_then(|t| t.parse::<Overlap>().ok());
+            let code =
+                parsed(entry.2.as_ref().and_then(|j| j.job.overlap.as_deref())).unwrap_or_default();
+            let stored = parsed(entry.1.as_ref().and_then(|s| s.overlap.as_deref()));
+            let policy = stored.map_or(code, |stored| code.overridden_by(stored));
+            (policy != Overlap::Skip).then(|| (policy, code, lock_name(entry)))
         })
         .collect();
+    let rows_of = |policy: &Overlap, code: &Overlap, lock: &str, places: bool| {
+        let mut rows: Vec<String> = Vec::new();
+        for p in [policy, code] {
+            let more = if places {
+                p.run_rows(lock)
+            } else {
+                p.wait_rows(lock)
+            };
+            for row in more {
+                if !rows.contains(&row) {
+                    rows.push(row);
+                }
+            }
+        }
+        rows
+    };
     let names: Vec<String> = policies
         .iter()
         .flatten()
-        .flat_map(|(policy, lock)| {
-            let mut rows = policy.run_rows(lock);
-            rows.extend(policy.wait_rows(lock));
+        .flat_map(|(policy, code, lock)| {
+            let mut rows = rows_of(policy, code, lock, true);
+            rows.extend(rows_of(policy, code, lock, false));
             rows
         })
         .collect();
@@ -310,23 +334,30 @@ async fn overlap_now(
     Ok(policies
         .into_iter()
         .map(|policy| {
-            policy.map(|(policy, lock)| {
-                let running = count(policy.run_rows(&lock));
-                let waiting = count(policy.wait_rows(&lock));
+            policy.map(|(policy, code, lock)| {
+                let running = count(rows_of(&policy, &code, &lock, true));
+                let waiting = count(rows_of(&policy, &code, &lock, false));
                 (policy, running, waiting)
             })
         })
         .collect())
 }
 
-/// A job's overlap policy with its runs and waiting ticks now: `skip` for the default.
-fn overlap_text(overlap: Option<(Overlap, usize, usize)>) -> String {
+/// A job's overlap policy with its runs and waiting ticks now: `skip` for the default;
+/// `(override)` after a policy an operator set in the store.
+fn overlap_text(overlap: Option<(Overlap, usize, usize)>, overridden: bool) -> String {
+    let mark = if overridden { " (override)" } else { "" };
     match overlap {
-        None => "skip".to_owned(),
+        None => format!("skip{mark}"),
         Some((policy, running, waiting)) => {
-            format!("{policy} ({running} running, {waiting} waiting)")
+            format!("{policy}{mark} ({running} running, {waiting} waiting)")
         }
     }
+}
+
+/// Whether the store overrides the job's overlap policy (an operator set one).
+fn overlap_overridden(entry: &(String, Option<StoredSchedule>, Option<FleetJob>)) -> bool {
+    entry.1.as_ref().is_some_and(|s| s.overlap.is_some())
 }
 
 /// The lock a job takes, as far as the store knows: the one its carriers registered, else its

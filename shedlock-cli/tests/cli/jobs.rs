@@ -1087,10 +1087,12 @@ pub(crate) async fn registered_jobs_path<S: ScheduleStore + LockAdmin>(
     let mut rare = RegisteredJob::new("rare", "0 0 0 1 1 *", "UTC");
     rare.lock = Some("rare".to_owned());
     rare.overlap = Some("buffer_all:2".to_owned());
+    // A job whose lock is taken in its body: no lock registered.
+    let loose = RegisteredJob::new("loose", "0 0 0 1 1 *", "UTC");
     let registration = Registration::new(
         "pod-a",
         "default",
-        vec![beat, rare],
+        vec![beat, rare, loose],
         std::time::Duration::from_secs(600),
     );
     store.register(&registration).await.unwrap();
@@ -1128,7 +1130,7 @@ pub(crate) async fn registered_jobs_path<S: ScheduleStore + LockAdmin>(
     let rare = job(&jobs, "rare");
     assert_eq!(
         rare["overlap"],
-        serde_json::json!({ "policy": "buffer_all:2", "running": 1, "waiting": 1 }),
+        serde_json::json!({ "policy": "buffer_all:2", "running": 1, "waiting": 1, "source": "code" }),
         "{rare:#}"
     );
     assert_eq!(rare["code"]["overlap"], "buffer_all:2", "{rare:#}");
@@ -1141,6 +1143,74 @@ pub(crate) async fn registered_jobs_path<S: ScheduleStore + LockAdmin>(
         "{}",
         out.stdout
     );
+
+    // An operator's overlap policy (`reschedule --overlap`, issue 48): checked against the lock
+    // the instance registered, stored, and listed as the policy the job fires under, marked
+    // as an override; the code's policy's rows still count.
+    let out = at(
+        url,
+        table,
+        &["reschedule", "rare", "--overlap", "allow-all:3"],
+    )
+    .await;
+    assert_done(&out);
+    assert!(
+        out.stdout.contains("overlap    code default → allow_all:3"),
+        "{}",
+        out.stdout
+    );
+    let out = at(url, table, &["jobs", "--json"]).await;
+    assert_done(&out);
+    let listed = object(&out);
+    let rare = job(&listed, "rare");
+    assert_eq!(
+        rare["overlap"],
+        serde_json::json!({ "policy": "allow_all:3", "running": 1, "waiting": 1, "source": "store" }),
+        "{rare:#}"
+    );
+    assert_eq!(rare["code"]["overlap"], "buffer_all:2", "{rare:#}");
+    let out = at(url, table, &["jobs"]).await;
+    assert!(
+        out.stdout
+            .contains("allow_all:3 (override) (1 running, 1 waiting)"),
+        "{}",
+        out.stdout
+    );
+    // Refused where it is written, naming why, nothing stored: a bound out of range (by the
+    // command line's parser), a job whose instances registered no lock.
+    let out = at(
+        url,
+        table,
+        &["reschedule", "rare", "--overlap", "buffer-all:0"],
+    )
+    .await;
+    assert_eq!(out.code, 2, "{out:#?}");
+    assert!(
+        out.stderr
+            .contains("buffer_limit is 0: it must be 1 to 100"),
+        "{out:#?}"
+    );
+    let out = at(
+        url,
+        table,
+        &["reschedule", "loose", "--overlap", "buffer-one"],
+    )
+    .await;
+    assert_ne!(out.code, 0, "{out:#?}");
+    assert!(
+        out.stderr
+            .contains("overlap buffer_one needs the job's lock declared"),
+        "{out:#?}"
+    );
+    assert_eq!(store.schedule("loose").await.unwrap(), None);
+    // `default`: the code's policy again.
+    let out = at(url, table, &["reschedule", "rare", "--overlap", "default"]).await;
+    assert_done(&out);
+    let out = at(url, table, &["jobs", "--json"]).await;
+    let listed = object(&out);
+    let rare = job(&listed, "rare");
+    assert_eq!(rare["overlap"]["policy"], "buffer_all:2", "{rare:#}");
+    assert_eq!(rare["overlap"]["source"], "code", "{rare:#}");
 
     let out = at(url, table, &["pause", "beat_0", "--json"]).await;
     assert_done(&out);

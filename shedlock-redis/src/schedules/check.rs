@@ -70,6 +70,7 @@ pub(crate) fn converted(name: &str, change: &ScheduleChange) -> Result<Fields> {
     text(&mut f, "time_zone", &change.time_zone);
     text(&mut f, "payload", &change.payload);
     text(&mut f, "note", &change.note);
+    text(&mut f, "overlap", &change.overlap);
     if let Some(paused) = change.paused {
         f.sets.push(("paused", flag(paused)));
     }

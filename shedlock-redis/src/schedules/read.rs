@@ -150,6 +150,7 @@ impl Hash<'_> {
         s.cron = self.text("cron")?;
         s.time_zone = self.text("time_zone")?;
         s.note = self.text("note")?;
+        s.overlap = self.text("overlap")?;
         s.paused = self.flag("paused")?;
         s.deleted = self.flag("deleted")?;
         s.jitter = self.duration("jitter")?;

@@ -347,6 +347,142 @@ where
     }
 }
 
+/// An operator's overlap policy, kept in the store, applies fleet-wide over the code's: a job
+/// whose code says `skip` (every 2 s, each run 5 s), on two instances, set to `allow_all:2`
+/// through the operator's desk (`shedlock reschedule NAME --overlap allow-all:2`, the
+/// dashboard's form), runs two ticks 2 s apart (under `skip` a tick that finds a run going is
+/// skipped) and never three at once; set back to the code's, one at a time again. The desk
+/// refuses, naming why and writing nothing, a policy its bounds do not allow and one for a job
+/// whose instances registered no lock.
+pub async fn an_operators_overlap_policy_applies_fleet_wide<D: TestDb>(db: &Arc<D>)
+where
+    D::Provider: ScheduleStore + shedlock::LockAdmin,
+{
+    const BODY: Duration = Duration::from_secs(5);
+    let log: Log = Arc::default();
+    let (a, store) = instance(db, "a").await;
+    let (b, _) = instance(db, "b").await;
+    for (s, who) in [(&a, "a"), (&b, "b")] {
+        s.add(super::working_job("long", "*/2 * * * * *", who, &log, BODY))
+            .unwrap();
+        // A job whose lock is taken inside its body: none is declared, so none registered.
+        let schedule = Schedule::parse("0 0 0 1 1 *", "UTC").unwrap();
+        let never = || async { Ok::<_, shedlock::Error>(shedlock::TaskResult::<()>::Skipped) };
+        s.add(Job::new("unlocked", schedule, never)).unwrap();
+        s.start();
+    }
+    let desk = shedlock::operator::Operator::new(&store, None);
+    let actor = shedlock::operator::Actor::new("test", "kit");
+    // Both instances registered their jobs: the desk checks against the lock they carry.
+    assert!(
+        eventually(DEADLINE, async || {
+            shedlock::schedules::fleet::fleet_job(&store, "unlocked")
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|job| job.carriers.len() == 2)
+        })
+        .await,
+        "both instances registered their jobs: {:?}",
+        store.registrations().await
+    );
+    let unlocked = desk.find("unlocked").await.unwrap();
+    let change = ScheduleChange::new().overlap(Some(shedlock::Overlap::BufferOne));
+    let refused = desk
+        .reschedule(&unlocked, &change, &actor, None)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("overlap") && refused.contains("lock declared"),
+        "{refused}"
+    );
+    let long = desk.find("long").await.unwrap();
+    let mut too_many = ScheduleChange::new();
+    too_many.overlap = Some(Some("allow_all:101".to_owned()));
+    let refused = desk
+        .reschedule(&long, &too_many, &actor, None)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("max_running is 101"), "{refused}");
+    assert!(
+        store.schedule("unlocked").await.unwrap().is_none()
+            && store.schedule("long").await.unwrap().is_none(),
+        "a refused change writes nothing"
+    );
+
+    let two = shedlock::Overlap::AllowAll {
+        max_running: 2,
+        when_full: shedlock::scheduler::WhenFull::Skip,
+    };
+    let done = desk
+        .reschedule(
+            &long,
+            &ScheduleChange::new().overlap(Some(two)),
+            &actor,
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.value.overlap.as_deref(), Some("allow_all:2"));
+    all_applied(&store, &[&a, &b]).await;
+    let since = Utc::now();
+    // Runs of ticks 2 s apart: two at once (a tick that found one going started).
+    let ticks = |from: DateTime<Utc>| -> Vec<DateTime<Utc>> {
+        let mut ticks: Vec<DateTime<Utc>> = log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, job, tick)| job == "long" && *tick > from)
+            .map(|(_, _, tick)| *tick)
+            .collect();
+        ticks.sort();
+        ticks
+    };
+    let two_apart = |ticks: &[DateTime<Utc>]| {
+        ticks
+            .windows(2)
+            .any(|w| w[1] - w[0] == chrono::TimeDelta::seconds(2))
+    };
+    assert!(
+        eventually(Duration::from_secs(30), async || two_apart(&ticks(since))).await,
+        "under allow_all:2 a tick started while the run before it went on: {:?}",
+        ticks(since)
+    );
+    // Set back to the code's: a tick that finds a run going is skipped again.
+    let back = ScheduleChange::new().overlap(None);
+    let done = desk.reschedule(&long, &back, &actor, None).await.unwrap();
+    assert_eq!(done.value.overlap, None);
+    all_applied(&store, &[&a, &b]).await;
+    // Once the runs started under allow_all:2 are over (5 s each), ticks of the code's skip.
+    let back_at = Utc::now() + chrono::TimeDelta::seconds(6);
+    assert!(
+        eventually(Duration::from_secs(40), async || ticks(back_at).len() >= 3).await,
+        "the job runs on under skip: {:?}",
+        ticks(back_at)
+    );
+    for s in [&a, &b] {
+        s.shutdown().await;
+    }
+    let all = ticks(since);
+    let mut by_tick = all.clone();
+    by_tick.dedup();
+    assert_eq!(by_tick.len(), all.len(), "no tick ran twice: {all:?}");
+    // A run lasts 5 s from its tick at least: three ticks within 4 s would be three at once.
+    for w in all.windows(3) {
+        assert!(
+            w[2] - w[0] > chrono::TimeDelta::seconds(4),
+            "three runs at once: {w:?} in {all:?}"
+        );
+    }
+    let after = ticks(back_at);
+    assert!(
+        !two_apart(&after),
+        "back under skip, no tick starts while a run goes on: {after:?}"
+    );
+}
+
 /// The cases of this file, for [`control_suite!`](macro@crate::control_suite): `every` store's,
 /// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
 /// above and one line here (checked by the kit's `every_case_is_listed_once` test).
@@ -359,6 +495,7 @@ macro_rules! __kit_control_suite_commands {
             run_now_runs_once_and_a_second_request_is_already_pending,
             run_now_waits_for_a_free_slot_of_the_run_limit,
             a_job_that_keeps_failing_pauses_itself,
+            an_operators_overlap_policy_applies_fleet_wide,
         ]);
     };
     (sql $db:ty) => {};

@@ -172,6 +172,12 @@ async fn job_page(
                         input #new-zone name="time_zone" placeholder="time zone, e.g. Europe/Berlin (empty: as now)" value=(row.zone().unwrap_or(""));
                         button.action #reschedule type="submit" { "Reschedule" }
                     }
+                    form.reschedule method="post" action=(job_action_href(base, &name, "reschedule")) {
+                        input type="hidden" name="csrf" value=(csrf);
+                        input #new-overlap name="overlap" placeholder="overlap: skip, buffer_one, buffer_all:5, cancel_other, allow_all:3, default"
+                            value=(row.schedule.as_ref().and_then(|s| s.overlap.as_deref()).unwrap_or(""));
+                        button.action #set-overlap type="submit" { "Set overlap" }
+                    }
                 }
             }
             div {
@@ -192,7 +198,7 @@ async fn job_page(
                 @if let Some((policy, running, waiting)) = row.overlap {
                     h2 { "Overlap" }
                     dl #overlap {
-                        dt { "policy" } dd { code { (policy.to_string()) } }
+                        dt { "policy" } dd { code { (policy.to_string()) } @if row.overlap_overridden() { " " span.muted { "(set in the store; the code says " (row.registered.as_ref().and_then(|j| j.job.overlap.clone()).unwrap_or_else(|| "skip".to_owned())) ")" } } }
                         dt { "running" } dd { (running) " of " (policy.max_running()) " run places held" }
                         dt { "waiting" } dd { (waiting) " of " (policy.buffer_limit()) " ticks" }
                     }

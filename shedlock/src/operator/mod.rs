@@ -474,6 +474,9 @@ impl<'a, S: Steerable + ?Sized> Operator<'a, S> {
         if let Some(cron) = &cron {
             Schedule::parse(cron, &zone)?;
         }
+        if let Some(Some(overlap)) = &change.overlap {
+            self.check_overlap(job, overlap).await?;
+        }
         let stored = self
             .store
             .update_schedule(&job.name, change, &actor.who)
@@ -489,11 +492,49 @@ impl<'a, S: Steerable + ?Sized> Operator<'a, S> {
         if change.retry.is_some() {
             what.push_str(&format!("; retry {}", retry_text(stored.retry.as_ref())));
         }
+        if change.overlap.is_some() {
+            let overlap = stored.overlap.as_deref().unwrap_or("the code's");
+            what.push_str(&format!("; overlap {overlap}"));
+        }
         let mut outcome = Outcome::new(stored);
         self.record(&mut outcome, &job.name, what, None, actor, note)
             .await;
         self.applied(&mut outcome, &job.name).await;
         Ok(outcome)
+    }
+
+    /// An overlap policy for `job`, before it is written: one the library reads back, its
+    /// bounds in range ([`check::overlap`]), and, for a policy kept in the store, a lock to
+    /// keep it beside: the lock the fleet registered for the job (a run-time job's lock is its
+    /// name), named short enough for the rows the policy adds. A job no instance registered is
+    /// checked by its name alone; the scheduler checks it again when it applies it.
+    async fn check_overlap(&self, job: &Job, overlap: &str) -> Result<()> {
+        check::overlap(&job.name, overlap)?;
+        let policy: crate::Overlap = overlap.parse().map_err(|reason| Error::InvalidSchedule {
+            name: job.name.clone(),
+            reason: format!("overlap: {reason}"),
+        })?;
+        if policy == crate::Overlap::Skip {
+            return Ok(());
+        }
+        let run_time = job.schedule.as_ref().is_some_and(|s| s.handler.is_some());
+        let refusal = if run_time {
+            crate::scheduler::overlap::lock_refusal(policy, Some(&job.name))
+        } else {
+            match crate::schedules::fleet::fleet_job(self.store, &job.name).await? {
+                Some(registered) => {
+                    crate::scheduler::overlap::lock_refusal(policy, registered.job.lock.as_deref())
+                }
+                None => None,
+            }
+        };
+        match refusal {
+            Some(reason) => Err(Error::InvalidSchedule {
+                name: job.name.clone(),
+                reason: format!("overlap: {reason}"),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Clears `job`'s override: the code's schedule applies again. A run-time job is refused
@@ -564,6 +605,16 @@ impl<'a, S: Steerable + ?Sized> Operator<'a, S> {
         let cron = new.fields.cron.clone().flatten();
         if let Some(cron) = &cron {
             Schedule::parse(cron, &zone)?;
+        }
+        if let Some(Some(overlap)) = &new.fields.overlap {
+            let job = Job::new(
+                &new.name,
+                Some(StoredSchedule {
+                    handler: new.handler.clone(),
+                    ..StoredSchedule::new(&new.name, 0, chrono::Utc::now(), &actor.who)
+                }),
+            );
+            self.check_overlap(&job, overlap).await?;
         }
         let stored = self.store.create_schedule(new, &actor.who).await?;
         let what = match &new.handler {

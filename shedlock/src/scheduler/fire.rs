@@ -316,7 +316,7 @@ fn claim_with_marker(
     let mut kept_in_store: Vec<super::overlap::Due> = Vec::new();
     for (state, run_slot) in group {
         // A policy kept in the store claims its tick with a run place, on a path of its own.
-        if state.job.overlap_policy().in_store()
+        if super::overlap::policy_of(inner, &state).in_store()
             && let Some(lock) = state.lock()
         {
             marks.release(&state);

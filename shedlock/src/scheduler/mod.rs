@@ -47,7 +47,7 @@ pub(crate) mod fleet;
 pub(crate) mod job;
 
 mod misfire;
-mod overlap;
+pub(crate) mod overlap;
 mod registry;
 mod shed;
 mod state;

@@ -133,6 +133,9 @@ pub fn change(name: &str, change: &ScheduleChange) -> Result<()> {
     if let Some(Some(note)) = &change.note {
         self::note(name, note)?;
     }
+    if let Some(Some(policy)) = &change.overlap {
+        overlap(name, policy)?;
+    }
     if let Some(Some(jitter)) = change.jitter
         && jitter > MAX_LOCK_DURATION
     {
@@ -156,6 +159,15 @@ pub fn change(name: &str, change: &ScheduleChange) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// An overlap policy as a store keeps it: one [`Overlap`](crate::Overlap) reads back
+/// (`buffer_one`, `buffer_all:5`, `allow_all:3:buffer_one`), its bounds in range.
+pub fn overlap(name: &str, policy: &str) -> Result<()> {
+    policy
+        .parse::<crate::Overlap>()
+        .map(drop)
+        .map_err(|reason| refuse(name, format!("overlap: {reason}")))
 }
 
 /// An operator's note: at most [`MAX_NOTE_CHARS`] characters, no control character (a line

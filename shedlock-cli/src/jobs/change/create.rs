@@ -74,6 +74,9 @@ pub(crate) async fn create(
             retry_text(stored.retry.as_ref())
         ));
     }
+    if let Some(overlap) = &stored.overlap {
+        text.push_str(&format!("  overlap {overlap}\n"));
+    }
     text.push_str("  next ticks:\n");
     for tick in &ticks {
         text.push_str(&format!("    {}\n", time(*tick)));

@@ -91,5 +91,11 @@ fn tuning_change(
         }
         None => {}
     }
+    match args.overlap {
+        Some(Setting::Set(policy)) => change.overlap = Some(Some(policy.to_string())),
+        Some(Setting::Default) if create => return Err(no_default("--overlap")),
+        Some(Setting::Default) => change.overlap = Some(None),
+        None => {}
+    }
     Ok(())
 }

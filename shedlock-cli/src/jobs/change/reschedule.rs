@@ -76,7 +76,7 @@ pub(crate) async fn trigger(
     }
 }
 
-/// `reschedule NAME [--cron EXPR [--time-zone TZ]] [--jitter D] [--retry N … | --no-retry]`:
+/// `reschedule NAME [--cron EXPR [--time-zone TZ]] [--jitter D] [--retry N … | --no-retry] [--overlap P]`:
 /// checked (the cron with [`Schedule::parse`]) before anything is written.
 pub(crate) async fn reschedule(
     store: &dyn Steered,
@@ -92,8 +92,8 @@ pub(crate) async fn reschedule(
     if args.cron.is_none() && !args.tuning.any() {
         return Err(Failure::Usage(format!(
             "nothing to change: give --cron EXPR (with --time-zone TZ), --jitter DURATION, \
-             --retry MAX_ATTEMPTS (with --retry-backoff, --retry-cap, --retry-past-next-tick) or \
-             --no-retry (`shedlock reschedule {name} --help` says more)"
+             --retry MAX_ATTEMPTS (with --retry-backoff, --retry-cap, --retry-past-next-tick), \
+             --no-retry or --overlap POLICY (`shedlock reschedule {name} --help` says more)"
         )));
     }
     let mut change = ScheduleChange::new();
@@ -131,6 +131,7 @@ pub(crate) async fn reschedule(
     let old_zone = before.and_then(|s| s.time_zone.clone());
     let old_jitter = before.and_then(|s| s.jitter);
     let old_retry = before.and_then(|s| s.retry);
+    let old_overlap = before.and_then(|s| s.overlap.clone());
     if args.json {
         print_json(&json!({
             "name": name,
@@ -140,12 +141,14 @@ pub(crate) async fn reschedule(
                 "time_zone": old_zone,
                 "jitter_ms": jitter_json(old_jitter),
                 "retry": retry_json(old_retry.as_ref()),
+                "overlap": old_overlap,
             },
             "new": {
                 "cron": stored.cron,
                 "time_zone": stored.time_zone,
                 "jitter_ms": jitter_json(stored.jitter),
                 "retry": retry_json(stored.retry.as_ref()),
+                "overlap": stored.overlap,
             },
             "next_ticks": ticks.iter().copied().map(json_time).collect::<Vec<_>>(),
             "next_ticks_time_zone": args.cron.as_ref().map(|_| zone_read.clone()),
@@ -178,6 +181,14 @@ pub(crate) async fn reschedule(
             "  retry      {} → {}\n",
             retry_text(old_retry.as_ref()),
             retry_text(stored.retry.as_ref())
+        ));
+    }
+    if change.overlap.is_some() {
+        let text_of = |o: Option<&str>| o.map_or_else(|| "code default".to_owned(), str::to_owned);
+        text.push_str(&format!(
+            "  overlap    {} → {}\n",
+            text_of(old_overlap.as_deref()),
+            text_of(stored.overlap.as_deref())
         ));
     }
     if args.cron.is_some() {

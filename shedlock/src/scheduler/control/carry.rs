@@ -31,6 +31,10 @@ pub(in crate::scheduler) async fn carry_loop(inner: Arc<Inner>) {
     let instance = inner.provider.locked_by().to_owned();
     let every = heartbeat_every(control.watch.forget_after);
     let mut registered = false;
+    // After a failed registration, the next try comes after this (doubling from 1 s up to the
+    // heartbeat's period): a store that refused once (a deadlock, a failover) is tried again
+    // soon, one that stays down is not pressed.
+    let mut retry_after: Option<Duration> = None;
     loop {
         if registered {
             match control.store.heartbeat(&instance).await {
@@ -56,15 +60,18 @@ pub(in crate::scheduler) async fn carry_loop(inner: Arc<Inner>) {
             match control.store.register(&registration).await {
                 Ok(()) => {
                     registered = true;
+                    retry_after = None;
                     tracing::debug!(jobs, "schedules: this instance's jobs are registered");
                 }
                 Err(error) => {
-                    tracing::warn!(%error, jobs, "schedules: could not register this instance's jobs: trying again at the next heartbeat");
+                    let wait = retry_after.map_or(Duration::from_secs(1), |d| (d * 2).min(every));
+                    retry_after = Some(wait);
+                    tracing::warn!(%error, jobs, "schedules: could not register this instance's jobs: trying again in {}", humantime::format_duration(wait));
                 }
             }
         }
         let changed = tokio::select! {
-            () = tokio::time::sleep(every) => false,
+            () = tokio::time::sleep(retry_after.unwrap_or(every)) => false,
             () = control.jobs_changed.notified() => true,
             _ = stop.wait_for(|stop| *stop) => return,
         };

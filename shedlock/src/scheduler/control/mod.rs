@@ -31,6 +31,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::sync::watch::Sender;
 
+use crate::Overlap;
 use crate::cron::Schedule;
 use crate::error::{Error, Result};
 use crate::schedules::{RetryPolicy, ScheduleStore, StoredSchedule, Trigger};
@@ -161,6 +162,12 @@ pub(crate) struct State {
     pub(crate) dynamic: HashSet<String>,
     /// "Run now" requests seen and not started, by job name.
     pub(crate) triggers: HashMap<String, Trigger>,
+    /// When this instance saw each job's overlap policy change in the store (set, changed or
+    /// cleared), by job name.
+    pub(crate) overlap_changed: HashMap<String, std::time::Instant>,
+    /// The stored values already logged as unreadable or unusable, by job name: each is
+    /// logged once, not at every tick.
+    pub(crate) warned: HashSet<(String, String)>,
     /// The run-time jobs' schedules parsed during one read of the store, by cron and time
     /// zone: a batch of schedules sharing a cron parses it once (emptied after each read).
     pub(crate) parsed: HashMap<(String, String), Schedule>,
@@ -199,6 +206,45 @@ impl Control {
             paused: fleet_paused || row.is_some_and(|row| row.paused),
             jitter: row.and_then(|row| row.jitter),
             retry: row.and_then(|row| row.retry),
+        }
+    }
+
+    /// The overlap policy the store sets for `job` (an operator's override), if it sets one
+    /// this version reads; one it cannot read is logged once and left out.
+    pub(crate) fn overlap(&self, job: &str) -> Option<Overlap> {
+        if !self.has_rows.load(Ordering::Acquire) {
+            return None;
+        }
+        let text = self.state().rows.get(job)?.overlap.clone()?;
+        match text.parse::<Overlap>() {
+            Ok(policy) => Some(policy),
+            Err(reason) => {
+                self.warn_once(job, &text, || {
+                    tracing::error!(job, overlap = %text, %reason,
+                        "the store's overlap policy for this job cannot be read: the code's applies");
+                });
+                None
+            }
+        }
+    }
+
+    /// Whether this instance saw `job`'s overlap policy change in the store less than `within`
+    /// ago.
+    pub(crate) fn overlap_changed_within(&self, job: &str, within: Duration) -> bool {
+        self.state()
+            .overlap_changed
+            .get(job)
+            .is_some_and(|at| at.elapsed() < within)
+    }
+
+    /// Runs `log` the first time `value` of `job` is found wrong.
+    pub(crate) fn warn_once(&self, job: &str, value: &str, log: impl FnOnce()) {
+        let fresh = self
+            .state()
+            .warned
+            .insert((job.to_owned(), value.to_owned()));
+        if fresh {
+            log();
         }
     }
 

@@ -128,6 +128,12 @@ fn apply(inner: &Arc<Inner>, control: &Control, row: StoredSchedule) {
         } else {
             state.rows.insert(name.clone(), row.clone())
         };
+        let overlap = row.overlap.as_ref().filter(|_| !row.deleted);
+        if old.as_ref().and_then(|old| old.overlap.as_ref()) != overlap {
+            state
+                .overlap_changed
+                .insert(name.clone(), std::time::Instant::now());
+        }
         control
             .has_rows
             .store(!state.rows.is_empty(), Ordering::Release);

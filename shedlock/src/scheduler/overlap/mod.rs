@@ -79,7 +79,7 @@ pub(super) fn fire(inner: &Arc<Inner>, tick: DateTime<Utc>, jobs: Vec<Due>) {
         let mut configs = Vec::with_capacity(2 * jobs.len());
         let mut sent = Vec::with_capacity(jobs.len());
         for (job, lock, run_slot) in jobs {
-            let policy = job.job.overlap_policy();
+            let policy = policy_of(&inner, &job);
             let rows = Rows::new(lock.name(), policy);
             let this = Arc::new(Tick {
                 inner: Arc::clone(&inner),
@@ -545,11 +545,67 @@ impl Tick {
     }
 }
 
+/// The overlap policy `job` fires under now: the store's (an operator's override, read by the
+/// control plane) where it sets one this job can hold ([`Overlap::overridden_by`]: an
+/// override to `skip` of a policy kept in the store fires as `allow_all:1`), else the code's.
+/// A job whose policy the store changed to `skip` (an override set or cleared) within its
+/// lock's `lock_at_most_for`, when a run fired under the policy before may still hold its
+/// place, fires as `allow_all:1` until then, so no run starts beside it. An override the job cannot hold (no declared lock, a lock name too long, a hand-off) leaves the code's
+/// policy in force and is logged once.
+pub(super) fn policy_of(inner: &Inner, job: &JobState) -> Overlap {
+    let code = job.job.overlap_policy();
+    let stored = inner
+        .control
+        .as_ref()
+        .and_then(|control| control.overlap(job.job.name()));
+    let policy = match stored {
+        None => code,
+        Some(stored) => code.overridden_by(stored),
+    };
+    // Back to `skip` by a change in the store while a run fired under the policy before may
+    // hold its place (for its lock's `lock_at_most_for` at most): one run at once, kept with
+    // the places, until then. Every instance applies the change, so every one knows when.
+    if !policy.in_store() {
+        let changed_lately = |lock: Arc<LockConfiguration>| {
+            inner.control.as_ref().is_some_and(|control| {
+                control.overlap_changed_within(job.job.name(), lock.lock_at_most_for())
+            })
+        };
+        return if job.lock().is_some_and(changed_lately) {
+            Overlap::AllowAll {
+                max_running: 1,
+                when_full: policy::WhenFull::Skip,
+            }
+        } else {
+            policy
+        };
+    }
+    let Some(stored) = stored.map(|_| policy).filter(|policy| *policy != code) else {
+        return code;
+    };
+    match refusal_of(&job.job, stored) {
+        None => stored,
+        Some(reason) => {
+            if let Some(control) = &inner.control {
+                control.warn_once(job.job.name(), &stored.to_string(), || {
+                    tracing::error!(job = job.job.name(), overlap = %stored, %reason,
+                        "the store's overlap policy for this job cannot hold: the code's applies ({code})");
+                });
+            }
+            code
+        }
+    }
+}
+
 /// Why `job`'s overlap policy cannot hold on the scheduler's store, or `None`: a bound out of
 /// range, no declared lock to keep it beside, a lock name too long for the rows it adds, or a
 /// job whose runs claim their own ticks (a hand-off).
 pub(super) fn refusal(job: &crate::Job) -> Option<String> {
-    let policy = job.overlap_policy();
+    refusal_of(job, job.overlap_policy())
+}
+
+/// Why `policy` cannot hold for `job` on the scheduler's store, or `None` (see [`refusal`]).
+fn refusal_of(job: &crate::Job, policy: Overlap) -> Option<String> {
     if !policy.in_store() {
         return None;
     }
@@ -561,17 +617,24 @@ pub(super) fn refusal(job: &crate::Job) -> Option<String> {
             "overlap {policy} is kept beside the job's lock, and this job's runs claim their own ticks (a hand-off): give it overlap skip"
         ));
     }
-    let Some(lock) = job.lock() else {
+    lock_refusal(policy, job.lock().map(LockConfiguration::name))
+}
+
+/// Why `policy` (kept in the store) cannot hold beside a job's lock named `lock`, or `None`:
+/// no lock declared, or a name too long for the rows the policy adds. What the scheduler
+/// checks of a job and the operator's desk of an override, against the lock the job
+/// registered.
+pub(crate) fn lock_refusal(policy: Overlap, lock: Option<&str>) -> Option<String> {
+    let Some(lock) = lock else {
         return Some(format!(
             "overlap {policy} needs the job's lock declared (Job::locked, Job::with_lock, or #[scheduler_lock] with literal durations)"
         ));
     };
     let max = crate::config::MAX_NAME_BYTES - rows::LONGEST_SUFFIX;
-    let len = lock.name().len();
+    let len = lock.len();
     (len > max).then(|| {
         format!(
-            "overlap {policy} keeps rows named after the lock ({:?} and `:run1`, `:wait1`, `:cancel` after it), so the lock name may have at most {max} bytes; it has {len}",
-            lock.name()
+            "overlap {policy} keeps rows named after the lock ({lock:?} and `:run1`, `:wait1`, `:cancel` after it), so the lock name may have at most {max} bytes; it has {len}"
         )
     })
 }

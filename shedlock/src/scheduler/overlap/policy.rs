@@ -131,6 +131,22 @@ impl Overlap {
         *self != Overlap::Skip
     }
 
+    /// The policy a job whose code says `self` fires under when the store says `stored` (an
+    /// operator's override): `stored`, but for an override to `skip` of a policy kept in the
+    /// store, which fires as `allow_all:1` (one run at once, a tick that finds it running
+    /// skipped): the same rule kept with run places, so a run the code's policy started
+    /// still counts as running.
+    pub fn overridden_by(self, stored: Overlap) -> Overlap {
+        if stored == Overlap::Skip && self.in_store() {
+            Overlap::AllowAll {
+                max_running: 1,
+                when_full: WhenFull::Skip,
+            }
+        } else {
+            stored
+        }
+    }
+
     /// Why this policy cannot hold, or `None`: a bound of zero or above
     /// [`MAX_OVERLAP_ROWS`].
     pub fn check(&self) -> Result<(), String> {

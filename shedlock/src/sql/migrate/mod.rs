@@ -16,10 +16,14 @@ use super::quirks::Quirks;
 use super::table::{TableName, is_java_shedlock, missing_columns};
 use crate::error::{Backend, Error, Result};
 
-/// Whether the schedules table has its `note` (migration 8) already.
-async fn note_there<D: Quirks>(core: &Core<D>) -> Result<bool> {
+/// Whether the schedules table has its `note` (migration 8) and its `overlap` (migration 11)
+/// already.
+async fn schedule_columns_there<D: Quirks>(core: &Core<D>) -> Result<(bool, bool)> {
     match core.columns_of("_schedules").await {
-        Ok(found) => Ok(found.iter().any(|c| c.eq_ignore_ascii_case("note"))),
+        Ok(found) => {
+            let there = |name: &str| found.iter().any(|c| c.eq_ignore_ascii_case(name));
+            Ok((there("note"), there("overlap")))
+        }
         Err(e) => Err(core.fail("read the schedules' columns".into(), e).await),
     }
 }
@@ -71,6 +75,11 @@ pub(crate) const POSTGRES: &[(i64, &str, &str)] = &[
         "create shedlock_fleet_parts table",
         include_str!("../../../migrations/postgres/0010_create_shedlock_fleet_parts.sql"),
     ),
+    (
+        11,
+        "add shedlock_schedules overlap",
+        include_str!("../../../migrations/postgres/0011_add_shedlock_schedules_overlap.sql"),
+    ),
 ];
 
 /// mysql's migration files, `(version, description, SQL)`: the dialect's `MIGRATIONS`.
@@ -120,6 +129,11 @@ pub(crate) const MYSQL: &[(i64, &str, &str)] = &[
         "create shedlock_fleet_parts table",
         include_str!("../../../migrations/mysql/0010_create_shedlock_fleet_parts.sql"),
     ),
+    (
+        11,
+        "add shedlock_schedules overlap",
+        include_str!("../../../migrations/mysql/0011_add_shedlock_schedules_overlap.sql"),
+    ),
 ];
 
 /// sqlite's migration files, `(version, description, SQL)`: the dialect's `MIGRATIONS`.
@@ -168,6 +182,11 @@ pub(crate) const SQLITE: &[(i64, &str, &str)] = &[
         10,
         "create shedlock_fleet_parts table",
         include_str!("../../../migrations/sqlite/0010_create_shedlock_fleet_parts.sql"),
+    ),
+    (
+        11,
+        "add shedlock_schedules overlap",
+        include_str!("../../../migrations/sqlite/0011_add_shedlock_schedules_overlap.sql"),
     ),
 ];
 
@@ -328,6 +347,9 @@ pub(crate) const RUN_INDEX_6: &str = "by_outcome_start";
 /// The migration that adds the schedules' `note`.
 const SCHEDULE_NOTE_MIGRATION: i64 = 8;
 
+/// The migration that adds the schedules' `overlap`.
+const SCHEDULE_OVERLAP_MIGRATION: i64 = 11;
+
 /// What the run history holds already, before `migrate()` runs: what a migration applied
 /// outside this migrator's record (by `sqlx migrate run` from the files, or before the lock
 /// table and its record were dropped) left there.
@@ -341,20 +363,23 @@ pub(crate) struct Present {
     pub(crate) run_start_indexes: bool,
     /// The schedules' `note` (migration 8).
     pub(crate) schedule_note: bool,
+    /// The schedules' `overlap` (migration 11).
+    pub(crate) schedule_overlap: bool,
 }
 
 /// The text `migrate()` runs for a migration file: the file, but without its
 /// `ALTER TABLE shedlock_runs …` statements, which MySQL and SQLite cannot run twice, for
 /// migration 4 where the run history has its columns already and migrations 5 and 6 where it
 /// has their indexes (MySQL's `ADD INDEX` and `DROP INDEX`; the other dialects say `IF NOT EXISTS`),
-/// and without migration 8's `ALTER TABLE shedlock_schedules` where the schedules have their
-/// `note` already. The checksum stays the file's.
+/// and without migration 8's (11's) `ALTER TABLE shedlock_schedules` where the schedules have
+/// their `note` (`overlap`) already. The checksum stays the file's.
 fn runnable(version: i64, text: &str, present: Present) -> String {
     let (there, altered) = match version {
         RUN_COLUMNS_MIGRATION => (present.run_columns, "ALTER TABLE shedlock_runs"),
         RUN_INDEXES_MIGRATION => (present.run_indexes, "ALTER TABLE shedlock_runs"),
         RUN_START_INDEXES_MIGRATION => (present.run_start_indexes, "ALTER TABLE shedlock_runs"),
         SCHEDULE_NOTE_MIGRATION => (present.schedule_note, "ALTER TABLE shedlock_schedules"),
+        SCHEDULE_OVERLAP_MIGRATION => (present.schedule_overlap, "ALTER TABLE shedlock_schedules"),
         _ => (false, ""),
     };
     if !there {
@@ -462,11 +487,13 @@ pub(crate) async fn migrate<D: Quirks>(core: &Core<D>) -> Result<()> {
         ),
         Err(e) => return Err(core.fail("read the run history's indexes".into(), e).await),
     };
+    let (schedule_note, schedule_overlap) = schedule_columns_there(core).await?;
     let present = Present {
         run_columns: run_columns_there,
         run_indexes,
         run_start_indexes,
-        schedule_note: note_there(core).await?,
+        schedule_note,
+        schedule_overlap,
     };
     let mut migrator = migrator(D::MIGRATIONS, table, D::BACKEND, present);
     // A version this release does not know was applied by a newer one: it promises to keep
@@ -474,11 +501,11 @@ pub(crate) async fn migrate<D: Quirks>(core: &Core<D>) -> Result<()> {
     migrator.set_ignore_missing(true);
     let mut outcome = core.run_migrator(&migrator).await;
     // Instances migrating at once: another added the run history's columns (migration 4) or
-    // the schedules' note (migration 8) between the read above and this one's migration
+    // the schedules' note or overlap (migrations 8 and 11) between the read above and this one's migration
     // ("duplicate column name"): read them again and migrate without them, a few times (with
     // many instances starting together, another may win the next race too).
     for _ in 0..5 {
-        if !matches!(&outcome, Err(MigrateError::ExecuteMigration(e, 4 | SCHEDULE_NOTE_MIGRATION))
+        if !matches!(&outcome, Err(MigrateError::ExecuteMigration(e, 4 | SCHEDULE_NOTE_MIGRATION | SCHEDULE_OVERLAP_MIGRATION))
             if e.to_string().to_ascii_lowercase().contains("duplicate column"))
         {
             break;
@@ -487,9 +514,11 @@ pub(crate) async fn migrate<D: Quirks>(core: &Core<D>) -> Result<()> {
             Ok(found) => found.iter().any(|c| c.eq_ignore_ascii_case("attempt")),
             Err(e) => return Err(core.fail("read the run history's columns".into(), e).await),
         };
+        let (schedule_note, schedule_overlap) = schedule_columns_there(core).await?;
         let present = Present {
             run_columns: there,
-            schedule_note: note_there(core).await?,
+            schedule_note,
+            schedule_overlap,
             ..present
         };
         let mut again = self::migrator(D::MIGRATIONS, table, D::BACKEND, present);

@@ -292,3 +292,31 @@ fn migration_8_leaves_out_the_note_where_it_is_there() {
         assert!(!runnable(8, text, note).contains("ALTER"));
     }
 }
+
+#[test]
+fn migration_11_leaves_out_the_overlap_where_it_is_there() {
+    for migrations in [POSTGRES, MYSQL, SQLITE] {
+        let (_, _, text) = *migrations
+            .iter()
+            .find(|(version, _, _)| *version == 11)
+            .expect("migration 11");
+        assert!(
+            text.contains("ALTER TABLE shedlock_schedules ADD COLUMN"),
+            "{text}"
+        );
+        assert_eq!(runnable(11, text, Present::default()), text);
+        // The note's presence does not leave out the overlap's column, nor the other way.
+        let note = Present {
+            schedule_note: true,
+            ..Present::default()
+        };
+        assert_eq!(runnable(11, text, note), text);
+        let overlap = Present {
+            schedule_overlap: true,
+            ..Present::default()
+        };
+        assert!(!runnable(11, text, overlap).contains("ALTER"));
+        let (_, _, eight) = *migrations.iter().find(|(v, _, _)| *v == 8).unwrap();
+        assert_eq!(runnable(8, eight, overlap), eight);
+    }
+}

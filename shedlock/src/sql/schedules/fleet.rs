@@ -13,6 +13,7 @@ use sqlx::{AssertSqlSafe, Connection as _, Database};
 use super::super::core::Core;
 use super::super::driver::{Driver, Value};
 use super::super::quirks::Quirks;
+use super::retry::{WRITE_TRIES, again, pause_before_again};
 use super::{CLOCK, ScheduleSql, args, render};
 use crate::error::{Error, Result};
 use crate::schedules::fleet::join_parts;
@@ -140,7 +141,7 @@ impl<D: Quirks + ScheduleSql> Core<D> {
         };
         let sqlite = D::BACKEND == crate::Backend::Sqlite;
         let pragma = |text: &str| -> std::sync::Arc<str> { text.into() };
-        let write = async {
+        let write = || async {
             let mut conn = self.connection().await?;
             // On SQLite, the pages a registration writes (about 5 MB for 100,000 jobs) would
             // fill the connection's page cache (2 MB by default) and stay in the allocator of its
@@ -239,7 +240,22 @@ impl<D: Quirks + ScheduleSql> Core<D> {
             self.give_back(conn, outcome.is_ok());
             outcome
         };
-        match write.await {
+        // Instances starting together register at once: on MySQL each one's delete of its
+        // earlier rows locks the gap its insert needs, and one of two deadlocks (seen in the
+        // kit, two instances started together: one registration lost until the next
+        // heartbeat). A write that lost a race or its connection ran to no effect: again.
+        let mut tries = 1;
+        let outcome = loop {
+            match write().await {
+                Err(e) if tries < WRITE_TRIES && again(&e, D::connection_lost) => {
+                    tracing::debug!(error = %e, tries, "a registration failed before its commit; running it again");
+                    pause_before_again(tries).await;
+                    tries += 1;
+                }
+                outcome => break outcome,
+            }
+        };
+        match outcome {
             Ok(()) => Ok(()),
             Err(e) => {
                 let what = format!(

@@ -221,6 +221,7 @@ pub(crate) fn row_values(s: &StoredSchedule) -> Vec<Value<'_>> {
         trigger.and_then(|t| t.claimed_until).into(),
         trigger.is_some_and(|t| t.started).into(),
         s.note.as_deref().into(),
+        s.overlap.as_deref().into(),
     ]
 }
 
@@ -270,6 +271,7 @@ pub(crate) fn read_row<D: Hooks>(
         updated_by: D::Db::text(row, 14)?,
         trigger,
         note: D::Db::opt_text(row, 21)?,
+        overlap: D::Db::opt_text(row, 22)?,
     })
 }
 

@@ -70,6 +70,9 @@ fn apply(row: &mut StoredSchedule, change: &ScheduleChange) {
     if let Some(note) = &change.note {
         row.note.clone_from(note);
     }
+    if let Some(overlap) = &change.overlap {
+        row.overlap.clone_from(overlap);
+    }
 }
 
 /// A duration as stored: whole milliseconds, rounded up.
@@ -100,6 +103,7 @@ fn blank(
         updated_by: by.to_owned(),
         trigger: None,
         note: None,
+        overlap: None,
     }
 }
 
