@@ -1186,7 +1186,7 @@ async fn dashboard_shows_an_overlap_policy_sqlite() {
         page.body
     );
     let jobs = client.get("/shedlock/jobs").await;
-    assert!(jobs.body.contains("override"), "{}", jobs.body);
+    assert!(jobs.body.contains(">store</span>"), "{}", jobs.body);
     let api = client.get("/shedlock/api/v1/jobs/reindex").await.json();
     assert_eq!(
         api["overlap"],

@@ -344,9 +344,9 @@ async fn overlap_now(
 }
 
 /// A job's overlap policy with its runs and waiting ticks now: `skip` for the default;
-/// `(override)` after a policy an operator set in the store.
+/// `(store)` after a policy set in the store (an operator's override, a run-time job's own).
 fn overlap_text(overlap: Option<(Overlap, usize, usize)>, overridden: bool) -> String {
-    let mark = if overridden { " (override)" } else { "" };
+    let mark = if overridden { " (store)" } else { "" };
     match overlap {
         None => format!("skip{mark}"),
         Some((policy, running, waiting)) => {

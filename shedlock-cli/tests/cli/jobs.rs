@@ -1172,7 +1172,7 @@ pub(crate) async fn registered_jobs_path<S: ScheduleStore + LockAdmin>(
     let out = at(url, table, &["jobs"]).await;
     assert!(
         out.stdout
-            .contains("allow_all:3 (override) (1 running, 1 waiting)"),
+            .contains("allow_all:3 (store) (1 running, 1 waiting)"),
         "{}",
         out.stdout
     );

@@ -198,7 +198,7 @@ async fn job_page(
                 @if let Some((policy, running, waiting)) = row.overlap {
                     h2 { "Overlap" }
                     dl #overlap {
-                        dt { "policy" } dd { code { (policy.to_string()) } @if row.overlap_overridden() { " " span.muted { "(set in the store; the code says " (row.registered.as_ref().and_then(|j| j.job.overlap.clone()).unwrap_or_else(|| "skip".to_owned())) ")" } } }
+                        dt { "policy" } dd { code { (policy.to_string()) } @if row.kind() == "run-time" { " " span.muted { "(the run-time job's own, in the store)" } } @else if row.overlap_overridden() { " " span.muted { "(set in the store; the code says " (row.registered.as_ref().and_then(|j| j.job.overlap.clone()).unwrap_or_else(|| "skip".to_owned())) ")" } } }
                         dt { "running" } dd { (running) " of " (policy.max_running()) " run places held" }
                         dt { "waiting" } dd { (waiting) " of " (policy.buffer_limit()) " ticks" }
                     }

@@ -181,8 +181,8 @@ pub(crate) async fn jobs(
                         td { @if job.paused() { span.badge.paused { "paused" }
                              @if let Some(note) = job.schedule.as_ref().and_then(|s| s.note.as_deref()) { " " span.note { (shown(note)) } } } }
                         td.overlap { @match job.overlap {
-                            Some((policy, running, waiting)) => { code { (policy.to_string()) } @if job.overlap_overridden() { " " span.badge.override title="set in the store by an operator" { "override" } } " " span.muted { (running) " running, " (waiting) " waiting" } },
-                            None if job.overlap_overridden() => { "skip " span.badge.override title="set in the store by an operator" { "override" } },
+                            Some((policy, running, waiting)) => { code { (policy.to_string()) } @if job.overlap_overridden() { " " span.badge.override title="set in the store: an operator's override, or a run-time job's own" { "store" } } " " span.muted { (running) " running, " (waiting) " waiting" } },
+                            None if job.overlap_overridden() => { "skip " span.badge.override title="set in the store: an operator's override, or a run-time job's own" { "store" } },
                             None => span.muted { "skip" },
                         } }
                         td { @match &job.registered {

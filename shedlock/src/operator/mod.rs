@@ -624,6 +624,10 @@ impl<'a, S: Steerable + ?Sized> Operator<'a, S> {
             ),
             None => "created an override".to_owned(),
         };
+        let what = match &stored.overlap {
+            Some(overlap) => format!("{what}; overlap {overlap}"),
+            None => what,
+        };
         let mut outcome = Outcome::new(stored);
         self.record(&mut outcome, &new.name, what, None, actor, note)
             .await;
