@@ -10,6 +10,14 @@
 //! `RUN <job> <tick ms, or - for a run asked for at once> <pid> <unix ms at start>`, written
 //! with one `write` so a `kill -9` leaves whole lines only. Prints `… ready` on stderr once
 //! the scheduler started; stops on SIGTERM.
+//!
+//! Stores: PostgreSQL, MySQL/MariaDB, SQLite, Redis and etcd (`--backend etcd`, `--url` an
+//! endpoint such as `http://127.0.0.1:2379`, `--table` the key prefix; the provider built as
+//! `shedlock-etcd`'s documentation builds it, `EtcdLockProvider::builder(url)`). etcd keeps no
+//! schedules, so `--schedules` is refused there, with an error that says so. etcd holds any
+//! lease for at least its minimum TTL (2 s with its defaults): the 1 ms mark an overlap policy
+//! claims a tick with on lock `slow` stays 2 s, and a tick 2 s later is refused and lost; so on
+//! etcd `slow` fires every 3 s (`slow_etcd`, the same job under the same name and lock).
 #![allow(missing_docs)]
 
 use std::io::Write;
@@ -24,6 +32,7 @@ use shedlock::{
     LockAdmin, LockContext, LockProvider, MySqlLockProvider, Overlap, PostgresLockProvider,
     Scheduler, SqliteLockProvider, scheduled, scheduler_lock,
 };
+use shedlock_etcd::EtcdLockProvider;
 use shedlock_redis::{RedisLockProvider, RedisTarget};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -32,6 +41,8 @@ enum BackendArg {
     Mysql,
     Sqlite,
     Redis,
+    /// `shedlock-etcd`: `--url` the endpoints, `--table` the key prefix; no schedule store.
+    Etcd,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -46,10 +57,11 @@ enum MisfireArg {
 struct Args {
     #[arg(long, value_enum)]
     backend: BackendArg,
-    /// Database URL (SQLite: a file path; Redis: a `redis://` URL).
+    /// Database URL (SQLite: a file path; Redis: a `redis://` URL; etcd: the endpoints,
+    /// `http://host:port`, several separated by commas).
     #[arg(long)]
     url: String,
-    /// Lock table (Redis: the key prefix).
+    /// Lock table (Redis, etcd: the key prefix).
     #[arg(long)]
     table: String,
     /// Unused: taken so the fleet helpers start this binary as they start the harness.
@@ -66,8 +78,8 @@ struct Args {
     /// Also the job `pulse` (every 5 s, held at least 1 s).
     #[arg(long)]
     pulse: bool,
-    /// Also the job `slow` (every 2 s, 5 s a run) under this overlap policy (`buffer_one`,
-    /// `buffer_all:2`, `cancel_other`, `allow_all:2`, …).
+    /// Also the job `slow` (every 2 s, 5 s a run; every 3 s on etcd) under this overlap
+    /// policy (`buffer_one`, `buffer_all:2`, `cancel_other`, `allow_all:2`, …).
     #[arg(long, value_parser = parse_overlap)]
     overlap: Option<Overlap>,
     /// Fire only while leading the election `leader` with this lease, renew deadline and
@@ -79,6 +91,7 @@ struct Args {
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     misfire_grace: Duration,
     /// Watch the schedules kept in the store ("run now" requests among them), this often.
+    /// Refused on etcd, which keeps no schedules.
     #[arg(long, value_parser = humantime::parse_duration)]
     schedules: Option<Duration>,
 }
@@ -126,6 +139,20 @@ async fn slow() -> Result<(), String> {
     Ok(())
 }
 
+/// `slow` on etcd (added as `slow`, logged as `slow`, on lock `slow`), every 3 s instead of 2.
+/// Under an overlap policy each tick is claimed with a 1 ms mark on lock `slow`, which etcd
+/// holds for its minimum lease TTL (2 s with its defaults, a 1 ms mark was seen held 2 s):
+/// a tick 2 s after the last would find the mark still held and be refused as claimed
+/// elsewhere, lost (`slow` itself on etcd, one process alone: every other tick
+/// `skipped-held`). The mark of a tick 3 s earlier is over.
+#[scheduled(cron = "*/3 * * * * *", time_zone = "UTC")]
+#[scheduler_lock(name = "slow", lock_at_most_for = "6s")]
+async fn slow_etcd() -> Result<(), String> {
+    record("slow")?;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    Ok(())
+}
+
 fn parse_overlap(text: &str) -> Result<Overlap, String> {
     text.parse()
 }
@@ -164,7 +191,7 @@ async fn run(args: Args) -> Result<(), Failure> {
                 .build()
                 .await?;
             provider.migrate().await?;
-            serve(provider, &args).await
+            serve(watching(settings(provider, &args)?, &args)?, &args).await
         }
         BackendArg::Mysql => {
             let provider = MySqlLockProvider::url(&args.url)
@@ -173,7 +200,7 @@ async fn run(args: Args) -> Result<(), Failure> {
                 .build()
                 .await?;
             provider.migrate().await?;
-            serve(provider, &args).await
+            serve(watching(settings(provider, &args)?, &args)?, &args).await
         }
         BackendArg::Sqlite => {
             let provider = SqliteLockProvider::url(&args.url)
@@ -182,7 +209,7 @@ async fn run(args: Args) -> Result<(), Failure> {
                 .build()
                 .await?;
             provider.migrate().await?;
-            serve(provider, &args).await
+            serve(watching(settings(provider, &args)?, &args)?, &args).await
         }
         BackendArg::Redis => {
             let provider = RedisLockProvider::builder(RedisTarget::new(&args.url))
@@ -191,16 +218,32 @@ async fn run(args: Args) -> Result<(), Failure> {
                 .build()
                 .await?;
             provider.migrate().await?;
-            serve(provider, &args).await
+            serve(watching(settings(provider, &args)?, &args)?, &args).await
+        }
+        BackendArg::Etcd => {
+            if args.schedules.is_some() {
+                let why = "--schedules is refused on etcd: its provider keeps no schedules \
+                           (no ScheduleStore), so there are none to watch";
+                return Err(why.into());
+            }
+            // As shedlock-etcd's documentation builds it; nothing to migrate (`build` reads
+            // one key, so a cluster that does not answer is reported here).
+            let provider = EtcdLockProvider::builder(&args.url)
+                .table_name(&args.table)
+                .locked_by(&args.instance)
+                .build()
+                .await?;
+            serve(settings(provider, &args)?, &args).await
         }
     }
 }
 
-/// Builds the scheduler on `provider`, adds the jobs, runs until SIGTERM.
-async fn serve<P: LockProvider + ScheduleStore + 'static>(
+/// The scheduler's settings on `provider` from the command line (misfires, the election), all
+/// but the schedule watch, which only a store that keeps schedules has ([`watching`]).
+fn settings<P: LockProvider + 'static>(
     provider: P,
     args: &Args,
-) -> Result<(), Failure> {
+) -> Result<SchedulerBuilder<P>, Failure> {
     let policy = match args.misfire_policy {
         MisfireArg::Skip => MisfirePolicy::Skip,
         MisfireArg::Latest => MisfirePolicy::Latest,
@@ -212,9 +255,25 @@ async fn serve<P: LockProvider + ScheduleStore + 'static>(
     if let Some(spec) = &args.leader {
         builder = builder.leader_election(election(spec)?);
     }
+    Ok(builder)
+}
+
+/// `--schedules`: the watch of the schedules kept in the store, this often.
+fn watching<P: LockProvider + ScheduleStore + 'static>(
+    mut builder: SchedulerBuilder<P>,
+    args: &Args,
+) -> Result<SchedulerBuilder<P>, Failure> {
     if let Some(every) = args.schedules {
         builder = builder.schedules(ScheduleWatch::new().poll_every(every)?);
     }
+    Ok(builder)
+}
+
+/// Builds the scheduler, adds the jobs, runs until SIGTERM.
+async fn serve<P: LockProvider + 'static>(
+    builder: SchedulerBuilder<P>,
+    args: &Args,
+) -> Result<(), Failure> {
     let scheduler = builder.build();
     for i in 0..args.jobs {
         scheduler.add(beat::job(i).named(format!("beat_{i}")))?;
@@ -223,7 +282,12 @@ async fn serve<P: LockProvider + ScheduleStore + 'static>(
         scheduler.add(pulse::job())?;
     }
     if let Some(policy) = args.overlap {
-        scheduler.add(slow::job().overlap(policy))?;
+        let slow = match args.backend {
+            // Every 3 s: see `slow_etcd`. Named `slow`, as on every other store.
+            BackendArg::Etcd => slow_etcd::job().named("slow"),
+            _ => slow::job(),
+        };
+        scheduler.add(slow.overlap(policy))?;
     }
     scheduler.start();
     scheduler.ready().await?;
