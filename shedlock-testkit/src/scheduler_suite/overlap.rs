@@ -310,6 +310,30 @@ pub async fn max_running_claims_the_ticks_of_many_jobs_in_one_statement<D: TestD
     );
 }
 
+/// A job under a policy kept in the store whose ticks come faster than the store lets a tick's
+/// mark go (etcd holds a lease a second at least, and a 1 ms mark was seen held 2 s) is
+/// refused by `Scheduler::add`, naming the period it needs, instead of losing every other
+/// tick; on a store that holds a lease as long as asked, a tick every second is taken.
+pub async fn a_policy_job_faster_than_the_store_lets_a_mark_go_is_refused<D: TestDb>(db: &Arc<D>) {
+    let provider = db.provider_with(Opts::own_pool()).await;
+    let shortest = shedlock::LockProvider::shortest_lease(&provider);
+    let scheduler = Scheduler::builder(provider).without_schedules().build();
+    let lock = LockConfiguration::new("fast_job", Duration::from_secs(30), Duration::ZERO).unwrap();
+    let every_second = Schedule::parse("* * * * * *", "UTC").unwrap();
+    let job = Job::locked("fast_job", every_second, lock, |_: LockContext| async {})
+        .overlap(Overlap::BufferOne);
+    let added = scheduler.add(job);
+    if shortest.is_zero() {
+        added.expect("a store that holds a lease as long as asked takes a tick every second");
+    } else {
+        let refused = added.unwrap_err().to_string();
+        assert!(
+            refused.contains("overlap buffer_one") && refused.contains("fire at most every"),
+            "{refused}"
+        );
+    }
+}
+
 /// The cases of this file, for [`scheduler_suite!`](macro@crate::scheduler_suite): `every` store's,
 /// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
 /// above and one line here (checked by the kit's `every_case_is_listed_once` test).
@@ -323,6 +347,7 @@ macro_rules! __kit_scheduler_suite_overlap {
             cancel_other_stops_the_running_run_for_the_next_tick,
             allow_all_runs_at_most_n_at_once_across_the_fleet,
             max_running_claims_the_ticks_of_many_jobs_in_one_statement,
+            a_policy_job_faster_than_the_store_lets_a_mark_go_is_refused,
         ]);
     };
     (sql $db:ty) => {};

@@ -211,7 +211,9 @@ impl Scheduler {
             return Err(refusal());
         }
         check_job_name(job.name())?;
-        if let Some(reason) = overlap::refusal(&job) {
+        if let Some(reason) = overlap::refusal(&job)
+            .or_else(|| overlap::too_fast(&job, self.inner.provider.shortest_lease()))
+        {
             return Err(Error::InvalidOverlap {
                 job: job.name().to_owned(),
                 reason,

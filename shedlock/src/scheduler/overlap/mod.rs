@@ -597,6 +597,36 @@ pub(super) fn policy_of(inner: &Inner, job: &JobState) -> Overlap {
     }
 }
 
+/// Why `job`, under a policy kept in the store, would lose ticks on a store that holds a lease
+/// at least `shortest` (etcd: a second, and a 1 ms mark was seen held 2 s), or `None`: each
+/// tick's mark on the job's lock is held that long, so a tick due within twice that of the one
+/// before finds it held and is lost (`skipped-held`). Read from the schedule's next 20 ticks.
+pub(super) fn too_fast(job: &crate::Job, shortest: Duration) -> Option<String> {
+    if shortest.is_zero() || !job.overlap_policy().in_store() {
+        return None;
+    }
+    let bound = chrono::TimeDelta::from_std(2 * shortest).ok()?;
+    let mut at = Utc::now();
+    let mut previous = job.schedule().next_after(at)?;
+    for _ in 0..20 {
+        at = previous;
+        let Some(next) = job.schedule().next_after(at) else {
+            break;
+        };
+        if next - previous <= bound {
+            return Some(format!(
+                "overlap {} marks each tick on the job's lock, and this store holds a lease at least {} (a mark was seen held twice that): ticks {} apart would find the mark of the one before held and be lost; fire at most every {} or more, or use overlap skip",
+                job.overlap_policy(),
+                humantime::format_duration(shortest),
+                humantime::format_duration((next - previous).to_std().unwrap_or_default()),
+                humantime::format_duration(2 * shortest + Duration::from_secs(1)),
+            ));
+        }
+        previous = next;
+    }
+    None
+}
+
 /// Why `job`'s overlap policy cannot hold on the scheduler's store, or `None`: a bound out of
 /// range, no declared lock to keep it beside, a lock name too long for the rows it adds, or a
 /// job whose runs claim their own ticks (a hand-off).
