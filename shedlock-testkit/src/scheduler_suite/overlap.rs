@@ -274,20 +274,47 @@ async fn statements_for_a_tick<D: TestDb>(db: &Arc<D>, policy: Overlap) -> Optio
         super::eventually(within, async || executed(1).await).await,
         "every job ran a tick"
     );
+    // The ticks each job fired, to count the tick instants the window holds: a job whose tick
+    // was lost on a loaded machine (its claim late) runs "the next tick" one period later,
+    // and the window then holds two ticks' statements.
+    let fired = |scheduler: &Scheduler| -> Vec<u64> {
+        (0..JOBS)
+            .map(|job| {
+                scheduler
+                    .stats(&format!("many_{job:04}"))
+                    .map_or(0, |stats| stats.fired)
+            })
+            .collect()
+    };
+    let fired_before = fired(&scheduler);
     let before = D::statements_sent(&provider);
     assert!(
         super::eventually(within, async || executed(2).await).await,
         "every job ran the next tick"
     );
     let sent = crate::suite::sent_since::<D>(&provider, before, "statements for a tick");
+    let ticks = fired(&scheduler)
+        .iter()
+        .zip(&fired_before)
+        .map(|(after, before)| after - before)
+        .max()
+        .unwrap_or(1)
+        .max(1);
     scheduler.shutdown().await;
-    sent
+    if ticks > 1 {
+        eprintln!(
+            "{}: the window held {ticks} ticks (a job's tick was lost): {sent:?} statements, counted per tick",
+            D::BACKEND
+        );
+    }
+    sent.map(|sent| sent.div_ceil(ticks))
 }
 
 /// `allow_all` with `max_running = 3` costs what `skip` costs: the ticks of 1,000 jobs due at
 /// one instant are claimed with their run places in one statement (two locks a job), the
 /// runs' places released in a few; the count is within a few statements of the same 1,000
-/// jobs under `skip`, not one or more a job.
+/// jobs under `skip` (at most twice it plus 10: etcd's transaction holds 128 operations, so
+/// twice the locks take twice the transactions), and below a tenth of the jobs: not one a job.
 pub async fn max_running_claims_the_ticks_of_many_jobs_in_one_statement<D: TestDb>(db: &Arc<D>) {
     let Some(skip) = statements_for_a_tick(db, Overlap::Skip).await else {
         return;
@@ -304,7 +331,7 @@ pub async fn max_running_claims_the_ticks_of_many_jobs_in_one_statement<D: TestD
         D::BACKEND
     );
     assert!(
-        allow_all <= skip + 10,
+        allow_all <= 2 * skip + 10 && allow_all < 100,
         "{}: a tick of 1,000 jobs sent {allow_all} statements under allow_all, {skip} under skip",
         D::BACKEND
     );
