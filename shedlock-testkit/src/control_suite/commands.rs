@@ -483,6 +483,57 @@ where
     );
 }
 
+/// "Run now" of a job under `buffer_one` holds one of its run places, as a tick's run does: a
+/// request made while a tick's run holds the place does not start beside it; it runs once
+/// that run has ended, and never two runs at once.
+pub async fn run_now_of_a_policy_job_waits_for_a_run_place<D: TestDb>(db: &Arc<D>)
+where
+    D::Provider: ScheduleStore,
+{
+    let log: Log = Arc::default();
+    let (gate, open) = tokio::sync::watch::channel(false);
+    let (a, store) = instance(db, "a").await;
+    let job =
+        gated_job("placed", "*/2 * * * * *", "a", &log, open).overlap(shedlock::Overlap::BufferOne);
+    a.add(job).unwrap();
+    a.start();
+    assert!(
+        eventually(DEADLINE, async || log_len(&log, "placed") >= 1).await,
+        "a tick's run started and holds the place"
+    );
+    let answer = store.request_trigger("placed", "test").await.unwrap();
+    assert!(
+        matches!(answer, TriggerAnswer::Requested { .. }),
+        "{answer:?}"
+    );
+    // The request is seen and tried at every poll (100 ms) for 3 s: it does not start while
+    // the tick's run holds the only place.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        log_len(&log, "placed"),
+        1,
+        "no run beside the one holding the place: {:?}",
+        log.lock().unwrap()
+    );
+    gate.send_replace(true);
+    let ran = eventually(DEADLINE, async || {
+        a.stats("placed").is_some_and(|stats| stats.manual >= 1)
+            && store
+                .schedule("placed")
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|s| s.trigger.is_none())
+    })
+    .await;
+    assert!(
+        ran,
+        "the request ran once the place was free: {:?}",
+        a.stats("placed")
+    );
+    a.shutdown().await;
+}
+
 /// The cases of this file, for [`control_suite!`](macro@crate::control_suite): `every` store's,
 /// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
 /// above and one line here (checked by the kit's `every_case_is_listed_once` test).
@@ -496,6 +547,7 @@ macro_rules! __kit_control_suite_commands {
             run_now_waits_for_a_free_slot_of_the_run_limit,
             a_job_that_keeps_failing_pauses_itself,
             an_operators_overlap_policy_applies_fleet_wide,
+            run_now_of_a_policy_job_waits_for_a_run_place,
         ]);
     };
     (sql $db:ty) => {};

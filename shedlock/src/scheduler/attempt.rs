@@ -329,6 +329,17 @@ pub(super) async fn run_now(
         None => None,
         Some(capacity) => Some(capacity.take_slot()?),
     };
+    // Under a policy kept in the store, the run holds one of the job's run places, as a
+    // tick's run does, so it counts toward the policy's runs at once: with every place
+    // held it does not start (the request is tried again at the next poll).
+    let place = match super::overlap::place_for_run_now(inner, &job).await {
+        Ok(Some(None)) => return Some(RunOutcome::SkippedHeld),
+        Ok(place) => place.flatten(),
+        Err(error) => {
+            tracing::warn!(job = name, %error, "run now: could not take a run place of the job's overlap policy");
+            return None;
+        }
+    };
     bump(&job.counters.manual);
     let now = inner.clock.now();
     let info = RunInfo {
@@ -338,6 +349,11 @@ pub(super) async fn run_now(
     let probe = Probe::new(Arc::clone(&inner.observer), info).gated(gate);
     let end = call(inner, &job, &probe, None, None).await;
     let (outcome, error) = outcome_of(inner, &job, now, end);
+    if let Some(place) = place
+        && let Err(error) = place.unlock().await
+    {
+        tracing::debug!(job = name, %error, "run now: could not let go of the run place (its lease runs out)");
+    }
     drop(running);
     drop(slot);
     // Under `All`, a tick that came during this run waits for its end.

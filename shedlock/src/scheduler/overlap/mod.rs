@@ -597,6 +597,24 @@ pub(super) fn policy_of(inner: &Inner, job: &JobState) -> Overlap {
     }
 }
 
+/// A run place for a run of `job` asked for at once ("run now"), under a policy kept in the
+/// store: `Ok(None)` when the job fires under none (its run takes its lock as ever),
+/// `Ok(Some(None))` when every place is held, else the place, held for the lock's
+/// `lock_at_most_for`. The run itself takes the job's lock as every run asked for at once
+/// does, so no tick's run starts beside it (a tick claims that lock first).
+pub(super) async fn place_for_run_now(
+    inner: &Arc<Inner>,
+    job: &JobState,
+) -> crate::Result<Option<Option<LockGuard>>> {
+    let policy = policy_of(inner, job);
+    let Some(lock) = job.lock().filter(|_| policy.in_store()) else {
+        return Ok(None);
+    };
+    let rows = Rows::new(lock.name(), policy);
+    let place = rows.any_place(inner.provider.as_ref(), 1, &lock).await?;
+    Ok(Some(place))
+}
+
 /// Why `job`, under a policy kept in the store, would lose ticks on a store that holds a lease
 /// at least `shortest` (etcd: a second, and a 1 ms mark was seen held 2 s), or `None`: each
 /// tick's mark on the job's lock is held that long, so a tick due within twice that of the one
