@@ -187,4 +187,96 @@ mod single_process {
         assert_eq!(scheduler.job_names(), ["b"]);
         db.teardown().await;
     }
+
+    /// Each run knows the span of schedule it covers (issue 49, point 1): a tick's run
+    /// `(previous tick, tick]`, its retry the same span, and a run asked for at once from the
+    /// schedule's last tick before the request to the request.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn each_run_knows_the_interval_it_covers() {
+        use shedlock::schedules::RetryPolicy;
+        type Seen = Arc<Mutex<Vec<(Option<chrono::DateTime<Utc>>, shedlock::Interval)>>>;
+        let db = Sqlite::setup().await.unwrap();
+        let seen: Seen = Arc::default();
+        let attempts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let lock = LockConfiguration::new("interval_job", Duration::from_secs(30), Duration::ZERO)
+            .unwrap();
+        let job = {
+            let (seen, attempts) = (Arc::clone(&seen), Arc::clone(&attempts));
+            Job::locked(
+                "interval_job",
+                Schedule::parse("*/2 * * * * *", "UTC").unwrap(),
+                lock,
+                move |context: LockContext| {
+                    let (seen, attempts) = (Arc::clone(&seen), Arc::clone(&attempts));
+                    async move {
+                        let interval = context.interval().expect("a scheduled run's interval");
+                        seen.lock().unwrap().push((context.tick(), interval));
+                        // The first attempt of the first run fails: its retry covers the same.
+                        if attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+                            return Err("first attempt fails".to_owned());
+                        }
+                        Ok(())
+                    }
+                },
+            )
+            .retry(RetryPolicy::new(
+                2,
+                Duration::from_millis(50),
+                Duration::from_millis(50),
+            ))
+        };
+        let scheduler = Scheduler::builder(db.provider()).build();
+        scheduler.add(job).unwrap();
+        scheduler.start();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while seen.lock().unwrap().len() < 3 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let asked = Utc::now();
+        scheduler.trigger("interval_job").await.unwrap();
+        while !seen.lock().unwrap().iter().any(|(tick, _)| tick.is_none())
+            && Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        scheduler.shutdown().await;
+        let seen = seen.lock().unwrap().clone();
+        let two = chrono::TimeDelta::seconds(2);
+        let ticked: Vec<_> = seen.iter().filter(|(tick, _)| tick.is_some()).collect();
+        assert!(ticked.len() >= 3, "{seen:?}");
+        // A retry claims its tick plus a millisecond an attempt (`LockContext::tick`); its
+        // interval still ends at the tick itself.
+        for (tick, interval) in &ticked {
+            let tick = tick.unwrap();
+            assert_eq!(interval.end.timestamp_subsec_nanos(), 0, "{seen:?}");
+            assert!(
+                interval.end <= tick && tick - interval.end < chrono::TimeDelta::seconds(1),
+                "{seen:?}"
+            );
+            assert_eq!(interval.start, Some(interval.end - two), "{seen:?}");
+        }
+        // The failed first attempt and its retry: one tick, one interval, twice.
+        assert_eq!(
+            ticked[0].1, ticked[1].1,
+            "the retry covers its tick's span: {seen:?}"
+        );
+        assert_ne!(
+            ticked[0].0, ticked[1].0,
+            "the retry claimed its own attempt: {seen:?}"
+        );
+        let (_, manual) = seen
+            .iter()
+            .find(|(tick, _)| tick.is_none())
+            .expect("the run asked for at once ran");
+        assert!(
+            manual.end >= asked,
+            "it ends at the request: {manual:?}, asked {asked}"
+        );
+        let start = manual.start.expect("a tick before the request");
+        assert!(
+            start <= manual.end && manual.end - start <= two && start.timestamp() % 2 == 0,
+            "from the schedule's last tick before the request: {manual:?}"
+        );
+        db.teardown().await;
+    }
 }

@@ -18,6 +18,38 @@ tokio::task_local! {
     static TICK: DateTime<Utc>;
     static CANCEL: watch::Receiver<bool>;
     static CURRENT: LockContext;
+    static INTERVAL: Interval;
+}
+
+/// The span of schedule a scheduled run covers: from the tick before its own (`start`,
+/// excluded) to its tick (`end`, included), `(start, end]`. A run late, caught up or retried
+/// covers its own tick's interval; a run asked for at once ends at the request, starting at
+/// the schedule's last tick before it. `start` is `None` when the schedule has no tick before
+/// that the cron library finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Interval {
+    /// The schedule's tick before `end` (excluded from the interval).
+    pub start: Option<DateTime<Utc>>,
+    /// The run's tick (included), or the instant a run asked for at once was requested.
+    pub end: DateTime<Utc>,
+}
+
+impl Interval {
+    /// `(start, end]`.
+    pub fn new(start: Option<DateTime<Utc>>, end: DateTime<Utc>) -> Self {
+        Self { start, end }
+    }
+}
+
+/// Runs `future` as a scheduled run covering `interval` ([`LockContext::interval`]).
+pub(crate) async fn with_interval<F: Future>(interval: Interval, future: F) -> F::Output {
+    INTERVAL.scope(interval, future).await
+}
+
+/// The interval of the scheduled run this task is in, if any.
+pub(crate) fn current_interval() -> Option<Interval> {
+    INTERVAL.try_with(|interval| *interval).ok()
 }
 
 /// Sets the provider that `#[scheduler_lock]` functions and [`run_locked`](crate::run_locked)
@@ -106,6 +138,7 @@ struct ContextInner {
     name: String,
     fencing_token: i64,
     tick: Option<DateTime<Utc>>,
+    interval: Option<Interval>,
     lost: watch::Sender<bool>,
 }
 
@@ -116,6 +149,7 @@ impl LockContext {
                 name,
                 fencing_token,
                 tick,
+                interval: current_interval(),
                 lost: watch::Sender::new(false),
             }),
         }
@@ -144,6 +178,24 @@ impl LockContext {
     /// The cron tick this run claimed, if it was started for one.
     pub fn tick(&self) -> Option<DateTime<Utc>> {
         self.inner.tick
+    }
+
+    /// The span of schedule this run covers, `(start, end]`, when the scheduler started it:
+    /// its tick and the schedule's tick before, the same for a run that is late, caught up
+    /// or retried; for a run asked for at once, the schedule's last tick before the request
+    /// to the request. `None` for a lock taken outside a scheduled run.
+    ///
+    /// ```no_run
+    /// # async fn demo() {
+    /// use shedlock::LockContext;
+    /// if let Some(hour) = LockContext::current().and_then(|c| c.interval()) {
+    ///     let (after, up_to) = (hour.start, hour.end); // export the rows changed in (after, up_to]
+    ///     # let _ = (after, up_to);
+    /// }
+    /// # }
+    /// ```
+    pub fn interval(&self) -> Option<Interval> {
+        self.inner.interval
     }
 
     /// Whether keep-alive has given the lock up: it was taken over, or could not be renewed

@@ -19,7 +19,7 @@ use super::job::{RunEnd, bump};
 use super::registry::{JobState, Running};
 use crate::claim::PreClaim;
 use crate::config::LockConfiguration;
-use crate::context::{with_cancel, with_provider_arc, with_tick};
+use crate::context::{Interval, with_cancel, with_interval, with_provider_arc, with_tick};
 use crate::error::Error;
 use crate::history::RunOutcome;
 use crate::observe::{Gate, Probe, RunInfo};
@@ -47,10 +47,12 @@ async fn call(
     probe: &Arc<Probe>,
     lock_tick: Option<DateTime<Utc>>,
     claim: Option<PreClaim>,
+    covers: DateTime<Utc>,
 ) -> RunEnd {
     let provider = Arc::clone(&inner.provider);
     let cancel = inner.cancel_runs.subscribe();
-    let run = async { (job.job.run)(claim).await };
+    let interval = interval_of(job, covers);
+    let run = with_interval(interval, async { (job.job.run)(claim).await });
     let run: BoxFuture<'_, RunEnd> = match lock_tick {
         Some(tick) => Box::pin(with_tick(tick, run)),
         None => Box::pin(run),
@@ -59,6 +61,12 @@ async fn call(
         .catch_unwind()
         .await
         .unwrap_or_else(|panic| RunEnd::Panicked(panic_message(panic.as_ref())))
+}
+
+/// The interval a run of `job` ending at `end` covers: `(the schedule's tick before end, end]`.
+fn interval_of(job: &JobState, end: DateTime<Utc>) -> Interval {
+    let before = end - TimeDelta::microseconds(1);
+    Interval::new(job.job.schedule().latest_at_or_before(before), end)
 }
 
 /// How a run ended, as its history row says, with the job's counters bumped.
@@ -152,7 +160,7 @@ pub(super) async fn run_tick(
             }
         }
     }
-    let end = call(inner, job, &probe, Some(tick), claim).await;
+    let end = call(inner, job, &probe, Some(tick), claim, tick).await;
     let (end, probe) = until_the_store_answers(inner, job, tick, end, probe).await;
     let (mut outcome, mut error) = outcome_of(inner, job, tick, end);
     learn_lock(job, tick, &probe);
@@ -187,7 +195,7 @@ pub(super) async fn run_tick(
         };
         probe = Probe::new(Arc::clone(&inner.observer), info);
         let lock_tick = tick + TimeDelta::milliseconds(i64::from(attempt - 1));
-        let end = call(inner, job, &probe, Some(lock_tick), None).await;
+        let end = call(inner, job, &probe, Some(lock_tick), None, tick).await;
         (outcome, error) = outcome_of(inner, job, tick, end);
     }
     (outcome, error, probe)
@@ -237,7 +245,7 @@ async fn until_the_store_answers(
             Arc::clone(&inner.observer),
             RunInfo::fired(name, tick, inner.clock.now()),
         );
-        end = call(inner, job, &probe, Some(tick), None).await;
+        end = call(inner, job, &probe, Some(tick), None, tick).await;
     }
     (end, probe)
 }
@@ -347,7 +355,7 @@ pub(super) async fn run_now(
         ..RunInfo::fired(name, now, now)
     };
     let probe = Probe::new(Arc::clone(&inner.observer), info).gated(gate);
-    let end = call(inner, &job, &probe, None, None).await;
+    let end = call(inner, &job, &probe, None, None, now).await;
     let (outcome, error) = outcome_of(inner, &job, now, end);
     if let Some(place) = place
         && let Err(error) = place.unlock().await
