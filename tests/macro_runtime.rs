@@ -3,7 +3,8 @@
 //! an invalid one failing the call without running the body or touching the lock table; a
 //! valid one is the lock's. On SQLite, which needs no server. And the lock a `#[scheduled]`
 //! job declares when its durations are literals. And, on every backend, a `#[scheduled]` job
-//! on a scheduler watching the store's schedules, steered by them.
+//! on a scheduler watching the store's schedules, steered by them. And a `#[scheduled]` body
+//! that reads the span of schedule its run covers (`LockContext::interval`).
 #![allow(missing_docs)]
 
 use std::sync::Mutex;
@@ -463,3 +464,46 @@ mod steered_by_the_store {
 shedlock_suite::backend_tests!([postgres, mysql, sqlite, redis]: crate::steered_by_the_store => [
     a_macro_job_is_steered_by_the_store
 ]);
+
+/// The intervals the runs of `hourly_export` saw, in order.
+static EXPORTED: Mutex<Vec<shedlock::Interval>> = Mutex::new(Vec::new());
+
+/// A job written the README's way that reads the span its run covers.
+#[scheduled(cron = "*/2 * * * * *")]
+#[scheduler_lock(name = "hourly_export_{region}", lock_at_most_for = "1m")]
+async fn hourly_export(region: String) {
+    let _ = region;
+    let interval = shedlock::LockContext::current()
+        .and_then(|context| context.interval())
+        .expect("a scheduled run knows its interval");
+    EXPORTED.lock().unwrap().push(interval);
+}
+
+/// Issue 49, point 1, on the README's path: a `#[scheduled]` function with a lock named per
+/// parameter reads `LockContext::interval()` in its body; each run's span is
+/// `(previous tick, tick]` and the spans of successive runs follow one another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduled_function_reads_the_interval_its_run_covers() {
+    let db = Sqlite::setup().await.unwrap();
+    let scheduler = shedlock::Scheduler::new(db.provider());
+    scheduler.add(hourly_export::job("eu".into())).unwrap();
+    scheduler.start();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while EXPORTED.lock().unwrap().len() < 2 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    scheduler.shutdown().await;
+    let seen = EXPORTED.lock().unwrap().clone();
+    assert!(seen.len() >= 2, "{seen:?}");
+    let two = chrono::TimeDelta::seconds(2);
+    for interval in &seen {
+        assert_eq!(interval.start, Some(interval.end - two), "{seen:?}");
+    }
+    for pair in seen.windows(2) {
+        assert_eq!(
+            pair[1].start,
+            Some(pair[0].end),
+            "spans follow one another: {seen:?}"
+        );
+    }
+}
