@@ -466,7 +466,7 @@ shedlock_suite::backend_tests!([postgres, mysql, sqlite, redis]: crate::steered_
 ]);
 
 /// The intervals the runs of `hourly_export` saw, in order.
-static EXPORTED: Mutex<Vec<shedlock::Interval>> = Mutex::new(Vec::new());
+static EXPORTED: Mutex<Vec<shedlock::scheduler::Interval>> = Mutex::new(Vec::new());
 
 /// A job written the README's way that reads the span its run covers.
 #[scheduled(cron = "*/2 * * * * *")]

@@ -194,7 +194,7 @@ mod single_process {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn each_run_knows_the_interval_it_covers() {
         use shedlock::schedules::RetryPolicy;
-        type Seen = Arc<Mutex<Vec<(Option<chrono::DateTime<Utc>>, shedlock::Interval)>>>;
+        type Seen = Arc<Mutex<Vec<(Option<chrono::DateTime<Utc>>, shedlock::scheduler::Interval)>>>;
         let db = Sqlite::setup().await.unwrap();
         let seen: Seen = Arc::default();
         let attempts = Arc::new(std::sync::atomic::AtomicUsize::new(0));

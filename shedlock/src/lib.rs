@@ -137,7 +137,7 @@ mod sql;
 // The root: what a user of the README writes. Everything else is in its module above
 // (this crate's `tests/crate_root.rs` holds the root to its size).
 pub use config::LockConfiguration;
-pub use context::{Interval, LockContext, set_default_provider, with_provider};
+pub use context::{LockContext, set_default_provider, with_provider};
 pub use cron::Schedule;
 pub use error::{Backend, Error, Result};
 pub use executor::LockingTaskExecutor;

@@ -53,6 +53,7 @@ mod shed;
 mod state;
 mod tick_loop;
 
+pub use crate::context::Interval;
 pub use crate::observe::{RunFinished, RunHistory, RunInfo, SchedulerListener};
 pub use builder::SchedulerBuilder;
 use capacity::Capacity;
