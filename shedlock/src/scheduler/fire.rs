@@ -316,11 +316,12 @@ fn claim_with_marker(
     let mut kept_in_store: Vec<super::overlap::Due> = Vec::new();
     for (state, run_slot) in group {
         // A policy kept in the store claims its tick with a run place, on a path of its own.
-        if super::overlap::policy_of(inner, &state).in_store()
+        let policy = super::overlap::policy_of(inner, &state);
+        if policy.in_store()
             && let Some(lock) = state.lock()
         {
             marks.release(&state);
-            kept_in_store.push((state, lock, run_slot));
+            kept_in_store.push((state, lock, run_slot, policy));
             continue;
         }
         let claim = state.lock().and_then(|lock| {

@@ -59,9 +59,10 @@ struct Tick {
     rows: Rows,
 }
 
-/// A job of a tick instant whose policy is kept in the store, with its lock and its slot of
-/// this instance's run limit, if it has one.
-pub(super) type Due = (Arc<JobState>, Arc<LockConfiguration>, Option<Slot>);
+/// A job of a tick instant whose policy is kept in the store, with its lock, its slot of
+/// this instance's run limit if it has one, and the policy it fires under (read once, when
+/// the tick was routed here).
+pub(super) type Due = (Arc<JobState>, Arc<LockConfiguration>, Option<Slot>, Overlap);
 
 /// Fires `tick` of `jobs`, whose policies are kept in the store: claims every tick with a run
 /// place in one [`LockProvider::lock_many`](crate::LockProvider::lock_many) (two locks a
@@ -78,8 +79,7 @@ pub(super) fn fire(inner: &Arc<Inner>, tick: DateTime<Utc>, jobs: Vec<Due>) {
         }
         let mut configs = Vec::with_capacity(2 * jobs.len());
         let mut sent = Vec::with_capacity(jobs.len());
-        for (job, lock, run_slot) in jobs {
-            let policy = policy_of(&inner, &job);
+        for (job, lock, run_slot, policy) in jobs {
             let rows = Rows::new(lock.name(), policy);
             let this = Arc::new(Tick {
                 inner: Arc::clone(&inner),
