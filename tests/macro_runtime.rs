@@ -507,3 +507,79 @@ async fn a_scheduled_function_reads_the_interval_its_run_covers() {
         );
     }
 }
+
+/// The intervals `daily_report`'s runs were handed, in order.
+static HANDED: Mutex<Vec<(String, shedlock::scheduler::Interval)>> = Mutex::new(Vec::new());
+
+/// A job that asks for the span its run covers as a parameter: `job(…)` takes the other
+/// parameters, and the scheduler fills the `Interval` one.
+#[scheduled(cron = "*/2 * * * * *")]
+#[scheduler_lock(name = "daily_report_{region}", lock_at_most_for = "1m")]
+async fn daily_report(region: String, covers: shedlock::scheduler::Interval) {
+    HANDED.lock().unwrap().push((region, covers));
+}
+
+/// The same, with a lock whose duration is an expression (so the function takes its own lock
+/// on each run rather than the scheduler's claim).
+#[scheduled(cron = "*/2 * * * * *")]
+#[scheduler_lock(name = "daily_report_late", lock_at_most_for = Duration::from_secs(60))]
+async fn daily_report_late(covers: shedlock::scheduler::Interval, label: &'static str) {
+    HANDED.lock().unwrap().push((label.to_owned(), covers));
+}
+
+/// Issue 49, point 1: the macros pass the interval to a job that asks for it. `job(…)` leaves
+/// the `Interval` parameter out, each run gets `(previous tick, tick]` in it, and a call by
+/// hand passes one of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduled_function_is_handed_the_interval_its_run_covers() {
+    let db = Sqlite::setup().await.unwrap();
+    with_provider(db.provider(), async {
+        let by_hand = shedlock::scheduler::Interval::new(None, chrono::Utc::now());
+        daily_report("by-hand".into(), by_hand).await.unwrap();
+        assert_eq!(HANDED.lock().unwrap()[0], ("by-hand".to_owned(), by_hand));
+        // What a log line of a run shows.
+        let at = |s: &str| s.parse::<chrono::DateTime<chrono::Utc>>().unwrap();
+        let span = shedlock::scheduler::Interval::new(
+            Some(at("2026-03-08T06:00:00Z")),
+            at("2026-03-08T07:00:00Z"),
+        );
+        assert_eq!(
+            span.to_string(),
+            "(2026-03-08T06:00:00Z, 2026-03-08T07:00:00Z]"
+        );
+    })
+    .await;
+    let scheduler = shedlock::Scheduler::new(db.provider());
+    scheduler.add(daily_report::job("eu".into())).unwrap();
+    scheduler.add(daily_report_late::job("late")).unwrap();
+    scheduler.start();
+    let count = |label: &str| {
+        HANDED
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(seen, _)| seen == label)
+            .count()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while (count("eu") < 2 || count("late") < 2) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    scheduler.shutdown().await;
+    let seen = HANDED.lock().unwrap().clone();
+    let two = chrono::TimeDelta::seconds(2);
+    for label in ["eu", "late"] {
+        let spans: Vec<_> = seen
+            .iter()
+            .filter(|(seen, _)| seen == label)
+            .map(|(_, span)| *span)
+            .collect();
+        assert!(spans.len() >= 2, "{label}: {seen:?}");
+        for span in &spans {
+            assert_eq!(span.start, Some(span.end - two), "{label}: {spans:?}");
+        }
+        for pair in spans.windows(2) {
+            assert_eq!(pair[1].start, Some(pair[0].end), "{label}: {spans:?}");
+        }
+    }
+}

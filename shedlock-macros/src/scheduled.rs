@@ -19,6 +19,10 @@ pub(crate) struct ScheduledFn {
     pub(crate) time_zone: LitStr,
     /// The parameters, each a plain `name: Type`.
     pub(crate) params: Vec<(Ident, Type)>,
+    /// The index in `params` of the one whose type is `Interval` (`shedlock::scheduler::
+    /// Interval`, matched by its last path segment), if any: the scheduler fills it with the
+    /// span each run covers, so `job(…)` does not take it.
+    pub(crate) interval: Option<usize>,
     /// Its `#[scheduler_lock]`, parsed; `None` when the attribute is missing or not valid (it
     /// reports why when it expands). A name with `{param}` placeholders names the job too. When
     /// both durations are literals, `#[scheduled]` expands the attribute itself, so `job(…)`
@@ -108,6 +112,7 @@ impl ScheduledFn {
         // The same message as `#[scheduler_lock]`'s, at the same span.
         errors.ok(check_async(&func));
         let mut params = Vec::new();
+        let mut interval = None;
         for arg in &func.sig.inputs {
             match arg {
                 FnArg::Receiver(receiver) => errors.push(syn::Error::new(
@@ -118,6 +123,16 @@ impl ScheduledFn {
                 )),
                 FnArg::Typed(typed) => match &*typed.pat {
                     Pat::Ident(pat) if pat.by_ref.is_none() && pat.subpat.is_none() => {
+                        if is_interval(&typed.ty) {
+                            match interval {
+                                None => interval = Some(params.len()),
+                                Some(_) => errors.push(syn::Error::new_spanned(
+                                    &typed.ty,
+                                    "a second `Interval` parameter: the scheduler passes the \
+                                     span a run covers once; keep one `Interval` parameter",
+                                )),
+                            }
+                        }
                         params.push((pat.ident.clone(), (*typed.ty).clone()));
                     }
                     pat => errors.push(syn::Error::new_spanned(
@@ -131,6 +146,9 @@ impl ScheduledFn {
         errors.finish()?;
         let declared_lock = declared_lock(&func);
         let lock_invalid = declared_lock.is_none() && func.attrs.iter().any(is_scheduler_lock);
+        if let (Some(at), Some(locked)) = (interval, &declared_lock) {
+            check_interval_not_in_name(locked, &params[at].0)?;
+        }
         if overlap != crate::overlap::Overlap::Skip
             && let Some(locked) = &declared_lock
         {
@@ -142,6 +160,7 @@ impl ScheduledFn {
                 cron,
                 time_zone,
                 params,
+                interval,
                 declared_lock,
                 lock_invalid,
                 overlap,
@@ -175,6 +194,43 @@ fn is_scheduler_lock(attr: &Attribute) -> bool {
 /// Whether `attr`'s path ends in `name`.
 fn is_named(attr: &Attribute, name: &str) -> bool {
     attr.path().segments.last().is_some_and(|s| s.ident == name)
+}
+
+/// Whether `ty` is `Interval` (by its path's last segment, without generic arguments, so
+/// `shedlock::scheduler::Interval` and an imported `Interval` both count): the parameter the
+/// scheduler fills with the span each run covers.
+fn is_interval(ty: &Type) -> bool {
+    match ty {
+        Type::Path(path) if path.qself.is_none() => path
+            .path
+            .segments
+            .last()
+            .is_some_and(|s| s.ident == "Interval" && s.arguments.is_none()),
+        Type::Group(group) => is_interval(&group.elem),
+        _ => false,
+    }
+}
+
+/// A lock name cannot have the interval's placeholder: the job, named by its lock, is one
+/// job across its runs, while each run covers another span.
+fn check_interval_not_in_name(locked: &LockedFn, interval: &Ident) -> syn::Result<()> {
+    use crate::scheduler_lock::NamePiece;
+    let used = locked
+        .name
+        .pieces
+        .iter()
+        .any(|piece| matches!(piece, NamePiece::Param(p) if p == interval));
+    if used {
+        return Err(syn::Error::new(
+            locked.name.span,
+            format!(
+                "the lock name uses `{{{interval}}}`, the `Interval` parameter the scheduler \
+                 fills for each run: a job keeps one name across its runs; name the lock by \
+                 the `job(…)` arguments only"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Checks a cron expression by the runtime's rules (`crate::rules`, the same file as

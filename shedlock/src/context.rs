@@ -42,6 +42,17 @@ impl Interval {
     }
 }
 
+/// `(start, end]` in RFC 3339, `(…, end]` with no start: what a log line of a run shows.
+impl std::fmt::Display for Interval {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let format = |at: DateTime<Utc>| at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
+        match self.start {
+            Some(start) => write!(f, "({}, {}]", format(start), format(self.end)),
+            None => write!(f, "(…, {}]", format(self.end)),
+        }
+    }
+}
+
 /// Runs `future` as a scheduled run covering `interval` ([`LockContext::interval`]).
 pub(crate) async fn with_interval<F: Future>(interval: Interval, future: F) -> F::Output {
     INTERVAL.scope(interval, future).await

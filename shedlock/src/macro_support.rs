@@ -110,6 +110,14 @@ where
     job
 }
 
+/// The span the current run of a `#[scheduled]` job covers, for its `Interval` parameter
+/// ([`LockContext::interval`](crate::LockContext::interval)). The scheduler always sets it
+/// around a run; outside one (never through `job(…)`) it is the span ending now, with no start.
+pub fn run_interval() -> crate::scheduler::Interval {
+    crate::context::current_interval()
+        .unwrap_or_else(|| crate::scheduler::Interval::new(None, chrono::Utc::now()))
+}
+
 /// Fixes a future's output type, so `?` and `return` in a moved body infer against the
 /// function's declared return type.
 pub fn body<T, F: Future<Output = T>>(future: F) -> F {

@@ -47,6 +47,7 @@ pub(crate) fn scheduled(scheduled: ScheduledFn) -> TokenStream {
         cron,
         time_zone,
         params,
+        interval,
         declared_lock,
         lock_invalid,
         overlap,
@@ -71,10 +72,26 @@ pub(crate) fn scheduled(scheduled: ScheduledFn) -> TokenStream {
     } else {
         quote!(::<#(#type_args),*>)
     };
-    let names: Vec<_> = params.iter().map(|(name, _)| name).collect();
-    let types: Vec<_> = params.iter().map(|(_, ty)| ty).collect();
+    // `job(…)` takes every parameter but the `Interval` one, which each run fills with the
+    // span it covers; the calls pass every parameter in its place.
+    let taken: Vec<_> = params
+        .iter()
+        .enumerate()
+        .filter(|(at, _)| Some(*at) != interval)
+        .map(|(_, param)| param)
+        .collect();
+    let names: Vec<_> = taken.iter().map(|(name, _)| name).collect();
+    let types: Vec<_> = taken.iter().map(|(_, ty)| ty).collect();
+    let args: Vec<TokenStream> = params
+        .iter()
+        .enumerate()
+        .map(|(at, (name, _))| match Some(at) == interval {
+            true => quote!(::shedlock::__private::run_interval()),
+            false => name.to_token_stream(),
+        })
+        .collect();
     // A parameter type that is not `Clone` is reported on that type.
-    let clones = params.iter().map(
+    let clones = taken.iter().map(
         |(name, ty)| quote_spanned!(ty.span()=> let #name = ::core::clone::Clone::clone(&#name);),
     );
 
@@ -146,7 +163,8 @@ pub(crate) fn scheduled(scheduled: ScheduledFn) -> TokenStream {
                     *attr = syn::parse_quote!(#[#path(#marker)]);
                 }
             }
-            let wrapper = claiming_wrapper(outer, &sibling_ident, &turbofish, &names);
+            let every: Vec<_> = params.iter().map(|(name, _)| name).collect();
+            let wrapper = claiming_wrapper(outer, &sibling_ident, &turbofish, &every);
             let mut sibling = locked;
             sibling.func.attrs.retain(|a| {
                 matches!(a.style, syn::AttrStyle::Inner(_)) || a.path().is_ident("cfg")
@@ -161,7 +179,7 @@ pub(crate) fn scheduled(scheduled: ScheduledFn) -> TokenStream {
             let run = quote! {
                 move |#claim: ::shedlock::__private::Claim| {
                     #(#clones)*
-                    async move { #sibling_ident #turbofish (#claim, #(#names),*).await }
+                    async move { #sibling_ident #turbofish (#claim, #(#args),*).await }
                 }
             };
             let job = quote_spanned! {output_span=>
@@ -179,7 +197,7 @@ pub(crate) fn scheduled(scheduled: ScheduledFn) -> TokenStream {
                 &cron,
                 &time_zone,
                 &turbofish,
-                &names,
+                &args,
                 clones,
                 output_span,
             ),
@@ -241,14 +259,14 @@ fn plain_job(
     cron: &LitStr,
     time_zone: &LitStr,
     turbofish: &TokenStream,
-    names: &[&syn::Ident],
+    args: &[TokenStream],
     clones: impl Iterator<Item = TokenStream>,
     output_span: Span,
 ) -> TokenStream {
     let run = quote! {
         move || {
             #(#clones)*
-            async move { #ident #turbofish (#(#names),*).await }
+            async move { #ident #turbofish (#(#args),*).await }
         }
     };
     // The call carries the output type's span, so an output that is not a `JobOutput` is
