@@ -1211,3 +1211,90 @@ async fn dashboard_shows_an_overlap_policy_sqlite() {
     assert_eq!(stored.overlap.as_deref(), Some("allow_all:3"));
     db.teardown().await;
 }
+
+/// Issue 49, point 4 on the dashboard: a job's page lists its next runs (the code's cron on its
+/// zone's clock, with the jitter), a pause turns them into ticks that do not run and says who
+/// paused it and why, and the API answers the same (`/api/v1/jobs/{name}/upcoming`), refusing a
+/// bad count and naming the closest job for a mistyped one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_shows_a_jobs_next_runs_sqlite() {
+    use shedlock::schedules::{RegisteredJob, Registration, ScheduleChange, ScheduleStore};
+    use shedlock_suite::TestDb;
+    use std::time::Duration;
+    let Some(db) = shedlock_suite::Sqlite::setup().await else {
+        return;
+    };
+    let provider = db.provider();
+    let mut job = RegisteredJob::new("ledger-close", "0 30 2 * * *", "America/New_York");
+    job.jitter_ms = Some(60_000);
+    let registration = Registration::new("pod-a", "default", vec![job], Duration::from_secs(600));
+    provider.register(&registration).await.unwrap();
+    let mut client = cases::Client::new(
+        provider.clone().into(),
+        shedlock_web::Options::new(shedlock_web::Auth::None),
+    );
+    let page = client.get("/shedlock/jobs/ledger-close").await;
+    assert!(
+        page.body.contains("id=\"upcoming\"")
+            && page.body.contains("02:30:00 EST")
+            && page.body.contains("jitter up to 1m")
+            && page.body.matches("runs").count() >= 5,
+        "{}",
+        page.body
+    );
+    let api = client
+        .get("/shedlock/api/v1/jobs/ledger-close/upcoming?count=3")
+        .await
+        .json();
+    assert_eq!(api["source"], "code", "{api:#}");
+    assert_eq!(api["jitter_ms"], 60_000, "{api:#}");
+    let ticks = api["ticks"].as_array().cloned().unwrap_or_default();
+    assert_eq!(ticks.len(), 3, "{api:#}");
+    assert!(
+        ticks.iter().all(|t| t["local"]
+            .as_str()
+            .unwrap_or("")
+            .contains("T02:30:00-05:00")),
+        "{api:#}"
+    );
+
+    provider
+        .update_schedule(
+            "ledger-close",
+            &ScheduleChange::new()
+                .paused(true)
+                .note(Some("year-end freeze".to_owned())),
+            "ops:ann",
+        )
+        .await
+        .unwrap();
+    let page = client.get("/shedlock/jobs/ledger-close").await;
+    assert!(
+        page.body
+            .contains("does not run: paused by ops:ann: year-end freeze"),
+        "{}",
+        page.body
+    );
+    let api = client
+        .get("/shedlock/api/v1/jobs/ledger-close/upcoming?count=2")
+        .await
+        .json();
+    assert_eq!(api["ticks"][0]["left_out"]["reason"], "paused", "{api:#}");
+    assert_eq!(
+        api["ticks"][0]["runs_at"],
+        serde_json::Value::Null,
+        "{api:#}"
+    );
+
+    let bad = client
+        .get("/shedlock/api/v1/jobs/ledger-close/upcoming?count=many")
+        .await;
+    assert_eq!(bad.status, axum::http::StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(bad.body.contains("from 1 to 1000"), "{}", bad.body);
+    let typo = client
+        .get("/shedlock/api/v1/jobs/ledger-clos/upcoming")
+        .await;
+    assert_eq!(typo.status, axum::http::StatusCode::NOT_FOUND);
+    assert!(typo.body.contains("did you mean"), "{}", typo.body);
+    db.teardown().await;
+}

@@ -535,7 +535,8 @@ async fn a_scheduled_function_is_handed_the_interval_its_run_covers() {
     let db = Sqlite::setup().await.unwrap();
     with_provider(db.provider(), async {
         let by_hand = shedlock::scheduler::Interval::new(None, chrono::Utc::now());
-        daily_report("by-hand".into(), by_hand).await.unwrap();
+        let ran = daily_report("by-hand".into(), by_hand).await.unwrap();
+        assert!(matches!(ran, TaskResult::Executed(())), "{ran:?}");
         assert_eq!(HANDED.lock().unwrap()[0], ("by-hand".to_owned(), by_hand));
         // What a log line of a run shows.
         let at = |s: &str| s.parse::<chrono::DateTime<chrono::Utc>>().unwrap();

@@ -364,7 +364,183 @@ where
     assert!(resumed.unapplied.is_some(), "{:?}", resumed.unapplied);
 }
 
+/// Issue 49, point 4: a job's next runs as the operator sees them are the runs that come. A
+/// running scheduler carries a job every 2 s with a jitter of 1.5 s: the runs `upcoming` lists
+/// start no earlier than the instants it gives (the tick plus the jitter the scheduler applies),
+/// each tick of them runs; a pause, the fleet's pause and the store's override of its cron each
+/// leave ticks out and say why; a job no instance registered and the store knows no cron of is
+/// refused, saying so.
+async fn the_next_runs_shown_are_the_runs_that_come<D: TestDb>(db: &D)
+where
+    D::Provider: ScheduleStore,
+{
+    use chrono::{DateTime, Utc};
+    use shedlock::operator::{LeftOut, Source};
+    use std::sync::{Arc, Mutex};
+
+    let provider = db.provider();
+    let desk = Operator::new(&provider, None);
+    let actor = Actor::new(WHO, FROM);
+    let scheduler = shedlock::Scheduler::new(db.provider());
+    // Each run's tick and when it started.
+    type Starts = Arc<Mutex<Vec<(DateTime<Utc>, DateTime<Utc>)>>>;
+    let started: Starts = Arc::default();
+    let seen = Arc::clone(&started);
+    let lock =
+        LockConfiguration::new("op-upcoming", Duration::from_secs(60), Duration::ZERO).unwrap();
+    let job = shedlock::Job::locked(
+        "op-upcoming",
+        shedlock::Schedule::parse("*/2 * * * * *", "UTC").unwrap(),
+        lock,
+        move |context: shedlock::LockContext| {
+            let seen = Arc::clone(&seen);
+            async move {
+                if let Some(tick) = context.tick() {
+                    seen.lock().unwrap().push((tick, Utc::now()));
+                }
+            }
+        },
+    )
+    .jitter(Duration::from_millis(1500));
+    scheduler.add(job).unwrap();
+    scheduler.start();
+    let registered =
+        shedlock_suite::scheduler_suite::eventually(Duration::from_secs(60), async || {
+            match desk.find("op-upcoming").await {
+                Ok(job) => desk.upcoming(&job, 1, Utc::now()).await.is_ok(),
+                Err(_) => false,
+            }
+        })
+        .await;
+    assert!(registered, "the running scheduler registered op-upcoming");
+    let job = desk.find("op-upcoming").await.unwrap();
+    let now = provider.now().await.unwrap();
+    let upcoming = desk.upcoming(&job, 3, now).await.unwrap();
+    assert_eq!(upcoming.source, Source::Code);
+    assert_eq!(
+        (upcoming.cron.as_str(), upcoming.time_zone.as_str()),
+        ("*/2 * * * * *", "UTC")
+    );
+    assert_eq!(upcoming.jitter, Some(Duration::from_millis(1500)));
+    let runs: Vec<_> = upcoming.runs().collect();
+    assert_eq!(runs.len(), 3, "{upcoming:?}");
+    assert_eq!(upcoming.ticks.len(), 3, "nothing left out: {upcoming:?}");
+    for (tick, at) in &runs {
+        assert!(*tick > now && *at >= *tick, "{upcoming:?}");
+        assert!(
+            *at - *tick < chrono::TimeDelta::milliseconds(1500),
+            "{upcoming:?}"
+        );
+    }
+    let jittered = runs.iter().filter(|(tick, at)| at > tick).count();
+    assert!(
+        jittered > 0,
+        "a jitter of 1.5 s delays some of 3 ticks: {upcoming:?}"
+    );
+    let all_ran =
+        shedlock_suite::scheduler_suite::eventually(Duration::from_secs(60), async || {
+            let seen = started.lock().unwrap();
+            runs.iter()
+                .all(|(tick, _)| seen.iter().any(|(t, _)| t == tick))
+        })
+        .await;
+    let seen = started.lock().unwrap().clone();
+    assert!(all_ran, "each tick shown ran: {runs:?} in {seen:?}");
+    // The scheduler fires by the store's clock as it estimates it: 100 ms for the clocks'
+    // disagreement.
+    let slack = chrono::TimeDelta::milliseconds(100);
+    for (tick, at) in &runs {
+        let (_, ran_at) = seen.iter().find(|(t, _)| t == tick).unwrap();
+        assert!(
+            *ran_at >= *at - slack,
+            "the run of {tick} started at {ran_at}, before {at}"
+        );
+    }
+
+    // A pause leaves every tick out; the fleet's pause too; each says who and why.
+    let paused = desk
+        .pause(&job, &actor, Some("upstream incident"))
+        .await
+        .unwrap();
+    assert_eq!(paused.value.note.as_deref(), Some("upstream incident"));
+    let job = desk.find("op-upcoming").await.unwrap();
+    let upcoming = desk
+        .upcoming(&job, 2, provider.now().await.unwrap())
+        .await
+        .unwrap();
+    assert_eq!(upcoming.runs().count(), 0, "{upcoming:?}");
+    assert_eq!(upcoming.ticks.len(), 2, "{upcoming:?}");
+    for tick in &upcoming.ticks {
+        assert_eq!(
+            tick.left_out,
+            Some(LeftOut::Paused {
+                by: WHO.to_owned(),
+                note: Some("upstream incident".to_owned())
+            })
+        );
+    }
+    desk.resume(&job, &actor, None).await.unwrap();
+    let fleet = desk.fleet().await.unwrap();
+    desk.pause(&fleet, &actor, Some("freeze")).await.unwrap();
+    let job = desk.find("op-upcoming").await.unwrap();
+    let upcoming = desk
+        .upcoming(&job, 1, provider.now().await.unwrap())
+        .await
+        .unwrap();
+    assert!(
+        matches!(&upcoming.ticks[..], [t] if matches!(&t.left_out, Some(LeftOut::FleetPaused { note, .. }) if note.as_deref() == Some("freeze"))),
+        "{upcoming:?}"
+    );
+    let fleet = desk.fleet().await.unwrap();
+    desk.resume(&fleet, &actor, None).await.unwrap();
+
+    // The store's override: its ticks run, the code's that it replaced are listed as such.
+    let change = ScheduleChange::new().cron("*/3 * * * * *", None);
+    desk.reschedule(&job, &change, &actor, None).await.unwrap();
+    let job = desk.find("op-upcoming").await.unwrap();
+    let upcoming = desk
+        .upcoming(&job, 4, provider.now().await.unwrap())
+        .await
+        .unwrap();
+    assert_eq!(upcoming.source, Source::Store);
+    assert_eq!(upcoming.cron, "*/3 * * * * *");
+    assert_eq!(upcoming.runs().count(), 4, "{upcoming:?}");
+    for (tick, _) in upcoming.runs() {
+        assert_eq!(tick.timestamp() % 3, 0, "{upcoming:?}");
+    }
+    let replaced: Vec<_> = upcoming
+        .ticks
+        .iter()
+        .filter(|t| matches!(t.left_out, Some(LeftOut::Overridden { .. })))
+        .collect();
+    assert!(!replaced.is_empty(), "{upcoming:?}");
+    for tick in &replaced {
+        let second = tick.tick.timestamp();
+        assert!(second % 2 == 0 && second % 3 != 0, "{upcoming:?}");
+    }
+    assert!(
+        upcoming.ticks.windows(2).all(|w| w[0].tick < w[1].tick),
+        "in order"
+    );
+    scheduler.shutdown().await;
+
+    // Asking for none, or for a job whose cron nobody knows, names the problem.
+    let error = desk.upcoming(&job, 0, Utc::now()).await.unwrap_err();
+    assert!(error.to_string().contains("ask for 1 to 1000"), "{error}");
+    provider
+        .update_schedule("op-unknown-cron", &ScheduleChange::new().paused(false), WHO)
+        .await
+        .unwrap();
+    let orphan = desk.find("op-unknown-cron").await.unwrap();
+    let error = desk.upcoming(&orphan, 3, Utc::now()).await.unwrap_err();
+    assert!(
+        error.to_string().contains("no running instance registered"),
+        "{error}"
+    );
+}
+
 shedlock_suite::backend_tests!([postgres, mysql, sqlite, redis]: super => [
     every_action_records_who_where_and_the_note,
     the_outcome_says_whether_a_running_instance_applies_it,
+    the_next_runs_shown_are_the_runs_that_come,
 ]);

@@ -123,11 +123,11 @@ pub(crate) enum Command {
     Serve(ServeArgs),
     /// Every schedule the store holds: overrides of code-defined jobs and jobs created at run
     /// time, with their cron, pause, next tick, pending trigger, last run and lock.
-    Jobs {
-        /// Print a JSON object (`fleet`, `history`, `jobs`) instead of a table.
-        #[arg(long)]
-        json: bool,
-    },
+    ///
+    /// With a job's name: its next runs (`--next N`, 5 by default) after its time zone, the
+    /// store's override, its pause, the fleet's pause and its jitter, and each tick its cron
+    /// gives between them that will not run, with why.
+    Jobs(JobsArgs),
     /// Pause a job everywhere (or the whole fleet with --fleet); a run going on continues
     /// unless --cancel-running.
     Pause(PauseArgs),
@@ -145,6 +145,21 @@ pub(crate) enum Command {
     Create(CreateArgs),
     /// Delete a job's schedule (a run-time job, or an override).
     Delete(NameArgs),
+}
+
+/// `shedlock jobs [NAME] [--next N] [--json]`.
+#[derive(Debug, Args)]
+pub(crate) struct JobsArgs {
+    /// A job, to see its next runs instead of the table of every job.
+    pub(crate) name: Option<String>,
+    /// How many of the job's next runs to show (1 to 1000; with NAME).
+    #[arg(long, value_name = "N", requires = "name",
+          value_parser = clap::value_parser!(u64).range(1..=shedlock::operator::MOST_UPCOMING as u64))]
+    pub(crate) next: Option<u64>,
+    /// Print a JSON object (`fleet`, `history`, `jobs`; with NAME: `name`, `cron`, `time_zone`,
+    /// `source`, `jitter_ms`, `ticks`) instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 /// A job's name and `--json`.

@@ -315,7 +315,10 @@ async fn execute(cli: Cli) -> Result<(), Failure> {
 async fn steer(db: &db::Db, command: Command) -> Result<(), Failure> {
     let (store, runs) = (db.schedules(), db.runs());
     match command {
-        Command::Jobs { json } => jobs::jobs(store, runs, json).await,
+        Command::Jobs(args) => match &args.name {
+            Some(name) => jobs::upcoming(store, runs, name, args.next, args.json).await,
+            None => jobs::jobs(store, runs, args.json).await,
+        },
         Command::Pause(args) => jobs::pause(store, runs, &args).await,
         Command::Resume(args) => jobs::resume(store, runs, &args).await,
         Command::Trigger(args) => jobs::trigger(store, runs, &args).await,

@@ -84,6 +84,16 @@ impl Done {
         Done::ok(message, body)
     }
 
+    /// Its status.
+    pub(crate) fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// Its message.
+    pub(crate) fn message(&self) -> &str {
+        &self.message
+    }
+
     fn refused(status: StatusCode, message: String) -> Self {
         let body = json!({ "error": message });
         Done {

@@ -18,6 +18,10 @@
 //!   default) chooses one, and the answer says which (`page`), how many there are (`pages`) and
 //!   the next one's number (`next`, `null` on the last): read every job by following `next`.
 //! - `/api/v1/jobs/{name}`: one job as in the list.
+//! - `/api/v1/jobs/{name}/upcoming`: its next runs (`count` of them, 5 by default, at most
+//!   1,000), after its time zone, the store's override, its pause, the fleet's pause and its
+//!   jitter, and each tick its cron gives between them that will not run, with why; as
+//!   `shedlock jobs NAME --next N --json` ([`crate::json::upcoming`]).
 //! - `/api/v1/locks`: as `shedlock list --json`: every lock row ([`crate::json::lock`]).
 //! - `/api/v1/runs`: as `shedlock history --json` ([`crate::json::run`]), in `runs`, newest
 //!   first, filtered by `job`, `outcome`, `instance`, `since`, `until` (RFC 3339), `limit`
@@ -226,6 +230,56 @@ pub(crate) async fn job(State(app): Shared, Path(name): Path<String>) -> Respons
         return unavailable(error);
     }
     Json(job_json(&row)).into_response()
+}
+
+/// The query of `GET /api/v1/jobs/{name}/upcoming`: how many runs (5 by default).
+#[derive(serde::Deserialize)]
+pub(crate) struct UpcomingQuery {
+    count: Option<String>,
+}
+
+/// How many runs the job page and `/upcoming` show without `count`.
+pub(crate) const UPCOMING_SHOWN: usize = 5;
+
+/// `GET /api/v1/jobs/{name}/upcoming`: the job's next runs and the ticks that will not run
+/// ([`crate::json::upcoming`]); `count` 1 to 1000. `404` for an unknown job, `422` for a bad
+/// count or a job whose cron nobody knows.
+pub(crate) async fn upcoming(
+    State(app): Shared,
+    Path(name): Path<String>,
+    Query(query): Query<UpcomingQuery>,
+) -> Response {
+    let most = shedlock::operator::MOST_UPCOMING;
+    let count = match query.count.as_deref().map(str::parse::<usize>) {
+        None => UPCOMING_SHOWN,
+        Some(Ok(count)) if (1..=most).contains(&count) => count,
+        Some(_) => {
+            let given = query.count.unwrap_or_default();
+            return failure(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("count {given:?}: give a whole number from 1 to {most}"),
+            );
+        }
+    };
+    match upcoming_of(&app, &name, count).await {
+        Ok(upcoming) => Json(crate::json::upcoming(&upcoming)).into_response(),
+        Err(error) => {
+            let done = crate::actions::Done::from(error);
+            failure(done.status(), done.message().to_owned())
+        }
+    }
+}
+
+/// Job `name`'s next `count` runs, by the operator layer, at the store's now.
+pub(crate) async fn upcoming_of(
+    app: &App,
+    name: &str,
+    count: usize,
+) -> shedlock::Result<shedlock::operator::Upcoming> {
+    let desk = crate::actions::desk(app);
+    let job = desk.find(name).await?;
+    let now = app.source.store.now().await?;
+    desk.upcoming(&job, count, now).await
 }
 
 /// `GET /api/v1/locks`.

@@ -215,3 +215,44 @@ pub fn holders(runs: &[RunRecord]) -> Vec<Option<String>> {
         })
         .collect()
 }
+
+/// A job's next runs and the ticks that will not run
+/// ([`Operator::upcoming`](shedlock::operator::Operator::upcoming)): `name`, `cron`,
+/// `time_zone`, `source` (`code`, `store`, `run-time`), `jitter_ms`, and `ticks`, each with
+/// `tick`, `local` (the tick on the job's time zone's clock, with its offset), `runs_at` (the
+/// tick plus its jitter; `null` when it does not run) and `left_out` (`null` when it runs, else
+/// `reason` (`paused`, `fleet-paused`, `overridden`), `by`, `note` and `text`, the reason in
+/// words).
+pub fn upcoming(upcoming: &shedlock::operator::Upcoming) -> Value {
+    use shedlock::operator::LeftOut;
+    let zone: Option<chrono_tz::Tz> = upcoming.time_zone.parse().ok();
+    let ticks: Vec<Value> = upcoming
+        .ticks
+        .iter()
+        .map(|tick| {
+            let left_out = tick.left_out.as_ref().map(|why| {
+                let (reason, by, note) = match why {
+                    LeftOut::Paused { by, note } => ("paused", Some(by), note.as_ref()),
+                    LeftOut::FleetPaused { by, note } => ("fleet-paused", Some(by), note.as_ref()),
+                    LeftOut::Overridden { .. } => ("overridden", None, None),
+                    _ => ("other", None, None),
+                };
+                json!({ "reason": reason, "by": by, "note": note, "text": why.to_string() })
+            });
+            json!({
+                "tick": time(tick.tick),
+                "local": zone.map(|zone| tick.tick.with_timezone(&zone).to_rfc3339_opts(SecondsFormat::Secs, false)),
+                "runs_at": tick.runs_at.map(time),
+                "left_out": left_out,
+            })
+        })
+        .collect();
+    json!({
+        "name": upcoming.name,
+        "cron": upcoming.cron,
+        "time_zone": upcoming.time_zone,
+        "source": upcoming.source.name(),
+        "jitter_ms": upcoming.jitter.map(millis),
+        "ticks": ticks,
+    })
+}

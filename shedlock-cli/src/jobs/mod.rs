@@ -12,6 +12,7 @@
 
 mod change;
 mod list;
+mod upcoming;
 
 use std::time::Duration;
 
@@ -28,6 +29,7 @@ pub(crate) use shedlock_web::json::{
     jitter as jitter_json, kind, known_zone, next_tick, next_ticks, retry as retry_json,
     schedule as schedule_json, trigger as trigger_json,
 };
+pub(crate) use upcoming::upcoming;
 
 use crate::db::Steered;
 use crate::failure::Failure;

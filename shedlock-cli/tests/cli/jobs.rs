@@ -142,6 +142,36 @@ pub(crate) async fn main_path<S: ScheduleStore + ?Sized>(
     if !history {
         assert_eq!(rows[0]["LAST_RUN"], "no history on this backend");
     }
+    // Issue 49, point 4: the job's next runs, in UTC and on its zone's clock.
+    let out = at(url, table, &["jobs", name, "--next", "3", "--json"]).await;
+    assert_done(&out);
+    let upcoming = object(&out);
+    assert_eq!(upcoming["source"], "run-time");
+    assert_eq!(upcoming["time_zone"], "Europe/Berlin");
+    let ticks = upcoming["ticks"].as_array().unwrap();
+    assert_eq!(ticks.len(), 3, "{upcoming:#}");
+    assert_eq!(ticks[0]["tick"], first);
+    for tick in ticks {
+        assert_eq!(tick["runs_at"], tick["tick"], "no jitter: {upcoming:#}");
+        assert_eq!(tick["left_out"], Value::Null);
+        let local = tick["local"].as_str().unwrap();
+        assert!(local.contains("T03:00:00+0"), "{local}");
+    }
+    let out = at(url, table, &["jobs", name, "--next", "2"]).await;
+    assert_done(&out);
+    let rows = parse_table(out.stdout.split_once('\n').unwrap().1);
+    assert_eq!(rows.len(), 2, "{}", out.stdout);
+    assert_eq!(rows[0]["RUN"], "runs", "{}", out.stdout);
+    assert!(
+        out.stdout.starts_with(&format!(
+            "{name}: \"0 0 3 * * *\" in Europe/Berlin (a job created at run time)"
+        )),
+        "{}",
+        out.stdout
+    );
+    let out = at(url, table, &["jobs", "repo_sync_4", "--next", "2"]).await;
+    assert_eq!(out.code, 3, "{out:#?}");
+    assert!(out.error_line().contains("did you mean"), "{out:#?}");
 
     let out = at(url, table, &["pause", name, "--json"]).await;
     assert_done(&out);
@@ -153,6 +183,22 @@ pub(crate) async fn main_path<S: ScheduleStore + ?Sized>(
     assert!(store.schedule(name).await.unwrap().unwrap().paused);
     let jobs = object(&at(url, table, &["jobs", "--json"]).await);
     assert_eq!(job(&jobs, name)["paused"], true);
+    // A paused job's ticks do not run, and say why.
+    let upcoming = object(&at(url, table, &["jobs", name, "--next", "2", "--json"]).await);
+    let ticks = upcoming["ticks"].as_array().unwrap();
+    assert_eq!(ticks.len(), 2, "{upcoming:#}");
+    for tick in ticks {
+        assert_eq!(tick["runs_at"], Value::Null, "{upcoming:#}");
+        assert_eq!(tick["left_out"]["reason"], "paused", "{upcoming:#}");
+        assert_eq!(tick["left_out"]["by"], by.as_str(), "{upcoming:#}");
+    }
+    let out = at(url, table, &["jobs", name, "--next", "1"]).await;
+    assert!(
+        out.stdout
+            .contains(&format!("does not run: paused by {by}")),
+        "{}",
+        out.stdout
+    );
     let out = at(url, table, &["jobs"]).await;
     assert_eq!(
         parse_table(&out.stdout)[0]["PAUSED"],

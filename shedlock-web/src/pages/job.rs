@@ -66,6 +66,19 @@ pub(crate) async fn job_by_query(
     job_page(&app, &base.0, &visitor, name, query).await
 }
 
+/// `at` on the clock of `zone` (an IANA name), with its abbreviation; empty for a zone that
+/// does not parse.
+fn local_time(at: chrono::DateTime<chrono::Utc>, zone: &str) -> String {
+    zone.parse::<chrono_tz::Tz>().map_or_else(
+        |_| String::new(),
+        |zone| {
+            at.with_timezone(&zone)
+                .format("%Y-%m-%d %H:%M:%S %Z")
+                .to_string()
+        },
+    )
+}
+
 /// `href` with one more query parameter.
 fn and(href: &str, param: &str) -> String {
     let joint = if href.contains('?') { '&' } else { '?' };
@@ -127,6 +140,11 @@ async fn job_page(
         }
         None => (Vec::new(), Vec::new(), None),
     };
+    // Its next runs (the ticks that will not run among them, with why), or why none can be
+    // shown (a code's job no running instance registered).
+    let upcoming = crate::api::upcoming_of(app, &name, crate::api::UPCOMING_SHOWN)
+        .await
+        .map_err(|error| error.to_string());
     let read_only = app.options.read_only;
     let schedule = row.schedule.as_ref();
     let csrf = visitor.csrf.as_str();
@@ -205,6 +223,30 @@ async fn job_page(
                     p.muted { "Under this policy the lock above only marks each tick as claimed (held 1 ms); a run holds one of the job's run places." }
                 }
             }
+        }
+        h2 { "Next runs" }
+        @match &upcoming {
+            Ok(upcoming) => {
+                p.muted { code { (upcoming.cron) } " in " (upcoming.time_zone) " ("
+                    (match upcoming.source { shedlock::operator::Source::Code => "the code's", shedlock::operator::Source::Store => "the store's override", _ => "a job created at run time" }) ")"
+                    @if let Some(jitter) = upcoming.jitter { ", jitter up to " (took(jitter)) } }
+                table #upcoming {
+                    thead { tr { th { "tick" } th { "on its zone's clock" } th { "run" } } }
+                    tbody { @for tick in &upcoming.ticks {
+                        tr class=@if tick.left_out.is_some() { "left-out" } {
+                            td { (when(tick.tick)) }
+                            td { (local_time(tick.tick, &upcoming.time_zone)) }
+                            td { @match (&tick.runs_at, &tick.left_out) {
+                                (Some(at), _) if *at == tick.tick => "runs",
+                                (Some(at), _) => { "runs at " (when(*at)) },
+                                (None, Some(why)) => { span.muted { "does not run: " (shown(&why.to_string())) } },
+                                (None, None) => "does not run",
+                            } }
+                        }
+                    } }
+                }
+            }
+            Err(why) => p.muted #upcoming-unknown { (shown(why)) },
         }
         h2 { "Timeline" }
         @if app.source.has_history() {

@@ -43,6 +43,7 @@
 //! but not recorded, the instances that carry the job not read.
 
 mod find;
+mod upcoming;
 
 use std::time::Duration;
 
@@ -56,6 +57,10 @@ use crate::schedules::{
 };
 
 pub use find::closest;
+pub use upcoming::{LeftOut, Source, Tick, Upcoming};
+
+/// The most runs [`Operator::upcoming`] lists.
+pub const MOST_UPCOMING: usize = 1000;
 
 /// What an operator acts on: a store's locks ([`LockAdmin`]) and schedules
 /// ([`ScheduleStore`]). Every provider of this workspace is one.
@@ -632,6 +637,30 @@ impl<'a, S: Steerable + ?Sized> Operator<'a, S> {
         self.record(&mut outcome, &new.name, what, None, actor, note)
             .await;
         Ok(outcome)
+    }
+
+    /// `job`'s next `count` runs after `now` (1 to [`MOST_UPCOMING`]), after its time zone,
+    /// the store's override, its pause, the fleet's pause and its jitter are applied, and each
+    /// tick the cron gives between them that will not run, with why ([`LeftOut`]): a paused
+    /// job lists `count` ticks that will not run. A job whose cron is its code's and that no
+    /// running instance registered is [`Error::InvalidSchedule`], saying so.
+    pub async fn upcoming(
+        &self,
+        job: &Job,
+        count: usize,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Upcoming> {
+        if job.is_fleet() {
+            return Err(not_a_job(&job.name, "name a job to see its next runs"));
+        }
+        if !(1..=MOST_UPCOMING).contains(&count) {
+            return Err(Error::InvalidSchedule {
+                name: job.name.clone(),
+                reason: format!("{count} next runs asked for: ask for 1 to {MOST_UPCOMING}"),
+            });
+        }
+        let known = upcoming::known(self.store, &job.name).await?;
+        upcoming::plan(&job.name, &known, count, now)
     }
 
     /// Deletes `job`'s schedule: a run-time job fires nowhere from then on; an override is

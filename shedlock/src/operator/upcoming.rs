@@ -1,0 +1,263 @@
+//! What a job will do next ([`Operator::upcoming`](super::Operator::upcoming)): its next fire
+//! times after its time zone, the store's override, its pause and its jitter are applied, and
+//! each tick the cron gives that will not run, with the reason.
+
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+
+use crate::cron::Schedule;
+use crate::error::{Error, Result};
+use crate::scheduler::FLEET_SCHEDULE;
+use crate::scheduler::control::spread::jitter_delay;
+use crate::schedules::{ScheduleStore, StoredSchedule};
+
+/// Where a job's schedule comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Source {
+    /// The code that defines it, as its instances registered it.
+    Code,
+    /// An operator's override in the store (a new cron or time zone).
+    Store,
+    /// A job created at run time, kept in the store.
+    RunTime,
+}
+
+impl Source {
+    /// `code`, `store` or `run-time`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Code => "code",
+            Self::Store => "store",
+            Self::RunTime => "run-time",
+        }
+    }
+}
+
+/// Why a tick the cron gives will not run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeftOut {
+    /// The job is paused (by `by`, with the operator's `note`): no tick runs until it is
+    /// resumed.
+    Paused {
+        /// Who paused it.
+        by: String,
+        /// The operator's note on the pause.
+        note: Option<String>,
+    },
+    /// The whole fleet is paused (by `by`, with `note`).
+    FleetPaused {
+        /// Who paused the fleet.
+        by: String,
+        /// The operator's note on the pause.
+        note: Option<String>,
+    },
+    /// A tick of the code's cron that the store's override replaced (`cron` in `time_zone`).
+    Overridden {
+        /// The cron that runs instead.
+        cron: String,
+        /// Its time zone.
+        time_zone: String,
+    },
+}
+
+impl std::fmt::Display for LeftOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let note = |note: &Option<String>| match note {
+            Some(note) => format!(": {note}"),
+            None => String::new(),
+        };
+        match self {
+            Self::Paused { by, note: n } => write!(f, "paused by {by}{}", note(n)),
+            Self::FleetPaused { by, note: n } => write!(f, "fleet paused by {by}{}", note(n)),
+            Self::Overridden { cron, time_zone } => write!(
+                f,
+                "the code's cron; the store's override {cron:?} in {time_zone} runs instead"
+            ),
+        }
+    }
+}
+
+/// One tick of a job's cron from now on, and what becomes of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Tick {
+    /// The tick, as the cron gives it.
+    pub tick: DateTime<Utc>,
+    /// When its run starts (the tick plus its jitter); `None` when it does not run.
+    pub runs_at: Option<DateTime<Utc>>,
+    /// Why it does not run; `None` when it runs.
+    pub left_out: Option<LeftOut>,
+}
+
+/// A job's next ticks ([`Operator::upcoming`](super::Operator::upcoming)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Upcoming {
+    /// The job.
+    pub name: String,
+    /// The cron its ticks follow.
+    pub cron: String,
+    /// The time zone the cron is read in.
+    pub time_zone: String,
+    /// Where the cron comes from.
+    pub source: Source,
+    /// Its jitter: each tick's run starts up to this much later (the same delay on every
+    /// instance for a job and tick).
+    pub jitter: Option<Duration>,
+    /// Its ticks in order, from the first after `now`: those that run (up to the count asked
+    /// for) and those between them that will not, each with its reason (as many at most).
+    pub ticks: Vec<Tick>,
+}
+
+impl Upcoming {
+    /// The ticks that run, with when each starts.
+    pub fn runs(&self) -> impl Iterator<Item = (DateTime<Utc>, DateTime<Utc>)> + '_ {
+        self.ticks
+            .iter()
+            .filter_map(|tick| tick.runs_at.map(|at| (tick.tick, at)))
+    }
+}
+
+/// What the store and the fleet say of a job: its stored schedule, the code's definition (cron,
+/// time zone, jitter) when an instance registered it, and the fleet's pause.
+pub(super) struct Known {
+    pub(super) stored: Option<StoredSchedule>,
+    pub(super) code: Option<(String, String, Option<Duration>)>,
+    pub(super) fleet: Option<StoredSchedule>,
+}
+
+/// Reads what [`plan`] needs of job `name` from `store`.
+pub(super) async fn known<S: ScheduleStore + ?Sized>(store: &S, name: &str) -> Result<Known> {
+    let stored = store.schedule(name).await?.filter(|s| !s.deleted);
+    let code = crate::schedules::fleet::fleet_job(store, name)
+        .await?
+        .map(|fleet| {
+            let jitter = fleet.job.jitter();
+            (fleet.job.cron, fleet.job.time_zone, jitter)
+        });
+    let fleet = store.schedule(FLEET_SCHEDULE).await?.filter(|s| !s.deleted);
+    Ok(Known {
+        stored,
+        code,
+        fleet,
+    })
+}
+
+/// The most ticks [`plan`] examines in all (those that run and those left out), so a schedule
+/// whose ticks all fall out ends.
+const MOST_EXAMINED: usize = 10_000;
+
+/// Job `name`'s next `count` runs after `now`, and the ticks between that will not run.
+pub(super) fn plan(
+    name: &str,
+    known: &Known,
+    count: usize,
+    now: DateTime<Utc>,
+) -> Result<Upcoming> {
+    let stored = known.stored.as_ref();
+    let run_time = stored.is_some_and(|s| s.handler.is_some());
+    let code = known.code.as_ref();
+    let cron = stored
+        .and_then(|s| s.cron.clone())
+        .or_else(|| code.map(|c| c.0.clone()));
+    let Some(cron) = cron else {
+        return Err(Error::InvalidSchedule {
+            name: name.to_owned(),
+            reason: "its cron is its code's, and no running instance registered the job: start \
+                     an instance that carries it, or give it a cron with `reschedule`"
+                .to_owned(),
+        });
+    };
+    let time_zone = stored
+        .and_then(|s| s.time_zone.clone())
+        .or_else(|| (!run_time).then(|| code.map(|c| c.1.clone())).flatten())
+        .unwrap_or_else(|| "UTC".to_owned());
+    let source = match (run_time, stored) {
+        (true, _) => Source::RunTime,
+        (false, Some(s)) if s.cron.is_some() || s.time_zone.is_some() => Source::Store,
+        _ => Source::Code,
+    };
+    let schedule = Schedule::parse(&cron, &time_zone).map_err(|error| Error::InvalidSchedule {
+        name: name.to_owned(),
+        reason: format!("its stored schedule does not parse: {error}"),
+    })?;
+    let jitter = stored
+        .and_then(|s| s.jitter)
+        .or_else(|| code.and_then(|c| c.2))
+        .filter(|j| !j.is_zero());
+    let paused = match (stored, known.fleet.as_ref()) {
+        (Some(s), _) if s.paused => Some(LeftOut::Paused {
+            by: s.updated_by.clone(),
+            note: s.note.clone(),
+        }),
+        (_, Some(f)) if f.paused => Some(LeftOut::FleetPaused {
+            by: f.updated_by.clone(),
+            note: f.note.clone(),
+        }),
+        _ => None,
+    };
+
+    let mut ticks = Vec::new();
+    let (mut runs, mut left_out) = (0, 0);
+    let mut cursor = now;
+    while runs < count && left_out < count && ticks.len() < MOST_EXAMINED {
+        let Some(tick) = schedule.next_after(cursor) else {
+            break;
+        };
+        cursor = tick;
+        match &paused {
+            Some(why) => {
+                left_out += 1;
+                ticks.push(Tick {
+                    tick,
+                    runs_at: None,
+                    left_out: Some(why.clone()),
+                });
+            }
+            None => {
+                runs += 1;
+                let delay = jitter.map_or(TimeDelta::zero(), |j| {
+                    TimeDelta::from_std(jitter_delay(name, tick, j)).unwrap_or_default()
+                });
+                ticks.push(Tick {
+                    tick,
+                    runs_at: Some(tick + delay),
+                    left_out: None,
+                });
+            }
+        }
+    }
+
+    // The code's ticks in the same span that the store's override replaced.
+    if source == Source::Store
+        && let (Some((code_cron, code_zone, _)), Some(last)) = (code, ticks.last().map(|t| t.tick))
+        && let Ok(code_schedule) = Schedule::parse(code_cron, code_zone)
+    {
+        let ours: std::collections::HashSet<_> = ticks.iter().map(|t| t.tick).collect();
+        let replaced = code_schedule
+            .ticks_between(now, last, count)
+            .into_iter()
+            .filter(|tick| !ours.contains(tick))
+            .map(|tick| Tick {
+                tick,
+                runs_at: None,
+                left_out: Some(LeftOut::Overridden {
+                    cron: cron.clone(),
+                    time_zone: time_zone.clone(),
+                }),
+            });
+        ticks.extend(replaced.collect::<Vec<_>>());
+        ticks.sort_by_key(|t| t.tick);
+    }
+    Ok(Upcoming {
+        name: name.to_owned(),
+        cron,
+        time_zone,
+        source,
+        jitter,
+        ticks,
+    })
+}
