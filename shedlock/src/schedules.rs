@@ -28,9 +28,11 @@ use futures_util::stream::BoxStream;
 use crate::error::Result;
 use crate::provider::LockProvider;
 
+pub mod backfill;
 pub mod check;
 pub mod fleet;
 
+pub use backfill::{BackfillCount, BackfillState, NewBackfill, StoredBackfill};
 pub use fleet::{Carrier, FleetJob, RegisteredJob, Registration, StoredRegistration};
 
 /// Retries of a failed run, per job: up to `max_attempts` attempts in all (the first run
@@ -454,6 +456,51 @@ pub trait ScheduleStore: LockProvider {
             Ok(fleet::merge(&registrations, now))
         })
     }
+
+    /// Stores a new backfill ([`backfill`]), `running`, its counts at zero, `updated_by` its
+    /// requester, and answers it with the id the store gave it (greater than every earlier
+    /// one) and the store's clock as `created_at` and `updated_at`. The SQL providers keep
+    /// backfills in `<table>_backfills` (`migrate()` creates it), `shedlock-redis` in a hash
+    /// beside its schedules. By default (a store that keeps none), an error saying so.
+    fn create_backfill<'a>(
+        &'a self,
+        backfill: &'a NewBackfill,
+    ) -> BoxFuture<'a, Result<StoredBackfill>> {
+        let _ = backfill;
+        Box::pin(async { Err(backfill::not_kept()) })
+    }
+
+    /// Every backfill the store keeps, oldest first. By default, none.
+    fn backfills(&self) -> BoxFuture<'_, Result<Vec<StoredBackfill>>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    /// Backfill `id`, if the store keeps it. By default, none.
+    fn backfill(&self, id: i64) -> BoxFuture<'_, Result<Option<StoredBackfill>>> {
+        let _ = id;
+        Box::pin(async { Ok(None) })
+    }
+
+    /// Sets backfill `id`'s state to `state` (by `by`, at the store's clock) if it is now in
+    /// one of `from`, in one statement; answers the backfill after the change, or `None` when
+    /// it was not changed (no such backfill, or its state is not one of `from`).
+    fn set_backfill_state<'a>(
+        &'a self,
+        id: i64,
+        state: BackfillState,
+        from: &'a [BackfillState],
+        by: &'a str,
+    ) -> BoxFuture<'a, Result<Option<StoredBackfill>>> {
+        let _ = (id, state, from, by);
+        Box::pin(async { Err(backfill::not_kept()) })
+    }
+
+    /// Adds one tick that came to `count` to backfill `id`'s counts (`done`, and `failed` for
+    /// a failed run; `skipped`), in one statement. A backfill no longer kept is no error.
+    fn count_backfill(&self, id: i64, count: BackfillCount) -> BoxFuture<'_, Result<()>> {
+        let _ = (id, count);
+        Box::pin(async { Err(backfill::not_kept()) })
+    }
 }
 
 /// What [`ScheduleStore::change_feed`] yields: one item per change notice (several changes may
@@ -511,6 +558,21 @@ macro_rules! forward {
             }
             fn fleet_jobs(&self) -> BoxFuture<'_, Result<Vec<FleetJob>>> {
                 (**self).fleet_jobs()
+            }
+            fn create_backfill<'a>(&'a self, backfill: &'a NewBackfill) -> BoxFuture<'a, Result<StoredBackfill>> {
+                (**self).create_backfill(backfill)
+            }
+            fn backfills(&self) -> BoxFuture<'_, Result<Vec<StoredBackfill>>> {
+                (**self).backfills()
+            }
+            fn backfill(&self, id: i64) -> BoxFuture<'_, Result<Option<StoredBackfill>>> {
+                (**self).backfill(id)
+            }
+            fn set_backfill_state<'a>(&'a self, id: i64, state: BackfillState, from: &'a [BackfillState], by: &'a str) -> BoxFuture<'a, Result<Option<StoredBackfill>>> {
+                (**self).set_backfill_state(id, state, from, by)
+            }
+            fn count_backfill(&self, id: i64, count: BackfillCount) -> BoxFuture<'_, Result<()>> {
+                (**self).count_backfill(id, count)
             }
         }
     )*};
