@@ -72,7 +72,7 @@ impl Place {
     pub async fn cleanup(&self) {
         let t = &self.target.table;
         let drop = format!(
-            "DROP TABLE IF EXISTS {t}, _{t}_migrations, {t}_runs, {t}_schedules, {t}_results, {t}_fenced, {t}_terms, {t}_applied, {t}_work, {t}_fleet, {t}_fleet_parts"
+            "DROP TABLE IF EXISTS {t}, _{t}_migrations, {t}_runs, {t}_schedules, {t}_results, {t}_fenced, {t}_terms, {t}_applied, {t}_work, {t}_fleet, {t}_fleet_parts, {t}_backfills"
         );
         match self.target.backend {
             Backend::Postgres => {

@@ -110,6 +110,7 @@ pub async fn migrate_is_idempotent_and_concurrent_safe<D: SqlTestDb>(db: &D) {
 /// Drops every table `migrate()` made for `table`, and its record of migrations.
 async fn drop_migrated<D: SqlTestDb>(db: &D, table: &str) {
     for suffix in [
+        "_backfills",
         "_fleet_parts",
         "_fleet",
         "_retired",

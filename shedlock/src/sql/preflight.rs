@@ -9,8 +9,8 @@ use super::dialect::Param;
 use super::driver::Driver;
 use super::quirks::Quirks;
 use super::table::{
-    COLUMNS, RETIRED_COLUMNS, RUN_COLUMNS, SCHEDULE_COLUMNS, SCHEDULE_COLUMNS_MADE,
-    is_java_shedlock, missing_columns_of,
+    BACKFILL_COLUMNS, COLUMNS, RETIRED_COLUMNS, RUN_COLUMNS, SCHEDULE_COLUMNS,
+    SCHEDULE_COLUMNS_MADE, is_java_shedlock, missing_columns_of,
 };
 use crate::error::{Backend, Error, Result};
 
@@ -43,8 +43,9 @@ impl<D: Quirks> Core<D> {
     }
 }
 
-/// Refuses, before anything is written, a lock table, run history table or (SQLite) retired
-/// table that exists without the columns shedlock's migrations give it: a table of the same
+/// Refuses, before anything is written, a lock table, run history table, schedules table,
+/// backfills table or (SQLite) retired table that exists without the columns shedlock's
+/// migrations give it: a table of the same
 /// name made by someone else (most likely Java ShedLock's `shedlock`). Nothing is altered; the
 /// error names the columns found and the ways out.
 pub(crate) async fn refuse_foreign<D: Quirks>(core: &Core<D>) -> Result<()> {
@@ -53,6 +54,7 @@ pub(crate) async fn refuse_foreign<D: Quirks>(core: &Core<D>) -> Result<()> {
         ("", &COLUMNS),
         ("_runs", &RUN_COLUMNS),
         ("_schedules", &SCHEDULE_COLUMNS[..SCHEDULE_COLUMNS_MADE]),
+        ("_backfills", &BACKFILL_COLUMNS),
     ];
     if D::BACKEND == Backend::Sqlite {
         objects.push(("_retired", &RETIRED_COLUMNS));

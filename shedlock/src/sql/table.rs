@@ -174,6 +174,27 @@ pub(crate) const SCHEDULE_COLUMNS: [&str; 23] = [
 /// ours has before any later migration ran, and what `migrate()` checks before it runs them.
 pub(crate) const SCHEDULE_COLUMNS_MADE: usize = 21;
 
+/// The columns of the backfills table (`<table>_backfills`, migration 12), in the order the
+/// backfill statements read them.
+pub(crate) const BACKFILL_COLUMNS: [&str; 16] = [
+    "id",
+    "job",
+    "from_tick",
+    "to_tick",
+    "max_running",
+    "rate_per_min",
+    "rerun",
+    "total",
+    "requested_by",
+    "state",
+    "done",
+    "skipped",
+    "failed",
+    "created_at",
+    "updated_at",
+    "updated_by",
+];
+
 /// The columns of SQLite's record of deleted rows (`<table>_retired`).
 pub(crate) const RETIRED_COLUMNS: [&str; 3] = ["name", "fencing_token", "last_tick"];
 

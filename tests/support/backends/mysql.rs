@@ -150,7 +150,7 @@ impl TestDb for MySql {
         let drop = match &self.database {
             Some(database) => format!("DROP DATABASE {database}"),
             None => format!(
-                "DROP TABLE IF EXISTS {t}, _{t}_migrations, {t}_runs, {t}_schedules, {t}_fleet, {t}_fleet_parts, {t}_ran",
+                "DROP TABLE IF EXISTS {t}, _{t}_migrations, {t}_runs, {t}_schedules, {t}_fleet, {t}_fleet_parts, {t}_backfills, {t}_ran",
                 t = self.table
             ),
         };

@@ -166,7 +166,7 @@ impl TestDb for Postgres {
         let _ = self
             .pool
             .execute(AssertSqlSafe(format!(
-                "DROP TABLE IF EXISTS {t}, _{t}_migrations, {t}_runs, {t}_schedules, {t}_fleet, {t}_fleet_parts, {t}_ran",
+                "DROP TABLE IF EXISTS {t}, _{t}_migrations, {t}_runs, {t}_schedules, {t}_fleet, {t}_fleet_parts, {t}_backfills, {t}_ran",
                 t = self.table
             )))
             .await;

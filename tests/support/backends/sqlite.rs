@@ -122,6 +122,7 @@ impl SqlTestDb for Sqlite {
             format!("{table}_schedules"),
             format!("{table}_fleet"),
             format!("{table}_fleet_parts"),
+            format!("{table}_backfills"),
             format!("_{table}_migrations"),
         ] {
             self.exec(&format!("DROP TABLE IF EXISTS \"{object}\""))

@@ -80,6 +80,11 @@ pub(crate) const POSTGRES: &[(i64, &str, &str)] = &[
         "add shedlock_schedules overlap",
         include_str!("../../../migrations/postgres/0011_add_shedlock_schedules_overlap.sql"),
     ),
+    (
+        12,
+        "create shedlock_backfills table",
+        include_str!("../../../migrations/postgres/0012_create_shedlock_backfills.sql"),
+    ),
 ];
 
 /// mysql's migration files, `(version, description, SQL)`: the dialect's `MIGRATIONS`.
@@ -134,6 +139,11 @@ pub(crate) const MYSQL: &[(i64, &str, &str)] = &[
         "add shedlock_schedules overlap",
         include_str!("../../../migrations/mysql/0011_add_shedlock_schedules_overlap.sql"),
     ),
+    (
+        12,
+        "create shedlock_backfills table",
+        include_str!("../../../migrations/mysql/0012_create_shedlock_backfills.sql"),
+    ),
 ];
 
 /// sqlite's migration files, `(version, description, SQL)`: the dialect's `MIGRATIONS`.
@@ -187,6 +197,11 @@ pub(crate) const SQLITE: &[(i64, &str, &str)] = &[
         11,
         "add shedlock_schedules overlap",
         include_str!("../../../migrations/sqlite/0011_add_shedlock_schedules_overlap.sql"),
+    ),
+    (
+        12,
+        "create shedlock_backfills table",
+        include_str!("../../../migrations/sqlite/0012_create_shedlock_backfills.sql"),
     ),
 ];
 
