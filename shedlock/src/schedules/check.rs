@@ -194,6 +194,44 @@ pub fn note(name: &str, note: &str) -> Result<()> {
     Ok(())
 }
 
+/// A backfill to store ([`NewBackfill`](super::NewBackfill)): its job by the rules of a name
+/// that may be stored ([`existing_name`]), who asked by [`who`] (`requested_by`), `max_running`
+/// 1 to [`MAX_BACKFILL_RUNNING`](super::backfill::MAX_BACKFILL_RUNNING), a rate of at least 1
+/// a minute when there is one, `total` at most
+/// [`MAX_BACKFILL_TICKS`](super::backfill::MAX_BACKFILL_TICKS). A bad job name is refused
+/// with the lock-name error; every other refusal is an [`Error::InvalidSchedule`] of the job
+/// whose reason starts with the field.
+pub fn backfill(new: &super::NewBackfill) -> Result<()> {
+    use super::backfill::{MAX_BACKFILL_RUNNING, MAX_BACKFILL_TICKS};
+    existing_name(&new.job)?;
+    who(&new.job, "requested_by", &new.requested_by)?;
+    if !(1..=MAX_BACKFILL_RUNNING).contains(&new.max_running) {
+        return Err(refuse(
+            &new.job,
+            format!(
+                "max_running: {}, not 1 to {MAX_BACKFILL_RUNNING}",
+                new.max_running
+            ),
+        ));
+    }
+    if new.rate_per_min == Some(0) {
+        return Err(refuse(
+            &new.job,
+            "rate_per_min: 0; at least 1 tick a minute, or none for no bound".into(),
+        ));
+    }
+    if new.total > MAX_BACKFILL_TICKS {
+        return Err(refuse(
+            &new.job,
+            format!(
+                "total: {} ticks, more than the {MAX_BACKFILL_TICKS} one backfill covers",
+                new.total
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn time_zone(name: &str, tz: &str) -> Result<()> {
     rules::parse_time_zone(tz)
         .map(drop)

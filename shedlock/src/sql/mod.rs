@@ -66,7 +66,9 @@ pub(crate) const PRUNE_JOBS: usize = 1_000;
 
 /// A statement with its placeholders filled in, cheap to clone into each query: `{table}` (the
 /// lock table), `{runs}` (its run history), `{tokens}` (PostgreSQL's token sequence),
-/// `{retired}` (SQLite's record of deleted rows), `{schedules}` (the schedules), all quoted for the dialect, `{now}`, and each
+/// `{retired}` (SQLite's record of deleted rows), `{schedules}` (the schedules), `{fleet}` and
+/// `{fleet_parts}` (the fleet's registered jobs), `{backfills}` (the backfills), all quoted for
+/// the dialect, `{now}`, and each
 /// `{iso(<column>)}` ([`Hooks::iso_utc`](dialect::Hooks::iso_utc)).
 pub(crate) fn statement<D: dialect::Hooks>(
     template: &str,
@@ -82,6 +84,7 @@ pub(crate) fn statement<D: dialect::Hooks>(
         .replace("{schedules}", &table.quoted(backend, "_schedules"))
         .replace("{fleet}", &table.quoted(backend, "_fleet"))
         .replace("{fleet_parts}", &table.quoted(backend, "_fleet_parts"))
+        .replace("{backfills}", &table.quoted(backend, "_backfills"))
         .replace("{now}", now);
     while let Some(start) = text.find("{iso(") {
         let Some(len) = text[start..].find(")}") else {

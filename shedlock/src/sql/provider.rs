@@ -23,8 +23,9 @@ use crate::guard::LockGuard;
 use crate::history::{LockRows, LockState, NewRun, RunOutcome, RunQuery, RunRecord};
 use crate::provider::{LockAdmin, LockProvider, RunStore};
 use crate::schedules::{
-    ChangeFeed, NewSchedule, Registration, ScheduleChange, ScheduleStore, StoredRegistration,
-    StoredSchedule, TriggerAnswer,
+    BackfillCount, BackfillState, ChangeFeed, NewBackfill, NewSchedule, Registration,
+    ScheduleChange, ScheduleStore, StoredBackfill, StoredRegistration, StoredSchedule,
+    TriggerAnswer,
 };
 use crate::settings::{ProviderBuilder, ProviderSettings};
 
@@ -447,6 +448,8 @@ impl<D: Dialect> RunStore for SqlLockProvider<D> {
 /// The schedules in `<table>_schedules` (created by `migrate()`): each write one transaction
 /// that takes the next version from the table's counter row; on PostgreSQL every change
 /// `NOTIFY`s the channel named after the schedules table, which [`change_feed`] listens on.
+/// The backfills in `<table>_backfills` (migration 12), each operation one statement (a
+/// create, and a change of state, then a read of the row).
 ///
 /// [`change_feed`]: ScheduleStore::change_feed
 impl<D: Dialect + ScheduleSql> ScheduleStore for SqlLockProvider<D> {
@@ -542,6 +545,46 @@ impl<D: Dialect + ScheduleSql> ScheduleStore for SqlLockProvider<D> {
 
     fn change_feed(&self) -> BoxFuture<'_, Result<Option<ChangeFeed>>> {
         Box::pin(self.core.change_feed())
+    }
+
+    /// Checked first ([`check::backfill`](crate::schedules::check::backfill)), then one
+    /// `INSERT` into `<table>_backfills` (its id by `RETURNING` on PostgreSQL and SQLite, the
+    /// insert's `LAST_INSERT_ID()` on MySQL), then the row read back by its id. A store
+    /// migrated by an earlier version, without the table, answers
+    /// [`Error::IncompatibleTable`](crate::Error::IncompatibleTable) saying to run
+    /// `migrate()`, as every backfill method does.
+    fn create_backfill<'a>(
+        &'a self,
+        backfill: &'a NewBackfill,
+    ) -> BoxFuture<'a, Result<StoredBackfill>> {
+        Box::pin(self.core.create_backfill(backfill))
+    }
+
+    /// One statement, ordered by id.
+    fn backfills(&self) -> BoxFuture<'_, Result<Vec<StoredBackfill>>> {
+        Box::pin(self.core.backfills())
+    }
+
+    fn backfill(&self, id: i64) -> BoxFuture<'_, Result<Option<StoredBackfill>>> {
+        Box::pin(self.core.backfill(id))
+    }
+
+    /// One `UPDATE … WHERE id = ? AND state IN (…)`, then, when it changed the row, the row
+    /// read back by its id. `from` empty changes nothing and sends nothing.
+    fn set_backfill_state<'a>(
+        &'a self,
+        id: i64,
+        state: BackfillState,
+        from: &'a [BackfillState],
+        by: &'a str,
+    ) -> BoxFuture<'a, Result<Option<StoredBackfill>>> {
+        Box::pin(self.core.set_backfill_state(id, state, from, by))
+    }
+
+    /// One `UPDATE` adding 1 to `done` (a run), `done` and `failed` (a failed run) or
+    /// `skipped`, and setting `updated_at`.
+    fn count_backfill(&self, id: i64, count: BackfillCount) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.core.count_backfill(id, count))
     }
 }
 

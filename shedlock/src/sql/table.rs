@@ -77,6 +77,11 @@ impl TableName {
         format!("{}_schedules", self.0)
     }
 
+    /// The backfills beside the lock table: `<table>_backfills`.
+    pub(crate) fn backfills_table(&self) -> String {
+        format!("{}_backfills", self.0)
+    }
+
     /// The lock table, or an object named after it (`suffix`, e.g. `_runs`), quoted as an
     /// identifier for `backend`, schema included: `"ops"."locks_runs"`. Quoting lets reserved
     /// words (`user`, `order`) be table names. PostgreSQL folds unquoted names to lower case, so

@@ -22,6 +22,7 @@ use super::driver::{Driver, Value};
 use super::table::{SCHEDULE_COLUMNS, TableName};
 use crate::schedules::{ChangeFeed, RetryPolicy, StoredSchedule, Trigger};
 
+mod backfills;
 mod dialects;
 mod fleet;
 mod ops;
