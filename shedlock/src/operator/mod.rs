@@ -42,6 +42,7 @@
 //! [`Outcome::warnings`] is the rest it tells the operator beside its success: a change done
 //! but not recorded, the instances that carry the job not read.
 
+mod backfill;
 mod find;
 mod upcoming;
 
@@ -56,6 +57,7 @@ use crate::schedules::{
     NewSchedule, RetryPolicy, ScheduleChange, ScheduleStore, StoredSchedule, TriggerAnswer, check,
 };
 
+pub use backfill::{BackfillOptions, BackfillPlan};
 pub use find::closest;
 pub use upcoming::{LeftOut, Source, Tick, Upcoming};
 

@@ -373,3 +373,52 @@ pub(super) async fn run_now(
     probe.finish(outcome, error).await;
     Some(outcome)
 }
+
+/// Runs job `name` once for tick `tick` of a backfill (`requested_by` names the backfill and
+/// who asked for it), as a run of the job: under its overlap policy's run places, the run
+/// limit and its own lock (taken as a run asked for at once takes it, without a tick), its
+/// history row carrying `tick` and its interval the tick's own. `None` when it did not start
+/// here (the job is gone, no slot of the run limit is free, or a place of its policy could not
+/// be read); `Some(SkippedHeld)` when the job's lock or every run place is held, or `gate`
+/// (asked once the run has the job's lock) said no: the caller tries again.
+pub(super) async fn run_backfilled(
+    inner: &Arc<Inner>,
+    name: &str,
+    tick: DateTime<Utc>,
+    requested_by: &str,
+    gate: Option<Gate>,
+) -> Option<RunOutcome> {
+    let job = inner
+        .jobs()
+        .by_name
+        .get(name)
+        .map(|job| Arc::clone(&job.0))?;
+    let slot = match &inner.capacity {
+        None => None,
+        Some(capacity) => Some(capacity.take_slot()?),
+    };
+    let place = match super::overlap::place_for_run_now(inner, &job).await {
+        Ok(Some(None)) => return Some(RunOutcome::SkippedHeld),
+        Ok(place) => place.flatten(),
+        Err(error) => {
+            tracing::warn!(job = name, %error, "backfill: could not take a run place of the job's overlap policy");
+            return None;
+        }
+    };
+    let now = inner.clock.now();
+    let info = RunInfo {
+        requested_by: Some(requested_by.to_owned()),
+        ..RunInfo::fired(name, tick, now)
+    };
+    let probe = Probe::new(Arc::clone(&inner.observer), info).gated(gate);
+    let end = call(inner, &job, &probe, None, None, tick).await;
+    let (outcome, error) = outcome_of(inner, &job, tick, end);
+    if let Some(place) = place
+        && let Err(error) = place.unlock().await
+    {
+        tracing::debug!(job = name, %error, "backfill: could not let go of the run place (its lease runs out)");
+    }
+    drop(slot);
+    probe.finish(outcome, error).await;
+    Some(outcome)
+}

@@ -38,6 +38,7 @@ use crate::leader::LeaderElector;
 use crate::provider::LockProvider;
 
 mod attempt;
+mod backfill;
 pub(crate) mod builder;
 mod capacity;
 pub(crate) mod control;
@@ -414,6 +415,7 @@ impl Scheduler {
         if self.inner.control.is_some() {
             loops.spawn(control::watch::watch_loop(Arc::clone(&self.inner)));
             loops.spawn(control::carry::carry_loop(Arc::clone(&self.inner)));
+            loops.spawn(backfill::backfill_loop(Arc::clone(&self.inner)));
         }
         tracing::info!(jobs, "scheduler started");
     }

@@ -1,0 +1,501 @@
+//! Backfills, driven: every instance that fires and carries a job drives the store's running
+//! backfills of it ([`crate::schedules::backfill`]). A backfill of `max_running = N` has N run
+//! places, each a lock row ([`slot_lock`]); tick `i` of the range (from 0, oldest first)
+//! belongs to place `i mod N`. A place's driver claims its next tick on the place's row with
+//! [`for_tick`](crate::LockConfiguration::for_tick), so each tick is claimed once fleet-wide
+//! and a place's ticks go in order; it holds the row while the tick runs, for the job's
+//! `lock_at_most_for`, then lets it go. A driver killed mid-run leaves the row to run out: the
+//! place goes on from its next tick on another instance, and the killed tick stays claimed,
+//! not run again (`abandoned` in the history), as a live tick of a killed holder is.
+//!
+//! The pace: a place claims its next tick no sooner than `N × 60 / rate` seconds after its
+//! last claim (the row's `locked_at`, by the store's clock), so the fleet starts at most
+//! `rate` ticks a minute. Before each tick the driver reads the backfill (one read): paused or
+//! cancelled, it stops. Ticks that already ran (an executed run of that tick in the history)
+//! are skipped unless the backfill says `rerun`. Every [`POLL`] the loop reads the backfills
+//! (one read) and starts the drivers of this instance's jobs' running backfills; when every
+//! place has claimed its last tick and let it go, the backfill is marked done.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+
+use super::state::Inner;
+use crate::config::LockConfiguration;
+use crate::cron::Schedule;
+use crate::history::{RunOutcome, RunQuery};
+use crate::schedules::backfill::slot_lock;
+use crate::schedules::{BackfillCount, BackfillState, StoredBackfill};
+
+/// How often the loop reads the store's backfills.
+pub(crate) const POLL: Duration = Duration::from_secs(5);
+
+/// How long a place waits before it tries again: its row is held, the job's lock is held, or
+/// the job is paused.
+fn retry_after(inner: &Inner) -> Duration {
+    inner
+        .control
+        .as_ref()
+        .map_or(Duration::from_secs(1), |c| c.watch.poll_every)
+        .min(Duration::from_secs(1))
+}
+
+/// The ticks of a backfill's range `(from, to]` in order, with their index.
+struct Ticks {
+    schedule: Schedule,
+    to: DateTime<Utc>,
+    cursor: DateTime<Utc>,
+    index: u64,
+}
+
+impl Ticks {
+    fn new(schedule: Schedule, from: DateTime<Utc>, to: DateTime<Utc>) -> Self {
+        Self {
+            schedule,
+            to,
+            cursor: from,
+            index: 0,
+        }
+    }
+}
+
+impl Iterator for Ticks {
+    type Item = (u64, DateTime<Utc>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let tick = self
+            .schedule
+            .next_after(self.cursor)
+            .filter(|t| *t <= self.to)?;
+        self.cursor = tick;
+        self.index += 1;
+        Some((self.index - 1, tick))
+    }
+}
+
+/// The last tick of each place of `backfill` (by place), from the last `N` ticks of its range.
+fn last_ticks(schedule: &Schedule, backfill: &StoredBackfill) -> HashMap<u32, DateTime<Utc>> {
+    let spec = &backfill.spec;
+    let places = u64::from(spec.max_running.max(1));
+    let mut last = HashMap::new();
+    let mut at = spec.to;
+    let mut index = spec.total;
+    while index > 0 && (spec.total - index) < places {
+        let Some(tick) = schedule.latest_at_or_before(at).filter(|t| *t > spec.from) else {
+            break;
+        };
+        index -= 1;
+        let place = u32::try_from(index % places).unwrap_or(0);
+        last.insert(place, tick);
+        at = tick - TimeDelta::microseconds(1);
+    }
+    last
+}
+
+/// Reads the backfills every [`POLL`] and drives those of this instance's jobs, until shutdown.
+pub(super) async fn backfill_loop(inner: Arc<Inner>) {
+    let Some(control) = inner.control.as_ref() else {
+        return;
+    };
+    let mut stop = inner.stop_firing.subscribe();
+    // The places driven here now, by (backfill, place).
+    let driving: Arc<std::sync::Mutex<HashSet<(i64, u32)>>> = Arc::default();
+    loop {
+        if inner.fires() {
+            match control.store.backfills().await {
+                Ok(backfills) => {
+                    for backfill in backfills {
+                        if backfill.state == BackfillState::Running
+                            && inner.job_of(&backfill.spec.job).is_some()
+                        {
+                            start_places(&inner, &backfill, &driving);
+                        }
+                    }
+                }
+                Err(error) => {
+                    tracing::debug!(%error, "backfill: could not read the store's backfills");
+                }
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(POLL) => {}
+            _ = stop.wait_for(|stop| *stop) => return,
+        }
+    }
+}
+
+/// Starts a driver for each place of `backfill` not driven here yet.
+fn start_places(
+    inner: &Arc<Inner>,
+    backfill: &StoredBackfill,
+    driving: &Arc<std::sync::Mutex<HashSet<(i64, u32)>>>,
+) {
+    for place in 0..backfill.spec.max_running.max(1) {
+        let key = (backfill.id, place);
+        if !driving
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key)
+        {
+            continue;
+        }
+        let (inner_for_task, backfill, driving) =
+            (Arc::clone(inner), backfill.clone(), Arc::clone(driving));
+        let mut runs = inner.runs.lock().unwrap_or_else(|e| e.into_inner());
+        while runs.try_join_next().is_some() {}
+        runs.spawn(async move {
+            drive_place(&inner_for_task, &backfill, place).await;
+            driving
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&key);
+        });
+    }
+}
+
+/// Why a place's driver stopped.
+#[derive(Debug, PartialEq, Eq)]
+enum PlaceEnd {
+    /// Every tick of the place was claimed.
+    Exhausted,
+    /// The backfill is no longer running, the job left this instance, or shutdown began.
+    Stopped,
+}
+
+/// Drives place `place` of `backfill` until its ticks are all claimed or it stops; on the
+/// former, marks the backfill done when every place is.
+async fn drive_place(inner: &Arc<Inner>, backfill: &StoredBackfill, place: u32) {
+    let end = claim_and_run(inner, backfill, place).await;
+    tracing::debug!(
+        backfill = backfill.id,
+        place,
+        ?end,
+        "backfill: a place's driver ended"
+    );
+    if end == PlaceEnd::Exhausted {
+        mark_done_if_over(inner, backfill).await;
+    }
+}
+
+/// The loop of one place: its ticks in order, each claimed once fleet-wide and run.
+async fn claim_and_run(inner: &Arc<Inner>, backfill: &StoredBackfill, place: u32) -> PlaceEnd {
+    let (Some(control), Some(admin)) = (inner.control.as_ref(), inner.provider.as_admin()) else {
+        return PlaceEnd::Stopped;
+    };
+    let spec = &backfill.spec;
+    let Some(job) = inner.job_of(&spec.job) else {
+        return PlaceEnd::Stopped;
+    };
+    let places = u64::from(spec.max_running.max(1));
+    let lease = job
+        .lock()
+        .map_or(Duration::from_secs(3600), |lock| lock.lock_at_most_for());
+    let row = slot_lock(backfill.id, place);
+    let Ok(config) = LockConfiguration::new(row.clone(), lease, Duration::ZERO) else {
+        return PlaceEnd::Stopped;
+    };
+    let spacing = spec
+        .rate_per_min
+        .filter(|rate| *rate > 0)
+        .map(|rate| Duration::from_secs_f64(60.0 * places as f64 / f64::from(rate)));
+    let requested_by = format!("backfill #{} by {}", backfill.id, spec.requested_by);
+    let stop = inner.stop_firing.subscribe();
+    let mut ticks = Ticks::new(job.schedule().clone(), spec.from, spec.to)
+        .filter(move |(index, _)| index % places == u64::from(place));
+    let mut next = ticks.next();
+    while let Some((_, tick)) = next {
+        if *stop.borrow() {
+            return PlaceEnd::Stopped;
+        }
+        match control.store.backfill(backfill.id).await {
+            Ok(Some(now)) if now.state == BackfillState::Running => {}
+            Ok(_) => return PlaceEnd::Stopped,
+            Err(error) => {
+                tracing::warn!(backfill = backfill.id, %error, "backfill: could not read it");
+                pause(inner, retry_after(inner)).await;
+                continue;
+            }
+        }
+        if control.tuning(&spec.job).paused || inner.job_of(&spec.job).is_none() {
+            if inner.job_of(&spec.job).is_none() {
+                return PlaceEnd::Stopped;
+            }
+            pause(inner, retry_after(inner)).await;
+            continue;
+        }
+        // The place's row: a tick at or before its last one was claimed (here or elsewhere);
+        // a held row is a tick running; the pace counts from its last claim.
+        let state = match admin.lock_state(&row).await {
+            Ok(state) => state,
+            Err(error) => {
+                tracing::warn!(backfill = backfill.id, %error, "backfill: could not read a place's row");
+                pause(inner, retry_after(inner)).await;
+                continue;
+            }
+        };
+        if let Some(last) = state.as_ref().and_then(|s| s.last_tick)
+            && tick <= last
+        {
+            next = ticks.next();
+            continue;
+        }
+        let now = inner.clock.now();
+        if let Some(state) = &state {
+            if state.locked_until > now {
+                pause(inner, retry_after(inner)).await;
+                continue;
+            }
+            if let Some(spacing) = spacing
+                && let Ok(spacing) = TimeDelta::from_std(spacing)
+                && state.locked_at + spacing > now
+            {
+                let wait = (state.locked_at + spacing - now)
+                    .to_std()
+                    .unwrap_or_default();
+                pause(inner, wait).await;
+                continue;
+            }
+        }
+        let claim = config.clone().for_tick(tick);
+        let count = if !spec.rerun && already_ran(inner, &spec.job, tick, lease).await {
+            // Ran before the backfill: its place's row still moves past it, so it is counted
+            // once fleet-wide.
+            match inner.provider.lock(&claim).await {
+                Ok(Some(guard)) => {
+                    release(guard, backfill.id).await;
+                    BackfillCount::Skipped
+                }
+                Ok(None) => {
+                    pause(inner, Duration::from_millis(100)).await;
+                    continue;
+                }
+                Err(error) => {
+                    tracing::warn!(backfill = backfill.id, %error, "backfill: could not claim a tick");
+                    pause(inner, retry_after(inner)).await;
+                    continue;
+                }
+            }
+        } else if job.lock().is_some() {
+            // The tick is claimed once the run has the job's lock (the run's gate): a tick is
+            // never claimed by a run that then waits, so a kill loses no tick it did not start.
+            match run_claimed_in_gate(inner, &spec.job, tick, &requested_by, claim, backfill.id)
+                .await
+            {
+                Some(count) => count,
+                None => continue, // not claimed here: the row is read again
+            }
+        } else {
+            // A job whose lock is not known: the tick is claimed, then run.
+            let guard = match inner.provider.lock(&claim).await {
+                Ok(Some(guard)) => guard,
+                Ok(None) => {
+                    pause(inner, Duration::from_millis(100)).await;
+                    continue;
+                }
+                Err(error) => {
+                    tracing::warn!(backfill = backfill.id, %error, "backfill: could not claim a tick");
+                    pause(inner, retry_after(inner)).await;
+                    continue;
+                }
+            };
+            let count = run_until_started(inner, &spec.job, tick, &requested_by).await;
+            release(guard, backfill.id).await;
+            count
+        };
+        if let Err(error) = control.store.count_backfill(backfill.id, count).await {
+            tracing::warn!(backfill = backfill.id, %error, "backfill: could not count a tick");
+        }
+        next = ticks.next();
+    }
+    PlaceEnd::Exhausted
+}
+
+/// Lets a place's row go (its lease runs out when that fails).
+async fn release(guard: crate::guard::LockGuard, id: i64) {
+    if let Err(error) = guard.unlock().await {
+        tracing::debug!(backfill = id, %error, "backfill: could not let a place's row go (its lease runs out)");
+    }
+}
+
+/// Runs `tick` of `job` with its place's claim (`claim`) taken in the run's gate, once the run
+/// has the job's lock; what it came to, or `None` when it did not run here (the claim was
+/// refused: another instance claimed the tick, or the row is held; or the job's lock, a run
+/// place or a slot was held: the tick is not claimed then).
+async fn run_claimed_in_gate(
+    inner: &Arc<Inner>,
+    job: &str,
+    tick: DateTime<Utc>,
+    requested_by: &str,
+    claim: LockConfiguration,
+    id: i64,
+) -> Option<BackfillCount> {
+    let held: Arc<std::sync::Mutex<Option<crate::guard::LockGuard>>> = Arc::default();
+    let asked = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let provider = Arc::clone(&inner.provider);
+    let (slot, was_asked) = (Arc::clone(&held), Arc::clone(&asked));
+    let gate: crate::observe::Gate = Box::new(move || {
+        Box::pin(async move {
+            was_asked.store(true, std::sync::atomic::Ordering::SeqCst);
+            match provider.lock(&claim).await {
+                Ok(Some(guard)) => {
+                    *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(guard);
+                    true
+                }
+                Ok(None) => false,
+                Err(error) => {
+                    tracing::warn!(backfill = id, %error, "backfill: could not claim a tick");
+                    false
+                }
+            }
+        })
+    });
+    let outcome = super::attempt::run_backfilled(inner, job, tick, requested_by, Some(gate)).await;
+    let guard = held.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let Some(guard) = guard else {
+        // Not claimed, so the run did not start: another instance claimed the tick or holds
+        // the row (read again soon), or the job's lock, a run place or a slot was held (the
+        // gate was not asked: tried again after a poll).
+        let wait = if asked.load(std::sync::atomic::Ordering::SeqCst) {
+            Duration::from_millis(100)
+        } else {
+            retry_after(inner)
+        };
+        pause(inner, wait).await;
+        return None;
+    };
+    release(guard, id).await;
+    Some(match outcome {
+        Some(RunOutcome::Executed) => BackfillCount::Ran,
+        _ => BackfillCount::Failed,
+    })
+}
+
+/// Runs `tick` of `job`, trying again while the job's lock, a run place of its policy or a
+/// slot of the run limit is held (the tick stays claimed meanwhile); what it came to.
+async fn run_until_started(
+    inner: &Arc<Inner>,
+    job: &str,
+    tick: DateTime<Utc>,
+    requested_by: &str,
+) -> BackfillCount {
+    let stop = inner.stop_firing.subscribe();
+    loop {
+        match super::attempt::run_backfilled(inner, job, tick, requested_by, None).await {
+            Some(RunOutcome::SkippedHeld) | None if !*stop.borrow() => {
+                pause(inner, retry_after(inner)).await;
+            }
+            Some(RunOutcome::Executed) => return BackfillCount::Ran,
+            _ => return BackfillCount::Failed,
+        }
+    }
+}
+
+/// Whether the history holds an executed run of `job`'s `tick` (not on a store without one),
+/// among the runs that started within `lease` after it.
+async fn already_ran(inner: &Inner, job: &str, tick: DateTime<Utc>, lease: Duration) -> bool {
+    let Some((runs, _)) = &inner.observer.history else {
+        return false;
+    };
+    let until = tick + TimeDelta::from_std(lease).unwrap_or(TimeDelta::hours(1));
+    let query = RunQuery::latest(100)
+        .name(job.to_owned())
+        .outcome(RunOutcome::Executed)
+        .since(tick)
+        .until(until);
+    match runs.runs(&query).await {
+        Ok(rows) => rows.iter().any(|row| row.tick == Some(tick)),
+        Err(error) => {
+            tracing::debug!(job, %error, "backfill: could not read the history: the tick runs");
+            false
+        }
+    }
+}
+
+/// Sleeps `for_`, or less when shutdown begins.
+async fn pause(inner: &Inner, for_: Duration) {
+    let mut stop = inner.stop_firing.subscribe();
+    tokio::select! {
+        () = tokio::time::sleep(for_) => {}
+        _ = stop.wait_for(|stop| *stop) => {}
+    }
+}
+
+/// Marks `backfill` done when every place has claimed its last tick and let its row go.
+async fn mark_done_if_over(inner: &Arc<Inner>, backfill: &StoredBackfill) {
+    let (Some(control), Some(admin), Some(job)) = (
+        inner.control.as_ref(),
+        inner.provider.as_admin(),
+        inner.job_of(&backfill.spec.job),
+    ) else {
+        return;
+    };
+    let now = inner.clock.now();
+    for (place, last) in last_ticks(job.schedule(), backfill) {
+        match admin.lock_state(&slot_lock(backfill.id, place)).await {
+            Ok(Some(state)) if state.last_tick >= Some(last) && state.locked_until <= now => {}
+            _ => return,
+        }
+    }
+    let by = inner.provider.locked_by().to_owned();
+    match control
+        .store
+        .set_backfill_state(
+            backfill.id,
+            BackfillState::Done,
+            &[BackfillState::Running],
+            &by,
+        )
+        .await
+    {
+        Ok(Some(done)) => tracing::info!(
+            backfill = done.id,
+            job = done.spec.job,
+            ran = done.done,
+            skipped = done.skipped,
+            failed = done.failed,
+            "backfill: done"
+        ),
+        Ok(None) => {}
+        Err(error) => {
+            tracing::warn!(backfill = backfill.id, %error, "backfill: could not mark it done")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedules::NewBackfill;
+
+    fn utc(text: &str) -> DateTime<Utc> {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn each_place_ends_on_its_own_tick() {
+        let schedule = Schedule::parse("0 0 * * * *", "UTC").unwrap();
+        let (from, to) = (utc("2026-01-01T00:00:00Z"), utc("2026-01-01T10:00:00Z"));
+        let ticks: Vec<_> = Ticks::new(schedule.clone(), from, to).collect();
+        assert_eq!(ticks.len(), 10, "01:00 to 10:00");
+        let spec = NewBackfill::new("j", from, to, 10, "ops").max_running(3);
+        let backfill = StoredBackfill {
+            id: 1,
+            spec,
+            state: BackfillState::Running,
+            done: 0,
+            skipped: 0,
+            failed: 0,
+            created_at: to,
+            updated_at: to,
+            updated_by: "ops".to_owned(),
+        };
+        let last = last_ticks(&schedule, &backfill);
+        // Ticks 0..10 on places i mod 3: place 0 ends on tick 9 (10:00), 1 on 7 (08:00), 2 on
+        // 8 (09:00).
+        assert_eq!(last[&0], utc("2026-01-01T10:00:00Z"));
+        assert_eq!(last[&1], utc("2026-01-01T08:00:00Z"));
+        assert_eq!(last[&2], utc("2026-01-01T09:00:00Z"));
+    }
+}
