@@ -145,6 +145,75 @@ pub(crate) enum Command {
     Create(CreateArgs),
     /// Delete a job's schedule (a run-time job, or an override).
     Delete(NameArgs),
+    /// Run a job's past ticks over a range again, each once fleet-wide, oldest first, at a
+    /// bounded pace, on the instances that carry the job (ticks that already ran are skipped
+    /// unless --rerun). `shedlock backfills` follows it, pauses, resumes or cancels it.
+    Backfill(BackfillArgs),
+    /// The backfills the store keeps, with their progress; with an ID, that one (--watch: a
+    /// progress bar until it is over), paused, resumed or cancelled.
+    Backfills(BackfillsArgs),
+}
+
+/// `shedlock backfill NAME --from T1 --to T2 …`.
+#[derive(Debug, Args)]
+pub(crate) struct BackfillArgs {
+    /// The job's name.
+    pub(crate) name: String,
+    /// The range's start, excluded (RFC 3339: 2026-11-24T02:00:00Z, or with an offset).
+    #[arg(long, value_name = "TIME", value_parser = parse_instant)]
+    pub(crate) from: chrono::DateTime<chrono::Utc>,
+    /// The range's end, included (RFC 3339), at most now.
+    #[arg(long, value_name = "TIME", value_parser = parse_instant)]
+    pub(crate) to: chrono::DateTime<chrono::Utc>,
+    /// How many of its ticks may run at once, fleet-wide (1 to 100).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub(crate) max_running: u32,
+    /// At most this many ticks start a minute, fleet-wide (default: as fast as they run).
+    #[arg(long, value_name = "PER_MIN", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) rate: Option<u32>,
+    /// Run the ticks that already ran again (needed on Redis, which keeps no run history).
+    #[arg(long)]
+    pub(crate) rerun: bool,
+    /// List the ticks it would run, and run none.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// Stay and show a progress bar until it is over.
+    #[arg(long)]
+    pub(crate) watch: bool,
+    /// Print a JSON object instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `shedlock backfills [ID] [--pause | --resume | --cancel | --watch] [--json]`.
+#[derive(Debug, Args)]
+pub(crate) struct BackfillsArgs {
+    /// A backfill's number (`#7` is 7).
+    pub(crate) id: Option<i64>,
+    /// Pause it: no new tick starts until --resume.
+    #[arg(long, requires = "id", conflicts_with_all = ["resume", "cancel"])]
+    pub(crate) pause: bool,
+    /// Resume it.
+    #[arg(long, requires = "id", conflicts_with = "cancel")]
+    pub(crate) resume: bool,
+    /// Cancel it: no new tick starts, ever (a tick running goes on to its end).
+    #[arg(long, requires = "id")]
+    pub(crate) cancel: bool,
+    /// Stay and show a progress bar until it is over.
+    #[arg(long, requires = "id")]
+    pub(crate) watch: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// An RFC 3339 instant, named in the error when it is not one.
+fn parse_instant(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    chrono::DateTime::parse_from_rfc3339(text.trim())
+        .map(|at| at.with_timezone(&chrono::Utc))
+        .map_err(|error| {
+            format!("{text:?} is not an RFC 3339 time ({error}): write 2026-11-24T02:00:00Z, or with an offset, 2026-11-24T03:00:00+01:00")
+        })
 }
 
 /// `shedlock jobs [NAME] [--next N] [--json]`.

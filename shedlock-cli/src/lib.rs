@@ -171,6 +171,7 @@ use clap::Parser as _;
 use shedlock::secret::scrub;
 
 mod args;
+mod backfill;
 mod db;
 mod failure;
 mod history;
@@ -326,6 +327,8 @@ async fn steer(db: &db::Db, command: Command) -> Result<(), Failure> {
         Command::Reset(args) => jobs::reset(store, runs, &args).await,
         Command::Create(args) => jobs::create(store, runs, &args).await,
         Command::Delete(args) => jobs::delete(store, runs, &args).await,
+        Command::Backfill(args) => backfill::backfill(store, runs, &args).await,
+        Command::Backfills(args) => backfill::backfills(store, runs, &args).await,
         // `execute` runs these itself.
         Command::List { .. }
         | Command::Unlock { .. }

@@ -31,7 +31,10 @@ pub(crate) async fn upcoming(
         .await
         .map_err(failure)?;
     if json {
-        print(&pretty(&shedlock_web::json::upcoming(&upcoming)));
+        print(&format!(
+            "{}\n",
+            pretty(&shedlock_web::json::upcoming(&upcoming))
+        ));
         return Ok(());
     }
     let zone: Option<chrono_tz::Tz> = upcoming.time_zone.parse().ok();
