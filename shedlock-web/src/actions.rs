@@ -19,7 +19,7 @@ use shedlock::Error;
 use shedlock::error::ErrorKind;
 use shedlock::operator::{Actor, Job, Operator, Outcome, Release};
 use shedlock::scheduler::FLEET_SCHEDULE;
-use shedlock::schedules::{ScheduleChange, TriggerAnswer};
+use shedlock::schedules::{BackfillState, ScheduleChange, TriggerAnswer};
 
 use crate::front::Seen;
 use crate::identity::Visitor;
@@ -125,6 +125,78 @@ pub(crate) struct JobFields {
     time_zone: Option<String>,
     overlap: Option<String>,
     note: Option<String>,
+    /// `backfill`: the range's start (excluded) and end (included), RFC 3339.
+    from: Option<String>,
+    to: Option<String>,
+    /// `backfill`: how many ticks at once (1 to 100; default 1), at most how many a minute.
+    max_running: Option<Number>,
+    rate_per_min: Option<Number>,
+    /// `backfill`: run ticks that already ran again; only list the ticks.
+    rerun: Option<Flag>,
+    dry_run: Option<Flag>,
+    /// `pause-backfill`, `resume-backfill`, `cancel-backfill`: the backfill's number.
+    backfill: Option<Number>,
+}
+
+/// A whole number as a JSON number or a form's text.
+#[derive(Deserialize, Clone)]
+#[serde(untagged)]
+pub(crate) enum Number {
+    Number(i64),
+    Text(String),
+}
+
+impl Number {
+    /// The number, or why not (naming `field`).
+    fn read(&self, field: &str) -> Result<i64, String> {
+        match self {
+            Number::Number(n) => Ok(*n),
+            Number::Text(text) if text.trim().is_empty() => Err(format!("{field} is empty")),
+            Number::Text(text) => text
+                .trim()
+                .parse()
+                .map_err(|_| format!("{field} {text:?} is not a whole number")),
+        }
+    }
+}
+
+/// A yes/no as a JSON boolean or a form's checkbox (`on`, `true`).
+#[derive(Deserialize, Clone)]
+#[serde(untagged)]
+pub(crate) enum Flag {
+    Bool(bool),
+    Text(String),
+}
+
+impl Flag {
+    fn on(field: Option<&Flag>) -> bool {
+        match field {
+            Some(Flag::Bool(yes)) => *yes,
+            Some(Flag::Text(text)) => matches!(text.trim(), "on" | "true" | "yes" | "1"),
+            None => false,
+        }
+    }
+}
+
+/// An optional whole number field: absent or empty is `None`.
+fn number(field: Option<&Number>, name: &str) -> Result<Option<i64>, String> {
+    match field {
+        None => Ok(None),
+        Some(Number::Text(text)) if text.trim().is_empty() => Ok(None),
+        Some(n) => n.read(name).map(Some),
+    }
+}
+
+/// An RFC 3339 instant field, named in the error.
+fn instant(field: Option<&str>, name: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    let text = given(field).ok_or_else(|| {
+        format!("{name} is missing: give an RFC 3339 time such as 2026-11-24T02:00:00Z")
+    })?;
+    chrono::DateTime::parse_from_rfc3339(text)
+        .map(|at| at.with_timezone(&chrono::Utc))
+        .map_err(|error| {
+            format!("{name} {text:?} is not an RFC 3339 time ({error}): write 2026-11-24T02:00:00Z")
+        })
 }
 
 /// A text field as given: trimmed, `None` when empty.
@@ -292,11 +364,104 @@ async fn do_job_action(
                 &done,
             ))
         }
+        "backfill" => backfill(desk, job, fields, actor, store.now().await?).await,
+        "pause-backfill" | "resume-backfill" | "cancel-backfill" => {
+            let id = match fields.backfill.as_ref().map(|n| n.read("backfill")) {
+                Some(Ok(id)) => id,
+                Some(Err(problem)) => {
+                    return Ok(Done::refused(StatusCode::UNPROCESSABLE_ENTITY, problem));
+                }
+                None => {
+                    return Ok(Done::refused(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "no backfill given: its number as `backfill`".into(),
+                    ));
+                }
+            };
+            let state = match action {
+                "pause-backfill" => BackfillState::Paused,
+                "resume-backfill" => BackfillState::Running,
+                _ => BackfillState::Cancelled,
+            };
+            let found = desk.find_backfill(id).await?;
+            if found.spec.job != name {
+                return Ok(Done::refused(
+                    StatusCode::NOT_FOUND,
+                    format!("backfill #{id} is of {:?}, not of {name:?}", found.spec.job),
+                ));
+            }
+            let done = desk.set_backfill(id, state, actor).await?;
+            Ok(Done::with_warnings(
+                format!("{} backfill #{id} of {name:?}", done.value.state),
+                json!({ "name": name, "result": done.value.state.as_str(), "backfill": json::backfill(&done.value) }),
+                &done.warnings,
+            ))
+        }
         other => Ok(Done::refused(
             StatusCode::NOT_FOUND,
-            format!("no action {other:?}: the actions are pause, resume, trigger and reschedule"),
+            format!(
+                "no action {other:?}: the actions are pause, resume, trigger, reschedule, backfill, pause-backfill, resume-backfill and cancel-backfill"
+            ),
         )),
     }
+}
+
+/// `backfill`: starts a backfill of `job` over the fields' range (or, with `dry_run`, lists
+/// its ticks and starts none).
+async fn backfill(
+    desk: &Operator<'_, dyn Store>,
+    job: &Job,
+    fields: &JobFields,
+    actor: &Actor,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Done, Error> {
+    let name = job.name.as_str();
+    let read = || -> Result<_, String> {
+        let from = instant(fields.from.as_deref(), "from")?;
+        let to = instant(fields.to.as_deref(), "to")?;
+        let max_running = number(fields.max_running.as_ref(), "max_running")?.unwrap_or(1);
+        let rate = number(fields.rate_per_min.as_ref(), "rate_per_min")?;
+        let max_running = u32::try_from(max_running)
+            .map_err(|_| format!("max_running {max_running}: give 1 to 100"))?;
+        let rate = rate
+            .map(|r| u32::try_from(r).map_err(|_| format!("rate_per_min {r}: give 1 or more")))
+            .transpose()?;
+        Ok((from, to, max_running, rate))
+    };
+    let (from, to, max_running, rate) = match read() {
+        Ok(read) => read,
+        Err(problem) => {
+            return Ok(Done::refused(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("{name}: backfill: {problem}"),
+            ));
+        }
+    };
+    if Flag::on(fields.dry_run.as_ref()) {
+        let plan = desk.plan_backfill(job, from, to, 1000, now).await?;
+        let ticks: Vec<String> = plan.first.iter().copied().map(json::time).collect();
+        return Ok(Done::ok(
+            format!(
+                "a backfill of {name:?} would run {} ticks of {:?} in {} (nothing was run)",
+                plan.total, plan.cron, plan.time_zone
+            ),
+            json!({ "name": name, "result": "dry_run", "cron": plan.cron, "time_zone": plan.time_zone, "total": plan.total, "ticks": ticks }),
+        ));
+    }
+    let options = shedlock::operator::BackfillOptions::new()
+        .max_running(max_running)
+        .rate_per_min(rate)
+        .rerun(Flag::on(fields.rerun.as_ref()));
+    let done = desk.backfill(job, from, to, options, actor, now).await?;
+    let stored = &done.value;
+    Ok(Done::warned(
+        format!(
+            "started backfill #{} of {name:?}: {} ticks",
+            stored.id, stored.spec.total
+        ),
+        json!({ "name": name, "result": "started", "backfill": json::backfill(stored) }),
+        &done,
+    ))
 }
 
 /// Releases lock `name` if it still carries `token`; never one of the library's own.

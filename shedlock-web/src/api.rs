@@ -22,6 +22,9 @@
 //!   1,000), after its time zone, the store's override, its pause, the fleet's pause and its
 //!   jitter, and each tick its cron gives between them that will not run, with why; as
 //!   `shedlock jobs NAME --next N --json` ([`crate::json::upcoming`]).
+//! - `/api/v1/backfills`: as `shedlock backfills --json`, in `backfills`: each backfill with
+//!   its progress (`total`, `done`, `skipped`, `failed`, `progress` from 0 to 1), oldest first;
+//!   `job` keeps one job's.
 //! - `/api/v1/locks`: as `shedlock list --json`: every lock row ([`crate::json::lock`]).
 //! - `/api/v1/runs`: as `shedlock history --json` ([`crate::json::run`]), in `runs`, newest
 //!   first, filtered by `job`, `outcome`, `instance`, `since`, `until` (RFC 3339), `limit`
@@ -36,6 +39,10 @@
 //! page answered it (see the crate's CSRF section). A name the path cannot carry (`.`, `..`,
 //! which HTTP clients collapse) is written percent-encoded with its dots too (`%2E%2E`).
 //!
+//! - `/api/v1/jobs/{name}/backfill` (a JSON body `{"from": "…", "to": "…"}`, RFC 3339, with
+//!   optional `max_running`, `rate_per_min`, `rerun` and `dry_run`): starts a backfill of the
+//!   job's ticks in `(from, to]` (`dry_run`: lists them, `ticks` and `total`, and starts none);
+//!   `/pause-backfill`, `/resume-backfill`, `/cancel-backfill` (`{"backfill": ID}`);
 //! - `/api/v1/jobs/{name}/pause`, `/resume`, `/trigger` (run now), `/reschedule` (a JSON body
 //!   `{"cron": "...", "time_zone": "..."}`, `{"overlap": "allow_all:3"}` (`"default"`: the
 //!   code's policy again), or both); each takes an optional `note` in its body
@@ -280,6 +287,28 @@ pub(crate) async fn upcoming_of(
     let job = desk.find(name).await?;
     let now = app.source.store.now().await?;
     desk.upcoming(&job, count, now).await
+}
+
+/// The query of `GET /api/v1/backfills`: only one job's.
+#[derive(serde::Deserialize)]
+pub(crate) struct BackfillsQuery {
+    job: Option<String>,
+}
+
+/// `GET /api/v1/backfills`: every backfill the store keeps ([`crate::json::backfill`]), oldest
+/// first, or one job's (`job`).
+pub(crate) async fn backfills(State(app): Shared, Query(query): Query<BackfillsQuery>) -> Response {
+    match crate::actions::desk(&app).backfills().await {
+        Ok(all) => {
+            let shown: Vec<Value> = all
+                .iter()
+                .filter(|b| query.job.as_deref().is_none_or(|job| b.spec.job == job))
+                .map(crate::json::backfill)
+                .collect();
+            Json(json!({ "backfills": shown })).into_response()
+        }
+        Err(error) => unavailable(error),
+    }
 }
 
 /// `GET /api/v1/locks`.

@@ -256,3 +256,35 @@ pub fn upcoming(upcoming: &shedlock::operator::Upcoming) -> Value {
         "ticks": ticks,
     })
 }
+
+/// A backfill ([`shedlock::schedules::StoredBackfill`]): `id`, `job`, `from`, `to`,
+/// `max_running`, `rate_per_min` (`null`: as fast as they run), `rerun`, `state` (`running`,
+/// `paused`, `cancelled`, `done`), `total`, `done` (ticks run), `skipped` (ticks that already
+/// ran), `failed` (runs that failed, counted in `done` too), `progress` (done and skipped
+/// over total, 0 to 1), `requested_by`, `created_at`, `updated_at`, `updated_by`.
+pub fn backfill(backfill: &shedlock::schedules::StoredBackfill) -> Value {
+    let spec = &backfill.spec;
+    let progress = match spec.total {
+        0 => 1.0,
+        total => backfill.progressed().min(total) as f64 / total as f64,
+    };
+    json!({
+        "id": backfill.id,
+        "job": spec.job,
+        "from": time(spec.from),
+        "to": time(spec.to),
+        "max_running": spec.max_running,
+        "rate_per_min": spec.rate_per_min,
+        "rerun": spec.rerun,
+        "state": backfill.state.as_str(),
+        "total": spec.total,
+        "done": backfill.done,
+        "skipped": backfill.skipped,
+        "failed": backfill.failed,
+        "progress": progress,
+        "requested_by": spec.requested_by,
+        "created_at": time(backfill.created_at),
+        "updated_at": time(backfill.updated_at),
+        "updated_by": backfill.updated_by,
+    })
+}

@@ -370,6 +370,7 @@ pub fn router(source: impl Into<Source>, options: Options) -> Router {
         .route("/api/v1/jobs", get(api::jobs))
         .route("/api/v1/jobs/{name}", get(api::job))
         .route("/api/v1/jobs/{name}/upcoming", get(api::upcoming))
+        .route("/api/v1/backfills", get(api::backfills))
         .route("/api/v1/locks", get(api::locks))
         .route("/api/v1/runs", get(api::runs));
     if !read_only {

@@ -145,6 +145,15 @@ async fn job_page(
     let upcoming = crate::api::upcoming_of(app, &name, crate::api::UPCOMING_SHOWN)
         .await
         .map_err(|error| error.to_string());
+    // Its backfills, newest first (a store that keeps none lists none).
+    let mut backfills: Vec<_> = crate::actions::desk(app)
+        .backfills()
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|b| b.spec.job == name)
+        .collect();
+    backfills.reverse();
     let read_only = app.options.read_only;
     let schedule = row.schedule.as_ref();
     let csrf = visitor.csrf.as_str();
@@ -247,6 +256,46 @@ async fn job_page(
                 }
             }
             Err(why) => p.muted #upcoming-unknown { (shown(why)) },
+        }
+        h2 { "Backfills" }
+        @if backfills.is_empty() { p.muted { "No backfill of this job." } }
+        @for b in &backfills {
+            div.backfill id=(format!("backfill-{}", b.id)) {
+                p { strong { "#" (b.id) } " " (when(b.spec.from)) " → " (when(b.spec.to)) " · "
+                    span class=(format!("badge {}", b.state)) { (b.state.as_str()) }
+                    " · " (b.spec.max_running) " at once"
+                    @if let Some(rate) = b.spec.rate_per_min { ", at most " (rate) " a minute" }
+                    @if b.spec.rerun { ", ticks that ran run again" }
+                    " · by " (shown(&b.spec.requested_by)) }
+                progress max=(b.spec.total.max(1)) value=(b.progressed().min(b.spec.total)) {}
+                " " span.progress-text { (b.progressed()) " of " (b.spec.total) " ticks: " (b.done) " ran, " (b.skipped) " skipped, " (b.failed) " failed" }
+                @if !read_only && !b.state.is_over() {
+                    div.actions {
+                        @let (action_name, label) = if b.state == shedlock::schedules::BackfillState::Paused { ("resume-backfill", "Resume") } else { ("pause-backfill", "Pause") };
+                        form.action method="post" action=(job_action_href(base, &name, action_name)) {
+                            input type="hidden" name="csrf" value=(csrf);
+                            input type="hidden" name="backfill" value=(b.id);
+                            button.action type="submit" { (label) }
+                        }
+                        form.action method="post" action=(job_action_href(base, &name, "cancel-backfill")) {
+                            input type="hidden" name="csrf" value=(csrf);
+                            input type="hidden" name="backfill" value=(b.id);
+                            button.action type="submit" { "Cancel" }
+                        }
+                    }
+                }
+            }
+        }
+        @if !read_only {
+            form.reschedule #start-backfill method="post" action=(job_action_href(base, &name, "backfill")) {
+                input type="hidden" name="csrf" value=(csrf);
+                input #backfill-from name="from" placeholder="from (excluded), e.g. 2026-11-24T02:00:00Z";
+                input #backfill-to name="to" placeholder="to (included), e.g. 2026-11-26T02:00:00Z";
+                input #backfill-max-running name="max_running" placeholder="at once (1)" size="6";
+                input #backfill-rate name="rate_per_min" placeholder="a minute (any)" size="8";
+                label { input type="checkbox" name="rerun"; " rerun ticks that ran" }
+                button.action #backfill type="submit" { "Backfill" }
+            }
         }
         h2 { "Timeline" }
         @if app.source.has_history() {

@@ -5,7 +5,9 @@
 //! Jobs: `beat_0` … `beat_{n-1}` (`--jobs`), every second, lock `beat_{i}`; with `--pulse`,
 //! also `pulse`, every 5 s, lock `pulse` held at least 1 s (`lock_at_least_for = "1s"`); with
 //! `--overlap POLICY`, also `slow`, every 2 s, each run 5 s (lock `slow`, 6 s), under that
-//! overlap policy (`tests/overlap_kills.rs`).
+//! overlap policy (`tests/overlap_kills.rs`); with `--hourly`, also `hourly`, at each whole
+//! hour, 400 ms a run, which takes the interval its run covers as a parameter and logs its end
+//! (`tests/backfill_kills.rs` backfills it).
 //! Every run this process starts is appended as one line to `<runs-dir>/<instance>.runs`:
 //! `RUN <job> <tick ms, or - for a run asked for at once> <pid> <unix ms at start>`, written
 //! with one `write` so a `kill -9` leaves whole lines only. Prints `… ready` on stderr once
@@ -94,6 +96,11 @@ struct Args {
     /// Refused on etcd, which keeps no schedules.
     #[arg(long, value_parser = humantime::parse_duration)]
     schedules: Option<Duration>,
+    /// Also the job `hourly` (at each whole hour, 400 ms a run, lock `hourly` held 3 s), whose
+    /// runs log the end of the interval they cover: what a backfill runs
+    /// (`tests/backfill_kills.rs`).
+    #[arg(long)]
+    hourly: bool,
 }
 
 /// This process's runs file.
@@ -122,6 +129,28 @@ async fn beat(i: u32) -> Result<(), String> {
     // history row is closed as abandoned), and is never run again.
     record(&format!("beat_{i}"))?;
     tokio::time::sleep(Duration::from_millis(5)).await;
+    Ok(())
+}
+
+/// Appends one run of `job` to the runs file, with the end of the interval it covers (its
+/// tick; for a backfilled run, the tick backfilled).
+fn record_covering(job: &str, covers: shedlock::scheduler::Interval) -> Result<(), String> {
+    let line = format!(
+        "RUN {job} {} {} {}\n",
+        covers.end.timestamp_millis(),
+        std::process::id(),
+        chrono::Utc::now().timestamp_millis()
+    );
+    let file = RUNS.get().ok_or("no runs file")?;
+    let mut file = file.lock().unwrap_or_else(|e| e.into_inner());
+    file.write_all(line.as_bytes()).map_err(|e| e.to_string())
+}
+
+#[scheduled(cron = "0 0 * * * *", time_zone = "UTC")]
+#[scheduler_lock(name = "hourly", lock_at_most_for = "3s")]
+async fn hourly(covers: shedlock::scheduler::Interval) -> Result<(), String> {
+    record_covering("hourly", covers)?;
+    tokio::time::sleep(Duration::from_millis(400)).await;
     Ok(())
 }
 
@@ -280,6 +309,9 @@ async fn serve<P: LockProvider + 'static>(
     }
     if args.pulse {
         scheduler.add(pulse::job())?;
+    }
+    if args.hourly {
+        scheduler.add(hourly::job())?;
     }
     if let Some(policy) = args.overlap {
         let slow = match args.backend {
