@@ -168,6 +168,25 @@ pub struct StoredBackfill {
 }
 
 impl StoredBackfill {
+    /// Backfill `id` of `spec` as created at `created_at`: `running`, its counts at zero,
+    /// updated at `created_at` by its requester. For a store outside this crate, which sets
+    /// the public fields it holds after this (the type is `#[non_exhaustive]`, so it cannot
+    /// be written as a literal there).
+    pub fn new(id: i64, spec: NewBackfill, created_at: DateTime<Utc>) -> Self {
+        let updated_by = spec.requested_by.clone();
+        Self {
+            id,
+            spec,
+            state: BackfillState::Running,
+            done: 0,
+            skipped: 0,
+            failed: 0,
+            created_at,
+            updated_at: created_at,
+            updated_by,
+        }
+    }
+
     /// Ticks run or skipped so far.
     pub fn progressed(&self) -> u64 {
         self.done + self.skipped
