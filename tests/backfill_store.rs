@@ -475,10 +475,11 @@ where
     fresh.teardown().await;
 }
 
-shedlock_suite::backend_tests!([postgres, mysql, sqlite]: super => [
+shedlock_suite::backend_tests!([postgres, mysql, sqlite, redis]: super => [
     a_create_stores_the_spec_and_answers_increasing_ids,
     a_state_changes_only_from_the_states_given,
     each_count_moves_its_own_counters,
     twenty_counts_at_once_all_land,
+], sql only: [
     a_store_migrated_before_backfills_says_to_migrate,
 ]);

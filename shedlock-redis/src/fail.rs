@@ -120,11 +120,11 @@ pub const REQUIRED_COMMANDS: &str = "+ping +evalsha +script|load +sscan +time +t
 /// The commands the provider's Redis user needs, beyond [`REQUIRED_COMMANDS`], for the
 /// schedules ([`ScheduleStore`](shedlock::schedules::ScheduleStore)): what their scripts run
 /// (`HGETALL`, `HDEL`, `GET`, `SET`, `ZADD`, `ZRANGEBYSCORE`, `ZREVRANGE`, `PUBLISH`; `ZCARD`
-/// and `ZRANGE` for the cap on run-time schedules) and the change feed's `SUBSCRIBE`. The channel the changes are published on is
+/// and `ZRANGE` for the cap on run-time schedules; `INCR` for a backfill's id) and the change
+/// feed's `SUBSCRIBE`. The channel the changes are published on is
 /// `{<prefix>}:schedules` (ACL rule `&{<prefix>}:schedules`); without it a change is still
 /// made (its `PUBLISH` is allowed to fail) and the watchers poll.
-pub const SCHEDULE_COMMANDS: &str =
-    "+hgetall +hdel +get +set +zadd +zrangebyscore +zrevrange +zcard +zrange +publish +subscribe";
+pub const SCHEDULE_COMMANDS: &str = "+hgetall +hdel +get +set +zadd +zrangebyscore +zrevrange +zcard +zrange +publish +subscribe +incr";
 
 /// Whether the server refused a command to this user (an ACL rule): `NOPERM` for a command the
 /// provider sent (redis-rs passes on the words alone for the `SELECT` of a new connection), the

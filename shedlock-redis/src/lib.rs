@@ -138,6 +138,10 @@ pub const DEFAULT_KEY_PREFIX: &str = shedlock::settings::DEFAULT_TABLE_NAME;
 /// - `{<prefix>}:schedules:version`: the counter each change's version comes from, one more
 ///   than the highest version handed out (also when the counter was deleted by hand: a new
 ///   version is above every score in the sorted set, so versions never go back).
+/// - `{<prefix>}:backfills`: a hash of the backfills
+///   ([`create_backfill`](shedlock::schedules::ScheduleStore::create_backfill)), per backfill
+///   (its id) the JSON of its row, its times whole microseconds written as strings;
+///   `{<prefix>}:backfill_id`: the counter their ids come from (`INCR`).
 ///
 /// Every operation is one Lua script, atomic, which reads the server's clock (`TIME`) for
 /// `updated_at` and for the leases of a run-now request (a claim, a started run), whatever the
@@ -180,7 +184,7 @@ pub const DEFAULT_KEY_PREFIX: &str = shedlock::settings::DEFAULT_TABLE_NAME;
 /// ```
 ///
 /// The schedules need [`SCHEDULE_COMMANDS`] too (`+hgetall +hdel +get +set +zadd
-/// +zrangebyscore +zrevrange +zcard +zrange +publish +subscribe`) and, for the change feed,
+/// +zrangebyscore +zrevrange +zcard +zrange +publish +subscribe +incr`) and, for the change feed,
 /// the channel
 /// `&{<prefix>}:schedules`.
 ///
@@ -255,6 +259,7 @@ struct Scripts {
     now: Script,
     schedules: schedules::ScheduleScripts,
     fleet: schedules::fleet::FleetScripts,
+    backfills: schedules::backfills::BackfillScripts,
 }
 
 impl Scripts {
@@ -270,6 +275,7 @@ impl Scripts {
             now: Script::new(scripts::NOW),
             schedules: schedules::ScheduleScripts::new(),
             fleet: schedules::fleet::FleetScripts::new(),
+            backfills: schedules::backfills::BackfillScripts::new(),
         }
     }
 }

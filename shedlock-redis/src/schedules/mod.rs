@@ -3,6 +3,7 @@
 //! [`SINCE_PAGE`] schedules, the change feed a `SUBSCRIBE` to the channel every change
 //! publishes on.
 
+pub(crate) mod backfills;
 mod check;
 pub(crate) mod fleet;
 mod read;
@@ -16,8 +17,9 @@ use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use redis::{Script, Value};
 use shedlock::schedules::{
-    ChangeFeed, NewSchedule, Registration, ScheduleChange, ScheduleStore, StoredRegistration,
-    StoredSchedule, TriggerAnswer,
+    BackfillCount, BackfillState, ChangeFeed, NewBackfill, NewSchedule, Registration,
+    ScheduleChange, ScheduleStore, StoredBackfill, StoredRegistration, StoredSchedule,
+    TriggerAnswer,
 };
 use shedlock::{Error, Result};
 
@@ -661,5 +663,40 @@ impl ScheduleStore for RedisLockProvider {
         &self,
     ) -> BoxFuture<'_, Result<(Vec<StoredRegistration>, chrono::DateTime<chrono::Utc>)>> {
         Box::pin(self.inner.registrations())
+    }
+
+    /// Checked first ([`check::backfill`](shedlock::schedules::check::backfill)), then one
+    /// script: the id from `INCR {<prefix>}:backfill_id`, the row's JSON written in the hash
+    /// `{<prefix>}:backfills`, created and updated at the server's `TIME`.
+    fn create_backfill<'a>(
+        &'a self,
+        backfill: &'a NewBackfill,
+    ) -> BoxFuture<'a, Result<StoredBackfill>> {
+        Box::pin(self.inner.create_backfill(backfill))
+    }
+
+    /// One script that reads the hash whole; ordered by id.
+    fn backfills(&self) -> BoxFuture<'_, Result<Vec<StoredBackfill>>> {
+        Box::pin(self.inner.backfills())
+    }
+
+    fn backfill(&self, id: i64) -> BoxFuture<'_, Result<Option<StoredBackfill>>> {
+        Box::pin(self.inner.backfill(id))
+    }
+
+    /// One script: the row read, its state checked against `from`, changed and written back.
+    fn set_backfill_state<'a>(
+        &'a self,
+        id: i64,
+        state: BackfillState,
+        from: &'a [BackfillState],
+        by: &'a str,
+    ) -> BoxFuture<'a, Result<Option<StoredBackfill>>> {
+        Box::pin(self.inner.set_backfill_state(id, state, from, by))
+    }
+
+    /// One script: the row read, its counts raised and `updated_at` set, written back.
+    fn count_backfill(&self, id: i64, count: BackfillCount) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.inner.count_backfill(id, count))
     }
 }

@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use shedlock::LockAdmin;
-use shedlock::schedules::{ScheduleChange, ScheduleStore, TriggerAnswer};
+use shedlock::schedules::{
+    BackfillCount, BackfillState, NewBackfill, ScheduleChange, ScheduleStore, TriggerAnswer,
+};
 use shedlock_redis::RedisLockProvider;
 
 use super::{Keys, Private, job};
@@ -94,6 +96,27 @@ async fn redis_schedules_acl_rules_are_documented() {
     assert_eq!(p.schedules_since(0).await.unwrap().len(), 1);
     assert!(p.schedule("a").await.unwrap().unwrap().deleted);
     assert!(p.schedules_version().await.unwrap() > 0);
+    let from = chrono::Utc::now() - chrono::Duration::hours(2);
+    let backfill = p
+        .create_backfill(&NewBackfill::new("a", from, chrono::Utc::now(), 2, "ops"))
+        .await
+        .unwrap();
+    p.count_backfill(backfill.id, BackfillCount::Ran)
+        .await
+        .unwrap();
+    let paused = p
+        .set_backfill_state(
+            backfill.id,
+            BackfillState::Paused,
+            &[BackfillState::Running],
+            "ops",
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((paused.state, paused.done), (BackfillState::Paused, 1));
+    assert_eq!(p.backfill(backfill.id).await.unwrap().as_ref(), Some(&paused));
+    assert_eq!(p.backfills().await.unwrap(), [paused]);
     tokio::time::timeout(Duration::from_secs(20), feed.next())
         .await
         .expect("a notice within 20 s")

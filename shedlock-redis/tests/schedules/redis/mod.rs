@@ -1,6 +1,7 @@
 //! What every case uses: a prefix of its own on the shared server, a private server, a
 //! new job, a wait with a generous deadline.
 
+mod backfills;
 mod crud;
 mod feed;
 mod scale;
