@@ -392,14 +392,20 @@ async fn run_until_started(
     }
 }
 
-/// Whether the history holds an executed run of `job`'s `tick` (not on a store without one),
-/// among the runs that started within `lease` after it.
+/// How long after its tick a run of it counts as the tick's own run (beside the lock's lease):
+/// a live tick's run starts within its misfire grace, a caught-up one later.
+const RAN_WITHIN: TimeDelta = TimeDelta::hours(1);
+
+/// Whether the history holds an executed run of `job`'s `tick` that started within
+/// [`RAN_WITHIN`] and `lease` after it (none without a run history: the scheduler's
+/// `SchedulerBuilder::history`). A run of it by an earlier backfill, later than that, is not
+/// seen.
 async fn already_ran(inner: &Inner, job: &str, tick: DateTime<Utc>, lease: Duration) -> bool {
     let Some((runs, _)) = &inner.observer.history else {
         return false;
     };
-    let until = tick + TimeDelta::from_std(lease).unwrap_or(TimeDelta::hours(1));
-    let query = RunQuery::latest(100)
+    let until = tick + RAN_WITHIN + TimeDelta::from_std(lease).unwrap_or(TimeDelta::hours(1));
+    let query = RunQuery::latest(1000)
         .name(job.to_owned())
         .outcome(RunOutcome::Executed)
         .since(tick)
