@@ -1,7 +1,7 @@
 //! Backfills, driven: every instance that fires and carries a job drives the store's running
 //! backfills of it ([`crate::schedules::backfill`]). A backfill of `max_running = N` has N run
-//! places, each a lock row ([`slot_lock`]); tick `i` of the range (from 0, oldest first)
-//! belongs to place `i mod N`. A place's driver claims its next tick on the place's row with
+//! places, each a lock row ([`slot_lock`]); each tick of the range belongs to one place, by a
+//! mix of its instant that every instance computes alike. A place's driver claims its next tick on the place's row with
 //! [`for_tick`](crate::LockConfiguration::for_tick), so each tick is claimed once fleet-wide
 //! and a place's ticks go in order; it holds the row while the tick runs, for the job's
 //! `lock_at_most_for`, then lets it go. A driver killed mid-run leaves the row to run out: the
@@ -42,27 +42,36 @@ fn retry_after(inner: &Inner) -> Duration {
         .min(Duration::from_secs(1))
 }
 
-/// The ticks of a backfill's range `(from, to]` in order, with their index.
+/// The place of `tick` among `places`: a mix of its instant (SplitMix64's finaliser), the
+/// same on every instance, so a place's driver can start at its row's last tick without
+/// counting the ticks before it.
+fn place_of(tick: DateTime<Utc>, places: u32) -> u32 {
+    let mut z = tick.timestamp_micros() as u64;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    u32::try_from(z % u64::from(places.max(1))).unwrap_or(0)
+}
+
+/// The ticks of a backfill's range after `cursor` up to `to`, in order.
 struct Ticks {
     schedule: Schedule,
     to: DateTime<Utc>,
     cursor: DateTime<Utc>,
-    index: u64,
 }
 
 impl Ticks {
-    fn new(schedule: Schedule, from: DateTime<Utc>, to: DateTime<Utc>) -> Self {
+    fn new(schedule: Schedule, cursor: DateTime<Utc>, to: DateTime<Utc>) -> Self {
         Self {
             schedule,
             to,
-            cursor: from,
-            index: 0,
+            cursor,
         }
     }
 }
 
 impl Iterator for Ticks {
-    type Item = (u64, DateTime<Utc>);
+    type Item = DateTime<Utc>;
 
     fn next(&mut self) -> Option<Self::Item> {
         let tick = self
@@ -70,25 +79,22 @@ impl Iterator for Ticks {
             .next_after(self.cursor)
             .filter(|t| *t <= self.to)?;
         self.cursor = tick;
-        self.index += 1;
-        Some((self.index - 1, tick))
+        Some(tick)
     }
 }
 
-/// The last tick of each place of `backfill` (by place), from the last `N` ticks of its range.
+/// The last tick of each place of `backfill` that has one (by place), walking back from the
+/// range's end until every place is found or the range's start is reached.
 fn last_ticks(schedule: &Schedule, backfill: &StoredBackfill) -> HashMap<u32, DateTime<Utc>> {
     let spec = &backfill.spec;
-    let places = u64::from(spec.max_running.max(1));
+    let places = spec.max_running.max(1);
     let mut last = HashMap::new();
     let mut at = spec.to;
-    let mut index = spec.total;
-    while index > 0 && (spec.total - index) < places {
+    while last.len() < places as usize {
         let Some(tick) = schedule.latest_at_or_before(at).filter(|t| *t > spec.from) else {
             break;
         };
-        index -= 1;
-        let place = u32::try_from(index % places).unwrap_or(0);
-        last.insert(place, tick);
+        last.entry(place_of(tick, places)).or_insert(tick);
         at = tick - TimeDelta::microseconds(1);
     }
     last
@@ -202,10 +208,18 @@ async fn claim_and_run(inner: &Arc<Inner>, backfill: &StoredBackfill, place: u32
         .map(|rate| Duration::from_secs_f64(60.0 * places as f64 / f64::from(rate)));
     let requested_by = format!("backfill #{} by {}", backfill.id, spec.requested_by);
     let stop = inner.stop_firing.subscribe();
-    let mut ticks = Ticks::new(job.schedule().clone(), spec.from, spec.to)
-        .filter(move |(index, _)| index % places == u64::from(place));
+    // The place's row says how far it went: its ticks from there on, oldest first.
+    let resume_at = match admin.lock_state(&row).await {
+        Ok(state) => state
+            .and_then(|s| s.last_tick)
+            .map_or(spec.from, |last| last.max(spec.from)),
+        Err(_) => spec.from,
+    };
+    let count = spec.max_running.max(1);
+    let mut ticks = Ticks::new(job.schedule().clone(), resume_at, spec.to)
+        .filter(move |tick| place_of(*tick, count) == place);
     let mut next = ticks.next();
-    while let Some((_, tick)) = next {
+    while let Some(tick) = next {
         if *stop.borrow() {
             return PlaceEnd::Stopped;
         }
@@ -480,28 +494,34 @@ mod tests {
     }
 
     #[test]
-    fn each_place_ends_on_its_own_tick() {
+    fn each_place_ends_on_its_own_last_tick() {
         let schedule = Schedule::parse("0 0 * * * *", "UTC").unwrap();
-        let (from, to) = (utc("2026-01-01T00:00:00Z"), utc("2026-01-01T10:00:00Z"));
+        let (from, to) = (utc("2026-01-01T00:00:00Z"), utc("2026-01-03T00:00:00Z"));
         let ticks: Vec<_> = Ticks::new(schedule.clone(), from, to).collect();
-        assert_eq!(ticks.len(), 10, "01:00 to 10:00");
-        let spec = NewBackfill::new("j", from, to, 10, "ops").max_running(3);
-        let backfill = StoredBackfill {
-            id: 1,
-            spec,
-            state: BackfillState::Running,
-            done: 0,
-            skipped: 0,
-            failed: 0,
-            created_at: to,
-            updated_at: to,
-            updated_by: "ops".to_owned(),
-        };
+        assert_eq!(ticks.len(), 48, "01:00 on the 1st to 00:00 on the 3rd");
+        let spec = NewBackfill::new("j", from, to, 48, "ops").max_running(3);
+        let backfill = StoredBackfill::new(1, spec, to);
         let last = last_ticks(&schedule, &backfill);
-        // Ticks 0..10 on places i mod 3: place 0 ends on tick 9 (10:00), 1 on 7 (08:00), 2 on
-        // 8 (09:00).
-        assert_eq!(last[&0], utc("2026-01-01T10:00:00Z"));
-        assert_eq!(last[&1], utc("2026-01-01T08:00:00Z"));
-        assert_eq!(last[&2], utc("2026-01-01T09:00:00Z"));
+        assert_eq!(
+            last.len(),
+            3,
+            "48 ticks reach every one of 3 places: {last:?}"
+        );
+        for (place, tick) in &last {
+            let after: Vec<_> = ticks
+                .iter()
+                .filter(|t| *t > tick && place_of(**t, 3) == *place)
+                .collect();
+            assert!(
+                after.is_empty(),
+                "{tick} is place {place}'s last: {after:?}"
+            );
+            assert_eq!(place_of(*tick, 3), *place);
+        }
+        // The places share the ticks, none idle.
+        for place in 0..3 {
+            let share = ticks.iter().filter(|t| place_of(**t, 3) == place).count();
+            assert!(share >= 5, "place {place} has {share} of 48");
+        }
     }
 }
