@@ -115,7 +115,10 @@ async fn redis_schedules_acl_rules_are_documented() {
         .unwrap()
         .unwrap();
     assert_eq!((paused.state, paused.done), (BackfillState::Paused, 1));
-    assert_eq!(p.backfill(backfill.id).await.unwrap().as_ref(), Some(&paused));
+    assert_eq!(
+        p.backfill(backfill.id).await.unwrap().as_ref(),
+        Some(&paused)
+    );
     assert_eq!(p.backfills().await.unwrap(), [paused]);
     tokio::time::timeout(Duration::from_secs(20), feed.next())
         .await
