@@ -1298,3 +1298,132 @@ async fn dashboard_shows_a_jobs_next_runs_sqlite() {
     assert!(typo.body.contains("did you mean"), "{}", typo.body);
     db.teardown().await;
 }
+
+/// Issue 49, point 2 on the dashboard and the API: a backfill started from the job page's form
+/// is stored as asked; the page shows it with its progress bar and its buttons; the API lists
+/// it (`GET /api/v1/backfills?job=`), pauses it, lists a dry run's ticks without starting one,
+/// and refuses a bad range naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_starts_and_steers_a_backfill_sqlite() {
+    use shedlock::schedules::{BackfillState, RegisteredJob, Registration, ScheduleStore};
+    use shedlock_suite::TestDb;
+    use std::time::Duration;
+    let Some(db) = shedlock_suite::Sqlite::setup().await else {
+        return;
+    };
+    let provider = db.provider();
+    let job = RegisteredJob::new("exports", "0 0 * * * *", "UTC");
+    let registration = Registration::new("pod-a", "default", vec![job], Duration::from_secs(600));
+    provider.register(&registration).await.unwrap();
+    let mut client = cases::Client::new(
+        provider.clone().into(),
+        shedlock_web::Options::new(shedlock_web::Auth::None),
+    );
+    let page = client.get("/shedlock/jobs/exports").await;
+    assert!(
+        page.body.contains("id=\"start-backfill\"")
+            && page.body.contains("No backfill of this job."),
+        "{}",
+        page.body
+    );
+    let started = client
+        .post_form(
+            "/shedlock/act/jobs/exports/backfill",
+            &[
+                ("from", "2026-11-20T00:00:00Z"),
+                ("to", "2026-11-21T00:00:00Z"),
+                ("max_running", "2"),
+                ("rate_per_min", "30"),
+                ("rerun", "on"),
+            ],
+            None,
+        )
+        .await;
+    assert!(
+        started.status.is_success() || started.status.is_redirection(),
+        "{:?} {}",
+        started.status,
+        started.body
+    );
+    let kept = provider.backfills().await.unwrap();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let backfill = &kept[0];
+    assert_eq!(
+        (
+            backfill.spec.total,
+            backfill.spec.max_running,
+            backfill.spec.rate_per_min,
+            backfill.spec.rerun
+        ),
+        (24, 2, Some(30), true),
+        "{backfill:?}"
+    );
+    let page = client.get("/shedlock/jobs/exports").await;
+    assert!(
+        page.body
+            .contains(&format!("id=\"backfill-{}\"", backfill.id))
+            && page.body.contains("<progress")
+            && page.body.contains("0 of 24 ticks")
+            && page.body.contains("at most 30 a minute"),
+        "{}",
+        page.body
+    );
+
+    let listed = client
+        .get("/shedlock/api/v1/backfills?job=exports")
+        .await
+        .json();
+    assert_eq!(listed["backfills"][0]["total"], 24, "{listed:#}");
+    assert_eq!(listed["backfills"][0]["state"], "running", "{listed:#}");
+    let paused = client
+        .post_api(
+            "/shedlock/api/v1/jobs/exports/pause-backfill",
+            serde_json::json!({ "backfill": backfill.id }),
+        )
+        .await;
+    assert!(
+        paused.status.is_success(),
+        "{:?} {}",
+        paused.status,
+        paused.body
+    );
+    let now = provider.backfill(backfill.id).await.unwrap().unwrap();
+    assert_eq!(now.state, BackfillState::Paused);
+    let page = client.get("/shedlock/jobs/exports").await;
+    assert!(page.body.contains(">Resume<"), "{}", page.body);
+
+    let dry = client
+        .post_api(
+            "/shedlock/api/v1/jobs/exports/backfill",
+            serde_json::json!({ "from": "2026-11-20T00:00:00Z", "to": "2026-11-20T03:00:00Z", "dry_run": true }),
+        )
+        .await;
+    assert!(dry.status.is_success(), "{:?} {}", dry.status, dry.body);
+    let dry = dry.json();
+    assert_eq!(dry["total"], 3, "{dry:#}");
+    assert_eq!(dry["ticks"][0], "2026-11-20T01:00:00.000Z", "{dry:#}");
+    assert_eq!(
+        provider.backfills().await.unwrap().len(),
+        1,
+        "a dry run starts none"
+    );
+    let bad = client
+        .post_api(
+            "/shedlock/api/v1/jobs/exports/backfill",
+            serde_json::json!({ "from": "last week", "to": "2026-11-20T03:00:00Z", "rerun": true }),
+        )
+        .await;
+    assert_eq!(
+        bad.status,
+        axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        bad.body
+    );
+    assert!(
+        bad.body
+            .contains("from \\\"last week\\\" is not an RFC 3339 time"),
+        "{}",
+        bad.body
+    );
+    db.teardown().await;
+}

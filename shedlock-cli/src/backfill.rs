@@ -18,6 +18,15 @@ use crate::args::{BackfillArgs, BackfillsArgs};
 use crate::db::Steered;
 use crate::failure::Failure;
 use crate::jobs::{actor, desk, failure, find, report};
+
+/// The tool's failure for an error about backfill `id`: "no backfill #7; the store keeps …"
+/// for one it does not keep.
+fn backfill_failure(id: i64, error: shedlock::Error) -> Failure {
+    match error {
+        shedlock::Error::NoSuchSchedule { hint, .. } => Failure::NoSuchBackfill { id, hint },
+        other => failure(other),
+    }
+}
 use crate::output::{pretty, print, render_table, time};
 
 /// How many ticks `--dry-run` lists.
@@ -158,7 +167,7 @@ pub(crate) async fn backfills(
             let done = desk
                 .set_backfill(id, state, &actor())
                 .await
-                .map_err(failure)?;
+                .map_err(|e| backfill_failure(id, e))?;
             report(&done, runs);
             if !args.json {
                 print(&format!(
@@ -171,7 +180,10 @@ pub(crate) async fn backfills(
             }
             done.value
         }
-        None => desk.find_backfill(id).await.map_err(failure)?,
+        None => desk
+            .find_backfill(id)
+            .await
+            .map_err(|e| backfill_failure(id, e))?,
     };
     if args.json {
         print(&format!(
@@ -236,7 +248,10 @@ async fn watch(store: &dyn Steered, runs: Option<&dyn RunStore>, id: i64) -> Res
     let terminal = std::io::stdout().is_terminal();
     let mut shown = String::new();
     loop {
-        let b = desk.find_backfill(id).await.map_err(failure)?;
+        let b = desk
+            .find_backfill(id)
+            .await
+            .map_err(|e| backfill_failure(id, e))?;
         let line = format!("#{id} {} {} {}", bar(&b, 30), progress_text(&b), b.state);
         if line != shown {
             let mut out = std::io::stdout().lock();

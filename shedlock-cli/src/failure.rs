@@ -25,6 +25,9 @@ pub(crate) enum Failure {
     /// Nothing was done (exit 4): `unlock` did not release, `trigger` found a request
     /// pending.
     NotDone(String),
+    /// `backfills ID` of a number the store keeps no backfill of (exit 3); `hint` names those
+    /// it keeps.
+    NoSuchBackfill { id: i64, hint: String },
 }
 
 impl From<Error> for Failure {
@@ -44,7 +47,7 @@ impl Failure {
             },
             Failure::Usage(_) => EXIT_USAGE,
             Failure::Database(_) => EXIT_DATABASE,
-            Failure::NoSuchLock { .. } => EXIT_NO_SUCH_LOCK,
+            Failure::NoSuchLock { .. } | Failure::NoSuchBackfill { .. } => EXIT_NO_SUCH_LOCK,
             Failure::NotDone(_) => EXIT_NOT_DONE,
         }
     }
@@ -67,6 +70,10 @@ impl Failure {
                 "shedlock: no lock named {name:?} {place}; `shedlock list` shows the locks there"
             ),
             Failure::NotDone(text) => format!("shedlock: {}", one_line(text)),
+            Failure::NoSuchBackfill { id, hint } => format!(
+                "shedlock: no backfill #{id}{}; `shedlock backfills` lists them",
+                one_line(hint)
+            ),
         }
     }
 }
