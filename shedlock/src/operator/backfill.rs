@@ -131,8 +131,7 @@ impl<S: Steerable + ?Sized> Operator<'_, S> {
         let schedule = Schedule::parse(&planned.cron, &planned.time_zone)?;
         let mut first = Vec::new();
         let mut total = 0_u64;
-        let mut cursor = from;
-        while let Some(tick) = schedule.next_after(cursor).filter(|tick| *tick <= to) {
+        for tick in schedule.iter_after(from).take_while(|tick| *tick <= to) {
             total += 1;
             if total > MAX_BACKFILL_TICKS {
                 return Err(refuse(
@@ -147,7 +146,6 @@ impl<S: Steerable + ?Sized> Operator<'_, S> {
             if first.len() < show {
                 first.push(tick);
             }
-            cursor = tick;
         }
         Ok(BackfillPlan {
             job: job.name.clone(),

@@ -419,6 +419,10 @@ pub(super) async fn run_backfilled(
         tracing::debug!(job = name, %error, "backfill: could not let go of the run place (its lease runs out)");
     }
     drop(slot);
-    probe.finish(outcome, error).await;
+    // A run that did not start (the job's lock or the tick's claim held elsewhere) is tried
+    // again by its driver: no history row for each try.
+    if outcome != RunOutcome::SkippedHeld {
+        probe.finish(outcome, error).await;
+    }
     Some(outcome)
 }

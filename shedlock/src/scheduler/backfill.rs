@@ -53,34 +53,16 @@ fn place_of(tick: DateTime<Utc>, places: u32) -> u32 {
     u32::try_from(z % u64::from(places.max(1))).unwrap_or(0)
 }
 
-/// The ticks of a backfill's range after `cursor` up to `to`, in order.
-struct Ticks {
-    schedule: Schedule,
-    to: DateTime<Utc>,
+/// The ticks of a backfill's range after `cursor` up to `to`, in order (the expression parsed
+/// once).
+fn ticks(
+    schedule: &Schedule,
     cursor: DateTime<Utc>,
-}
-
-impl Ticks {
-    fn new(schedule: Schedule, cursor: DateTime<Utc>, to: DateTime<Utc>) -> Self {
-        Self {
-            schedule,
-            to,
-            cursor,
-        }
-    }
-}
-
-impl Iterator for Ticks {
-    type Item = DateTime<Utc>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let tick = self
-            .schedule
-            .next_after(self.cursor)
-            .filter(|t| *t <= self.to)?;
-        self.cursor = tick;
-        Some(tick)
-    }
+    to: DateTime<Utc>,
+) -> impl Iterator<Item = DateTime<Utc>> + Send + 'static {
+    schedule
+        .iter_after(cursor)
+        .take_while(move |tick| *tick <= to)
 }
 
 /// The last tick of each place of `backfill` that has one (by place), walking back from the
@@ -216,61 +198,73 @@ async fn claim_and_run(inner: &Arc<Inner>, backfill: &StoredBackfill, place: u32
         Err(_) => spec.from,
     };
     let count = spec.max_running.max(1);
-    let mut ticks = Ticks::new(job.schedule().clone(), resume_at, spec.to)
+    let mut ticks = ticks(job.schedule(), resume_at, spec.to)
         .filter(move |tick| place_of(*tick, count) == place);
     let mut next = ticks.next();
+    // What this driver knows of the place's row (read again after a claim it lost), and when
+    // it last read the backfill's state (read again once a second: a pause or a cancel takes
+    // effect within a second and a run).
+    let mut known: Option<Row> = None;
+    let mut checked: Option<tokio::time::Instant> = None;
     while let Some(tick) = next {
         if *stop.borrow() {
             return PlaceEnd::Stopped;
         }
-        match control.store.backfill(backfill.id).await {
-            Ok(Some(now)) if now.state == BackfillState::Running => {}
-            Ok(_) => return PlaceEnd::Stopped,
-            Err(error) => {
-                tracing::warn!(backfill = backfill.id, %error, "backfill: could not read it");
-                pause(inner, retry_after(inner)).await;
-                continue;
+        if checked.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
+            match control.store.backfill(backfill.id).await {
+                Ok(Some(now)) if now.state == BackfillState::Running => {
+                    checked = Some(tokio::time::Instant::now());
+                }
+                Ok(_) => return PlaceEnd::Stopped,
+                Err(error) => {
+                    tracing::warn!(backfill = backfill.id, %error, "backfill: could not read it");
+                    pause(inner, retry_after(inner)).await;
+                    continue;
+                }
             }
         }
-        if control.tuning(&spec.job).paused || inner.job_of(&spec.job).is_none() {
-            if inner.job_of(&spec.job).is_none() {
-                return PlaceEnd::Stopped;
-            }
+        if inner.job_of(&spec.job).is_none() {
+            return PlaceEnd::Stopped;
+        }
+        if control.tuning(&spec.job).paused {
             pause(inner, retry_after(inner)).await;
+            checked = None;
             continue;
         }
         // The place's row: a tick at or before its last one was claimed (here or elsewhere);
         // a held row is a tick running; the pace counts from its last claim.
-        let state = match admin.lock_state(&row).await {
-            Ok(state) => state,
-            Err(error) => {
-                tracing::warn!(backfill = backfill.id, %error, "backfill: could not read a place's row");
-                pause(inner, retry_after(inner)).await;
-                continue;
-            }
+        let row_now = match known {
+            Some(row) => row,
+            None => match admin.lock_state(&row).await {
+                Ok(state) => {
+                    let row = Row::of(state.as_ref());
+                    known = Some(row);
+                    row
+                }
+                Err(error) => {
+                    tracing::warn!(backfill = backfill.id, %error, "backfill: could not read a place's row");
+                    pause(inner, retry_after(inner)).await;
+                    continue;
+                }
+            },
         };
-        if let Some(last) = state.as_ref().and_then(|s| s.last_tick)
-            && tick <= last
-        {
+        if row_now.last_tick.is_some_and(|last| tick <= last) {
             next = ticks.next();
             continue;
         }
         let now = inner.clock.now();
-        if let Some(state) = &state {
-            if state.locked_until > now {
-                pause(inner, retry_after(inner)).await;
-                continue;
-            }
-            if let Some(spacing) = spacing
-                && let Ok(spacing) = TimeDelta::from_std(spacing)
-                && state.locked_at + spacing > now
-            {
-                let wait = (state.locked_at + spacing - now)
-                    .to_std()
-                    .unwrap_or_default();
-                pause(inner, wait).await;
-                continue;
-            }
+        if row_now.held_until > now {
+            pause(inner, retry_after(inner)).await;
+            known = None;
+            continue;
+        }
+        if let (Some(spacing), Some(claimed_at)) = (spacing, row_now.claimed_at)
+            && let Ok(spacing) = TimeDelta::from_std(spacing)
+            && claimed_at + spacing > now
+        {
+            let wait = (claimed_at + spacing - now).to_std().unwrap_or_default();
+            pause(inner, wait).await;
+            continue;
         }
         let claim = config.clone().for_tick(tick);
         let count = if !spec.rerun && already_ran(inner, &spec.job, tick, lease).await {
@@ -282,6 +276,7 @@ async fn claim_and_run(inner: &Arc<Inner>, backfill: &StoredBackfill, place: u32
                     BackfillCount::Skipped
                 }
                 Ok(None) => {
+                    known = None;
                     pause(inner, Duration::from_millis(100)).await;
                     continue;
                 }
@@ -297,14 +292,21 @@ async fn claim_and_run(inner: &Arc<Inner>, backfill: &StoredBackfill, place: u32
             match run_claimed_in_gate(inner, &spec.job, tick, &requested_by, claim, backfill.id)
                 .await
             {
-                Some(count) => count,
-                None => continue, // not claimed here: the row is read again
+                Ok(count) => count,
+                // The claim was refused: the row is read again.
+                Err(Unclaimed::Refused) => {
+                    known = None;
+                    continue;
+                }
+                // The job's lock, a run place or a slot was held: tried again as it is.
+                Err(Unclaimed::NotAsked) => continue,
             }
         } else {
             // A job whose lock is not known: the tick is claimed, then run.
             let guard = match inner.provider.lock(&claim).await {
                 Ok(Some(guard)) => guard,
                 Ok(None) => {
+                    known = None;
                     pause(inner, Duration::from_millis(100)).await;
                     continue;
                 }
@@ -321,9 +323,51 @@ async fn claim_and_run(inner: &Arc<Inner>, backfill: &StoredBackfill, place: u32
         if let Err(error) = control.store.count_backfill(backfill.id, count).await {
             tracing::warn!(backfill = backfill.id, %error, "backfill: could not count a tick");
         }
+        // This driver claimed the tick (about `now`) and let the row go.
+        known = Some(Row {
+            last_tick: Some(tick),
+            held_until: now,
+            claimed_at: Some(now),
+        });
         next = ticks.next();
     }
     PlaceEnd::Exhausted
+}
+
+/// What a place's driver knows of its row.
+#[derive(Debug, Clone, Copy)]
+struct Row {
+    /// The last tick claimed on it.
+    last_tick: Option<DateTime<Utc>>,
+    /// Held until then (by the store's clock).
+    held_until: DateTime<Utc>,
+    /// When its last tick was claimed (by the store's clock).
+    claimed_at: Option<DateTime<Utc>>,
+}
+
+impl Row {
+    fn of(state: Option<&crate::history::LockState>) -> Self {
+        match state {
+            Some(state) => Self {
+                last_tick: state.last_tick,
+                held_until: state.locked_until,
+                claimed_at: Some(state.locked_at),
+            },
+            None => Self {
+                last_tick: None,
+                held_until: DateTime::<Utc>::MIN_UTC,
+                claimed_at: None,
+            },
+        }
+    }
+}
+
+/// Why a run with its claim in the gate did not run here.
+enum Unclaimed {
+    /// The claim was asked and refused: another instance claimed the tick, or holds the row.
+    Refused,
+    /// The gate was not asked: the job's lock, a run place or a slot was held.
+    NotAsked,
 }
 
 /// Lets a place's row go (its lease runs out when that fails).
@@ -335,8 +379,7 @@ async fn release(guard: crate::guard::LockGuard, id: i64) {
 
 /// Runs `tick` of `job` with its place's claim (`claim`) taken in the run's gate, once the run
 /// has the job's lock; what it came to, or `None` when it did not run here (the claim was
-/// refused: another instance claimed the tick, or the row is held; or the job's lock, a run
-/// place or a slot was held: the tick is not claimed then).
+/// refused, or the gate was not asked: [`Unclaimed`]).
 async fn run_claimed_in_gate(
     inner: &Arc<Inner>,
     job: &str,
@@ -344,7 +387,7 @@ async fn run_claimed_in_gate(
     requested_by: &str,
     claim: LockConfiguration,
     id: i64,
-) -> Option<BackfillCount> {
+) -> Result<BackfillCount, Unclaimed> {
     let held: Arc<std::sync::Mutex<Option<crate::guard::LockGuard>>> = Arc::default();
     let asked = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let provider = Arc::clone(&inner.provider);
@@ -371,16 +414,15 @@ async fn run_claimed_in_gate(
         // Not claimed, so the run did not start: another instance claimed the tick or holds
         // the row (read again soon), or the job's lock, a run place or a slot was held (the
         // gate was not asked: tried again after a poll).
-        let wait = if asked.load(std::sync::atomic::Ordering::SeqCst) {
-            Duration::from_millis(100)
-        } else {
-            retry_after(inner)
-        };
-        pause(inner, wait).await;
-        return None;
+        if asked.load(std::sync::atomic::Ordering::SeqCst) {
+            pause(inner, Duration::from_millis(100)).await;
+            return Err(Unclaimed::Refused);
+        }
+        pause(inner, retry_after(inner)).await;
+        return Err(Unclaimed::NotAsked);
     };
     release(guard, id).await;
-    Some(match outcome {
+    Ok(match outcome {
         Some(RunOutcome::Executed) => BackfillCount::Ran,
         _ => BackfillCount::Failed,
     })
@@ -497,7 +539,7 @@ mod tests {
     fn each_place_ends_on_its_own_last_tick() {
         let schedule = Schedule::parse("0 0 * * * *", "UTC").unwrap();
         let (from, to) = (utc("2026-01-01T00:00:00Z"), utc("2026-01-03T00:00:00Z"));
-        let ticks: Vec<_> = Ticks::new(schedule.clone(), from, to).collect();
+        let ticks: Vec<_> = super::ticks(&schedule, from, to).collect();
         assert_eq!(ticks.len(), 48, "01:00 on the 1st to 00:00 on the 3rd");
         let spec = NewBackfill::new("j", from, to, 48, "ops").max_running(3);
         let backfill = StoredBackfill::new(1, spec, to);
