@@ -382,7 +382,6 @@ async fn database_outage_postgres() {
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let outage = if soak() { 30 } else { 10 };
-    let down_at = db_now_ms(&target).await;
     admin
         .execute(AssertSqlSafe(format!(
             "ALTER DATABASE {database} ALLOW_CONNECTIONS false"
@@ -395,6 +394,15 @@ async fn database_outage_postgres() {
         )))
         .await
         .unwrap();
+    // The outage starts once the connections are gone (the database's clock, read on another
+    // database of the same server): a run may still start on a connection it held until then,
+    // which on a loaded machine came after the statements were sent (a CI run saw runs start
+    // on held connections after the outage's start was read before them).
+    let down_at: i64 =
+        sqlx::query_scalar("SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT")
+            .fetch_one(&admin)
+            .await
+            .unwrap();
     tokio::time::sleep(Duration::from_secs(outage)).await;
     admin
         .execute(AssertSqlSafe(format!(
@@ -1101,7 +1109,8 @@ async fn wait_for_terms(
 
 /// Waits for two runs by `instance` since `since_ms` (it leads and fires).
 async fn wait_for_runs_by(target: &Target, instance: &str, since_ms: i64) {
-    let runs = wait_for_runs(target, Duration::from_secs(20), |runs| {
+    // Generous: on a loaded machine a new leader's first runs were seen to take over 20 s.
+    let runs = wait_for_runs(target, Duration::from_secs(60), |runs| {
         runs.iter()
             .filter(|r| r.instance == instance && r.started_ms >= since_ms)
             .count()

@@ -499,10 +499,11 @@ async fn a_scheduled_function_reads_the_interval_its_run_covers() {
     for interval in &seen {
         assert_eq!(interval.start, Some(interval.end - two), "{seen:?}");
     }
+    // Under load a tick may be missed (its misfire), so successive runs' spans follow one
+    // another or leave a gap; they never overlap.
     for pair in seen.windows(2) {
-        assert_eq!(
-            pair[1].start,
-            Some(pair[0].end),
+        assert!(
+            pair[1].start >= Some(pair[0].end),
             "spans follow one another: {seen:?}"
         );
     }
@@ -580,7 +581,7 @@ async fn a_scheduled_function_is_handed_the_interval_its_run_covers() {
             assert_eq!(span.start, Some(span.end - two), "{label}: {spans:?}");
         }
         for pair in spans.windows(2) {
-            assert_eq!(pair[1].start, Some(pair[0].end), "{label}: {spans:?}");
+            assert!(pair[1].start >= Some(pair[0].end), "{label}: {spans:?}");
         }
     }
 }

@@ -23,7 +23,9 @@
 //!   says what each of its files does);
 //! - `overlap/`: the overlap policies kept in the store, what a tick of such a job does (its
 //!   `mod.rs` says what each of its files does); `failures.rs`: `pause_after_failures`, a
-//!   job that keeps failing pausing itself.
+//!   job that keeps failing pausing itself;
+//! - `backfill.rs`: the store's backfills driven, a job's past ticks run once each fleet-wide
+//!   at their pace.
 
 use std::fmt;
 use std::sync::Arc;
