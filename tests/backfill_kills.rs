@@ -64,32 +64,11 @@ fn runs(logs: &Path) -> Vec<Run> {
     runs
 }
 
-/// Runs the `shedlock` tool on the place's store; its exit code, stdout and stderr.
-async fn shedlock_cli(place: &Place, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = tokio::process::Command::new(shedlock_suite::shedlock_binary())
-        .args([
-            "--database-url",
-            &place.target.url,
-            "--table",
-            &place.target.table,
-        ])
-        .args(args)
-        .env_remove("DATABASE_URL")
-        .env_remove("SHEDLOCK_TABLE")
-        .output()
-        .await
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
-
 /// The backfill's JSON, as `shedlock backfills ID --json` shows it.
 async fn backfill_json(place: &Place, id: i64) -> serde_json::Value {
-    let (code, stdout, stderr) =
-        shedlock_cli(place, &["backfills", &id.to_string(), "--json"]).await;
+    let (code, stdout, stderr) = place
+        .shedlock_cli(&["backfills", &id.to_string(), "--json"])
+        .await;
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     serde_json::from_str(&stdout).unwrap()
 }
@@ -126,7 +105,7 @@ async fn backfill_through_a_kill(backend: Backend) {
 
     let mut dry = vec!["backfill", "hourly", "--dry-run", "--json"];
     dry.extend_from_slice(&range);
-    let (code, stdout, stderr) = shedlock_cli(&place, &dry).await;
+    let (code, stdout, stderr) = place.shedlock_cli(&dry).await;
     assert_eq!(code, Some(0), "{backend}: {stdout}{stderr}");
     let plan: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(plan["total"], TICKS, "{backend}: {plan:#}");
@@ -156,7 +135,7 @@ async fn backfill_through_a_kill(backend: Backend) {
         "--json",
     ];
     start.extend_from_slice(&range);
-    let (code, stdout, stderr) = shedlock_cli(&place, &start).await;
+    let (code, stdout, stderr) = place.shedlock_cli(&start).await;
     assert_eq!(code, Some(0), "{backend}: {stdout}{stderr}");
     let started: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let id = started["id"].as_i64().unwrap();
@@ -237,7 +216,7 @@ async fn backfill_through_a_kill(backend: Backend) {
         done["skipped"], 0,
         "{backend}: --rerun skips none: {done:#}"
     );
-    let (code, stdout, _) = shedlock_cli(&place, &["backfills"]).await;
+    let (code, stdout, _) = place.shedlock_cli(&["backfills"]).await;
     assert_eq!(code, Some(0));
     assert!(
         stdout.contains(&format!("#{id}")) && stdout.contains("done"),

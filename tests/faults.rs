@@ -190,31 +190,9 @@ async fn crash(backend: Backend) {
     );
 }
 
-/// Runs the `shedlock` tool on the place's database and table; its exit code and stdout.
-async fn shedlock_cli(place: &Place, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = tokio::process::Command::new(shedlock_suite::shedlock_binary())
-        .args([
-            "--database-url",
-            &place.target.url,
-            "--table",
-            &place.target.table,
-        ])
-        .args(args)
-        .env_remove("DATABASE_URL")
-        .env_remove("SHEDLOCK_TABLE")
-        .output()
-        .await
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
-
 /// The history row of `token`'s run, as `shedlock history long --json` shows it.
 async fn history_row(place: &Place, token: i64) -> serde_json::Value {
-    let (code, stdout, stderr) = shedlock_cli(place, &["history", "long", "--json"]).await;
+    let (code, stdout, stderr) = place.shedlock_cli(&["history", "long", "--json"]).await;
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     let rows: Vec<serde_json::Value> = serde_json::from_str(&stdout).unwrap();
     rows.into_iter()
@@ -280,7 +258,7 @@ async fn crash_history(backend: Backend) {
     assert_eq!(lock.fencing_token, run.token);
     let row = history_row(&place, run.token).await;
     assert_eq!(row["outcome"], "running", "{row}");
-    let (_, table, _) = shedlock_cli(&place, &["history", "long"]).await;
+    let (_, table, _) = place.shedlock_cli(&["history", "long"]).await;
     let line = table
         .lines()
         .find(|l| l.contains(&run.token.to_string()))
@@ -311,7 +289,7 @@ async fn crash_history(backend: Backend) {
     assert_eq!(row["outcome"], "abandoned", "{row}");
     assert_eq!(row["error"], reason.as_str(), "{row}");
     assert_eq!(row["duration_ms"], serde_json::Value::Null, "{row}");
-    let (code, table, _) = shedlock_cli(&place, &["history", "long"]).await;
+    let (code, table, _) = place.shedlock_cli(&["history", "long"]).await;
     assert_eq!(code, Some(0));
     let line = table
         .lines()

@@ -68,6 +68,29 @@ impl Place {
         spawn(&self.target, name, extra, self.logs.path()).await
     }
 
+    /// Runs the `shedlock` tool on the place's store and table: its exit code, stdout and
+    /// stderr.
+    pub async fn shedlock_cli(&self, args: &[&str]) -> (Option<i32>, String, String) {
+        let out = tokio::process::Command::new(crate::shedlock_binary())
+            .args([
+                "--database-url",
+                &self.target.url,
+                "--table",
+                &self.target.table,
+            ])
+            .args(args)
+            .env_remove("DATABASE_URL")
+            .env_remove("SHEDLOCK_TABLE")
+            .output()
+            .await
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    }
+
     /// Drops every table the provider and the harness made (Redis: deletes the prefix's keys).
     pub async fn cleanup(&self) {
         let t = &self.target.table;

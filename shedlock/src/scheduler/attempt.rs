@@ -333,37 +333,15 @@ pub(super) async fn run_now(
         return None;
     }
     let running = Running(&job.running);
-    let slot = match &inner.capacity {
-        None => None,
-        Some(capacity) => Some(capacity.take_slot()?),
-    };
-    // Under a policy kept in the store, the run holds one of the job's run places, as a
-    // tick's run does, so it counts toward the policy's runs at once: with every place
-    // held it does not start (the request is tried again at the next poll).
-    let place = match super::overlap::place_for_run_now(inner, &job).await {
-        Ok(Some(None)) => return Some(RunOutcome::SkippedHeld),
-        Ok(place) => place.flatten(),
-        Err(error) => {
-            tracing::warn!(job = name, %error, "run now: could not take a run place of the job's overlap policy");
-            return None;
-        }
-    };
-    bump(&job.counters.manual);
     let now = inner.clock.now();
-    let info = RunInfo {
-        requested_by: Some(requested_by.to_owned()),
-        ..RunInfo::fired(name, now, now)
-    };
-    let probe = Probe::new(Arc::clone(&inner.observer), info).gated(gate);
-    let end = call(inner, &job, &probe, None, None, now).await;
-    let (outcome, error) = outcome_of(inner, &job, now, end);
-    if let Some(place) = place
-        && let Err(error) = place.unlock().await
-    {
-        tracing::debug!(job = name, %error, "run now: could not let go of the run place (its lease runs out)");
-    }
+    let (outcome, error, probe) =
+        match run_outside(inner, &job, now, requested_by, gate, "run now").await {
+            Outside::NotStarted => return None,
+            Outside::PlacesHeld => return Some(RunOutcome::SkippedHeld),
+            Outside::Ran(outcome, error, probe) => (outcome, error, probe),
+        };
+    bump(&job.counters.manual);
     drop(running);
-    drop(slot);
     // Under `All`, a tick that came during this run waits for its end.
     if inner.misfire.policy(&job) == super::MisfirePolicy::All
         && let Some(next) = inner.backlog.take_turn(&inner.misfire, &inner.clock, &job)
@@ -393,36 +371,74 @@ pub(super) async fn run_backfilled(
         .by_name
         .get(name)
         .map(|job| Arc::clone(&job.0))?;
-    let slot = match &inner.capacity {
-        None => None,
-        Some(capacity) => Some(capacity.take_slot()?),
-    };
-    let place = match super::overlap::place_for_run_now(inner, &job).await {
-        Ok(Some(None)) => return Some(RunOutcome::SkippedHeld),
-        Ok(place) => place.flatten(),
-        Err(error) => {
-            tracing::warn!(job = name, %error, "backfill: could not take a run place of the job's overlap policy");
-            return None;
-        }
-    };
-    let now = inner.clock.now();
-    let info = RunInfo {
-        requested_by: Some(requested_by.to_owned()),
-        ..RunInfo::fired(name, tick, now)
-    };
-    let probe = Probe::new(Arc::clone(&inner.observer), info).gated(gate);
-    let end = call(inner, &job, &probe, None, None, tick).await;
-    let (outcome, error) = outcome_of(inner, &job, tick, end);
-    if let Some(place) = place
-        && let Err(error) = place.unlock().await
-    {
-        tracing::debug!(job = name, %error, "backfill: could not let go of the run place (its lease runs out)");
-    }
-    drop(slot);
+    let (outcome, error, probe) =
+        match run_outside(inner, &job, tick, requested_by, gate, "backfill").await {
+            Outside::NotStarted => return None,
+            Outside::PlacesHeld => return Some(RunOutcome::SkippedHeld),
+            Outside::Ran(outcome, error, probe) => (outcome, error, probe),
+        };
     // A run that did not start (the job's lock or the tick's claim held elsewhere) is tried
     // again by its driver: no history row for each try.
     if outcome != RunOutcome::SkippedHeld {
         probe.finish(outcome, error).await;
     }
     Some(outcome)
+}
+
+/// What [`run_outside`] came to.
+enum Outside {
+    /// Not started here: no slot of the run limit was free, or a run place of the job's policy
+    /// could not be read.
+    NotStarted,
+    /// Every run place of the job's policy was held.
+    PlacesHeld,
+    /// It ran (or tried its lock): its outcome, error and probe, not finished yet.
+    Ran(RunOutcome, Option<String>, Arc<Probe>),
+}
+
+/// A run of `job` outside the timer's ticks ("run now", a backfilled tick; `what` names it in
+/// the log): under a slot of the run limit and, under a policy kept in the store, one of the
+/// job's run places, as a tick's run; its history row carries `tick` (for "run now", the
+/// request) and its interval ends there; `gate` is asked once it has the job's lock.
+async fn run_outside(
+    inner: &Arc<Inner>,
+    job: &Arc<JobState>,
+    tick: DateTime<Utc>,
+    requested_by: &str,
+    gate: Option<Gate>,
+    what: &str,
+) -> Outside {
+    let name = job.job.name();
+    let slot = match &inner.capacity {
+        None => None,
+        Some(capacity) => match capacity.take_slot() {
+            Some(slot) => Some(slot),
+            None => return Outside::NotStarted,
+        },
+    };
+    // Under a policy kept in the store, the run holds one of the job's run places, as a
+    // tick's run does, so it counts toward the policy's runs at once: with every place
+    // held it does not start (the caller tries again).
+    let place = match super::overlap::place_for_run_now(inner, job).await {
+        Ok(Some(None)) => return Outside::PlacesHeld,
+        Ok(place) => place.flatten(),
+        Err(error) => {
+            tracing::warn!(job = name, %error, "{what}: could not take a run place of the job's overlap policy");
+            return Outside::NotStarted;
+        }
+    };
+    let info = RunInfo {
+        requested_by: Some(requested_by.to_owned()),
+        ..RunInfo::fired(name, tick, inner.clock.now())
+    };
+    let probe = Probe::new(Arc::clone(&inner.observer), info).gated(gate);
+    let end = call(inner, job, &probe, None, None, tick).await;
+    let (outcome, error) = outcome_of(inner, job, tick, end);
+    if let Some(place) = place
+        && let Err(error) = place.unlock().await
+    {
+        tracing::debug!(job = name, %error, "{what}: could not let go of the run place (its lease runs out)");
+    }
+    drop(slot);
+    Outside::Ran(outcome, error, probe)
 }

@@ -271,22 +271,11 @@ async fn claim_and_run(inner: &Arc<Inner>, backfill: &StoredBackfill, place: u32
         let count = if !spec.rerun && already_ran(inner, &spec.job, tick, lease).await {
             // Ran before the backfill: its place's row still moves past it, so it is counted
             // once fleet-wide.
-            match inner.provider.lock(&claim).await {
-                Ok(Some(guard)) => {
-                    release(guard, backfill.id).await;
-                    BackfillCount::Skipped
-                }
-                Ok(None) => {
-                    known = None;
-                    pause(inner, Duration::from_millis(100)).await;
-                    continue;
-                }
-                Err(error) => {
-                    tracing::warn!(backfill = backfill.id, %error, "backfill: could not claim a tick");
-                    pause(inner, retry_after(inner)).await;
-                    continue;
-                }
-            }
+            let Some(guard) = claim_now(inner, &claim, backfill.id, &mut known).await else {
+                continue;
+            };
+            release(guard, backfill.id).await;
+            BackfillCount::Skipped
         } else if job.lock().is_some() {
             // The tick is claimed once the run has the job's lock (the run's gate): a tick is
             // never claimed by a run that then waits, so a kill loses no tick it did not start.
@@ -311,18 +300,8 @@ async fn claim_and_run(inner: &Arc<Inner>, backfill: &StoredBackfill, place: u32
             }
         } else {
             // A job whose lock is not known: the tick is claimed, then run.
-            let guard = match inner.provider.lock(&claim).await {
-                Ok(Some(guard)) => guard,
-                Ok(None) => {
-                    known = None;
-                    pause(inner, Duration::from_millis(100)).await;
-                    continue;
-                }
-                Err(error) => {
-                    tracing::warn!(backfill = backfill.id, %error, "backfill: could not claim a tick");
-                    pause(inner, retry_after(inner)).await;
-                    continue;
-                }
+            let Some(guard) = claim_now(inner, &claim, backfill.id, &mut known).await else {
+                continue;
             };
             let count = run_until_started(inner, &spec.job, tick, &requested_by).await;
             release(guard, backfill.id).await;
@@ -377,6 +356,30 @@ enum Unclaimed {
     Refused,
     /// The gate was not asked: the job's lock, a run place or a slot was held.
     NotAsked,
+}
+
+/// Claims a tick on its place's row now; `None` when it was not (another instance claimed it
+/// or holds the row: `known` is forgotten, so the row is read again; or the store failed),
+/// after a pause.
+async fn claim_now(
+    inner: &Inner,
+    claim: &LockConfiguration,
+    id: i64,
+    known: &mut Option<Row>,
+) -> Option<crate::guard::LockGuard> {
+    match inner.provider.lock(claim).await {
+        Ok(Some(guard)) => Some(guard),
+        Ok(None) => {
+            *known = None;
+            pause(inner, Duration::from_millis(100)).await;
+            None
+        }
+        Err(error) => {
+            tracing::warn!(backfill = id, %error, "backfill: could not claim a tick");
+            pause(inner, retry_after(inner)).await;
+            None
+        }
+    }
 }
 
 /// Lets a place's row go (its lease runs out when that fails).
