@@ -351,3 +351,62 @@ mod with_history {
         ticks_that_already_ran_are_skipped,
     ]);
 }
+
+/// Issue 49, point 5: a backfill across daylight-saving changes runs the ticks the schedule
+/// gives on the job's wall clock: a 02:30 job in America/New_York over both 2026 changes (on 8
+/// March 02:30 does not exist: 03:00 EDT; on 1 November 01:00–02:00 repeats, 02:30 does not),
+/// reckoned here by hand from the zone's offsets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backfill_across_daylight_saving_changes_plans_the_wall_clock_ticks_sqlite() {
+    use shedlock::schedules::{RegisteredJob, Registration};
+    let Some(db) = shedlock_suite::Sqlite::setup().await else {
+        return;
+    };
+    let provider = db.provider();
+    let job = RegisteredJob::new("ny-close", "0 30 2 * * *", "America/New_York");
+    let registration = Registration::new("pod-a", "default", vec![job], Duration::from_secs(600));
+    provider.register(&registration).await.unwrap();
+    let desk = Operator::new(&provider, None);
+    let job = desk.find("ny-close").await.unwrap();
+    let at = |text: &str| text.parse::<DateTime<Utc>>().unwrap();
+    let now = provider.now().await.unwrap();
+    let spring = desk
+        .plan_backfill(
+            &job,
+            at("2026-03-07T00:00:00Z"),
+            at("2026-03-10T00:00:00Z"),
+            10,
+            now,
+        )
+        .await
+        .unwrap();
+    // EST is UTC−5, EDT UTC−4.
+    assert_eq!(
+        spring.first,
+        [
+            at("2026-03-07T07:30:00Z"), // 02:30 EST
+            at("2026-03-08T07:00:00Z"), // 03:00 EDT: 02:30 does not exist
+            at("2026-03-09T06:30:00Z"), // 02:30 EDT
+        ]
+    );
+    let fall = desk
+        .plan_backfill(
+            &job,
+            at("2026-10-31T00:00:00Z"),
+            at("2026-11-03T00:00:00Z"),
+            10,
+            now,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        fall.first,
+        [
+            at("2026-10-31T06:30:00Z"), // 02:30 EDT
+            at("2026-11-01T07:30:00Z"), // 02:30 EST, after the repeated hour
+            at("2026-11-02T07:30:00Z"),
+        ]
+    );
+    assert_eq!((spring.total, fall.total), (3, 3));
+    db.teardown().await;
+}
