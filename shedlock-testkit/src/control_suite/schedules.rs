@@ -154,10 +154,19 @@ where
         "a payload of the wrong type fails its runs"
     );
     if let Some(runs) = D::run_store(&store) {
-        let rows = runs
-            .runs(&RunQuery::latest(50).name("sync_bad"))
-            .await
-            .unwrap();
+        // The run's counters move as it ends, its history row right after: on a loaded machine
+        // the row was seen to come later than the counter.
+        let query = RunQuery::latest(50).name("sync_bad");
+        let written = eventually(DEADLINE, async || {
+            runs.runs(&query)
+                .await
+                .unwrap()
+                .iter()
+                .any(|r| r.outcome == RunOutcome::Failed)
+        })
+        .await;
+        assert!(written, "a failed row within the deadline");
+        let rows = runs.runs(&query).await.unwrap();
         let failed = rows
             .iter()
             .find(|r| r.outcome == RunOutcome::Failed)
