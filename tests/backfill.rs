@@ -338,6 +338,25 @@ where
     assert!(desk.backfills().await.unwrap().is_empty(), "nothing stored");
     let error = desk.find_backfill(99).await.unwrap_err();
     assert!(error.to_string().contains("backfill #99"), "{error}");
+
+    // The scheduler's own: refused alike, and for a job it does not carry; made, asked for by
+    // the instance.
+    let error = scheduler
+        .backfill("bf-unknown", from, to, rerun)
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("carries no job"), "{error}");
+    let error = scheduler
+        .backfill("bf-bad", to, from, rerun)
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("is not before --to"), "{error}");
+    let made = scheduler.backfill("bf-bad", from, to, rerun).await.unwrap();
+    assert_eq!(made.spec.total, 30);
+    assert_eq!(made.spec.requested_by, provider.locked_by());
+    desk.set_backfill(made.id, BackfillState::Cancelled, &actor)
+        .await
+        .unwrap();
     scheduler.shutdown().await;
 }
 

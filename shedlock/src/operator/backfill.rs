@@ -85,6 +85,118 @@ fn refuse(job: &str, reason: String) -> Error {
     }
 }
 
+/// Refuses a range that is empty, reversed or reaches past `now`.
+pub(crate) fn check_range(
+    job: &str,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    if from >= to {
+        return Err(refuse(
+            job,
+            format!("--from {from} is not before --to {to}: give the range's start first"),
+        ));
+    }
+    if to > now {
+        return Err(refuse(
+            job,
+            format!(
+                "--to {to} is after now ({now}): a backfill runs past ticks, the schedule runs \
+                 the ones to come"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses `max_running` out of 1 to 100, a rate of 0, and without a run history (`history`)
+/// a backfill without `rerun`.
+pub(crate) fn check_options(
+    job: &str,
+    options: &BackfillOptions,
+    history: bool,
+    backend: crate::Backend,
+) -> Result<()> {
+    if !(1..=MAX_BACKFILL_RUNNING).contains(&options.max_running) {
+        return Err(refuse(
+            job,
+            format!(
+                "--max-running {}: give 1 to {MAX_BACKFILL_RUNNING} ticks at once",
+                options.max_running
+            ),
+        ));
+    }
+    if options.rate_per_min == Some(0) {
+        return Err(refuse(
+            job,
+            "--rate 0: give at least 1 tick a minute, or leave it out".to_owned(),
+        ));
+    }
+    if !options.rerun && !history {
+        return Err(refuse(
+            job,
+            format!(
+                "this store ({backend}) keeps no run history, so which ticks already ran is not \
+                 known: add --rerun to run every tick of the range"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// How many ticks of `schedule` `(from, to]` holds (refused past [`MAX_BACKFILL_TICKS`]), and
+/// the first `show` of them.
+pub(crate) fn count_ticks(
+    job: &str,
+    schedule: &Schedule,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    show: usize,
+) -> Result<(u64, Vec<DateTime<Utc>>)> {
+    let mut first = Vec::new();
+    let mut total = 0_u64;
+    for tick in schedule.iter_after(from).take_while(|tick| *tick <= to) {
+        total += 1;
+        if total > MAX_BACKFILL_TICKS {
+            return Err(refuse(
+                job,
+                format!(
+                    "the range holds more than {MAX_BACKFILL_TICKS} ticks of {:?}: backfill it \
+                     in parts",
+                    schedule.expression()
+                ),
+            ));
+        }
+        if first.len() < show {
+            first.push(tick);
+        }
+    }
+    Ok((total, first))
+}
+
+/// The backfill to store: `total` ticks of `cron` in `(from, to]`, refused when there are none.
+pub(crate) fn new_backfill(
+    job: &str,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    total: u64,
+    cron: &str,
+    options: BackfillOptions,
+    by: &str,
+) -> Result<NewBackfill> {
+    if total == 0 {
+        return Err(refuse(
+            job,
+            format!("({from}, {to}] holds no tick of {cron:?}"),
+        ));
+    }
+    Ok(NewBackfill::new(job, from, to, total, by)
+        .max_running(options.max_running)
+        .rate_per_min(options.rate_per_min)
+        .rerun(options.rerun))
+}
+
 /// How a backfill is shown in a record: `#7 of (from, to]`.
 fn label(backfill: &StoredBackfill) -> String {
     format!(
@@ -111,42 +223,11 @@ impl<S: Steerable + ?Sized> Operator<'_, S> {
         if job.is_fleet() {
             return Err(super::not_a_job(&job.name, "name a job to backfill"));
         }
-        if from >= to {
-            return Err(refuse(
-                &job.name,
-                format!("--from {from} is not before --to {to}: give the range's start first"),
-            ));
-        }
-        if to > now {
-            return Err(refuse(
-                &job.name,
-                format!(
-                    "--to {to} is after now ({now}): a backfill runs past ticks, the schedule \
-                     runs the ones to come"
-                ),
-            ));
-        }
+        check_range(&job.name, from, to, now)?;
         let known = upcoming::known(self.store, &job.name).await?;
         let planned = upcoming::plan(&job.name, &known, 1, now)?;
         let schedule = Schedule::parse(&planned.cron, &planned.time_zone)?;
-        let mut first = Vec::new();
-        let mut total = 0_u64;
-        for tick in schedule.iter_after(from).take_while(|tick| *tick <= to) {
-            total += 1;
-            if total > MAX_BACKFILL_TICKS {
-                return Err(refuse(
-                    &job.name,
-                    format!(
-                        "the range holds more than {MAX_BACKFILL_TICKS} ticks of {:?}: backfill \
-                         it in parts",
-                        planned.cron
-                    ),
-                ));
-            }
-            if first.len() < show {
-                first.push(tick);
-            }
-        }
+        let (total, first) = count_ticks(&job.name, &schedule, from, to, show)?;
         Ok(BackfillPlan {
             job: job.name.clone(),
             cron: planned.cron,
@@ -169,42 +250,16 @@ impl<S: Steerable + ?Sized> Operator<'_, S> {
         actor: &Actor,
         now: DateTime<Utc>,
     ) -> Result<Outcome<StoredBackfill>> {
-        if !(1..=MAX_BACKFILL_RUNNING).contains(&options.max_running) {
-            return Err(refuse(
-                &job.name,
-                format!(
-                    "--max-running {}: give 1 to {MAX_BACKFILL_RUNNING} ticks at once",
-                    options.max_running
-                ),
-            ));
-        }
-        if options.rate_per_min == Some(0) {
-            return Err(refuse(
-                &job.name,
-                "--rate 0: give at least 1 tick a minute, or leave it out".to_owned(),
-            ));
-        }
-        if !options.rerun && self.runs.is_none() {
-            return Err(refuse(
-                &job.name,
-                format!(
-                    "this store ({}) keeps no run history, so which ticks already ran is not \
-                     known: add --rerun to run every tick of the range",
-                    self.store.backend()
-                ),
-            ));
-        }
+        check_options(
+            &job.name,
+            &options,
+            self.runs.is_some(),
+            self.store.backend(),
+        )?;
         let plan = self.plan_backfill(job, from, to, 0, now).await?;
-        if plan.total == 0 {
-            return Err(refuse(
-                &job.name,
-                format!("({from}, {to}] holds no tick of {:?}", plan.cron),
-            ));
-        }
-        let new = NewBackfill::new(&job.name, from, to, plan.total, &actor.who)
-            .max_running(options.max_running)
-            .rate_per_min(options.rate_per_min)
-            .rerun(options.rerun);
+        let new = new_backfill(
+            &job.name, from, to, plan.total, &plan.cron, options, &actor.who,
+        )?;
         let stored = self.store.create_backfill(&new).await?;
         let what = format!(
             "started {}: {} ticks of {:?} in {}",

@@ -42,7 +42,7 @@
 //! [`Outcome::warnings`] is the rest it tells the operator beside its success: a change done
 //! but not recorded, the instances that carry the job not read.
 
-mod backfill;
+pub(crate) mod backfill;
 mod find;
 mod upcoming;
 

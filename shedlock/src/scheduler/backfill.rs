@@ -82,6 +82,48 @@ fn last_ticks(schedule: &Schedule, backfill: &StoredBackfill) -> HashMap<u32, Da
     last
 }
 
+impl super::Scheduler {
+    /// Backfills job `name` over `(from, to]`: its ticks there (by this instance's schedule of
+    /// it, the store's override included), each run once fleet-wide, oldest first, at the pace
+    /// `options` sets, by the instances that carry the job; recorded as asked for by this
+    /// instance (its `locked_by`). Refused as the operator's
+    /// [`backfill`](crate::operator::Operator::backfill) refuses, and for a job this scheduler
+    /// does not carry. Follow, pause or cancel it with the operator's layer or `shedlock
+    /// backfills`.
+    pub async fn backfill(
+        &self,
+        name: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        options: crate::operator::BackfillOptions,
+    ) -> crate::error::Result<StoredBackfill> {
+        use crate::operator::backfill as check;
+        let control = self.control("backfill")?;
+        let inner = &self.inner;
+        let Some(job) = inner.job_of(name) else {
+            return Err(crate::error::Error::InvalidSchedule {
+                name: name.to_owned(),
+                reason: "backfill: this scheduler carries no job of that name".to_owned(),
+            });
+        };
+        let history = inner.observer.history.is_some();
+        check::check_options(name, &options, history, inner.provider.backend())?;
+        check::check_range(name, from, to, inner.clock.now())?;
+        let (total, _) = check::count_ticks(name, job.schedule(), from, to, 0)?;
+        let by = inner.provider.locked_by();
+        let new = check::new_backfill(
+            name,
+            from,
+            to,
+            total,
+            job.schedule().expression(),
+            options,
+            by,
+        )?;
+        control.store.create_backfill(&new).await
+    }
+}
+
 /// Reads the backfills every [`POLL`] and drives those of this instance's jobs, until shutdown.
 pub(super) async fn backfill_loop(inner: Arc<Inner>) {
     let Some(control) = inner.control.as_ref() else {

@@ -206,7 +206,7 @@ fn apply_override(
 
 impl Scheduler {
     /// The control plane, or the error that says how to have one.
-    fn control(&self, what: &'static str) -> Result<&Control> {
+    pub(in crate::scheduler) fn control(&self, what: &'static str) -> Result<&Control> {
         self.inner.control.as_ref().ok_or_else(|| Error::InvalidSetting {
             backend: self.inner.provider.backend(),
             setting: what,
