@@ -156,13 +156,28 @@ pub async fn many_jobs_on_three_instances_run_every_tick_once<D: TestDb>(db: &Ar
         schedulers.push(scheduler);
         counters.push(counts);
     }
+    let started_ms = chrono::Utc::now().timestamp_millis();
     for s in &schedulers {
         s.start();
     }
-    tokio::time::sleep(Duration::from_millis(6_500)).await;
+    // Until every job ran 3 ticks that came after the start (about 3 s; the missed ticks of
+    // the grace before it are caught up at once), with a generous deadline: a fixed 6.5 s
+    // window on a loaded machine left a job with 2 ticks (CI, PostgreSQL, batch_13).
+    let ran_three = super::eventually(Duration::from_secs(60), async || {
+        let runs = db.runs().await;
+        (0..JOBS).all(|job| {
+            let name = format!("{job:02}");
+            let live = runs
+                .iter()
+                .filter(|(tick, who, _)| who[6..8] == name && *tick >= started_ms);
+            live.count() >= 3
+        })
+    })
+    .await;
     for s in &schedulers {
         s.shutdown().await;
     }
+    assert!(ran_three, "every job ran 3 ticks within 60 s");
 
     let runs = db.runs().await; // ordered by token... of different locks: regroup per job
     let mut per_job: Vec<Vec<(i64, i64)>> = vec![Vec::new(); JOBS];
