@@ -345,6 +345,12 @@ impl Snapshot {
             overlap: None,
         };
         for schedule in &self.schedules {
+            if schedule
+                .name
+                .starts_with(shedlock::schedules::calendar::CALENDAR_PREFIX)
+            {
+                continue; // a calendar, shown on its own page
+            }
             rows.entry(&schedule.name)
                 .or_insert_with(|| new_row(&schedule.name))
                 .schedule = Some(schedule.clone());

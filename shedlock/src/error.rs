@@ -436,6 +436,25 @@ pub enum Error {
         reason: String,
     },
 
+    /// An operation named a calendar the store does not hold.
+    #[error("the store holds no calendar named {name:?}{hint}")]
+    NoSuchCalendar {
+        /// The name as given.
+        name: String,
+        /// What to do instead, with the closest name when one is close.
+        hint: String,
+    },
+
+    /// A calendar that cannot be stored or read (a bad name, time zone, entry or label), or a
+    /// job's time rules (start, end, runs, calendars) that cannot apply. What is wrong is named.
+    #[error("invalid calendar {name:?}: {reason}")]
+    InvalidCalendar {
+        /// The calendar's name (the job's, for its rules; empty for an entry read alone).
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+
     /// A run-time schedule was not created: the store holds as many as its cap allows
     /// ([`ScheduleLimits::max_run_time_schedules`](crate::schedules::ScheduleLimits)).
     #[error(

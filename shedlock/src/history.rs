@@ -195,11 +195,15 @@ pub enum RunOutcome {
     /// A newer tick of the job cancelled this run (overlap `cancel_other`): its lock counted
     /// as lost from then on.
     CancelledByNext,
+    /// A calendar the job excludes ([`TimeRules`](crate::schedules::TimeRules)) holds the
+    /// tick: it was claimed and not run; the `error` column names the calendar and its entry.
+    /// Written once fleet-wide, as [`SkippedPaused`](Self::SkippedPaused) is.
+    SkippedCalendar,
 }
 
 impl RunOutcome {
     /// Every outcome, in the order above.
-    pub const ALL: [RunOutcome; 16] = [
+    pub const ALL: [RunOutcome; 17] = [
         RunOutcome::Running,
         RunOutcome::Executed,
         RunOutcome::Failed,
@@ -216,6 +220,7 @@ impl RunOutcome {
         RunOutcome::SkippedShed,
         RunOutcome::Buffered,
         RunOutcome::CancelledByNext,
+        RunOutcome::SkippedCalendar,
     ];
 
     /// The text stored in the `outcome` column (and used as the `reason` or `outcome` label of
@@ -238,6 +243,7 @@ impl RunOutcome {
             RunOutcome::SkippedShed => "skipped-shed",
             RunOutcome::Buffered => "buffered",
             RunOutcome::CancelledByNext => "cancelled-by-next",
+            RunOutcome::SkippedCalendar => "skipped-calendar",
         }
     }
 
@@ -267,7 +273,7 @@ impl fmt::Display for RunOutcome {
 /// A text that is not one of [`RunOutcome::as_str`]'s values.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown run outcome {0:?}: expected one of running, executed, failed, skipped-held, skipped-overlap, cancelled-lost-lock, cancelled-shutdown, panicked, skipped-clock-skew, error, abandoned, skipped-paused, operator, skipped-shed, buffered, cancelled-by-next"
+    "unknown run outcome {0:?}: expected one of running, executed, failed, skipped-held, skipped-overlap, cancelled-lost-lock, cancelled-shutdown, panicked, skipped-clock-skew, error, abandoned, skipped-paused, operator, skipped-shed, buffered, cancelled-by-next, skipped-calendar"
 )]
 pub struct UnknownOutcome(pub String);
 

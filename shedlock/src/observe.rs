@@ -274,6 +274,10 @@ impl Observer {
                 metrics::counter!(metric_names::SKIPPED, "job" => job, "reason" => "paused")
                     .increment(1);
             }
+            RunOutcome::SkippedCalendar => {
+                metrics::counter!(metric_names::SKIPPED, "job" => job, "reason" => "calendar")
+                    .increment(1);
+            }
             // Counted as it was shed, in `metric_names::SHED`.
             RunOutcome::SkippedShed => {}
             RunOutcome::Buffered => {

@@ -29,10 +29,13 @@ use crate::error::Result;
 use crate::provider::LockProvider;
 
 pub mod backfill;
+pub mod calendar;
 pub mod check;
 pub mod fleet;
 
+pub use crate::cron::time_rules::{Fate, MAX_RUNS, OnExcluded, TimeRules};
 pub use backfill::{BackfillCount, BackfillState, NewBackfill, StoredBackfill};
+pub use calendar::{Calendar, CalendarEntry};
 pub use fleet::{Carrier, FleetJob, RegisteredJob, Registration, StoredRegistration};
 
 /// Retries of a failed run, per job: up to `max_attempts` attempts in all (the first run
@@ -136,6 +139,10 @@ pub struct StoredSchedule {
     /// `allow_all:3`); `None` keeps the code's. A value this version cannot read (written by a
     /// newer one) leaves the code's policy in force, and the scheduler says so in its log.
     pub overlap: Option<String>,
+    /// The job's time rules as [`TimeRules::to_json`] writes them (calendars, start, end,
+    /// most runs), replacing the code's whole; `None` keeps the code's. On a calendar's row
+    /// ([`calendar::CALENDAR_PREFIX`]), the calendar ([`Calendar::to_json`]).
+    pub rules: Option<String>,
 }
 
 /// A change to one schedule: each field set replaces the stored one, each left `None` keeps
@@ -162,6 +169,9 @@ pub struct ScheduleChange {
     /// policy it reads back, its bounds 1 to [`MAX_OVERLAP_ROWS`](crate::scheduler::MAX_OVERLAP_ROWS));
     /// `Some(None)` goes back to the code's.
     pub overlap: Option<Option<String>>,
+    /// The time rules as JSON ([`TimeRules::to_json`]; on a calendar's row the calendar,
+    /// [`Calendar::to_json`]), checked when written; `Some(None)` goes back to the code's.
+    pub rules: Option<Option<String>>,
 }
 
 impl ScheduleChange {
@@ -203,6 +213,16 @@ impl ScheduleChange {
     /// Sets the overlap policy (`None`: the code's again).
     pub fn overlap(mut self, overlap: Option<crate::Overlap>) -> Self {
         self.overlap = Some(overlap.map(|policy| policy.to_string()));
+        self
+    }
+    /// Sets the job's time rules (`None`: the code's again).
+    pub fn rules(mut self, rules: Option<&TimeRules>) -> Self {
+        self.rules = Some(rules.map(TimeRules::to_json));
+        self
+    }
+    /// Sets a calendar's row to `calendar`.
+    pub fn calendar(mut self, calendar: &Calendar) -> Self {
+        self.rules = Some(Some(calendar.to_json()));
         self
     }
 }
@@ -623,6 +643,7 @@ impl StoredSchedule {
             trigger: None,
             note: None,
             overlap: None,
+            rules: None,
         }
     }
 }

@@ -58,7 +58,12 @@ pub(crate) async fn jobs(
         .schedules_since(0)
         .await?
         .into_iter()
-        .filter(|s| !s.deleted)
+        .filter(|s| {
+            !s.deleted
+                && !s
+                    .name
+                    .starts_with(shedlock::schedules::calendar::CALENDAR_PREFIX)
+        })
         .collect();
     schedules.sort_by(|a, b| a.name.cmp(&b.name));
     let fleet = schedules

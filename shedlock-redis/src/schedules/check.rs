@@ -71,6 +71,7 @@ pub(crate) fn converted(name: &str, change: &ScheduleChange) -> Result<Fields> {
     text(&mut f, "payload", &change.payload);
     text(&mut f, "note", &change.note);
     text(&mut f, "overlap", &change.overlap);
+    text(&mut f, "rules", &change.rules);
     if let Some(paused) = change.paused {
         f.sets.push(("paused", flag(paused)));
     }

@@ -151,6 +151,7 @@ impl Hash<'_> {
         s.time_zone = self.text("time_zone")?;
         s.note = self.text("note")?;
         s.overlap = self.text("overlap")?;
+        s.rules = self.text("rules")?;
         s.paused = self.flag("paused")?;
         s.deleted = self.flag("deleted")?;
         s.jitter = self.duration("jitter")?;

@@ -3,7 +3,7 @@
 //! # Keys (`{P}` is the key prefix, as for the locks)
 //!
 //! - `{P}:schedule:<name>`: a hash per schedule. Its configuration: `handler`, `payload`,
-//!   `cron`, `time_zone`, `note`, `overlap` (text), `paused` and `retry_past` (`0` or `1`), `jitter`,
+//!   `cron`, `time_zone`, `note`, `overlap`, `rules` (text), `paused` and `retry_past` (`0` or `1`), `jitter`,
 //!   `retry_base`, `retry_cap` (whole µs), `retry_attempts` (an integer below 2^32); its
 //!   change: `version`, `deleted` (`0` or `1`), `updated_at` (µs since 1970), `updated_by`;
 //!   its pending "run now" request, if any: `trigger_id`, `trigger_by`, `trigger_at`,
@@ -49,7 +49,7 @@ macro_rules! schedule_prelude {
             crate::scripts::prelude!(),
             "
 local CONFIG = {'handler', 'payload', 'cron', 'time_zone', 'paused', 'jitter',
-  'retry_attempts', 'retry_base', 'retry_cap', 'retry_past', 'note', 'overlap'}
+  'retry_attempts', 'retry_base', 'retry_cap', 'retry_past', 'note', 'overlap', 'rules'}
 local TRIGGER = {'trigger_id', 'trigger_by', 'trigger_at', 'claimed_by', 'claimed_until',
   'started'}
 local RULES = {{'version', 'count'}, {'deleted', 'flag'}, {'updated_at', 'time'},

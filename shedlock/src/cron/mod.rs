@@ -1,6 +1,7 @@
 //! [`Schedule`]: a cron expression in an IANA time zone, and the ticks it fires at.
 
 pub(crate) mod rules;
+pub(crate) mod time_rules;
 
 use std::fmt;
 use std::sync::Arc;
@@ -10,6 +11,29 @@ use chrono_tz::Tz;
 use croner::Cron;
 
 use crate::error::{Error, Result};
+use crate::schedules::calendar::Calendar;
+use time_rules::{Fate, Raw, Resolved, TimeRules};
+
+/// The cron's own ticks, for the rules' walk.
+struct CronRaw<'a> {
+    cron: &'a Cron,
+    zone: Tz,
+}
+
+impl Raw for CronRaw<'_> {
+    fn next(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.cron
+            .find_next_occurrence(&after.with_timezone(&self.zone), false)
+            .ok()
+            .map(|tick| tick.with_timezone(&Utc))
+    }
+    fn prev_incl(&self, at: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.cron
+            .find_previous_occurrence(&at.with_timezone(&self.zone), true)
+            .ok()
+            .map(|tick| tick.with_timezone(&Utc))
+    }
+}
 
 /// A cron expression evaluated in an IANA time zone.
 ///
@@ -43,6 +67,9 @@ pub struct Schedule {
     /// and happens once per tick.
     expression: Arc<str>,
     time_zone: Tz,
+    /// The job's time rules (calendars, start, end, most runs) with their calendars read, if
+    /// it has any: every walk below goes by them.
+    rules: Option<Arc<Resolved>>,
 }
 
 /// The cron parser, with the settings `#[scheduled]`'s compile-time check uses
@@ -71,6 +98,7 @@ impl Schedule {
         Ok(Self {
             expression: expression.into(),
             time_zone,
+            rules: None,
         })
     }
 
@@ -80,6 +108,7 @@ impl Schedule {
         Self {
             expression: expression.into(),
             time_zone: Tz::UTC,
+            rules: None,
         }
     }
 
@@ -94,12 +123,89 @@ impl Schedule {
         })
     }
 
-    /// The first tick strictly after `instant`; `None` if the expression never fires again.
+    /// This schedule under `rules`, their calendars read from `calendars` (a calendar they
+    /// name that is not there excludes every tick until it is); empty rules leave it as it is.
+    pub(crate) fn with_rules(mut self, rules: Arc<TimeRules>, calendars: &[Arc<Calendar>]) -> Self {
+        if rules.is_empty() {
+            self.rules = None;
+            return self;
+        }
+        let cron = self.cron();
+        let raw = CronRaw {
+            cron: &cron,
+            zone: self.time_zone,
+        };
+        self.rules = Some(Arc::new(Resolved::new(rules, calendars, &raw)));
+        self
+    }
+
+    /// The time rules this schedule goes by (calendars, start, end, most runs), if any.
+    pub fn time_rules(&self) -> Option<&TimeRules> {
+        self.rules.as_deref().map(|r| &*r.rules)
+    }
+
+    /// Whether this and `other` fire alike: the same expression, zone and rules (with the
+    /// same calendars' contents).
+    pub(crate) fn same_as(&self, other: &Self) -> bool {
+        self.expression == other.expression
+            && self.time_zone == other.time_zone
+            && self.rules == other.rules
+    }
+
+    /// The first instant strictly after `instant` the schedule fires at (after its time rules,
+    /// if any); `None` if it never fires again.
     pub fn next_after(&self, instant: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        self.cron()
-            .find_next_occurrence(&instant.with_timezone(&self.time_zone), false)
-            .ok()
-            .map(|tick| tick.with_timezone(&Utc))
+        let cron = self.cron();
+        let raw = CronRaw {
+            cron: &cron,
+            zone: self.time_zone,
+        };
+        match &self.rules {
+            Some(rules) => rules.next_after(&raw, instant),
+            None => raw.next(instant),
+        }
+    }
+
+    /// The next instant strictly after `instant` the scheduler wakes for: a run's, or a tick
+    /// a calendar excludes that is recorded `skipped-calendar`.
+    pub(crate) fn next_due_after(&self, instant: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let Some(rules) = &self.rules else {
+            return self.next_after(instant);
+        };
+        let cron = self.cron();
+        let raw = CronRaw {
+            cron: &cron,
+            zone: self.time_zone,
+        };
+        rules.next_due_after(&raw, instant)
+    }
+
+    /// Why the due tick `tick` does not run: a calendar excludes it (or one the rules name is
+    /// not in the store).
+    pub(crate) fn excluded(&self, tick: DateTime<Utc>) -> Option<String> {
+        self.rules.as_ref()?.excluded(tick)
+    }
+
+    /// What becomes of the cron's own tick `tick` under the time rules.
+    pub(crate) fn fate(&self, tick: DateTime<Utc>) -> Fate {
+        self.rules
+            .as_ref()
+            .map_or(Fate::Runs, |rules| rules.fate(tick))
+    }
+
+    /// The cron's own ticks after `from`, the time rules left out.
+    pub(crate) fn cron_ticks_after(
+        &self,
+        from: DateTime<Utc>,
+    ) -> impl Iterator<Item = DateTime<Utc>> + Send + 'static {
+        let cron = self.cron();
+        let zone = self.time_zone;
+        let mut cursor = from;
+        std::iter::from_fn(move || {
+            let next = CronRaw { cron: &cron, zone }.next(cursor)?;
+            cursor = next;
+            Some(next)
+        })
     }
 
     /// Whether `instant` is one of this schedule's ticks.
@@ -111,10 +217,15 @@ impl Schedule {
 
     /// The latest tick at or before `instant`: the tick a run started at `instant` belongs to.
     pub fn latest_at_or_before(&self, instant: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        self.cron()
-            .find_previous_occurrence(&instant.with_timezone(&self.time_zone), true)
-            .ok()
-            .map(|tick| tick.with_timezone(&Utc))
+        let cron = self.cron();
+        let raw = CronRaw {
+            cron: &cron,
+            zone: self.time_zone,
+        };
+        match &self.rules {
+            Some(rules) => rules.latest_at_or_before(&raw, instant),
+            None => raw.prev_incl(instant),
+        }
     }
 
     /// Every tick after `from`, in order, the expression parsed once (a long walk, such as a
@@ -124,11 +235,17 @@ impl Schedule {
         from: DateTime<Utc>,
     ) -> impl Iterator<Item = DateTime<Utc>> + Send + 'static {
         let cron = self.cron();
-        let mut cursor = from.with_timezone(&self.time_zone);
+        let zone = self.time_zone;
+        let rules = self.rules.clone();
+        let mut cursor = from;
         std::iter::from_fn(move || {
-            let next = cron.find_next_occurrence(&cursor, false).ok()?;
+            let raw = CronRaw { cron: &cron, zone };
+            let next = match &rules {
+                Some(rules) => rules.next_after(&raw, cursor),
+                None => raw.next(cursor),
+            }?;
             cursor = next;
-            Some(next.with_timezone(&Utc))
+            Some(next)
         })
     }
 
@@ -139,18 +256,10 @@ impl Schedule {
         to: DateTime<Utc>,
         limit: usize,
     ) -> Vec<DateTime<Utc>> {
-        let mut ticks = Vec::new();
-        let mut cursor = from;
-        while ticks.len() < limit {
-            match self.next_after(cursor) {
-                Some(tick) if tick <= to => {
-                    ticks.push(tick);
-                    cursor = tick;
-                }
-                _ => break,
-            }
-        }
-        ticks
+        self.iter_after(from)
+            .take_while(|tick| *tick <= to)
+            .take(limit)
+            .collect()
     }
 
     /// The expression as given.
@@ -174,6 +283,7 @@ impl fmt::Debug for Schedule {
         f.debug_struct("Schedule")
             .field("expression", &self.expression)
             .field("time_zone", &self.time_zone.name())
+            .field("rules", &self.time_rules())
             .finish()
     }
 }

@@ -55,6 +55,8 @@ impl Error {
             | Error::ScheduleExists { .. }
             | Error::NoSuchSchedule { .. }
             | Error::InvalidSchedule { .. }
+            | Error::InvalidCalendar { .. }
+            | Error::NoSuchCalendar { .. }
             | Error::TooManySchedules { .. } => ErrorKind::Configuration,
             Error::Unreachable { .. } | Error::Auth { .. } | Error::UnknownDatabase { .. } => {
                 ErrorKind::Connection

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::{Backend, Error, ErrorKind};
 
 /// How many variants `Error` has: `variant` numbers them from 0.
-const VARIANTS: usize = 40;
+const VARIANTS: usize = 42;
 
 /// Which variant `error` is, by number. No wildcard: a new variant does not compile until it
 /// is numbered here, and the test below then fails until it has a sample with its kind.
@@ -52,6 +52,8 @@ fn variant(error: &Error) -> usize {
         Error::InvalidSchedule { .. } => 37,
         Error::TooManySchedules { .. } => 38,
         Error::InvalidOverlap { .. } => 39,
+        Error::InvalidCalendar { .. } => 40,
+        Error::NoSuchCalendar { .. } => 41,
     }
 }
 
@@ -257,6 +259,20 @@ fn samples() -> Vec<(Error, ErrorKind)> {
             Error::InvalidSchedule {
                 name: name.clone(),
                 reason: s.clone(),
+            },
+            Configuration,
+        ),
+        (
+            Error::InvalidCalendar {
+                name: name.clone(),
+                reason: s.clone(),
+            },
+            Configuration,
+        ),
+        (
+            Error::NoSuchCalendar {
+                name: name.clone(),
+                hint: s.clone(),
             },
             Configuration,
         ),

@@ -21,6 +21,7 @@ pub(super) async fn find<S: Steerable + ?Sized>(
 ) -> Result<Job> {
     if let Some(schedule) = store.schedule(name).await?
         && !schedule.deleted
+        && !name.starts_with(crate::schedules::calendar::CALENDAR_PREFIX)
     {
         return Ok(Job::new(name, Some(schedule)));
     }
@@ -54,7 +55,13 @@ pub(super) async fn no_such_job<S: Steerable + ?Sized>(
         Ok(schedules) => known.extend(
             schedules
                 .into_iter()
-                .filter(|s| !s.deleted && s.name != FLEET_SCHEDULE)
+                .filter(|s| {
+                    !s.deleted
+                        && s.name != FLEET_SCHEDULE
+                        && !s
+                            .name
+                            .starts_with(crate::schedules::calendar::CALENDAR_PREFIX)
+                })
                 .map(|s| s.name),
         ),
         Err(error) => return error,

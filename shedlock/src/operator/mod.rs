@@ -43,6 +43,7 @@
 //! but not recorded, the instances that carry the job not read.
 
 pub(crate) mod backfill;
+pub(crate) mod calendars;
 mod find;
 mod upcoming;
 
@@ -54,7 +55,8 @@ use crate::history::{NewRun, RunOutcome};
 use crate::provider::{LockAdmin, RunStore};
 use crate::scheduler::FLEET_SCHEDULE;
 use crate::schedules::{
-    NewSchedule, RetryPolicy, ScheduleChange, ScheduleStore, StoredSchedule, TriggerAnswer, check,
+    NewSchedule, RetryPolicy, ScheduleChange, ScheduleStore, StoredSchedule, TimeRules,
+    TriggerAnswer, check,
 };
 
 pub use backfill::{BackfillOptions, BackfillPlan};
@@ -484,6 +486,10 @@ impl<'a, S: Steerable + ?Sized> Operator<'a, S> {
         if let Some(Some(overlap)) = &change.overlap {
             self.check_overlap(job, overlap).await?;
         }
+        if let Some(Some(rules)) = &change.rules {
+            self.check_calendars(&job.name, &TimeRules::from_json(&job.name, rules)?)
+                .await?;
+        }
         let stored = self
             .store
             .update_schedule(&job.name, change, &actor.who)
@@ -502,6 +508,10 @@ impl<'a, S: Steerable + ?Sized> Operator<'a, S> {
         if change.overlap.is_some() {
             let overlap = stored.overlap.as_deref().unwrap_or("the code's");
             what.push_str(&format!("; overlap {overlap}"));
+        }
+        if change.rules.is_some() {
+            let rules = stored.rules.as_deref().unwrap_or("the code's");
+            what.push_str(&format!("; time rules {rules}"));
         }
         let mut outcome = Outcome::new(stored);
         self.record(&mut outcome, &job.name, what, None, actor, note)
@@ -601,6 +611,19 @@ impl<'a, S: Steerable + ?Sized> Operator<'a, S> {
                 &new.name,
                 "kept by the fleet's pause; choose another name",
             ));
+        }
+        if new
+            .name
+            .starts_with(crate::schedules::calendar::CALENDAR_PREFIX)
+        {
+            return Err(not_a_job(
+                &new.name,
+                "the prefix names calendars; choose another name",
+            ));
+        }
+        if let Some(Some(rules)) = &new.fields.rules {
+            self.check_calendars(&new.name, &TimeRules::from_json(&new.name, rules)?)
+                .await?;
         }
         Self::check_note(&new.name, note)?;
         let zone = new

@@ -2,6 +2,7 @@
 //! times after its time zone, the store's override, its pause and its jitter are applied, and
 //! each tick the cron gives that will not run, with the reason.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -10,7 +11,7 @@ use crate::cron::Schedule;
 use crate::error::{Error, Result};
 use crate::scheduler::FLEET_SCHEDULE;
 use crate::scheduler::control::spread::jitter_delay;
-use crate::schedules::{ScheduleStore, StoredSchedule};
+use crate::schedules::{Calendar, Fate, ScheduleStore, StoredSchedule, TimeRules};
 
 /// Where a job's schedule comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +62,26 @@ pub enum LeftOut {
         /// Its time zone.
         time_zone: String,
     },
+    /// A calendar the job excludes holds the tick: it is skipped (`skipped-calendar`), or it
+    /// runs at `moved_to` instead.
+    Calendar {
+        /// The calendar and its entry (`kr-holidays: 2026-12-25 "Christmas"`), or why every
+        /// tick is excluded (a calendar the store does not hold).
+        why: String,
+        /// Where the tick's run goes instead, when the job moves excluded ticks.
+        moved_to: Option<DateTime<Utc>>,
+    },
+    /// The tick comes before the job's start instant.
+    BeforeStart {
+        /// The job's start.
+        start: DateTime<Utc>,
+    },
+    /// The tick comes after the job's end (its end instant, or its last run under
+    /// `max_runs`).
+    AfterEnd {
+        /// The job's last instant.
+        end: DateTime<Utc>,
+    },
 }
 
 impl std::fmt::Display for LeftOut {
@@ -75,6 +96,22 @@ impl std::fmt::Display for LeftOut {
             Self::Overridden { cron, time_zone } => write!(
                 f,
                 "the code's cron; the store's override {cron:?} in {time_zone} runs instead"
+            ),
+            Self::Calendar {
+                why,
+                moved_to: None,
+            } => write!(f, "excluded by {why}"),
+            Self::Calendar {
+                why,
+                moved_to: Some(at),
+            } => write!(f, "moved to {} by {why}", at.to_rfc3339()),
+            Self::BeforeStart { start } => {
+                write!(f, "before the job's start {}", start.to_rfc3339())
+            }
+            Self::AfterEnd { end } => write!(
+                f,
+                "after the job's end {} (its end instant, or its last run under max_runs)",
+                end.to_rfc3339()
             ),
         }
     }
@@ -107,6 +144,8 @@ pub struct Upcoming {
     /// Its jitter: each tick's run starts up to this much later (the same delay on every
     /// instance for a job and tick).
     pub jitter: Option<Duration>,
+    /// Its time rules (the store's, else its code's), if any.
+    pub rules: Option<TimeRules>,
     /// Its ticks in order, from the first after `now`: those that run (up to the count asked
     /// for) and those between them that will not, each with its reason (as many at most).
     pub ticks: Vec<Tick>,
@@ -127,22 +166,40 @@ pub(super) struct Known {
     pub(super) stored: Option<StoredSchedule>,
     pub(super) code: Option<(String, String, Option<Duration>)>,
     pub(super) fleet: Option<StoredSchedule>,
+    /// The time rules it goes by (the store's, else the code's), and the calendars they name
+    /// that the store holds.
+    pub(super) rules: Option<TimeRules>,
+    pub(super) calendars: Vec<Arc<Calendar>>,
 }
 
 /// Reads what [`plan`] needs of job `name` from `store`.
 pub(super) async fn known<S: ScheduleStore + ?Sized>(store: &S, name: &str) -> Result<Known> {
     let stored = store.schedule(name).await?.filter(|s| !s.deleted);
+    let mut code_rules = None;
     let code = crate::schedules::fleet::fleet_job(store, name)
         .await?
         .map(|fleet| {
             let jitter = fleet.job.jitter();
+            code_rules = fleet.job.rules;
             (fleet.job.cron, fleet.job.time_zone, jitter)
         });
     let fleet = store.schedule(FLEET_SCHEDULE).await?.filter(|s| !s.deleted);
+    let rules = match stored.as_ref().and_then(|s| s.rules.as_deref()) {
+        Some(text) => Some(TimeRules::from_json(name, text)?),
+        None => code_rules,
+    };
+    let mut calendars = Vec::new();
+    for calendar in rules.iter().flat_map(|rules| rules.exclude.iter()) {
+        if let Some(found) = super::calendars::read(store, calendar).await? {
+            calendars.push(Arc::new(found));
+        }
+    }
     Ok(Known {
         stored,
         code,
         fleet,
+        rules,
+        calendars,
     })
 }
 
@@ -184,6 +241,10 @@ pub(super) fn plan(
         name: name.to_owned(),
         reason: format!("its stored schedule does not parse: {error}"),
     })?;
+    let schedule = match &known.rules {
+        Some(rules) => schedule.with_rules(Arc::new(rules.clone()), &known.calendars),
+        None => schedule,
+    };
     let jitter = stored
         .and_then(|s| s.jitter)
         .or_else(|| code.and_then(|c| c.2))
@@ -230,6 +291,46 @@ pub(super) fn plan(
             }
         }
     }
+    // The cron's own ticks the time rules leave out or move, up to the last run shown (or, when
+    // the job's runs end, as many as were asked for).
+    if known.rules.is_some() {
+        let ended = runs < count && paused.is_none();
+        let last = ticks.last().map(|t| t.tick);
+        let mut shown = 0;
+        for tick in schedule.cron_ticks_after(now).take(MOST_EXAMINED) {
+            if !ended && last.is_none_or(|last| tick > last) || shown >= count {
+                break;
+            }
+            let why = match schedule.fate(tick) {
+                Fate::Runs => continue,
+                Fate::Excluded(why) => LeftOut::Calendar {
+                    why,
+                    moved_to: None,
+                },
+                Fate::Moved(at, why) => {
+                    if at == tick {
+                        continue;
+                    }
+                    LeftOut::Calendar {
+                        why,
+                        moved_to: Some(at),
+                    }
+                }
+                Fate::BeforeStart(start) => LeftOut::BeforeStart { start },
+                Fate::AfterEnd(end) => LeftOut::AfterEnd { end },
+            };
+            if ticks.iter().any(|t| t.tick == tick) {
+                continue;
+            }
+            shown += 1;
+            ticks.push(Tick {
+                tick,
+                runs_at: None,
+                left_out: Some(why),
+            });
+        }
+        ticks.sort_by_key(|t| t.tick);
+    }
 
     // The code's ticks in the same span that the store's override replaced.
     if source == Source::Store
@@ -258,6 +359,7 @@ pub(super) fn plan(
         time_zone,
         source,
         jitter,
+        rules: known.rules.clone(),
         ticks,
     })
 }

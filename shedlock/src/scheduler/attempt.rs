@@ -146,7 +146,11 @@ pub(super) async fn run_tick(
 ) -> (RunOutcome, Option<String>, Arc<Probe>) {
     let tuning = tuning(inner, job);
     if tuning.paused {
-        let (outcome, error) = paused_tick(inner, job, tick, claim).await;
+        let (outcome, error) = unrun_tick(inner, job, tick, claim, None).await;
+        return (outcome, error, probe);
+    }
+    if let Some(why) = job.job.schedule.excluded(tick) {
+        let (outcome, error) = unrun_tick(inner, job, tick, claim, Some(why)).await;
         return (outcome, error, probe);
     }
     if let Some(jitter) = tuning.jitter {
@@ -259,19 +263,29 @@ fn learn_lock(job: &JobState, tick: DateTime<Utc>, probe: &Probe) {
     }
 }
 
-/// How long a paused tick's claim is held when the job's lock is not known (the claim of a
-/// lock named after the job, which only marks the tick).
+/// How long a paused (or excluded) tick's claim is held when the job's lock is not known (the
+/// claim of a lock named after the job, which only marks the tick).
 const PAUSE_MARK: Duration = Duration::from_secs(60);
 
-/// A paused job's tick: claimed through its lock and released at once, not run, so it is
-/// recorded once fleet-wide as `skipped-paused` (by the instance whose claim won; the others
-/// find it claimed, `skipped-held`).
-async fn paused_tick(
+/// A tick not run: the job's paused (`excluded` `None`), or a calendar of the job excludes
+/// the tick (`Some(why)`). Claimed through its lock and released at once, so it is recorded
+/// once fleet-wide as `skipped-paused` or `skipped-calendar` (by the instance whose claim
+/// won; the others find it claimed, `skipped-held`).
+async fn unrun_tick(
     inner: &Inner,
     job: &JobState,
     tick: DateTime<Utc>,
     claim: Option<PreClaim>,
+    excluded: Option<String>,
 ) -> (RunOutcome, Option<String>) {
+    let (outcome, counter, what) = match &excluded {
+        None => (RunOutcome::SkippedPaused, &job.counters.paused, "paused"),
+        Some(_) => (
+            RunOutcome::SkippedCalendar,
+            &job.counters.skipped_calendar,
+            "excluded by a calendar",
+        ),
+    };
     let answer = match claim {
         Some(claim) => claim.answer,
         None => {
@@ -280,11 +294,11 @@ async fn paused_tick(
                 None => match LockConfiguration::new(job.job.name(), PAUSE_MARK, Duration::ZERO) {
                     Ok(config) => config,
                     Err(error) => {
-                        bump(&job.counters.paused);
+                        bump(counter);
                         return (
-                            RunOutcome::SkippedPaused,
+                            outcome,
                             Some(format!(
-                                "paused; the tick could not be claimed ({error}): each instance records it"
+                                "{what}; the tick could not be claimed ({error}): each instance records it"
                             )),
                         );
                     }
@@ -296,11 +310,11 @@ async fn paused_tick(
     match answer {
         Ok(Some(guard)) => {
             if let Err(error) = guard.unlock().await {
-                tracing::warn!(job = job.job.name(), %tick, %error, "paused tick: could not release its claim (it runs out)");
+                tracing::warn!(job = job.job.name(), %tick, %error, "{what} tick: could not release its claim (it runs out)");
             }
-            bump(&job.counters.paused);
-            tracing::info!(job = job.job.name(), %tick, "paused: tick claimed and not run");
-            (RunOutcome::SkippedPaused, None)
+            bump(counter);
+            tracing::info!(job = job.job.name(), %tick, why = excluded.as_deref().unwrap_or(""), "{what}: tick claimed and not run");
+            (outcome, excluded)
         }
         Ok(None) => {
             bump(&job.counters.skipped_held);

@@ -18,7 +18,7 @@ use crate::context::{LockContext, current_provider, current_tick};
 use crate::cron::Schedule;
 use crate::error::{Error, Result};
 use crate::run::{TaskResult, hold_claimed};
-use crate::schedules::RetryPolicy;
+use crate::schedules::{OnExcluded, RetryPolicy, TimeRules};
 
 /// What a scheduled function may return, so the scheduler can tell a failed run from a good
 /// one: `()` or any `Result<T, E>` whose error is `Display`.
@@ -117,6 +117,9 @@ pub struct Job {
     /// Its own jitter and retry policy ([`jitter`](Self::jitter), [`retry`](Self::retry)),
     /// which the store's schedule of it overrides; boxed, as most jobs have none.
     pub(crate) tuning: Option<Box<JobTuning>>,
+    /// Its own time rules (calendars, start, end, most runs), which the store's rules of it
+    /// replace; the schedule goes by whichever applies, its calendars read from the store.
+    pub(crate) time_rules: Option<Arc<TimeRules>>,
 }
 
 /// A job's own jitter and retry policy.
@@ -160,6 +163,7 @@ impl Job {
             misfire_policy: None,
             refusal: None,
             tuning: None,
+            time_rules: None,
         }
     }
 
@@ -233,6 +237,7 @@ impl Job {
             misfire_policy: None,
             refusal: None,
             tuning: None,
+            time_rules: None,
         }
     }
 
@@ -367,6 +372,63 @@ impl Job {
             .and_then(|tuning| tuning.pause_after_failures)
     }
 
+    /// Sets the job's time rules whole: the calendars whose entries it does not run in, what
+    /// becomes of a tick they exclude, its start and end, its most runs. An operator's rules
+    /// in the store (`shedlock reschedule NAME --exclude …`) replace them.
+    /// [`Scheduler::add`](crate::Scheduler::add) checks them and reads the calendars from the
+    /// store (a calendar not there excludes every tick, and says how to make it).
+    #[must_use]
+    pub fn time_rules(mut self, rules: TimeRules) -> Self {
+        self.schedule = self.schedule.with_rules(Arc::new(rules.clone()), &[]);
+        self.time_rules = (!rules.is_empty()).then(|| Arc::new(rules));
+        self
+    }
+
+    fn rules_then(self, change: impl FnOnce(TimeRules) -> TimeRules) -> Self {
+        let rules = self.time_rules.as_deref().cloned().unwrap_or_default();
+        self.time_rules(change(rules))
+    }
+
+    /// Does not run at the instants calendar `calendar` (kept in the store, `shedlock calendar
+    /// create`) excludes: such a tick is skipped and recorded `skipped-calendar` once
+    /// fleet-wide, or moved, as [`on_excluded`](Self::on_excluded) says. Several calendars
+    /// add up.
+    #[must_use]
+    pub fn exclude(self, calendar: impl Into<String>) -> Self {
+        self.rules_then(|rules| rules.exclude(calendar))
+    }
+
+    /// What becomes of a tick a calendar excludes: skipped (the default), or run at the next
+    /// (previous) instant the calendars allow.
+    #[must_use]
+    pub fn on_excluded(self, on: OnExcluded) -> Self {
+        self.rules_then(|rules| rules.on_excluded(on))
+    }
+
+    /// Runs no tick before `start`.
+    #[must_use]
+    pub fn starting_at(self, start: chrono::DateTime<chrono::Utc>) -> Self {
+        self.rules_then(|rules| rules.start(start))
+    }
+
+    /// Runs no tick after `end`.
+    #[must_use]
+    pub fn ending_at(self, end: chrono::DateTime<chrono::Utc>) -> Self {
+        self.rules_then(|rules| rules.end(end))
+    }
+
+    /// Runs at most `runs` times: the schedule's first `runs` instants from the start
+    /// ([`starting_at`](Self::starting_at), which it needs), whether each ran or was skipped.
+    #[must_use]
+    pub fn max_runs(self, runs: u32) -> Self {
+        self.rules_then(|rules| rules.max_runs(runs))
+    }
+
+    /// The job's own time rules ([`time_rules`](Self::time_rules)), if any.
+    pub fn code_time_rules(&self) -> Option<&TimeRules> {
+        self.time_rules.as_deref()
+    }
+
     /// This job's overlap policy ([`overlap`](Self::overlap)).
     pub fn overlap_policy(&self) -> Overlap {
         self.tuning
@@ -443,6 +505,9 @@ pub struct JobStats {
     pub deferred_capacity: u64,
     /// Ticks this instance claimed while the job was paused (recorded as `skipped-paused`).
     pub paused: u64,
+    /// Ticks this instance claimed that a calendar of the job excludes (recorded as
+    /// `skipped-calendar`).
+    pub skipped_calendar: u64,
     /// Retries of failed runs this instance started.
     pub retries: u64,
     /// "Run now" requests this instance ran.
@@ -469,6 +534,7 @@ pub(crate) struct Counters {
     pub(crate) not_leader: AtomicU32,
     pub(crate) deferred_capacity: AtomicU32,
     pub(crate) paused: AtomicU32,
+    pub(crate) skipped_calendar: AtomicU32,
     pub(crate) retries: AtomicU32,
     pub(crate) manual: AtomicU32,
 }
@@ -492,6 +558,7 @@ impl Counters {
             (&self.not_leader, &old.not_leader),
             (&self.deferred_capacity, &old.deferred_capacity),
             (&self.paused, &old.paused),
+            (&self.skipped_calendar, &old.skipped_calendar),
             (&self.retries, &old.retries),
             (&self.manual, &old.manual),
         ];
@@ -518,6 +585,7 @@ impl Counters {
             not_leader: get(&self.not_leader),
             deferred_capacity: get(&self.deferred_capacity),
             paused: get(&self.paused),
+            skipped_calendar: get(&self.skipped_calendar),
             retries: get(&self.retries),
             manual: get(&self.manual),
         }

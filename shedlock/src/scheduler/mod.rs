@@ -187,6 +187,12 @@ fn check_job_name(name: &str) -> Result<()> {
     if let Some(reason) = crate::names::refusal(name) {
         return refuse(reason.to_owned());
     }
+    if name.starts_with(crate::schedules::calendar::CALENDAR_PREFIX) {
+        return refuse(format!(
+            "it starts with {}, which names calendars in the schedule store",
+            crate::schedules::calendar::CALENDAR_PREFIX
+        ));
+    }
     Ok(())
 }
 
@@ -246,11 +252,22 @@ impl Scheduler {
                 });
             }
         }
+        if let Some(rules) = &job.time_rules {
+            rules.check(job.name())?;
+            if !rules.exclude.is_empty() && self.inner.control.is_none() {
+                return Err(Error::InvalidCalendar {
+                    name: job.name().to_owned(),
+                    reason: "the job excludes calendars, which are kept in the schedule store, and this scheduler has none (built without_schedules, or on a store that keeps none: etcd)".into(),
+                });
+            }
+        }
         let mut job = job;
-        if let Some(control) = &self.inner.control
-            && let Some(schedule) = control.overridden(job.name(), &job.schedule)
-        {
-            job.schedule = schedule;
+        if let Some(control) = &self.inner.control {
+            if let Some(schedule) = control.overridden(job.name(), &job.schedule) {
+                job.schedule = schedule;
+            }
+            let schedule = job.schedule.clone();
+            job.schedule = control.resolve(job.name(), job.time_rules.as_ref(), schedule);
         }
         self.inner.add_job(job)?;
         if let Some(control) = &self.inner.control {

@@ -135,6 +135,9 @@ impl NextTicks {
         schedule: &Schedule,
         instant: DateTime<Utc>,
     ) -> Option<DateTime<Utc>> {
+        if schedule.time_rules().is_some() {
+            return schedule.next_due_after(instant);
+        }
         *self
             .0
             .entry((schedule.shared_expression(), schedule.time_zone(), instant))

@@ -122,7 +122,7 @@ impl Inner {
 
     /// Replaces the job of `job`'s name from its next tick on (see `Jobs::replace`).
     pub(super) fn replace_job(&self, job: Job) {
-        let next = job.schedule.next_after(self.clock.now());
+        let next = job.schedule.next_due_after(self.clock.now());
         self.jobs().replace(job, next);
         self.wake.notify_one();
     }

@@ -136,6 +136,9 @@ pub fn change(name: &str, change: &ScheduleChange) -> Result<()> {
     if let Some(Some(policy)) = &change.overlap {
         overlap(name, policy)?;
     }
+    if let Some(Some(text)) = &change.rules {
+        rules(name, text)?;
+    }
     if let Some(Some(jitter)) = change.jitter
         && jitter > MAX_LOCK_DURATION
     {
@@ -168,6 +171,29 @@ pub fn overlap(name: &str, policy: &str) -> Result<()> {
         .parse::<crate::Overlap>()
         .map(drop)
         .map_err(|reason| refuse(name, format!("overlap: {reason}")))
+}
+
+/// The most bytes a schedule's rules (a calendar, on a calendar's row) take: 256 KiB.
+pub const MAX_RULES_BYTES: usize = 256 * 1024;
+
+/// Time rules as a store keeps them ([`TimeRules`](super::TimeRules) as JSON, checked), or,
+/// on a calendar's row ([`calendar::CALENDAR_PREFIX`](super::calendar::CALENDAR_PREFIX)), a
+/// calendar ([`Calendar`](super::Calendar) as JSON, checked); at most [`MAX_RULES_BYTES`].
+pub fn rules(name: &str, text: &str) -> Result<()> {
+    if text.len() > MAX_RULES_BYTES {
+        return Err(refuse(
+            name,
+            format!(
+                "rules: {} bytes, more than the {MAX_RULES_BYTES} a schedule's rules (a calendar) take",
+                text.len()
+            ),
+        ));
+    }
+    let read = match super::calendar::calendar_of(name) {
+        Some(calendar) => super::Calendar::from_json(calendar, text).map(drop),
+        None => super::TimeRules::from_json(name, text).map(drop),
+    };
+    read.map_err(|e| refuse(name, format!("rules: {e}")))
 }
 
 /// An operator's note: at most [`MAX_NOTE_CHARS`] characters, no control character (a line

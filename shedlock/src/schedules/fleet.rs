@@ -158,6 +158,11 @@ pub struct RegisteredJob {
     /// (`buffer_all:5`, `allow_all:3`), or `None`: `skip`, the default.
     #[serde(rename = "o", default, skip_serializing_if = "Option::is_none")]
     pub overlap: Option<String>,
+    /// Its own time rules ([`Job::exclude`](crate::Job::exclude) and the methods beside it):
+    /// what an operator's view shows and [`Operator::upcoming`](crate::operator::Operator::upcoming)
+    /// walks by when the store holds none of its own.
+    #[serde(rename = "t", default, skip_serializing_if = "Option::is_none")]
+    pub rules: Option<super::TimeRules>,
 }
 
 impl RegisteredJob {
@@ -176,6 +181,7 @@ impl RegisteredJob {
             jitter_ms: None,
             retry: None,
             overlap: None,
+            rules: None,
         }
     }
 

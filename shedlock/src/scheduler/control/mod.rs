@@ -34,7 +34,7 @@ use tokio::sync::watch::Sender;
 use crate::Overlap;
 use crate::cron::Schedule;
 use crate::error::{Error, Result};
-use crate::schedules::{RetryPolicy, ScheduleStore, StoredSchedule, Trigger};
+use crate::schedules::{Calendar, RetryPolicy, ScheduleStore, StoredSchedule, TimeRules, Trigger};
 
 pub(super) mod carry;
 pub(crate) mod handler;
@@ -171,6 +171,12 @@ pub(crate) struct State {
     /// The run-time jobs' schedules parsed during one read of the store, by cron and time
     /// zone: a batch of schedules sharing a cron parses it once (emptied after each read).
     pub(crate) parsed: HashMap<(String, String), Schedule>,
+    /// The calendars the store holds, by name (their rows, named
+    /// [`CALENDAR_PREFIX`](crate::schedules::calendar::CALENDAR_PREFIX)`<name>`).
+    pub(crate) calendars: HashMap<String, Arc<Calendar>>,
+    /// Whether a read changed a calendar or a job's stored rules: every job's time rules are
+    /// read again after it.
+    pub(crate) rules_changed: bool,
 }
 
 impl Control {
@@ -284,7 +290,44 @@ impl Control {
     }
 }
 
-/// An override's cron read in its time zone (else the code schedule's).
+impl Control {
+    /// `schedule` under the time rules job `name` goes by: the store's (an operator's) if it
+    /// holds some, else the code's `code`; their calendars as the store holds them. A stored
+    /// value this version cannot read is logged once and the code's apply.
+    pub(crate) fn resolve(
+        &self,
+        name: &str,
+        code: Option<&Arc<TimeRules>>,
+        schedule: Schedule,
+    ) -> Schedule {
+        let (rules, unreadable, calendars) = {
+            let state = self.state();
+            let stored = state.rows.get(name).and_then(|row| row.rules.clone());
+            let (rules, unreadable) = match stored {
+                Some(text) => match TimeRules::from_json(name, &text) {
+                    Ok(rules) => (Some(Arc::new(rules)), None),
+                    Err(error) => (code.cloned(), Some((text, error))),
+                },
+                None => (code.cloned(), None),
+            };
+            let calendars: Vec<Arc<Calendar>> = rules
+                .iter()
+                .flat_map(|rules| rules.exclude.iter())
+                .filter_map(|calendar| state.calendars.get(calendar).cloned())
+                .collect();
+            (rules, unreadable, calendars)
+        };
+        if let Some((text, error)) = unreadable {
+            self.warn_once(name, &text, || {
+                tracing::error!(job = name, %error, "the store's time rules for this job cannot be read: the code's apply");
+            });
+        }
+        schedule.with_rules(rules.unwrap_or_default(), &calendars)
+    }
+}
+
+/// An override's cron read in its time zone (else the code schedule's), under the code
+/// schedule's time rules (the control plane reads the store's over them).
 pub(crate) fn parse_override(
     name: &str,
     cron: &str,

@@ -13,7 +13,8 @@ use super::super::Scheduler;
 use super::super::state::Inner;
 use super::{Control, FLEET_SCHEDULE, parse_override, runtime, trigger};
 use crate::error::{Error, Result};
-use crate::schedules::{ChangeFeed, ScheduleChange, StoredSchedule, TriggerAnswer};
+use crate::schedules::calendar::calendar_of;
+use crate::schedules::{Calendar, ChangeFeed, ScheduleChange, StoredSchedule, TriggerAnswer};
 
 /// Watches the store's schedules and applies each change, until shutdown.
 pub(in crate::scheduler) async fn watch_loop(inner: Arc<Inner>) {
@@ -81,6 +82,9 @@ async fn read_changes(inner: &Arc<Inner>, control: &Control, seen: i64) -> Resul
         apply(inner, control, row);
     }
     control.state().parsed.clear();
+    if std::mem::take(&mut control.state().rules_changed) {
+        resolve_all(inner, control);
+    }
     Ok(reached.max(if from == 0 { version } else { seen }))
 }
 
@@ -103,9 +107,64 @@ fn forget_missing(inner: &Arc<Inner>, control: &Control, rows: &[StoredSchedule]
     }
 }
 
+/// After a read that changed a calendar or a job's stored rules: every job's schedule under
+/// the time rules it now goes by, replaced where that changed what it fires at.
+fn resolve_all(inner: &Arc<Inner>, control: &Control) {
+    let jobs: Vec<crate::Job> = inner
+        .jobs()
+        .by_name
+        .iter()
+        .map(|state| state.0.job.clone())
+        .collect();
+    for job in jobs {
+        let stored = control
+            .state()
+            .rows
+            .get(job.name())
+            .is_some_and(|row| row.rules.is_some());
+        if !stored && job.time_rules.is_none() && job.schedule.time_rules().is_none() {
+            continue;
+        }
+        let schedule = control.resolve(job.name(), job.time_rules.as_ref(), job.schedule.clone());
+        if schedule.same_as(&job.schedule) {
+            continue;
+        }
+        tracing::info!(job = job.name(), rules = ?schedule.time_rules(), "schedules: the job's time rules or calendars changed");
+        let mut job = job;
+        job.schedule = schedule;
+        inner.replace_job(job);
+    }
+}
+
+/// A calendar's row, as read from the store: kept (or forgotten) for the jobs that name it.
+fn apply_calendar(control: &Control, calendar: &str, row: &StoredSchedule) {
+    let read = match (&row.rules, row.deleted) {
+        (Some(json), false) => match Calendar::from_json(calendar, json) {
+            Ok(read) => Some(Arc::new(read)),
+            Err(error) => {
+                control.warn_once(&row.name, json, || {
+                    tracing::error!(calendar, %error, "schedules: this calendar cannot be read: the jobs that name it run none of their ticks until it can");
+                });
+                None
+            }
+        },
+        _ => None,
+    };
+    let mut state = control.state();
+    match read {
+        Some(read) => state.calendars.insert(calendar.to_owned(), read),
+        None => state.calendars.remove(calendar),
+    };
+    state.rules_changed = true;
+}
+
 /// Applies one schedule as read from the store.
 fn apply(inner: &Arc<Inner>, control: &Control, row: StoredSchedule) {
     let name = row.name.clone();
+    if let Some(calendar) = calendar_of(&name) {
+        apply_calendar(control, calendar, &row);
+        return;
+    }
     if name == FLEET_SCHEDULE {
         let paused = row.paused && !row.deleted;
         if control.fleet_paused.swap(paused, Ordering::Relaxed) != paused {
@@ -128,6 +187,10 @@ fn apply(inner: &Arc<Inner>, control: &Control, row: StoredSchedule) {
         } else {
             state.rows.insert(name.clone(), row.clone())
         };
+        let rules = row.rules.as_ref().filter(|_| !row.deleted);
+        if old.as_ref().and_then(|old| old.rules.as_ref()) != rules {
+            state.rules_changed = true;
+        }
         let overlap = row.overlap.as_ref().filter(|_| !row.deleted);
         if old.as_ref().and_then(|old| old.overlap.as_ref()) != overlap {
             state
@@ -192,9 +255,8 @@ fn apply_override(
             code
         }
     };
-    if schedule.expression() == current.schedule.expression()
-        && schedule.time_zone() == current.schedule.time_zone()
-    {
+    let schedule = control.resolve(&row.name, current.time_rules.as_ref(), schedule);
+    if schedule.same_as(&current.schedule) {
         return;
     }
     tracing::info!(job = row.name, cron = schedule.expression(), time_zone = %schedule.time_zone(),

@@ -16,13 +16,13 @@ use super::quirks::Quirks;
 use super::table::{TableName, is_java_shedlock, missing_columns};
 use crate::error::{Backend, Error, Result};
 
-/// Whether the schedules table has its `note` (migration 8) and its `overlap` (migration 11)
-/// already.
-async fn schedule_columns_there<D: Quirks>(core: &Core<D>) -> Result<(bool, bool)> {
+/// Whether the schedules table has its `note` (migration 8), its `overlap` (migration 11) and
+/// its `rules` (migration 13) already.
+async fn schedule_columns_there<D: Quirks>(core: &Core<D>) -> Result<(bool, bool, bool)> {
     match core.columns_of("_schedules").await {
         Ok(found) => {
             let there = |name: &str| found.iter().any(|c| c.eq_ignore_ascii_case(name));
-            Ok((there("note"), there("overlap")))
+            Ok((there("note"), there("overlap"), there("rules")))
         }
         Err(e) => Err(core.fail("read the schedules' columns".into(), e).await),
     }
@@ -85,6 +85,11 @@ pub(crate) const POSTGRES: &[(i64, &str, &str)] = &[
         "create shedlock_backfills table",
         include_str!("../../../migrations/postgres/0012_create_shedlock_backfills.sql"),
     ),
+    (
+        13,
+        "add shedlock_schedules rules",
+        include_str!("../../../migrations/postgres/0013_add_shedlock_schedules_rules.sql"),
+    ),
 ];
 
 /// mysql's migration files, `(version, description, SQL)`: the dialect's `MIGRATIONS`.
@@ -144,6 +149,11 @@ pub(crate) const MYSQL: &[(i64, &str, &str)] = &[
         "create shedlock_backfills table",
         include_str!("../../../migrations/mysql/0012_create_shedlock_backfills.sql"),
     ),
+    (
+        13,
+        "add shedlock_schedules rules",
+        include_str!("../../../migrations/mysql/0013_add_shedlock_schedules_rules.sql"),
+    ),
 ];
 
 /// sqlite's migration files, `(version, description, SQL)`: the dialect's `MIGRATIONS`.
@@ -202,6 +212,11 @@ pub(crate) const SQLITE: &[(i64, &str, &str)] = &[
         12,
         "create shedlock_backfills table",
         include_str!("../../../migrations/sqlite/0012_create_shedlock_backfills.sql"),
+    ),
+    (
+        13,
+        "add shedlock_schedules rules",
+        include_str!("../../../migrations/sqlite/0013_add_shedlock_schedules_rules.sql"),
     ),
 ];
 
@@ -364,6 +379,8 @@ const SCHEDULE_NOTE_MIGRATION: i64 = 8;
 
 /// The migration that adds the schedules' `overlap`.
 const SCHEDULE_OVERLAP_MIGRATION: i64 = 11;
+/// The migration that adds the schedules' `rules`.
+const SCHEDULE_RULES_MIGRATION: i64 = 13;
 
 /// What the run history holds already, before `migrate()` runs: what a migration applied
 /// outside this migrator's record (by `sqlx migrate run` from the files, or before the lock
@@ -380,6 +397,8 @@ pub(crate) struct Present {
     pub(crate) schedule_note: bool,
     /// The schedules' `overlap` (migration 11).
     pub(crate) schedule_overlap: bool,
+    /// The schedules' `rules` (migration 13).
+    pub(crate) schedule_rules: bool,
 }
 
 /// The text `migrate()` runs for a migration file: the file, but without its
@@ -395,6 +414,7 @@ fn runnable(version: i64, text: &str, present: Present) -> String {
         RUN_START_INDEXES_MIGRATION => (present.run_start_indexes, "ALTER TABLE shedlock_runs"),
         SCHEDULE_NOTE_MIGRATION => (present.schedule_note, "ALTER TABLE shedlock_schedules"),
         SCHEDULE_OVERLAP_MIGRATION => (present.schedule_overlap, "ALTER TABLE shedlock_schedules"),
+        SCHEDULE_RULES_MIGRATION => (present.schedule_rules, "ALTER TABLE shedlock_schedules"),
         _ => (false, ""),
     };
     if !there {
@@ -502,13 +522,14 @@ pub(crate) async fn migrate<D: Quirks>(core: &Core<D>) -> Result<()> {
         ),
         Err(e) => return Err(core.fail("read the run history's indexes".into(), e).await),
     };
-    let (schedule_note, schedule_overlap) = schedule_columns_there(core).await?;
+    let (schedule_note, schedule_overlap, schedule_rules) = schedule_columns_there(core).await?;
     let present = Present {
         run_columns: run_columns_there,
         run_indexes,
         run_start_indexes,
         schedule_note,
         schedule_overlap,
+        schedule_rules,
     };
     let mut migrator = migrator(D::MIGRATIONS, table, D::BACKEND, present);
     // A version this release does not know was applied by a newer one: it promises to keep
@@ -520,7 +541,7 @@ pub(crate) async fn migrate<D: Quirks>(core: &Core<D>) -> Result<()> {
     // ("duplicate column name"): read them again and migrate without them, a few times (with
     // many instances starting together, another may win the next race too).
     for _ in 0..5 {
-        if !matches!(&outcome, Err(MigrateError::ExecuteMigration(e, 4 | SCHEDULE_NOTE_MIGRATION | SCHEDULE_OVERLAP_MIGRATION))
+        if !matches!(&outcome, Err(MigrateError::ExecuteMigration(e, 4 | SCHEDULE_NOTE_MIGRATION | SCHEDULE_OVERLAP_MIGRATION | SCHEDULE_RULES_MIGRATION))
             if e.to_string().to_ascii_lowercase().contains("duplicate column"))
         {
             break;
@@ -529,11 +550,13 @@ pub(crate) async fn migrate<D: Quirks>(core: &Core<D>) -> Result<()> {
             Ok(found) => found.iter().any(|c| c.eq_ignore_ascii_case("attempt")),
             Err(e) => return Err(core.fail("read the run history's columns".into(), e).await),
         };
-        let (schedule_note, schedule_overlap) = schedule_columns_there(core).await?;
+        let (schedule_note, schedule_overlap, schedule_rules) =
+            schedule_columns_there(core).await?;
         let present = Present {
             run_columns: there,
             schedule_note,
             schedule_overlap,
+            schedule_rules,
             ..present
         };
         let mut again = self::migrator(D::MIGRATIONS, table, D::BACKEND, present);

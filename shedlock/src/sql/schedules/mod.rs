@@ -223,6 +223,7 @@ pub(crate) fn row_values(s: &StoredSchedule) -> Vec<Value<'_>> {
         trigger.is_some_and(|t| t.started).into(),
         s.note.as_deref().into(),
         s.overlap.as_deref().into(),
+        s.rules.as_deref().into(),
     ]
 }
 
@@ -273,6 +274,7 @@ pub(crate) fn read_row<D: Hooks>(
         trigger,
         note: D::Db::opt_text(row, 21)?,
         overlap: D::Db::opt_text(row, 22)?,
+        rules: D::Db::opt_text(row, 23)?,
     })
 }
 

@@ -73,6 +73,9 @@ fn apply(row: &mut StoredSchedule, change: &ScheduleChange) {
     if let Some(overlap) = &change.overlap {
         row.overlap.clone_from(overlap);
     }
+    if let Some(rules) = &change.rules {
+        row.rules.clone_from(rules);
+    }
 }
 
 /// A duration as stored: whole milliseconds, rounded up.
@@ -104,6 +107,7 @@ fn blank(
         trigger: None,
         note: None,
         overlap: None,
+        rules: None,
     }
 }
 
