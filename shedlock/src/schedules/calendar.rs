@@ -19,6 +19,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
+pub mod ics;
+
+pub use ics::{MAX_ICS_BYTES, entries_from_ics};
+
 /// The name a calendar's schedule row has: this prefix, then the calendar's name.
 pub const CALENDAR_PREFIX: &str = "shedlock.calendar.";
 
@@ -314,9 +318,27 @@ impl Calendar {
                 ),
             });
         }
-        self.entries
-            .sort_by(|a, b| (a.from, a.to).cmp(&(b.from, b.to)));
+        self.entries.sort_by_key(|e| (e.from, e.to));
         Ok(added)
+    }
+
+    /// The entries of iCalendar text `text` (an `.ics` file's) on this calendar's wall clock,
+    /// recurring events expanded up to `until` ([`entries_from_ics`]); an error names this
+    /// calendar.
+    pub fn entries_from_ics(
+        &self,
+        text: &str,
+        until: DateTime<Utc>,
+    ) -> Result<Vec<CalendarEntry>> {
+        entries_from_ics(text, self.zone(), until).map_err(|error| match error {
+            Error::InvalidCalendar { name, reason } if name.is_empty() => {
+                Error::InvalidCalendar {
+                    name: self.name.clone(),
+                    reason,
+                }
+            }
+            other => other,
+        })
     }
 
     /// Removes the entries with these spans; returns how many were there.
