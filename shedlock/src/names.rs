@@ -1,8 +1,9 @@
 //! The rules a name made now is held to beyond its length and control characters, written
 //! once for both places that make one: the runtime ([`LockConfiguration::new`], the schedule
-//! checks) and the macros at compile time (`#[scheduler_lock(name = …)]`). This file is
-//! `shedlock/src/names.rs`; `shedlock-macros/src/names.rs` is a link to it, so the two cannot
-//! disagree. It names no type of either crate.
+//! checks) and the macros at compile time (`#[scheduler_lock(name = …)]`); and the rule of a
+//! calendar's name (`shedlock::schedules::calendar::check_name`, `#[scheduled(exclude = …)]`).
+//! This file is `shedlock/src/names.rs`; `shedlock-macros/src/names.rs` is a link to it, so the
+//! two cannot disagree. It names no type of either crate.
 //!
 //! [`LockConfiguration::new`]: crate::LockConfiguration::new
 // Each crate uses what it needs of these.
@@ -38,4 +39,24 @@ pub(crate) fn refusal(name: &str) -> Option<&'static str> {
     } else {
         None
     }
+}
+
+/// The longest calendar name, in bytes (`shedlock::schedules::calendar::MAX_CALENDAR_NAME_BYTES`).
+pub(crate) const CALENDAR_NAME_MAX_BYTES: usize = 100;
+
+/// Why `name` is not a calendar's name, or `None`: a calendar's name is 1 to
+/// [`CALENDAR_NAME_MAX_BYTES`] bytes of ASCII letters, digits, `-`, `_` and `.`, since it is
+/// written in a macro's `exclude = "…"`, on a command line and in a URL.
+pub(crate) fn calendar_name_refusal(name: &str) -> Option<String> {
+    let ok = !name.is_empty()
+        && name.len() <= CALENDAR_NAME_MAX_BYTES
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    (!ok).then(|| {
+        format!(
+            "a calendar's name is 1 to {CALENDAR_NAME_MAX_BYTES} letters, digits, '-', '_' or \
+             '.', such as \"kr-holidays\""
+        )
+    })
 }

@@ -33,7 +33,7 @@ pub const MAX_CALENDAR_ENTRIES: usize = 5_000;
 pub const MAX_LABEL_CHARS: usize = 200;
 
 /// The longest calendar name, in bytes.
-pub const MAX_CALENDAR_NAME_BYTES: usize = 100;
+pub const MAX_CALENDAR_NAME_BYTES: usize = crate::names::CALENDAR_NAME_MAX_BYTES;
 
 /// A calendar's schedule row name.
 pub fn row_name(calendar: &str) -> String {
@@ -48,20 +48,13 @@ pub fn calendar_of(row: &str) -> Option<&str> {
 /// A calendar's name: 1 to [`MAX_CALENDAR_NAME_BYTES`] bytes of letters, digits, `-`, `_` and
 /// `.` (it is written in a macro's `exclude = "…"`, a command line and a URL).
 pub fn check_name(name: &str) -> Result<()> {
-    let ok = !name.is_empty()
-        && name.len() <= MAX_CALENDAR_NAME_BYTES
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::InvalidCalendar {
+    // The rule is `names.rs`'s, which `#[scheduled(exclude = …)]` checks at compile time too.
+    match crate::names::calendar_name_refusal(name) {
+        None => Ok(()),
+        Some(reason) => Err(Error::InvalidCalendar {
             name: name.to_owned(),
-            reason: format!(
-                "a calendar's name is 1 to {MAX_CALENDAR_NAME_BYTES} letters, digits, '-', '_' or '.', such as \"kr-holidays\""
-            ),
-        })
+            reason,
+        }),
     }
 }
 
