@@ -4,7 +4,8 @@
 //! valid one is the lock's. On SQLite, which needs no server. And the lock a `#[scheduled]`
 //! job declares when its durations are literals. And, on every backend, a `#[scheduled]` job
 //! on a scheduler watching the store's schedules, steered by them. And a `#[scheduled]` body
-//! that reads the span of schedule its run covers (`LockContext::interval`).
+//! that reads the span of schedule its run covers (`LockContext::interval`). And the time rules
+//! (`exclude`, `on_excluded`, `start`, `end`, `max_runs`) a `#[scheduled]` job takes.
 #![allow(missing_docs)]
 
 use std::sync::Mutex;
@@ -276,6 +277,71 @@ async fn a_scheduled_job_takes_its_overlap_policy_from_the_macro() {
     assert!(matches!(refused, Error::InvalidOverlap { .. }), "{refused}");
     let message = refused.to_string();
     assert!(message.contains("at most 56 bytes; it has 57"), "{message}");
+}
+
+/// A job with time rules, from the macro's keys.
+#[scheduled(
+    cron = "0 0 9 * * *",
+    exclude = "x",
+    on_excluded = "next",
+    start = "2026-12-01T00:00:00Z",
+    max_runs = 3
+)]
+#[scheduler_lock(name = "ruled", lock_at_most_for = "10m")]
+async fn ruled() {}
+
+/// The longest series `max_runs` takes, with an instant given with an offset.
+#[scheduled(
+    cron = "0 0 9 * * *",
+    exclude = ["kr-holidays", "us-holidays"],
+    start = "2026-12-01T09:00:00+09:00",
+    end = "2027-12-01T00:00:00.25Z",
+    max_runs = 10_000
+)]
+#[scheduler_lock(name = "longest", lock_at_most_for = "10m")]
+async fn longest() {}
+
+/// `exclude`, `on_excluded`, `start`, `end` and `max_runs` become the job's own time rules,
+/// the instants read at compile time; the schedule walks by them; the macro's limit on
+/// `max_runs` is the runtime's.
+#[test]
+fn a_scheduled_job_takes_its_time_rules_from_the_macro() {
+    use shedlock::schedules::{MAX_RUNS, OnExcluded, TimeRules};
+    let t = |s: &str| s.parse::<chrono::DateTime<chrono::Utc>>().unwrap();
+    let job = ruled::job();
+    let expected = TimeRules::new()
+        .exclude("x")
+        .on_excluded(OnExcluded::Next)
+        .start(t("2026-12-01T00:00:00Z"))
+        .max_runs(3);
+    assert_eq!(job.code_time_rules(), Some(&expected));
+    // Three runs from the start, then none (the calendar excludes nothing it does not hold).
+    let ticks =
+        job.schedule()
+            .ticks_between(t("2026-11-01T00:00:00Z"), t("2027-01-01T00:00:00Z"), 100);
+    assert_eq!(
+        ticks,
+        [
+            t("2026-12-01T09:00:00Z"),
+            t("2026-12-02T09:00:00Z"),
+            t("2026-12-03T09:00:00Z")
+        ]
+    );
+
+    assert_eq!(
+        MAX_RUNS, 10_000,
+        "the macro's copy of MAX_RUNS (time_rules.rs) is 10_000"
+    );
+    let rules = longest::job().code_time_rules().cloned().unwrap();
+    let expected = TimeRules::new()
+        .exclude("kr-holidays")
+        .exclude("us-holidays")
+        .start(t("2026-12-01T00:00:00Z"))
+        .end(t("2027-12-01T00:00:00.250Z"))
+        .max_runs(MAX_RUNS);
+    assert_eq!(rules, expected);
+    rules.check("longest").unwrap();
+    assert_eq!(declared::job(1).code_time_rules(), None);
 }
 
 #[scheduled(cron = "0 */5 * * * *", overlap = "cancel_other")]

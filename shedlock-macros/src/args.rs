@@ -1,6 +1,7 @@
 //! What both attributes' arguments share: the keys ([`kw`]), one generic parser per kind of
 //! value ([`Arg`]`<K, V>`: [`StrArg`] for `name`, `cron` and `time_zone`, [`DurationArg`] for
-//! `lock_at_most_for` and `lock_at_least_for`), the `key = value, ...` list ([`parse_list`]),
+//! `lock_at_most_for` and `lock_at_least_for`, [`IntArg`] for the numbers, [`StrListArg`] for
+//! `exclude`), the `key = value, ...` list ([`parse_list`]),
 //! and the collection of errors ([`Errors`]).
 //!
 //! An attribute declares its arguments with [`arguments!`]: a struct with one
@@ -59,6 +60,11 @@ pub(crate) mod kw {
         max_running: "3",
         when_full: "\"skip\"",
         pause_after_failures: "3",
+        exclude: "\"kr-holidays\"",
+        on_excluded: "\"next\"",
+        start: "\"2026-12-01T00:00:00Z\"",
+        end: "\"2027-01-01T00:00:00Z\"",
+        max_runs: "5",
     }
 }
 
@@ -105,6 +111,55 @@ impl Value for syn::LitInt {
                 ),
             )),
         }
+    }
+}
+
+/// A string or a list of strings: `exclude`.
+pub(crate) type StrListArg<K> = Arg<K, StrList>;
+
+/// `"a"` or `["a", "b"]`: the strings, in order, and where the value stands.
+pub(crate) struct StrList {
+    /// Each string literal.
+    pub(crate) items: Vec<LitStr>,
+    /// The whole value (`"a"`, or the brackets), for an error about the list.
+    pub(crate) span: Span,
+}
+
+impl Value for StrList {
+    /// A string literal, or an array of string literals (empty too: the caller refuses it,
+    /// saying why).
+    fn from_expr<K: Key>(expr: Expr) -> syn::Result<Self> {
+        let refuse = |at: &dyn quote::ToTokens| {
+            syn::Error::new_spanned(
+                at,
+                format!(
+                    "`{key}` takes a string literal or a list of them, such as \
+                     `{key} = {example}` or `{key} = [{example}, …]`",
+                    key = K::NAME,
+                    example = K::EXAMPLE,
+                ),
+            )
+        };
+        let span = syn::spanned::Spanned::span(&expr);
+        let mut inner = &expr;
+        while let Expr::Group(group) = inner {
+            inner = &group.expr;
+        }
+        let items = match inner {
+            Expr::Array(array) => array
+                .elems
+                .iter()
+                .map(|elem| match literal(elem) {
+                    Some(Lit::Str(lit)) => Ok(lit.clone()),
+                    _ => Err(refuse(elem)),
+                })
+                .collect::<syn::Result<_>>()?,
+            _ => match literal(&expr) {
+                Some(Lit::Str(lit)) => vec![lit.clone()],
+                _ => return Err(refuse(&expr)),
+            },
+        };
+        Ok(Self { items, span })
     }
 }
 

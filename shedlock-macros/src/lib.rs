@@ -7,7 +7,8 @@
 //!
 //! Everything that can be checked at compile time is: the durations written as literals, the
 //! literal part of the lock name and every `{param}` in it, the cron expression (with the
-//! runtime's own parser settings) and the time zone. Each mistake is a compile error pointing
+//! runtime's own parser settings), the time zone, and a job's overlap policy and time rules
+//! (calendar names, start and end instants, the most runs). Each mistake is a compile error pointing
 //! at the offending literal, and the function still compiles next to it so the rest of the
 //! crate type-checks. A duration may instead be a `std::time::Duration` expression (from the
 //! application's settings, say), checked on each call.
@@ -26,6 +27,7 @@ mod overlap;
 mod rules;
 mod scheduled;
 mod scheduler_lock;
+mod time_rules;
 
 use proc_macro::TokenStream;
 
@@ -217,6 +219,12 @@ pub fn scheduler_lock(args: TokenStream, item: TokenStream) -> TokenStream {
 /// |---|---|---|
 /// | `cron` | required | A cron expression: 5 fields (minute, hour, day of month, month, day of week) or 6 with a leading seconds field; names (`MON`, `JAN`), ranges, steps, lists, `L`, `W` and `#` work as in [croner](https://docs.rs/croner). Checked at compile time with the same parser settings as `shedlock::Schedule::parse`. |
 /// | `time_zone` | optional, default `"UTC"` | The IANA time zone the expression is read in, such as `"Europe/Berlin"`. Checked at compile time against the time zone database of `chrono-tz`. |
+/// | `overlap` | optional, default `"skip"` | What a tick does when it finds the job still running, fleet-wide: `"skip"`, `"buffer_one"`, `"buffer_all"` (with `buffer_limit = N`, 1 to 100), `"cancel_other"` or `"allow_all"` (with `max_running = N`, 1 to 100, and optionally `when_full = "skip"` or `"buffer_one"`); `max_running` alone means `"allow_all"`. Becomes `Job::overlap`. |
+/// | `pause_after_failures` | optional | After this many failed runs in a row (1 or more) the job pauses itself. Becomes `Job::pause_after_failures`. |
+/// | `exclude` | optional | A calendar kept in the store whose entries the job does not run in, or a list of them: `exclude = "kr-holidays"`, `exclude = ["kr-holidays", "us-holidays"]`. Each name 1 to 100 bytes of ASCII letters, digits, `-`, `_` and `.` (the rule of `shedlock::schedules::calendar::check_name`), named once. Becomes one `Job::exclude` each. |
+/// | `on_excluded` | optional, default `"skip"`; needs `exclude` | What becomes of a tick a calendar excludes: `"skip"` (it does not run, recorded `skipped-calendar`), `"next"` (it runs at the first instant after the excluded span) or `"previous"` (one second before the span). Becomes `Job::on_excluded`. |
+/// | `start`, `end` | optional | The first and last instant a run may come at, in RFC 3339 with an offset: `"2026-12-01T00:00:00Z"`, `"2026-12-01T09:00:00+09:00"`; `start` before `end`. Read at compile time: the expansion calls `Job::starting_at` and `Job::ending_at` with the instant's seconds and nanoseconds, parsing nothing at run time. |
+/// | `max_runs` | optional; needs `start` | At most this many runs, 1 to 10,000 (`shedlock::schedules::MAX_RUNS`): the schedule's first instants from `start`, whether each ran or was skipped. Becomes `Job::max_runs`. |
 ///
 /// # What it generates
 ///
@@ -263,10 +271,17 @@ pub fn scheduler_lock(args: TokenStream, item: TokenStream) -> TokenStream {
 /// # Errors at compile time
 ///
 /// Each is spanned on the offending literal or token: an invalid cron expression (with
-/// croner's reason); an unknown time zone (with the closest IANA name); an unknown, repeated
-/// or missing key; a value that is not a string literal; a function that is not `async`, that
-/// has a `self` receiver, or whose parameters are not plain `name: Type`; and a function
-/// without `#[scheduler_lock]` below `#[scheduled]`, since a scheduled job without a lock would
+/// croner's reason); an unknown time zone (with the closest IANA name); an unknown overlap
+/// policy, a bound out of range or given to another policy, a `pause_after_failures` of 0; a
+/// calendar name that breaks the rule, one named twice, or an empty `exclude = []`; an unknown
+/// `on_excluded`, or one without `exclude`; a `start` or `end` that is not an RFC 3339 instant
+/// (a leap second `:60` included), or an `end` not after `start`; `max_runs` outside 1 to
+/// 10,000, or without `start`; an unknown, repeated or missing key; a value of the wrong kind
+/// (anything but a string literal for the keys that take strings, or a list of them for
+/// `exclude`; anything but a whole number for `buffer_limit`, `max_running`,
+/// `pause_after_failures` and `max_runs`); a function that is not `async`, that has a `self`
+/// receiver, or whose parameters are not plain `name: Type`; and a function without
+/// `#[scheduler_lock]` below `#[scheduled]`, since a scheduled job without a lock would
 /// run on every instance.
 ///
 /// `#[scheduled]` cannot see whether it is inside an `impl` block; on an associated function

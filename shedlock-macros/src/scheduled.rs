@@ -38,6 +38,9 @@ pub(crate) struct ScheduledFn {
     pub(crate) overlap: crate::overlap::Overlap,
     /// `pause_after_failures = N` (at least 1), if given.
     pub(crate) pause_after_failures: Option<u32>,
+    /// Its time rules (`exclude`, `on_excluded`, `start`, `end`, `max_runs`), checked by the
+    /// runtime's rules (`crate::time_rules`).
+    pub(crate) time_rules: crate::time_rules::TimeRules,
 }
 
 args::arguments! {
@@ -50,6 +53,11 @@ args::arguments! {
         max_running: IntArg,
         when_full: StrArg,
         pause_after_failures: IntArg,
+        exclude: StrListArg,
+        on_excluded: StrArg,
+        start: StrArg,
+        end: StrArg,
+        max_runs: IntArg,
     }
 }
 
@@ -81,6 +89,17 @@ impl ScheduledFn {
             && let Some(policy) = errors.ok(check_overlap(args))
         {
             overlap = policy;
+        }
+        let mut time_rules = crate::time_rules::TimeRules::default();
+        if let Some(args) = &args {
+            let given = crate::time_rules::Given {
+                exclude: args.exclude.as_ref(),
+                on_excluded: args.on_excluded.as_ref(),
+                start: args.start.as_ref(),
+                end: args.end.as_ref(),
+                max_runs: args.max_runs.as_ref(),
+            };
+            time_rules = crate::time_rules::check(given, &mut errors);
         }
         if let Some(args) = args {
             cron = errors.ok(ScheduledArgs::required(
@@ -165,6 +184,7 @@ impl ScheduledFn {
                 lock_invalid,
                 overlap,
                 pause_after_failures,
+                time_rules,
             }),
             // Every `None` above pushed an error, so `finish` returned it.
             _ => Err(syn::Error::new(Span::call_site(), "invalid `#[scheduled]`")),
@@ -409,6 +429,62 @@ mod tests {
             (
                 quote!(cron = "* * * * *", pause_after_failures = 0),
                 "pause_after_failures is 0",
+            ),
+            (
+                quote!(cron = "* * * * *", exclude = "kr holidays"),
+                "invalid calendar name \"kr holidays\" in `exclude`: a calendar's name is 1 to 100",
+            ),
+            (
+                quote!(cron = "* * * * *", exclude = []),
+                "names no calendar",
+            ),
+            (
+                quote!(cron = "* * * * *", exclude = ["kr", "us", "kr"]),
+                "calendar \"kr\" is named twice",
+            ),
+            (
+                quote!(cron = "* * * * *", exclude = ["kr", 3]),
+                "takes a string literal or a list of them",
+            ),
+            (
+                quote!(cron = "* * * * *", exclude = "kr", on_excluded = "later"),
+                "unknown on_excluded \"later\": write \"skip\"",
+            ),
+            (
+                quote!(cron = "* * * * *", on_excluded = "next"),
+                "no calendar is named: add `exclude",
+            ),
+            (
+                quote!(cron = "* * * * *", start = "2026-12-01"),
+                "`start = \"2026-12-01\"` is not an RFC 3339 instant",
+            ),
+            (
+                quote!(
+                    cron = "* * * * *",
+                    start = "2026-12-01T09:00:00+09:00",
+                    end = "2026-12-01T00:00:00Z"
+                ),
+                "`end` (2026-12-01T00:00:00Z) is not after `start` (2026-12-01T00:00:00Z)",
+            ),
+            (
+                quote!(
+                    cron = "* * * * *",
+                    start = "2026-12-01T00:00:00Z",
+                    max_runs = 0
+                ),
+                "max_runs is 0: give 1 to 10000",
+            ),
+            (
+                quote!(
+                    cron = "* * * * *",
+                    start = "2026-12-01T00:00:00Z",
+                    max_runs = 10001
+                ),
+                "max_runs is 10001",
+            ),
+            (
+                quote!(cron = "* * * * *", max_runs = 3),
+                "counts the schedule's instants from the job's start",
             ),
         ];
         let function_cases = [

@@ -118,6 +118,14 @@ pub fn run_interval() -> crate::scheduler::Interval {
         .unwrap_or_else(|| crate::scheduler::Interval::new(None, chrono::Utc::now()))
 }
 
+/// The instant `secs` seconds and `nanos` nanoseconds after the Unix epoch: a
+/// `#[scheduled(start = …, end = …)]` instant, parsed from RFC 3339 and checked at compile time
+/// (`nanos` below one second, the year within chrono's range), so nothing is parsed here.
+pub fn instant(secs: i64, nanos: u32) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::from_timestamp(secs, nanos)
+        .expect("`#[scheduled]` checked the instant at compile time")
+}
+
 /// Fixes a future's output type, so `?` and `return` in a moved body infer against the
 /// function's declared return type.
 pub fn body<T, F: Future<Output = T>>(future: F) -> F {

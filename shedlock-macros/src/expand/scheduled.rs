@@ -52,6 +52,7 @@ pub(crate) fn scheduled(scheduled: ScheduledFn) -> TokenStream {
         lock_invalid,
         overlap,
         pause_after_failures,
+        time_rules,
     } = scheduled;
     let ident = &func.sig.ident;
     let vis = &func.vis;
@@ -235,6 +236,13 @@ pub(crate) fn scheduled(scheduled: ScheduledFn) -> TokenStream {
         },
         None => job,
     };
+    let job = match time_rules_calls(&time_rules) {
+        Some(calls) => quote! {
+            let __shedlock_job: ::shedlock::Job = { #job };
+            __shedlock_job #calls
+        },
+        None => job,
+    };
     quote! {
         #items
 
@@ -338,4 +346,38 @@ fn overlap_expr(overlap: crate::overlap::Overlap) -> Option<TokenStream> {
             quote!(::shedlock::Overlap::AllowAll { max_running: #max_running, when_full: #when_full })
         }
     })
+}
+
+/// The `Job` builder calls a `#[scheduled]` function's time rules make (`.exclude("kr")`
+/// per calendar, `.on_excluded(…)`, `.starting_at(…)`, `.ending_at(…)`, `.max_runs(…)`);
+/// `None` when it gives none. Each instant is its seconds and nanoseconds since the epoch,
+/// read at compile time, so nothing is parsed at run time.
+fn time_rules_calls(rules: &crate::time_rules::TimeRules) -> Option<TokenStream> {
+    use proc_macro2::Literal;
+    if rules.is_empty() {
+        return None;
+    }
+    let instant = |at: chrono::DateTime<chrono::Utc>| {
+        let secs = Literal::i64_suffixed(at.timestamp());
+        let nanos = Literal::u32_suffixed(at.timestamp_subsec_nanos());
+        quote!(::shedlock::__private::instant(#secs, #nanos))
+    };
+    let exclude = rules.exclude.iter().map(|name| quote!(.exclude(#name)));
+    let on_excluded = rules.on_excluded.map(|variant| {
+        let variant = syn::Ident::new(variant, Span::call_site());
+        quote!(.on_excluded(::shedlock::schedules::OnExcluded::#variant))
+    });
+    let start = rules.start.map(|at| {
+        let at = instant(at);
+        quote!(.starting_at(#at))
+    });
+    let end = rules.end.map(|at| {
+        let at = instant(at);
+        quote!(.ending_at(#at))
+    });
+    let max_runs = rules.max_runs.map(|runs| {
+        let runs = Literal::u32_suffixed(runs);
+        quote!(.max_runs(#runs))
+    });
+    Some(quote!(#(#exclude)* #on_excluded #start #end #max_runs))
 }

@@ -155,3 +155,43 @@ fn scheduled_adds_a_job_constructor() {
         "{out}"
     );
 }
+
+#[test]
+fn time_rules_are_builder_calls_with_instants_read_at_compile_time() {
+    let scheduled_fn = ScheduledFn::parse(
+        quote!(
+            cron = "0 0 * * * *",
+            exclude = ["kr-holidays", "us-holidays"],
+            on_excluded = "previous",
+            start = "2026-12-01T09:00:00+09:00",
+            end = "2027-01-01T00:00:00.5Z",
+            max_runs = 3
+        ),
+        quote!(
+            #[scheduler_lock(name = "a", lock_at_most_for = "1m")]
+            async fn nightly() {}
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let out = scheduled(scheduled_fn).to_string();
+    let calls = ". exclude (\"kr-holidays\") . exclude (\"us-holidays\") \
+                 . on_excluded (:: shedlock :: schedules :: OnExcluded :: Previous) \
+                 . starting_at (:: shedlock :: __private :: instant (1796083200i64 , 0u32)) \
+                 . ending_at (:: shedlock :: __private :: instant (1798761600i64 , 500000000u32)) \
+                 . max_runs (3u32)";
+    assert!(out.contains(calls), "{out}");
+    // No rule, no call.
+    let plain = ScheduledFn::parse(
+        quote!(cron = "0 0 * * * *"),
+        quote!(
+            #[scheduler_lock(name = "a", lock_at_most_for = "1m")]
+            async fn nightly() {}
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let out = scheduled(plain).to_string();
+    assert!(
+        !out.contains("starting_at") && !out.contains(". exclude"),
+        "{out}"
+    );
+}
