@@ -233,11 +233,11 @@ where
     // Ours (`shedlock/migrations/<db>/`): the lock table and the run history, and on PostgreSQL the
     // token sequence, on SQLite the retired rows; the schedules; the history's indexes by id;
     // its indexes by start; on MySQL/MariaDB the schedules' wider payload; the schedules' note; the
-    // fleet's registered jobs, and their parts; the schedules' overlap policy; the backfills.
+    // fleet's registered jobs, and their parts; the schedules' overlap policy; the backfills; the schedules' time rules.
     let versions: &[i64] = if D::BACKEND == Backend::MySql {
-        &[1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+        &[1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
     } else {
-        &[1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12]
+        &[1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13]
     };
     for order in ORDERS {
         let fresh = db.empty_database().await;
@@ -403,7 +403,7 @@ where
         .into_iter()
         .map(|(v, _)| v)
         .collect();
-    let newest = 12;
+    let newest = 13;
     assert_eq!(versions.last(), Some(&newest), "{versions:?}");
     let state = provider.lock_state(cfg().name()).await.unwrap().unwrap();
     assert_eq!(

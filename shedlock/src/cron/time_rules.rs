@@ -67,6 +67,7 @@ impl std::str::FromStr for OnExcluded {
 /// beside it, `#[scheduled(exclude = …, on_excluded = …, max_runs = …)]`) or by an operator
 /// (`shedlock reschedule NAME --exclude …`), whose rules replace the code's whole.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct TimeRules {
     /// The calendars (by name) whose entries exclude ticks.

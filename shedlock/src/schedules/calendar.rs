@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 
 pub mod ics;
 
-pub use ics::{MAX_ICS_BYTES, entries_from_ics};
+pub use ics::{DEFAULT_ICS_HORIZON, MAX_ICS_BYTES, entries_from_ics};
 
 /// The name a calendar's schedule row has: this prefix, then the calendar's name.
 pub const CALENDAR_PREFIX: &str = "shedlock.calendar.";
@@ -253,6 +253,7 @@ pub struct Calendar {
 
 /// What the store keeps of a calendar (its row's `rules`).
 #[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Kept {
     time_zone: String,
     #[serde(default)]
@@ -318,18 +319,12 @@ impl Calendar {
     /// The entries of iCalendar text `text` (an `.ics` file's) on this calendar's wall clock,
     /// recurring events expanded up to `until` ([`entries_from_ics`]); an error names this
     /// calendar.
-    pub fn entries_from_ics(
-        &self,
-        text: &str,
-        until: DateTime<Utc>,
-    ) -> Result<Vec<CalendarEntry>> {
+    pub fn entries_from_ics(&self, text: &str, until: DateTime<Utc>) -> Result<Vec<CalendarEntry>> {
         entries_from_ics(text, self.zone(), until).map_err(|error| match error {
-            Error::InvalidCalendar { name, reason } if name.is_empty() => {
-                Error::InvalidCalendar {
-                    name: self.name.clone(),
-                    reason,
-                }
-            }
+            Error::InvalidCalendar { name, reason } if name.is_empty() => Error::InvalidCalendar {
+                name: self.name.clone(),
+                reason,
+            },
             other => other,
         })
     }

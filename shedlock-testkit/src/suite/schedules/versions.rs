@@ -210,6 +210,83 @@ where
     assert!(!o3.deleted && o3.handler.is_none());
 }
 
+/// Issue 49: a job's time rules and a calendar are kept (the `rules` field: migration 13 on
+/// SQL, a hash field on Redis), read back as written, cleared with `Some(None)`; rules that do
+/// not read (a calendar on a job's row, rules on a calendar's row, bad JSON, a bad entry) are
+/// refused naming `rules:`, nothing written.
+pub async fn time_rules_and_calendars_are_kept_and_checked<D: TestDb>(db: &D)
+where
+    D::Provider: ScheduleStore,
+{
+    use shedlock::schedules::calendar::row_name;
+    use shedlock::schedules::{Calendar, OnExcluded, TimeRules};
+    let p = db.provider();
+    let rules = TimeRules::new()
+        .exclude("kr-holidays")
+        .on_excluded(OnExcluded::Next)
+        .start("2026-12-01T00:00:00Z".parse().unwrap())
+        .max_runs(5);
+    let o = p
+        .update_schedule("report", &ScheduleChange::new().rules(Some(&rules)), "ops")
+        .await
+        .unwrap();
+    let back = p.schedule("report").await.unwrap().unwrap();
+    assert_eq!(back, o);
+    let read = TimeRules::from_json("report", back.rules.as_deref().unwrap()).unwrap();
+    assert_eq!(read, rules, "the rules read back as written");
+    let mut calendar = Calendar::new("kr-holidays", "Asia/Seoul").unwrap();
+    calendar
+        .add(["2026-12-25".parse().unwrap(), "2027-01-01".parse().unwrap()])
+        .unwrap();
+    let kept = p
+        .create_schedule(
+            &NewSchedule::overriding(
+                row_name("kr-holidays"),
+                ScheduleChange::new().calendar(&calendar),
+            ),
+            "ops",
+        )
+        .await
+        .unwrap();
+    let json = kept.rules.as_deref().unwrap();
+    assert_eq!(Calendar::from_json("kr-holidays", json).unwrap(), calendar);
+    let before = p.schedules_version().await.unwrap();
+    let bad = [
+        ("report", Some(calendar.to_json())),
+        (row_name("kr-holidays").as_str(), Some(rules.to_json())),
+        ("report", Some("{oops".to_owned())),
+        ("report", Some(r#"{"max_runs":3}"#.to_owned())),
+        (
+            row_name("kr-holidays").as_str(),
+            Some(r#"{"time_zone":"Asia/Seol","entries":[]}"#.to_owned()),
+        ),
+    ]
+    .map(|(name, text)| (name.to_owned(), text));
+    for (name, text) in bad {
+        let mut change = ScheduleChange::new();
+        change.rules = Some(text.clone());
+        match p.update_schedule(&name, &change, "ops").await {
+            Err(Error::InvalidSchedule { reason, .. }) => {
+                assert!(reason.starts_with("rules:"), "{name} {text:?}: {reason}");
+            }
+            other => panic!("{name} {text:?} is refused: {other:?}"),
+        }
+    }
+    assert_eq!(
+        p.schedules_version().await.unwrap(),
+        before,
+        "nothing written"
+    );
+    let cleared = p
+        .update_schedule("report", &ScheduleChange::new().rules(None), "ops")
+        .await
+        .unwrap();
+    assert_eq!(
+        cleared.rules, None,
+        "Some(None) gives the code's rules back"
+    );
+}
+
 pub async fn schedules_version_is_the_highest_version_seen<D: TestDb>(db: &D)
 where
     D::Provider: ScheduleStore,
@@ -319,6 +396,7 @@ macro_rules! __kit_suite_schedules_versions {
             creating_a_live_name_again_is_schedule_exists,
             invalid_cron_time_zone_or_payload_is_refused_and_nothing_is_written,
             an_update_of_a_name_without_a_schedule_creates_an_override,
+            time_rules_and_calendars_are_kept_and_checked,
             schedules_version_is_the_highest_version_seen,
             concurrent_writers_get_distinct_versions_and_a_poller_misses_none,
         ]);

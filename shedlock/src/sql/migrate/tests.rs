@@ -320,3 +320,31 @@ fn migration_11_leaves_out_the_overlap_where_it_is_there() {
         assert_eq!(runnable(8, eight, overlap), eight);
     }
 }
+
+#[test]
+fn migration_13_leaves_out_the_rules_where_they_are_there() {
+    for migrations in [POSTGRES, MYSQL, SQLITE] {
+        let (_, _, text) = *migrations
+            .iter()
+            .find(|(version, _, _)| *version == 13)
+            .expect("migration 13");
+        assert!(
+            text.contains("ALTER TABLE shedlock_schedules ADD COLUMN"),
+            "{text}"
+        );
+        assert_eq!(runnable(13, text, Present::default()), text);
+        // The overlap's presence does not leave out the rules' column, nor the other way.
+        let overlap = Present {
+            schedule_overlap: true,
+            ..Present::default()
+        };
+        assert_eq!(runnable(13, text, overlap), text);
+        let rules = Present {
+            schedule_rules: true,
+            ..Present::default()
+        };
+        assert!(!runnable(13, text, rules).contains("ALTER"));
+        let (_, _, eleven) = *migrations.iter().find(|(v, _, _)| *v == 11).unwrap();
+        assert_eq!(runnable(11, eleven, rules), eleven);
+    }
+}
