@@ -1,7 +1,7 @@
 //! Issue 49, point 3: calendars through a `kill -9`, on every store that keeps schedules
 //! (PostgreSQL, MariaDB, SQLite, Redis), with processes written the README's way
-//! (`shedlock-beats --calendar hols`: `#[scheduled]` functions every 2 s whose jobs
-//! `.exclude("hols")`, `holiday_next` moving an excluded tick to the end of its span,
+//! (`shedlock-beats --holidays`: `#[scheduled(…, exclude = "hols")]` functions every 2 s,
+//! `holiday_next` (`on_excluded = "next"`) moving an excluded tick to the end of its span,
 //! `holiday_skip` skipping it; each run logs the end of the interval it covers) and the calendar
 //! kept in the store as the operator's tool keeps it (`Calendar` JSON on its schedule row).
 //!
@@ -88,8 +88,7 @@ async fn calendar_through_a_kill(backend: Backend) {
         logs.as_str(),
         "--jobs",
         "0",
-        "--calendar",
-        "hols",
+        "--holidays",
         "--schedules",
         "300ms",
     ];
@@ -119,7 +118,7 @@ async fn calendar_through_a_kill(backend: Backend) {
         if let Some(last) = seen
             .iter()
             .filter(|r| r.covers_ms >= at_ms(base + s(12)))
-            .last()
+            .next_back()
         {
             break last.instance.clone();
         }

@@ -7,8 +7,8 @@
 //! `--overlap POLICY`, also `slow`, every 2 s, each run 5 s (lock `slow`, 6 s), under that
 //! overlap policy (`tests/overlap_kills.rs`); with `--hourly`, also `hourly`, at each whole
 //! hour, 400 ms a run, which takes the interval its run covers as a parameter and logs its end
-//! (`tests/backfill_kills.rs` backfills it); with `--calendar NAME`, also `holiday_next` and
-//! `holiday_skip`, every 2 s, which exclude calendar `NAME` (`tests/calendar_kills.rs`).
+//! (`tests/backfill_kills.rs` backfills it); with `--holidays`, also `holiday_next` and
+//! `holiday_skip`, every 2 s, which exclude calendar `hols` (`tests/calendar_kills.rs`).
 //! Every run this process starts is appended as one line to `<runs-dir>/<instance>.runs`:
 //! `RUN <job> <tick ms, or - for a run asked for at once> <pid> <unix ms at start>`, written
 //! with one `write` so a `kill -9` leaves whole lines only. Prints `… ready` on stderr once
@@ -103,11 +103,11 @@ struct Args {
     #[arg(long)]
     hourly: bool,
     /// Also the jobs `holiday_next` and `holiday_skip` (every 2 s, 50 ms a run, locks of
-    /// their names held 4 s), which exclude this calendar (kept in the store): an excluded
+    /// their names held 4 s), which exclude calendar `hols` (kept in the store): an excluded
     /// tick of `holiday_next` runs at the end of its span, one of `holiday_skip` is skipped
     /// (`tests/calendar_kills.rs`). Each run logs the end of the interval it covers.
     #[arg(long)]
-    calendar: Option<String>,
+    holidays: bool,
 }
 
 /// This process's runs file.
@@ -161,10 +161,23 @@ async fn hourly(covers: shedlock::scheduler::Interval) -> Result<(), String> {
     Ok(())
 }
 
-#[scheduled(cron = "*/2 * * * * *", time_zone = "UTC")]
-#[scheduler_lock(name = "holiday_{how}", lock_at_most_for = "4s")]
-async fn holiday(how: String, covers: shedlock::scheduler::Interval) -> Result<(), String> {
-    record_covering(&format!("holiday_{how}"), covers)?;
+#[scheduled(
+    cron = "*/2 * * * * *",
+    time_zone = "UTC",
+    exclude = "hols",
+    on_excluded = "next"
+)]
+#[scheduler_lock(name = "holiday_next", lock_at_most_for = "4s")]
+async fn holiday_next(covers: shedlock::scheduler::Interval) -> Result<(), String> {
+    record_covering("holiday_next", covers)?;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    Ok(())
+}
+
+#[scheduled(cron = "*/2 * * * * *", time_zone = "UTC", exclude = "hols")]
+#[scheduler_lock(name = "holiday_skip", lock_at_most_for = "4s")]
+async fn holiday_skip(covers: shedlock::scheduler::Interval) -> Result<(), String> {
+    record_covering("holiday_skip", covers)?;
     tokio::time::sleep(Duration::from_millis(50)).await;
     Ok(())
 }
@@ -328,15 +341,9 @@ async fn serve<P: LockProvider + 'static>(
     if args.hourly {
         scheduler.add(hourly::job())?;
     }
-    if let Some(calendar) = &args.calendar {
-        use shedlock::schedules::OnExcluded;
-        for (how, on) in [("next", OnExcluded::Next), ("skip", OnExcluded::Skip)] {
-            let job = holiday::job(how.to_owned())
-                .named(format!("holiday_{how}"))
-                .exclude(calendar)
-                .on_excluded(on);
-            scheduler.add(job)?;
-        }
+    if args.holidays {
+        scheduler.add(holiday_next::job())?;
+        scheduler.add(holiday_skip::job())?;
     }
     if let Some(policy) = args.overlap {
         let slow = match args.backend {
