@@ -237,6 +237,152 @@ where
     );
 }
 
+
+
+/// Issue 49, point 4 with point 3: the next runs shown after a job's calendars, start and end
+/// (`Operator::upcoming`, what `shedlock jobs NAME --next`, the job page and the API show),
+/// each tick of the cron they leave out named with why. A daily 02:00 job in New York whose
+/// rules (registered by its instance, as code's rules are) start it on 2027-01-02, exclude a
+/// calendar kept in Asia/Seoul and move an excluded tick to the entry's end; reckoned by hand.
+async fn the_next_runs_name_what_the_rules_leave_out<D: TestDb>(db: &D)
+where
+    D::Provider: ScheduleStore + LockAdmin,
+{
+    use shedlock::operator::LeftOut;
+    use shedlock::schedules::{RegisteredJob, Registration};
+    let provider = db.provider();
+    let desk = Operator::new(&provider, None);
+    let actor = Actor::new("ops:ann", "test");
+    let at = |text: &str| text.parse::<DateTime<Utc>>().unwrap();
+    // 2027-01-04 in Seoul (UTC+9) is 2027-01-03T15:00Z .. 2027-01-04T15:00Z: it holds New York's
+    // 02:00 EST (07:00Z) of 2027-01-04, moved to 15:00Z.
+    desk.create_calendar(
+        "kr-2027",
+        "Asia/Seoul",
+        vec![
+            "2027-01-04"
+                .parse::<CalendarEntry>()
+                .unwrap()
+                .labelled("day off"),
+        ],
+        &actor,
+    )
+    .await
+    .unwrap();
+    let mut job = RegisteredJob::new("ny-close", "0 0 2 * * *", "America/New_York");
+    job.rules = Some(
+        TimeRules::new()
+            .exclude("kr-2027")
+            .on_excluded(OnExcluded::Next)
+            .start(at("2027-01-02T00:00:00Z"))
+            .end(at("2027-01-06T12:00:00Z")),
+    );
+    let registration = Registration::new("pod-a", "default", vec![job], Duration::from_secs(600));
+    provider.register(&registration).await.unwrap();
+    let found = desk.find("ny-close").await.unwrap();
+    let upcoming = desk
+        .upcoming(&found, 5, at("2027-01-01T00:00:00Z"))
+        .await
+        .unwrap();
+    let runs: Vec<DateTime<Utc>> = upcoming.runs().map(|(tick, _)| tick).collect();
+    assert_eq!(
+        runs,
+        [
+            at("2027-01-02T07:00:00Z"),
+            at("2027-01-03T07:00:00Z"),
+            at("2027-01-04T15:00:00Z"), // moved: the end of Seoul's 4 January
+            at("2027-01-05T07:00:00Z"),
+            at("2027-01-06T07:00:00Z"),
+        ],
+        "{}: {upcoming:#?}",
+        D::BACKEND
+    );
+    let left: Vec<(DateTime<Utc>, String)> = upcoming
+        .ticks
+        .iter()
+        .filter_map(|t| t.left_out.as_ref().map(|why| (t.tick, why.to_string())))
+        .collect();
+    assert_eq!(left.len(), 2, "{}: {left:#?}", D::BACKEND);
+    assert_eq!(left[0].0, at("2027-01-01T07:00:00Z"));
+    assert!(left[0].1.starts_with("before the job's start"), "{left:?}");
+    assert_eq!(left[1].0, at("2027-01-04T07:00:00Z"));
+    assert_eq!(
+        left[1].1,
+        "moved to 2027-01-04T15:00:00+00:00 by kr-2027: 2027-01-04 \"day off\"",
+    );
+    assert!(matches!(
+        upcoming
+            .ticks
+            .iter()
+            .find(|t| t.tick == at("2027-01-04T07:00:00Z"))
+            .unwrap()
+            .left_out,
+        Some(LeftOut::Calendar {
+            moved_to: Some(_),
+            ..
+        })
+    ));
+    // Past the end: the cron's next ticks are named as after it.
+    let after = desk
+        .upcoming(&found, 3, at("2027-01-06T12:00:00Z"))
+        .await
+        .unwrap();
+    assert_eq!(after.runs().count(), 0, "{after:#?}");
+    assert!(
+        after.ticks.iter().all(|t| t
+            .left_out
+            .as_ref()
+            .is_some_and(|why| why.to_string().starts_with("after the job's end"))),
+        "{after:#?}"
+    );
+    // A calendar a job names is not deleted.
+    let refused = desk
+        .delete_calendar("kr-2027", &actor)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("ny-close"), "{refused}");
+}
+
 shedlock_suite::backend_tests!([postgres, mysql, sqlite, redis]: super => [
     calendars_skip_move_and_bound_ticks,
+    the_next_runs_name_what_the_rules_leave_out,
 ]);
+
+/// A job's rules are checked when it is added, and a job that excludes calendars needs a
+/// scheduler that reads the store's schedules.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_rules_are_refused_when_the_job_is_added_sqlite() {
+    let Some(db) = shedlock_suite::Sqlite::setup().await else {
+        return;
+    };
+    let seen: Seen = Arc::default();
+    let scheduler = Scheduler::builder(db.provider()).build();
+    let error = scheduler
+        .add(job("no-start", &seen).max_runs(3))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("max_runs") && error.contains("start"),
+        "{error}"
+    );
+    let error = scheduler
+        .add(job("bad-name", &seen).exclude("kr holidays"))
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("kr holidays"), "{error}");
+    let without = Scheduler::builder(db.provider())
+        .without_schedules()
+        .build();
+    let error = without
+        .add(job("needs-store", &seen).exclude("kr"))
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("schedule store"), "{error}");
+    let error = scheduler
+        .add(job("shedlock.calendar.x", &seen))
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("names calendars"), "{error}");
+    db.teardown().await;
+}
