@@ -30,6 +30,10 @@ use crate::error::{Error, Result};
 /// country's holidays is a few kilobytes, a decade of an office's a few hundred.
 pub const MAX_ICS_BYTES: usize = 4 * 1024 * 1024;
 
+/// How far ahead an import expands a recurring event when it is not told
+/// (`shedlock calendar import`, the dashboard's import): two years from now.
+pub const DEFAULT_ICS_HORIZON: TimeDelta = TimeDelta::days(731);
+
 /// The entries of iCalendar text `text` (an `.ics` file's), read on the wall clock of `zone`
 /// (the calendar's), recurring events expanded up to `until` (see the [module](self)). The
 /// entries come in the file's order (a recurring event's occurrences in theirs), unlabelled
