@@ -24,11 +24,12 @@ Exit codes:
   2  usage error: bad arguments, an unsupported URL scheme, a bad table name or key prefix
      (or another setting the library refuses), `history` on Redis
   3  unlock: no lock of that name in the table (or under the key prefix); pause, resume,
-     trigger, reschedule, reset, delete: no schedule or lock of that name (the closest name
-     is suggested)
+     trigger, reschedule, reset, delete: no schedule or lock of that name; calendar and
+     --exclude: no calendar of that name (the closest name is suggested)
   4  nothing done: unlock not released (declined at the prompt, or the lock changed hands or
      expired); trigger already pending (a request of that job is pending or its run is
-     going); create of a name that already has a schedule
+     going); create of a name that already has a schedule; calendar create of a calendar
+     that exists, calendar delete of one a job excludes
 
 Schedules (jobs, pause, resume, trigger, reschedule, reset, create, delete) are kept in the
 store beside the locks. Every change is recorded as made by cli:<user>@<host>, and every
@@ -152,6 +153,130 @@ pub(crate) enum Command {
     /// The backfills the store keeps, with their progress; with an ID, that one (--watch: a
     /// progress bar until it is over), paused, resumed or cancelled.
     Backfills(BackfillsArgs),
+    /// Calendars kept in the store: named sets of days and time ranges, read in one time zone,
+    /// whose ticks the jobs that exclude them do not run (`reschedule NAME --exclude CAL`, or
+    /// the code's `exclude`). Create, add, import an .ics file, remove, list, show, delete.
+    #[command(subcommand)]
+    Calendar(CalendarCommand),
+}
+
+/// What `--help` of `shedlock calendar` adds: the entries' forms.
+const CALENDAR_AFTER_HELP: &str = "\
+An ENTRY is read on the wall clock of the calendar's time zone: a day (2026-12-25), days with
+both ends included (2026-12-24..2026-12-26), or a time range with its end left out
+(2026-12-24T12:00..2026-12-24T18:00).
+
+  shedlock calendar create kr-holidays --zone Asia/Seoul 2026-01-01 2026-12-25 --label Holiday
+  shedlock calendar import kr-holidays holidays.ics
+  shedlock calendar add kr-holidays 2026-10-09 --label 'Hangul Day'
+  shedlock reschedule nightly --exclude kr-holidays --on-excluded next
+  shedlock jobs nightly --next 10";
+
+/// `shedlock calendar …`.
+#[derive(Debug, Subcommand)]
+#[command(after_help = CALENDAR_AFTER_HELP)]
+pub(crate) enum CalendarCommand {
+    /// Create a calendar in a time zone, with entries given here and/or read from an .ics file.
+    #[command(after_help = CALENDAR_AFTER_HELP)]
+    Create(CalendarCreateArgs),
+    /// Add entries (one with the same span as an entry there takes the new label).
+    #[command(after_help = CALENDAR_AFTER_HELP)]
+    Add(CalendarEntriesArgs),
+    /// Add the events of an iCalendar (.ics) file: all-day events as their days, timed ones as
+    /// their span on the calendar's clock, recurring ones up to --until, SUMMARY as the label.
+    Import(CalendarImportArgs),
+    /// Remove the entries with these spans.
+    #[command(after_help = CALENDAR_AFTER_HELP)]
+    Remove(CalendarEntriesArgs),
+    /// Every calendar: its time zone, how many entries, the jobs that name it.
+    List {
+        /// Print a JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A calendar's entries, one a line with its label, and the jobs that name it.
+    Show(CalendarNameArgs),
+    /// Delete a calendar (refused while a job names it: change those jobs' rules first).
+    Delete(CalendarNameArgs),
+}
+
+/// `calendar create NAME --zone ZONE [ENTRY…] [--label TEXT] [--ics FILE [--until T]]`.
+#[derive(Debug, Args)]
+pub(crate) struct CalendarCreateArgs {
+    /// The calendar's name: letters, digits, `-`, `_`, `.` (kr-holidays).
+    pub(crate) name: String,
+    /// The IANA time zone its entries are read in (Asia/Seoul, Europe/Berlin, UTC).
+    #[arg(long, value_name = "ZONE")]
+    pub(crate) zone: String,
+    /// Entries: 2026-12-25, 2026-12-24..2026-12-26, 2026-12-24T12:00..2026-12-24T18:00.
+    #[arg(value_name = "ENTRY")]
+    pub(crate) entries: Vec<String>,
+    /// A label for the entries given here (one line, at most 200 characters).
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) label: Option<String>,
+    /// Also add the events of this iCalendar (.ics) file (`-`: standard input).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) ics: Option<std::path::PathBuf>,
+    /// With --ics: expand recurring events up to this time (RFC 3339, or a day: 2028-12-31);
+    /// two years from now by default.
+    #[arg(long, value_name = "TIME", value_parser = parse_until, requires = "ics")]
+    pub(crate) until: Option<chrono::DateTime<chrono::Utc>>,
+    /// Print a JSON object instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `calendar add|remove NAME ENTRY… [--label TEXT]`.
+#[derive(Debug, Args)]
+pub(crate) struct CalendarEntriesArgs {
+    /// The calendar's name.
+    pub(crate) name: String,
+    /// Entries: 2026-12-25, 2026-12-24..2026-12-26, 2026-12-24T12:00..2026-12-24T18:00.
+    #[arg(value_name = "ENTRY", required = true)]
+    pub(crate) entries: Vec<String>,
+    /// A label for the entries (add only; one line, at most 200 characters).
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) label: Option<String>,
+    /// Print a JSON object instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `calendar import NAME FILE.ics [--until T]`.
+#[derive(Debug, Args)]
+pub(crate) struct CalendarImportArgs {
+    /// The calendar's name.
+    pub(crate) name: String,
+    /// The iCalendar file (`-`: standard input).
+    #[arg(value_name = "FILE.ics")]
+    pub(crate) file: std::path::PathBuf,
+    /// Expand recurring events up to this time (RFC 3339, or a day: 2028-12-31); two years
+    /// from now by default.
+    #[arg(long, value_name = "TIME", value_parser = parse_until)]
+    pub(crate) until: Option<chrono::DateTime<chrono::Utc>>,
+    /// Print a JSON object instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `calendar show|delete NAME`.
+#[derive(Debug, Args)]
+pub(crate) struct CalendarNameArgs {
+    /// The calendar's name.
+    pub(crate) name: String,
+    /// Print a JSON object instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `--until`: an RFC 3339 instant, or a day (its end, in UTC).
+fn parse_until(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    if let Ok(day) = chrono::NaiveDate::parse_from_str(text.trim(), "%Y-%m-%d") {
+        let end = day.and_time(chrono::NaiveTime::MIN) + chrono::TimeDelta::days(1)
+            - chrono::TimeDelta::seconds(1);
+        return Ok(end.and_utc());
+    }
+    parse_instant(text)
 }
 
 /// `shedlock backfill NAME --from T1 --to T2 …`.
@@ -226,7 +351,7 @@ pub(crate) struct JobsArgs {
           value_parser = clap::value_parser!(u64).range(1..=shedlock::operator::MOST_UPCOMING as u64))]
     pub(crate) next: Option<u64>,
     /// Print a JSON object (`fleet`, `history`, `jobs`; with NAME: `name`, `cron`, `time_zone`,
-    /// `source`, `jitter_ms`, `ticks`) instead of a table.
+    /// `source`, `jitter_ms`, `time_rules`, `ticks`) instead of a table.
     #[arg(long)]
     pub(crate) json: bool,
 }
@@ -293,11 +418,19 @@ pub(crate) struct ResumeArgs {
 
 #[derive(Debug, Args)]
 #[command(after_help = "\
-Any of --cron, --jitter, --retry, --no-retry or --overlap may be given without the others: what is
-not given stays as stored (for a job defined in code, as its code says). `reschedule NAME` with none
-of them is refused (exit 2).
+Any of --cron, --jitter, --retry, --no-retry, --overlap or the time rules may be given without the
+others: what is not given stays as stored (for a job defined in code, as its code says).
+`reschedule NAME` with none of them is refused (exit 2).
+
+Time rules: --exclude, --on-excluded, --start, --end and --max-runs write the job's whole time
+rules from the flags given: the store's rules then replace the code's whole (a calendar the code
+excludes is no longer excluded unless named again here). --rules-default clears the store's
+rules: the code's apply again. `shedlock jobs NAME --next N` shows the ticks they leave out.
 
   shedlock reschedule nightly --cron '0 30 2 * * *' --time-zone Europe/Berlin
+  shedlock reschedule nightly --exclude kr-holidays --exclude freeze --on-excluded next
+  shedlock reschedule nightly --start 2026-12-01T00:00:00Z --max-runs 10
+  shedlock reschedule nightly --rules-default
   shedlock reschedule nightly --jitter 2m
   shedlock reschedule nightly --retry 5 --retry-backoff 10s --retry-cap 5m
   shedlock reschedule nightly --no-retry --jitter none
@@ -320,9 +453,82 @@ pub(crate) struct RescheduleArgs {
     pub(crate) time_zone: Option<String>,
     #[command(flatten)]
     pub(crate) tuning: TuningArgs,
+    #[command(flatten)]
+    pub(crate) rules: RulesArgs,
     /// Print a JSON object instead of text.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+/// `reschedule`'s time rules: any of the first five writes the job's whole rules from them.
+#[derive(Debug, Args)]
+pub(crate) struct RulesArgs {
+    /// A calendar whose entries the job does not run in (repeatable; the calendar must be in
+    /// the store: `shedlock calendar list`). Writes the whole time rules: the code's no longer
+    /// apply.
+    #[arg(long, value_name = "CAL")]
+    pub(crate) exclude: Vec<String>,
+    /// What becomes of a tick a calendar excludes: skip (not run, recorded skipped-calendar;
+    /// the default), next (run at the first instant after the excluded span) or previous (one
+    /// second before it starts).
+    #[arg(long, value_name = "skip|next|previous", value_parser = parse_on_excluded, requires = "exclude")]
+    pub(crate) on_excluded: Option<shedlock::schedules::OnExcluded>,
+    /// No run before this instant (RFC 3339).
+    #[arg(long, value_name = "TIME", value_parser = parse_instant)]
+    pub(crate) start: Option<chrono::DateTime<chrono::Utc>>,
+    /// No run after this instant (RFC 3339).
+    #[arg(long, value_name = "TIME", value_parser = parse_instant)]
+    pub(crate) end: Option<chrono::DateTime<chrono::Utc>>,
+    /// At most this many runs: the schedule's first N instants from --start (which it needs),
+    /// 1 to 10000.
+    #[arg(long, value_name = "N", requires = "start",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(shedlock::schedules::MAX_RUNS)))]
+    pub(crate) max_runs: Option<u32>,
+    /// Clear the store's time rules: the code's apply again.
+    #[arg(long, conflicts_with_all = ["exclude", "on_excluded", "start", "end", "max_runs"])]
+    pub(crate) rules_default: bool,
+}
+
+impl RulesArgs {
+    /// Whether any was given.
+    pub(crate) fn any(&self) -> bool {
+        self.writes() || self.rules_default
+    }
+
+    /// Whether the flags write the whole rules.
+    pub(crate) fn writes(&self) -> bool {
+        !self.exclude.is_empty()
+            || self.on_excluded.is_some()
+            || self.start.is_some()
+            || self.end.is_some()
+            || self.max_runs.is_some()
+    }
+
+    /// The rules the flags write.
+    pub(crate) fn rules(&self) -> shedlock::schedules::TimeRules {
+        let mut rules = shedlock::schedules::TimeRules::new();
+        for calendar in &self.exclude {
+            rules = rules.exclude(calendar.clone());
+        }
+        if let Some(on) = self.on_excluded {
+            rules = rules.on_excluded(on);
+        }
+        if let Some(start) = self.start {
+            rules = rules.start(start);
+        }
+        if let Some(end) = self.end {
+            rules = rules.end(end);
+        }
+        if let Some(runs) = self.max_runs {
+            rules = rules.max_runs(runs);
+        }
+        rules
+    }
+}
+
+/// `--on-excluded`: skip, next or previous.
+fn parse_on_excluded(text: &str) -> Result<shedlock::schedules::OnExcluded, String> {
+    text.parse()
 }
 
 /// The default of `--retry-backoff`.

@@ -40,7 +40,9 @@ impl Failure {
     pub(crate) fn code(&self) -> u8 {
         match self {
             Failure::Library(error) => match (&**error, error.kind()) {
-                (Error::NoSuchSchedule { .. }, _) => EXIT_NO_SUCH_LOCK,
+                (Error::NoSuchSchedule { .. } | Error::NoSuchCalendar { .. }, _) => {
+                    EXIT_NO_SUCH_LOCK
+                }
                 (Error::ScheduleExists { .. }, _) => EXIT_NOT_DONE,
                 (_, ErrorKind::Configuration) => EXIT_USAGE,
                 _ => EXIT_DATABASE,

@@ -18,6 +18,9 @@
 //! shedlock --database-url URL [--table NAME] reset NAME [--json]
 //! shedlock --database-url URL [--table NAME] create NAME --handler H --cron EXPR [--time-zone TZ] [--payload JSON] [TUNING] [--json]
 //! shedlock --database-url URL [--table NAME] delete NAME [--json]
+//! shedlock --database-url URL [--table NAME] backfill NAME --from T1 --to T2 [...] | backfills [ID] [...]
+//! shedlock --database-url URL [--table NAME] calendar (create NAME --zone ZONE [ENTRY…] [--ics FILE] | add NAME ENTRY… [--label TEXT]
+//!          | import NAME FILE.ics [--until T] | remove NAME ENTRY… | list | show NAME | delete NAME) [--json]
 //!
 //! TUNING: [--jitter DURATION|none|default]
 //!         [--retry MAX_ATTEMPTS|default [--retry-backoff D] [--retry-cap D] [--retry-past-next-tick] | --no-retry]
@@ -115,6 +118,18 @@
 //!   the payload must be JSON (default `null`); TUNING as for `reschedule` (but `default`,
 //!   which a run-time job has none of).
 //! - `delete NAME`: deletes a run-time job or an override.
+//! - `calendar …`: the calendars kept in the store, named sets of days and time ranges read on
+//!   one time zone's wall clock (an entry is `2026-12-25`, `2026-12-24..2026-12-26` with both
+//!   days, or `2026-12-24T12:00..2026-12-24T18:00` with its end left out): `create` (with
+//!   entries given and/or an `.ics` file's), `add` (with a `--label`), `import` (an iCalendar
+//!   file's events: all-day ones as their days, timed ones as their span on the calendar's
+//!   clock, recurring ones up to `--until`, two years ahead by default; `SUMMARY` the label),
+//!   `remove`, `list`, `show` (the entries with their labels, and the jobs that exclude it) and
+//!   `delete` (refused, exit 4, while a job excludes it). `reschedule NAME --exclude CAL
+//!   [--on-excluded skip|next|previous] [--start T] [--end T] [--max-runs N]` writes a job's
+//!   whole time rules (the store's replace the code's whole; `--rules-default` clears them);
+//!   `jobs NAME` then shows the ticks they leave out or move, with why, and `jobs --json` each
+//!   job's `time_rules`. A calendar the store does not hold exits 3 with the closest name.
 //!
 //! A name these commands act on must be known to the store (a schedule, a lock, or a job in
 //! the run history); any other is refused (exit 3) with the closest known name as a hint.
@@ -154,8 +169,8 @@
 //! | 0 | success (including `unlock` of a lock that is already free) |
 //! | 1 | the database failed: unreachable, a table or SQLite file missing, a Redis key of the wrong type, a statement failed |
 //! | 2 | usage error: bad arguments, an unsupported URL scheme, a bad table name or key prefix (or another setting the library refuses: an error of [`ErrorKind::Configuration`](shedlock::error::ErrorKind::Configuration)), `history` on Redis |
-//! | 3 | `unlock`: no lock of that name in the table (or under the key prefix); the schedule commands: no schedule, lock or run of that name |
-//! | 4 | nothing done: `unlock` not released (declined at the prompt, or the lock changed hands or expired); `trigger` already pending; `create` of a name that has a schedule |
+//! | 3 | `unlock`: no lock of that name in the table (or under the key prefix); the schedule commands: no schedule, lock or run of that name; `calendar` and `--exclude`: no calendar of that name |
+//! | 4 | nothing done: `unlock` not released (declined at the prompt, or the lock changed hands or expired); `trigger` already pending; `create` of a name that has a schedule; `calendar create` of a calendar that exists, `calendar delete` of one a job excludes |
 //!
 //! Each failure is one line on stderr: `shedlock: error: …` for codes 1 and 2, `shedlock: …`
 //! for codes 3 and 4.
@@ -172,6 +187,7 @@ use shedlock::secret::scrub;
 
 mod args;
 mod backfill;
+mod calendar;
 mod db;
 mod failure;
 mod history;
@@ -329,6 +345,7 @@ async fn steer(db: &db::Db, command: Command) -> Result<(), Failure> {
         Command::Delete(args) => jobs::delete(store, runs, &args).await,
         Command::Backfill(args) => backfill::backfill(store, runs, &args).await,
         Command::Backfills(args) => backfill::backfills(store, runs, &args).await,
+        Command::Calendar(command) => calendar::calendar(store, runs, &command).await,
         // `execute` runs these itself.
         Command::List { .. }
         | Command::Unlock { .. }

@@ -163,6 +163,12 @@ pub(crate) fn job_json(row: &JobRow) -> Value {
             })
             .collect()
     }));
+    let rules = crate::json::job_rules(
+        &row.name,
+        row.schedule.as_ref().and_then(|s| s.rules.as_deref()),
+        row.registered.as_ref().and_then(|j| j.job.rules.as_ref()),
+    );
+    value["time_rules"] = crate::json::job_rules_json(rules.as_ref());
     value["code"] = row.registered.as_ref().map_or(Value::Null, |job| {
         let job = &job.job;
         json!({ "lock": job.lock, "cron": job.cron, "time_zone": job.time_zone,

@@ -221,8 +221,9 @@ pub fn holders(runs: &[RunRecord]) -> Vec<Option<String>> {
 /// `time_zone`, `source` (`code`, `store`, `run-time`), `jitter_ms`, and `ticks`, each with
 /// `tick`, `local` (the tick on the job's time zone's clock, with its offset), `runs_at` (the
 /// tick plus its jitter; `null` when it does not run) and `left_out` (`null` when it runs, else
-/// `reason` (`paused`, `fleet-paused`, `overridden`), `by`, `note` and `text`, the reason in
-/// words).
+/// `reason` (`paused`, `fleet-paused`, `overridden`, `calendar`, `before-start`, `after-end`),
+/// `by`, `note`, `moved_to` (a calendar's tick that runs at another instant instead) and
+/// `text`, the reason in words); and `time_rules`, the rules it goes by ([`time_rules`]).
 pub fn upcoming(upcoming: &shedlock::operator::Upcoming) -> Value {
     use shedlock::operator::LeftOut;
     let zone: Option<chrono_tz::Tz> = upcoming.time_zone.parse().ok();
@@ -235,9 +236,16 @@ pub fn upcoming(upcoming: &shedlock::operator::Upcoming) -> Value {
                     LeftOut::Paused { by, note } => ("paused", Some(by), note.as_ref()),
                     LeftOut::FleetPaused { by, note } => ("fleet-paused", Some(by), note.as_ref()),
                     LeftOut::Overridden { .. } => ("overridden", None, None),
+                    LeftOut::Calendar { .. } => ("calendar", None, None),
+                    LeftOut::BeforeStart { .. } => ("before-start", None, None),
+                    LeftOut::AfterEnd { .. } => ("after-end", None, None),
                     _ => ("other", None, None),
                 };
-                json!({ "reason": reason, "by": by, "note": note, "text": why.to_string() })
+                let moved_to = match why {
+                    LeftOut::Calendar { moved_to, .. } => moved_to.map(time),
+                    _ => None,
+                };
+                json!({ "reason": reason, "by": by, "note": note, "moved_to": moved_to, "text": why.to_string() })
             });
             json!({
                 "tick": time(tick.tick),
@@ -253,7 +261,68 @@ pub fn upcoming(upcoming: &shedlock::operator::Upcoming) -> Value {
         "time_zone": upcoming.time_zone,
         "source": upcoming.source.name(),
         "jitter_ms": upcoming.jitter.map(millis),
+        "time_rules": upcoming.rules.as_ref().map_or(Value::Null, time_rules),
         "ticks": ticks,
+    })
+}
+
+/// A job's time rules ([`shedlock::schedules::TimeRules`]): `exclude` (the calendars' names),
+/// `on_excluded` (`skip`, `next`, `previous`), `start` and `end` (`null`: none), `max_runs`
+/// (`null`: no bound).
+pub fn time_rules(rules: &shedlock::schedules::TimeRules) -> Value {
+    json!({
+        "exclude": rules.exclude,
+        "on_excluded": rules.on_excluded.as_str(),
+        "start": rules.start.map(time),
+        "end": rules.end.map(time),
+        "max_runs": rules.max_runs,
+    })
+}
+
+/// The time rules a job goes by: the store's (`stored`, the JSON its row keeps), else its
+/// code's as an instance registered them (`code`), with where they come from (`store` or
+/// `code`); `None` when neither has any. A stored text that does not read is shown as the
+/// store's, empty.
+pub fn job_rules(
+    name: &str,
+    stored: Option<&str>,
+    code: Option<&shedlock::schedules::TimeRules>,
+) -> Option<(shedlock::schedules::TimeRules, &'static str)> {
+    match (stored, code) {
+        (Some(text), _) => Some((
+            shedlock::schedules::TimeRules::from_json(name, text).unwrap_or_default(),
+            "store",
+        )),
+        (None, Some(code)) => Some((code.clone(), "code")),
+        (None, None) => None,
+    }
+}
+
+/// [`time_rules`] with `source` (`store`: an operator's, which replace the code's whole;
+/// `code`: as the job's instances registered them); `null` without rules.
+pub fn job_rules_json(rules: Option<&(shedlock::schedules::TimeRules, &'static str)>) -> Value {
+    rules.map_or(Value::Null, |(rules, source)| {
+        let mut value = time_rules(rules);
+        value["source"] = json!(source);
+        value
+    })
+}
+
+/// A calendar ([`shedlock::schedules::Calendar`]): `name`, `time_zone`, `entries` (each
+/// `entry`, as written: `2026-12-25`, `2026-12-24..2026-12-26`,
+/// `2026-12-24T12:00..2026-12-24T18:00`, and `label`, `null` when none) and `jobs`, the jobs
+/// whose rules name it.
+pub fn calendar(calendar: &shedlock::schedules::Calendar, jobs: &[String]) -> Value {
+    let entries: Vec<Value> = calendar
+        .entries
+        .iter()
+        .map(|entry| json!({ "entry": entry.to_string(), "label": entry.label }))
+        .collect();
+    json!({
+        "name": calendar.name,
+        "time_zone": calendar.time_zone,
+        "entries": entries,
+        "jobs": jobs,
     })
 }
 

@@ -23,7 +23,10 @@
 //!   under, an operator's override in the store (`source` `store`) else what its carriers
 //!   registered (`code`), with the runs that hold the job now and the ticks waiting; `null`
 //!   for `skip`) and
-//!   `carriers` (`instance`, `fleet`, `last_seen`, `running`). A job no schedule names has
+//!   `carriers` (`instance`, `fleet`, `last_seen`, `running`), and `time_rules` (`exclude`,
+//!   `on_excluded`, `start`, `end`, `max_runs`, `source`: the store's rules (`store`), which
+//!   replace the code's whole, else the code's as its carriers registered them (`code`); `null`
+//!   when neither has any). A job no schedule names has
 //!   `kind` `code`, the code's `cron` and `time_zone`, and `null` where a schedule has a value.
 //!
 //! Times are RFC 3339 in UTC with milliseconds.
@@ -130,6 +133,12 @@ pub(crate) async fn jobs(
                     .as_ref()
                     .map_or(Value::Null, |c| registered_json(&c.job));
                 value["carriers"] = carriers_json(code.as_ref());
+                let rules = shedlock_web::json::job_rules(
+                    name,
+                    schedule.as_ref().and_then(|s| s.rules.as_deref()),
+                    code.as_ref().and_then(|c| c.job.rules.as_ref()),
+                );
+                value["time_rules"] = shedlock_web::json::job_rules_json(rules.as_ref());
                 value
             })
             .zip(entries.iter().zip(&overlaps))

@@ -3,10 +3,11 @@
 //! them that will not run, with why ([`Operator::upcoming`](shedlock::operator::Operator::upcoming)).
 //!
 //! `--json` prints the API's form (`GET /api/v1/jobs/{name}/upcoming`): `name`, `cron`,
-//! `time_zone`, `source`, `jitter_ms` and `ticks` (`tick`, `local`, `runs_at`, `left_out`).
+//! `time_zone`, `source`, `jitter_ms`, `time_rules` and `ticks` (`tick`, `local`, `runs_at`,
+//! `left_out`).
 
 use shedlock::RunStore;
-use shedlock::operator::Source;
+use shedlock::operator::{LeftOut, Source};
 
 use super::{desk, failure, find};
 use crate::db::Steered;
@@ -50,6 +51,17 @@ pub(crate) async fn upcoming(
         "{}: {:?} in {} ({source}){jitter}\n",
         upcoming.name, upcoming.cron, upcoming.time_zone,
     );
+    if let Some(rules) = upcoming.rules.as_ref().filter(|r| !r.is_empty()) {
+        let whose = if job.schedule.as_ref().is_some_and(|s| s.rules.is_some()) {
+            "the store's"
+        } else {
+            "the code's"
+        };
+        text.push_str(&format!(
+            "time rules ({whose}): {}\n",
+            crate::calendar::rules_text(Some(rules))
+        ));
+    }
     let rows: Vec<Vec<String>> = upcoming
         .ticks
         .iter()
@@ -63,6 +75,20 @@ pub(crate) async fn upcoming(
             let what = match (&tick.runs_at, &tick.left_out) {
                 (Some(at), _) if *at == tick.tick => "runs".to_owned(),
                 (Some(at), _) => format!("runs at {}", time(*at)),
+                (
+                    None,
+                    Some(LeftOut::Calendar {
+                        why,
+                        moved_to: Some(at),
+                    }),
+                ) => {
+                    let local = zone.map_or_else(String::new, |zone| {
+                        at.with_timezone(&zone)
+                            .format(" (%Y-%m-%d %H:%M:%S %Z)")
+                            .to_string()
+                    });
+                    format!("moved to {}{local}: excluded by {why}", time(*at))
+                }
                 (None, Some(why)) => format!("does not run: {why}"),
                 (None, None) => "does not run".to_owned(),
             };

@@ -13,7 +13,7 @@ use crate::jobs::{
 use shedlock::LockProvider;
 
 /// Deletes every key under `prefix`, found with `SCAN`.
-async fn delete_keys(url: &str, prefix: &str) {
+pub(crate) async fn delete_keys(url: &str, prefix: &str) {
     let client = ::redis::Client::open(url).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     let pattern = format!("{{{prefix}}}:*");

@@ -11,6 +11,7 @@
 
 mod arguments;
 mod audit;
+mod calendar;
 mod common;
 mod databases;
 mod history;
@@ -24,6 +25,7 @@ mod serve;
 mod unlock;
 
 use audit::every_change_the_tool_makes_is_recorded_with_who_and_from_where;
+use calendar::calendar_commands_main_path;
 use history::{
     history_closes_abandoned_runs_on_request, history_lists_runs_newest_first,
     history_names_the_holder_of_a_skipped_tick,
@@ -74,6 +76,7 @@ shedlock_suite::backend_tests!(crate => [
     serve_with_a_token_refuses_requests_without_it,
     every_change_the_tool_makes_is_recorded_with_who_and_from_where,
     pause_note_is_kept_shown_and_recorded,
+    calendar_commands_main_path,
 ]);
 
 #[tokio::test]

@@ -1,8 +1,8 @@
 //! `trigger`, `reschedule` and `reset`: the commands that change when a job runs.
 
-use serde_json::json;
+use serde_json::{Value, json};
 use shedlock::RunStore;
-use shedlock::schedules::{ScheduleChange, TriggerAnswer};
+use shedlock::schedules::{ScheduleChange, TimeRules, TriggerAnswer};
 
 use super::{SHOWN_TICKS, print_json, tuning_change};
 use crate::args::{NameArgs, RescheduleArgs};
@@ -89,16 +89,43 @@ pub(crate) async fn reschedule(
             "{FLEET_SCHEDULE} is the fleet's pause, not a job: it has no schedule to change"
         )));
     }
-    if args.cron.is_none() && !args.tuning.any() {
+    if args.cron.is_none() && !args.tuning.any() && !args.rules.any() {
         return Err(Failure::Usage(format!(
             "nothing to change: give --cron EXPR (with --time-zone TZ), --jitter DURATION, \
              --retry MAX_ATTEMPTS (with --retry-backoff, --retry-cap, --retry-past-next-tick), \
-             --no-retry or --overlap POLICY (`shedlock reschedule {name} --help` says more)"
+             --no-retry, --overlap POLICY or time rules (--exclude CAL, --on-excluded, --start, \
+             --end, --max-runs; --rules-default) (`shedlock reschedule {name} --help` says more)"
         )));
     }
     let mut change = ScheduleChange::new();
     tuning_change(&args.tuning, &mut change, false)?;
     let job = find(store, runs, name).await?;
+    if args.rules.writes() {
+        let rules = args.rules.rules();
+        // Each calendar named must be in the store: the closest name when it is not (exit 3).
+        for calendar in &rules.exclude {
+            desk(store, runs)
+                .calendar(calendar)
+                .await
+                .map_err(|error| match error {
+                    shedlock::Error::NoSuchCalendar {
+                        name: missing,
+                        hint,
+                    } => shedlock::Error::NoSuchCalendar {
+                        name: missing,
+                        hint: format!(
+                            "{hint} (--exclude names a calendar of the store: \
+                                 `shedlock calendar list`)"
+                        ),
+                    }
+                    .into(),
+                    other => failure(other),
+                })?;
+        }
+        change = change.rules(Some(&rules));
+    } else if args.rules.rules_default {
+        change = change.rules(None);
+    }
     // The zone the new cron is read in: the one given, else the stored one (UTC for a run-time
     // job); an override without one keeps the code's, unknown here: its ticks are shown in UTC.
     let zone: Option<String> = args
@@ -132,6 +159,14 @@ pub(crate) async fn reschedule(
     let old_jitter = before.and_then(|s| s.jitter);
     let old_retry = before.and_then(|s| s.retry);
     let old_overlap = before.and_then(|s| s.overlap.clone());
+    let rules_of = |schedule: Option<&shedlock::schedules::StoredSchedule>| {
+        schedule
+            .and_then(|s| s.rules.as_deref())
+            .map(|text| TimeRules::from_json(name, text).unwrap_or_default())
+    };
+    let (old_rules, new_rules) = (rules_of(before), rules_of(Some(&stored)));
+    let rules_json =
+        |rules: Option<&TimeRules>| rules.map_or(Value::Null, shedlock_web::json::time_rules);
     if args.json {
         print_json(&json!({
             "name": name,
@@ -142,6 +177,7 @@ pub(crate) async fn reschedule(
                 "jitter_ms": jitter_json(old_jitter),
                 "retry": retry_json(old_retry.as_ref()),
                 "overlap": old_overlap,
+                "time_rules": rules_json(old_rules.as_ref()),
             },
             "new": {
                 "cron": stored.cron,
@@ -149,6 +185,7 @@ pub(crate) async fn reschedule(
                 "jitter_ms": jitter_json(stored.jitter),
                 "retry": retry_json(stored.retry.as_ref()),
                 "overlap": stored.overlap,
+                "time_rules": rules_json(new_rules.as_ref()),
             },
             "next_ticks": ticks.iter().copied().map(json_time).collect::<Vec<_>>(),
             "next_ticks_time_zone": args.cron.as_ref().map(|_| zone_read.clone()),
@@ -190,6 +227,27 @@ pub(crate) async fn reschedule(
             text_of(old_overlap.as_deref()),
             text_of(stored.overlap.as_deref())
         ));
+    }
+    if change.rules.is_some() {
+        let text_of = |rules: Option<&TimeRules>| match rules {
+            None => "the code's".to_owned(),
+            Some(rules) => crate::calendar::rules_text(Some(rules)),
+        };
+        text.push_str(&format!(
+            "  time rules {} → {}{}\n",
+            text_of(old_rules.as_ref()),
+            text_of(new_rules.as_ref()),
+            if new_rules.is_some() {
+                " (the store's: they replace the code's whole)"
+            } else {
+                ""
+            }
+        ));
+        if new_rules.as_ref().is_some_and(|r| !r.exclude.is_empty()) {
+            text.push_str(&format!(
+                "  `shedlock jobs {name} --next 10` shows the ticks they leave out\n"
+            ));
+        }
     }
     if args.cron.is_some() {
         if assumed_utc {
