@@ -540,10 +540,14 @@ pub(crate) async fn migrate<D: Quirks>(core: &Core<D>) -> Result<()> {
     // the schedules' note or overlap (migrations 8 and 11) between the read above and this one's migration
     // ("duplicate column name"): read them again and migrate without them, a few times (with
     // many instances starting together, another may win the next race too).
+    // On MySQL, a migration another instance left part-way (its record says so) was forgotten by
+    // `run_migrator` and is run again the same way.
     for _ in 0..5 {
-        if !matches!(&outcome, Err(MigrateError::ExecuteMigration(e, 4 | SCHEDULE_NOTE_MIGRATION | SCHEDULE_OVERLAP_MIGRATION | SCHEDULE_RULES_MIGRATION))
-            if e.to_string().to_ascii_lowercase().contains("duplicate column"))
-        {
+        let lost_race = matches!(&outcome, Err(MigrateError::ExecuteMigration(e, 4 | SCHEDULE_NOTE_MIGRATION | SCHEDULE_OVERLAP_MIGRATION | SCHEDULE_RULES_MIGRATION))
+            if e.to_string().to_ascii_lowercase().contains("duplicate column"));
+        let part_way =
+            D::BACKEND == Backend::MySql && matches!(&outcome, Err(MigrateError::Dirty(_)));
+        if !lost_race && !part_way {
             break;
         }
         let there = match core.columns_of("_runs").await {

@@ -17,7 +17,7 @@ use chrono::{DateTime, NaiveDateTime, Utc};
 use sqlx::error::{BoxDynError, DatabaseError};
 use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::mysql::{MySqlArguments, MySqlConnectOptions, MySqlRow};
-use sqlx::{Arguments, Row};
+use sqlx::{Arguments, AssertSqlSafe, Row};
 
 use super::dialect::{Acquired, Answer, Failure, Hooks, Statements, statements};
 use super::micros;
@@ -218,7 +218,30 @@ impl Quirks for MySql {
                 MIGRATE_LOCK_WAIT.as_secs()
             ))));
         }
-        let outcome = migrator.run_direct(None, &mut *conn, false).await;
+        let mut outcome = migrator.run_direct(None, &mut *conn, false).await;
+        if let Err(MigrateError::Dirty(version)) = &outcome {
+            // A run that failed part-way (MySQL commits each DDL statement, so the record made
+            // `success = FALSE` before the statements stays): ours are each idempotent, or
+            // left out where their column is there (`runnable`), so the record is dropped,
+            // under this lock, and `migrate()` runs the version again.
+            let forget = format!(
+                "DELETE FROM {} WHERE version = ? AND success = FALSE",
+                table.history_table()
+            );
+            let forgotten = sqlx::query(AssertSqlSafe(forget))
+                .bind(*version)
+                .execute(&mut *conn)
+                .await;
+            tracing::warn!(
+                table = table.as_str(),
+                version,
+                ?forgotten,
+                "a migration left part-way (by an instance that failed or stopped during it) is run again"
+            );
+            if let Err(e) = forgotten {
+                outcome = Err(MigrateError::Execute(e));
+            }
+        }
         if let Err(error) = sqlx::query(MIGRATE_UNLOCK)
             .bind(&key)
             .execute(&mut *conn)
