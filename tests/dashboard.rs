@@ -1427,3 +1427,427 @@ async fn dashboard_starts_and_steers_a_backfill_sqlite() {
     );
     db.teardown().await;
 }
+
+/// Issue 49, point 3 on the dashboard and the API: a calendar created, added to, imported into
+/// (an .ics file's text) and removed from through the calendar pages' forms and the API, its
+/// JSON; a job's time rules set from its page's form (its next runs then leave out the
+/// excluded day's tick, naming the entry), a calendar a job excludes not deleted, bad input
+/// refused naming what is wrong with its status, and each change recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_keeps_calendars_and_a_jobs_time_rules_sqlite() {
+    use axum::http::StatusCode;
+    use serde_json::json;
+    use shedlock::RunStore;
+    use shedlock::history::{RunOutcome, RunQuery};
+    use shedlock::schedules::{NewSchedule, ScheduleStore};
+    use shedlock_suite::TestDb;
+    let Some(db) = shedlock_suite::Sqlite::setup().await else {
+        return;
+    };
+    let provider = db.provider();
+    provider
+        .create_schedule(
+            &NewSchedule::job(
+                "dash-nightly",
+                "report",
+                "null",
+                "0 0 3 * * *",
+                Some("Asia/Seoul".into()),
+            ),
+            "test",
+        )
+        .await
+        .unwrap();
+    let mut client = cases::Client::new(
+        provider.clone().into(),
+        shedlock_web::Options::new(shedlock_web::Auth::None),
+    );
+    let seoul: chrono_tz::Tz = "Asia/Seoul".parse().unwrap();
+    let day = |days: i64| {
+        (chrono::Utc::now() + chrono::TimeDelta::days(days))
+            .with_timezone(&seoul)
+            .date_naive()
+    };
+    let (excluded, later) = (day(2), day(9));
+    let form =
+        |text: &str| url::form_urlencoded::byte_serialize(text.as_bytes()).collect::<String>();
+
+    // The list, reached from every page's navigation; none yet.
+    let page = client.get("/shedlock").await;
+    assert!(
+        page.body.contains("href=\"/shedlock/calendars\""),
+        "{}",
+        page.body
+    );
+    let page = client.get("/shedlock/calendars").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(
+        page.body.contains("No calendar in the store yet."),
+        "{}",
+        page.body
+    );
+
+    // Created from the list's form: back on its page, which shows the entry and its label.
+    let created = client
+        .post_form(
+            "/shedlock/act/calendars",
+            &[
+                ("name", "kr-holidays"),
+                ("time_zone", "Asia/Seoul"),
+                ("entries", &excluded.to_string()),
+                ("label", &form("Founding Day")),
+            ],
+            None,
+        )
+        .await;
+    let location = created.location.clone().unwrap_or_default();
+    assert!(
+        location.starts_with("/shedlock/calendars/kr-holidays?flash="),
+        "{location}"
+    );
+    let (failed, said) = client.flash_at(&location).await;
+    assert!(
+        !failed
+            && said.starts_with(
+                "created calendar &quot;kr-holidays&quot; in Asia/Seoul with 1 entries"
+            ),
+        "{said}"
+    );
+    let page = client.get("/shedlock/calendars/kr-holidays").await;
+    assert!(
+        page.body.contains(&format!("data-entry=\"{excluded}\""))
+            && page.body.contains("Founding Day"),
+        "{}",
+        page.body
+    );
+    // Added to from its form: a time range with a label.
+    let range = format!("{later}T12:00..{later}T18:00");
+    let added = client
+        .post_form(
+            "/shedlock/act/calendars/kr-holidays/add",
+            &[("entries", &form(&range)), ("label", &form("Half day"))],
+            None,
+        )
+        .await;
+    let (failed, said) = client.flash_at(added.location.as_deref().unwrap()).await;
+    assert!(
+        !failed && said.starts_with("added 1 of the 1 entries given"),
+        "{said}"
+    );
+    // An .ics file's text imported from its form: an all-day event, a yearly one (3 times)
+    // and a timed one in UTC, written on Seoul's clock.
+    let ics = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//Example//EN\r\n\
+        BEGIN:VEVENT\r\nUID:a@example.com\r\nDTSTART;VALUE=DATE:20300301\r\nSUMMARY:Independence Movement Day\r\nEND:VEVENT\r\n\
+        BEGIN:VEVENT\r\nUID:b@example.com\r\nDTSTART;VALUE=DATE:20301225\r\nRRULE:FREQ=YEARLY;COUNT=3\r\nSUMMARY:Christmas Day\r\nEND:VEVENT\r\n\
+        BEGIN:VEVENT\r\nUID:c@example.com\r\nDTSTART:20300601T000000Z\r\nDTEND:20300601T030000Z\r\nSUMMARY:Maintenance\r\nEND:VEVENT\r\n\
+        END:VCALENDAR\r\n";
+    let imported = client
+        .post_form(
+            "/shedlock/act/calendars/kr-holidays/import",
+            &[("ics", &form(ics)), ("until", "2033-12-31")],
+            None,
+        )
+        .await;
+    let (failed, said) = client.flash_at(imported.location.as_deref().unwrap()).await;
+    assert!(
+        !failed
+            && said.starts_with(
+                "imported 5 entries into &quot;kr-holidays&quot;: 5 new; it has 7 entries"
+            ),
+        "{said}"
+    );
+    // A file the parser refuses: the page says where.
+    let refused = client
+        .post_form(
+            "/shedlock/act/calendars/kr-holidays/import",
+            &[(
+                "ics",
+                &form("BEGIN:VCALENDAR\r\nBEGIN:VEVENT\r\nEND:VCALENDAR\r\n"),
+            )],
+            None,
+        )
+        .await;
+    let (failed, said) = client.flash_at(refused.location.as_deref().unwrap()).await;
+    assert!(
+        failed && said.contains("the iCalendar parser refused the file at line 3 (END:VCALENDAR)"),
+        "{said}"
+    );
+    // Removed by its button's form.
+    let removed = client
+        .post_form(
+            "/shedlock/act/calendars/kr-holidays/remove",
+            &[("entries", "2031-12-25")],
+            None,
+        )
+        .await;
+    let (failed, said) = client.flash_at(removed.location.as_deref().unwrap()).await;
+    assert!(
+        !failed && said.starts_with("removed 1 of the 1 entries given"),
+        "{said}"
+    );
+
+    // The API: the calendar's JSON, then one created, added to, removed from and imported into.
+    let shown = client.get("/shedlock/api/v1/calendars/kr-holidays").await;
+    assert_eq!(shown.status, StatusCode::OK, "{}", shown.body);
+    let shown = shown.json();
+    assert_eq!(shown["name"], "kr-holidays");
+    assert_eq!(shown["time_zone"], "Asia/Seoul");
+    assert_eq!(shown["jobs"], json!([]));
+    let entries = shown["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 6, "{shown:#}");
+    assert!(
+        entries.contains(&json!({ "entry": excluded.to_string(), "label": "Founding Day" })),
+        "{shown:#}"
+    );
+    assert!(
+        entries.contains(&json!({ "entry": range, "label": "Half day" })),
+        "{shown:#}"
+    );
+    assert!(
+        entries.contains(
+            &json!({ "entry": "2030-06-01T09:00..2030-06-01T12:00", "label": "Maintenance" })
+        ),
+        "{shown:#}"
+    );
+    let made = client
+        .post_api(
+            "/shedlock/api/v1/calendars",
+            json!({ "name": "freeze", "time_zone": "Europe/Berlin", "entries": ["2030-12-24..2030-12-26"] }),
+        )
+        .await;
+    assert_eq!(made.status, StatusCode::OK, "{}", made.body);
+    assert_eq!(
+        made.json()["calendar"]["entries"][0]["entry"],
+        "2030-12-24..2030-12-26"
+    );
+    let added = client
+        .post_api(
+            "/shedlock/api/v1/calendars/freeze/add",
+            json!({ "entries": ["2030-12-31"], "label": "New Year's Eve" }),
+        )
+        .await
+        .json();
+    assert_eq!(
+        (added["result"].as_str(), added["added"].as_u64()),
+        (Some("added"), Some(1)),
+        "{added:#}"
+    );
+    let removed = client
+        .post_api(
+            "/shedlock/api/v1/calendars/freeze/remove",
+            json!({ "entries": ["2030-12-31"] }),
+        )
+        .await
+        .json();
+    assert_eq!(removed["removed"], 1, "{removed:#}");
+    let imported = client
+        .post_api(
+            "/shedlock/api/v1/calendars/freeze/import",
+            json!({ "ics": ics, "until": "2031-12-31T00:00:00Z" }),
+        )
+        .await
+        .json();
+    assert_eq!(
+        (imported["given"].as_u64(), imported["added"].as_u64()),
+        (Some(4), Some(4)),
+        "{imported:#}"
+    );
+    let listed = client.get("/shedlock/api/v1/calendars").await.json();
+    let names: Vec<&str> = listed["calendars"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["freeze", "kr-holidays"], "{listed:#}");
+    // Bad input through the API: a status and the problem named.
+    for (path, body, status, says) in [
+        (
+            "/shedlock/api/v1/calendars/freeze/add",
+            json!({ "entries": ["2030-02-30"] }),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "entry \\\"2030-02-30\\\": \\\"2030-02-30\\\" is not a day",
+        ),
+        (
+            "/shedlock/api/v1/calendars/freez/add",
+            json!({ "entries": ["2030-12-30"] }),
+            StatusCode::NOT_FOUND,
+            "did you mean \\\"freeze\\\"?",
+        ),
+        (
+            "/shedlock/api/v1/calendars",
+            json!({ "name": "freeze", "time_zone": "UTC" }),
+            StatusCode::CONFLICT,
+            "calendar \\\"freeze\\\" already exists",
+        ),
+        (
+            "/shedlock/api/v1/calendars",
+            json!({ "name": "other", "time_zone": "Europe/Berln" }),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "did you mean \\\"Europe/Berlin\\\"?",
+        ),
+        (
+            "/shedlock/api/v1/calendars/freeze/import",
+            json!({ "ics": "hello" }),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "not an iCalendar file",
+        ),
+        (
+            "/shedlock/api/v1/jobs/dash-nightly/reschedule",
+            json!({ "exclude": ["freez"] }),
+            StatusCode::NOT_FOUND,
+            "did you mean \\\"freeze\\\"?",
+        ),
+        (
+            "/shedlock/api/v1/jobs/dash-nightly/reschedule",
+            json!({ "max_runs": 3 }),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "give a start instant too",
+        ),
+    ] {
+        let answer = client.post_api(path, body.clone()).await;
+        assert_eq!(answer.status, status, "{path} {body}: {}", answer.body);
+        assert!(answer.body.contains(says), "{path} {body}: {}", answer.body);
+    }
+    let missing = client.get("/shedlock/calendars/kr-holidayz").await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert!(
+        missing
+            .body
+            .contains("did you mean &quot;kr-holidays&quot;?"),
+        "{}",
+        missing.body
+    );
+
+    // The job's page: no time rules; set from its form, then its next runs leave out the
+    // excluded day's tick, naming the entry.
+    let page = client.get("/shedlock/jobs/dash-nightly").await;
+    assert!(
+        page.body.contains("id=\"no-rules\"") && page.body.contains("id=\"set-rules\""),
+        "{}",
+        page.body
+    );
+    let set = client
+        .post_form(
+            "/shedlock/act/jobs/dash-nightly/reschedule",
+            &[
+                ("rules", "set"),
+                ("exclude", "kr-holidays"),
+                ("on_excluded", "skip"),
+                ("start", ""),
+                ("end", ""),
+                ("max_runs", ""),
+            ],
+            None,
+        )
+        .await;
+    let (failed, said) = client.flash_at(set.location.as_deref().unwrap()).await;
+    assert!(
+        !failed && said.contains("time rules exclude kr-holidays (skip)"),
+        "{said}"
+    );
+    let stored = provider.schedule("dash-nightly").await.unwrap().unwrap();
+    assert_eq!(
+        stored.rules.as_deref(),
+        Some("{\"exclude\":[\"kr-holidays\"]}")
+    );
+    let page = client.get("/shedlock/jobs/dash-nightly").await;
+    assert!(
+        page.body
+            .contains("href=\"/shedlock/calendars/kr-holidays\"")
+            && page.body.contains(&format!(
+                "does not run: excluded by kr-holidays: {excluded} &quot;Founding Day&quot;"
+            )),
+        "{}",
+        page.body
+    );
+    let job = client
+        .get("/shedlock/api/v1/jobs/dash-nightly")
+        .await
+        .json();
+    assert_eq!(
+        job["time_rules"]["exclude"],
+        json!(["kr-holidays"]),
+        "{job:#}"
+    );
+    assert_eq!(job["time_rules"]["source"], "store", "{job:#}");
+    let calendar_page = client.get("/shedlock/calendars/kr-holidays").await;
+    assert!(
+        calendar_page.body.contains("id=\"delete-refused\""),
+        "{}",
+        calendar_page.body
+    );
+    // Not deleted while the job excludes it (the form and the API), deleted after its rules
+    // go back to the code's.
+    let refused = client
+        .post_form("/shedlock/act/calendars/kr-holidays/delete", &[], None)
+        .await;
+    let (failed, said) = client.flash_at(refused.location.as_deref().unwrap()).await;
+    assert!(
+        failed && said.contains("was not deleted: jobs exclude it (dash-nightly)"),
+        "{said}"
+    );
+    let refused = client
+        .post_api("/shedlock/api/v1/calendars/kr-holidays/delete", json!({}))
+        .await;
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.body);
+    let back = client
+        .post_api(
+            "/shedlock/api/v1/jobs/dash-nightly/reschedule",
+            json!({ "rules": "default" }),
+        )
+        .await;
+    assert_eq!(back.status, StatusCode::OK, "{}", back.body);
+    assert_eq!(back.json()["new"]["time_rules"], serde_json::Value::Null);
+    let deleted = client
+        .post_form("/shedlock/act/calendars/kr-holidays/delete", &[], None)
+        .await;
+    let location = deleted.location.clone().unwrap();
+    assert!(
+        location.starts_with("/shedlock/calendars?flash="),
+        "{location}"
+    );
+    let (failed, said) = client.flash_at(&location).await;
+    assert!(
+        !failed
+            && said
+                .starts_with("deleted calendar &quot;kr-holidays&quot; (6 entries in Asia/Seoul)"),
+        "{said}"
+    );
+    assert_eq!(
+        client
+            .get("/shedlock/api/v1/calendars/kr-holidays")
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+
+    // Each change recorded, with who and from where.
+    let rows = provider
+        .runs(
+            &RunQuery::latest(50)
+                .outcome(RunOutcome::Operator)
+                .name("shedlock.calendar.kr-holidays"),
+        )
+        .await
+        .unwrap();
+    let said: Vec<&str> = rows
+        .iter()
+        .rev()
+        .filter_map(|r| r.error.as_deref())
+        .collect();
+    assert_eq!(said.len(), 5, "{said:#?}");
+    assert!(
+        said[0].starts_with("created calendar kr-holidays in Asia/Seoul with 1 entries"),
+        "{said:#?}"
+    );
+    assert!(
+        said[4].starts_with("deleted calendar kr-holidays"),
+        "{said:#?}"
+    );
+    assert!(
+        said.iter().all(|s| s.ends_with("(from 127.0.0.1)")),
+        "{said:#?}"
+    );
+    db.teardown().await;
+}

@@ -19,7 +19,7 @@ use shedlock::Error;
 use shedlock::error::ErrorKind;
 use shedlock::operator::{Actor, Job, Operator, Outcome, Release};
 use shedlock::scheduler::FLEET_SCHEDULE;
-use shedlock::schedules::{BackfillState, ScheduleChange, TriggerAnswer};
+use shedlock::schedules::{BackfillState, OnExcluded, ScheduleChange, TimeRules, TriggerAnswer};
 
 use crate::front::Seen;
 use crate::identity::Visitor;
@@ -38,7 +38,7 @@ pub(crate) fn own_lock(name: &str) -> String {
 }
 
 /// Who acts (the visitor) and from where (the client's address), as an action records it.
-fn actor(visitor: &Visitor, seen: &Seen) -> Actor {
+pub(crate) fn actor(visitor: &Visitor, seen: &Seen) -> Actor {
     Actor::new(visitor.who.clone(), seen.client_address())
 }
 
@@ -67,7 +67,7 @@ impl Done {
     /// JSON.
     /// A success, with the outcome's warnings; and when no running instance will apply the
     /// change, "but WARNING" and why (no false success).
-    fn warned<T>(message: String, body: Value, outcome: &Outcome<T>) -> Self {
+    pub(crate) fn warned<T>(message: String, body: Value, outcome: &Outcome<T>) -> Self {
         let mut done = Done::with_warnings(message, body, &outcome.warnings);
         if let Some(warning) = &outcome.unapplied {
             done.message = format!("{} — but WARNING: {warning}", done.message);
@@ -94,7 +94,7 @@ impl Done {
         &self.message
     }
 
-    fn refused(status: StatusCode, message: String) -> Self {
+    pub(crate) fn refused(status: StatusCode, message: String) -> Self {
         let body = json!({ "error": message });
         Done {
             status,
@@ -107,7 +107,9 @@ impl Done {
 impl From<Error> for Done {
     fn from(error: Error) -> Self {
         let status = match (&error, error.kind()) {
-            (Error::NoSuchSchedule { .. }, _) => StatusCode::NOT_FOUND,
+            (Error::NoSuchSchedule { .. } | Error::NoSuchCalendar { .. }, _) => {
+                StatusCode::NOT_FOUND
+            }
             // A bad cron, time zone, note or other field: what was given is wrong.
             (_, ErrorKind::Configuration) => StatusCode::UNPROCESSABLE_ENTITY,
             _ => StatusCode::SERVICE_UNAVAILABLE,
@@ -136,6 +138,77 @@ pub(crate) struct JobFields {
     dry_run: Option<Flag>,
     /// `pause-backfill`, `resume-backfill`, `cancel-backfill`: the backfill's number.
     backfill: Option<Number>,
+    /// `reschedule`'s time rules: the calendars excluded (a JSON array, or a form's text
+    /// separated by spaces or commas), what becomes of an excluded tick (`skip`, `next`,
+    /// `previous`), the start and end (RFC 3339), the most runs. Any of them writes the job's
+    /// whole rules; `rules` `set` (the job page's form) writes them even when all are empty,
+    /// and `default` clears the store's rules (the code's apply again).
+    exclude: Option<crate::calendars::Names>,
+    on_excluded: Option<String>,
+    start: Option<String>,
+    end: Option<String>,
+    max_runs: Option<Number>,
+    rules: Option<String>,
+}
+
+impl JobFields {
+    /// The time rules the fields write: `Ok(None)` when they give none, `Ok(Some(None))` to
+    /// clear the store's, or why they cannot be read.
+    fn time_rules(&self) -> Result<Option<Option<TimeRules>>, String> {
+        let exclude = crate::calendars::Names::list(self.exclude.as_ref());
+        let on_excluded = given(self.on_excluded.as_deref());
+        let (start, end) = (given(self.start.as_deref()), given(self.end.as_deref()));
+        let max_runs = number(self.max_runs.as_ref(), "max_runs")?;
+        let marker = given(self.rules.as_deref());
+        if exclude.is_empty() && on_excluded.is_some_and(|on| on != "skip") {
+            return Err("on_excluded says what becomes of a tick a calendar excludes: name a calendar to exclude with it".into());
+        }
+        // `on_excluded` alone (the job page's form sends its default, `skip`) is no rule.
+        let any = !exclude.is_empty() || start.is_some() || end.is_some() || max_runs.is_some();
+        match marker {
+            Some("default") if any => {
+                return Err(
+                    "rules default clears the store's time rules: give no exclude, on_excluded, start, end or max_runs with it".into(),
+                );
+            }
+            Some("default") => return Ok(Some(None)),
+            Some("set") | None => {}
+            Some(other) => {
+                return Err(format!(
+                    "rules {other:?}: write set (the rules given) or default (the code's)"
+                ));
+            }
+        }
+        if !any {
+            return match marker {
+                Some(_) => Err("no time rule given: name a calendar to exclude, a start, an end or a most number of runs (or go back to the code's rules)".into()),
+                None => Ok(None),
+            };
+        }
+        let mut rules = TimeRules::new();
+        for calendar in exclude {
+            rules = rules.exclude(calendar);
+        }
+        if let Some(on) = on_excluded.filter(|_| !rules.exclude.is_empty()) {
+            rules = rules.on_excluded(on.parse::<OnExcluded>()?);
+        }
+        if let Some(start) = start {
+            rules = rules.start(instant(Some(start), "start")?);
+        }
+        if let Some(end) = end {
+            rules = rules.end(instant(Some(end), "end")?);
+        }
+        if let Some(runs) = max_runs {
+            let runs = u32::try_from(runs).map_err(|_| {
+                format!(
+                    "max_runs {runs}: give 1 to {}",
+                    shedlock::schedules::MAX_RUNS
+                )
+            })?;
+            rules = rules.max_runs(runs);
+        }
+        Ok(Some(Some(rules)))
+    }
 }
 
 /// A whole number as a JSON number or a form's text.
@@ -301,8 +374,23 @@ async fn do_job_action(
         "reschedule" => {
             let cron = given(fields.cron.as_deref());
             let overlap = given(fields.overlap.as_deref());
-            if cron.is_none() && overlap.is_none() {
-                return Ok(Done::refused(StatusCode::UNPROCESSABLE_ENTITY, "nothing to change: give a cron expression (six fields, seconds first, such as 0 */5 * * * *) or an overlap policy (skip, buffer_one, buffer_all:N, cancel_other, allow_all:N, allow_all:N:buffer_one, or default for the code's)".into()));
+            let rules = match fields.time_rules() {
+                Ok(rules) => rules,
+                Err(problem) => {
+                    return Ok(Done::refused(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        format!("{name}: time rules: {problem}"),
+                    ));
+                }
+            };
+            if cron.is_none() && overlap.is_none() && rules.is_none() {
+                return Ok(Done::refused(StatusCode::UNPROCESSABLE_ENTITY, "nothing to change: give a cron expression (six fields, seconds first, such as 0 */5 * * * *), an overlap policy (skip, buffer_one, buffer_all:N, cancel_other, allow_all:N, allow_all:N:buffer_one, or default for the code's) or time rules (exclude, on_excluded, start, end, max_runs; rules: default for the code's)".into()));
+            }
+            // Each calendar named must be in the store: the closest name when it is not.
+            if let Some(Some(rules)) = &rules {
+                for calendar in &rules.exclude {
+                    desk.calendar(calendar).await?;
+                }
             }
             let zone = given(fields.time_zone.as_deref());
             let zone_read = zone
@@ -329,8 +417,12 @@ async fn do_job_action(
                 },
                 None => {}
             }
-            // The layer checks the cron as the macros and the tool do, and the overlap policy
-            // against the job's registered lock; an error writes nothing.
+            if let Some(rules) = &rules {
+                change = change.rules(rules.as_ref());
+            }
+            // The layer checks the cron as the macros and the tool do, the overlap policy
+            // against the job's registered lock and the rules' calendars; an error writes
+            // nothing.
             let done = desk.reschedule(job, &change, actor, note).await?;
             let stored = &done.value;
             let now = store.now().await?;
@@ -350,13 +442,29 @@ async fn do_job_action(
                 let policy = stored.overlap.as_deref().unwrap_or("the code's");
                 message.push_str(&format!("; overlap {policy}"));
             }
+            let rules_of = |s: Option<&shedlock::schedules::StoredSchedule>| {
+                s.and_then(|s| s.rules.as_deref())
+                    .map(|text| TimeRules::from_json(name, text).unwrap_or_default())
+            };
+            let (old_rules, new_rules) = (rules_of(job.schedule.as_ref()), rules_of(Some(stored)));
+            if change.rules.is_some() {
+                match &new_rules {
+                    Some(rules) => message.push_str(&format!(
+                        "; time rules {} (the store's, in place of the code's)",
+                        crate::pages::rules_text(rules)
+                    )),
+                    None => message.push_str("; time rules the code's"),
+                }
+            }
             message.push_str(&format!(" (version {})", stored.version));
             Ok(Done::warned(
                 message,
                 json!({
                     "name": name, "result": "rescheduled",
-                    "old": { "cron": before.and_then(|s| s.cron.clone()), "time_zone": before.and_then(|s| s.time_zone.clone()), "overlap": before.and_then(|s| s.overlap.clone()) },
-                    "new": { "cron": stored.cron, "time_zone": stored.time_zone, "overlap": stored.overlap },
+                    "old": { "cron": before.and_then(|s| s.cron.clone()), "time_zone": before.and_then(|s| s.time_zone.clone()), "overlap": before.and_then(|s| s.overlap.clone()),
+                             "time_rules": old_rules.as_ref().map_or(Value::Null, json::time_rules) },
+                    "new": { "cron": stored.cron, "time_zone": stored.time_zone, "overlap": stored.overlap,
+                             "time_rules": new_rules.as_ref().map_or(Value::Null, json::time_rules) },
                     "next_ticks": ticks.iter().copied().map(json::time).collect::<Vec<_>>(),
                     "next_ticks_time_zone": cron.map(|_| zone_read),
                     "schedule": json::schedule(stored, now),
@@ -558,7 +666,7 @@ async fn fleet(app: &App, action: &str, note: Option<&str>, actor: &Actor) -> Do
 
 /// Back to the page the form was on (`href`, the mount path included), with the message kept
 /// by the server under a random id.
-fn back(app: &App, href: &str, done: &Done) -> Response {
+pub(crate) fn back(app: &App, href: &str, done: &Done) -> Response {
     let id = app.flashes.put(Flash {
         failed: !done.status.is_success(),
         message: done.message.clone(),
@@ -568,7 +676,7 @@ fn back(app: &App, href: &str, done: &Done) -> Response {
 }
 
 /// An API action's JSON body: none, `null` or an object.
-fn fields_of<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T, Done> {
+pub(crate) fn fields_of<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T, Done> {
     let text = std::str::from_utf8(body).unwrap_or("").trim();
     if text.is_empty() || text == "null" {
         return Ok(T::default());
@@ -581,7 +689,7 @@ fn fields_of<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T,
     })
 }
 
-fn as_json(done: Done) -> Response {
+pub(crate) fn as_json(done: Done) -> Response {
     (done.status, Json(done.body)).into_response()
 }
 

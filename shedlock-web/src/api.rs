@@ -25,6 +25,10 @@
 //! - `/api/v1/backfills`: as `shedlock backfills --json`, in `backfills`: each backfill with
 //!   its progress (`total`, `done`, `skipped`, `failed`, `progress` from 0 to 1), oldest first;
 //!   `job` keeps one job's.
+//! - `/api/v1/calendars`: as `shedlock calendar list --json`, in `calendars`: each calendar
+//!   ([`crate::json::calendar`]: `name`, `time_zone`, `entries` (`entry`, `label`), `jobs`, the
+//!   jobs that exclude it), by name; `/api/v1/calendars/{name}`: one (`404` with the closest
+//!   name when there is none).
 //! - `/api/v1/locks`: as `shedlock list --json`: every lock row ([`crate::json::lock`]).
 //! - `/api/v1/runs`: as `shedlock history --json` ([`crate::json::run`]), in `runs`, newest
 //!   first, filtered by `job`, `outcome`, `instance`, `since`, `until` (RFC 3339), `limit`
@@ -49,6 +53,18 @@
 //!   (`{"note": "upstream incident"}`), recorded with the action and, for a pause, kept beside
 //!   it (the job's `note`) until the resume; a successful answer carries `warnings` (what the
 //!   operator should know: a change done but not recorded);
+//! - `/api/v1/jobs/{name}/reschedule` also sets the job's time rules: `{"exclude":
+//!   ["kr-holidays"], "on_excluded": "next", "start": "…", "end": "…", "max_runs": 10}` (any of
+//!   them writes the whole rules, which replace the code's; a calendar the store does not hold
+//!   is `404`), `{"rules": "default"}` clears them;
+//! - `/api/v1/calendars` (`{"name": "kr-holidays", "time_zone": "Asia/Seoul", "entries":
+//!   ["2026-12-25"], "label": "…"}`) creates a calendar (`409` when one of that name exists);
+//!   `/api/v1/calendars/{name}/add` (`{"entries": ["2026-12-25", "2026-12-24T12:00..2026-12-24T18:00"],
+//!   "label": "Christmas"}`), `/remove` (`{"entries": […]}`), `/import` (`{"ics": "BEGIN:VCALENDAR…",
+//!   "until": "2028-12-31"}`: its events, recurring ones up to `until`, two years ahead by
+//!   default) and `/delete` (`409` while a job excludes it); each answers `result` and the
+//!   calendar, a bad entry, zone or file `422` naming it, a calendar the store does not hold
+//!   `404` with the closest name;
 //! - `/api/v1/locks/{name}/release` (a JSON body `{"token": N}`, with an optional `note`: released only while the lock
 //!   still carries that fencing token; never one of the library's own locks, `shedlock.…`,
 //!   which the page offers no button for either: `403`);

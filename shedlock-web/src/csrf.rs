@@ -22,6 +22,9 @@ pub(crate) const CSRF_HEADER: &str = "x-shedlock-csrf";
 const CSRF_FIELD: &str = "csrf";
 /// The largest body a state-changing request may carry (its forms and JSON are a few fields).
 const MAX_BODY: usize = 64 * 1024;
+/// The largest body of a calendar's import (an iCalendar file's text, form-encoded: a few
+/// years of an office's calendar), as axum's extractors take at most.
+const MAX_IMPORT_BODY: usize = 2 * 1024 * 1024;
 
 type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 
@@ -160,12 +163,17 @@ pub(crate) async fn guard(State(app): Shared, request: Request, next: Next) -> R
     if !ambient {
         return next.run(request).await;
     }
+    let most = if request.uri().path().ends_with("/import") {
+        MAX_IMPORT_BODY
+    } else {
+        MAX_BODY
+    };
     let (parts, body) = request.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
+    let Ok(bytes) = axum::body::to_bytes(body, most).await else {
         return refuse(
             StatusCode::PAYLOAD_TOO_LARGE,
             api,
-            format!("refused: the request's body is larger than {MAX_BODY} bytes"),
+            format!("refused: the request's body is larger than {most} bytes"),
         );
     };
     let from_header = parts

@@ -14,6 +14,11 @@
 //!   its lock, and the actions. A name's bidirectional controls and zero-width characters are
 //!   shown written out (`\u{202e}`) on every page.
 //! - **Locks** (`/locks`) and **History** (`/history`, paged by key, never by offset).
+//! - **Calendars** (`/calendars`): each calendar with its time zone, its entries and the jobs
+//!   that exclude it; a calendar's page (`/calendars/{name}`) lists its entries with their
+//!   labels, adds one, removes one, imports an iCalendar (`.ics`) file and deletes the
+//!   calendar (not while a job excludes it). A job's page shows its time rules (the calendars
+//!   it excludes, what becomes of an excluded tick, its start, end and most runs) and sets them.
 //! - **Actions**: pause (with an optional note, shown beside the pause until the resume),
 //!   resume, run now, reschedule, release a stuck lock (after a confirmation, guarded by its
 //!   fencing token; never one of the library's own locks), pause or resume the whole fleet.
@@ -140,6 +145,7 @@
 mod actions;
 pub mod api;
 mod auth;
+mod calendars;
 mod csrf;
 mod front;
 mod identity;
@@ -366,11 +372,16 @@ pub fn router(source: impl Into<Source>, options: Options) -> Router {
         .route("/logout", post(auth::logout))
         .route("/locks", get(pages::locks))
         .route("/history", get(pages::history))
+        .route("/calendars", get(pages::calendars))
+        .route("/calendars/{name}", get(pages::calendar))
+        .route("/calendar", get(pages::calendar_by_query))
         .route("/api/v1/overview", get(api::overview))
         .route("/api/v1/jobs", get(api::jobs))
         .route("/api/v1/jobs/{name}", get(api::job))
         .route("/api/v1/jobs/{name}/upcoming", get(api::upcoming))
         .route("/api/v1/backfills", get(api::backfills))
+        .route("/api/v1/calendars", get(calendars::list_api))
+        .route("/api/v1/calendars/{name}", get(calendars::show_api))
         .route("/api/v1/locks", get(api::locks))
         .route("/api/v1/runs", get(api::runs));
     if !read_only {
@@ -384,7 +395,12 @@ pub fn router(source: impl Into<Source>, options: Options) -> Router {
             .route("/act/fleet/{action}", post(actions::fleet_form))
             .route("/api/v1/jobs/{name}/{action}", post(actions::job_api))
             .route("/api/v1/locks/{name}/release", post(actions::release_api))
-            .route("/api/v1/fleet/{action}", post(actions::fleet_api));
+            .route("/api/v1/fleet/{action}", post(actions::fleet_api))
+            .route("/act/calendars", post(calendars::create_form))
+            .route("/act/calendars/{name}/{action}", post(calendars::form))
+            .route("/act/calendar/{action}", post(calendars::form_by_query))
+            .route("/api/v1/calendars", post(calendars::create_api))
+            .route("/api/v1/calendars/{name}/{action}", post(calendars::api));
     }
     // Outermost first: the Host check and the security headers, the mount path, then (but for
     // the sign-in) who it is, then the CSRF check of what changes anything.

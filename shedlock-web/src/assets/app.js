@@ -17,11 +17,35 @@
     var question = form && form.getAttribute && form.getAttribute("data-confirm");
     if (question && !window.confirm(question)) event.preventDefault();
   }, true);
+  // A file chosen for a form's text (input[type=file][data-into=ID], the calendar's .ics
+  // import) is read into that text area: the form sends text, not a file.
+  document.addEventListener("change", function (event) {
+    var input = event.target;
+    var into = input && input.getAttribute && input.getAttribute("data-into");
+    var area = into && document.getElementById(into);
+    if (!area || !input.files || !input.files[0]) return;
+    var reader = new FileReader();
+    reader.onload = function () { area.value = String(reader.result || ""); };
+    reader.readAsText(input.files[0]);
+  }, true);
   if (!every || every < 1) return;
   var busy = false;
+  // Something typed or chosen that a refresh would throw away: a field whose value is not the
+  // page's own.
+  function edited() {
+    var fields = document.querySelectorAll("#content input, #content textarea, #content select");
+    for (var i = 0; i < fields.length; i++) {
+      var f = fields[i];
+      if (f.type === "hidden" || f.type === "submit") continue;
+      if (f.type === "file" ? f.files && f.files.length : f.tagName === "SELECT"
+          ? Array.prototype.some.call(f.options, function (o) { return o.selected !== o.defaultSelected; })
+          : f.value !== f.defaultValue) return true;
+    }
+    return false;
+  }
   function typing() {
     var el = document.activeElement;
-    return el && (el.tagName === "INPUT" || el.tagName === "SELECT" || el.tagName === "TEXTAREA");
+    return (el && (el.tagName === "INPUT" || el.tagName === "SELECT" || el.tagName === "TEXTAREA")) || edited();
   }
   function refresh() {
     if (busy || document.visibilityState !== "visible" || typing()) return;

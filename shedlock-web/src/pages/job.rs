@@ -154,6 +154,20 @@ async fn job_page(
         .filter(|b| b.spec.job == name)
         .collect();
     backfills.reverse();
+    // Its time rules: the store's (which replace the code's whole), else its code's as its
+    // instances registered them; and the calendars there are to name.
+    let rules = crate::json::job_rules(
+        &name,
+        row.schedule.as_ref().and_then(|s| s.rules.as_deref()),
+        row.registered.as_ref().and_then(|j| j.job.rules.as_ref()),
+    );
+    let calendar_names: Vec<String> = crate::actions::desk(app)
+        .calendars()
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
     let read_only = app.options.read_only;
     let schedule = row.schedule.as_ref();
     let csrf = visitor.csrf.as_str();
@@ -233,6 +247,59 @@ async fn job_page(
                 }
             }
         }
+        h2 { "Time rules" }
+        @match &rules {
+            Some((rules, source)) => dl #time-rules {
+                dt { "excludes" } dd #rules-exclude { @if rules.exclude.is_empty() { span.muted { "no calendar" } }
+                    @for (k, calendar) in rules.exclude.iter().enumerate() {
+                        @if k > 0 { ", " }
+                        a href=(super::calendar_href(base, calendar)) { (calendar) }
+                        @if !calendar_names.contains(calendar) { " " span.badge.paused { "not in the store: every tick is excluded" } }
+                    } }
+                @if !rules.exclude.is_empty() {
+                    dt { "an excluded tick" } dd #rules-on-excluded { (match rules.on_excluded {
+                        shedlock::schedules::OnExcluded::Next => "runs at the first instant after the entry (next)",
+                        shedlock::schedules::OnExcluded::Previous => "runs one second before the entry starts (previous)",
+                        _ => "is skipped, recorded skipped-calendar (skip)",
+                    }) }
+                }
+                dt { "start" } dd { @match rules.start { Some(t) => (when(t)), None => span.muted { "–" } } }
+                dt { "end" } dd { @match rules.end { Some(t) => (when(t)), None => span.muted { "–" } } }
+                dt { "most runs" } dd { @match rules.max_runs { Some(n) => (n), None => span.muted { "–" } } }
+                dt { "set by" } dd #rules-source { @if *source == "store" { "the store (an operator's, in place of the code's)" } @else { "the code" } }
+            },
+            None => p.muted #no-rules { "None: every tick of its cron runs (no calendar excluded, no start, end or most runs)." },
+        }
+        @if !read_only {
+            form.reschedule #set-rules method="post" action=(job_action_href(base, &name, "reschedule")) {
+                input type="hidden" name="csrf" value=(csrf);
+                input type="hidden" name="rules" value="set";
+                input #rules-exclude-input name="exclude" list="calendar-names" size="22" placeholder="calendars, e.g. kr-holidays"
+                    value=(rules.as_ref().map(|(r, _)| r.exclude.join(", ")).unwrap_or_default());
+                datalist #calendar-names { @for calendar in &calendar_names { option value=(calendar) {} } }
+                select #rules-on-excluded-input name="on_excluded" {
+                    @for (value, label) in [("skip", "skip an excluded tick"), ("next", "run it after (next)"), ("previous", "run it before (previous)")] {
+                        option value=(value) selected[rules.as_ref().is_some_and(|(r, _)| r.on_excluded.as_str() == value)] { (label) }
+                    }
+                }
+                input #rules-start-input name="start" size="24" placeholder="start (RFC 3339), optional"
+                    value=(rules.as_ref().and_then(|(r, _)| r.start).map(crate::json::time).unwrap_or_default());
+                input #rules-end-input name="end" size="24" placeholder="end (RFC 3339), optional"
+                    value=(rules.as_ref().and_then(|(r, _)| r.end).map(crate::json::time).unwrap_or_default());
+                input #rules-max-runs-input name="max_runs" size="10" placeholder="most runs"
+                    value=(rules.as_ref().and_then(|(r, _)| r.max_runs).map(|n| n.to_string()).unwrap_or_default());
+                button.action #set-rules-button type="submit" { "Set time rules" }
+            }
+            @if rules.as_ref().is_some_and(|(_, source)| *source == "store") {
+                form.action #rules-default method="post" action=(job_action_href(base, &name, "reschedule")) {
+                    input type="hidden" name="csrf" value=(csrf);
+                    input type="hidden" name="rules" value="default";
+                    button #rules-default-button type="submit" { "Back to the code's rules" }
+                }
+            }
+            p.muted { "The rules set here replace the code's whole; "
+                a href={(base) "/calendars"} { "calendars" } " are kept in the store." }
+        }
         h2 { "Next runs" }
         @match &upcoming {
             Ok(upcoming) => {
@@ -248,6 +315,8 @@ async fn job_page(
                             td { @match (&tick.runs_at, &tick.left_out) {
                                 (Some(at), _) if *at == tick.tick => "runs",
                                 (Some(at), _) => { "runs at " (when(*at)) },
+                                (None, Some(shedlock::operator::LeftOut::Calendar { why, moved_to: Some(at) })) => {
+                                    span.muted { "moved to " (when(*at)) " (" (local_time(*at, &upcoming.time_zone)) "): excluded by " (shown(why)) } },
                                 (None, Some(why)) => { span.muted { "does not run: " (shown(&why.to_string())) } },
                                 (None, None) => "does not run",
                             } }

@@ -1,12 +1,14 @@
 //! The HTML pages: server-rendered (maud escapes every value), a small script that refreshes
 //! them, and one stylesheet. What every page shares is here; each page is a module.
 
+mod calendars;
 mod history;
 mod job;
 mod jobs;
 mod locks;
 mod overview;
 
+pub(crate) use calendars::{calendar, calendar_by_query, calendar_href, calendars};
 pub(crate) use history::{HistoryQuery, history};
 pub(crate) use job::{job, job_by_query};
 pub(crate) use jobs::{JOBS_PER_PAGE, JobsQuery, jobs, select};
@@ -86,6 +88,7 @@ pub(crate) fn layout(
         ("jobs", "Jobs", "jobs".to_owned()),
         ("locks", "Locks", "locks".to_owned()),
         ("history", "History", "history".to_owned()),
+        ("calendars", "Calendars", "calendars".to_owned()),
     ];
     html! {
         (DOCTYPE)
@@ -117,6 +120,33 @@ pub(crate) fn layout(
                 main #content { (body) }
             }
         }
+    }
+}
+
+/// A job's time rules in words: `exclude kr-holidays, freeze (next); from 2026-12-01
+/// 00:00:00Z; until …; at most 10 runs`, or `none`.
+pub(crate) fn rules_text(rules: &shedlock::schedules::TimeRules) -> String {
+    let mut parts = Vec::new();
+    if !rules.exclude.is_empty() {
+        parts.push(format!(
+            "exclude {} ({})",
+            rules.exclude.join(", "),
+            rules.on_excluded
+        ));
+    }
+    if let Some(start) = rules.start {
+        parts.push(format!("from {}", when(start)));
+    }
+    if let Some(end) = rules.end {
+        parts.push(format!("until {}", when(end)));
+    }
+    if let Some(runs) = rules.max_runs {
+        parts.push(format!("at most {runs} runs"));
+    }
+    if parts.is_empty() {
+        "none".to_owned()
+    } else {
+        parts.join("; ")
     }
 }
 
