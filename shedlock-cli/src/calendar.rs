@@ -175,7 +175,12 @@ async fn add(
         .map_err(|e| calendar_failure(name, e))?;
     report(&done, runs);
     let (calendar, added) = &done.value;
-    changed(name, "added", *added, count, calendar, args.json)
+    let jobs = if args.json {
+        desk(store, runs).calendar_users(name).await?
+    } else {
+        Vec::new()
+    };
+    changed(name, "added", *added, count, calendar, &jobs, args.json)
 }
 
 /// `import NAME FILE.ics [--until T]`.
@@ -199,7 +204,12 @@ async fn import(
         .map_err(|e| calendar_failure(name, e))?;
     report(&done, runs);
     let (calendar, added) = &done.value;
-    changed(name, "imported", *added, count, calendar, args.json)
+    let jobs = if args.json {
+        desk.calendar_users(name).await?
+    } else {
+        Vec::new()
+    };
+    changed(name, "imported", *added, count, calendar, &jobs, args.json)
 }
 
 /// `remove NAME ENTRY…`.
@@ -222,7 +232,12 @@ async fn remove(
         .map_err(|e| calendar_failure(name, e))?;
     report(&done, runs);
     let (calendar, removed) = &done.value;
-    changed(name, "removed", *removed, count, calendar, args.json)
+    let jobs = if args.json {
+        desk(store, runs).calendar_users(name).await?
+    } else {
+        Vec::new()
+    };
+    changed(name, "removed", *removed, count, calendar, &jobs, args.json)
 }
 
 /// What `add`, `import` and `remove` print: how many of the entries given changed it.
@@ -232,6 +247,7 @@ fn changed(
     changed: usize,
     given: usize,
     calendar: &Calendar,
+    jobs: &[String],
     json: bool,
 ) -> Result<(), Failure> {
     if json {
@@ -242,7 +258,7 @@ fn changed(
         };
         return print_json(json!({
             "name": name, "result": result, count: changed, "given": given,
-            "calendar": shedlock_web::json::calendar(calendar, &[]),
+            "calendar": shedlock_web::json::calendar(calendar, jobs),
         }));
     }
     let text = match result {
