@@ -115,11 +115,7 @@ async fn calendar_through_a_kill(backend: Backend) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     let victim = loop {
         let seen = runs(place.logs.path());
-        if let Some(last) = seen
-            .iter()
-            .filter(|r| r.covers_ms >= at_ms(base + s(12)))
-            .next_back()
-        {
+        if let Some(last) = seen.iter().rfind(|r| r.covers_ms >= at_ms(base + s(12))) {
             break last.instance.clone();
         }
         assert!(

@@ -237,8 +237,6 @@ where
     );
 }
 
-
-
 /// Issue 49, point 4 with point 3: the next runs shown after a job's calendars, start and end
 /// (`Operator::upcoming`, what `shedlock jobs NAME --next`, the job page and the API show),
 /// each tick of the cron they leave out named with why. A daily 02:00 job in New York whose

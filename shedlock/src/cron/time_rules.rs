@@ -200,8 +200,12 @@ pub enum Fate {
 pub(crate) struct Resolved {
     /// The rules as given.
     pub(crate) rules: Arc<TimeRules>,
-    /// Every excluded span of its calendars, in UTC, ordered, merged where they touch.
+    /// Every excluded span of its calendars, in UTC, ordered, merged where they touch: what
+    /// the walk goes by.
     spans: Vec<Span>,
+    /// The entries' own spans, ordered by start, each with its calendar and entry: what a
+    /// tick's reason names (the entry that holds it, not the first of a merged span).
+    entries: Vec<Span>,
     /// Calendars it names that the store does not hold: every tick is then excluded.
     pub(crate) missing: Vec<String>,
     start: Option<DateTime<Utc>>,
@@ -231,6 +235,7 @@ impl Resolved {
             }
         }
         spans.sort_by_key(|s| (s.from, s.to));
+        let entries = spans.clone();
         let mut merged: Vec<Span> = Vec::with_capacity(spans.len());
         for span in spans {
             match merged.last_mut() {
@@ -243,6 +248,7 @@ impl Resolved {
             end: rules.end,
             rules,
             spans: merged,
+            entries,
             missing,
         };
         if let (Some(runs), Some(start)) = (resolved.rules.max_runs, resolved.start) {
@@ -268,6 +274,17 @@ impl Resolved {
     fn span_at(&self, t: DateTime<Utc>) -> Option<&Span> {
         let i = self.spans.partition_point(|s| s.from <= t);
         self.spans[..i].last().filter(|s| t < s.to)
+    }
+
+    /// Why `t` is excluded: the calendar and entry that hold it (the latest-starting one when
+    /// several do).
+    fn why_at(&self, t: DateTime<Utc>) -> Option<String> {
+        let i = self.entries.partition_point(|s| s.from <= t);
+        self.entries[..i]
+            .iter()
+            .rev()
+            .find(|s| t < s.to)
+            .map(|s| s.why.clone())
     }
 
     /// Whether the span holds a tick of the cron.
@@ -396,7 +413,7 @@ impl Resolved {
         if !self.missing.is_empty() {
             return Some(missing_text(&self.missing));
         }
-        self.span_at(tick).map(|span| span.why.clone())
+        self.span_at(tick).and_then(|_| self.why_at(tick))
     }
 
     /// What becomes of the cron's tick `tick`.
@@ -411,11 +428,14 @@ impl Resolved {
         }
         let fate = match self.span_at(tick) {
             None => Fate::Runs,
-            Some(span) => match self.on() {
-                OnExcluded::Skip => Fate::Excluded(span.why.clone()),
-                OnExcluded::Next => Fate::Moved(span.to, span.why.clone()),
-                OnExcluded::Previous => Fate::Moved(span.from - SECOND, span.why.clone()),
-            },
+            Some(span) => {
+                let why = self.why_at(tick).unwrap_or_default();
+                match self.on() {
+                    OnExcluded::Skip => Fate::Excluded(why),
+                    OnExcluded::Next => Fate::Moved(span.to, why),
+                    OnExcluded::Previous => Fate::Moved(span.from - SECOND, why),
+                }
+            }
         };
         let at = match &fate {
             Fate::Moved(at, _) => *at,
@@ -548,6 +568,41 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_tick_in_touching_entries_names_the_entry_that_holds_it() {
+        let mut calendar = Calendar::new("days", "UTC").unwrap();
+        calendar
+            .add([
+                "2026-12-02..2026-12-03"
+                    .parse::<CalendarEntry>()
+                    .unwrap()
+                    .labelled("first"),
+                "2026-12-04"
+                    .parse::<CalendarEntry>()
+                    .unwrap()
+                    .labelled("second"),
+            ])
+            .unwrap();
+        let plain = Schedule::parse("0 0 12 * * *", "UTC").unwrap();
+        let rules = TimeRules::new()
+            .exclude("days")
+            .on_excluded(OnExcluded::Next);
+        let ruled = plain.with_rules(Arc::new(rules), &[Arc::new(calendar)]);
+        match ruled.fate(t("2026-12-04T12:00:00Z")) {
+            Fate::Moved(at, why) => {
+                assert_eq!(at, t("2026-12-05T00:00:00Z"), "the merged span's end");
+                assert!(why.contains("2026-12-04 \"second\""), "{why}");
+            }
+            other => panic!("moved: {other:?}"),
+        }
+        assert!(
+            ruled
+                .excluded(t("2026-12-02T12:00:00Z"))
+                .unwrap()
+                .contains("first")
+        );
     }
 
     #[test]
