@@ -19,8 +19,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
+#[cfg(feature = "ics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ics")))]
 pub mod ics;
 
+#[cfg(feature = "ics")]
 pub use ics::{DEFAULT_ICS_HORIZON, MAX_ICS_BYTES, entries_from_ics};
 
 /// The name a calendar's schedule row has: this prefix, then the calendar's name.
@@ -318,7 +321,9 @@ impl Calendar {
 
     /// The entries of iCalendar text `text` (an `.ics` file's) on this calendar's wall clock,
     /// recurring events expanded up to `until` ([`entries_from_ics`]); an error names this
-    /// calendar.
+    /// calendar. (Feature `ics`.)
+    #[cfg(feature = "ics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "ics")))]
     pub fn entries_from_ics(&self, text: &str, until: DateTime<Utc>) -> Result<Vec<CalendarEntry>> {
         entries_from_ics(text, self.zone(), until).map_err(|error| match error {
             Error::InvalidCalendar { name, reason } if name.is_empty() => Error::InvalidCalendar {

@@ -123,8 +123,9 @@ pub(super) fn apply_runtime_job(
     if ours && unchanged {
         return;
     }
-    let schedule = runtime_schedule(row, &mut control.state().parsed)
-        .map(|schedule| control.resolve(name, None, schedule));
+    // Two statements: the state's guard of the first is dropped before `resolve` takes it.
+    let schedule = runtime_schedule(row, &mut control.state().parsed);
+    let schedule = schedule.map(|schedule| control.resolve(name, None, schedule));
     let job = match schedule.and_then(|schedule| runtime_job(row, &registered, schedule)) {
         Ok(job) => job,
         Err(error) => {
