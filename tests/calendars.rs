@@ -333,6 +333,29 @@ where
             .is_some_and(|why| why.to_string().starts_with("after the job's end"))),
         "{after:#?}"
     );
+    // A backfill over the same days runs the same instants (the moved one included).
+    let plan = desk
+        .plan_backfill(
+            &found,
+            at("2027-01-01T00:00:00Z"),
+            at("2027-01-05T12:00:00Z"),
+            10,
+            at("2027-02-01T00:00:00Z"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        plan.first,
+        [
+            at("2027-01-02T07:00:00Z"),
+            at("2027-01-03T07:00:00Z"),
+            at("2027-01-04T15:00:00Z"),
+            at("2027-01-05T07:00:00Z"),
+        ],
+        "{}: the backfill's ticks follow the rules",
+        D::BACKEND
+    );
+    assert_eq!(plan.total, 4);
     // A calendar a job names is not deleted.
     let refused = desk
         .delete_calendar("kr-2027", &actor)

@@ -32,13 +32,25 @@
   var busy = false;
   // Something typed or chosen that a refresh would throw away: a field whose value is not the
   // page's own.
+  // A select none of whose options the page marks selected shows its first one (a single
+  // select): that is its own value too.
+  function chosen(f) {
+    var options = Array.prototype.slice.call(f.options);
+    var marked = options.some(function (o) { return o.defaultSelected; });
+    return options.some(function (o, i) {
+      return o.selected !== (marked ? o.defaultSelected : (!f.multiple && i === 0));
+    });
+  }
   function edited() {
     var fields = document.querySelectorAll("#content input, #content textarea, #content select");
     for (var i = 0; i < fields.length; i++) {
       var f = fields[i];
       if (f.type === "hidden" || f.type === "submit") continue;
+      // A box's value is "on" whatever it shows: what it shows is `checked`.
+      var box = f.type === "checkbox" || f.type === "radio";
       if (f.type === "file" ? f.files && f.files.length : f.tagName === "SELECT"
-          ? Array.prototype.some.call(f.options, function (o) { return o.selected !== o.defaultSelected; })
+          ? chosen(f)
+          : box ? f.checked !== f.defaultChecked
           : f.value !== f.defaultValue) return true;
     }
     return false;

@@ -279,7 +279,7 @@ async fn job_page(
                 datalist #calendar-names { @for calendar in &calendar_names { option value=(calendar) {} } }
                 select #rules-on-excluded-input name="on_excluded" {
                     @for (value, label) in [("skip", "skip an excluded tick"), ("next", "run it after (next)"), ("previous", "run it before (previous)")] {
-                        option value=(value) selected[rules.as_ref().is_some_and(|(r, _)| r.on_excluded.as_str() == value)] { (label) }
+                        option value=(value) selected[rules.as_ref().map_or(value == "skip", |(r, _)| r.on_excluded.as_str() == value)] { (label) }
                     }
                 }
                 input #rules-start-input name="start" size="24" placeholder="start (RFC 3339), optional"

@@ -209,7 +209,8 @@ fn label(backfill: &StoredBackfill) -> String {
 
 impl<S: Steerable + ?Sized> Operator<'_, S> {
     /// The ticks a backfill of `job` over `(from, to]` would run (its cron: the store's
-    /// override, else the code's as its instances registered it), counted (refused past
+    /// override, else the code's as its instances registered it; after its time rules, so a
+    /// day its calendars exclude is left out or moved as its live ticks are), counted (refused past
     /// [`MAX_BACKFILL_TICKS`]), with the first `show` of them. `now` bounds the range: a
     /// backfill runs past ticks only.
     pub async fn plan_backfill(
@@ -227,6 +228,14 @@ impl<S: Steerable + ?Sized> Operator<'_, S> {
         let known = upcoming::known(self.store, &job.name).await?;
         let planned = upcoming::plan(&job.name, &known, 1, now)?;
         let schedule = Schedule::parse(&planned.cron, &planned.time_zone)?;
+        // The instants the job runs at, after its time rules (calendars, start, end), as the
+        // instances that drive the backfill walk them.
+        let schedule = match &known.rules {
+            Some(rules) => {
+                schedule.with_rules(std::sync::Arc::new(rules.clone()), &known.calendars)
+            }
+            None => schedule,
+        };
         let (total, first) = count_ticks(&job.name, &schedule, from, to, show)?;
         Ok(BackfillPlan {
             job: job.name.clone(),
