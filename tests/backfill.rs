@@ -253,8 +253,13 @@ where
     let actor = Actor::new(WHO, "192.0.2.7");
     let seen: Seen = Arc::default();
     let scheduler = scheduler(db, "bf-skip", &seen);
+    // Registered by its instance (`find` alone answers at once here: the history holds runs of
+    // it; the backfill needs the cron the instance registers, and a CI run asked too soon).
     let registered = eventually(Duration::from_secs(60), async || {
-        desk.find("bf-skip").await.is_ok()
+        provider
+            .fleet_jobs()
+            .await
+            .is_ok_and(|jobs| jobs.iter().any(|j| j.job.name == "bf-skip"))
     })
     .await;
     assert!(registered);
