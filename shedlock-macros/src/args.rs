@@ -65,6 +65,11 @@ pub(crate) mod kw {
         start: "\"2026-12-01T00:00:00Z\"",
         end: "\"2027-01-01T00:00:00Z\"",
         max_runs: "5",
+        expect_success_within: "\"1h\"",
+        max_runtime: "\"10m\"",
+        late_after: "\"30s\"",
+        failures_in_a_row: "3",
+        paused_longer_than: "\"1d\"",
     }
 }
 

@@ -41,6 +41,42 @@ pub(crate) struct ScheduledFn {
     /// Its time rules (`exclude`, `on_excluded`, `start`, `end`, `max_runs`), checked by the
     /// runtime's rules (`crate::time_rules`).
     pub(crate) time_rules: crate::time_rules::TimeRules,
+    /// What it promises (`expect_success_within`, `max_runtime`, `late_after`,
+    /// `failures_in_a_row`, `paused_longer_than`), each duration parsed as the lock's are.
+    pub(crate) deadlines: Deadlines,
+}
+
+/// `#[scheduled]`'s deadlines, checked: each duration above zero, the count at least 1.
+#[derive(Default)]
+pub(crate) struct Deadlines {
+    pub(crate) expect_success_within: Option<std::time::Duration>,
+    pub(crate) max_runtime: Option<std::time::Duration>,
+    pub(crate) late_after: Option<std::time::Duration>,
+    pub(crate) failures_in_a_row: Option<u32>,
+    pub(crate) paused_longer_than: Option<std::time::Duration>,
+}
+
+/// A deadline's duration literal: parsed (humantime or ISO-8601, as the lock's durations) and
+/// above zero, or an error spanned on it.
+fn deadline(
+    arg: Option<&args::StrArg<impl args::Key>>,
+    what: &str,
+) -> syn::Result<Option<std::time::Duration>> {
+    let Some(arg) = arg else {
+        return Ok(None);
+    };
+    let text = arg.value.value();
+    match crate::duration::parse(&text) {
+        Ok(d) if d.is_zero() => Err(syn::Error::new(
+            arg.value.span(),
+            format!("{what} is zero: give a duration above zero such as \"1h\", or leave it out"),
+        )),
+        Ok(d) => Ok(Some(d)),
+        Err(error) => Err(syn::Error::new(
+            arg.value.span(),
+            format!("{what} = {text:?} is not a duration: {error}"),
+        )),
+    }
 }
 
 args::arguments! {
@@ -58,6 +94,11 @@ args::arguments! {
         start: StrArg,
         end: StrArg,
         max_runs: IntArg,
+        expect_success_within: StrArg,
+        max_runtime: StrArg,
+        late_after: StrArg,
+        failures_in_a_row: IntArg,
+        paused_longer_than: StrArg,
     }
 }
 
@@ -89,6 +130,38 @@ impl ScheduledFn {
             && let Some(policy) = errors.ok(check_overlap(args))
         {
             overlap = policy;
+        }
+        let mut deadlines = Deadlines::default();
+        if let Some(args) = &args {
+            deadlines.expect_success_within = errors
+                .ok(deadline(
+                    args.expect_success_within.as_ref(),
+                    "expect_success_within",
+                ))
+                .flatten();
+            deadlines.max_runtime = errors
+                .ok(deadline(args.max_runtime.as_ref(), "max_runtime"))
+                .flatten();
+            deadlines.late_after = errors
+                .ok(deadline(args.late_after.as_ref(), "late_after"))
+                .flatten();
+            deadlines.paused_longer_than = errors
+                .ok(deadline(
+                    args.paused_longer_than.as_ref(),
+                    "paused_longer_than",
+                ))
+                .flatten();
+            if let Some(arg) = &args.failures_in_a_row {
+                deadlines.failures_in_a_row = errors.ok(arg.value.base10_parse::<u32>().and_then(
+                    |n| match n {
+                        0 => Err(syn::Error::new(
+                            arg.value.span(),
+                            "failures_in_a_row is 0: give 1 or more failed runs in a row, or leave it out",
+                        )),
+                        n => Ok(n),
+                    },
+                ));
+            }
         }
         let mut time_rules = crate::time_rules::TimeRules::default();
         if let Some(args) = &args {
@@ -184,6 +257,7 @@ impl ScheduledFn {
                 lock_invalid,
                 overlap,
                 pause_after_failures,
+                deadlines,
                 time_rules,
             }),
             // Every `None` above pushed an error, so `finish` returned it.
@@ -486,6 +560,19 @@ mod tests {
                 quote!(cron = "* * * * *", max_runs = 3),
                 "counts the schedule's instants from the job's start",
             ),
+            (
+                quote!(cron = "* * * * *", expect_success_within = "0s"),
+                "expect_success_within is zero",
+            ),
+            (
+                quote!(cron = "* * * * *", late_after = "soon"),
+                "late_after = \"soon\" is not a duration",
+            ),
+            (
+                quote!(cron = "* * * * *", failures_in_a_row = 0),
+                "failures_in_a_row is 0",
+            ),
+            (quote!(cron = "* * * * *", max_runtime = 5), "max_runtime"),
         ];
         let function_cases = [
             (

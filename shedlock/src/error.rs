@@ -445,6 +445,14 @@ pub enum Error {
         hint: String,
     },
 
+    /// An alert webhook that cannot be used (a URL that does not parse or is not http(s), a
+    /// secret that is empty or not base64 after `whsec_`).
+    #[error("invalid alert webhook: {reason}")]
+    InvalidWebhook {
+        /// What is wrong with it (a URL's secrets masked).
+        reason: String,
+    },
+
     /// A calendar that cannot be stored or read (a bad name, time zone, entry or label), or a
     /// job's time rules (start, end, runs, calendars) that cannot apply. What is wrong is named.
     #[error("invalid calendar {name:?}: {reason}")]

@@ -199,11 +199,28 @@ pub enum RunOutcome {
     /// tick: it was claimed and not run; the `error` column names the calendar and its entry.
     /// Written once fleet-wide, as [`SkippedPaused`](Self::SkippedPaused) is.
     SkippedCalendar,
+    /// The tick was due and no instance claimed it within the ledger's settling time (the
+    /// misfire grace by default): every instance was down, none carried the job, or none got to
+    /// it. Written once fleet-wide by the ledger ([`Ledger`](crate::scheduler::Ledger)), also
+    /// for ticks due while no instance was alive, by the first one back; the `error` column
+    /// says why it was not run, as far as the ledger can tell. A missed tick that a misfire
+    /// policy runs later gets a run row of its own as well.
+    Missed,
+    /// Not a run: an alert raised or recovered (see [`Alert`](crate::scheduler::Alert)), not
+    /// delivered to the webhook yet. `job` is the job's, `name` the alert's kind, and `error`
+    /// the alert's text (`raised missed: …`, `recovered missed: …`). Written once fleet-wide.
+    Alert,
+    /// An [`Alert`](Self::Alert) row whose webhook delivery was acknowledged (or that has no
+    /// webhook to go to).
+    AlertSent,
+    /// An [`Alert`](Self::Alert) row whose webhook delivery failed every retry: the dead
+    /// letter. `error` ends with the last failure.
+    AlertUndelivered,
 }
 
 impl RunOutcome {
     /// Every outcome, in the order above.
-    pub const ALL: [RunOutcome; 17] = [
+    pub const ALL: [RunOutcome; 21] = [
         RunOutcome::Running,
         RunOutcome::Executed,
         RunOutcome::Failed,
@@ -221,6 +238,10 @@ impl RunOutcome {
         RunOutcome::Buffered,
         RunOutcome::CancelledByNext,
         RunOutcome::SkippedCalendar,
+        RunOutcome::Missed,
+        RunOutcome::Alert,
+        RunOutcome::AlertSent,
+        RunOutcome::AlertUndelivered,
     ];
 
     /// The text stored in the `outcome` column (and used as the `reason` or `outcome` label of
@@ -244,6 +265,10 @@ impl RunOutcome {
             RunOutcome::Buffered => "buffered",
             RunOutcome::CancelledByNext => "cancelled-by-next",
             RunOutcome::SkippedCalendar => "skipped-calendar",
+            RunOutcome::Missed => "missed",
+            RunOutcome::Alert => "alert",
+            RunOutcome::AlertSent => "alert-sent",
+            RunOutcome::AlertUndelivered => "alert-undelivered",
         }
     }
 
@@ -264,6 +289,18 @@ impl RunOutcome {
     }
 }
 
+impl RunOutcome {
+    /// Whether the row records an alert ([`Alert`](Self::Alert),
+    /// [`AlertSent`](Self::AlertSent), [`AlertUndelivered`](Self::AlertUndelivered)), not a
+    /// tick.
+    pub fn is_alert(self) -> bool {
+        matches!(
+            self,
+            RunOutcome::Alert | RunOutcome::AlertSent | RunOutcome::AlertUndelivered
+        )
+    }
+}
+
 impl fmt::Display for RunOutcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -273,7 +310,7 @@ impl fmt::Display for RunOutcome {
 /// A text that is not one of [`RunOutcome::as_str`]'s values.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown run outcome {0:?}: expected one of running, executed, failed, skipped-held, skipped-overlap, cancelled-lost-lock, cancelled-shutdown, panicked, skipped-clock-skew, error, abandoned, skipped-paused, operator, skipped-shed, buffered, cancelled-by-next, skipped-calendar"
+    "unknown run outcome {0:?}: expected one of running, executed, failed, skipped-held, skipped-overlap, cancelled-lost-lock, cancelled-shutdown, panicked, skipped-clock-skew, error, abandoned, skipped-paused, operator, skipped-shed, buffered, cancelled-by-next, skipped-calendar, missed, alert, alert-sent, alert-undelivered"
 )]
 pub struct UnknownOutcome(pub String);
 
@@ -463,8 +500,8 @@ pub struct RunQuery {
     /// Only rows with an id below this one (keyset paging: the smallest id of the previous
     /// page).
     pub before: Option<i64>,
-    /// Leave out [`RunOutcome::Operator`] rows: only runs and skipped ticks. What a reader of
-    /// "the last run" of a job wants.
+    /// Leave out [`RunOutcome::Operator`] rows and alerts ([`RunOutcome::is_alert`]): only
+    /// runs and the other fates of ticks. What a reader of "the last run" of a job wants.
     pub runs_only: bool,
 }
 

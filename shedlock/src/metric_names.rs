@@ -79,3 +79,20 @@ pub const CLAIM_DURATION: &str = "shedlock_claim_duration_seconds";
 /// `buffer_one`, `buffer_all`, `cancel_other`, `allow_all` with `when_full = buffer_one`);
 /// label `job`. Each also has a `buffered` history row.
 pub const BUFFERED: &str = "shedlock_buffered_total";
+
+/// Counter: due ticks that no instance claimed, written `missed` by the ledger (once
+/// fleet-wide, on the instance that swept); label `job`.
+pub const MISSED: &str = "shedlock_missed_total";
+
+/// Counter: alerts raised and recovered, once fleet-wide (on the instance that swept); labels
+/// `kind` (`missed`, `no-carrier`, `no-success`, `overrun`, `late`, `failing`, `paused`) and
+/// `event` (`raised`, `recovered`).
+pub const ALERTS: &str = "shedlock_alerts_total";
+
+/// Gauge: the open alerts of a job, as the last sweep found them (on the instance that swept);
+/// label `job`.
+pub const OPEN_ALERTS: &str = "shedlock_open_alerts";
+
+/// Counter: alerts the webhook did not take after every retry (each kept as a dead letter,
+/// outcome `alert-undelivered`).
+pub const ALERTS_UNDELIVERED: &str = "shedlock_alerts_undelivered_total";

@@ -116,6 +116,12 @@ pub trait SchedulerListener: Send + Sync + 'static {
     fn on_finished(&self, run: &RunInfo, finished: &RunFinished) {
         let _ = (run, finished);
     }
+
+    /// An alert was raised or recovered ([`Alert`](crate::scheduler::Alert)). Called once
+    /// fleet-wide: on the instance whose ledger sweep raised it (with the run history on).
+    fn on_alert(&self, alert: &crate::scheduler::Alert) {
+        let _ = alert;
+    }
 }
 
 /// The run history a scheduler writes into `<table>_runs` (created by `migrate()`), one row per
@@ -138,10 +144,16 @@ pub trait SchedulerListener: Send + Sync + 'static {
 ///
 /// # Rows
 ///
-/// A run that takes its lock gets a `running` row at once (written in the background, so the
-/// body does not wait for it), finished with its outcome when it ends. A skipped tick gets one
-/// finished row (`skipped-held`, `skipped-overlap`) unless [`skips`](Self::skips) is off; with N
-/// instances every tick then writes one run row and N − 1 skip rows.
+/// The history is a ledger: one record per due tick fleet-wide, whatever the number of
+/// instances. A run that takes its lock gets a `running` row at once (written in the
+/// background, so the body does not wait for it), finished with its outcome when it ends. A
+/// tick claimed and not run gets one finished row, from the instance whose claim won
+/// (`skipped-paused`, `skipped-calendar`, `buffered`); a tick skipped for overlap or shed past
+/// capacity gets one (`skipped-overlap`, `skipped-shed`) unless [`skips`](Self::skips) is off.
+/// The instances that find a tick claimed by another write nothing (they count it in
+/// `shedlock_skipped_total{reason="held"}`); a run asked for at once ("run now") that finds
+/// the lock held is written `skipped-held`, the only record of the request. A tick that no instance claimed at all is written
+/// `missed` by the [ledger](Self::ledger), also when no instance was alive at the time.
 ///
 /// # Abandoned runs
 ///
@@ -177,6 +189,7 @@ pub struct RunHistory {
     retention: Duration,
     skips: bool,
     prune_every: Duration,
+    ledger: Option<crate::scheduler::Ledger>,
 }
 
 impl RunHistory {
@@ -186,10 +199,26 @@ impl RunHistory {
             retention,
             skips: true,
             prune_every: Duration::from_secs(3600),
+            ledger: Some(crate::scheduler::Ledger::default()),
         }
     }
 
-    /// Whether skipped ticks get rows (default true).
+    /// How the ledger accounts for ticks that no instance claimed (on by default, with
+    /// [`Ledger::default`]); `None` turns it off: such ticks then leave no row.
+    ///
+    /// [`Ledger::default`]: crate::scheduler::Ledger::default
+    #[must_use]
+    pub fn ledger(mut self, ledger: Option<crate::scheduler::Ledger>) -> Self {
+        self.ledger = ledger;
+        self
+    }
+
+    /// The ledger's settings, when it is on.
+    pub fn ledger_settings(&self) -> Option<crate::scheduler::Ledger> {
+        self.ledger
+    }
+
+    /// Whether ticks skipped for overlap or shed past capacity get rows (default true).
     #[must_use]
     pub fn skips(mut self, record: bool) -> Self {
         self.skips = record;
@@ -220,6 +249,9 @@ pub(crate) struct Observer {
     /// Where the run history goes, and its settings; `None` when it is off.
     pub(crate) history: Option<(Arc<dyn RunStore>, RunHistory)>,
     pub(crate) listeners: Vec<Arc<dyn SchedulerListener>>,
+    /// Where alerts are delivered, if anywhere.
+    #[cfg(feature = "webhook")]
+    pub(crate) webhook: Option<crate::scheduler::Webhook>,
 }
 
 impl fmt::Debug for Observer {
@@ -291,9 +323,15 @@ impl Observer {
         let Some((store, history)) = &self.history else {
             return;
         };
+        // Another instance claimed the tick: its row is that instance's (the ledger keeps one
+        // record per tick fleet-wide). A run asked for at once that found the lock held keeps
+        // its row: it is the only record of the request.
+        if outcome == RunOutcome::SkippedHeld && run.requested_by.is_none() {
+            return;
+        }
         let skip = matches!(
             outcome,
-            RunOutcome::SkippedHeld | RunOutcome::SkippedOverlap | RunOutcome::SkippedShed
+            RunOutcome::SkippedOverlap | RunOutcome::SkippedShed
         );
         if skip && !history.skips {
             return;

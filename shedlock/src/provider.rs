@@ -345,7 +345,43 @@ pub trait RunStore: LockProvider {
     /// real outcome. The scheduler calls this at start-up and at every
     /// [`RunHistory::prune_every`](crate::scheduler::RunHistory::prune_every) when its history is on.
     fn close_abandoned_runs(&self) -> BoxFuture<'_, Result<u64>>;
+
+    /// Every (job, tick) the history records with a tick in `(from, to]`, read from the rows
+    /// that started at or after `since` (a tick's rows start after it: pass `from` less the
+    /// clocks' tolerance), unordered, a pair given once per row. What the
+    /// [ledger](crate::scheduler::Ledger) compares each job's due ticks with.
+    ///
+    /// By default, pages of 10,000 rows of [`runs`](Self::runs), newest first.
+    fn recorded_ticks<'a>(
+        &'a self,
+        since: DateTime<Utc>,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> BoxFuture<'a, Result<Vec<(String, DateTime<Utc>)>>> {
+        Box::pin(async move {
+            let mut recorded = Vec::new();
+            let mut before = None;
+            loop {
+                let mut query = RunQuery::latest(RECORDED_PAGE).since(since).runs_only();
+                query.before = before;
+                let rows = self.runs(&query).await?;
+                let full = rows.len() == RECORDED_PAGE as usize;
+                for row in rows {
+                    before = Some(row.id);
+                    if let Some(tick) = row.tick.filter(|tick| *tick > from && *tick <= to) {
+                        recorded.push((row.job, tick));
+                    }
+                }
+                if !full {
+                    return Ok(recorded);
+                }
+            }
+        })
+    }
 }
+
+/// How many rows the default [`RunStore::recorded_ticks`] reads at a time.
+const RECORDED_PAGE: u32 = 10_000;
 
 /// How many rows the default [`RunStore::latest_runs`] reads at a time for a name whose newest
 /// rows are another lock's (the name is also a job's name).
@@ -435,6 +471,9 @@ macro_rules! forward {
             }
             fn close_abandoned_runs(&self) -> BoxFuture<'_, Result<u64>> {
                 (**self).close_abandoned_runs()
+            }
+            fn recorded_ticks<'a>(&'a self, since: DateTime<Utc>, from: DateTime<Utc>, to: DateTime<Utc>) -> BoxFuture<'a, Result<Vec<(String, DateTime<Utc>)>>> {
+                (**self).recorded_ticks(since, from, to)
             }
         }
     )*};

@@ -31,11 +31,13 @@ use crate::provider::LockProvider;
 pub mod backfill;
 pub mod calendar;
 pub mod check;
+mod deadlines;
 pub mod fleet;
 
 pub use crate::cron::time_rules::{Fate, MAX_RUNS, OnExcluded, TimeRules};
 pub use backfill::{BackfillCount, BackfillState, NewBackfill, StoredBackfill};
 pub use calendar::{Calendar, CalendarEntry};
+pub use deadlines::Deadlines;
 pub use fleet::{Carrier, FleetJob, RegisteredJob, Registration, StoredRegistration};
 
 /// Retries of a failed run, per job: up to `max_attempts` attempts in all (the first run

@@ -53,6 +53,7 @@ pub(crate) fn scheduled(scheduled: ScheduledFn) -> TokenStream {
         overlap,
         pause_after_failures,
         time_rules,
+        deadlines,
     } = scheduled;
     let ident = &func.sig.ident;
     let vis = &func.vis;
@@ -236,6 +237,13 @@ pub(crate) fn scheduled(scheduled: ScheduledFn) -> TokenStream {
         },
         None => job,
     };
+    let job = match deadline_calls(&deadlines) {
+        Some(calls) => quote! {
+            let __shedlock_job: ::shedlock::Job = { #job };
+            __shedlock_job.deadlines(::shedlock::schedules::Deadlines::default() #calls)
+        },
+        None => job,
+    };
     let job = match time_rules_calls(&time_rules) {
         Some(calls) => quote! {
             let __shedlock_job: ::shedlock::Job = { #job };
@@ -346,6 +354,35 @@ fn overlap_expr(overlap: crate::overlap::Overlap) -> Option<TokenStream> {
             quote!(::shedlock::Overlap::AllowAll { max_running: #max_running, when_full: #when_full })
         }
     })
+}
+
+/// The `Deadlines` builder calls a `#[scheduled]` function's deadlines make, if any.
+fn deadline_calls(deadlines: &crate::scheduled::Deadlines) -> Option<TokenStream> {
+    let duration = |d: std::time::Duration| {
+        let (secs, nanos) = (d.as_secs(), d.subsec_nanos());
+        quote!(::core::time::Duration::new(#secs, #nanos))
+    };
+    let mut calls = TokenStream::new();
+    if let Some(d) = deadlines.expect_success_within {
+        let d = duration(d);
+        calls.extend(quote!(.expect_success_within(#d)));
+    }
+    if let Some(d) = deadlines.max_runtime {
+        let d = duration(d);
+        calls.extend(quote!(.max_runtime(#d)));
+    }
+    if let Some(d) = deadlines.late_after {
+        let d = duration(d);
+        calls.extend(quote!(.late_after(#d)));
+    }
+    if let Some(n) = deadlines.failures_in_a_row {
+        calls.extend(quote!(.failures_in_a_row(#n)));
+    }
+    if let Some(d) = deadlines.paused_longer_than {
+        let d = duration(d);
+        calls.extend(quote!(.paused_longer_than(#d)));
+    }
+    (!calls.is_empty()).then_some(calls)
 }
 
 /// The `Job` builder calls a `#[scheduled]` function's time rules make (`.exclude("kr")`

@@ -57,6 +57,7 @@ impl Error {
             | Error::InvalidSchedule { .. }
             | Error::InvalidCalendar { .. }
             | Error::NoSuchCalendar { .. }
+            | Error::InvalidWebhook { .. }
             | Error::TooManySchedules { .. } => ErrorKind::Configuration,
             Error::Unreachable { .. } | Error::Auth { .. } | Error::UnknownDatabase { .. } => {
                 ErrorKind::Connection

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::{Backend, Error, ErrorKind};
 
 /// How many variants `Error` has: `variant` numbers them from 0.
-const VARIANTS: usize = 42;
+const VARIANTS: usize = 43;
 
 /// Which variant `error` is, by number. No wildcard: a new variant does not compile until it
 /// is numbered here, and the test below then fails until it has a sample with its kind.
@@ -54,6 +54,7 @@ fn variant(error: &Error) -> usize {
         Error::InvalidOverlap { .. } => 39,
         Error::InvalidCalendar { .. } => 40,
         Error::NoSuchCalendar { .. } => 41,
+        Error::InvalidWebhook { .. } => 42,
     }
 }
 
@@ -276,6 +277,7 @@ fn samples() -> Vec<(Error, ErrorKind)> {
             },
             Configuration,
         ),
+        (Error::InvalidWebhook { reason: s.clone() }, Configuration),
         (
             Error::Timeout {
                 operation: s.clone(),

@@ -45,7 +45,7 @@
 pub(crate) mod backfill;
 pub(crate) mod calendars;
 mod find;
-mod upcoming;
+pub(crate) mod upcoming;
 
 use std::time::Duration;
 

@@ -162,14 +162,14 @@ impl Upcoming {
 
 /// What the store and the fleet say of a job: its stored schedule, the code's definition (cron,
 /// time zone, jitter) when an instance registered it, and the fleet's pause.
-pub(super) struct Known {
-    pub(super) stored: Option<StoredSchedule>,
-    pub(super) code: Option<(String, String, Option<Duration>)>,
-    pub(super) fleet: Option<StoredSchedule>,
+pub(crate) struct Known {
+    pub(crate) stored: Option<StoredSchedule>,
+    pub(crate) code: Option<(String, String, Option<Duration>)>,
+    pub(crate) fleet: Option<StoredSchedule>,
     /// The time rules it goes by (the store's, else the code's), and the calendars they name
     /// that the store holds.
-    pub(super) rules: Option<TimeRules>,
-    pub(super) calendars: Vec<Arc<Calendar>>,
+    pub(crate) rules: Option<TimeRules>,
+    pub(crate) calendars: Vec<Arc<Calendar>>,
 }
 
 /// Reads what [`plan`] needs of job `name` from `store`.
@@ -203,17 +203,123 @@ pub(super) async fn known<S: ScheduleStore + ?Sized>(store: &S, name: &str) -> R
     })
 }
 
+/// One job as [`known_all`] found it: what the store and the fleet say of it, and whether an
+/// instance that runs now carries it (a job created at run time counts as carried: the store
+/// does not list the instances that registered its handler).
+pub(crate) struct KnownJob {
+    pub(crate) name: String,
+    pub(crate) known: Known,
+    pub(crate) carried: bool,
+    /// The lock its runs take, when its registration says (else its name).
+    pub(crate) lock: Option<String>,
+    /// What its code promises.
+    pub(crate) deadlines: Option<crate::schedules::Deadlines>,
+}
+
+/// What the store and the fleet say of every job they know, by name: the fleet's code-defined
+/// jobs (those of instances not yet forgotten) and the jobs created at run time. Three reads
+/// in all, whatever the number of jobs: the fleet's jobs, and every schedule row (calendars
+/// and the fleet's own schedule among them).
+pub(crate) async fn known_all<S: ScheduleStore + ?Sized>(store: &S) -> Result<Vec<KnownJob>> {
+    let fleet_jobs = store.fleet_jobs().await?;
+    let rows = store.schedules_since(0).await?;
+    let mut calendars = std::collections::HashMap::new();
+    let mut stored = std::collections::BTreeMap::new();
+    let mut fleet = None;
+    for row in rows.into_iter().filter(|row| !row.deleted) {
+        if let Some(calendar) = crate::schedules::calendar::calendar_of(&row.name) {
+            if let Some(json) = &row.rules {
+                match Calendar::from_json(calendar, json) {
+                    Ok(found) => {
+                        calendars.insert(calendar.to_owned(), Arc::new(found));
+                    }
+                    Err(error) => {
+                        tracing::warn!(calendar, %error, "a stored calendar cannot be read")
+                    }
+                }
+            }
+        } else if row.name == FLEET_SCHEDULE {
+            fleet = Some(row);
+        } else {
+            stored.insert(row.name.clone(), row);
+        }
+    }
+    let mut jobs = Vec::with_capacity(fleet_jobs.len());
+    let in_fleet: std::collections::HashSet<&str> =
+        fleet_jobs.iter().map(|j| j.job.name.as_str()).collect();
+    // The stored rows of no code-defined job of the fleet: jobs created at run time, and the
+    // overrides of jobs no instance registers any more.
+    let rest: Vec<(String, bool)> = stored
+        .iter()
+        .filter(|(name, _)| !in_fleet.contains(name.as_str()))
+        .map(|(name, s)| (name.clone(), s.handler.is_some()))
+        .collect();
+    drop(in_fleet);
+    let mut known_job = |name: String, code: Option<crate::schedules::FleetJob>, carried: bool| {
+        let own = stored.remove(&name);
+        let code_rules = code.as_ref().and_then(|c| c.job.rules.clone());
+        let lock = code.as_ref().and_then(|c| c.job.lock.clone());
+        let deadlines = code.as_ref().and_then(|c| c.job.deadlines);
+        let rules = match own.as_ref().and_then(|s| s.rules.as_deref()) {
+            Some(text) => match TimeRules::from_json(&name, text) {
+                Ok(rules) => Some(rules),
+                Err(error) => {
+                    tracing::warn!(job = %name, %error, "a job's stored time rules cannot be read");
+                    code_rules
+                }
+            },
+            None => code_rules,
+        };
+        let used = rules
+            .iter()
+            .flat_map(|rules| rules.exclude.iter())
+            .filter_map(|c| calendars.get(c).cloned())
+            .collect();
+        let code = code.map(|c| {
+            let jitter = c.job.jitter();
+            (c.job.cron, c.job.time_zone, jitter)
+        });
+        jobs.push(KnownJob {
+            name,
+            known: Known {
+                stored: own,
+                code,
+                fleet: fleet.clone(),
+                rules,
+                calendars: used,
+            },
+            carried,
+            lock,
+            deadlines,
+        });
+    };
+    for job in fleet_jobs {
+        let carried = job.carried();
+        known_job(job.job.name.clone(), Some(job), carried);
+    }
+    for (name, run_time) in rest {
+        known_job(name, None, run_time);
+    }
+    Ok(jobs)
+}
+
 /// The most ticks [`plan`] examines in all (those that run and those left out), so a schedule
 /// whose ticks all fall out ends.
 const MOST_EXAMINED: usize = 10_000;
 
-/// Job `name`'s next `count` runs after `now`, and the ticks between that will not run.
-pub(super) fn plan(
-    name: &str,
-    known: &Known,
-    count: usize,
-    now: DateTime<Utc>,
-) -> Result<Upcoming> {
+/// A job's schedule as the store and its code say, with its jitter and why it does not run
+/// now (its pause or the fleet's), if so.
+pub(crate) struct Resolved {
+    pub(crate) cron: String,
+    pub(crate) time_zone: String,
+    pub(crate) schedule: Schedule,
+    pub(crate) source: Source,
+    pub(crate) jitter: Option<Duration>,
+    pub(crate) paused: Option<LeftOut>,
+}
+
+/// Job `name`'s schedule from what the store and the fleet say of it ([`Known`]).
+pub(crate) fn resolve(name: &str, known: &Known) -> Result<Resolved> {
     let stored = known.stored.as_ref();
     let run_time = stored.is_some_and(|s| s.handler.is_some());
     let code = known.code.as_ref();
@@ -260,7 +366,32 @@ pub(super) fn plan(
         }),
         _ => None,
     };
+    Ok(Resolved {
+        cron,
+        time_zone,
+        schedule,
+        source,
+        jitter,
+        paused,
+    })
+}
 
+/// Job `name`'s next `count` runs after `now`, and the ticks between that will not run.
+pub(super) fn plan(
+    name: &str,
+    known: &Known,
+    count: usize,
+    now: DateTime<Utc>,
+) -> Result<Upcoming> {
+    let Resolved {
+        cron,
+        time_zone,
+        schedule,
+        source,
+        jitter,
+        paused,
+    } = resolve(name, known)?;
+    let code = known.code.as_ref();
     let mut ticks = Vec::new();
     let (mut runs, mut left_out) = (0, 0);
     let mut cursor = now;

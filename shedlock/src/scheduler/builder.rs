@@ -35,6 +35,8 @@ pub struct SchedulerBuilder<P> {
     shutdown_timeout: Duration,
     run_history: Option<(Arc<dyn RunStore>, RunHistory)>,
     listeners: Vec<Arc<dyn SchedulerListener>>,
+    #[cfg(feature = "webhook")]
+    webhook: Option<crate::scheduler::Webhook>,
     election: Option<LeaderElection>,
     max_concurrent_runs: Option<usize>,
     fleet: String,
@@ -65,6 +67,8 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
             shutdown_timeout: Duration::from_secs(30),
             run_history: None,
             listeners: Vec::new(),
+            #[cfg(feature = "webhook")]
+            webhook: None,
             election: None,
             max_concurrent_runs: None,
             fleet: "default".to_owned(),
@@ -133,6 +137,16 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
         self
     }
 
+    /// Delivers every alert the ledger raises or recovers to `webhook` (feature `webhook`),
+    /// signed, retried, and kept as a dead letter when every try fails (see
+    /// [`Webhook`](crate::scheduler::Webhook)). Alerts need the run history
+    /// ([`history`](Self::history)).
+    #[cfg(feature = "webhook")]
+    pub fn alert_webhook(mut self, webhook: crate::scheduler::Webhook) -> Self {
+        self.webhook = Some(webhook);
+        self
+    }
+
     /// Only the leader of `election` fires ticks; the other instances keep their jobs
     /// registered and planned, fire nothing, and take over when the leader's lease lapses or it
     /// resigns (on [`shutdown`](Scheduler::shutdown)). Off by default: every instance fires
@@ -188,6 +202,8 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
                 observer: Arc::new(Observer {
                     history: self.run_history,
                     listeners: self.listeners,
+                    #[cfg(feature = "webhook")]
+                    webhook: self.webhook,
                 }),
                 provider: self.provider as Arc<dyn LockProvider>,
                 clock: DbClock::new(self.clock),

@@ -120,6 +120,8 @@ pub struct Job {
     /// Its own time rules (calendars, start, end, most runs), which the store's rules of it
     /// replace; the schedule goes by whichever applies, its calendars read from the store.
     pub(crate) time_rules: Option<Arc<TimeRules>>,
+    /// What it promises, checked fleet-wide by the ledger.
+    pub(crate) deadlines: Option<crate::schedules::Deadlines>,
 }
 
 /// A job's own jitter and retry policy.
@@ -164,6 +166,7 @@ impl Job {
             refusal: None,
             tuning: None,
             time_rules: None,
+            deadlines: None,
         }
     }
 
@@ -238,6 +241,7 @@ impl Job {
             refusal: None,
             tuning: None,
             time_rules: None,
+            deadlines: None,
         }
     }
 
@@ -382,6 +386,48 @@ impl Job {
         self.schedule = self.schedule.with_rules(Arc::new(rules.clone()), &[]);
         self.time_rules = (!rules.is_empty()).then(|| Arc::new(rules));
         self
+    }
+
+    /// Sets what the job promises whole ([`Deadlines`](crate::schedules::Deadlines)): the
+    /// ledger's sweep checks it fleet-wide and raises an alert once for each promise broken
+    /// (it needs the run history, on by the README's path). [`Scheduler::add`](crate::Scheduler::add)
+    /// refuses a zero duration.
+    #[must_use]
+    pub fn deadlines(mut self, deadlines: crate::schedules::Deadlines) -> Self {
+        self.deadlines = (!deadlines.is_empty()).then_some(deadlines);
+        self
+    }
+
+    fn deadlines_then(
+        self,
+        change: impl FnOnce(crate::schedules::Deadlines) -> crate::schedules::Deadlines,
+    ) -> Self {
+        let deadlines = self.deadlines.unwrap_or_default();
+        self.deadlines(change(deadlines))
+    }
+
+    /// Promises a successful run at least every `period` (a healthcheck's period).
+    #[must_use]
+    pub fn expect_success_within(self, period: Duration) -> Self {
+        self.deadlines_then(|d| d.expect_success_within(period))
+    }
+
+    /// Promises no run longer than `limit`: a run past it raises an alert (it is not
+    /// cancelled; `lock_at_most_for` bounds its hold).
+    #[must_use]
+    pub fn max_runtime(self, limit: Duration) -> Self {
+        self.deadlines_then(|d| d.max_runtime(limit))
+    }
+
+    /// Promises no start later than `after` past its tick.
+    #[must_use]
+    pub fn late_after(self, after: Duration) -> Self {
+        self.deadlines_then(|d| d.late_after(after))
+    }
+
+    /// What the job promises, if anything.
+    pub fn deadlines_set(&self) -> Option<&crate::schedules::Deadlines> {
+        self.deadlines.as_ref()
     }
 
     fn rules_then(self, change: impl FnOnce(TimeRules) -> TimeRules) -> Self {

@@ -39,6 +39,7 @@ use crate::error::{Error, Result};
 use crate::leader::LeaderElector;
 use crate::provider::LockProvider;
 
+pub(crate) mod alerts;
 mod attempt;
 mod backfill;
 pub(crate) mod builder;
@@ -48,6 +49,7 @@ mod failures;
 mod fire;
 pub(crate) mod fleet;
 pub(crate) mod job;
+pub(crate) mod ledger;
 
 mod misfire;
 pub(crate) mod overlap;
@@ -55,9 +57,12 @@ mod registry;
 mod shed;
 mod state;
 mod tick_loop;
+#[cfg(feature = "webhook")]
+mod webhook;
 
 pub use crate::context::Interval;
 pub use crate::observe::{RunFinished, RunHistory, RunInfo, SchedulerListener};
+pub use alerts::{Alert, AlertKind, open_alerts};
 pub use builder::SchedulerBuilder;
 use capacity::Capacity;
 pub use control::spread::jitter_delay;
@@ -66,9 +71,12 @@ use fire::capacity_loop;
 use fleet::fleet_loop;
 pub use fleet::{FleetView, share_owner};
 pub use job::{Job, JobOutput, JobStats, MisfirePolicy};
+pub use ledger::{LEDGER_LOCK, Ledger, MOST_TICKS};
 pub use overlap::policy::{MAX_OVERLAP_ROWS, Overlap, WhenFull};
 use state::Inner;
 use tick_loop::{prune_loop, timer_loop};
+#[cfg(feature = "webhook")]
+pub use webhook::{Webhook, sign as sign_webhook};
 
 /// Fires jobs at their cron ticks; each run claims its tick through the lock, so across any
 /// number of instances each tick runs once.
@@ -221,6 +229,9 @@ impl Scheduler {
             return Err(refusal());
         }
         check_job_name(job.name())?;
+        if let Some(deadlines) = &job.deadlines {
+            deadlines.check(job.name())?;
+        }
         if let Some(reason) = overlap::refusal(&job)
             .or_else(|| overlap::too_fast(&job, self.inner.provider.shortest_lease()))
         {
@@ -430,6 +441,17 @@ impl Scheduler {
         }
         if let Some((_, history)) = self.inner.observer.history {
             loops.spawn(prune_loop(Arc::clone(&self.inner), history));
+        }
+        if let (Some((store, history)), Some(_)) =
+            (&self.inner.observer.history, &self.inner.control)
+        {
+            if let Some(ledger) = history.ledger_settings() {
+                loops.spawn(ledger::ledger_loop(
+                    Arc::clone(&self.inner),
+                    Arc::clone(store),
+                    ledger,
+                ));
+            }
         }
         if self.inner.control.is_some() {
             loops.spawn(control::watch::watch_loop(Arc::clone(&self.inner)));

@@ -163,6 +163,9 @@ pub struct RegisteredJob {
     /// walks by when the store holds none of its own.
     #[serde(rename = "t", default, skip_serializing_if = "Option::is_none")]
     pub rules: Option<super::TimeRules>,
+    /// What it promises ([`Deadlines`](super::Deadlines)), checked fleet-wide by the ledger.
+    #[serde(rename = "d", default, skip_serializing_if = "Option::is_none")]
+    pub deadlines: Option<super::Deadlines>,
 }
 
 impl RegisteredJob {
@@ -182,6 +185,7 @@ impl RegisteredJob {
             retry: None,
             overlap: None,
             rules: None,
+            deadlines: None,
         }
     }
 

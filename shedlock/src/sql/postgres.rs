@@ -301,7 +301,7 @@ SELECT * FROM (
     WHERE name >= $1 AND name <= $1 AND $4::TIMESTAMPTZ IS NULL AND $5::TIMESTAMPTZ IS NULL
       AND ($2::TEXT IS NULL OR outcome = $2) AND ($3::TEXT IS NULL OR locked_by = $3)
       AND ($4::TIMESTAMPTZ IS NULL OR started_at >= $4) AND ($5::TIMESTAMPTZ IS NULL OR started_at < $5)
-      AND id < COALESCE($6, 9223372036854775807) AND (NOT $7 OR outcome <> 'operator')
+      AND id < COALESCE($6, 9223372036854775807) AND (NOT $7 OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     ORDER BY name DESC, id DESC LIMIT $8) AS b1
 UNION ALL
 SELECT * FROM (
@@ -311,7 +311,7 @@ SELECT * FROM (
     WHERE name = $1 AND ($4::TIMESTAMPTZ IS NOT NULL OR $5::TIMESTAMPTZ IS NOT NULL) AND started_at >= COALESCE($4, '-infinity'::TIMESTAMPTZ) AND started_at < COALESCE($5, 'infinity'::TIMESTAMPTZ)
       AND ($2::TEXT IS NULL OR outcome = $2) AND ($3::TEXT IS NULL OR locked_by = $3)
       AND ($4::TIMESTAMPTZ IS NULL OR started_at >= $4) AND ($5::TIMESTAMPTZ IS NULL OR started_at < $5)
-      AND id < COALESCE($6, 9223372036854775807) AND (NOT $7 OR outcome <> 'operator')
+      AND id < COALESCE($6, 9223372036854775807) AND (NOT $7 OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     OFFSET 0) AS w ORDER BY id DESC LIMIT $8) AS b2
 UNION ALL
 SELECT * FROM (
@@ -321,7 +321,7 @@ SELECT * FROM (
     WHERE job >= $1 AND job <= $1 AND name <> job AND $4::TIMESTAMPTZ IS NULL AND $5::TIMESTAMPTZ IS NULL
       AND ($2::TEXT IS NULL OR outcome = $2) AND ($3::TEXT IS NULL OR locked_by = $3)
       AND ($4::TIMESTAMPTZ IS NULL OR started_at >= $4) AND ($5::TIMESTAMPTZ IS NULL OR started_at < $5)
-      AND id < COALESCE($6, 9223372036854775807) AND (NOT $7 OR outcome <> 'operator')
+      AND id < COALESCE($6, 9223372036854775807) AND (NOT $7 OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     ORDER BY job DESC, id DESC LIMIT $8) AS b3
 UNION ALL
 SELECT * FROM (
@@ -331,7 +331,7 @@ SELECT * FROM (
     WHERE job = $1 AND name <> job AND ($4::TIMESTAMPTZ IS NOT NULL OR $5::TIMESTAMPTZ IS NOT NULL) AND started_at >= COALESCE($4, '-infinity'::TIMESTAMPTZ) AND started_at < COALESCE($5, 'infinity'::TIMESTAMPTZ)
       AND ($2::TEXT IS NULL OR outcome = $2) AND ($3::TEXT IS NULL OR locked_by = $3)
       AND ($4::TIMESTAMPTZ IS NULL OR started_at >= $4) AND ($5::TIMESTAMPTZ IS NULL OR started_at < $5)
-      AND id < COALESCE($6, 9223372036854775807) AND (NOT $7 OR outcome <> 'operator')
+      AND id < COALESCE($6, 9223372036854775807) AND (NOT $7 OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     OFFSET 0) AS w ORDER BY id DESC LIMIT $8) AS b4
 UNION ALL
 SELECT * FROM (
@@ -341,7 +341,7 @@ SELECT * FROM (
     WHERE $1::TEXT IS NULL AND $2::TEXT IS NOT NULL AND $4::TIMESTAMPTZ IS NULL AND $5::TIMESTAMPTZ IS NULL AND outcome >= $2 AND outcome <= $2
       AND ($2::TEXT IS NULL OR outcome = $2) AND ($3::TEXT IS NULL OR locked_by = $3)
       AND ($4::TIMESTAMPTZ IS NULL OR started_at >= $4) AND ($5::TIMESTAMPTZ IS NULL OR started_at < $5)
-      AND id < COALESCE($6, 9223372036854775807) AND (NOT $7 OR outcome <> 'operator')
+      AND id < COALESCE($6, 9223372036854775807) AND (NOT $7 OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     ORDER BY outcome DESC, id DESC LIMIT $8) AS b5
 UNION ALL
 SELECT * FROM (
@@ -351,7 +351,7 @@ SELECT * FROM (
     WHERE $1::TEXT IS NULL AND $2::TEXT IS NOT NULL AND ($4::TIMESTAMPTZ IS NOT NULL OR $5::TIMESTAMPTZ IS NOT NULL) AND outcome = $2 AND started_at >= COALESCE($4, '-infinity'::TIMESTAMPTZ) AND started_at < COALESCE($5, 'infinity'::TIMESTAMPTZ)
       AND ($2::TEXT IS NULL OR outcome = $2) AND ($3::TEXT IS NULL OR locked_by = $3)
       AND ($4::TIMESTAMPTZ IS NULL OR started_at >= $4) AND ($5::TIMESTAMPTZ IS NULL OR started_at < $5)
-      AND id < COALESCE($6, 9223372036854775807) AND (NOT $7 OR outcome <> 'operator')
+      AND id < COALESCE($6, 9223372036854775807) AND (NOT $7 OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     OFFSET 0) AS w ORDER BY id DESC LIMIT $8) AS b6
 UNION ALL
 SELECT * FROM (
@@ -362,7 +362,7 @@ SELECT * FROM (
       AND locked_by >= $3 AND locked_by <= $3
       AND ($2::TEXT IS NULL OR outcome = $2) AND ($3::TEXT IS NULL OR locked_by = $3)
       AND ($4::TIMESTAMPTZ IS NULL OR started_at >= $4) AND ($5::TIMESTAMPTZ IS NULL OR started_at < $5)
-      AND id < COALESCE($6, 9223372036854775807) AND (NOT $7 OR outcome <> 'operator')
+      AND id < COALESCE($6, 9223372036854775807) AND (NOT $7 OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     ORDER BY locked_by DESC, id DESC LIMIT $8) AS b7
 UNION ALL
 SELECT * FROM (
@@ -372,7 +372,7 @@ SELECT * FROM (
     WHERE $1::TEXT IS NULL AND $2::TEXT IS NULL AND $3::TEXT IS NOT NULL AND ($4::TIMESTAMPTZ IS NOT NULL OR $5::TIMESTAMPTZ IS NOT NULL) AND locked_by = $3 AND started_at >= COALESCE($4, '-infinity'::TIMESTAMPTZ) AND started_at < COALESCE($5, 'infinity'::TIMESTAMPTZ)
       AND ($2::TEXT IS NULL OR outcome = $2) AND ($3::TEXT IS NULL OR locked_by = $3)
       AND ($4::TIMESTAMPTZ IS NULL OR started_at >= $4) AND ($5::TIMESTAMPTZ IS NULL OR started_at < $5)
-      AND id < COALESCE($6, 9223372036854775807) AND (NOT $7 OR outcome <> 'operator')
+      AND id < COALESCE($6, 9223372036854775807) AND (NOT $7 OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     OFFSET 0) AS w ORDER BY id DESC LIMIT $8) AS b8
 UNION ALL
 SELECT * FROM (
@@ -382,7 +382,7 @@ SELECT * FROM (
     WHERE $1::TEXT IS NULL AND $2::TEXT IS NULL AND $3::TEXT IS NULL AND $4::TIMESTAMPTZ IS NULL AND $5::TIMESTAMPTZ IS NULL
       AND ($2::TEXT IS NULL OR outcome = $2) AND ($3::TEXT IS NULL OR locked_by = $3)
       AND ($4::TIMESTAMPTZ IS NULL OR started_at >= $4) AND ($5::TIMESTAMPTZ IS NULL OR started_at < $5)
-      AND id < COALESCE($6, 9223372036854775807) AND (NOT $7 OR outcome <> 'operator')
+      AND id < COALESCE($6, 9223372036854775807) AND (NOT $7 OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     ORDER BY id DESC LIMIT $8) AS b9
 UNION ALL
 SELECT * FROM (
@@ -392,7 +392,7 @@ SELECT * FROM (
     WHERE $1::TEXT IS NULL AND $2::TEXT IS NULL AND $3::TEXT IS NULL AND ($4::TIMESTAMPTZ IS NOT NULL OR $5::TIMESTAMPTZ IS NOT NULL) AND started_at >= COALESCE($4, '-infinity'::TIMESTAMPTZ) AND started_at < COALESCE($5, 'infinity'::TIMESTAMPTZ)
       AND ($2::TEXT IS NULL OR outcome = $2) AND ($3::TEXT IS NULL OR locked_by = $3)
       AND ($4::TIMESTAMPTZ IS NULL OR started_at >= $4) AND ($5::TIMESTAMPTZ IS NULL OR started_at < $5)
-      AND id < COALESCE($6, 9223372036854775807) AND (NOT $7 OR outcome <> 'operator')
+      AND id < COALESCE($6, 9223372036854775807) AND (NOT $7 OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     OFFSET 0) AS w ORDER BY id DESC LIMIT $8) AS b10
 ORDER BY id DESC
 LIMIT $8",
@@ -410,7 +410,7 @@ SELECT r.id, r.job::TEXT, r.name::TEXT, r.tick, r.started_at, r.finished_at, r.o
 FROM jsonb_array_elements_text($1::TEXT::JSONB) AS j(name)
 CROSS JOIN LATERAL (
     SELECT * FROM {runs} AS l
-    WHERE l.name = j.name AND l.outcome NOT IN ('operator', 'skipped-held')
+    WHERE l.name = j.name AND l.outcome NOT IN ('operator', 'skipped-held', 'alert', 'alert-sent', 'alert-undelivered')
     ORDER BY l.id DESC LIMIT 1) AS r
 ORDER BY r.name",
     binds: &[P::Names],

@@ -263,7 +263,7 @@ SELECT * FROM (
     WHERE name >= ?1 AND name <= ?1 AND ?4 IS NULL AND ?5 IS NULL
       AND (?2 IS NULL OR outcome = ?2) AND (?3 IS NULL OR locked_by = ?3)
       AND (?4 IS NULL OR started_at >= ?4) AND (?5 IS NULL OR started_at < ?5)
-      AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome <> 'operator')
+      AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     ORDER BY name DESC, id DESC LIMIT ?8) AS b1
 UNION ALL
 SELECT * FROM (
@@ -273,7 +273,7 @@ SELECT * FROM (
     WHERE name = ?1 AND (?4 IS NOT NULL OR ?5 IS NOT NULL) AND started_at >= COALESCE(?4, -9223372036854775808) AND started_at < COALESCE(?5, 9223372036854775807)
       AND (?2 IS NULL OR outcome = ?2) AND (?3 IS NULL OR locked_by = ?3)
       AND (?4 IS NULL OR started_at >= ?4) AND (?5 IS NULL OR started_at < ?5)
-      AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome <> 'operator')
+      AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     ORDER BY +id DESC LIMIT ?8) AS b2
 UNION ALL
 SELECT * FROM (
@@ -283,7 +283,7 @@ SELECT * FROM (
     WHERE job >= ?1 AND job <= ?1 AND name <> job AND ?4 IS NULL AND ?5 IS NULL
       AND (?2 IS NULL OR outcome = ?2) AND (?3 IS NULL OR locked_by = ?3)
       AND (?4 IS NULL OR started_at >= ?4) AND (?5 IS NULL OR started_at < ?5)
-      AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome <> 'operator')
+      AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     ORDER BY job DESC, id DESC LIMIT ?8) AS b3
 UNION ALL
 SELECT * FROM (
@@ -293,7 +293,7 @@ SELECT * FROM (
     WHERE job = ?1 AND name <> job AND (?4 IS NOT NULL OR ?5 IS NOT NULL) AND started_at >= COALESCE(?4, -9223372036854775808) AND started_at < COALESCE(?5, 9223372036854775807)
       AND (?2 IS NULL OR outcome = ?2) AND (?3 IS NULL OR locked_by = ?3)
       AND (?4 IS NULL OR started_at >= ?4) AND (?5 IS NULL OR started_at < ?5)
-      AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome <> 'operator')
+      AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     ORDER BY +id DESC LIMIT ?8) AS b4
 UNION ALL
 SELECT * FROM (
@@ -303,7 +303,7 @@ SELECT * FROM (
     WHERE ?1 IS NULL AND ?2 IS NOT NULL AND ?4 IS NULL AND ?5 IS NULL AND outcome >= ?2 AND outcome <= ?2
       AND (?2 IS NULL OR outcome = ?2) AND (?3 IS NULL OR locked_by = ?3)
       AND (?4 IS NULL OR started_at >= ?4) AND (?5 IS NULL OR started_at < ?5)
-      AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome <> 'operator')
+      AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     ORDER BY outcome DESC, id DESC LIMIT ?8) AS b5
 UNION ALL
 SELECT * FROM (
@@ -313,7 +313,7 @@ SELECT * FROM (
     WHERE ?1 IS NULL AND ?2 IS NOT NULL AND (?4 IS NOT NULL OR ?5 IS NOT NULL) AND outcome = ?2 AND started_at >= COALESCE(?4, -9223372036854775808) AND started_at < COALESCE(?5, 9223372036854775807)
       AND (?2 IS NULL OR outcome = ?2) AND (?3 IS NULL OR locked_by = ?3)
       AND (?4 IS NULL OR started_at >= ?4) AND (?5 IS NULL OR started_at < ?5)
-      AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome <> 'operator')
+      AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     ORDER BY +id DESC LIMIT ?8) AS b6
 UNION ALL
 SELECT * FROM (
@@ -324,7 +324,7 @@ SELECT * FROM (
       AND locked_by >= ?3 AND locked_by <= ?3
       AND (?2 IS NULL OR outcome = ?2) AND (?3 IS NULL OR locked_by = ?3)
       AND (?4 IS NULL OR started_at >= ?4) AND (?5 IS NULL OR started_at < ?5)
-      AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome <> 'operator')
+      AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     ORDER BY locked_by DESC, id DESC LIMIT ?8) AS b7
 UNION ALL
 SELECT * FROM (
@@ -334,7 +334,7 @@ SELECT * FROM (
     WHERE ?1 IS NULL AND ?2 IS NULL AND ?3 IS NOT NULL AND (?4 IS NOT NULL OR ?5 IS NOT NULL) AND locked_by = ?3 AND started_at >= COALESCE(?4, -9223372036854775808) AND started_at < COALESCE(?5, 9223372036854775807)
       AND (?2 IS NULL OR outcome = ?2) AND (?3 IS NULL OR locked_by = ?3)
       AND (?4 IS NULL OR started_at >= ?4) AND (?5 IS NULL OR started_at < ?5)
-      AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome <> 'operator')
+      AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     ORDER BY +id DESC LIMIT ?8) AS b8
 UNION ALL
 SELECT * FROM (
@@ -344,7 +344,7 @@ SELECT * FROM (
     WHERE ?1 IS NULL AND ?2 IS NULL AND ?3 IS NULL AND ?4 IS NULL AND ?5 IS NULL
       AND (?2 IS NULL OR outcome = ?2) AND (?3 IS NULL OR locked_by = ?3)
       AND (?4 IS NULL OR started_at >= ?4) AND (?5 IS NULL OR started_at < ?5)
-      AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome <> 'operator')
+      AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     ORDER BY id DESC LIMIT ?8) AS b9
 UNION ALL
 SELECT * FROM (
@@ -354,7 +354,7 @@ SELECT * FROM (
     WHERE ?1 IS NULL AND ?2 IS NULL AND ?3 IS NULL AND (?4 IS NOT NULL OR ?5 IS NOT NULL) AND started_at >= COALESCE(?4, -9223372036854775808) AND started_at < COALESCE(?5, 9223372036854775807)
       AND (?2 IS NULL OR outcome = ?2) AND (?3 IS NULL OR locked_by = ?3)
       AND (?4 IS NULL OR started_at >= ?4) AND (?5 IS NULL OR started_at < ?5)
-      AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome <> 'operator')
+      AND id < COALESCE(?6, 9223372036854775807) AND (NOT ?7 OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     ORDER BY +id DESC LIMIT ?8) AS b10
 ORDER BY id DESC
 LIMIT ?8",
@@ -372,7 +372,7 @@ SELECT r.id, r.job, r.name, r.tick, r.started_at, r.finished_at, r.outcome, r.lo
 FROM json_each(?1) AS j
 JOIN {runs} AS r ON r.id = (
     SELECT l.id FROM {runs} AS l
-    WHERE l.name = j.value AND l.outcome NOT IN ('operator', 'skipped-held')
+    WHERE l.name = j.value AND l.outcome NOT IN ('operator', 'skipped-held', 'alert', 'alert-sent', 'alert-undelivered')
     ORDER BY l.id DESC LIMIT 1)
 ORDER BY r.name",
     binds: &[P::Names],

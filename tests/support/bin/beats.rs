@@ -29,11 +29,13 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use shedlock::leader::LeaderElection;
-use shedlock::scheduler::{MisfirePolicy, ScheduleWatch, SchedulerBuilder};
+use shedlock::scheduler::{
+    Ledger, MisfirePolicy, RunHistory, ScheduleWatch, SchedulerBuilder, Webhook,
+};
 use shedlock::schedules::ScheduleStore;
 use shedlock::{
     LockAdmin, LockContext, LockProvider, MySqlLockProvider, Overlap, PostgresLockProvider,
-    Scheduler, SqliteLockProvider, scheduled, scheduler_lock,
+    RunStore, Scheduler, SqliteLockProvider, scheduled, scheduler_lock,
 };
 use shedlock_etcd::EtcdLockProvider;
 use shedlock_redis::{RedisLockProvider, RedisTarget};
@@ -108,6 +110,29 @@ struct Args {
     /// (`tests/calendar_kills.rs`). Each run logs the end of the interval it covers.
     #[arg(long)]
     holidays: bool,
+    /// The run history with its ledger (the SQL stores): a sweep every second, a tick called
+    /// missed this long after it (`tests/ledger.rs`).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    ledger: Option<Duration>,
+    /// After how long without a heartbeat the store forgets this instance's jobs.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    forget_after: Option<Duration>,
+    /// Alerts to this webhook (`--webhook-secret` signs them): 3 attempts, 200 ms apart.
+    #[arg(long)]
+    webhook: Option<String>,
+    #[arg(long, default_value = "whsec_c2hlZGxvY2stdGVzdC1zZWNyZXQ=")]
+    webhook_secret: String,
+    /// Also `failing`, every second, whose every run fails; it promises no more than 2
+    /// failures in a row (`failures_in_a_row = 2`), so the ledger raises an alert.
+    #[arg(long)]
+    failing: bool,
+}
+
+#[scheduled(cron = "* * * * * *", time_zone = "UTC", failures_in_a_row = 2)]
+#[scheduler_lock(name = "failing", lock_at_most_for = "4s")]
+async fn failing() -> Result<(), String> {
+    record("failing")?;
+    Err("failing fails, as it is told to".to_owned())
 }
 
 /// This process's runs file.
@@ -248,7 +273,11 @@ async fn run(args: Args) -> Result<(), Failure> {
                 .build()
                 .await?;
             provider.migrate().await?;
-            serve(watching(settings(provider, &args)?, &args)?, &args).await
+            serve(
+                ledgered(watching(settings(provider, &args)?, &args)?, &args)?,
+                &args,
+            )
+            .await
         }
         BackendArg::Mysql => {
             let provider = MySqlLockProvider::url(&args.url)
@@ -257,7 +286,11 @@ async fn run(args: Args) -> Result<(), Failure> {
                 .build()
                 .await?;
             provider.migrate().await?;
-            serve(watching(settings(provider, &args)?, &args)?, &args).await
+            serve(
+                ledgered(watching(settings(provider, &args)?, &args)?, &args)?,
+                &args,
+            )
+            .await
         }
         BackendArg::Sqlite => {
             let provider = SqliteLockProvider::url(&args.url)
@@ -266,9 +299,18 @@ async fn run(args: Args) -> Result<(), Failure> {
                 .build()
                 .await?;
             provider.migrate().await?;
-            serve(watching(settings(provider, &args)?, &args)?, &args).await
+            serve(
+                ledgered(watching(settings(provider, &args)?, &args)?, &args)?,
+                &args,
+            )
+            .await
         }
         BackendArg::Redis => {
+            if args.ledger.is_some() || args.webhook.is_some() {
+                let why = "--ledger and --webhook are refused on Redis: its provider keeps no \
+                           run history (no RunStore), and the ledger is the run history";
+                return Err(why.into());
+            }
             let provider = RedisLockProvider::builder(RedisTarget::new(&args.url))
                 .table_name(&args.table)
                 .locked_by(&args.instance)
@@ -320,8 +362,36 @@ fn watching<P: LockProvider + ScheduleStore + 'static>(
     mut builder: SchedulerBuilder<P>,
     args: &Args,
 ) -> Result<SchedulerBuilder<P>, Failure> {
-    if let Some(every) = args.schedules {
-        builder = builder.schedules(ScheduleWatch::new().poll_every(every)?);
+    if args.schedules.is_some() || args.forget_after.is_some() {
+        let mut watch = ScheduleWatch::new();
+        if let Some(every) = args.schedules {
+            watch = watch.poll_every(every)?;
+        }
+        if let Some(after) = args.forget_after {
+            watch = watch.forget_jobs_after(after)?;
+        }
+        builder = builder.schedules(watch);
+    }
+    Ok(builder)
+}
+
+/// `--ledger`, `--webhook`: the run history with its ledger, and where alerts go.
+fn ledgered<P: LockProvider + ScheduleStore + RunStore + 'static>(
+    mut builder: SchedulerBuilder<P>,
+    args: &Args,
+) -> Result<SchedulerBuilder<P>, Failure> {
+    if let Some(settle) = args.ledger {
+        let ledger = Ledger::default()
+            .every(Duration::from_secs(1))
+            .settle(settle);
+        builder =
+            builder.history(RunHistory::keep_for(Duration::from_secs(86_400)).ledger(Some(ledger)));
+    }
+    if let Some(url) = &args.webhook {
+        let hook = Webhook::new(url, &args.webhook_secret)?
+            .attempts(3, Duration::from_millis(200))
+            .timeout(Duration::from_secs(30));
+        builder = builder.alert_webhook(hook);
     }
     Ok(builder)
 }
@@ -344,6 +414,9 @@ async fn serve<P: LockProvider + 'static>(
     if args.holidays {
         scheduler.add(holiday_next::job())?;
         scheduler.add(holiday_skip::job())?;
+    }
+    if args.failing {
+        scheduler.add(failing::job())?;
     }
     if let Some(policy) = args.overlap {
         let slow = match args.backend {

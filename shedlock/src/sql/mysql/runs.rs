@@ -32,7 +32,7 @@ SELECT * FROM (
     WHERE name = ? AND ? IS NULL AND ? IS NULL
       AND (? IS NULL OR outcome = ?) AND (? IS NULL OR locked_by = ?)
       AND (? IS NULL OR started_at >= ?) AND (? IS NULL OR started_at < ?)
-      AND id < COALESCE(?, 9223372036854775807) AND (NOT ? OR outcome <> 'operator')
+      AND id < COALESCE(?, 9223372036854775807) AND (NOT ? OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     ORDER BY id DESC LIMIT ?) AS b1
 UNION ALL
 SELECT * FROM (
@@ -42,7 +42,7 @@ SELECT * FROM (
     WHERE name = ? AND (? IS NOT NULL OR ? IS NOT NULL) AND started_at >= COALESCE(?, TIMESTAMP'1000-01-01 00:00:00') AND started_at < COALESCE(?, TIMESTAMP'9999-12-31 23:59:59.999999')
       AND (? IS NULL OR outcome = ?) AND (? IS NULL OR locked_by = ?)
       AND (? IS NULL OR started_at >= ?) AND (? IS NULL OR started_at < ?)
-      AND id < COALESCE(?, 9223372036854775807) AND (NOT ? OR outcome <> 'operator')
+      AND id < COALESCE(?, 9223372036854775807) AND (NOT ? OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     ORDER BY id DESC LIMIT ?) AS b2
 UNION ALL
 SELECT * FROM (
@@ -52,7 +52,7 @@ SELECT * FROM (
     WHERE other_job = ? AND ? IS NULL AND ? IS NULL
       AND (? IS NULL OR outcome = ?) AND (? IS NULL OR locked_by = ?)
       AND (? IS NULL OR started_at >= ?) AND (? IS NULL OR started_at < ?)
-      AND id < COALESCE(?, 9223372036854775807) AND (NOT ? OR outcome <> 'operator')
+      AND id < COALESCE(?, 9223372036854775807) AND (NOT ? OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     ORDER BY id DESC LIMIT ?) AS b3
 UNION ALL
 SELECT * FROM (
@@ -62,7 +62,7 @@ SELECT * FROM (
     WHERE other_job = ? AND (? IS NOT NULL OR ? IS NOT NULL) AND started_at >= COALESCE(?, TIMESTAMP'1000-01-01 00:00:00') AND started_at < COALESCE(?, TIMESTAMP'9999-12-31 23:59:59.999999')
       AND (? IS NULL OR outcome = ?) AND (? IS NULL OR locked_by = ?)
       AND (? IS NULL OR started_at >= ?) AND (? IS NULL OR started_at < ?)
-      AND id < COALESCE(?, 9223372036854775807) AND (NOT ? OR outcome <> 'operator')
+      AND id < COALESCE(?, 9223372036854775807) AND (NOT ? OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     ORDER BY id DESC LIMIT ?) AS b4
 UNION ALL
 SELECT * FROM (
@@ -72,7 +72,7 @@ SELECT * FROM (
     WHERE ? IS NULL AND ? IS NOT NULL AND ? IS NULL AND ? IS NULL AND outcome >= ? AND outcome <= ?
       AND (? IS NULL OR outcome = ?) AND (? IS NULL OR locked_by = ?)
       AND (? IS NULL OR started_at >= ?) AND (? IS NULL OR started_at < ?)
-      AND id < COALESCE(?, 9223372036854775807) AND (NOT ? OR outcome <> 'operator')
+      AND id < COALESCE(?, 9223372036854775807) AND (NOT ? OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     ORDER BY outcome DESC, id DESC LIMIT ?) AS b5
 UNION ALL
 SELECT * FROM (
@@ -82,7 +82,7 @@ SELECT * FROM (
     WHERE ? IS NULL AND ? IS NOT NULL AND (? IS NOT NULL OR ? IS NOT NULL) AND outcome = ? AND started_at >= COALESCE(?, TIMESTAMP'1000-01-01 00:00:00') AND started_at < COALESCE(?, TIMESTAMP'9999-12-31 23:59:59.999999')
       AND (? IS NULL OR outcome = ?) AND (? IS NULL OR locked_by = ?)
       AND (? IS NULL OR started_at >= ?) AND (? IS NULL OR started_at < ?)
-      AND id < COALESCE(?, 9223372036854775807) AND (NOT ? OR outcome <> 'operator')
+      AND id < COALESCE(?, 9223372036854775807) AND (NOT ? OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     ORDER BY id DESC LIMIT ?) AS b6
 UNION ALL
 SELECT * FROM (
@@ -93,7 +93,7 @@ SELECT * FROM (
       AND locked_by >= ? AND locked_by <= ?
       AND (? IS NULL OR outcome = ?) AND (? IS NULL OR locked_by = ?)
       AND (? IS NULL OR started_at >= ?) AND (? IS NULL OR started_at < ?)
-      AND id < COALESCE(?, 9223372036854775807) AND (NOT ? OR outcome <> 'operator')
+      AND id < COALESCE(?, 9223372036854775807) AND (NOT ? OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     ORDER BY locked_by DESC, id DESC LIMIT ?) AS b7
 UNION ALL
 SELECT * FROM (
@@ -103,7 +103,7 @@ SELECT * FROM (
     WHERE ? IS NULL AND ? IS NULL AND ? IS NOT NULL AND (? IS NOT NULL OR ? IS NOT NULL) AND locked_by = ? AND started_at >= COALESCE(?, TIMESTAMP'1000-01-01 00:00:00') AND started_at < COALESCE(?, TIMESTAMP'9999-12-31 23:59:59.999999')
       AND (? IS NULL OR outcome = ?) AND (? IS NULL OR locked_by = ?)
       AND (? IS NULL OR started_at >= ?) AND (? IS NULL OR started_at < ?)
-      AND id < COALESCE(?, 9223372036854775807) AND (NOT ? OR outcome <> 'operator')
+      AND id < COALESCE(?, 9223372036854775807) AND (NOT ? OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     ORDER BY id DESC LIMIT ?) AS b8
 UNION ALL
 SELECT * FROM (
@@ -113,7 +113,7 @@ SELECT * FROM (
     WHERE ? IS NULL AND ? IS NULL AND ? IS NULL AND ? IS NULL AND ? IS NULL
       AND (? IS NULL OR outcome = ?) AND (? IS NULL OR locked_by = ?)
       AND (? IS NULL OR started_at >= ?) AND (? IS NULL OR started_at < ?)
-      AND id < COALESCE(?, 9223372036854775807) AND (NOT ? OR outcome <> 'operator')
+      AND id < COALESCE(?, 9223372036854775807) AND (NOT ? OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     ORDER BY id DESC LIMIT ?) AS b9
 UNION ALL
 SELECT * FROM (
@@ -123,7 +123,7 @@ SELECT * FROM (
     WHERE ? IS NULL AND ? IS NULL AND ? IS NULL AND (? IS NOT NULL OR ? IS NOT NULL) AND started_at >= COALESCE(?, TIMESTAMP'1000-01-01 00:00:00') AND started_at < COALESCE(?, TIMESTAMP'9999-12-31 23:59:59.999999')
       AND (? IS NULL OR outcome = ?) AND (? IS NULL OR locked_by = ?)
       AND (? IS NULL OR started_at >= ?) AND (? IS NULL OR started_at < ?)
-      AND id < COALESCE(?, 9223372036854775807) AND (NOT ? OR outcome <> 'operator')
+      AND id < COALESCE(?, 9223372036854775807) AND (NOT ? OR outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered'))
     ORDER BY id DESC LIMIT ?) AS b10
 ORDER BY id DESC
 LIMIT ?",

@@ -309,7 +309,7 @@ SELECT r.id, r.job, r.name, r.tick, r.started_at, r.finished_at, r.outcome, r.lo
        r.fencing_token, r.error, r.attempt, r.requested_by
 FROM (
     SELECT (SELECT l.id FROM {runs} AS l
-            WHERE l.name = j.name AND l.outcome NOT IN ('operator', 'skipped-held')
+            WHERE l.name = j.name AND l.outcome NOT IN ('operator', 'skipped-held', 'alert', 'alert-sent', 'alert-undelivered')
             ORDER BY l.id DESC LIMIT 1) AS id
     FROM JSON_TABLE(?, '$[*]' COLUMNS (name VARCHAR(255) PATH '$')) AS j) AS m
 STRAIGHT_JOIN {runs} AS r ON r.id = m.id

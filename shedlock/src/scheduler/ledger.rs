@@ -1,0 +1,450 @@
+//! The ledger: every due tick of every job of the fleet has a recorded fate in the run history,
+//! also a tick that no instance claimed (written [`missed`](RunOutcome::Missed)).
+//!
+//! A run, and a tick claimed and not run, are written by the instance whose claim won (see
+//! [`RunHistory`](crate::scheduler::RunHistory)). What is left is the tick nobody claimed: the
+//! whole fleet was down, no running instance carries the job any more, or none got to it. Every
+//! [`Ledger::every`] one instance of the fleet (the one whose claim of the ledger's own lock,
+//! [`LEDGER_LOCK`], wins for that instant, claimed like a tick) sweeps: for every job the store
+//! knows (the fleet's code-defined jobs, the jobs created at run time) it walks the ticks due in
+//! the window that has settled since the last sweep (each tick [`Ledger::settle`] old, by
+//! default the misfire grace, so a tick that may still run late is not called missed), and
+//! writes a row for each one the history does not record. The window starts where the last
+//! sweep's ended, which the ledger's lock row keeps (its `last_tick`): the first instance back
+//! after the whole fleet was down accounts for every tick due meanwhile, up to
+//! [`Ledger::look_back`] and [`MOST_TICKS`] a job. Sweeps are serialized by that lock and a tick
+//! already recorded is never written again, so each tick gets one record fleet-wide.
+//!
+//! A missed tick is only recorded, never run here: whether a tick missed while an instance was
+//! down runs when it comes back is its misfire policy's call (and its run gets a row of its
+//! own).
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+
+use super::Inner;
+use crate::config::LockConfiguration;
+use crate::error::Result;
+use crate::history::{NewRun, RunOutcome};
+use crate::operator::upcoming::{self, KnownJob};
+use crate::provider::RunStore;
+
+/// The lock the ledger's sweeps are claimed through, like a tick: one sweep per instant
+/// fleet-wide. Its row's `last_tick` is the instant of the last sweep.
+pub const LEDGER_LOCK: &str = "shedlock.ledger";
+
+/// The most ticks of one job one sweep records (the newest ones; the first of them says how
+/// many before it were left unlisted).
+pub const MOST_TICKS: usize = 10_000;
+
+/// How far a tick's rows may start before it: the clocks' tolerance, and then some.
+const SINCE_SLACK: TimeDelta = TimeDelta::seconds(60);
+
+/// The shortest lease of the ledger's lock (three sweep intervals, at least this): a sweeper
+/// killed mid-sweep holds it no longer. A long sweep extends it as it goes.
+const SWEEP_LEASE: Duration = Duration::from_secs(10);
+
+/// How the ledger accounts for the ticks no instance claimed (on by default, as part of the
+/// run history: [`RunHistory::ledger`](crate::scheduler::RunHistory::ledger)).
+///
+/// ```
+/// use std::time::Duration;
+/// use shedlock::scheduler::{Ledger, RunHistory};
+///
+/// let history = RunHistory::keep_for(Duration::from_secs(30 * 86_400))
+///     .ledger(Some(Ledger::default().settle(Duration::from_secs(60))));
+/// assert_eq!(history.ledger_settings().unwrap().settle_time(), Some(Duration::from_secs(60)));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ledger {
+    every: Duration,
+    settle: Option<Duration>,
+    look_back: Duration,
+}
+
+impl Default for Ledger {
+    /// A sweep every 10 seconds, a tick called missed once the misfire grace has passed, and
+    /// at most 7 days looked back after the whole fleet was down.
+    fn default() -> Self {
+        Self {
+            every: Duration::from_secs(10),
+            settle: None,
+            look_back: Duration::from_secs(7 * 86_400),
+        }
+    }
+}
+
+impl Ledger {
+    /// How often the fleet sweeps (one instance each time; at least one second).
+    #[must_use]
+    pub fn every(mut self, interval: Duration) -> Self {
+        self.every = interval.max(Duration::from_secs(1));
+        self
+    }
+
+    /// How old a tick must be before a sweep calls it missed when no row records it (at least
+    /// one second). By default the scheduler's
+    /// [misfire grace](crate::scheduler::SchedulerBuilder::misfire_grace): a tick deferred for
+    /// capacity, or caught up by a misfire policy, may still run until then.
+    #[must_use]
+    pub fn settle(mut self, after: Duration) -> Self {
+        self.settle = Some(after.max(Duration::from_secs(1)));
+        self
+    }
+
+    /// How far back the first sweep after the whole fleet was down looks (default 7 days).
+    #[must_use]
+    pub fn look_back(mut self, span: Duration) -> Self {
+        self.look_back = span;
+        self
+    }
+
+    /// How often the fleet sweeps.
+    pub fn interval(&self) -> Duration {
+        self.every
+    }
+
+    /// How old an unrecorded tick must be to be called missed, when set (else the misfire
+    /// grace).
+    pub fn settle_time(&self) -> Option<Duration> {
+        self.settle
+    }
+}
+
+/// What one sweep found: the ticks it wrote `missed`, by job, and the jobs that no running
+/// instance carries.
+#[derive(Debug, Default)]
+pub(crate) struct Swept {
+    pub(crate) missed: Vec<(String, Vec<DateTime<Utc>>)>,
+    pub(crate) no_carrier: Vec<String>,
+    /// Every job it looked at, with what the alerts check of it.
+    pub(crate) jobs: Vec<Checked>,
+    /// The window it accounted for: ticks in `(from, to]`.
+    pub(crate) window: Option<(DateTime<Utc>, DateTime<Utc>)>,
+}
+
+/// A job as the alerts check it.
+#[derive(Debug)]
+pub(crate) struct Checked {
+    pub(crate) name: String,
+    /// The lock its runs take (its name when none is known).
+    pub(crate) lock: String,
+    pub(crate) deadlines: Option<crate::schedules::Deadlines>,
+    /// Since when it (or the fleet) is paused, if it is.
+    pub(crate) paused_since: Option<DateTime<Utc>>,
+}
+
+/// Sweeps every [`Ledger::every`] until shutdown.
+pub(super) async fn ledger_loop(inner: Arc<Inner>, store: Arc<dyn RunStore>, ledger: Ledger) {
+    let mut stop_firing = inner.stop_firing.subscribe();
+    if let Some(control) = &inner.control {
+        tokio::select! {
+            () = control.first_read() => {}
+            _ = stop_firing.wait_for(|stop| *stop) => return,
+        }
+    }
+    loop {
+        match sweep(&inner, store.as_ref(), ledger).await {
+            Ok(Some(swept)) => super::alerts::after_sweep(&inner, store.as_ref(), &swept).await,
+            Ok(None) => {}
+            Err(error) => {
+                tracing::warn!(%error, "the ledger could not account for the due ticks; the next sweep tries again");
+                metrics::counter!(crate::metric_names::HISTORY_ERRORS, "job" => "").increment(1);
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(ledger.every) => {}
+            _ = stop_firing.wait_for(|stop| *stop) => return,
+        }
+    }
+}
+
+/// One sweep, when this instance's claim of the instant wins (`None` when another's did).
+pub(super) async fn sweep(
+    inner: &Inner,
+    store: &dyn RunStore,
+    ledger: Ledger,
+) -> Result<Option<Swept>> {
+    let Some(control) = &inner.control else {
+        return Ok(None);
+    };
+    let provider = inner.provider.as_ref();
+    let now = provider.now().await?;
+    let every_ms = i64::try_from(ledger.every.as_millis()).unwrap_or(i64::MAX);
+    let slot = DateTime::from_timestamp_millis(now.timestamp_millis() / every_ms * every_ms)
+        .unwrap_or(now);
+    let previous = match provider.as_admin() {
+        Some(admin) => admin
+            .lock_state(LEDGER_LOCK)
+            .await?
+            .and_then(|s| s.last_tick),
+        None => None,
+    };
+    let lease = SWEEP_LEASE.max(ledger.every * 3);
+    let config = LockConfiguration::new(LEDGER_LOCK, lease, Duration::ZERO)?.for_tick(slot);
+    let Some(mut guard) = provider.lock(&config).await? else {
+        return Ok(None);
+    };
+    let settle = ledger.settle.unwrap_or(inner.misfire.grace);
+    let settle = TimeDelta::from_std(settle.max(Duration::from_secs(1))).unwrap_or(TimeDelta::MAX);
+    let every = TimeDelta::from_std(ledger.every).unwrap_or(TimeDelta::MAX);
+    let look_back = TimeDelta::from_std(ledger.look_back).unwrap_or(TimeDelta::MAX);
+    let to = slot - settle;
+    // One sweep's window more than the last sweep's end: a sweep that stopped part-way is
+    // made good by the next (a tick already recorded is not written again).
+    let from = match previous {
+        Some(previous) if previous < slot => previous - settle - every,
+        _ => to - every,
+    };
+    let from = from.max(to.checked_sub_signed(look_back).unwrap_or(from));
+    let mut lease = Lease {
+        guard: &mut guard,
+        length: lease,
+        renewed: tokio::time::Instant::now(),
+    };
+    let result = account(inner, store, control, &mut lease, from, to).await;
+    if let Err(error) = guard.unlock().await {
+        tracing::debug!(%error, "the ledger's lock could not be released; it runs out");
+    }
+    let mut swept = result?;
+    swept.window = Some((from, to));
+    Ok(Some(swept))
+}
+
+/// The ledger's lock while a sweep holds it.
+struct Lease<'a> {
+    guard: &'a mut crate::guard::LockGuard,
+    length: Duration,
+    renewed: tokio::time::Instant,
+}
+
+impl Lease<'_> {
+    /// Extends the lease once a third of it has passed; an error when it was lost (another
+    /// sweep may have started: this one stops).
+    async fn keep(&mut self) -> Result<()> {
+        if self.renewed.elapsed() < self.length / 3 {
+            return Ok(());
+        }
+        if !self.guard.extend(self.length, Duration::ZERO).await? {
+            return Err(crate::error::Error::LockLost {
+                name: LEDGER_LOCK.to_owned(),
+                fencing_token: self.guard.fencing_token(),
+            });
+        }
+        self.renewed = tokio::time::Instant::now();
+        Ok(())
+    }
+}
+
+/// Writes a row for every tick due in `(from, to]` that the history does not record.
+async fn account(
+    inner: &Inner,
+    store: &dyn RunStore,
+    control: &super::control::Control,
+    lease: &mut Lease<'_>,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<Swept> {
+    let mut jobs = upcoming::known_all(control.store.as_ref()).await?;
+    let mut own: HashMap<String, Arc<super::registry::JobState>> = inner
+        .jobs()
+        .by_name
+        .iter()
+        .map(|job| (job.0.job.name().to_owned(), Arc::clone(&job.0)))
+        .collect();
+    for job in &mut jobs {
+        if own.remove(&job.name).is_some() {
+            job.carried = true;
+        }
+    }
+    let recorded = store.recorded_ticks(from - SINCE_SLACK, from, to).await?;
+    let mut by_job: HashMap<String, BTreeSet<DateTime<Utc>>> = HashMap::new();
+    for (job, tick) in recorded {
+        by_job.entry(job).or_default().insert(tick);
+    }
+    let mut swept = Swept::default();
+    let mut due: Vec<(String, crate::cron::Schedule, Option<String>, bool)> = Vec::new();
+    for KnownJob {
+        name,
+        known,
+        carried,
+        lock,
+        deadlines,
+    } in jobs
+    {
+        if !carried {
+            swept.no_carrier.push(name.clone());
+        }
+        let paused_since = match (&known.stored, &known.fleet) {
+            (Some(s), _) if s.paused => Some(s.updated_at),
+            (_, Some(f)) if f.paused => Some(f.updated_at),
+            _ => None,
+        };
+        swept.jobs.push(Checked {
+            lock: lock.unwrap_or_else(|| name.clone()),
+            name: name.clone(),
+            deadlines,
+            paused_since,
+        });
+        match upcoming::resolve(&name, &known) {
+            Ok(resolved) => {
+                let paused = resolved.paused.map(|why| why.to_string());
+                due.push((name, resolved.schedule, paused, carried));
+            }
+            // No cron is known for it (its code's, and no instance registers it any more).
+            Err(error) => {
+                tracing::debug!(job = %name, %error, "the ledger cannot walk the job's ticks")
+            }
+        }
+    }
+    // This instance's own jobs that its registration does not list yet.
+    for (name, job) in own {
+        swept.jobs.push(Checked {
+            name: name.clone(),
+            lock: job
+                .job
+                .lock
+                .as_ref()
+                .map_or_else(|| name.clone(), |l| l.name().to_owned()),
+            deadlines: job.job.deadlines,
+            paused_since: None,
+        });
+        due.push((name, job.job.schedule().clone(), None, true));
+    }
+    for (name, schedule, paused, carried) in due {
+        lease.keep().await?;
+        let seen = by_job.remove(&name).unwrap_or_default();
+        let (mut ticks, earlier) = unrecorded(&schedule, from, to, &seen);
+        // A job's ticks count from its first record on: ticks before it, in a window that
+        // holds its first record (or none), are from before the job existed unless the
+        // history holds an earlier record of it.
+        let first = seen.first().copied();
+        if ticks
+            .first()
+            .is_some_and(|t| first.is_none_or(|first| *t < first))
+            && !recorded_before(store, &name, from - SINCE_SLACK).await?
+        {
+            ticks.retain(|t| first.is_some_and(|first| *t > first));
+        }
+        if ticks.is_empty() {
+            continue;
+        }
+        let mut written = Vec::with_capacity(ticks.len());
+        for (i, tick) in ticks.iter().enumerate() {
+            let (outcome, mut why) = match &paused {
+                Some(why) => (
+                    RunOutcome::SkippedPaused,
+                    format!("{why}; no instance claimed the tick (recorded by the ledger)"),
+                ),
+                None if !carried => (
+                    RunOutcome::Missed,
+                    "no running instance carries the job (its handler is gone from the fleet)"
+                        .to_owned(),
+                ),
+                None => (
+                    RunOutcome::Missed,
+                    format!(
+                        "no instance claimed it within {} of its tick (every instance was down, or none got to it)",
+                        humantime::format_duration(settle_of(inner))
+                    ),
+                ),
+            };
+            if i == 0 && earlier > 0 {
+                why.push_str(&format!(
+                    "; and {earlier} earlier unrecorded ticks since {from}, not listed"
+                ));
+            }
+            let row = NewRun::new(&name, &name, Some(*tick), outcome).error(Some(why));
+            store.record_run(&row).await?;
+            if outcome == RunOutcome::Missed {
+                written.push(*tick);
+            }
+        }
+        if !written.is_empty() {
+            tracing::warn!(job = %name, missed = written.len(), first = %written[0],
+                "due ticks that no instance claimed, recorded as missed");
+            metrics::counter!(crate::metric_names::MISSED, "job" => name.clone())
+                .increment(written.len() as u64);
+            swept.missed.push((name, written));
+        }
+    }
+    Ok(swept)
+}
+
+/// Whether the history holds a record of job `name` (a tick's, not an alert's nor an
+/// operator's) that started before `before`.
+async fn recorded_before(store: &dyn RunStore, name: &str, before: DateTime<Utc>) -> Result<bool> {
+    let query = crate::history::RunQuery::latest(1)
+        .name(name)
+        .until(before)
+        .runs_only();
+    Ok(!store.runs(&query).await?.is_empty())
+}
+
+/// The settling time the instance's ledger uses.
+fn settle_of(inner: &Inner) -> Duration {
+    inner
+        .observer
+        .history
+        .as_ref()
+        .and_then(|(_, history)| history.ledger_settings())
+        .and_then(|ledger| ledger.settle)
+        .unwrap_or(inner.misfire.grace)
+        .max(Duration::from_secs(1))
+}
+
+/// The ticks of `schedule` due in `(from, to]` that `seen` does not hold (a tick counts as
+/// recorded by any row within its second: a retry's attempt claims the tick plus a few
+/// milliseconds), the newest [`MOST_TICKS`] of them; and how many earlier ones were left out.
+fn unrecorded(
+    schedule: &crate::cron::Schedule,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    seen: &BTreeSet<DateTime<Utc>>,
+) -> (Vec<DateTime<Utc>>, usize) {
+    let mut kept = VecDeque::new();
+    let mut earlier = 0;
+    for tick in schedule.iter_after(from).take_while(|tick| *tick <= to) {
+        let within = tick + TimeDelta::seconds(1);
+        if seen.range(tick..within).next().is_some() {
+            continue;
+        }
+        if kept.len() == MOST_TICKS {
+            kept.pop_front();
+            earlier += 1;
+        }
+        kept.push_back(tick);
+    }
+    (kept.into(), earlier)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cron::Schedule;
+    use chrono::TimeZone;
+
+    #[test]
+    fn unrecorded_ticks_are_those_no_row_holds_the_newest_kept() {
+        let schedule = Schedule::parse("* * * * * *", "UTC").unwrap();
+        let from = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let to = from + TimeDelta::seconds(10);
+        let mut seen = BTreeSet::new();
+        seen.insert(from + TimeDelta::seconds(2));
+        // A retry's row: its tick plus 1 ms.
+        seen.insert(from + TimeDelta::seconds(5) + TimeDelta::milliseconds(1));
+        let (ticks, earlier) = unrecorded(&schedule, from, to, &seen);
+        assert_eq!(earlier, 0);
+        let seconds: Vec<i64> = ticks.iter().map(|t| (*t - from).num_seconds()).collect();
+        assert_eq!(seconds, vec![1, 3, 4, 6, 7, 8, 9, 10]);
+
+        let long = from + TimeDelta::seconds(MOST_TICKS as i64 + 5);
+        let (ticks, earlier) = unrecorded(&schedule, from, long, &BTreeSet::new());
+        assert_eq!(ticks.len(), MOST_TICKS);
+        assert_eq!(earlier, 5);
+        assert_eq!(*ticks.last().unwrap(), long);
+    }
+}
