@@ -103,25 +103,34 @@ where
         .build();
         // Runs 3 s every 5 s, promised under 1 s: an overrun each run, recovered after it.
         scheduler
-            .add(locked("al-slow", "*/5 * * * * *", Duration::from_secs(3), false).max_runtime(Duration::from_secs(1)))
+            .add(
+                locked("al-slow", "*/5 * * * * *", Duration::from_secs(3), false)
+                    .max_runtime(Duration::from_secs(1)),
+            )
             .unwrap();
         // Fails every second: failing after 2, and no success within 2 s.
         scheduler
-            .add(locked("al-failing", "* * * * * *", Duration::ZERO, true).deadlines(
-                Deadlines::default()
-                    .failures_in_a_row(2)
-                    .expect_success_within(Duration::from_secs(2)),
-            ))
+            .add(
+                locked("al-failing", "* * * * * *", Duration::ZERO, true).deadlines(
+                    Deadlines::default()
+                        .failures_in_a_row(2)
+                        .expect_success_within(Duration::from_secs(2)),
+                ),
+            )
             .unwrap();
         // Never fires here (each 1 January); the test records a late run of it by hand.
         scheduler
-            .add(locked("al-late", "0 0 0 1 1 *", Duration::ZERO, false).late_after(Duration::from_secs(1)))
+            .add(
+                locked("al-late", "0 0 0 1 1 *", Duration::ZERO, false)
+                    .late_after(Duration::from_secs(1)),
+            )
             .unwrap();
         // Paused by an operator, promised never paused longer than 1 s.
         scheduler
-            .add(locked("al-paused", "* * * * * *", Duration::ZERO, false).deadlines(
-                Deadlines::default().paused_longer_than(Duration::from_secs(1)),
-            ))
+            .add(
+                locked("al-paused", "* * * * * *", Duration::ZERO, false)
+                    .deadlines(Deadlines::default().paused_longer_than(Duration::from_secs(1))),
+            )
             .unwrap();
         scheduler.start();
         schedulers.push(scheduler);
@@ -129,7 +138,10 @@ where
     let b = D::BACKEND;
     let desk = Operator::new(&provider, Some(&provider as &dyn RunStore));
     let actor = Actor::new("ops:ann", "test");
-    let found = eventually(Duration::from_secs(15), async || desk.find("al-paused").await.is_ok()).await;
+    let found = eventually(Duration::from_secs(15), async || {
+        desk.find("al-paused").await.is_ok()
+    })
+    .await;
     assert!(found, "{b}: al-paused registered");
     let paused = desk.find("al-paused").await.unwrap();
     desk.pause(&paused, &actor, None).await.unwrap();
@@ -139,14 +151,16 @@ where
     provider.record_run(&late).await.unwrap();
 
     let rows = async || provider.runs(&RunQuery::latest(100_000)).await.unwrap();
-    let raised = |by: &BTreeMap<(String, String), Vec<(bool, RunOutcome)>>, job: &str, kind: &str| {
-        by.get(&(job.to_owned(), kind.to_owned()))
-            .is_some_and(|events| events.iter().any(|(raised, _)| *raised))
-    };
-    let recovered = |by: &BTreeMap<(String, String), Vec<(bool, RunOutcome)>>, job: &str, kind: &str| {
-        by.get(&(job.to_owned(), kind.to_owned()))
-            .is_some_and(|events| events.iter().any(|(raised, _)| !*raised))
-    };
+    let raised =
+        |by: &BTreeMap<(String, String), Vec<(bool, RunOutcome)>>, job: &str, kind: &str| {
+            by.get(&(job.to_owned(), kind.to_owned()))
+                .is_some_and(|events| events.iter().any(|(raised, _)| *raised))
+        };
+    let recovered =
+        |by: &BTreeMap<(String, String), Vec<(bool, RunOutcome)>>, job: &str, kind: &str| {
+            by.get(&(job.to_owned(), kind.to_owned()))
+                .is_some_and(|events| events.iter().any(|(raised, _)| !*raised))
+        };
     let all_raised = eventually(Duration::from_secs(60), async || {
         let by = alert_rows(&rows().await);
         raised(&by, "al-slow", "overrun")
@@ -158,8 +172,12 @@ where
     })
     .await;
     let by = alert_rows(&rows().await);
-    assert!(all_raised, "{b}: every deadline broken raised its alert within 60 s: {by:?}");
-    // Resumed: its alert recovers.
+    assert!(
+        all_raised,
+        "{b}: every deadline broken raised its alert within 60 s: {by:?}"
+    );
+    // Resumed (found again: it has a stored schedule now): its alert recovers.
+    let paused = desk.find("al-paused").await.unwrap();
     desk.resume(&paused, &actor, None).await.unwrap();
     let resumed = eventually(Duration::from_secs(30), async || {
         recovered(&alert_rows(&rows().await), "al-paused", "paused")
@@ -184,7 +202,11 @@ where
         // Raised, recovered, raised, …: never raised (or recovered) twice in a row.
         for (i, (raised, outcome)) in events.iter().enumerate() {
             assert_eq!(*raised, i % 2 == 0, "{b}: {job} {kind}: {events:?}");
-            assert_eq!(*outcome, RunOutcome::AlertUndelivered, "{b}: {job} {kind}: {events:?}");
+            assert_eq!(
+                *outcome,
+                RunOutcome::AlertUndelivered,
+                "{b}: {job} {kind}: {events:?}"
+            );
         }
     }
     let dead = all
@@ -206,7 +228,10 @@ where
         .iter()
         .map(|(key, events)| (key.clone(), events.iter().map(|(r, _)| *r).collect()))
         .collect();
-    assert_eq!(heard_by, recorded, "{b}: the listeners heard what the history records");
+    assert_eq!(
+        heard_by, recorded,
+        "{b}: the listeners heard what the history records"
+    );
     let instances: std::collections::BTreeSet<&str> =
         heard.iter().map(|(_, _, _, who)| who.as_str()).collect();
     eprintln!(
@@ -226,7 +251,10 @@ async fn a_zero_deadline_is_refused_sqlite() {
         .add(locked("z", "* * * * * *", Duration::ZERO, false).late_after(Duration::ZERO))
         .unwrap_err()
         .to_string();
-    assert!(error.contains("late_after is zero") && error.contains("\"z\""), "{error}");
+    assert!(
+        error.contains("late_after is zero") && error.contains("\"z\""),
+        "{error}"
+    );
     db.teardown().await;
 }
 

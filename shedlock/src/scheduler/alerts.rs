@@ -276,11 +276,17 @@ async fn check(inner: &Inner, store: &dyn RunStore, swept: &Swept) -> Result<()>
             let since = success
                 .as_ref()
                 .map(|row| row.finished_at.unwrap_or(row.started_at));
-            let known_since = last.map(|row| row.started_at);
-            let stale = match (since, known_since) {
-                (Some(at), _) => now - at > delta(period),
-                (None, Some(first)) => now - first > delta(period),
-                (None, None) => false,
+            // No success within the period, and the job is older than it (a record of it
+            // started before the period: a new job is not stale yet).
+            let stale = match since {
+                Some(at) => now - at > delta(period),
+                None => {
+                    let older = RunQuery::latest(1)
+                        .name(job.lock.as_str())
+                        .until(now - delta(period))
+                        .runs_only();
+                    !store.runs(&older).await?.is_empty()
+                }
             };
             if stale {
                 let detail = match since {
