@@ -158,6 +158,23 @@ pub(crate) enum Command {
     /// the code's `exclude`). Create, add, import an .ics file, remove, list, show, delete.
     #[command(subcommand)]
     Calendar(CalendarCommand),
+    /// Every promise broken now, one line each on stdout, for a monitoring system's check:
+    /// exit 0 when none, 5 when any. The alerts the ledger raised and did not recover (missed
+    /// ticks, a job no running instance carries, a deadline broken), and what the store says
+    /// itself when nobody sweeps: the ledger not swept for 2 minutes (the fleet is down), a
+    /// job without a success within its expect_success_within. Needs the run history (not on
+    /// Redis).
+    Check(CheckArgs),
+}
+
+/// `check`'s options.
+#[derive(Debug, Args)]
+pub(crate) struct CheckArgs {
+    /// Only this job's promises (and the fleet's own: the ledger).
+    pub(crate) name: Option<String>,
+    /// Print a JSON array of the problems instead of lines.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 /// What `--help` of `shedlock calendar` adds: the entries' forms.
@@ -676,9 +693,14 @@ pub(crate) struct HistoryArgs {
     pub(crate) limit: u32,
     /// Only runs with this outcome: running, executed, failed, skipped-held, skipped-overlap,
     /// cancelled-lost-lock, cancelled-shutdown, panicked, skipped-clock-skew, skipped-paused,
-    /// skipped-shed, buffered, cancelled-by-next, error or abandoned.
+    /// skipped-shed, buffered, cancelled-by-next, skipped-calendar, missed, error, abandoned,
+    /// operator, or the alerts: alert, alert-sent, alert-undelivered.
     #[arg(long, value_parser = parse_outcome)]
     pub(crate) outcome: Option<RunOutcome>,
+    /// The ledger: one record per due tick (runs, skips and `missed` ticks), without the
+    /// operators' rows and the alerts, with each start's lateness after its tick.
+    #[arg(long)]
+    pub(crate) ledger: bool,
     /// Print a JSON array instead of a table (errors in full).
     #[arg(long)]
     pub(crate) json: bool,

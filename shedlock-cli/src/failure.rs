@@ -9,6 +9,8 @@ const EXIT_NO_SUCH_LOCK: u8 = 3;
 /// Nothing was done: `unlock` not released, `trigger` already pending, `create` of a name
 /// that has a schedule.
 pub(crate) const EXIT_NOT_DONE: u8 = 4;
+/// `check` found a promise broken.
+pub(crate) const EXIT_BROKEN: u8 = 5;
 
 /// Why a command did not succeed; each is one line on stderr and an exit code.
 #[derive(Debug)]
@@ -28,6 +30,8 @@ pub(crate) enum Failure {
     /// `backfills ID` of a number the store keeps no backfill of (exit 3); `hint` names those
     /// it keeps.
     NoSuchBackfill { id: i64, hint: String },
+    /// `check` found promises broken (exit 5): how many, the lines on stdout.
+    Broken(usize),
 }
 
 impl From<Error> for Failure {
@@ -51,6 +55,7 @@ impl Failure {
             Failure::Database(_) => EXIT_DATABASE,
             Failure::NoSuchLock { .. } | Failure::NoSuchBackfill { .. } => EXIT_NO_SUCH_LOCK,
             Failure::NotDone(_) => EXIT_NOT_DONE,
+            Failure::Broken(_) => EXIT_BROKEN,
         }
     }
 
@@ -72,6 +77,10 @@ impl Failure {
                 "shedlock: no lock named {name:?} {place}; `shedlock list` shows the locks there"
             ),
             Failure::NotDone(text) => format!("shedlock: {}", one_line(text)),
+            Failure::Broken(count) => format!(
+                "shedlock: {count} promise{} broken",
+                if *count == 1 { "" } else { "s" }
+            ),
             Failure::NoSuchBackfill { id, hint } => format!(
                 "shedlock: no backfill #{id}{}; `shedlock backfills` lists them",
                 one_line(hint)

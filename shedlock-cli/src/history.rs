@@ -26,6 +26,7 @@ pub(crate) async fn history(provider: &dyn Operated, args: &HistoryArgs) -> Resu
     let mut query = RunQuery::latest(args.limit);
     query.name.clone_from(&args.name);
     query.outcome = args.outcome;
+    query.runs_only = args.ledger;
     let runs = provider.runs(&query).await?;
     if args.json {
         let holders = holders(&runs);
@@ -62,7 +63,7 @@ pub(crate) async fn history(provider: &dyn Operated, args: &HistoryArgs) -> Resu
             None if still_running(provider, run).await => "running".to_owned(),
             None => "unfinished".to_owned(),
         };
-        rows.push(vec![
+        let mut row = vec![
             run.id.to_string(),
             run.job.clone(),
             run.name.clone(),
@@ -80,24 +81,34 @@ pub(crate) async fn history(provider: &dyn Operated, args: &HistoryArgs) -> Resu
                 (RunOutcome::Abandoned, Some(reason)) => one_line(reason),
                 (_, Some(error)) => truncate(error),
             },
-        ]);
+        ];
+        if args.ledger {
+            // How late the start was after its tick (a missed tick: when the ledger wrote it).
+            let late = run
+                .tick
+                .and_then(|tick| (run.started_at - tick).to_std().ok())
+                .map_or_else(|| "-".to_owned(), |late| human(late, true));
+            row.insert(5, late);
+        }
+        rows.push(row);
     }
-    print(&render_table(
-        &[
-            "ID",
-            "JOB",
-            "LOCK",
-            "TICK",
-            "STARTED_AT",
-            "DURATION",
-            "OUTCOME",
-            "INSTANCE",
-            "HOLDER",
-            "TOKEN",
-            "ERROR",
-        ],
-        &rows,
-    ));
+    let mut headers = vec![
+        "ID",
+        "JOB",
+        "LOCK",
+        "TICK",
+        "STARTED_AT",
+        "DURATION",
+        "OUTCOME",
+        "INSTANCE",
+        "HOLDER",
+        "TOKEN",
+        "ERROR",
+    ];
+    if args.ledger {
+        headers.insert(5, "LATE");
+    }
+    print(&render_table(&headers, &rows));
     Ok(())
 }
 

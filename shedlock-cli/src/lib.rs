@@ -188,6 +188,7 @@ use shedlock::secret::scrub;
 mod args;
 mod backfill;
 mod calendar;
+mod check;
 mod db;
 mod failure;
 mod history;
@@ -295,7 +296,7 @@ async fn execute(cli: Cli) -> Result<(), Failure> {
     if target.is_redis() {
         // Refused before anything is opened. The key prefix is checked by the provider's
         // builder, before it connects.
-        if matches!(cli.command, Command::History(_)) {
+        if matches!(cli.command, Command::History(_) | Command::Check(_)) {
             return Err(Failure::Usage(db::NO_HISTORY_IN_REDIS.into()));
         }
     } else {
@@ -346,6 +347,7 @@ async fn steer(db: &db::Db, command: Command) -> Result<(), Failure> {
         Command::Backfill(args) => backfill::backfill(store, runs, &args).await,
         Command::Backfills(args) => backfill::backfills(store, runs, &args).await,
         Command::Calendar(command) => calendar::calendar(store, runs, &command).await,
+        Command::Check(args) => check::check(store, runs, &args).await,
         // `execute` runs these itself.
         Command::List { .. }
         | Command::Unlock { .. }

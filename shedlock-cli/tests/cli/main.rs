@@ -12,6 +12,7 @@
 mod arguments;
 mod audit;
 mod calendar;
+mod check;
 mod common;
 mod databases;
 mod history;
@@ -26,6 +27,7 @@ mod unlock;
 
 use audit::every_change_the_tool_makes_is_recorded_with_who_and_from_where;
 use calendar::calendar_commands_main_path;
+use check::check_prints_each_broken_promise_and_exits_5;
 use history::{
     history_closes_abandoned_runs_on_request, history_lists_runs_newest_first,
     history_names_the_holder_of_a_skipped_tick,
@@ -77,6 +79,7 @@ shedlock_suite::backend_tests!(crate => [
     every_change_the_tool_makes_is_recorded_with_who_and_from_where,
     pause_note_is_kept_shown_and_recorded,
     calendar_commands_main_path,
+    check_prints_each_broken_promise_and_exits_5,
 ]);
 
 #[tokio::test]

@@ -44,6 +44,7 @@
 
 pub(crate) mod backfill;
 pub(crate) mod calendars;
+mod broken;
 mod find;
 pub(crate) mod upcoming;
 
@@ -60,6 +61,7 @@ use crate::schedules::{
 };
 
 pub use backfill::{BackfillOptions, BackfillPlan};
+pub use broken::{LEDGER_STALE_AFTER, Problem};
 pub use find::closest;
 pub use upcoming::{LeftOut, Source, Tick, Upcoming};
 
@@ -279,6 +281,16 @@ impl<'a, S: Steerable + ?Sized> Operator<'a, S> {
     /// (`; did you mean "nightly-report"?`) when one is close.
     pub async fn find(&self, name: &str) -> Result<Job> {
         find::find(self.store, self.runs, name).await
+    }
+
+    /// Every promise broken now, of job `name` or of every job (what `shedlock check` prints,
+    /// one line each): the alerts the ledger's sweeps raised and did not recover yet, the
+    /// ledger itself not swept for [`LEDGER_STALE_AFTER`] (no instance with the run history
+    /// runs: the alerts may be out of date), and, read from the store whether anybody sweeps
+    /// or not, the fleet's jobs no running instance carries and those with no success within
+    /// their `expect_success_within`. Sorted by job. Needs the run history.
+    pub async fn check(&self, name: Option<&str>) -> Result<Vec<Problem>> {
+        broken::check(self.store, self.runs, name).await
     }
 
     /// As [`find`](Self::find), and a job that only `lock` makes known (its lock is named

@@ -429,9 +429,9 @@ async fn deliver(inner: &Inner, store: &dyn RunStore) {
             continue;
         };
         let text = row.error.as_deref().unwrap_or_default();
-        let (outcome, text) = match &inner.observer.webhook {
+        let (outcome, text) = match send(inner, &alert).await {
             None => (RunOutcome::AlertSent, text.to_owned()),
-            Some(webhook) => match webhook.deliver(&alert).await {
+            Some(delivered) => match delivered {
                 Ok(()) => (RunOutcome::AlertSent, text.to_owned()),
                 Err(failure) => {
                     metrics::counter!(metric_names::ALERTS_UNDELIVERED).increment(1);
@@ -448,6 +448,21 @@ async fn deliver(inner: &Inner, store: &dyn RunStore) {
             tracing::warn!(%error, alert = row.id, "could not record an alert's delivery");
         }
     }
+}
+
+/// `alert` delivered to the webhook, when there is one (feature `webhook`).
+#[cfg(feature = "webhook")]
+async fn send(inner: &Inner, alert: &Alert) -> Option<std::result::Result<(), String>> {
+    match &inner.observer.webhook {
+        Some(webhook) => Some(webhook.deliver(alert).await),
+        None => None,
+    }
+}
+
+/// Without the feature `webhook` there is no webhook: an alert is told to the listeners only.
+#[cfg(not(feature = "webhook"))]
+async fn send(_: &Inner, _: &Alert) -> Option<std::result::Result<(), String>> {
+    None
 }
 
 fn delta(duration: Duration) -> TimeDelta {
