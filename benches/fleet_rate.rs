@@ -30,6 +30,7 @@
 //! cargo bench --bench fleet_rate -- --backend etcd                # one etcd member
 //! cargo bench --bench fleet_rate -- --backend redis --processes 4 --jobs 5000 --seconds 30
 //! cargo bench --bench fleet_rate -- --path readme           # only the README's way (or job-new)
+//! cargo bench --bench fleet_rate -- --path history+ledger   # + RunHistory, without and with the ledger
 //! cargo bench --bench fleet_rate -- --timings    # + claim wait, claim and fire lateness per process
 //! ```
 //! Figures go to BENCHMARKS.md; nothing here asserts a time.
@@ -51,6 +52,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 use shedlock::context::current_tick;
+use shedlock::scheduler::{Ledger, RunHistory};
 use shedlock::{
     Backend, Job, LockAdmin, LockConfiguration, MySqlLockProvider, PostgresLockProvider, Schedule,
     Scheduler, SqliteLockProvider, run_locked,
@@ -111,6 +113,13 @@ enum Path {
     Readme,
     /// `Job::new` + `run_locked` + `Job::with_lock`, a pool of 8 connections, no log.
     JobNew,
+    /// The README's path with the README's run history (`RunHistory::keep_for(30 days)`), its
+    /// ledger turned off (`.ledger(None)`). PostgreSQL, MariaDB and SQLite.
+    History,
+    /// The README's path with the README's run history and its ledger, which settles a tick
+    /// after 5 s (`Ledger::default().settle(5 s)`, a sweep every 10 s, the default) so that the
+    /// sweeps account for the measured ticks within the run.
+    Ledger,
 }
 
 impl Path {
@@ -118,6 +127,8 @@ impl Path {
         match self {
             Path::Readme => "readme",
             Path::JobNew => "job-new",
+            Path::History => "history",
+            Path::Ledger => "ledger",
         }
     }
 
@@ -127,6 +138,8 @@ impl Path {
                 "README path: #[scheduled] + #[scheduler_lock], url(url) (own pool), a log line per run"
             }
             Path::JobNew => "Job::new + run_locked + with_lock, a pool of 8",
+            Path::History => "README path + RunHistory (30 days), ledger off",
+            Path::Ledger => "README path + RunHistory (30 days) + ledger (settle 5 s, a sweep every 10 s)",
         }
     }
 }
@@ -193,7 +206,13 @@ fn args() -> Args {
                     "readme" => vec![Path::Readme],
                     "job-new" => vec![Path::JobNew],
                     "both" => vec![Path::Readme, Path::JobNew],
-                    other => panic!("--path readme|job-new|both, not {other:?}"),
+                    "history" => vec![Path::History],
+                    "ledger" => vec![Path::Ledger],
+                    // Side by side in one run: the history without and with its ledger.
+                    "history+ledger" => vec![Path::History, Path::Ledger],
+                    other => panic!(
+                        "--path readme|job-new|both|history|ledger|history+ledger, not {other:?}"
+                    ),
                 }
             }
             "--timings" => args.timings = true,
@@ -359,7 +378,7 @@ async fn cleanup(backend: Backend, store: &Store) {
                 let t = &store.table;
                 let _ = admin
                     .execute(AssertSqlSafe(format!(
-                        "DROP TABLE IF EXISTS {t}, {t}_runs, _{t}_migrations"
+                        "DROP TABLE IF EXISTS {t}, {t}_runs, {t}_schedules, {t}_fleet, {t}_fleet_parts, {t}_backfills, _{t}_migrations"
                     )))
                     .await;
             }
@@ -984,6 +1003,52 @@ async fn run_child(args: &Args, child: &Child) {
                 .init();
             let provider = readme_provider(backend, &child.url, &child.table).await;
             let scheduler = Scheduler::builder(provider).build();
+            for i in 0..args.jobs {
+                scheduler
+                    .add(readme_job::job(i, Arc::clone(&ran), words).named(format!("job_{i}")))
+                    .expect("a job");
+            }
+            scheduler
+        }
+        Path::History | Path::Ledger => {
+            let file = std::fs::File::create(&log).expect("a log file");
+            tracing_subscriber::fmt()
+                .with_writer(Mutex::new(file))
+                .with_max_level(tracing::Level::INFO)
+                .init();
+            let ledger = (path == Path::Ledger)
+                .then(|| Ledger::default().settle(Duration::from_secs(5)));
+            let history = RunHistory::keep_for(Duration::from_secs(30 * 86_400)).ledger(ledger);
+            let scheduler = match backend {
+                Backend::Postgres => Scheduler::builder(
+                    PostgresLockProvider::url(&child.url)
+                        .table_name(&child.table)
+                        .build()
+                        .await
+                        .expect("connect to PostgreSQL"),
+                )
+                .history(history)
+                .build(),
+                Backend::MySql => Scheduler::builder(
+                    MySqlLockProvider::url(&child.url)
+                        .table_name(&child.table)
+                        .build()
+                        .await
+                        .expect("connect to MariaDB / MySQL"),
+                )
+                .history(history)
+                .build(),
+                Backend::Sqlite => Scheduler::builder(
+                    SqliteLockProvider::url(&child.url)
+                        .table_name(&child.table)
+                        .build()
+                        .await
+                        .expect("open the SQLite file"),
+                )
+                .history(history)
+                .build(),
+                other => panic!("--path history|ledger: {other} keeps no run history"),
+            };
             for i in 0..args.jobs {
                 scheduler
                     .add(readme_job::job(i, Arc::clone(&ran), words).named(format!("job_{i}")))
