@@ -139,7 +139,9 @@ impl Path {
             }
             Path::JobNew => "Job::new + run_locked + with_lock, a pool of 8",
             Path::History => "README path + RunHistory (30 days), ledger off",
-            Path::Ledger => "README path + RunHistory (30 days) + ledger (settle 5 s, a sweep every 10 s)",
+            Path::Ledger => {
+                "README path + RunHistory (30 days) + ledger (settle 5 s, a sweep every 10 s)"
+            }
         }
     }
 }
@@ -1016,8 +1018,8 @@ async fn run_child(args: &Args, child: &Child) {
                 .with_writer(Mutex::new(file))
                 .with_max_level(tracing::Level::INFO)
                 .init();
-            let ledger = (path == Path::Ledger)
-                .then(|| Ledger::default().settle(Duration::from_secs(5)));
+            let ledger =
+                (path == Path::Ledger).then(|| Ledger::default().settle(Duration::from_secs(5)));
             let history = RunHistory::keep_for(Duration::from_secs(30 * 86_400)).ledger(ledger);
             let scheduler = match backend {
                 Backend::Postgres => Scheduler::builder(

@@ -20,9 +20,12 @@ use shedlock::{Job, LockAdmin, LockConfiguration, LockContext, RunStore, Schedul
 use shedlock_suite::scheduler_suite::eventually;
 use shedlock_suite::{Opts, TestDb};
 
-/// What the listeners heard: (job, kind, raised) in order, with the instance that heard it.
+/// One alert a listener heard: job, kind, raised, the instance that heard it.
+type HeardAlert = (String, String, bool, String);
+
+/// What the listeners heard, in order.
 #[derive(Clone, Default)]
-struct Heard(Arc<Mutex<Vec<(String, String, bool, String)>>>);
+struct Heard(Arc<Mutex<Vec<HeardAlert>>>);
 
 struct Ear {
     heard: Heard,

@@ -30,10 +30,10 @@ pub(crate) async fn check(
             .collect();
         print(&format!("{}\n", pretty(&Value::Array(array))));
     } else if problems.is_empty() {
-        let what = args
-            .name
-            .as_deref()
-            .map_or_else(|| "no promise broken".to_owned(), |n| format!("{n}: no promise broken"));
+        let what = args.name.as_deref().map_or_else(
+            || "no promise broken".to_owned(),
+            |n| format!("{n}: no promise broken"),
+        );
         print(&format!("ok: {what}\n"));
     } else {
         let lines: String = problems

@@ -325,6 +325,10 @@ impl FromStr for RunOutcome {
     }
 }
 
+/// What [`RunStore::recorded_ticks`](crate::RunStore::recorded_ticks) answers: (job, tick)
+/// pairs.
+pub type RecordedTicks = Vec<(String, DateTime<Utc>)>;
+
 /// A row to add to the history table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

@@ -357,7 +357,7 @@ pub trait RunStore: LockProvider {
         since: DateTime<Utc>,
         from: DateTime<Utc>,
         to: DateTime<Utc>,
-    ) -> BoxFuture<'a, Result<Vec<(String, DateTime<Utc>)>>> {
+    ) -> BoxFuture<'a, Result<crate::history::RecordedTicks>> {
         Box::pin(async move {
             let mut recorded = Vec::new();
             let mut before = None;
@@ -472,7 +472,7 @@ macro_rules! forward {
             fn close_abandoned_runs(&self) -> BoxFuture<'_, Result<u64>> {
                 (**self).close_abandoned_runs()
             }
-            fn recorded_ticks<'a>(&'a self, since: DateTime<Utc>, from: DateTime<Utc>, to: DateTime<Utc>) -> BoxFuture<'a, Result<Vec<(String, DateTime<Utc>)>>> {
+            fn recorded_ticks<'a>(&'a self, since: DateTime<Utc>, from: DateTime<Utc>, to: DateTime<Utc>) -> BoxFuture<'a, Result<crate::history::RecordedTicks>> {
                 (**self).recorded_ticks(since, from, to)
             }
         }

@@ -71,7 +71,10 @@ pub(super) async fn check<S: Steerable + ?Sized>(
             since: Some(alert.at),
         });
     }
-    let swept = store.lock_state(LEDGER_LOCK).await?.and_then(|s| s.last_tick);
+    let swept = store
+        .lock_state(LEDGER_LOCK)
+        .await?
+        .and_then(|s| s.last_tick);
     match swept {
         Some(at) if now - at > LEDGER_STALE_AFTER => problems.push(Problem {
             job: String::new(),

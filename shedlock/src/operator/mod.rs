@@ -43,8 +43,8 @@
 //! but not recorded, the instances that carry the job not read.
 
 pub(crate) mod backfill;
-pub(crate) mod calendars;
 mod broken;
+pub(crate) mod calendars;
 mod find;
 pub(crate) mod upcoming;
 

@@ -243,9 +243,11 @@ async fn check(inner: &Inner, store: &dyn RunStore, swept: &Swept) -> Result<()>
             continue;
         };
         let last = latest.get(&job.lock);
-        if let (Some(limit), Some(row)) = (deadlines.late_after, last) {
-            if let Some(tick) = row.tick.filter(|_| row.outcome.ran()) {
-                let late = row.started_at - tick;
+        if let (Some(limit), Some(row)) = (deadlines.late_after, last)
+            && let Some(tick) = row.tick.filter(|_| row.outcome.ran())
+        {
+            let late = row.started_at - tick;
+            {
                 if late > delta(limit) {
                     let detail = format!(
                         "its run of {tick} started {} after its tick (late_after {})",
@@ -256,8 +258,11 @@ async fn check(inner: &Inner, store: &dyn RunStore, swept: &Swept) -> Result<()>
                 }
             }
         }
-        if let (Some(limit), Some(row)) = (deadlines.max_runtime, last) {
-            if row.outcome == RunOutcome::Running && now - row.started_at > delta(limit) {
+        if let (Some(limit), Some(row)) = (deadlines.max_runtime, last)
+            && row.outcome == RunOutcome::Running
+            && now - row.started_at > delta(limit)
+        {
+            {
                 let detail = format!(
                     "a run started at {} by {} has run {} (max_runtime {})",
                     row.started_at,
@@ -331,8 +336,10 @@ async fn check(inner: &Inner, store: &dyn RunStore, swept: &Swept) -> Result<()>
                 );
             }
         }
-        if let (Some(limit), Some(since)) = (deadlines.paused_longer_than, job.paused_since) {
-            if now - since > delta(limit) {
+        if let (Some(limit), Some(since)) = (deadlines.paused_longer_than, job.paused_since)
+            && now - since > delta(limit)
+        {
+            {
                 let detail = format!(
                     "paused since {since}, {} (paused_longer_than {})",
                     human(now - since),

@@ -121,7 +121,7 @@ pub struct Job {
     /// replace; the schedule goes by whichever applies, its calendars read from the store.
     pub(crate) time_rules: Option<Arc<TimeRules>>,
     /// What it promises, checked fleet-wide by the ledger.
-    pub(crate) deadlines: Option<crate::schedules::Deadlines>,
+    pub(crate) deadlines: Option<Box<crate::schedules::Deadlines>>,
 }
 
 /// A job's own jitter and retry policy.
@@ -394,7 +394,7 @@ impl Job {
     /// refuses a zero duration.
     #[must_use]
     pub fn deadlines(mut self, deadlines: crate::schedules::Deadlines) -> Self {
-        self.deadlines = (!deadlines.is_empty()).then_some(deadlines);
+        self.deadlines = (!deadlines.is_empty()).then(|| Box::new(deadlines));
         self
     }
 
@@ -402,7 +402,7 @@ impl Job {
         self,
         change: impl FnOnce(crate::schedules::Deadlines) -> crate::schedules::Deadlines,
     ) -> Self {
-        let deadlines = self.deadlines.unwrap_or_default();
+        let deadlines = self.deadlines.as_deref().copied().unwrap_or_default();
         self.deadlines(change(deadlines))
     }
 
@@ -427,7 +427,7 @@ impl Job {
 
     /// What the job promises, if anything.
     pub fn deadlines_set(&self) -> Option<&crate::schedules::Deadlines> {
-        self.deadlines.as_ref()
+        self.deadlines.as_deref()
     }
 
     fn rules_then(self, change: impl FnOnce(TimeRules) -> TimeRules) -> Self {

@@ -444,14 +444,13 @@ impl Scheduler {
         }
         if let (Some((store, history)), Some(_)) =
             (&self.inner.observer.history, &self.inner.control)
+            && let Some(ledger) = history.ledger_settings()
         {
-            if let Some(ledger) = history.ledger_settings() {
-                loops.spawn(ledger::ledger_loop(
-                    Arc::clone(&self.inner),
-                    Arc::clone(store),
-                    ledger,
-                ));
-            }
+            loops.spawn(ledger::ledger_loop(
+                Arc::clone(&self.inner),
+                Arc::clone(store),
+                ledger,
+            ));
         }
         if self.inner.control.is_some() {
             loops.spawn(control::watch::watch_loop(Arc::clone(&self.inner)));

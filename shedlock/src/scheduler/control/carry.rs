@@ -179,7 +179,7 @@ fn entry(job: &crate::Job, code: Option<&crate::Schedule>) -> RegisteredJob {
     let overlap = job.overlap_policy();
     entry.overlap = overlap.in_store().then(|| overlap.to_string());
     entry.rules = job.time_rules.as_deref().cloned();
-    entry.deadlines = job.deadlines.filter(|d| !d.is_empty());
+    entry.deadlines = job.deadlines.as_deref().copied().filter(|d| !d.is_empty());
     if let Some(tuning) = &job.tuning {
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         entry.jitter_ms = tuning.jitter.map(ms);
