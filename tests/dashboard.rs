@@ -1851,3 +1851,90 @@ async fn dashboard_keeps_calendars_and_a_jobs_time_rules_sqlite() {
     );
     db.teardown().await;
 }
+
+/// Issue 50, point 4: the attention view lists every promise broken now (an open alert, the
+/// ledger never swept) and each job's record over 24 h and 7 d from the ledger: its share of
+/// due ticks that succeeded, its missed ticks, its start lateness; the same as JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_shows_what_needs_attention_sqlite() {
+    use chrono::{TimeDelta, Utc};
+    use shedlock::history::{NewRun, RunOutcome};
+    use shedlock_suite::TestDb;
+    let Some(db) = shedlock_suite::Sqlite::setup().await else {
+        return;
+    };
+    let provider = db.provider();
+    let runs = <shedlock_suite::Sqlite as TestDb>::run_store(&provider).unwrap();
+    let now = Utc::now();
+    // sync: 3 ticks succeeded (each started 2 s after its tick), 1 missed.
+    for _ in 1..=3 {
+        let tick = Utc::now() - TimeDelta::seconds(2);
+        let id = runs
+            .record_run(&NewRun::new(
+                "sync",
+                "sync",
+                Some(tick),
+                RunOutcome::Running,
+            ))
+            .await
+            .unwrap();
+        runs.finish_run(id, RunOutcome::Executed, None)
+            .await
+            .unwrap();
+    }
+    runs.record_run(&NewRun::new(
+        "sync",
+        "sync",
+        Some(now - TimeDelta::seconds(50)),
+        RunOutcome::Missed,
+    ))
+    .await
+    .unwrap();
+    runs.record_run(
+        &NewRun::new(
+            "sync",
+            "missed",
+            Some(now - TimeDelta::seconds(50)),
+            RunOutcome::AlertSent,
+        )
+        .error(Some("raised: 1 due tick claimed by no instance".into())),
+    )
+    .await
+    .unwrap();
+    let mut client = cases::Client::new(
+        provider.clone().into(),
+        shedlock_web::Options::new(shedlock_web::Auth::None),
+    );
+    let page = client.get("/shedlock/attention").await;
+    assert_eq!(page.status, axum::http::StatusCode::OK, "{}", page.body);
+    assert!(page.body.contains("id=\"problems\""), "{}", page.body);
+    assert!(
+        page.body.contains("1 due tick claimed by no instance")
+            && page.body.contains("data-kind=\"ledger\""),
+        "the open alert and the ledger never swept: {}",
+        page.body
+    );
+    assert!(
+        page.body.contains("75.0 %"),
+        "3 of 4 due ticks succeeded: {}",
+        page.body
+    );
+    let api = client.get("/shedlock/api/v1/attention").await.json();
+    let week = &api["jobs"]["sync"]["week"];
+    assert_eq!(week["due"], 4, "{api}");
+    assert_eq!(week["missed"], 1, "{api}");
+    assert_eq!(week["succeeded"], 3, "{api}");
+    let median = week["lateness_median_ms"].as_u64().unwrap();
+    assert!(
+        (1_900..10_000).contains(&median),
+        "started about 2 s late: {api}"
+    );
+    let kinds: Vec<&str> = api["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["ledger", "missed"], "{api}");
+    db.teardown().await;
+}

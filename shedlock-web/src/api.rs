@@ -81,11 +81,11 @@ use crate::model::{JobRow, Snapshot, fill_last_runs, history_page};
 use crate::pages::{HistoryQuery, JOBS_PER_PAGE, JobsQuery, select};
 use crate::{App, Shared};
 
-fn failure(status: StatusCode, message: String) -> Response {
+pub(crate) fn failure(status: StatusCode, message: String) -> Response {
     (status, Json(json!({ "error": message }))).into_response()
 }
 
-fn unavailable(error: shedlock::Error) -> Response {
+pub(crate) fn unavailable(error: shedlock::Error) -> Response {
     failure(StatusCode::SERVICE_UNAVAILABLE, error.to_string())
 }
 

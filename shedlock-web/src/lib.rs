@@ -373,6 +373,7 @@ pub fn router(source: impl Into<Source>, options: Options) -> Router {
         .route("/locks", get(pages::locks))
         .route("/history", get(pages::history))
         .route("/calendars", get(pages::calendars))
+        .route("/attention", get(pages::attention))
         .route("/calendars/{name}", get(pages::calendar))
         .route("/calendar", get(pages::calendar_by_query))
         .route("/api/v1/overview", get(api::overview))
@@ -383,7 +384,8 @@ pub fn router(source: impl Into<Source>, options: Options) -> Router {
         .route("/api/v1/calendars", get(calendars::list_api))
         .route("/api/v1/calendars/{name}", get(calendars::show_api))
         .route("/api/v1/locks", get(api::locks))
-        .route("/api/v1/runs", get(api::runs));
+        .route("/api/v1/runs", get(api::runs))
+        .route("/api/v1/attention", get(pages::attention_api));
     if !read_only {
         routes = routes
             .route("/locks/{name}/release", get(pages::confirm_release))

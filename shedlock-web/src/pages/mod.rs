@@ -1,6 +1,7 @@
 //! The HTML pages: server-rendered (maud escapes every value), a small script that refreshes
 //! them, and one stylesheet. What every page shares is here; each page is a module.
 
+mod attention;
 mod calendars;
 mod history;
 mod job;
@@ -8,6 +9,7 @@ mod jobs;
 mod locks;
 mod overview;
 
+pub(crate) use attention::{attention, attention_api};
 pub(crate) use calendars::{calendar, calendar_by_query, calendar_href, calendars};
 pub(crate) use history::{HistoryQuery, history};
 pub(crate) use job::{job, job_by_query};
@@ -89,6 +91,7 @@ pub(crate) fn layout(
         ("locks", "Locks", "locks".to_owned()),
         ("history", "History", "history".to_owned()),
         ("calendars", "Calendars", "calendars".to_owned()),
+        ("attention", "Attention", "attention".to_owned()),
     ];
     html! {
         (DOCTYPE)
