@@ -25,7 +25,11 @@
 //!   `mod.rs` says what each of its files does); `failures.rs`: `pause_after_failures`, a
 //!   job that keeps failing pausing itself;
 //! - `backfill.rs`: the store's backfills driven, a job's past ticks run once each fleet-wide
-//!   at their pace.
+//!   at their pace;
+//! - `ledger.rs`: the ledger's sweep ([`Ledger`]), one instance per instant, writing `missed`
+//!   for every due tick no instance claimed; `alerts.rs`: what the sweep checks after
+//!   ([`Alert`], [`AlertKind`]), raised once fleet-wide and delivered; `webhook.rs` (feature
+//!   `webhook`): the signed delivery to an HTTP endpoint.
 
 use std::fmt;
 use std::sync::Arc;

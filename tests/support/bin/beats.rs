@@ -111,7 +111,7 @@ struct Args {
     #[arg(long)]
     holidays: bool,
     /// The run history with its ledger (the SQL stores): a sweep every second, a tick called
-    /// missed this long after it (`tests/ledger.rs`).
+    /// missed this long after it (`tests/ledger/fleet_down.rs`).
     #[arg(long, value_parser = humantime::parse_duration)]
     ledger: Option<Duration>,
     /// After how long without a heartbeat the store forgets this instance's jobs.

@@ -4,8 +4,7 @@
 //! and delivered to a webhook that refuses every connection, so each ends a dead letter
 //! (`alert-undelivered`) after its retries. On every store that keeps a run history
 //! (PostgreSQL, MariaDB, SQLite). The same under `kill -9` of the sender, with processes written
-//! the README's way: `tests/alert_kills.rs`.
-#![allow(missing_docs)]
+//! the README's way: `tests/ledger/alert_kills.rs`.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

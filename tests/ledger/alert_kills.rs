@@ -15,7 +15,6 @@
 //!   raise nothing twice), and delivered (`alert-sent`).
 //!
 //! On a failure the processes' logs are kept, and the failure says where.
-#![allow(missing_docs)]
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -16,7 +16,6 @@
 //! - `beat_0`'s `missed` alert is raised once, and recovered once when it ran again.
 //!
 //! On a failure the processes' logs are kept, and the failure says where.
-#![allow(missing_docs)]
 
 use std::collections::BTreeMap;
 use std::time::Duration;
