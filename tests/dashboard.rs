@@ -1212,6 +1212,113 @@ async fn dashboard_shows_an_overlap_policy_sqlite() {
     db.teardown().await;
 }
 
+/// Issue 50, point 2 on the dashboard: a job's page shows its promises (the code's, and an
+/// operator's set in the store over them) and sets them with its "Set deadlines" form; the
+/// API's `reschedule` sets them too, a bad value refused naming it, nothing changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_sets_a_jobs_deadlines_sqlite() {
+    use shedlock::schedules::{Deadlines, RegisteredJob, Registration, ScheduleStore};
+    use shedlock_suite::TestDb;
+    use std::time::Duration;
+    let Some(db) = shedlock_suite::Sqlite::setup().await else {
+        return;
+    };
+    let provider = db.provider();
+    let mut job = RegisteredJob::new("nightly", "0 0 2 * * *", "UTC");
+    job.deadlines = Some(Deadlines::default().late_after(Duration::from_secs(30)));
+    let registration = Registration::new("pod-a", "default", vec![job], Duration::from_secs(600));
+    provider.register(&registration).await.unwrap();
+    let mut client = cases::Client::new(
+        provider.clone().into(),
+        shedlock_web::Options::new(shedlock_web::Auth::None),
+    );
+    let page = client.get("/shedlock/jobs/nightly").await;
+    assert!(
+        page.body.contains("id=\"deadline-late_after\">30s")
+            && page.body.contains("id=\"set-deadlines\""),
+        "{}",
+        page.body
+    );
+    let set = client
+        .post_form(
+            "/shedlock/act/jobs/nightly/reschedule",
+            &[
+                ("expect_success_within", "26h"),
+                ("late_after", "off"),
+                ("max_runtime", ""),
+            ],
+            None,
+        )
+        .await;
+    assert!(
+        set.status.is_success() || set.status.is_redirection(),
+        "{:?} {}",
+        set.status,
+        set.body
+    );
+    let stored = provider.schedule("nightly").await.unwrap().unwrap();
+    let over =
+        Deadlines::from_override_json("nightly", stored.deadlines.as_deref().unwrap()).unwrap();
+    assert_eq!(
+        over.describe(),
+        ["expect_success_within 1day 2h", "late_after off"],
+        "{stored:?}"
+    );
+    let page = client.get("/shedlock/jobs/nightly").await;
+    assert!(
+        page.body
+            .contains("id=\"deadline-expect_success_within\">1day 2h")
+            && page.body.contains("the code says none")
+            && page.body.contains("the code says 30s"),
+        "{}",
+        page.body
+    );
+    let api = client
+        .post_api(
+            "/shedlock/api/v1/jobs/nightly/reschedule",
+            serde_json::json!({ "failures_in_a_row": 3, "late_after": "default" }),
+        )
+        .await;
+    assert!(api.status.is_success(), "{:?} {}", api.status, api.body);
+    let job = client.get("/shedlock/api/v1/jobs/nightly").await.json();
+    assert_eq!(
+        job["deadlines"]["applied"],
+        serde_json::json!([
+            "expect_success_within 1day 2h",
+            "late_after 30s",
+            "failures_in_a_row 3"
+        ]),
+        "{job:#}"
+    );
+    let before = provider.schedule("nightly").await.unwrap().unwrap();
+    let bad = client
+        .post_api(
+            "/shedlock/api/v1/jobs/nightly/reschedule",
+            serde_json::json!({ "on_overrun": "kill" }),
+        )
+        .await;
+    assert_eq!(
+        bad.status,
+        axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        bad.body
+    );
+    assert!(
+        bad.body.contains("on_overrun")
+            && bad.body.contains("kill")
+            && bad.body.contains("is not one of"),
+        "{}",
+        bad.body
+    );
+    let after = provider.schedule("nightly").await.unwrap().unwrap();
+    assert_eq!(
+        (after.version, &after.deadlines),
+        (before.version, &before.deadlines),
+        "nothing changed"
+    );
+    db.teardown().await;
+}
+
 /// Issue 49, point 4 on the dashboard: a job's page lists its next runs (the code's cron on its
 /// zone's clock, with the jitter), a pause turns them into ticks that do not run and says who
 /// paused it and why, and the API answers the same (`/api/v1/jobs/{name}/upcoming`), refusing a

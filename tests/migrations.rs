@@ -233,11 +233,12 @@ where
     // Ours (`shedlock/migrations/<db>/`): the lock table and the run history, and on PostgreSQL the
     // token sequence, on SQLite the retired rows; the schedules; the history's indexes by id;
     // its indexes by start; on MySQL/MariaDB the schedules' wider payload; the schedules' note; the
-    // fleet's registered jobs, and their parts; the schedules' overlap policy; the backfills; the schedules' time rules.
+    // fleet's registered jobs, and their parts; the schedules' overlap policy; the backfills; the schedules' time rules;
+    // the schedules' deadlines.
     let versions: &[i64] = if D::BACKEND == Backend::MySql {
-        &[1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
+        &[1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
     } else {
-        &[1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13]
+        &[1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14]
     };
     for order in ORDERS {
         let fresh = db.empty_database().await;
@@ -403,7 +404,7 @@ where
         .into_iter()
         .map(|(v, _)| v)
         .collect();
-    let newest = 13;
+    let newest = 14;
     assert_eq!(versions.last(), Some(&newest), "{versions:?}");
     let state = provider.lock_state(cfg().name()).await.unwrap().unwrap();
     assert_eq!(
@@ -443,7 +444,7 @@ where
 async fn a_migration_left_part_way_is_run_again<D: SqlTestDb>(db: &D) {
     let fresh = db.empty_database().await;
     fresh.provider().migrate().await.unwrap();
-    for version in [13, 4] {
+    for version in [14, 13, 4] {
         let mut dirty = Migrator::with_migrations(vec![Migration::new(
             1,
             "mark a migration part-way".into(),

@@ -435,8 +435,14 @@ pub(crate) struct ResumeArgs {
 
 #[derive(Debug, Args)]
 #[command(after_help = "\
-Any of --cron, --jitter, --retry, --no-retry, --overlap or the time rules may be given without the
-others: what is not given stays as stored (for a job defined in code, as its code says).
+Any of --cron, --jitter, --retry, --no-retry, --overlap, the time rules or the deadlines may be
+given without the others: what is not given stays as stored (for a job defined in code, as its
+code says).
+
+Deadlines: --expect-success-within, --max-runtime, --late-after, --failures-in-a-row,
+--paused-longer-than and --on-overrun each set one of the job's promises in the store, over the
+code's; `off` turns the code's promise off, `default` gives it back. `shedlock check` and the
+ledger's alerts follow them from the next sweep.
 `reschedule NAME` with none of them is refused (exit 2).
 
 Time rules: --exclude, --on-excluded, --start, --end and --max-runs write the job's whole time
@@ -452,7 +458,9 @@ rules: the code's apply again. `shedlock jobs NAME --next N` shows the ticks the
   shedlock reschedule nightly --retry 5 --retry-backoff 10s --retry-cap 5m
   shedlock reschedule nightly --no-retry --jitter none
   shedlock reschedule nightly --overlap buffer-one
-  shedlock reschedule nightly --overlap allow-all:3 --note \"backfill week\"")]
+  shedlock reschedule nightly --overlap allow-all:3 --note \"backfill week\"
+  shedlock reschedule nightly --expect-success-within 26h --late-after off
+  shedlock reschedule nightly --max-runtime 2h --on-overrun cancel")]
 pub(crate) struct RescheduleArgs {
     /// The job's name.
     pub(crate) name: String,
@@ -472,9 +480,55 @@ pub(crate) struct RescheduleArgs {
     pub(crate) tuning: TuningArgs,
     #[command(flatten)]
     pub(crate) rules: RulesArgs,
+    #[command(flatten)]
+    pub(crate) deadlines: DeadlineArgs,
     /// Print a JSON object instead of text.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+/// `reschedule`'s deadlines: each sets one of the job's promises in the store, over the code's
+/// (`off` turns the code's off, `default` gives it back); the others stay as they are.
+#[derive(Debug, Args)]
+pub(crate) struct DeadlineArgs {
+    /// A successful run at least this often (2h, 30m), else a `no-success` alert; `off` or
+    /// `default`.
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) expect_success_within: Option<String>,
+    /// No run longer than this, else an `overrun` alert (and with --on-overrun cancel, the
+    /// run cancelled); `off` or `default`.
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) max_runtime: Option<String>,
+    /// No start later than this after its tick, else a `late` alert; `off` or `default`.
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) late_after: Option<String>,
+    /// A `failing` alert after this many failed runs in a row; `off` or `default`.
+    #[arg(long, value_name = "COUNT")]
+    pub(crate) failures_in_a_row: Option<String>,
+    /// A `paused` alert when the job (or the fleet) stays paused longer; `off` or `default`.
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) paused_longer_than: Option<String>,
+    /// What becomes of a run past --max-runtime: report (an alert) or cancel (an alert, and
+    /// the run cancelled and recorded failed); `default`.
+    #[arg(long, value_name = "WHAT")]
+    pub(crate) on_overrun: Option<String>,
+}
+
+impl DeadlineArgs {
+    /// The promises given, `(name, value)` as the library's `Deadlines::edit` reads them.
+    pub(crate) fn edits(&self) -> Vec<(String, String)> {
+        [
+            ("expect_success_within", &self.expect_success_within),
+            ("max_runtime", &self.max_runtime),
+            ("late_after", &self.late_after),
+            ("failures_in_a_row", &self.failures_in_a_row),
+            ("paused_longer_than", &self.paused_longer_than),
+            ("on_overrun", &self.on_overrun),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| Some((name.to_owned(), value.clone()?)))
+        .collect()
+    }
 }
 
 /// `reschedule`'s time rules: any of the first five writes the job's whole rules from them.

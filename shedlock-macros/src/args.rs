@@ -70,6 +70,7 @@ pub(crate) mod kw {
         late_after: "\"30s\"",
         failures_in_a_row: "3",
         paused_longer_than: "\"1d\"",
+        on_overrun: "\"cancel\"",
     }
 }
 

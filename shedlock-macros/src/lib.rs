@@ -226,7 +226,8 @@ pub fn scheduler_lock(args: TokenStream, item: TokenStream) -> TokenStream {
 /// | `start`, `end` | optional | The first and last instant a run may come at, in RFC 3339 with an offset: `"2026-12-01T00:00:00Z"`, `"2026-12-01T09:00:00+09:00"`; `start` before `end`. Read at compile time: the expansion calls `Job::starting_at` and `Job::ending_at` with the instant's seconds and nanoseconds, parsing nothing at run time. |
 /// | `max_runs` | optional; needs `start` | At most this many runs, 1 to 10,000 (`shedlock::schedules::MAX_RUNS`): the schedule's first instants from `start`, whether each ran or was skipped. Becomes `Job::max_runs`. |
 /// | `expect_success_within` | optional | A successful run at least this often (`"1h"`, humantime or ISO-8601, above zero): the ledger raises a `no-success` alert when the job's newest success is older. Becomes `Job::expect_success_within`. |
-/// | `max_runtime` | optional | No run longer than this: a run still going past it raises an `overrun` alert (it is not cancelled). Becomes `Job::max_runtime`. |
+/// | `max_runtime` | optional | No run longer than this: a run still going past it raises an `overrun` alert. Becomes `Job::max_runtime`. |
+/// | `on_overrun` | optional, default `"report"`; `"cancel"` needs `max_runtime` | `"cancel"`: a run past `max_runtime` is also cancelled, as a shutdown cancels it, and recorded `failed`. Becomes `Deadlines::cancel_overrun`. |
 /// | `late_after` | optional | No start later than this after its tick: a later one raises a `late` alert. Becomes `Job::late_after`. |
 /// | `failures_in_a_row` | optional, at least 1 | An alert (`failing`) after this many failed runs in a row. Becomes `Deadlines::failures_in_a_row`. |
 /// | `paused_longer_than` | optional | An alert (`paused`) when the job or the fleet stays paused longer. Becomes `Deadlines::paused_longer_than`. |

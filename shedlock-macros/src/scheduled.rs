@@ -54,6 +54,8 @@ pub(crate) struct Deadlines {
     pub(crate) late_after: Option<std::time::Duration>,
     pub(crate) failures_in_a_row: Option<u32>,
     pub(crate) paused_longer_than: Option<std::time::Duration>,
+    /// `on_overrun = "cancel"`: a run past `max_runtime` is cancelled.
+    pub(crate) cancel_overrun: bool,
 }
 
 /// A deadline's duration literal: parsed (humantime or ISO-8601, as the lock's durations) and
@@ -99,6 +101,7 @@ args::arguments! {
         late_after: StrArg,
         failures_in_a_row: IntArg,
         paused_longer_than: StrArg,
+        on_overrun: StrArg,
     }
 }
 
@@ -151,6 +154,23 @@ impl ScheduledFn {
                     "paused_longer_than",
                 ))
                 .flatten();
+            if let Some(arg) = &args.on_overrun {
+                let cancel = match arg.value.value().as_str() {
+                    "report" => Ok(false),
+                    "cancel" if deadlines.max_runtime.is_none() && args.max_runtime.is_none() => {
+                        Err(syn::Error::new(
+                            arg.value.span(),
+                            "on_overrun = \"cancel\" needs max_runtime: the run is cancelled once it passes it",
+                        ))
+                    }
+                    "cancel" => Ok(true),
+                    other => Err(syn::Error::new(
+                        arg.value.span(),
+                        format!("on_overrun = {other:?} is not \"report\" or \"cancel\""),
+                    )),
+                };
+                deadlines.cancel_overrun = errors.ok(cancel).unwrap_or(false);
+            }
             if let Some(arg) = &args.failures_in_a_row {
                 deadlines.failures_in_a_row = errors.ok(arg.value.base10_parse::<u32>().and_then(
                     |n| match n {
@@ -573,6 +593,14 @@ mod tests {
                 "failures_in_a_row is 0",
             ),
             (quote!(cron = "* * * * *", max_runtime = 5), "max_runtime"),
+            (
+                quote!(cron = "* * * * *", on_overrun = "cancel"),
+                "on_overrun = \"cancel\" needs max_runtime",
+            ),
+            (
+                quote!(cron = "* * * * *", max_runtime = "1m", on_overrun = "kill"),
+                "on_overrun = \"kill\" is not",
+            ),
         ];
         let function_cases = [
             (

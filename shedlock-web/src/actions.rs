@@ -19,7 +19,9 @@ use shedlock::Error;
 use shedlock::error::ErrorKind;
 use shedlock::operator::{Actor, Job, Operator, Outcome, Release};
 use shedlock::scheduler::FLEET_SCHEDULE;
-use shedlock::schedules::{BackfillState, OnExcluded, ScheduleChange, TimeRules, TriggerAnswer};
+use shedlock::schedules::{
+    BackfillState, Deadlines, OnExcluded, ScheduleChange, TimeRules, TriggerAnswer,
+};
 
 use crate::front::Seen;
 use crate::identity::Visitor;
@@ -149,9 +151,40 @@ pub(crate) struct JobFields {
     end: Option<String>,
     max_runs: Option<Number>,
     rules: Option<String>,
+    /// `reschedule`'s deadlines, each one of the job's promises set in the store over the
+    /// code's (`2h`, `off`, `default`; a count for `failures_in_a_row`; `report` or `cancel`
+    /// for `on_overrun`). A field left out or empty stays as stored.
+    expect_success_within: Option<String>,
+    max_runtime: Option<String>,
+    late_after: Option<String>,
+    failures_in_a_row: Option<Number>,
+    paused_longer_than: Option<String>,
+    on_overrun: Option<String>,
 }
 
 impl JobFields {
+    /// The deadlines given, `(name, value)` as `Deadlines::edit` reads them.
+    fn deadline_edits(&self) -> Vec<(String, String)> {
+        let count = self.failures_in_a_row.as_ref().map(|n| match n {
+            Number::Number(n) => n.to_string(),
+            Number::Text(text) => text.clone(),
+        });
+        [
+            ("expect_success_within", self.expect_success_within.clone()),
+            ("max_runtime", self.max_runtime.clone()),
+            ("late_after", self.late_after.clone()),
+            ("failures_in_a_row", count),
+            ("paused_longer_than", self.paused_longer_than.clone()),
+            ("on_overrun", self.on_overrun.clone()),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| {
+            let value = given(value.as_deref())?.to_owned();
+            Some((name.to_owned(), value))
+        })
+        .collect()
+    }
+
     /// The time rules the fields write: `Ok(None)` when they give none, `Ok(Some(None))` to
     /// clear the store's, or why they cannot be read.
     fn time_rules(&self) -> Result<Option<Option<TimeRules>>, String> {
@@ -383,9 +416,15 @@ async fn do_job_action(
                     ));
                 }
             };
-            if cron.is_none() && overlap.is_none() && rules.is_none() {
-                return Ok(Done::refused(StatusCode::UNPROCESSABLE_ENTITY, "nothing to change: give a cron expression (six fields, seconds first, such as 0 */5 * * * *), an overlap policy (skip, buffer_one, buffer_all:N, cancel_other, allow_all:N, allow_all:N:buffer_one, or default for the code's) or time rules (exclude, on_excluded, start, end, max_runs; rules: default for the code's)".into()));
+            let edits = fields.deadline_edits();
+            if cron.is_none() && overlap.is_none() && rules.is_none() && edits.is_empty() {
+                return Ok(Done::refused(StatusCode::UNPROCESSABLE_ENTITY, "nothing to change: give a cron expression (six fields, seconds first, such as 0 */5 * * * *), an overlap policy (skip, buffer_one, buffer_all:N, cancel_other, allow_all:N, allow_all:N:buffer_one, or default for the code's), time rules (exclude, on_excluded, start, end, max_runs; rules: default for the code's) or deadlines (expect_success_within, max_runtime, late_after, failures_in_a_row, paused_longer_than, on_overrun: a value, off or default)".into()));
             }
+            let deadlines_of = |s: Option<&shedlock::schedules::StoredSchedule>| {
+                s.and_then(|s| s.deadlines.as_deref())
+                    .and_then(|text| Deadlines::from_override_json(name, text).ok())
+            };
+            let old_deadlines = deadlines_of(job.schedule.as_ref());
             // Each calendar named must be in the store: the closest name when it is not.
             if let Some(Some(rules)) = &rules {
                 for calendar in &rules.exclude {
@@ -420,6 +459,7 @@ async fn do_job_action(
             if let Some(rules) = &rules {
                 change = change.rules(rules.as_ref());
             }
+            change = change.edit_deadlines(name, job.schedule.as_ref(), &edits)?;
             // The layer checks the cron as the macros and the tool do, the overlap policy
             // against the job's registered lock and the rules' calendars; an error writes
             // nothing.
@@ -456,15 +496,28 @@ async fn do_job_action(
                     None => message.push_str("; time rules the code's"),
                 }
             }
+            let new_deadlines = deadlines_of(Some(stored));
+            let described = |d: Option<&Deadlines>| d.map(Deadlines::describe).unwrap_or_default();
+            if change.deadlines.is_some() {
+                let set = described(new_deadlines.as_ref()).join(", ");
+                let set = if set.is_empty() {
+                    "the code's".to_owned()
+                } else {
+                    set
+                };
+                message.push_str(&format!("; deadlines {set} (over the code's)"));
+            }
             message.push_str(&format!(" (version {})", stored.version));
             Ok(Done::warned(
                 message,
                 json!({
                     "name": name, "result": "rescheduled",
                     "old": { "cron": before.and_then(|s| s.cron.clone()), "time_zone": before.and_then(|s| s.time_zone.clone()), "overlap": before.and_then(|s| s.overlap.clone()),
-                             "time_rules": old_rules.as_ref().map_or(Value::Null, json::time_rules) },
+                             "time_rules": old_rules.as_ref().map_or(Value::Null, json::time_rules),
+                             "deadlines": described(old_deadlines.as_ref()) },
                     "new": { "cron": stored.cron, "time_zone": stored.time_zone, "overlap": stored.overlap,
-                             "time_rules": new_rules.as_ref().map_or(Value::Null, json::time_rules) },
+                             "time_rules": new_rules.as_ref().map_or(Value::Null, json::time_rules),
+                             "deadlines": described(new_deadlines.as_ref()) },
                     "next_ticks": ticks.iter().copied().map(json::time).collect::<Vec<_>>(),
                     "next_ticks_time_zone": cron.map(|_| zone_read),
                     "schedule": json::schedule(stored, now),

@@ -57,6 +57,10 @@
 //!   ["kr-holidays"], "on_excluded": "next", "start": "…", "end": "…", "max_runs": 10}` (any of
 //!   them writes the whole rules, which replace the code's; a calendar the store does not hold
 //!   is `404`), `{"rules": "default"}` clears them;
+//! - `/api/v1/jobs/{name}/reschedule` also sets the job's promises over the code's, each
+//!   alone: `{"expect_success_within": "2h", "late_after": "off", "max_runtime": "10m",
+//!   "on_overrun": "cancel", "failures_in_a_row": 3, "paused_longer_than": "default"}` (`off`
+//!   turns the code's off, `default` gives it back); the job's `deadlines` answer them;
 //! - `/api/v1/calendars` (`{"name": "kr-holidays", "time_zone": "Asia/Seoul", "entries":
 //!   ["2026-12-25"], "label": "…"}`) creates a calendar (`409` when one of that name exists);
 //!   `/api/v1/calendars/{name}/add` (`{"entries": ["2026-12-25", "2026-12-24T12:00..2026-12-24T18:00"],
@@ -201,6 +205,13 @@ pub(crate) fn job_json(row: &JobRow) -> Value {
     value["overlap"] = row.overlap.map_or(Value::Null, |(policy, running, waiting)| {
         json!({ "policy": policy.to_string(), "running": running, "waiting": waiting, "source": source })
     });
+    value["deadlines"] = crate::json::job_deadlines(
+        &row.name,
+        row.schedule.as_ref(),
+        row.registered
+            .as_ref()
+            .and_then(|j| j.job.deadlines.as_ref()),
+    );
     value
 }
 

@@ -308,6 +308,26 @@ pub fn job_rules_json(rules: Option<&(shedlock::schedules::TimeRules, &'static s
     })
 }
 
+/// Job `name`'s promises: `applied` (the code's, as the store's override changes them),
+/// `code` and `store` (the override its row keeps, `stored`), each a list of `name value`
+/// lines (`expect_success_within 2h`, `late_after off`).
+pub fn job_deadlines(
+    name: &str,
+    stored: Option<&StoredSchedule>,
+    code: Option<&shedlock::schedules::Deadlines>,
+) -> Value {
+    use shedlock::schedules::Deadlines;
+    let over = stored
+        .and_then(|s| s.deadlines.as_deref())
+        .and_then(|text| Deadlines::from_override_json(name, text).ok());
+    let lines = |d: Option<&Deadlines>| d.map(Deadlines::describe).unwrap_or_default();
+    json!({
+        "applied": lines(Deadlines::overridden(code, over.as_ref()).as_ref()),
+        "code": lines(code),
+        "store": lines(over.as_ref()),
+    })
+}
+
 /// A calendar ([`shedlock::schedules::Calendar`]): `name`, `time_zone`, `entries` (each
 /// `entry`, as written: `2026-12-25`, `2026-12-24..2026-12-26`,
 /// `2026-12-24T12:00..2026-12-24T18:00`, and `label`, `null` when none) and `jobs`, the jobs

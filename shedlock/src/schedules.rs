@@ -37,7 +37,7 @@ pub mod fleet;
 pub use crate::cron::time_rules::{Fate, MAX_RUNS, OnExcluded, TimeRules};
 pub use backfill::{BackfillCount, BackfillState, NewBackfill, StoredBackfill};
 pub use calendar::{Calendar, CalendarEntry};
-pub use deadlines::Deadlines;
+pub use deadlines::{DEADLINE_NAMES, Deadlines, OnOverrun};
 pub use fleet::{Carrier, FleetJob, RegisteredJob, Registration, StoredRegistration};
 
 /// Retries of a failed run, per job: up to `max_attempts` attempts in all (the first run
@@ -145,6 +145,10 @@ pub struct StoredSchedule {
     /// most runs), replacing the code's whole; `None` keeps the code's. On a calendar's row
     /// ([`calendar::CALENDAR_PREFIX`]), the calendar ([`Calendar::to_json`]).
     pub rules: Option<String>,
+    /// An operator's override of the job's promises ([`Deadlines::to_override_json`]): each
+    /// promise it sets replaces the code's, a zero turns the code's off
+    /// ([`Deadlines::overridden`]); `None` keeps the code's.
+    pub deadlines: Option<String>,
 }
 
 /// A change to one schedule: each field set replaces the stored one, each left `None` keeps
@@ -174,6 +178,9 @@ pub struct ScheduleChange {
     /// The time rules as JSON ([`TimeRules::to_json`]; on a calendar's row the calendar,
     /// [`Calendar::to_json`]), checked when written; `Some(None)` goes back to the code's.
     pub rules: Option<Option<String>>,
+    /// The override of the job's promises as JSON ([`Deadlines::to_override_json`]), checked
+    /// when written; `Some(None)` goes back to the code's.
+    pub deadlines: Option<Option<String>>,
 }
 
 impl ScheduleChange {
@@ -221,6 +228,39 @@ impl ScheduleChange {
     pub fn rules(mut self, rules: Option<&TimeRules>) -> Self {
         self.rules = Some(rules.map(TimeRules::to_json));
         self
+    }
+    /// Sets the override of the job's promises (`None`, or one that sets nothing: the code's
+    /// again).
+    pub fn deadlines(mut self, deadlines: Option<&Deadlines>) -> Self {
+        self.deadlines = Some(
+            deadlines
+                .filter(|d| !d.is_empty())
+                .map(Deadlines::to_override_json),
+        );
+        self
+    }
+    /// Sets some of the job's promises over the override its row keeps already (`stored`):
+    /// each `(name, value)` as [`Deadlines::edit`] reads it (`("late_after", "2m")`,
+    /// `("expect_success_within", "off")`, `("max_runtime", "default")`); the others stay as
+    /// stored. No edit changes nothing; an override left setting nothing is cleared (the
+    /// code's promises apply). A bad name or value is refused, naming it.
+    pub fn edit_deadlines(
+        self,
+        name: &str,
+        stored: Option<&StoredSchedule>,
+        edits: &[(String, String)],
+    ) -> crate::error::Result<Self> {
+        if edits.is_empty() {
+            return Ok(self);
+        }
+        let mut over = match stored.and_then(|s| s.deadlines.as_deref()) {
+            Some(text) => Deadlines::from_override_json(name, text)?,
+            None => Deadlines::default(),
+        };
+        for (what, value) in edits {
+            over = over.edit(name, what, value)?;
+        }
+        Ok(self.deadlines(Some(&over)))
     }
     /// Sets a calendar's row to `calendar`.
     pub fn calendar(mut self, calendar: &Calendar) -> Self {
@@ -619,8 +659,8 @@ impl fmt::Display for TriggerAnswer {
 
 impl StoredSchedule {
     /// A live schedule `name` at `version`, changed at `updated_at` by `updated_by`, every other
-    /// field empty (no handler, payload, cron, time zone, jitter, retry, trigger, note or overlap; not
-    /// paused).
+    /// field empty (no handler, payload, cron, time zone, jitter, retry, trigger, note, overlap,
+    /// rules or deadlines; not paused).
     /// For a store outside this crate, which sets the public fields it holds after this (the
     /// type is `#[non_exhaustive]`, so it cannot be written as a literal there).
     pub fn new(
@@ -646,6 +686,7 @@ impl StoredSchedule {
             note: None,
             overlap: None,
             rules: None,
+            deadlines: None,
         }
     }
 }

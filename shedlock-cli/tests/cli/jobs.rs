@@ -1133,6 +1133,9 @@ pub(crate) async fn registered_jobs_path<S: ScheduleStore + LockAdmin>(
     let mut rare = RegisteredJob::new("rare", "0 0 0 1 1 *", "UTC");
     rare.lock = Some("rare".to_owned());
     rare.overlap = Some("buffer_all:2".to_owned());
+    rare.deadlines = Some(
+        shedlock::schedules::Deadlines::default().late_after(std::time::Duration::from_secs(30)),
+    );
     // A job whose lock is taken in its body: no lock registered.
     let loose = RegisteredJob::new("loose", "0 0 0 1 1 *", "UTC");
     let registration = Registration::new(
@@ -1257,6 +1260,69 @@ pub(crate) async fn registered_jobs_path<S: ScheduleStore + LockAdmin>(
     let rare = job(&listed, "rare");
     assert_eq!(rare["overlap"]["policy"], "buffer_all:2", "{rare:#}");
     assert_eq!(rare["overlap"]["source"], "code", "{rare:#}");
+
+    // An operator's deadlines (`reschedule --late-after …`, issue 50): a bad value is refused,
+    // naming it; each one given is set over the code's, the others kept; `off` turns the
+    // code's off, `default` gives it back; `jobs --json` lists them as they apply.
+    let out = at(url, table, &["reschedule", "rare", "--late-after", "soon"]).await;
+    assert_ne!(out.code, 0, "{out:#?}");
+    assert!(
+        out.stderr.contains("late_after \"soon\" is not a duration"),
+        "{out:#?}"
+    );
+    let out = at(
+        url,
+        table,
+        &[
+            "reschedule",
+            "rare",
+            "--expect-success-within",
+            "2h",
+            "--late-after",
+            "off",
+        ],
+    )
+    .await;
+    assert_done(&out);
+    assert!(
+        out.stdout.contains(
+            "deadlines  the code's → expect_success_within 2h, late_after off (over the code's"
+        ),
+        "{}",
+        out.stdout
+    );
+    let out = at(url, table, &["jobs", "--json"]).await;
+    let listed = object(&out);
+    let rare = job(&listed, "rare");
+    assert_eq!(
+        rare["deadlines"],
+        serde_json::json!({
+            "applied": ["expect_success_within 2h"],
+            "code": ["late_after 30s"],
+            "store": ["expect_success_within 2h", "late_after off"],
+        }),
+        "{rare:#}"
+    );
+    let out = at(
+        url,
+        table,
+        &["reschedule", "rare", "--late-after", "default", "--json"],
+    )
+    .await;
+    assert_done(&out);
+    let done = object(&out);
+    assert_eq!(
+        done["new"]["deadlines"],
+        serde_json::json!(["expect_success_within 2h"]),
+        "{done:#}"
+    );
+    let out = at(url, table, &["jobs", "--json"]).await;
+    let rare = job(&object(&out), "rare").clone();
+    assert_eq!(
+        rare["deadlines"]["applied"],
+        serde_json::json!(["expect_success_within 2h", "late_after 30s"]),
+        "{rare:#}"
+    );
 
     let out = at(url, table, &["pause", "beat_0", "--json"]).await;
     assert_done(&out);

@@ -382,6 +382,9 @@ fn deadline_calls(deadlines: &crate::scheduled::Deadlines) -> Option<TokenStream
         let d = duration(d);
         calls.extend(quote!(.paused_longer_than(#d)));
     }
+    if deadlines.cancel_overrun {
+        calls.extend(quote!(.cancel_overrun()));
+    }
     (!calls.is_empty()).then_some(calls)
 }
 

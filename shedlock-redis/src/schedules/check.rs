@@ -72,6 +72,7 @@ pub(crate) fn converted(name: &str, change: &ScheduleChange) -> Result<Fields> {
     text(&mut f, "note", &change.note);
     text(&mut f, "overlap", &change.overlap);
     text(&mut f, "rules", &change.rules);
+    text(&mut f, "deadlines", &change.deadlines);
     if let Some(paused) = change.paused {
         f.sets.push(("paused", flag(paused)));
     }

@@ -152,6 +152,7 @@ impl Hash<'_> {
         s.note = self.text("note")?;
         s.overlap = self.text("overlap")?;
         s.rules = self.text("rules")?;
+        s.deadlines = self.text("deadlines")?;
         s.paused = self.flag("paused")?;
         s.deleted = self.flag("deleted")?;
         s.jitter = self.duration("jitter")?;

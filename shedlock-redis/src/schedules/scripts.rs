@@ -49,7 +49,8 @@ macro_rules! schedule_prelude {
             crate::scripts::prelude!(),
             "
 local CONFIG = {'handler', 'payload', 'cron', 'time_zone', 'paused', 'jitter',
-  'retry_attempts', 'retry_base', 'retry_cap', 'retry_past', 'note', 'overlap', 'rules'}
+  'retry_attempts', 'retry_base', 'retry_cap', 'retry_past', 'note', 'overlap', 'rules',
+  'deadlines'}
 local TRIGGER = {'trigger_id', 'trigger_by', 'trigger_at', 'claimed_by', 'claimed_until',
   'started'}
 local RULES = {{'version', 'count'}, {'deleted', 'flag'}, {'updated_at', 'time'},

@@ -4,7 +4,7 @@ use axum::Extension;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Html;
-use maud::html;
+use maud::{Markup, html};
 use serde::Deserialize;
 use shedlock::history::RunQuery;
 
@@ -300,6 +300,8 @@ async fn job_page(
             p.muted { "The rules set here replace the code's whole; "
                 a href={(base) "/calendars"} { "calendars" } " are kept in the store." }
         }
+        h2 { "Deadlines" }
+        (deadlines_section(base, csrf, &name, &row, read_only))
         h2 { "Next runs" }
         @match &upcoming {
             Ok(upcoming) => {
@@ -385,4 +387,109 @@ async fn job_page(
     Ok(Html(
         layout(app, base, Some(visitor), &name, "jobs", body).into_string(),
     ))
+}
+
+/// One promise on the job's page: its name, its label, as it applies, whether the store sets
+/// it, the code's.
+type DeadlineLine = (
+    &'static str,
+    &'static str,
+    Option<String>,
+    bool,
+    Option<String>,
+);
+
+/// The job's promises as they apply (the code's, as the store's override changes them), each
+/// with where it comes from, and the form that sets them in the store.
+fn deadlines_section(
+    base: &str,
+    csrf: &str,
+    name: &str,
+    row: &crate::model::JobRow,
+    read_only: bool,
+) -> Markup {
+    use shedlock::schedules::Deadlines;
+    let code = row.registered.as_ref().and_then(|j| j.job.deadlines);
+    let over = row
+        .schedule
+        .as_ref()
+        .and_then(|s| s.deadlines.as_deref())
+        .and_then(|text| Deadlines::from_override_json(name, text).ok());
+    let now = Deadlines::overridden(code.as_ref(), over.as_ref()).unwrap_or_default();
+    let over = over.unwrap_or_default();
+    let code = code.unwrap_or_default();
+    let text = |d: Option<std::time::Duration>| d.map(took);
+    let lines: [DeadlineLine; 6] = [
+        (
+            "expect_success_within",
+            "a success at least every",
+            text(now.expect_success_within),
+            over.expect_success_within.is_some(),
+            text(code.expect_success_within),
+        ),
+        (
+            "max_runtime",
+            "no run longer than",
+            text(now.max_runtime),
+            over.max_runtime.is_some(),
+            text(code.max_runtime),
+        ),
+        (
+            "late_after",
+            "no start later than",
+            text(now.late_after),
+            over.late_after.is_some(),
+            text(code.late_after),
+        ),
+        (
+            "failures_in_a_row",
+            "failures in a row before an alert",
+            now.failures.map(|n| n.to_string()),
+            over.failures.is_some(),
+            code.failures.map(|n| n.to_string()),
+        ),
+        (
+            "paused_longer_than",
+            "no pause longer than",
+            text(now.paused_longer_than),
+            over.paused_longer_than.is_some(),
+            text(code.paused_longer_than),
+        ),
+        (
+            "on_overrun",
+            "a run past its max_runtime is",
+            now.on_overrun.map(|o| {
+                if o == shedlock::schedules::OnOverrun::Cancel {
+                    "cancelled".to_owned()
+                } else {
+                    "reported".to_owned()
+                }
+            }),
+            over.on_overrun.is_some(),
+            code.on_overrun.map(|o| o.to_string()),
+        ),
+    ];
+    html! {
+        dl #deadlines {
+            @for (key, label, value, stored, code) in &lines {
+                dt { (label) }
+                dd id={"deadline-" (key)} {
+                    @match value { Some(v) => (v), None => span.muted { "not promised" } }
+                    @if *stored { " " span.override { "set in the store; the code says " (code.clone().unwrap_or_else(|| "none".to_owned())) } }
+                }
+            }
+        }
+        @if !read_only {
+            form.reschedule #set-deadlines method="post" action=(job_action_href(base, name, "reschedule")) {
+                input type="hidden" name="csrf" value=(csrf);
+                @for (key, ..) in &lines {
+                    input id={"deadline-" (key) "-input"} name=(key) size="19" placeholder=(key.replace('_', " "));
+                }
+                button.action #set-deadlines-button type="submit" { "Set deadlines" }
+            }
+            p.muted { "Each field set here replaces the code's promise (2h, 90s; a count for failures; report or cancel); "
+                code { "off" } " turns the code's off, " code { "default" } " gives it back, an empty field stays as it is. The ledger's alerts and "
+                code { "shedlock check" } " follow them from the next sweep." }
+        }
+    }
 }

@@ -93,12 +93,22 @@ pub(super) async fn check<S: Steerable + ?Sized>(
             since: None,
         }),
     }
-    // What the store says itself, should nobody sweep.
+    // What the store says itself, should nobody sweep: the fleet's jobs, their promises as
+    // the store's overrides change them.
+    let overrides: std::collections::HashMap<String, crate::schedules::StoredSchedule> = store
+        .schedules_since(0)
+        .await?
+        .into_iter()
+        .filter(|row| !row.deleted && row.deadlines.is_some())
+        .map(|row| (row.name.clone(), row))
+        .collect();
     for job in store.fleet_jobs().await? {
         let job_name = job.job.name.clone();
         if !wanted(&job_name) {
             continue;
         }
+        let deadlines =
+            super::upcoming::deadlines_of(&job_name, Some(&job), overrides.get(&job_name));
         let carried = job.carried();
         let no_carrier = (job_name.clone(), AlertKind::NoCarrier.as_str().to_owned());
         if !carried && !seen.contains(&no_carrier) {
@@ -109,7 +119,7 @@ pub(super) async fn check<S: Steerable + ?Sized>(
                 since: job.carriers.first().map(|c| c.last_seen),
             });
         }
-        let Some(period) = job.job.deadlines.and_then(|d| d.expect_success_within) else {
+        let Some(period) = deadlines.and_then(|d| d.expect_success_within) else {
             continue;
         };
         let key = (job_name.clone(), AlertKind::NoSuccess.as_str().to_owned());

@@ -525,6 +525,18 @@ impl<'a, S: Steerable + ?Sized> Operator<'a, S> {
             let rules = stored.rules.as_deref().unwrap_or("the code's");
             what.push_str(&format!("; time rules {rules}"));
         }
+        if change.deadlines.is_some() {
+            let set = stored
+                .deadlines
+                .as_deref()
+                .and_then(|text| {
+                    crate::schedules::Deadlines::from_override_json(&job.name, text).ok()
+                })
+                .map(|d| d.describe().join(", "))
+                .filter(|text| !text.is_empty())
+                .unwrap_or_else(|| "the code's".to_owned());
+            what.push_str(&format!("; deadlines {set}"));
+        }
         let mut outcome = Outcome::new(stored);
         self.record(&mut outcome, &job.name, what, None, actor, note)
             .await;

@@ -216,6 +216,30 @@ pub(crate) struct KnownJob {
     pub(crate) deadlines: Option<crate::schedules::Deadlines>,
 }
 
+/// What job `name` promises: its code's (`code`, as the fleet registered it) as the store's
+/// override (on its row, `stored`) changes them ([`Deadlines::overridden`]). An override this
+/// version cannot read is logged and left out: the code's apply.
+///
+/// [`Deadlines::overridden`]: crate::schedules::Deadlines::overridden
+pub(crate) fn deadlines_of(
+    name: &str,
+    code: Option<&crate::schedules::FleetJob>,
+    stored: Option<&StoredSchedule>,
+) -> Option<crate::schedules::Deadlines> {
+    use crate::schedules::Deadlines;
+    let code = code.and_then(|c| c.job.deadlines);
+    let over = stored
+        .and_then(|s| s.deadlines.as_deref())
+        .and_then(|text| match Deadlines::from_override_json(name, text) {
+            Ok(over) => Some(over),
+            Err(error) => {
+                tracing::warn!(job = %name, %error, "a job's stored deadlines cannot be read: the code's apply");
+                None
+            }
+        });
+    Deadlines::overridden(code.as_ref(), over.as_ref())
+}
+
 /// What the store and the fleet say of every job they know, by name: the fleet's code-defined
 /// jobs (those of instances not yet forgotten) and the jobs created at run time. Three reads
 /// in all, whatever the number of jobs: the fleet's jobs, and every schedule row (calendars
@@ -259,7 +283,7 @@ pub(crate) async fn known_all<S: ScheduleStore + ?Sized>(store: &S) -> Result<Ve
         let own = stored.remove(&name);
         let code_rules = code.as_ref().and_then(|c| c.job.rules.clone());
         let lock = code.as_ref().and_then(|c| c.job.lock.clone());
-        let deadlines = code.as_ref().and_then(|c| c.job.deadlines);
+        let deadlines = deadlines_of(&name, code.as_ref(), own.as_ref());
         let rules = match own.as_ref().and_then(|s| s.rules.as_deref()) {
             Some(text) => match TimeRules::from_json(&name, text) {
                 Ok(rules) => Some(rules),

@@ -40,7 +40,11 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 /// Calls the job's function once, in the run's scopes: the scheduler's provider, shutdown's
 /// cancellation, and `lock_tick` (none for a run asked for at once). The function is called
 /// inside the scopes, so even its synchronous part sees them; a panic in it or in its future is
-/// caught here, at the run's boundary (the lock was already released by `hold`).
+/// caught here, at the run's boundary (the lock was already released by `hold`). A job whose
+/// promises say to cancel a run past its `max_runtime` ([`OnOverrun::Cancel`]) is cancelled
+/// then as a shutdown cancels it, and its run ends failed, saying so.
+///
+/// [`OnOverrun::Cancel`]: crate::schedules::OnOverrun::Cancel
 async fn call(
     inner: &Inner,
     job: &JobState,
@@ -50,17 +54,52 @@ async fn call(
     covers: DateTime<Utc>,
 ) -> RunEnd {
     let provider = Arc::clone(&inner.provider);
-    let cancel = inner.cancel_runs.subscribe();
+    let mut shutdown = inner.cancel_runs.subscribe();
     let interval = interval_of(job, covers);
     let run = with_interval(interval, async { (job.job.run)(claim).await });
     let run: BoxFuture<'_, RunEnd> = match lock_tick {
         Some(tick) => Box::pin(with_tick(tick, run)),
         None => Box::pin(run),
     };
-    AssertUnwindSafe(probe.scope(with_cancel(cancel, with_provider_arc(provider, run))))
+    let Some(limit) = deadlines(inner, job).and_then(|d| d.cancels_after()) else {
+        return AssertUnwindSafe(
+            probe.scope(with_cancel(shutdown, with_provider_arc(provider, run))),
+        )
         .catch_unwind()
         .await
-        .unwrap_or_else(|panic| RunEnd::Panicked(panic_message(panic.as_ref())))
+        .unwrap_or_else(|panic| RunEnd::Panicked(panic_message(panic.as_ref())));
+    };
+    // The run's own cancellation: shutdown's, or its max_runtime passing.
+    let (cancel, cancelled) = tokio::sync::watch::channel(false);
+    let overran = std::sync::atomic::AtomicBool::new(false);
+    let body =
+        AssertUnwindSafe(probe.scope(with_cancel(cancelled, with_provider_arc(provider, run))))
+            .catch_unwind();
+    let watch = async {
+        tokio::select! {
+            _ = shutdown.wait_for(|stop| *stop) => {}
+            () = tokio::time::sleep(limit) => overran.store(true, Ordering::Relaxed),
+        }
+        let _ = cancel.send(true);
+        std::future::pending::<std::convert::Infallible>().await
+    };
+    let end = tokio::select! {
+        end = body => end.unwrap_or_else(|panic| RunEnd::Panicked(panic_message(panic.as_ref()))),
+        never = watch => match never {},
+    };
+    match end {
+        RunEnd::Failed(Error::Cancelled { .. }) if overran.load(Ordering::Relaxed) => {
+            tracing::warn!(
+                job = job.job.name(),
+                "a run passed its max_runtime and was cancelled (on_overrun cancel)"
+            );
+            RunEnd::Executed(Some(format!(
+                "cancelled: the run passed its max_runtime of {}; its lock was released",
+                humantime::format_duration(limit)
+            )))
+        }
+        end => end,
+    }
 }
 
 /// The interval a run of `job` ending at `end` covers: `(the schedule's tick before end, end]`.
@@ -117,6 +156,15 @@ pub(super) fn outcome_of(
             (RunOutcome::Error, Some(error.to_string()))
         }
     }
+}
+
+/// What the job promises, as its code says and the store's override changes it.
+pub(super) fn deadlines(inner: &Inner, job: &JobState) -> Option<crate::schedules::Deadlines> {
+    let over = inner
+        .control
+        .as_ref()
+        .and_then(|control| control.deadlines(job.job.name()));
+    crate::schedules::Deadlines::overridden(job.job.deadlines.as_deref(), over.as_ref())
 }
 
 /// The job's tuning as the store and its code say: the store's wins.

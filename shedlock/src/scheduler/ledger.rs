@@ -309,7 +309,7 @@ async fn account(
                 .lock
                 .as_ref()
                 .map_or_else(|| name.clone(), |l| l.name().to_owned()),
-            deadlines: job.job.deadlines.as_deref().copied(),
+            deadlines: super::attempt::deadlines(inner, &job),
             paused_since: None,
         });
         due.push((name, job.job.schedule().clone(), None, true));

@@ -139,6 +139,9 @@ pub fn change(name: &str, change: &ScheduleChange) -> Result<()> {
     if let Some(Some(text)) = &change.rules {
         rules(name, text)?;
     }
+    if let Some(Some(text)) = &change.deadlines {
+        super::Deadlines::from_override_json(name, text)?;
+    }
     if let Some(Some(jitter)) = change.jitter
         && jitter > MAX_LOCK_DURATION
     {

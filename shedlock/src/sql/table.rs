@@ -148,8 +148,9 @@ pub(crate) const RUN_COLUMNS: [&str; 10] = [
 
 /// The columns of the schedules table (`<table>_schedules`), in the order the schedule
 /// statements read and write them: those migration 4 made ([`SCHEDULE_COLUMNS_MADE`]), then
-/// `note` (migration 8), `overlap` (migration 11) and `rules` (migration 13).
-pub(crate) const SCHEDULE_COLUMNS: [&str; 24] = [
+/// `note` (migration 8), `overlap` (migration 11), `rules` (migration 13) and `deadlines`
+/// (migration 14).
+pub(crate) const SCHEDULE_COLUMNS: [&str; 25] = [
     "name",
     "handler",
     "payload",
@@ -174,6 +175,7 @@ pub(crate) const SCHEDULE_COLUMNS: [&str; 24] = [
     "note",
     "overlap",
     "rules",
+    "deadlines",
 ];
 
 /// How many of [`SCHEDULE_COLUMNS`] the table was made with (migration 4): what a table of

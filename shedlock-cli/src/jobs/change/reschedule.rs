@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 use shedlock::RunStore;
-use shedlock::schedules::{ScheduleChange, TimeRules, TriggerAnswer};
+use shedlock::schedules::{Deadlines, ScheduleChange, StoredSchedule, TimeRules, TriggerAnswer};
 
 use super::{SHOWN_TICKS, print_json, tuning_change};
 use crate::args::{NameArgs, RescheduleArgs};
@@ -89,17 +89,24 @@ pub(crate) async fn reschedule(
             "{FLEET_SCHEDULE} is the fleet's pause, not a job: it has no schedule to change"
         )));
     }
-    if args.cron.is_none() && !args.tuning.any() && !args.rules.any() {
+    let edits = args.deadlines.edits();
+    if args.cron.is_none() && !args.tuning.any() && !args.rules.any() && edits.is_empty() {
         return Err(Failure::Usage(format!(
             "nothing to change: give --cron EXPR (with --time-zone TZ), --jitter DURATION, \
              --retry MAX_ATTEMPTS (with --retry-backoff, --retry-cap, --retry-past-next-tick), \
-             --no-retry, --overlap POLICY or time rules (--exclude CAL, --on-excluded, --start, \
-             --end, --max-runs; --rules-default) (`shedlock reschedule {name} --help` says more)"
+             --no-retry, --overlap POLICY, time rules (--exclude CAL, --on-excluded, --start, \
+             --end, --max-runs; --rules-default) or deadlines (--expect-success-within, \
+             --max-runtime, --late-after, --failures-in-a-row, --paused-longer-than, \
+             --on-overrun) (`shedlock reschedule {name} --help` says more)"
         )));
     }
     let mut change = ScheduleChange::new();
     tuning_change(&args.tuning, &mut change, false)?;
     let job = find(store, runs, name).await?;
+    let old_deadlines = deadlines_of(name, job.schedule.as_ref());
+    change = change
+        .edit_deadlines(name, job.schedule.as_ref(), &edits)
+        .map_err(failure)?;
     if args.rules.writes() {
         let rules = args.rules.rules();
         // Each calendar named must be in the store: the closest name when it is not (exit 3).
@@ -165,6 +172,8 @@ pub(crate) async fn reschedule(
             .map(|text| TimeRules::from_json(name, text).unwrap_or_default())
     };
     let (old_rules, new_rules) = (rules_of(before), rules_of(Some(&stored)));
+    let new_deadlines = deadlines_of(name, Some(&stored));
+    let deadlines_json = |d: Option<&Deadlines>| d.map_or(Value::Null, |d| json!(d.describe()));
     let rules_json =
         |rules: Option<&TimeRules>| rules.map_or(Value::Null, shedlock_web::json::time_rules);
     if args.json {
@@ -178,6 +187,7 @@ pub(crate) async fn reschedule(
                 "retry": retry_json(old_retry.as_ref()),
                 "overlap": old_overlap,
                 "time_rules": rules_json(old_rules.as_ref()),
+                "deadlines": deadlines_json(old_deadlines.as_ref()),
             },
             "new": {
                 "cron": stored.cron,
@@ -186,6 +196,7 @@ pub(crate) async fn reschedule(
                 "retry": retry_json(stored.retry.as_ref()),
                 "overlap": stored.overlap,
                 "time_rules": rules_json(new_rules.as_ref()),
+                "deadlines": deadlines_json(new_deadlines.as_ref()),
             },
             "next_ticks": ticks.iter().copied().map(json_time).collect::<Vec<_>>(),
             "next_ticks_time_zone": args.cron.as_ref().map(|_| zone_read.clone()),
@@ -249,6 +260,18 @@ pub(crate) async fn reschedule(
             ));
         }
     }
+    if change.deadlines.is_some() {
+        let text_of = |d: Option<&Deadlines>| {
+            d.map(|d| d.describe().join(", "))
+                .filter(|text| !text.is_empty())
+                .unwrap_or_else(|| "the code's".to_owned())
+        };
+        text.push_str(&format!(
+            "  deadlines  {} → {} (over the code's; `shedlock check {name}` follows them)\n",
+            text_of(old_deadlines.as_ref()),
+            text_of(new_deadlines.as_ref()),
+        ));
+    }
     if args.cron.is_some() {
         if assumed_utc {
             text.push_str(
@@ -269,6 +292,13 @@ pub(crate) async fn reschedule(
     }
     print(&text);
     Ok(())
+}
+
+/// The override of `name`'s promises its stored row keeps, if any (one this version cannot
+/// read counts as none: the next write replaces it).
+fn deadlines_of(name: &str, row: Option<&StoredSchedule>) -> Option<Deadlines> {
+    let text = row?.deadlines.as_deref()?;
+    Deadlines::from_override_json(name, text).ok()
 }
 
 /// `reset NAME`: clears an override; a run-time job is refused (that is `delete`).

@@ -234,6 +234,25 @@ impl Control {
         }
     }
 
+    /// The override of `job`'s promises the store keeps (an operator's), if it keeps one this
+    /// version reads; one it cannot read is logged once and left out.
+    pub(crate) fn deadlines(&self, job: &str) -> Option<crate::schedules::Deadlines> {
+        if !self.has_rows.load(Ordering::Acquire) {
+            return None;
+        }
+        let text = self.state().rows.get(job)?.deadlines.clone()?;
+        match crate::schedules::Deadlines::from_override_json(job, &text) {
+            Ok(over) => Some(over),
+            Err(error) => {
+                self.warn_once(job, &text, || {
+                    tracing::error!(job, deadlines = %text, %error,
+                        "the store's deadlines for this job cannot be read: the code's apply");
+                });
+                None
+            }
+        }
+    }
+
     /// Whether this instance saw `job`'s overlap policy change in the store less than `within`
     /// ago.
     pub(crate) fn overlap_changed_within(&self, job: &str, within: Duration) -> bool {

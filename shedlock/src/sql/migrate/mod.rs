@@ -16,13 +16,18 @@ use super::quirks::Quirks;
 use super::table::{TableName, is_java_shedlock, missing_columns};
 use crate::error::{Backend, Error, Result};
 
-/// Whether the schedules table has its `note` (migration 8), its `overlap` (migration 11) and
-/// its `rules` (migration 13) already.
-async fn schedule_columns_there<D: Quirks>(core: &Core<D>) -> Result<(bool, bool, bool)> {
+/// Whether the schedules table has its `note` (migration 8), its `overlap` (migration 11), its
+/// `rules` (migration 13) and its `deadlines` (migration 14) already.
+async fn schedule_columns_there<D: Quirks>(core: &Core<D>) -> Result<(bool, bool, bool, bool)> {
     match core.columns_of("_schedules").await {
         Ok(found) => {
             let there = |name: &str| found.iter().any(|c| c.eq_ignore_ascii_case(name));
-            Ok((there("note"), there("overlap"), there("rules")))
+            Ok((
+                there("note"),
+                there("overlap"),
+                there("rules"),
+                there("deadlines"),
+            ))
         }
         Err(e) => Err(core.fail("read the schedules' columns".into(), e).await),
     }
@@ -90,6 +95,11 @@ pub(crate) const POSTGRES: &[(i64, &str, &str)] = &[
         "add shedlock_schedules rules",
         include_str!("../../../migrations/postgres/0013_add_shedlock_schedules_rules.sql"),
     ),
+    (
+        14,
+        "add shedlock_schedules deadlines",
+        include_str!("../../../migrations/postgres/0014_add_shedlock_schedules_deadlines.sql"),
+    ),
 ];
 
 /// mysql's migration files, `(version, description, SQL)`: the dialect's `MIGRATIONS`.
@@ -154,6 +164,11 @@ pub(crate) const MYSQL: &[(i64, &str, &str)] = &[
         "add shedlock_schedules rules",
         include_str!("../../../migrations/mysql/0013_add_shedlock_schedules_rules.sql"),
     ),
+    (
+        14,
+        "add shedlock_schedules deadlines",
+        include_str!("../../../migrations/mysql/0014_add_shedlock_schedules_deadlines.sql"),
+    ),
 ];
 
 /// sqlite's migration files, `(version, description, SQL)`: the dialect's `MIGRATIONS`.
@@ -217,6 +232,11 @@ pub(crate) const SQLITE: &[(i64, &str, &str)] = &[
         13,
         "add shedlock_schedules rules",
         include_str!("../../../migrations/sqlite/0013_add_shedlock_schedules_rules.sql"),
+    ),
+    (
+        14,
+        "add shedlock_schedules deadlines",
+        include_str!("../../../migrations/sqlite/0014_add_shedlock_schedules_deadlines.sql"),
     ),
 ];
 
@@ -381,6 +401,8 @@ const SCHEDULE_NOTE_MIGRATION: i64 = 8;
 const SCHEDULE_OVERLAP_MIGRATION: i64 = 11;
 /// The migration that adds the schedules' `rules`.
 const SCHEDULE_RULES_MIGRATION: i64 = 13;
+/// The migration that adds the schedules' `deadlines`.
+const SCHEDULE_DEADLINES_MIGRATION: i64 = 14;
 
 /// What the run history holds already, before `migrate()` runs: what a migration applied
 /// outside this migrator's record (by `sqlx migrate run` from the files, or before the lock
@@ -399,6 +421,8 @@ pub(crate) struct Present {
     pub(crate) schedule_overlap: bool,
     /// The schedules' `rules` (migration 13).
     pub(crate) schedule_rules: bool,
+    /// The schedules' `deadlines` (migration 14).
+    pub(crate) schedule_deadlines: bool,
 }
 
 /// The text `migrate()` runs for a migration file: the file, but without its
@@ -415,6 +439,9 @@ fn runnable(version: i64, text: &str, present: Present) -> String {
         SCHEDULE_NOTE_MIGRATION => (present.schedule_note, "ALTER TABLE shedlock_schedules"),
         SCHEDULE_OVERLAP_MIGRATION => (present.schedule_overlap, "ALTER TABLE shedlock_schedules"),
         SCHEDULE_RULES_MIGRATION => (present.schedule_rules, "ALTER TABLE shedlock_schedules"),
+        SCHEDULE_DEADLINES_MIGRATION => {
+            (present.schedule_deadlines, "ALTER TABLE shedlock_schedules")
+        }
         _ => (false, ""),
     };
     if !there {
@@ -522,7 +549,8 @@ pub(crate) async fn migrate<D: Quirks>(core: &Core<D>) -> Result<()> {
         ),
         Err(e) => return Err(core.fail("read the run history's indexes".into(), e).await),
     };
-    let (schedule_note, schedule_overlap, schedule_rules) = schedule_columns_there(core).await?;
+    let (schedule_note, schedule_overlap, schedule_rules, schedule_deadlines) =
+        schedule_columns_there(core).await?;
     let present = Present {
         run_columns: run_columns_there,
         run_indexes,
@@ -530,6 +558,7 @@ pub(crate) async fn migrate<D: Quirks>(core: &Core<D>) -> Result<()> {
         schedule_note,
         schedule_overlap,
         schedule_rules,
+        schedule_deadlines,
     };
     let mut migrator = migrator(D::MIGRATIONS, table, D::BACKEND, present);
     // A version this release does not know was applied by a newer one: it promises to keep
@@ -543,7 +572,7 @@ pub(crate) async fn migrate<D: Quirks>(core: &Core<D>) -> Result<()> {
     // On MySQL, a migration another instance left part-way (its record says so) was forgotten by
     // `run_migrator` and is run again the same way.
     for _ in 0..5 {
-        let lost_race = matches!(&outcome, Err(MigrateError::ExecuteMigration(e, 4 | SCHEDULE_NOTE_MIGRATION | SCHEDULE_OVERLAP_MIGRATION | SCHEDULE_RULES_MIGRATION))
+        let lost_race = matches!(&outcome, Err(MigrateError::ExecuteMigration(e, 4 | SCHEDULE_NOTE_MIGRATION | SCHEDULE_OVERLAP_MIGRATION | SCHEDULE_RULES_MIGRATION | SCHEDULE_DEADLINES_MIGRATION))
             if e.to_string().to_ascii_lowercase().contains("duplicate column"));
         let part_way =
             D::BACKEND == Backend::MySql && matches!(&outcome, Err(MigrateError::Dirty(_)));
@@ -554,13 +583,14 @@ pub(crate) async fn migrate<D: Quirks>(core: &Core<D>) -> Result<()> {
             Ok(found) => found.iter().any(|c| c.eq_ignore_ascii_case("attempt")),
             Err(e) => return Err(core.fail("read the run history's columns".into(), e).await),
         };
-        let (schedule_note, schedule_overlap, schedule_rules) =
+        let (schedule_note, schedule_overlap, schedule_rules, schedule_deadlines) =
             schedule_columns_there(core).await?;
         let present = Present {
             run_columns: there,
             schedule_note,
             schedule_overlap,
             schedule_rules,
+            schedule_deadlines,
             ..present
         };
         let mut again = self::migrator(D::MIGRATIONS, table, D::BACKEND, present);

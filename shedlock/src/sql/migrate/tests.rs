@@ -348,3 +348,30 @@ fn migration_13_leaves_out_the_rules_where_they_are_there() {
         assert_eq!(runnable(11, eleven, rules), eleven);
     }
 }
+
+#[test]
+fn migration_14_leaves_out_the_deadlines_where_they_are_there() {
+    for migrations in [POSTGRES, MYSQL, SQLITE] {
+        let (_, _, text) = *migrations
+            .iter()
+            .find(|(version, _, _)| *version == 14)
+            .expect("migration 14");
+        assert!(
+            text.contains("ALTER TABLE shedlock_schedules ADD COLUMN"),
+            "{text}"
+        );
+        assert_eq!(runnable(14, text, Present::default()), text);
+        let rules = Present {
+            schedule_rules: true,
+            ..Present::default()
+        };
+        assert_eq!(runnable(14, text, rules), text);
+        let deadlines = Present {
+            schedule_deadlines: true,
+            ..Present::default()
+        };
+        assert!(!runnable(14, text, deadlines).contains("ALTER"));
+        let (_, _, thirteen) = *migrations.iter().find(|(v, _, _)| *v == 13).unwrap();
+        assert_eq!(runnable(13, thirteen, deadlines), thirteen);
+    }
+}

@@ -224,6 +224,7 @@ pub(crate) fn row_values(s: &StoredSchedule) -> Vec<Value<'_>> {
         s.note.as_deref().into(),
         s.overlap.as_deref().into(),
         s.rules.as_deref().into(),
+        s.deadlines.as_deref().into(),
     ]
 }
 
@@ -275,6 +276,7 @@ pub(crate) fn read_row<D: Hooks>(
         note: D::Db::opt_text(row, 21)?,
         overlap: D::Db::opt_text(row, 22)?,
         rules: D::Db::opt_text(row, 23)?,
+        deadlines: D::Db::opt_text(row, 24)?,
     })
 }
 

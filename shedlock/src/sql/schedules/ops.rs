@@ -76,6 +76,9 @@ fn apply(row: &mut StoredSchedule, change: &ScheduleChange) {
     if let Some(rules) = &change.rules {
         row.rules.clone_from(rules);
     }
+    if let Some(deadlines) = &change.deadlines {
+        row.deadlines.clone_from(deadlines);
+    }
 }
 
 /// A duration as stored: whole milliseconds, rounded up.
@@ -108,6 +111,7 @@ fn blank(
         note: None,
         overlap: None,
         rules: None,
+        deadlines: None,
     }
 }
 
