@@ -1,7 +1,7 @@
 //! `shedlock check [NAME]`: every promise broken now, one line each, for a monitoring system
 //! (exit 5 when any). The library's `Operator::check` finds them.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use shedlock::RunStore;
 
 use crate::args::CheckArgs;
@@ -17,17 +17,7 @@ pub(crate) async fn check(
 ) -> Result<(), Failure> {
     let problems = desk(store, runs).check(args.name.as_deref()).await?;
     if args.json {
-        let array: Vec<Value> = problems
-            .iter()
-            .map(|p| {
-                json!({
-                    "job": p.job,
-                    "kind": p.kind,
-                    "detail": p.detail,
-                    "since": p.since.map(|t| t.to_rfc3339()),
-                })
-            })
-            .collect();
+        let array: Vec<Value> = problems.iter().map(shedlock_web::json::problem).collect();
         print(&format!("{}\n", pretty(&Value::Array(array))));
     } else if problems.is_empty() {
         let what = args.name.as_deref().map_or_else(

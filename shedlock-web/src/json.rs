@@ -308,6 +308,18 @@ pub fn job_rules_json(rules: Option<&(shedlock::schedules::TimeRules, &'static s
     })
 }
 
+/// A promise broken now ([`shedlock::operator::Problem`]): `job` (empty for the fleet's own),
+/// `kind`, `detail` and `since` (RFC 3339, `null` when unknown). What `shedlock check --json`
+/// prints and `/api/v1/attention` answers.
+pub fn problem(p: &shedlock::operator::Problem) -> Value {
+    json!({
+        "job": p.job,
+        "kind": p.kind,
+        "detail": p.detail,
+        "since": p.since.map(|t| t.to_rfc3339()),
+    })
+}
+
 /// Job `name`'s promises: `applied` (the code's, as the store's override changes them),
 /// `code` and `store` (the override its row keeps, `stored`), each a list of `name value`
 /// lines (`expect_success_within 2h`, `late_after off`).

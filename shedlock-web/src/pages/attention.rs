@@ -209,17 +209,7 @@ pub(crate) async fn attention_api(State(app): Shared) -> Response {
         Ok(found) => found,
         Err(error) => return crate::api::unavailable(error),
     };
-    let problems: Vec<Value> = problems
-        .iter()
-        .map(|p| {
-            json!({
-                "job": p.job,
-                "kind": p.kind,
-                "detail": p.detail,
-                "since": p.since.map(|t| t.to_rfc3339()),
-            })
-        })
-        .collect();
+    let problems: Vec<Value> = problems.iter().map(crate::json::problem).collect();
     let jobs: serde_json::Map<String, Value> = records
         .iter()
         .map(|(job, (day, week))| {

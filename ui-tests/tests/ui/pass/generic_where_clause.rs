@@ -26,6 +26,6 @@ async fn caller() -> shedlock::Result<()> {
     Ok(())
 }
 
-fn main() {
+pub(crate) fn main() {
     let _ = caller;
 }

@@ -7,6 +7,6 @@ async fn a() {}
 #[scheduler_lock(name = "b", lock_at_most_for = "2days", lock_at_least_for = "1h30m")]
 async fn b() {}
 
-fn main() {
+pub(crate) fn main() {
     let _ = (a, b);
 }

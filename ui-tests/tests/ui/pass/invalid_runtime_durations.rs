@@ -26,7 +26,7 @@ async fn mixed(least: Duration) {
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> shedlock::Result<()> {
+pub(crate) async fn main() -> shedlock::Result<()> {
     let dir = std::env::temp_dir().join(format!("shedlock-ui-rt-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("locks.db");

@@ -10,6 +10,6 @@ async fn b() {}
 #[scheduler_lock(name = "c", lock_at_most_for = "P365000D", lock_at_least_for = "pt10s")]
 async fn c() {}
 
-fn main() {
+pub(crate) fn main() {
     let _ = (a, b, c);
 }

@@ -24,6 +24,6 @@ async fn caller() -> shedlock::Result<()> {
     Ok(())
 }
 
-fn main() {
+pub(crate) fn main() {
     let _ = caller;
 }

@@ -23,6 +23,6 @@ async fn caller(indexer: Indexer) -> shedlock::Result<()> {
     Ok(())
 }
 
-fn main() {
+pub(crate) fn main() {
     let _ = caller;
 }

@@ -4,6 +4,6 @@ use shedlock::scheduler_lock;
 #[scheduler_lock(lock_at_most_for = "10s", name = "quick")]
 async fn quick() {}
 
-fn main() {
+pub(crate) fn main() {
     let _ = quick;
 }

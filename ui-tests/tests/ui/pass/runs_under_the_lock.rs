@@ -13,7 +13,7 @@ async fn outer(id: u32) -> shedlock::Result<(TaskResult<u32>, TaskResult<u32>)> 
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> shedlock::Result<()> {
+pub(crate) async fn main() -> shedlock::Result<()> {
     let dir = std::env::temp_dir().join(format!("shedlock-ui-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("locks.db");

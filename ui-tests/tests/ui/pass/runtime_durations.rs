@@ -145,6 +145,6 @@ async fn caller(ctx: Settings, mut indexer: Indexer) -> shedlock::Result<()> {
     Ok(())
 }
 
-fn main() {
+pub(crate) fn main() {
     let _ = caller;
 }

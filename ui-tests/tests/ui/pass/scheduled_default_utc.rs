@@ -5,7 +5,7 @@ use shedlock::{scheduled, scheduler_lock};
 #[scheduler_lock(name = "cleanup", lock_at_most_for = "PT10M", lock_at_least_for = "1m")]
 async fn cleanup() {}
 
-fn main() {
+pub(crate) fn main() {
     let job = cleanup::job();
     assert_eq!(job.name(), "cleanup");
     let from = "2026-01-02T00:00:00Z".parse().unwrap();

@@ -16,7 +16,7 @@ async fn alone(covers: Interval) {
     let _ = covers;
 }
 
-fn main() {
+pub(crate) fn main() {
     let _: shedlock::Job = export::job("eu".to_owned());
     let _: shedlock::Job = alone::job();
     let _ = export("eu".to_owned(), Interval::new(None, chrono::Utc::now()));

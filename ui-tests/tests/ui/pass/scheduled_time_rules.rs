@@ -20,7 +20,7 @@ async fn payroll() {}
 #[scheduler_lock(name = "report", lock_at_most_for = "30m")]
 async fn report() {}
 
-fn main() {
+pub(crate) fn main() {
     let job = payroll::job();
     let start = "2026-12-01T00:00:00Z".parse().unwrap();
     let end = "2027-06-30T23:59:59.500Z".parse().unwrap();

@@ -21,7 +21,7 @@ mod jobs {
 
 use jobs::public;
 
-fn main() {
+pub(crate) fn main() {
     #[derive(Clone)]
     struct Local(u8);
 

@@ -12,7 +12,7 @@ async fn by_hand() -> shedlock::Result<TaskResult<Result<usize, String>>> {
     repo_sync(7, "hand".to_owned()).await
 }
 
-fn main() {
+pub(crate) fn main() {
     let job: Job = repo_sync::job(42, "main".to_owned());
     assert_eq!(job.name(), "repo_sync_42");
     let renamed = repo_sync::job(7, "other".to_owned()).named("sync_seven");

@@ -8,6 +8,6 @@ async fn a() {}
 #[scheduler_lock(name = "b", lock_at_most_for = "1ns")]
 async fn b() {}
 
-fn main() {
+pub(crate) fn main() {
     let _ = (a, b);
 }

@@ -16,6 +16,6 @@ async fn caller() -> shedlock::Result<Option<usize>> {
     })
 }
 
-fn main() {
+pub(crate) fn main() {
     let _ = caller;
 }
