@@ -421,8 +421,7 @@ async fn do_job_action(
                 return Ok(Done::refused(StatusCode::UNPROCESSABLE_ENTITY, "nothing to change: give a cron expression (six fields, seconds first, such as 0 */5 * * * *), an overlap policy (skip, buffer_one, buffer_all:N, cancel_other, allow_all:N, allow_all:N:buffer_one, or default for the code's), time rules (exclude, on_excluded, start, end, max_runs; rules: default for the code's) or deadlines (expect_success_within, max_runtime, late_after, failures_in_a_row, paused_longer_than, on_overrun: a value, off or default)".into()));
             }
             let deadlines_of = |s: Option<&shedlock::schedules::StoredSchedule>| {
-                s.and_then(|s| s.deadlines.as_deref())
-                    .and_then(|text| Deadlines::from_override_json(name, text).ok())
+                s.and_then(|s| s.deadlines_override().ok().flatten())
             };
             let old_deadlines = deadlines_of(job.schedule.as_ref());
             // Each calendar named must be in the store: the closest name when it is not.

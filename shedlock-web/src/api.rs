@@ -206,7 +206,6 @@ pub(crate) fn job_json(row: &JobRow) -> Value {
         json!({ "policy": policy.to_string(), "running": running, "waiting": waiting, "source": source })
     });
     value["deadlines"] = crate::json::job_deadlines(
-        &row.name,
         row.schedule.as_ref(),
         row.registered
             .as_ref()

@@ -320,18 +320,15 @@ pub fn problem(p: &shedlock::operator::Problem) -> Value {
     })
 }
 
-/// Job `name`'s promises: `applied` (the code's, as the store's override changes them),
+/// A job's promises: `applied` (the code's, as the store's override changes them),
 /// `code` and `store` (the override its row keeps, `stored`), each a list of `name value`
 /// lines (`expect_success_within 2h`, `late_after off`).
 pub fn job_deadlines(
-    name: &str,
     stored: Option<&StoredSchedule>,
     code: Option<&shedlock::schedules::Deadlines>,
 ) -> Value {
     use shedlock::schedules::Deadlines;
-    let over = stored
-        .and_then(|s| s.deadlines.as_deref())
-        .and_then(|text| Deadlines::from_override_json(name, text).ok());
+    let over = stored.and_then(|s| s.deadlines_override().ok().flatten());
     let lines = |d: Option<&Deadlines>| d.map(Deadlines::describe).unwrap_or_default();
     json!({
         "applied": lines(Deadlines::overridden(code, over.as_ref()).as_ref()),

@@ -253,8 +253,8 @@ impl ScheduleChange {
         if edits.is_empty() {
             return Ok(self);
         }
-        let mut over = match stored.and_then(|s| s.deadlines.as_deref()) {
-            Some(text) => Deadlines::from_override_json(name, text)?,
+        let mut over = match stored {
+            Some(row) => row.deadlines_override()?.unwrap_or_default(),
             None => Deadlines::default(),
         };
         for (what, value) in edits {
@@ -688,6 +688,18 @@ impl StoredSchedule {
             rules: None,
             deadlines: None,
         }
+    }
+}
+
+impl StoredSchedule {
+    /// The override of the job's promises this row keeps ([`deadlines`](Self::deadlines)),
+    /// read: `Ok(None)` when it keeps none, an error naming the job when this version cannot
+    /// read it.
+    pub fn deadlines_override(&self) -> crate::error::Result<Option<Deadlines>> {
+        self.deadlines
+            .as_deref()
+            .map(|text| Deadlines::from_override_json(&self.name, text))
+            .transpose()
     }
 }
 

@@ -15,8 +15,10 @@ use shedlock::history::{NewRun, RunOutcome, RunQuery, RunRecord};
 use shedlock::operator::{Actor, Operator};
 use shedlock::scheduler::{Alert, Ledger, RunHistory, SchedulerListener, Webhook};
 use shedlock::schedules::{Deadlines, ScheduleStore};
-use shedlock::{Job, LockAdmin, LockConfiguration, LockContext, RunStore, Schedule, Scheduler};
+use shedlock::{LockAdmin, RunStore, Scheduler};
 use shedlock_suite::scheduler_suite::eventually;
+
+use crate::locked;
 use shedlock_suite::{Opts, TestDb};
 
 /// One alert a listener heard: job, kind, raised, the instance that heard it.
@@ -40,23 +42,6 @@ impl SchedulerListener for Ear {
             self.who.to_owned(),
         ));
     }
-}
-
-fn locked(name: &str, cron: &str, body: Duration, fails: bool) -> Job {
-    let lock = LockConfiguration::new(name, Duration::from_secs(30), Duration::ZERO).unwrap();
-    Job::locked(
-        name,
-        Schedule::parse(cron, "UTC").unwrap(),
-        lock,
-        move |_: LockContext| async move {
-            tokio::time::sleep(body).await;
-            if fails {
-                Err::<(), String>("the upstream said no".to_owned())
-            } else {
-                Ok(())
-            }
-        },
-    )
 }
 
 /// The alert rows by (job, kind): `raised`/`recovered` in order, and their outcomes.

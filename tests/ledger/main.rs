@@ -10,3 +10,27 @@ mod alert_kills;
 mod alerts;
 mod fleet_down;
 mod overrides;
+
+use std::time::Duration;
+
+use shedlock::{Job, LockConfiguration, LockContext, Schedule};
+
+/// Job `name` on `cron` (UTC) under a lock of its name (held at most 60 s): its body waits
+/// `body`, then fails (`fails`) or succeeds. The jobs whose deadlines `alerts.rs` and
+/// `overrides.rs` break.
+fn locked(name: &str, cron: &str, body: Duration, fails: bool) -> Job {
+    let lock = LockConfiguration::new(name, Duration::from_secs(60), Duration::ZERO).unwrap();
+    Job::locked(
+        name,
+        Schedule::parse(cron, "UTC").unwrap(),
+        lock,
+        move |_: LockContext| async move {
+            tokio::time::sleep(body).await;
+            if fails {
+                Err::<(), String>("the upstream said no".to_owned())
+            } else {
+                Ok(())
+            }
+        },
+    )
+}

@@ -140,7 +140,6 @@ pub(crate) async fn jobs(
                 );
                 value["time_rules"] = shedlock_web::json::job_rules_json(rules.as_ref());
                 value["deadlines"] = shedlock_web::json::job_deadlines(
-                    name,
                     schedule.as_ref(),
                     code.as_ref().and_then(|c| c.job.deadlines.as_ref()),
                 );

@@ -146,30 +146,16 @@ async fn fleet_of_four<D: TestDb>(
 }
 
 /// Waits until every job ran `tick` (or 40 s passed), stops the fleet, and returns who ran
-/// each job of it.
+/// each job of it: [`runs_of_ticks`] of one tick.
 async fn runs_of(
     schedulers: &[Scheduler],
     ledger: &Ledger,
     tick: DateTime<Utc>,
 ) -> HashMap<usize, Vec<usize>> {
-    let micros = tick.timestamp_micros();
-    let until = (tick - Utc::now()).to_std().unwrap_or_default() + Duration::from_secs(40);
-    eventually(until, async || {
-        let runs = ledger.runs.lock().unwrap();
-        (0..JOBS).all(|job| runs.contains_key(&(job, micros)))
-    })
-    .await;
-    for scheduler in schedulers {
-        scheduler.shutdown().await;
-    }
-    let runs = ledger.runs.lock().unwrap();
-    for ((job, tick), who) in runs.iter() {
-        assert_eq!(who.len(), 1, "share_{job:03} ran tick {tick} on {who:?}");
-    }
-    runs.iter()
-        .filter(|((_, t), _)| *t == micros)
-        .map(|((job, _), who)| (*job, who.clone()))
-        .collect()
+    runs_of_ticks(schedulers, ledger, &[tick], tick)
+        .await
+        .pop()
+        .unwrap_or_default()
 }
 
 /// Each instance's share of the tick's jobs.
@@ -231,8 +217,8 @@ pub async fn four_instances_share_each_tick<D: TestDb>(db: &Arc<D>) {
     );
 }
 
-/// As [`runs_of`] for several ticks: waits until every job ran each of `ticks` (or 40 s past
-/// `last`), stops the fleet, and returns who ran each job of each tick, in the ticks' order.
+/// Waits until every job ran each of `ticks` (or 40 s past `last`), stops the fleet, checks
+/// that no job ran a tick twice, and returns who ran each job of each tick, in the ticks' order.
 async fn runs_of_ticks(
     schedulers: &[Scheduler],
     ledger: &Ledger,

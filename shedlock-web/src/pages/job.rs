@@ -413,8 +413,7 @@ fn deadlines_section(
     let over = row
         .schedule
         .as_ref()
-        .and_then(|s| s.deadlines.as_deref())
-        .and_then(|text| Deadlines::from_override_json(name, text).ok());
+        .and_then(|s| s.deadlines_override().ok().flatten());
     let now = Deadlines::overridden(code.as_ref(), over.as_ref()).unwrap_or_default();
     let over = over.unwrap_or_default();
     let code = code.unwrap_or_default();

@@ -527,11 +527,9 @@ impl<'a, S: Steerable + ?Sized> Operator<'a, S> {
         }
         if change.deadlines.is_some() {
             let set = stored
-                .deadlines
-                .as_deref()
-                .and_then(|text| {
-                    crate::schedules::Deadlines::from_override_json(&job.name, text).ok()
-                })
+                .deadlines_override()
+                .ok()
+                .flatten()
                 .map(|d| d.describe().join(", "))
                 .filter(|text| !text.is_empty())
                 .unwrap_or_else(|| "the code's".to_owned());

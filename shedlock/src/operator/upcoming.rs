@@ -228,15 +228,13 @@ pub(crate) fn deadlines_of(
 ) -> Option<crate::schedules::Deadlines> {
     use crate::schedules::Deadlines;
     let code = code.and_then(|c| c.job.deadlines);
-    let over = stored
-        .and_then(|s| s.deadlines.as_deref())
-        .and_then(|text| match Deadlines::from_override_json(name, text) {
-            Ok(over) => Some(over),
-            Err(error) => {
-                tracing::warn!(job = %name, %error, "a job's stored deadlines cannot be read: the code's apply");
-                None
-            }
-        });
+    let over = stored.and_then(|s| match s.deadlines_override() {
+        Ok(over) => over,
+        Err(error) => {
+            tracing::warn!(job = %name, %error, "a job's stored deadlines cannot be read: the code's apply");
+            None
+        }
+    });
     Deadlines::overridden(code.as_ref(), over.as_ref())
 }
 

@@ -103,7 +103,7 @@ pub(crate) async fn reschedule(
     let mut change = ScheduleChange::new();
     tuning_change(&args.tuning, &mut change, false)?;
     let job = find(store, runs, name).await?;
-    let old_deadlines = deadlines_of(name, job.schedule.as_ref());
+    let old_deadlines = deadlines_of(job.schedule.as_ref());
     change = change
         .edit_deadlines(name, job.schedule.as_ref(), &edits)
         .map_err(failure)?;
@@ -172,7 +172,7 @@ pub(crate) async fn reschedule(
             .map(|text| TimeRules::from_json(name, text).unwrap_or_default())
     };
     let (old_rules, new_rules) = (rules_of(before), rules_of(Some(&stored)));
-    let new_deadlines = deadlines_of(name, Some(&stored));
+    let new_deadlines = deadlines_of(Some(&stored));
     let deadlines_json = |d: Option<&Deadlines>| d.map_or(Value::Null, |d| json!(d.describe()));
     let rules_json =
         |rules: Option<&TimeRules>| rules.map_or(Value::Null, shedlock_web::json::time_rules);
@@ -296,9 +296,8 @@ pub(crate) async fn reschedule(
 
 /// The override of `name`'s promises its stored row keeps, if any (one this version cannot
 /// read counts as none: the next write replaces it).
-fn deadlines_of(name: &str, row: Option<&StoredSchedule>) -> Option<Deadlines> {
-    let text = row?.deadlines.as_deref()?;
-    Deadlines::from_override_json(name, text).ok()
+fn deadlines_of(row: Option<&StoredSchedule>) -> Option<Deadlines> {
+    row?.deadlines_override().ok().flatten()
 }
 
 /// `reset NAME`: clears an override; a run-time job is refused (that is `delete`).
