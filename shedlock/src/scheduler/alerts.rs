@@ -176,13 +176,18 @@ pub async fn open_alerts(store: &dyn RunStore) -> Result<Vec<Alert>> {
     Ok(newest.into_values().filter(|a| a.raised).collect())
 }
 
-/// After a sweep: raises what is broken and not yet open, recovers what is open and holds
-/// again, and delivers every alert not yet delivered. Failures are logged, never returned.
+/// After a sweep, under the ledger's lock: raises what is broken and not yet open, and
+/// recovers what is open and holds again. Failures are logged, never returned.
 pub(super) async fn after_sweep(inner: &Inner, store: &dyn RunStore, swept: &Swept) {
     if let Err(error) = check(inner, store, swept).await {
         tracing::warn!(%error, "the alerts could not be checked; the next sweep tries again");
         metrics::counter!(metric_names::HISTORY_ERRORS, "job" => "").increment(1);
     }
+}
+
+/// Delivers the alerts still pending (see [`deliver`]): after the ledger's lock is released,
+/// since a delivery's retries may outlast its lease.
+pub(super) async fn deliver_pending(inner: &Inner, store: &dyn RunStore) {
     deliver(inner, store).await;
 }
 

@@ -148,7 +148,7 @@ pub(super) async fn ledger_loop(inner: Arc<Inner>, store: Arc<dyn RunStore>, led
     }
     loop {
         match sweep(&inner, store.as_ref(), ledger).await {
-            Ok(Some(swept)) => super::alerts::after_sweep(&inner, store.as_ref(), &swept).await,
+            Ok(Some(_)) => super::alerts::deliver_pending(&inner, store.as_ref()).await,
             Ok(None) => {}
             Err(error) => {
                 tracing::warn!(%error, "the ledger could not account for the due ticks; the next sweep tries again");
@@ -205,13 +205,21 @@ pub(super) async fn sweep(
         length: lease,
         renewed: tokio::time::Instant::now(),
     };
-    let result = account(inner, store, control, &mut lease, from, to).await;
+    let mut result = account(inner, store, control, &mut lease, from, to).await;
+    // The alerts are raised and recovered while the lock is held: another instance's claim of
+    // the next instant fails meanwhile, so no alert is decided twice (CI19, MariaDB: with the
+    // check after the release, two overlapping sweeps both recovered one alert).
+    if let Ok(swept) = &mut result {
+        swept.window = Some((from, to));
+        match lease.keep().await {
+            Ok(()) => super::alerts::after_sweep(inner, store, swept).await,
+            Err(error) => result = Err(error),
+        }
+    }
     if let Err(error) = guard.unlock().await {
         tracing::debug!(%error, "the ledger's lock could not be released; it runs out");
     }
-    let mut swept = result?;
-    swept.window = Some((from, to));
-    Ok(Some(swept))
+    Ok(Some(result?))
 }
 
 /// The ledger's lock while a sweep holds it.
