@@ -31,6 +31,7 @@
 //! cargo bench --bench fleet_rate -- --backend redis --processes 4 --jobs 5000 --seconds 30
 //! cargo bench --bench fleet_rate -- --path readme           # only the README's way (or job-new)
 //! cargo bench --bench fleet_rate -- --path history+ledger   # + RunHistory, without and with the ledger
+//! cargo bench --bench fleet_rate -- --path readme+ledger    # the README's path, + RunHistory, + ledger
 //! cargo bench --bench fleet_rate -- --timings    # + claim wait, claim and fire lateness per process
 //! ```
 //! Figures go to BENCHMARKS.md; nothing here asserts a time.
@@ -212,8 +213,10 @@ fn args() -> Args {
                     "ledger" => vec![Path::Ledger],
                     // Side by side in one run: the history without and with its ledger.
                     "history+ledger" => vec![Path::History, Path::Ledger],
+                    // The README's path without a history, with it, and with its ledger.
+                    "readme+ledger" => vec![Path::Readme, Path::History, Path::Ledger],
                     other => panic!(
-                        "--path readme|job-new|both|history|ledger|history+ledger, not {other:?}"
+                        "--path readme|job-new|both|history|ledger|history+ledger|readme+ledger, not {other:?}"
                     ),
                 }
             }

@@ -403,6 +403,27 @@ impl NewRun {
     }
 }
 
+/// The end of a history row written `running`, for
+/// [`RunStore::finish_runs`](crate::RunStore::finish_runs): its id, outcome and error text (stored
+/// as [`NewRun::error`] says).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunEnd {
+    /// The row's id, from [`RunStore::record_run`](crate::RunStore::record_run).
+    pub id: i64,
+    /// How the run ended.
+    pub outcome: RunOutcome,
+    /// Why it failed, if it did.
+    pub error: Option<String>,
+}
+
+impl RunEnd {
+    /// Row `id` ended with `outcome` and `error`.
+    pub fn new(id: i64, outcome: RunOutcome, error: Option<String>) -> Self {
+        Self { id, outcome, error }
+    }
+}
+
 /// The most bytes of a run's error text the run history keeps (16 KiB): a longer one is cut
 /// there, on a character boundary, and ends with a marker saying how long it was (MySQL's
 /// `TEXT` column holds 64 KiB; a panic message or a response body can be longer).

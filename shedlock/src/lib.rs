@@ -120,6 +120,7 @@ mod executor;
 mod guard;
 pub mod handoff;
 pub mod history;
+mod history_writer;
 pub mod leader;
 pub mod lease;
 pub mod metric_names;

@@ -15,7 +15,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::config::LockConfiguration;
-use crate::history::{NewRun, RunOutcome};
+use crate::history::{NewRun, RunEnd, RunOutcome};
+use crate::history_writer::HistoryWriter;
 use crate::metric_names;
 use crate::provider::RunStore;
 
@@ -146,7 +147,10 @@ pub trait SchedulerListener: Send + Sync + 'static {
 ///
 /// The history is a ledger: one record per due tick fleet-wide, whatever the number of
 /// instances. A run that takes its lock gets a `running` row at once (written in the
-/// background, so the body does not wait for it), finished with its outcome when it ends. A
+/// background, so the body does not wait for it), finished with its outcome when it ends. The
+/// scheduler groups its writes: the rows asked for while its last group was being written go
+/// together ([`RunStore::record_runs`](crate::RunStore::record_runs),
+/// [`RunStore::finish_runs`](crate::RunStore::finish_runs)), nothing held back on a timer. A
 /// tick claimed and not run gets one finished row, from the instance whose claim won
 /// (`skipped-paused`, `skipped-calendar`, `buffered`); a tick skipped for overlap or shed past
 /// capacity gets one (`skipped-overlap`, `skipped-shed`) unless [`skips`](Self::skips) is off.
@@ -248,6 +252,8 @@ impl RunHistory {
 pub(crate) struct Observer {
     /// Where the run history goes, and its settings; `None` when it is off.
     pub(crate) history: Option<(Arc<dyn RunStore>, RunHistory)>,
+    /// Writes the rows of the runs into the history's store, grouped; `Some` with `history`.
+    pub(crate) writer: Option<HistoryWriter>,
     pub(crate) listeners: Vec<Arc<dyn SchedulerListener>>,
     /// Where alerts are delivered, if anywhere.
     #[cfg(feature = "webhook")]
@@ -337,8 +343,33 @@ impl Observer {
             return;
         }
         let row = new_run(run, outcome).error(error);
-        if let Err(e) = store.record_run(&row).await {
+        let written = match &self.writer {
+            Some(writer) => writer.record(row).await,
+            None => store.record_run(&row).await,
+        };
+        if let Err(e) = written {
             history_failed(run, &e);
+        }
+    }
+
+    /// Adds `row` to the history, through the writer when there is one.
+    async fn record(&self, row: NewRun) -> crate::error::Result<i64> {
+        match (&self.writer, &self.history) {
+            (Some(writer), _) => writer.record(row).await,
+            (None, Some((store, _))) => store.record_run(&row).await,
+            (None, None) => Ok(0),
+        }
+    }
+
+    /// Finishes the history row `end.id`, through the writer when there is one.
+    async fn finish_row(&self, end: RunEnd) -> crate::error::Result<()> {
+        match (&self.writer, &self.history) {
+            (Some(writer), _) => writer.finish(end).await,
+            (None, Some((store, _))) => {
+                let error = end.error.as_deref();
+                store.finish_run(end.id, end.outcome, error).await
+            }
+            (None, None) => Ok(()),
         }
     }
 
@@ -488,13 +519,13 @@ impl Probe {
             let mut state = self.lock_state();
             state.info.fencing_token = Some(fencing_token);
             state.acquired_at = Some(Instant::now());
-            if let Some((store, _)) = &self.observer.history {
-                let store = Arc::clone(store);
+            if self.observer.history.is_some() {
+                let observer = Arc::clone(&self.observer);
                 let info = state.info.clone();
                 state.row = Some(tokio::spawn(async move {
                     let row =
                         new_run(&info, RunOutcome::Running).fencing_token(Some(fencing_token));
-                    match store.record_run(&row).await {
+                    match observer.record(row).await {
                         Ok(id) => Some(id),
                         Err(e) => {
                             history_failed(&info, &e);
@@ -572,18 +603,18 @@ impl Probe {
         // outcome (`shedlock-testkit/src/scheduler_suite/runs.rs` runs a sweep in exactly that window).
         // Finishing the row before the unlock would not close the window: a sweep can just as
         // well come while the run is stalled past its lease.
+        let observer = &self.observer;
         let written = match id {
             Some(id) => {
-                store
-                    .finish_run(id, outcome, finished.error.as_deref())
-                    .await
+                let end = RunEnd::new(id, outcome, finished.error.clone());
+                observer.finish_row(end).await
             }
             // The `running` row could not be written: write the whole run now.
             None => {
                 let row = new_run(&info, outcome)
                     .fencing_token(info.fencing_token)
                     .error(finished.error.clone());
-                store.record_run(&row).await.map(drop)
+                observer.record(row).await.map(drop)
             }
         };
         let Err(e) = written else { return };

@@ -14,7 +14,7 @@ use futures_util::future::BoxFuture;
 use crate::config::LockConfiguration;
 use crate::error::{Backend, Error, Result};
 use crate::guard::LockGuard;
-use crate::history::{LockRows, LockState, NewRun, RunOutcome, RunQuery, RunRecord};
+use crate::history::{LockRows, LockState, NewRun, RunEnd, RunOutcome, RunQuery, RunRecord};
 use crate::settings::{KeepAlive, ProviderSettings};
 
 /// Takes locks: what [`run_locked`](crate::run_locked), the
@@ -268,6 +268,32 @@ pub trait RunStore: LockProvider {
         error: Option<&'a str>,
     ) -> BoxFuture<'a, Result<()>>;
 
+    /// Adds the rows `runs` and answers each one's id (or why it was not added), in the order
+    /// of `runs`: what [`record_run`](Self::record_run) does, for many rows at once. A row
+    /// refused does not keep the others out.
+    ///
+    /// The SQL providers write them with one statement per 1,000 rows (on MySQL 8, which has
+    /// no `INSERT … RETURNING`, and when a batch's statement fails, each row with
+    /// [`record_run`](Self::record_run), all at once). By default, every
+    /// [`record_run`](Self::record_run) at once.
+    fn record_runs<'a>(&'a self, runs: &'a [NewRun]) -> BoxFuture<'a, Vec<Result<i64>>> {
+        Box::pin(futures_util::future::join_all(
+            runs.iter().map(|run| self.record_run(run)),
+        ))
+    }
+
+    /// Finishes the rows `ends`, as [`finish_run`](Self::finish_run) does each, and answers
+    /// each one's result in the order of `ends`.
+    ///
+    /// The SQL providers finish them with one statement per 1,000 rows (when it fails, each
+    /// row with [`finish_run`](Self::finish_run), all at once). By default, every
+    /// [`finish_run`](Self::finish_run) at once.
+    fn finish_runs<'a>(&'a self, ends: &'a [RunEnd]) -> BoxFuture<'a, Vec<Result<()>>> {
+        Box::pin(futures_util::future::join_all(ends.iter().map(|end| {
+            self.finish_run(end.id, end.outcome, end.error.as_deref())
+        })))
+    }
+
     /// Deletes the history rows of the jobs named `jobs` that started more than `older_than`
     /// ago; returns how many. Rows of other jobs are left alone: services sharing one table
     /// each prune their own jobs' rows, by their own retention.
@@ -462,6 +488,12 @@ macro_rules! forward {
             }
             fn prune_runs<'a>(&'a self, jobs: &'a [String], older_than: Duration) -> BoxFuture<'a, Result<u64>> {
                 (**self).prune_runs(jobs, older_than)
+            }
+            fn record_runs<'a>(&'a self, runs: &'a [NewRun]) -> BoxFuture<'a, Vec<Result<i64>>> {
+                (**self).record_runs(runs)
+            }
+            fn finish_runs<'a>(&'a self, ends: &'a [RunEnd]) -> BoxFuture<'a, Vec<Result<()>>> {
+                (**self).finish_runs(ends)
             }
             fn runs<'a>(&'a self, query: &'a RunQuery) -> BoxFuture<'a, Result<Vec<RunRecord>>> {
                 (**self).runs(query)

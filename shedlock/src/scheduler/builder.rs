@@ -17,6 +17,7 @@ use super::misfire::{Backlog, Misfire};
 use super::registry::Jobs;
 use super::state::Inner;
 use crate::clock_sync::DbClock;
+use crate::history_writer::HistoryWriter;
 use crate::leader::LeaderElection;
 use crate::observe::{Observer, RunHistory, SchedulerListener};
 use crate::provider::{LockProvider, RunStore};
@@ -200,6 +201,10 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
         Scheduler {
             inner: Arc::new(Inner {
                 observer: Arc::new(Observer {
+                    writer: self
+                        .run_history
+                        .as_ref()
+                        .map(|(store, _)| HistoryWriter::new(Arc::clone(store))),
                     history: self.run_history,
                     listeners: self.listeners,
                     #[cfg(feature = "webhook")]

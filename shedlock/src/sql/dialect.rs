@@ -109,6 +109,11 @@ statement_list! {
     run_insert = RUN_INSERT, database;
     /// A history row's end.
     run_finish = RUN_FINISH, database;
+    /// Many new history rows ([`Param::Batch`]), answering their ids in
+    /// the order of the batch (or, where [`Hooks::RUNS_IN_ORDER`] is false, ascending).
+    run_insert_many = RUN_INSERT_MANY, database;
+    /// Many history rows' ends ([`Param::Batch`]: `[id, outcome, error or null]` each).
+    run_finish_many = RUN_FINISH_MANY, database;
     /// Up to [`PRUNE_BATCH`](super::PRUNE_BATCH) old history rows deleted.
     run_prune = RUN_PRUNE, database;
     /// Running history rows whose lock is gone closed as abandoned.
@@ -181,10 +186,12 @@ pub enum Param {
     Schema,
     /// The lock table's name without its schema.
     Table,
-    /// The locks of a batch, a JSON array, the durations and times as integers in the
-    /// dialect's units ([`Hooks::batch_duration`], [`Hooks::batch_time`]): for an acquire
-    /// `[name, lock_at_most_for, tick or null]`, for an unlock
-    /// `[name, token, lock_at_least_for, slack]`.
+    /// The locks or history rows of a batch, a JSON array, the durations and times as
+    /// integers in the dialect's units ([`Hooks::batch_duration`], [`Hooks::batch_time`]): for
+    /// an acquire `[name, lock_at_most_for, tick or null]`, for an unlock
+    /// `[name, token, lock_at_least_for, slack]`, for history rows `[job, name, tick or null, 1 if still running else 0,
+    /// outcome, fencing token or null, error or null, attempt or null, requested_by or null]`,
+    /// for their ends `[id, outcome, error or null]`.
     Batch,
 }
 
@@ -252,6 +259,11 @@ pub trait Hooks: Send + Sync + Sized + 'static {
     /// Whether the acquire and the history insert return a row (`RETURNING`); if not, their
     /// [`Answer`] is the statement's result.
     const RETURNING: bool;
+    /// Whether `run_insert_many` answers its ids in the order of its batch (PostgreSQL: it
+    /// pairs each element with its id). If not, they are the ids ascending: the rows are
+    /// inserted in the batch's order by one statement, and each gets a higher id than the one
+    /// before (SQLite has one writer; MariaDB takes ids in order within a statement).
+    const RUNS_IN_ORDER: bool = false;
     /// What a time column that reads as null although it is `NOT NULL` may be, for the
     /// message that names such a row (MySQL and MariaDB send a zero date as null).
     const NULL_TIME_HINT: &'static str = "";

@@ -248,6 +248,37 @@ RETURNING id",
     binds: super::dialect::RUN_INSERT_BINDS,
 };
 
+/// Many history rows: `$1` a JSON array of history rows ([`Param::Batch`](super::dialect::Param::Batch)), `$2`
+/// locked_by. Each element takes its id from the table's sequence first (`ids`, evaluated once
+/// as it is referenced twice), so the answer pairs element and id whatever order the rows are
+/// written in: one `id` per element, in the batch's order.
+const RUN_INSERT_MANY: Statement = Statement {
+    sql: "\
+WITH n AS (SELECT {now} AS now),
+ids AS MATERIALIZED (
+    SELECT e.i, e.v, nextval(pg_get_serial_sequence('{runs}', 'id')) AS id
+    FROM jsonb_array_elements($1::TEXT::JSONB) WITH ORDINALITY AS e(v, i)),
+ins AS (
+    INSERT INTO {runs} (id, job, name, tick, started_at, finished_at, outcome, locked_by,
+        fencing_token, error, attempt, requested_by)
+    SELECT ids.id, ids.v->>0, ids.v->>1,
+           TIMESTAMPTZ 'epoch' + (ids.v->>2)::BIGINT * INTERVAL '1 microsecond',
+           n.now, CASE WHEN (ids.v->>3)::INT = 1 THEN NULL ELSE n.now END, ids.v->>4, $2,
+           (ids.v->>5)::BIGINT, ids.v->>6, (ids.v->>7)::INTEGER, ids.v->>8
+    FROM ids, n)
+SELECT id FROM ids ORDER BY i",
+    binds: &[P::Batch, P::LockedBy, P::Now],
+};
+
+/// Many history rows' ends: `$1` a JSON array of `[id, outcome, error or null]`.
+const RUN_FINISH_MANY: Statement = Statement {
+    sql: "\
+UPDATE {runs} AS r SET finished_at = n.now, outcome = e.v->>1, error = e.v->>2
+FROM (SELECT {now} AS now) AS n, jsonb_array_elements($1::TEXT::JSONB) AS e(v)
+WHERE r.id = (e.v->>0)::BIGINT",
+    binds: &[P::Batch, P::Now],
+};
+
 /// Finishes a history row. `$1` id, `$2` outcome, `$3` error.
 const RUN_FINISH: Statement = Statement {
     sql: "\
@@ -462,6 +493,7 @@ impl Hooks for Postgres {
     const NOW: &'static str = NOW;
     const SQL: Statements = statements!();
     const RETURNING: bool = true;
+    const RUNS_IN_ORDER: bool = true;
     const OWN_POOL_SIZE: u32 = 32;
     const READ_COMMITTED: Option<(&'static str, &'static str)> =
         Some((SESSION_READ_COMMITTED, BEGIN_READ_COMMITTED));

@@ -20,7 +20,7 @@ use super::schedules::ScheduleSql;
 use crate::config::LockConfiguration;
 use crate::error::{Backend, Error, Result};
 use crate::guard::LockGuard;
-use crate::history::{LockRows, LockState, NewRun, RunOutcome, RunQuery, RunRecord};
+use crate::history::{LockRows, LockState, NewRun, RunEnd, RunOutcome, RunQuery, RunRecord};
 use crate::provider::{LockAdmin, LockProvider, RunStore};
 use crate::schedules::{
     BackfillCount, BackfillState, ChangeFeed, NewBackfill, NewSchedule, Registration,
@@ -429,6 +429,16 @@ impl<D: Dialect> RunStore for SqlLockProvider<D> {
         older_than: Duration,
     ) -> BoxFuture<'a, Result<u64>> {
         Box::pin(self.core.prune_runs(jobs, older_than))
+    }
+
+    /// One statement per 1,000 rows (see [`RunStore::record_runs`]).
+    fn record_runs<'a>(&'a self, runs: &'a [NewRun]) -> BoxFuture<'a, Vec<Result<i64>>> {
+        Box::pin(self.core.record_runs(runs))
+    }
+
+    /// One statement per 1,000 rows (see [`RunStore::finish_runs`]).
+    fn finish_runs<'a>(&'a self, ends: &'a [RunEnd]) -> BoxFuture<'a, Vec<Result<()>>> {
+        Box::pin(self.core.finish_runs(ends))
     }
 
     fn runs<'a>(&'a self, query: &'a RunQuery) -> BoxFuture<'a, Result<Vec<RunRecord>>> {

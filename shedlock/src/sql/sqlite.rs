@@ -213,6 +213,34 @@ RETURNING id",
     binds: super::dialect::RUN_INSERT_BINDS,
 };
 
+/// Many history rows: `?1` a JSON array of history rows ([`Param::Batch`](super::dialect::Param::Batch)), `?2`
+/// locked_by. Inserted in the batch's order by the one writer, each row one id above the one
+/// before: the ids it returns, ascending, are the batch's order.
+const RUN_INSERT_MANY: Statement = Statement {
+    sql: "\
+INSERT INTO {runs} (job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error,
+    attempt, requested_by)
+SELECT json_extract(e.value, '$[0]'), json_extract(e.value, '$[1]'), json_extract(e.value, '$[2]'),
+       {now}, CASE WHEN json_extract(e.value, '$[3]') = 1 THEN NULL ELSE {now} END,
+       json_extract(e.value, '$[4]'), ?2, json_extract(e.value, '$[5]'), json_extract(e.value, '$[6]'),
+       json_extract(e.value, '$[7]'), json_extract(e.value, '$[8]')
+FROM json_each(?1) AS e
+ORDER BY e.key
+RETURNING id",
+    binds: &[P::Batch, P::LockedBy, P::Now],
+};
+
+/// Many history rows' ends: `?1` a JSON array of `[id, outcome, error or null]`.
+const RUN_FINISH_MANY: Statement = Statement {
+    sql: "\
+UPDATE {runs} SET finished_at = {now}, outcome = b.b_outcome, error = b.b_error
+FROM (SELECT json_extract(e.value, '$[0]') AS b_id, json_extract(e.value, '$[1]') AS b_outcome,
+             json_extract(e.value, '$[2]') AS b_error
+      FROM json_each(?1) AS e) AS b
+WHERE id = b.b_id",
+    binds: &[P::Batch, P::Now],
+};
+
 /// Finishes a history row. `?1` id, `?2` outcome, `?3` error.
 const RUN_FINISH: Statement = Statement {
     sql: "\

@@ -171,6 +171,149 @@ where
     assert_eq!(filtered[0].outcome.as_str(), "skipped-paused");
 }
 
+/// Rows written many at once (`record_runs`, `finish_runs`) answer each its own id, in the
+/// order asked, across the statements' 1,000-row cuts and beside single writes made at the
+/// same time; each row reads back as written, its end as given; a row the table refuses (a
+/// name past 255 characters, on the stores that hold names to it) fails alone.
+pub async fn batched_history_rows_answer_their_own_ids<D: SqlTestDb>(db: &D)
+where
+    D::Provider: RunStore,
+{
+    use std::collections::HashMap;
+
+    use shedlock::history::{NewRun, RunEnd, RunOutcome, RunQuery};
+    let provider = db.provider();
+    let outcomes = [
+        RunOutcome::Running,
+        RunOutcome::Executed,
+        RunOutcome::Missed,
+        RunOutcome::Failed,
+        RunOutcome::SkippedPaused,
+    ];
+    let rows: Vec<NewRun> = (0..2_345_i64)
+        .map(|i| {
+            let outcome = outcomes[(i % 5) as usize];
+            NewRun::new(
+                format!("batch_{}", i % 7),
+                format!("lock ✓ {i}"),
+                (i % 3 != 0).then(|| tick(i)),
+                outcome,
+            )
+            .fencing_token((i % 2 == 0).then_some(i * 10))
+            .error((i % 4 == 1).then(|| format!("said {i} 🚧\0 end")))
+            .attempt((i % 6 == 2).then_some(2))
+            .requested_by((i % 9 == 4).then(|| format!("ops-{i}")))
+        })
+        .collect();
+    let singles: Vec<NewRun> = (0..40)
+        .map(|i| NewRun::new("single", format!("single {i}"), None, RunOutcome::Executed))
+        .collect();
+    let (batched, single) = tokio::join!(
+        provider.record_runs(&rows),
+        futures_util::future::join_all(singles.iter().map(|run| provider.record_run(run)))
+    );
+    assert_eq!(batched.len(), rows.len(), "one answer per row");
+    let ids: Vec<i64> = batched.into_iter().map(Result::unwrap).collect();
+    let single: Vec<i64> = single.into_iter().map(Result::unwrap).collect();
+    let read: HashMap<i64, _> = provider
+        .runs(&RunQuery::latest(10_000))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.id, r))
+        .collect();
+    assert_eq!(
+        read.len(),
+        rows.len() + single.len(),
+        "every row written once"
+    );
+    for (id, row) in ids.iter().zip(&rows) {
+        let r = &read[id];
+        let error = row.error.as_ref().map(|e| e.replace('\0', "\u{fffd}"));
+        assert_eq!(
+            (&r.job, &r.name, r.tick, r.outcome, r.fencing_token),
+            (
+                &row.job,
+                &row.name,
+                row.tick,
+                row.outcome,
+                row.fencing_token
+            ),
+            "row {id}"
+        );
+        assert_eq!((&r.error, r.attempt), (&error, row.attempt), "row {id}");
+        assert_eq!(r.requested_by, row.requested_by, "row {id}");
+        assert_eq!(
+            r.finished_at.is_none(),
+            row.outcome == RunOutcome::Running,
+            "row {id}"
+        );
+    }
+    for (id, run) in single.iter().zip(&singles) {
+        assert_eq!(read[id].name, run.name, "single row {id}");
+    }
+    // Every running row ended, with its own outcome and error; an id without a row changes
+    // nothing.
+    let mut ends: Vec<RunEnd> = ids
+        .iter()
+        .zip(&rows)
+        .filter(|(_, row)| row.outcome == RunOutcome::Running)
+        .enumerate()
+        .map(|(k, (id, _))| {
+            let outcome = if k % 2 == 0 {
+                RunOutcome::Executed
+            } else {
+                RunOutcome::Failed
+            };
+            RunEnd::new(*id, outcome, (k % 2 == 1).then(|| format!("ended {id} ✗")))
+        })
+        .collect();
+    ends.push(RunEnd::new(i64::MAX, RunOutcome::Failed, None));
+    assert!(ends.len() > 400, "{} ends", ends.len());
+    let finished = provider.finish_runs(&ends).await;
+    assert_eq!(finished.len(), ends.len());
+    assert!(finished.iter().all(Result::is_ok), "{finished:?}");
+    let read: HashMap<i64, _> = provider
+        .runs(&RunQuery::latest(10_000))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.id, r))
+        .collect();
+    assert_eq!(read.len(), rows.len() + single.len());
+    for end in &ends[..ends.len() - 1] {
+        let r = &read[&end.id];
+        assert_eq!(
+            (r.outcome, &r.error),
+            (end.outcome, &end.error),
+            "row {}",
+            end.id
+        );
+        assert!(r.finished_at.is_some(), "row {} finished", end.id);
+    }
+    // A row too long for the table fails alone.
+    let long = "n".repeat(300);
+    let mixed = [
+        NewRun::new("mixed", "before", None, RunOutcome::Executed),
+        NewRun::new("mixed", long.as_str(), None, RunOutcome::Executed),
+        NewRun::new("mixed", "after", None, RunOutcome::Executed),
+    ];
+    let answers = provider.record_runs(&mixed).await;
+    let refuses = matches!(
+        D::BACKEND,
+        shedlock::Backend::Postgres | shedlock::Backend::MySql
+    );
+    assert_eq!(answers[1].is_err(), refuses, "{answers:?}");
+    for k in [0, 2] {
+        let id = *answers[k].as_ref().unwrap();
+        let row = provider
+            .runs(&RunQuery::latest(1).before(id + 1))
+            .await
+            .unwrap();
+        assert_eq!(row[0].name, mixed[k].name, "{answers:?}");
+    }
+}
+
 /// The cases of this file, for [`provider_suite!`](macro@crate::provider_suite): `every` store's,
 /// then the `sql` ones (bounded by [`SqlTestDb`](crate::SqlTestDb)). A case is one `pub async fn`
 /// above and one line here (checked by the kit's `every_case_is_listed_once` test).
@@ -183,6 +326,7 @@ macro_rules! __kit_suite_history_rows {
             // The run history (`RunStore`), which only the SQL backends keep.
             run_history_round_trips_filters_and_prunes,
             attempts_and_requesters_round_trip,
+            batched_history_rows_answer_their_own_ids,
         ]);
     };
 }

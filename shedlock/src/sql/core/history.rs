@@ -6,7 +6,9 @@ use sqlx::Database;
 
 use super::{Core, required, run};
 use crate::error::Result;
-use crate::history::{NewRun, RunOutcome, RunQuery, RunRecord, parse_outcome, storable_error};
+use crate::history::{
+    NewRun, RunEnd, RunOutcome, RunQuery, RunRecord, parse_outcome, storable_error,
+};
 use crate::sql::dialect::{Answer, Hooks, Param};
 use crate::sql::driver::{Driver, Value};
 use crate::sql::quirks::Quirks;
@@ -61,6 +63,119 @@ impl<D: Quirks> Core<D> {
             Ok(_) => Ok(()),
             Err(e) => Err(self.fail_runs("finish a run".into(), e).await),
         }
+    }
+
+    /// Many rows, [`RUNS_PER_STATEMENT`] per `run_insert_many`: each answered its id in the
+    /// order of `runs`. A batch whose statement fails (a row the table refuses, the server
+    /// gone, MySQL 8 without `RETURNING`) is written row by row, all at once, so each row gets
+    /// its own answer.
+    pub(crate) async fn record_runs(&self, runs: &[NewRun]) -> Vec<Result<i64>> {
+        use std::sync::atomic::Ordering;
+        let mut answers = Vec::with_capacity(runs.len());
+        for chunk in runs.chunks(RUNS_PER_STATEMENT) {
+            if chunk.len() > 1 && !self.batch_unsupported.load(Ordering::Relaxed) {
+                match self.insert_runs(chunk).await {
+                    Ok(ids) => {
+                        answers.extend(ids.into_iter().map(Ok));
+                        continue;
+                    }
+                    Err(e) if D::batch_unsupported(&e) => {
+                        tracing::info!(backend = %D::BACKEND, error = %e,
+                            "the server has no batch insert (no RETURNING): writing history rows one by one");
+                        self.batch_unsupported.store(true, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        tracing::debug!(backend = %D::BACKEND, error = %e, rows = chunk.len(),
+                        "a batch of history rows failed: writing them one by one")
+                    }
+                }
+            }
+            let each = chunk.iter().map(|run| self.record_run(run));
+            answers.extend(futures_util::future::join_all(each).await);
+        }
+        answers
+    }
+
+    /// One `run_insert_many` of `runs`: their ids, in their order.
+    async fn insert_runs(&self, runs: &[NewRun]) -> Result<Vec<i64>, sqlx::Error> {
+        let items: Vec<_> = runs
+            .iter()
+            .map(|run| {
+                (
+                    &run.job,
+                    &run.name,
+                    run.tick.map(D::batch_time),
+                    i32::from(run.outcome == RunOutcome::Running),
+                    run.outcome.as_str(),
+                    run.fencing_token,
+                    run.error.as_deref().map(storable_error),
+                    run.attempt,
+                    &run.requested_by,
+                )
+            })
+            .collect();
+        let json = serde_json::to_string(&items).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
+        let rows = run!(self, self.sql.run_insert_many, fetch_all, |p| match p {
+            Param::Batch => Some(json.as_str().into()),
+            Param::LockedBy => Some(self.settings.common.locked_by.as_str().into()),
+            _ => None,
+        })?;
+        let mut ids = rows
+            .iter()
+            .map(|row| D::Db::int(row, 0))
+            .collect::<Result<Vec<_>, _>>()?;
+        if !D::RUNS_IN_ORDER {
+            ids.sort_unstable();
+        }
+        if ids.len() == runs.len() {
+            Ok(ids)
+        } else {
+            Err(sqlx::Error::Protocol(format!(
+                "a batch insert of {} history rows answered {} ids",
+                runs.len(),
+                ids.len()
+            )))
+        }
+    }
+
+    /// Many rows' ends, [`RUNS_PER_STATEMENT`] per `run_finish_many`; a batch whose statement
+    /// fails is finished row by row, all at once (each with its own answer).
+    pub(crate) async fn finish_runs(&self, ends: &[RunEnd]) -> Vec<Result<()>> {
+        let mut answers = Vec::with_capacity(ends.len());
+        for chunk in ends.chunks(RUNS_PER_STATEMENT) {
+            if chunk.len() > 1 {
+                let items: Vec<_> = chunk
+                    .iter()
+                    .map(|end| {
+                        let error = end.error.as_deref().map(storable_error);
+                        (end.id, end.outcome.as_str(), error)
+                    })
+                    .collect();
+                let done = match serde_json::to_string(&items) {
+                    Ok(json) => run!(self, self.sql.run_finish_many, execute, |p| match p {
+                        Param::Batch => Some(json.as_str().into()),
+                        _ => None,
+                    })
+                    .map(drop),
+                    Err(e) => Err(sqlx::Error::Encode(Box::new(e))),
+                };
+                match done {
+                    Ok(()) => {
+                        answers.extend(chunk.iter().map(|_| Ok(())));
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::debug!(backend = %D::BACKEND, error = %e, rows = chunk.len(),
+                        "a batch of history rows' ends failed: finishing them one by one")
+                    }
+                }
+            }
+            let each = chunk
+                .iter()
+                .map(|end| self.finish_run(end.id, end.outcome, end.error.as_deref()));
+            answers.extend(futures_util::future::join_all(each).await);
+        }
+        answers
     }
 
     /// Runs the prune statement for `jobs`, [`PRUNE_JOBS`] names at a time, each until it
@@ -154,6 +269,10 @@ impl<D: Quirks> Core<D> {
         Ok(latest)
     }
 }
+
+/// How many history rows [`Core::record_runs`] and [`Core::finish_runs`] write in one
+/// statement.
+const RUNS_PER_STATEMENT: usize = 1_000;
 
 /// How many lock names [`Core::latest_runs`] reads in one statement.
 const LATEST_NAMES: usize = 1_000;

@@ -252,6 +252,35 @@ VALUES (?, ?, ?, {now}, IF(?, NULL, {now}), ?, ?, ?, ?, ?, ?)",
     binds: crate::sql::dialect::RUN_INSERT_BINDS,
 };
 
+/// Many history rows (MariaDB; MySQL 8 has no `RETURNING` and writes them one by one). Binds:
+/// \[now\], \[now\], locked_by, a JSON array of history rows ([`Param::Batch`](crate::sql::dialect::Param::Batch)).
+/// Inserted in the batch's order (`ORDER BY b.ord`), each row taking a higher id than the one
+/// before: the ids it returns, ascending, are the batch's order.
+pub(super) const RUN_INSERT_MANY: Statement = Statement {
+    sql: "\
+INSERT INTO {runs} (job, name, tick, started_at, finished_at, outcome, locked_by, fencing_token, error,
+    attempt, requested_by)
+SELECT b.job, b.name, TIMESTAMPADD(MICROSECOND, b.tick, '1970-01-01 00:00:00'), {now},
+       IF(b.running = 1, NULL, {now}), b.outcome, ?, b.token, b.error, b.attempt, b.requested_by
+FROM JSON_TABLE(?, '$[*]' COLUMNS (ord FOR ORDINALITY,
+         job TEXT PATH '$[0]', name TEXT PATH '$[1]', tick BIGINT PATH '$[2]',
+         running INT PATH '$[3]', outcome TEXT PATH '$[4]', token BIGINT PATH '$[5]',
+         error TEXT PATH '$[6]', attempt INT PATH '$[7]', requested_by TEXT PATH '$[8]')) AS b
+ORDER BY b.ord
+RETURNING id",
+    binds: &[P::Now, P::Now, P::LockedBy, P::Batch],
+};
+
+/// Many history rows' ends. Binds: a JSON array of `[id, outcome, error or null]`, \[now\].
+pub(super) const RUN_FINISH_MANY: Statement = Statement {
+    sql: "\
+UPDATE JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$[0]', outcome TEXT PATH '$[1]',
+                                     error TEXT PATH '$[2]')) AS b
+       STRAIGHT_JOIN {runs} AS r ON r.id = b.id
+SET r.finished_at = {now}, r.outcome = b.outcome, r.error = b.error",
+    binds: &[P::Batch, P::Now],
+};
+
 /// Finishes a history row. Binds: outcome, error, id.
 pub(super) const RUN_FINISH: Statement = Statement {
     sql: "\
