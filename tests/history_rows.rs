@@ -9,9 +9,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shedlock::history::{RunOutcome, RunQuery};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures_util::future::BoxFuture;
+use shedlock::history::{NewRun, RunEnd, RunOutcome, RunQuery, RunRecord};
 use shedlock::scheduler::RunHistory;
-use shedlock::{Error, Job, LockConfiguration, LockContext, Schedule, Scheduler};
+use shedlock::{
+    Error, Job, LockConfiguration, LockContext, LockProvider, RunStore, Schedule, Scheduler,
+};
 use shedlock_suite::{SqlTestDb, TestDb, scheduler_suite::eventually};
 
 fn failing(name: &str, error: String) -> Job {
@@ -148,7 +153,141 @@ async fn a_scheduler_prunes_only_its_own_jobs_rows<D: SqlTestDb>(db: &Arc<D>) {
     );
 }
 
+/// A store that counts the scheduler's history writes: one `record_run` (`finish_run`) a row,
+/// or one `record_runs` (`finish_runs`) a group. Every method is `P`'s.
+#[derive(Debug)]
+struct Counting<P> {
+    store: P,
+    single: AtomicUsize,
+    groups: AtomicUsize,
+    largest: AtomicUsize,
+}
+
+impl<P> Counting<P> {
+    fn group(&self, rows: usize) {
+        self.groups.fetch_add(1, Ordering::SeqCst);
+        self.largest.fetch_max(rows, Ordering::SeqCst);
+    }
+}
+
+impl<P: RunStore> LockProvider for Counting<P> {
+    fn lock_many<'a>(
+        &'a self,
+        configs: &'a [LockConfiguration],
+    ) -> BoxFuture<'a, shedlock::Result<Vec<shedlock::Result<Option<shedlock::LockGuard>>>>> {
+        self.store.lock_many(configs)
+    }
+    fn settings(&self) -> &shedlock::settings::ProviderSettings {
+        self.store.settings()
+    }
+    fn is_held<'a>(&'a self, name: &'a str, token: i64) -> BoxFuture<'a, shedlock::Result<bool>> {
+        self.store.is_held(name, token)
+    }
+    fn backend(&self) -> shedlock::Backend {
+        self.store.backend()
+    }
+    fn table_name(&self) -> &str {
+        self.store.table_name()
+    }
+}
+
+impl<P: RunStore> RunStore for Counting<P> {
+    fn record_run<'a>(&'a self, run: &'a NewRun) -> BoxFuture<'a, shedlock::Result<i64>> {
+        self.single.fetch_add(1, Ordering::SeqCst);
+        self.store.record_run(run)
+    }
+    fn record_runs<'a>(&'a self, runs: &'a [NewRun]) -> BoxFuture<'a, Vec<shedlock::Result<i64>>> {
+        self.group(runs.len());
+        self.store.record_runs(runs)
+    }
+    fn finish_run<'a>(
+        &'a self,
+        id: i64,
+        outcome: RunOutcome,
+        error: Option<&'a str>,
+    ) -> BoxFuture<'a, shedlock::Result<()>> {
+        self.single.fetch_add(1, Ordering::SeqCst);
+        self.store.finish_run(id, outcome, error)
+    }
+    fn finish_runs<'a>(&'a self, ends: &'a [RunEnd]) -> BoxFuture<'a, Vec<shedlock::Result<()>>> {
+        self.group(ends.len());
+        self.store.finish_runs(ends)
+    }
+    fn prune_runs<'a>(
+        &'a self,
+        jobs: &'a [String],
+        older_than: Duration,
+    ) -> BoxFuture<'a, shedlock::Result<u64>> {
+        self.store.prune_runs(jobs, older_than)
+    }
+    fn runs<'a>(&'a self, query: &'a RunQuery) -> BoxFuture<'a, shedlock::Result<Vec<RunRecord>>> {
+        self.store.runs(query)
+    }
+    fn close_abandoned_runs(&self) -> BoxFuture<'_, shedlock::Result<u64>> {
+        self.store.close_abandoned_runs()
+    }
+}
+
+/// A scheduler whose jobs are due together writes their history rows in groups: 200 jobs
+/// every second, each tick's rows (a `running` row, then its end) written by far fewer calls
+/// than rows, and every row ends `executed`. Counts only: how the rows fall into groups
+/// depends on timing, that they do not fall one a call does not.
+async fn a_scheduler_groups_its_history_writes<D: SqlTestDb>(db: &Arc<D>)
+where
+    D::Provider: RunStore,
+{
+    let store = Arc::new(Counting {
+        store: db.provider(),
+        single: AtomicUsize::new(0),
+        groups: AtomicUsize::new(0),
+        largest: AtomicUsize::new(0),
+    });
+    let scheduler = Scheduler::builder(Arc::clone(&store))
+        .history(RunHistory::keep_for(Duration::from_secs(3600)).ledger(None))
+        .build();
+    for i in 0..200 {
+        let name = format!("grouped_{i}");
+        let lock = LockConfiguration::new(&name, Duration::from_secs(30), Duration::ZERO).unwrap();
+        let every_second = Schedule::parse("* * * * * *", "UTC").unwrap();
+        scheduler
+            .add(Job::locked(
+                name,
+                every_second,
+                lock,
+                |_: LockContext| async {},
+            ))
+            .unwrap();
+    }
+    scheduler.start();
+    let executed = || async {
+        let query = RunQuery::latest(10_000).outcome(RunOutcome::Executed);
+        store.runs(&query).await.unwrap().len()
+    };
+    let enough = eventually(Duration::from_secs(90), async || executed().await >= 600).await;
+    scheduler.shutdown().await;
+    let rows = store.runs(&RunQuery::latest(10_000)).await.unwrap();
+    assert!(enough, "600 runs executed: {} rows", rows.len());
+    let running: Vec<_> = rows
+        .iter()
+        .filter(|r| r.outcome != RunOutcome::Executed)
+        .collect();
+    assert!(running.is_empty(), "every row ended executed: {running:?}");
+    let (single, groups) = (
+        store.single.load(Ordering::SeqCst),
+        store.groups.load(Ordering::SeqCst),
+    );
+    let largest = store.largest.load(Ordering::SeqCst);
+    // Two writes a run (its row, its end), in `single + groups` calls.
+    assert!(
+        (single + groups) * 4 < rows.len() * 2,
+        "{} rows' writes took {single} one-row calls and {groups} groups (largest {largest})",
+        rows.len()
+    );
+    assert!(largest >= 20, "the largest group held {largest} rows");
+}
+
 shedlock_suite::backend_tests!(super => [
     error_texts_the_store_cannot_hold_are_stored_mended,
     a_scheduler_prunes_only_its_own_jobs_rows,
+    a_scheduler_groups_its_history_writes,
 ]);
