@@ -24,6 +24,7 @@
 mod acquire;
 mod connect;
 mod fail;
+mod history;
 mod lease;
 mod read;
 mod schedules;
@@ -68,24 +69,22 @@ pub const DEFAULT_KEY_PREFIX: &str = shedlock::settings::DEFAULT_TABLE_NAME;
 /// It implements [`LockProvider`] and [`LockAdmin`], with the guarantees of the SQL providers:
 /// a lease decided by the server's clock (`TIME`), fencing tokens that never go back (also
 /// after its keys are deleted by hand), each tick claimed once, a tick too far ahead of the
-/// server's clock refused, the jobs due at one instant claimed in one script. It does not
-/// implement [`RunStore`](shedlock::RunStore): the run history lives in an SQL table, and giving
-/// this provider to [`SchedulerBuilder::history`](shedlock::scheduler::SchedulerBuilder::history) does not
-/// compile. It implements [`ScheduleStore`](shedlock::schedules::ScheduleStore) (see
-/// [Schedules](#schedules)).
+/// server's clock refused, the jobs due at one instant claimed in one script. It implements
+/// [`RunStore`](shedlock::RunStore): the run history, its ledger of due ticks and its alerts
+/// live in keys beside the locks (`{P}:run:<id>` and its indexes; each write one script per 500
+/// rows), so a scheduler on Redis keeps one as on an SQL store. It implements
+/// [`ScheduleStore`](shedlock::schedules::ScheduleStore) (see [Schedules](#schedules)).
 ///
-/// History asked of this provider is refused by the compiler (`RedisLockProvider: RunStore` is
-/// not satisfied):
-///
-/// ```compile_fail,E0599
+/// ```no_run
 /// # async fn demo() -> shedlock::Result<()> {
 /// use std::time::Duration;
-/// use shedlock::{RunHistory, Scheduler};
+/// use shedlock::Scheduler;
+/// use shedlock::scheduler::RunHistory;
 /// use shedlock_redis::RedisLockProvider;
 ///
 /// let provider = RedisLockProvider::connect("redis://127.0.0.1:6379").await?;
 /// let scheduler = Scheduler::builder(provider)
-///     .history(RunHistory::keep_for(Duration::from_secs(3600)))
+///     .history(RunHistory::keep_for(Duration::from_secs(3 * 86_400)))
 ///     .build();
 /// # Ok(()) }
 /// ```
@@ -260,6 +259,7 @@ struct Scripts {
     schedules: schedules::ScheduleScripts,
     fleet: schedules::fleet::FleetScripts,
     backfills: schedules::backfills::BackfillScripts,
+    history: history::HistoryScripts,
 }
 
 impl Scripts {
@@ -276,6 +276,7 @@ impl Scripts {
             schedules: schedules::ScheduleScripts::new(),
             fleet: schedules::fleet::FleetScripts::new(),
             backfills: schedules::backfills::BackfillScripts::new(),
+            history: history::HistoryScripts::new(),
         }
     }
 }

@@ -430,9 +430,10 @@ impl RunEnd {
 pub(crate) const MAX_RUN_ERROR_BYTES: usize = 16 * 1024;
 
 /// `error` as the history stores it: a NUL byte (which PostgreSQL's text refuses) becomes
-/// U+FFFD, and a text over [`MAX_RUN_ERROR_BYTES`] is cut with a marker
-/// (`… [cut: 102400 bytes in all]`), so every error can be written.
-pub(crate) fn storable_error(error: &str) -> std::borrow::Cow<'_, str> {
+/// U+FFFD, and a text over 16 KiB (16,384 bytes) is cut with a marker
+/// (`… [cut: 102400 bytes in all]`), so every error can be written. Every store writes a run's
+/// error text through it, so a text reads back alike from each.
+pub fn storable_error(error: &str) -> std::borrow::Cow<'_, str> {
     use std::borrow::Cow;
     let mut text = if error.contains('\0') {
         Cow::Owned(error.replace('\0', "\u{fffd}"))
@@ -482,6 +483,34 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// Row `id` of `job` under lock `name`, started at `started_at` by `locked_by`, with
+    /// `outcome`; the other fields empty (set them: they are public). For a
+    /// [`RunStore`](crate::RunStore) written outside this crate, which cannot build the struct
+    /// by its fields.
+    pub fn new(
+        id: i64,
+        job: impl Into<String>,
+        name: impl Into<String>,
+        started_at: DateTime<Utc>,
+        outcome: RunOutcome,
+        locked_by: impl Into<String>,
+    ) -> Self {
+        Self {
+            id,
+            job: job.into(),
+            name: name.into(),
+            tick: None,
+            started_at,
+            finished_at: None,
+            outcome,
+            locked_by: locked_by.into(),
+            fencing_token: None,
+            error: None,
+            attempt: None,
+            requested_by: None,
+        }
+    }
+
     /// How long the run took, once finished. `None` while it runs, and for an
     /// [`Abandoned`](RunOutcome::Abandoned) run: when it ended was never recorded.
     pub fn duration(&self) -> Option<Duration> {

@@ -109,7 +109,7 @@ impl Inner {
 
     /// A request id for one writing script, the same for its retry (see `scripts`): this
     /// provider's prefix and a count, as the acquire's.
-    fn request_id(&self) -> String {
+    pub(crate) fn request_id(&self) -> String {
         format!(
             "{}-{}",
             self.request_prefix,
