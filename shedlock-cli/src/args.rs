@@ -14,15 +14,15 @@ an sqlite: URL or a file path (SQLite: a path that starts with /, ./ or ../, or 
 (Redis; rediss:// is TLS). Anything else (a key=value string, a bare name) is refused.
 
 Redis: --table (alias --key-prefix) is the key prefix: the keys are {NAME}:lock:<lock>,
-{NAME}:meta:<lock> and {NAME}:names. `migrate` creates nothing there (it checks that the server
-answers and the keys' types); `history` is refused: Redis keeps no run history.
+{NAME}:meta:<lock> and {NAME}:names, the run history {NAME}:run:<id> and {NAME}:runs*.
+`migrate` creates nothing there (it checks that the server answers and the keys' types).
 
 Exit codes:
   0  success (including `unlock` of a lock that is already free)
   1  the database failed: unreachable, a table or SQLite file missing, a Redis key of the
      wrong type, a statement failed
   2  usage error: bad arguments, an unsupported URL scheme, a bad table name or key prefix
-     (or another setting the library refuses), `history` on Redis
+     (or another setting the library refuses)
   3  unlock: no lock of that name in the table (or under the key prefix); pause, resume,
      trigger, reschedule, reset, delete: no schedule or lock of that name; calendar and
      --exclude: no calendar of that name (the closest name is suggested)
@@ -313,7 +313,7 @@ pub(crate) struct BackfillArgs {
     /// At most this many ticks start a minute, fleet-wide (default: as fast as they run).
     #[arg(long, value_name = "PER_MIN", value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) rate: Option<u32>,
-    /// Run the ticks that already ran again (needed on Redis, which keeps no run history).
+    /// Run the ticks that already ran again (needed where the job's runs left no history).
     #[arg(long)]
     pub(crate) rerun: bool,
     /// List the ticks it would run, and run none.
@@ -408,7 +408,7 @@ pub(crate) struct PauseArgs {
     #[arg(long, conflicts_with = "fleet")]
     pub(crate) cancel_running: bool,
     /// The job's lock, for --cancel-running: needed when the lock is named otherwise than the
-    /// job and the store keeps no run history of it (Redis, or a scheduler without history).
+    /// job and the store keeps no run history of it (a scheduler without history).
     #[arg(long, value_name = "LOCK", requires = "cancel_running")]
     pub(crate) lock: Option<String>,
     /// Print a JSON object instead of text.

@@ -116,23 +116,19 @@ impl Db {
         }
     }
 
-    /// The run history; `None` on Redis, which keeps none.
+    /// The run history, on every backend (the operator layer takes an `Option`: a store of
+    /// its own may keep none).
     pub(crate) fn runs(&self) -> Option<&dyn RunStore> {
-        match self {
-            Db::Postgres(p) => Some(p),
-            Db::MySql(p) => Some(p),
-            Db::Sqlite(p) => Some(p),
-            Db::Redis(_) => None,
-        }
+        Some(self.with_history())
     }
 
-    /// The locks and the run history; `None` on Redis, which keeps no run history.
-    pub(crate) fn with_history(&self) -> Option<&dyn Operated> {
+    /// The locks and the run history, on every backend.
+    pub(crate) fn with_history(&self) -> &dyn Operated {
         match self {
-            Db::Postgres(p) => Some(p),
-            Db::MySql(p) => Some(p),
-            Db::Sqlite(p) => Some(p),
-            Db::Redis(_) => None,
+            Db::Postgres(p) => p,
+            Db::MySql(p) => p,
+            Db::Sqlite(p) => p,
+            Db::Redis(p) => p,
         }
     }
 
@@ -155,11 +151,6 @@ pub(crate) fn place(provider: &dyn LockAdmin) -> String {
         _ => format!("in table {}", provider.table_name()),
     }
 }
-
-/// The message of `history` on Redis.
-pub(crate) const NO_HISTORY_IN_REDIS: &str = "`shedlock history` cannot read Redis: Redis keeps no run history \
-     (a scheduler on RedisLockProvider records none); run history is kept only in PostgreSQL, \
-     MySQL/MariaDB and SQLite";
 
 /// Refuses a bad `--table` before anything is opened, by the library's own rule: the builder
 /// of a provider over an SQLite pool that never connects (nothing is opened or spawned).

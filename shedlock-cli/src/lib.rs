@@ -1,6 +1,5 @@
 //! The `shedlock` command-line tool: what an operator needs on a bad day, for every backend:
-//! PostgreSQL, MySQL/MariaDB and SQLite, and Redis (without `history`: Redis keeps no run
-//! history).
+//! PostgreSQL, MySQL/MariaDB, SQLite and Redis.
 //!
 //! Install it from the workspace with `cargo install --path shedlock-cli` (or run it in place
 //! with `cargo run -p shedlock-cli -- …`).
@@ -43,8 +42,8 @@
 //!   `unfinished` once it is not: the next sweep ([`RunStore::close_abandoned_runs`], run by
 //!   every scheduler with history on at start-up and every `RunHistory::prune_every`) closes it
 //!   as `abandoned`. `--close-abandoned` runs that sweep first (without it, `history` only
-//!   reads) and says on stderr how many runs it closed. On Redis it is a usage error (exit 2):
-//!   Redis keeps no run history; it is kept only in PostgreSQL, MySQL/MariaDB and SQLite.
+//!   reads) and says on stderr how many runs it closed. On Redis the history is in keys beside
+//!   the locks (`{<prefix>}:run:<id>` and its indexes).
 //! - `migrate`: creates or upgrades the lock table and the run history table. On Redis there is
 //!   nothing to create: it checks that the server answers and that `{<prefix>}:names` is a set
 //!   (or absent), the same work however many locks there are, and says so.
@@ -60,18 +59,17 @@
 //!
 //! Every change the tool makes (`pause`, `resume`, `trigger`, `reschedule`, `reset`, `create`,
 //! `delete`, `unlock`, the fleet's pause and resume, the lock `pause --cancel-running`
-//! releases) is recorded with who and from where: on PostgreSQL, MySQL/MariaDB and SQLite a
-//! row of outcome `operator` in the run history (`requested_by` `cli:<user>@<host>`, `error`
-//! what was done and from where, `paused (from <host>)`, `locked_by` the tool's process), as
-//! the dashboard records its actions; on Redis, which keeps no history, a line on stderr, `shedlock: audit: …`.
+//! releases) is recorded with who and from where: a row of outcome `operator` in the run
+//! history (`requested_by` `cli:<user>@<host>`, `error` what was done and from where, `paused
+//! (from <host>)`, `locked_by` the tool's process), as the dashboard records its actions.
 //!
 //! - `jobs`: every schedule (not the deleted ones): kind (`override`, or `run-time` with its
 //!   handler), cron and time zone (`code default` where an override keeps the code's), paused,
 //!   jitter, retry policy, next tick, pending "run now" request, the last run's outcome,
-//!   duration and instance (on Redis: "no history on this backend") and the lock's holder and
+//!   duration and instance and the lock's holder and
 //!   token; a line above the table when the whole fleet is paused. `--json` prints one object:
 //!   `backend`; `fleet` (`paused`, `updated_by`, `updated_at`: the schedule `shedlock.fleet`);
-//!   `history` (whether the store keeps a run history: `false` on Redis); `jobs`, one object
+//!   `history` (whether the store keeps a run history: `true` on every backend of the tool); `jobs`, one object
 //!   per schedule by name: `name`, `kind` (`override` or `run-time`), `handler`, `payload` (the
 //!   JSON value), `cron` and `time_zone` (`null`: the code's), `paused`, `jitter_ms`, `retry`
 //!   (`max_attempts`, `base_ms`, `cap_ms`, `past_next_tick`), `next_tick` (`null` when the cron
@@ -90,7 +88,7 @@
 //!   lock is the one given with `--lock LOCK`; else, for a run-time job, the lock of its name;
 //!   else the lock its newest runs took as the run history records them (a run going on
 //!   first), which finds a lock named otherwise than its job (`#[scheduler_lock(name = …)]`,
-//!   `Job::locked`); else the lock of the job's name. Without a run history (Redis, a
+//!   `Job::locked`); else the lock of the job's name. Without a run history of the job (a
 //!   scheduler without history) a lock named otherwise must be given with `--lock`; its
 //!   `--json` says which lock it was and how it was found (`lock_name`, `lock_found_by`:
 //!   `option`, `run_time_job`, `run_history`, `job_name`). `pause --fleet` / `resume --fleet` pause and resume every job (the
@@ -168,7 +166,7 @@
 //! |---|---|
 //! | 0 | success (including `unlock` of a lock that is already free) |
 //! | 1 | the database failed: unreachable, a table or SQLite file missing, a Redis key of the wrong type, a statement failed |
-//! | 2 | usage error: bad arguments, an unsupported URL scheme, a bad table name or key prefix (or another setting the library refuses: an error of [`ErrorKind::Configuration`](shedlock::error::ErrorKind::Configuration)), `history` on Redis |
+//! | 2 | usage error: bad arguments, an unsupported URL scheme, a bad table name or key prefix (or another setting the library refuses: an error of [`ErrorKind::Configuration`](shedlock::error::ErrorKind::Configuration)) |
 //! | 3 | `unlock`: no lock of that name in the table (or under the key prefix); the schedule commands: no schedule, lock or run of that name; `calendar` and `--exclude`: no calendar of that name |
 //! | 4 | nothing done: `unlock` not released (declined at the prompt, or the lock changed hands or expired); `trigger` already pending; `create` of a name that has a schedule; `calendar create` of a calendar that exists, `calendar delete` of one a job excludes |
 //!
@@ -293,13 +291,9 @@ async fn execute(cli: Cli) -> Result<(), Failure> {
     };
     let target = db::Target::parse(url)?;
     let table = cli.table;
-    if target.is_redis() {
-        // Refused before anything is opened. The key prefix is checked by the provider's
-        // builder, before it connects.
-        if matches!(cli.command, Command::History(_) | Command::Check(_)) {
-            return Err(Failure::Usage(db::NO_HISTORY_IN_REDIS.into()));
-        }
-    } else {
+    // Refused before anything is opened. A Redis key prefix is checked by the provider's
+    // builder, before it connects.
+    if !target.is_redis() {
         db::check_table_name(&table)?;
     }
     if let Command::Serve(args) = &cli.command {
@@ -316,10 +310,7 @@ async fn execute(cli: Cli) -> Result<(), Failure> {
         Command::Unlock { name, yes, note } => {
             unlock::unlock(db.schedules(), db.runs(), &name, yes, note.as_deref()).await
         }
-        Command::History(args) => match db.with_history() {
-            Some(provider) => history::history(provider, &args).await,
-            None => Err(Failure::Usage(db::NO_HISTORY_IN_REDIS.into())),
-        },
+        Command::History(args) => history::history(db.with_history(), &args).await,
         Command::Migrate => migrate::migrate(&db).await,
         // The dashboard keeps the connection until it stops.
         Command::Serve(args) => return serve::serve(db, &args).await,

@@ -3,8 +3,8 @@
 //! [`router`] returns an axum [`Router`] a service mounts under a path of its choosing;
 //! `shedlock serve` (the command-line tool) serves the same pages on its own, with [`serve`]
 //! (hyper with a header read timeout, under a cap on connections). They work on
-//! PostgreSQL, MySQL/MariaDB, SQLite and Redis; what a backend cannot show (the run history
-//! on Redis) is said on the page.
+//! PostgreSQL, MySQL/MariaDB, SQLite and Redis (each with its run history); what a store of
+//! one's own cannot show (a run history it does not keep) is said on the page.
 //!
 //! - **Overview** (`/`): jobs, running now, failed in the last 24 h, paused; the fleet's
 //!   instances with their seats and their runs in progress.

@@ -16,10 +16,10 @@ impl<P: LockAdmin + ScheduleStore + ?Sized> Store for P {}
 
 /// The store behind a dashboard, with its run history when it keeps one.
 ///
-/// Made from a provider: `Source::from(provider)` for the SQL providers (with their history)
-/// and for [`RedisLockProvider`](shedlock_redis::RedisLockProvider) (without: Redis keeps no
-/// run history, and the pages say so), or [`Source::with_history`] /
-/// [`Source::without_history`] for a provider of your own.
+/// Made from a provider: `Source::from(provider)` for the SQL providers and for
+/// [`RedisLockProvider`](shedlock_redis::RedisLockProvider) (each with its history), or
+/// [`Source::with_history`] / [`Source::without_history`] for a provider of your own (one
+/// that keeps no run history: the pages say so).
 #[derive(Clone)]
 pub struct Source {
     pub(crate) store: Arc<dyn Store>,
@@ -80,6 +80,6 @@ where
 #[cfg(feature = "redis")]
 impl From<shedlock_redis::RedisLockProvider> for Source {
     fn from(provider: shedlock_redis::RedisLockProvider) -> Self {
-        Self::without_history(provider)
+        Self::with_history(provider)
     }
 }

@@ -86,13 +86,13 @@ pub(crate) async fn find(
 }
 
 /// Says on stderr what the layer's records and warnings of `outcome` need said: on a store
-/// without a run history (Redis) each record as `shedlock: audit: …`, for the operator's own
+/// without a run history each record as `shedlock: audit: …`, for the operator's own
 /// log; every warning as `shedlock: warning: …` (a change done but not recorded).
 pub(crate) fn report<T>(outcome: &Outcome<T>, runs: Option<&dyn RunStore>) {
     if runs.is_none() {
         for record in &outcome.records {
             let line = format!(
-                "shedlock: audit: {}; Redis keeps no run history",
+                "shedlock: audit: {}; this store keeps no run history",
                 record.line()
             );
             eprintln!("{}", escape(&line, false));

@@ -134,7 +134,7 @@ pub(crate) async fn attention(
 ) -> PageResult {
     let base = base.0.as_str();
     if !app.source.has_history() {
-        let body = html! { h1 { "Attention" } p.muted #no-history { "This store (" (app.source.backend().to_string()) ") keeps no run history, so no ledger and no alerts: use PostgreSQL, MySQL/MariaDB or SQLite to keep one." } };
+        let body = html! { h1 { "Attention" } p.muted #no-history { "This store (" (app.source.backend().to_string()) ") keeps no run history, so no ledger and no alerts: PostgreSQL, MySQL/MariaDB, SQLite and Redis keep one." } };
         return Ok(Html(
             layout(&app, base, Some(&visitor), "Attention", "attention", body).into_string(),
         ));

@@ -98,7 +98,7 @@ pub(crate) async fn history(
 ) -> PageResult {
     let base = base.0.as_str();
     if !app.source.has_history() {
-        let body = html! { h1 { "History" } p.muted #no-history { "This store (" (app.source.backend().to_string()) ") keeps no run history: Redis records no runs. Use PostgreSQL, MySQL/MariaDB or SQLite to keep one." } };
+        let body = html! { h1 { "History" } p.muted #no-history { "This store (" (app.source.backend().to_string()) ") keeps no run history. PostgreSQL, MySQL/MariaDB, SQLite and Redis keep one." } };
         return Ok(Html(
             layout(&app, base, Some(&visitor), "History", "history", body).into_string(),
         ));
