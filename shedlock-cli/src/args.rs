@@ -33,7 +33,7 @@ Exit codes:
 
 Schedules (jobs, pause, resume, trigger, reschedule, reset, create, delete) are kept in the
 store beside the locks. Every change is recorded as made by cli:<user>@<host>, and every
-change (unlock too) as an `operator` row of the run history (on Redis, a line on stderr). The schedule
+change (unlock too) as an `operator` row of the run history. The schedule
 named shedlock.fleet pauses every job of the fleet (pause --fleet, resume --fleet).";
 
 /// Inspect and repair shedlock's lock table: list locks, release a stuck one, read the run
@@ -60,7 +60,8 @@ pub(crate) struct Cli {
     pub(crate) database_url: Option<String>,
 
     /// The lock table; the run history is `<NAME>_runs` beside it. On Redis, the key prefix
-    /// (keys `{NAME}:lock:<lock>`, `{NAME}:meta:<lock>`, `{NAME}:names`).
+    /// (keys `{NAME}:lock:<lock>`, `{NAME}:meta:<lock>`, `{NAME}:names`, the history
+    /// `{NAME}:run:<id>` and `{NAME}:runs*`).
     #[arg(
         long,
         visible_alias = "key-prefix",
@@ -102,12 +103,11 @@ pub(crate) enum Command {
         #[arg(long, short = 'y')]
         yes: bool,
         /// A note recorded with the release (one line, at most 500 characters): in the run
-        /// history's operator row (on Redis, the audit line on stderr).
+        /// history's operator row.
         #[arg(long, value_name = "TEXT")]
         note: Option<String>,
     },
-    /// Recent runs from the history table, newest first (not on Redis, which keeps no run
-    /// history).
+    /// Recent runs from the run history, newest first.
     History(HistoryArgs),
     /// Create or upgrade the lock table and the run history table (idempotent).
     ///
@@ -162,8 +162,7 @@ pub(crate) enum Command {
     /// exit 0 when none, 5 when any. The alerts the ledger raised and did not recover (missed
     /// ticks, a job no running instance carries, a deadline broken), and what the store says
     /// itself when nobody sweeps: the ledger not swept for 2 minutes (the fleet is down), a
-    /// job without a success within its expect_success_within. Needs the run history (not on
-    /// Redis).
+    /// job without a success within its expect_success_within. Reads the run history.
     Check(CheckArgs),
 }
 

@@ -46,9 +46,12 @@ pub(crate) async fn history(provider: &dyn Operated, args: &HistoryArgs) -> Resu
         if let Some(outcome) = args.outcome {
             let _ = write!(filter, " with outcome {outcome}");
         }
+        let place = match provider.backend() {
+            shedlock::Backend::Redis => format!("under key prefix {}", provider.table_name()),
+            _ => format!("in table {}_runs", provider.table_name()),
+        };
         print(&format!(
-            "no runs{filter} in table {}_runs ({})\n",
-            provider.table_name(),
+            "no runs{filter} {place} ({})\n",
             provider.backend()
         ));
         return Ok(());

@@ -94,7 +94,7 @@ async fn help_lists_the_exit_codes() {
         "redis:// or rediss:// (Redis; rediss:// is TLS)",
         "[alias: --key-prefix]",
         "On Redis, the key prefix",
-        "`history` is refused: Redis keeps no run history",
+        "the run history {NAME}:run:<id>",
         "trigger already pending (a request of that job is pending or its run is going)",
         "pause, resume, trigger, reschedule, reset, delete: no schedule or lock of that name",
         "The schedule named shedlock.fleet pauses every job of the fleet",

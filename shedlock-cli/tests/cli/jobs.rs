@@ -47,13 +47,8 @@ fn operator() -> String {
 
 /// create → jobs → pause → jobs (paused) → resume → a bad reschedule refused with the hint and
 /// nothing written → reschedule → trigger twice (the second exits 4) → reset refused → delete,
-/// each with `--json` checked field by field. `history`: whether the store keeps a run history.
-pub(crate) async fn main_path<S: ScheduleStore + ?Sized>(
-    url: &str,
-    table: &str,
-    store: &S,
-    history: bool,
-) {
+/// each with `--json` checked field by field.
+pub(crate) async fn main_path<S: ScheduleStore + ?Sized>(url: &str, table: &str, store: &S) {
     let name = "repo_sync_42";
     let by = operator();
     let out = at(
@@ -122,7 +117,7 @@ pub(crate) async fn main_path<S: ScheduleStore + ?Sized>(
     let out = at(url, table, &["jobs", "--json"]).await;
     assert_done(&out);
     let jobs = object(&out);
-    assert_eq!(jobs["history"], history);
+    assert_eq!(jobs["history"], true);
     assert_eq!(jobs["fleet"]["paused"], false);
     assert_eq!(jobs["jobs"].as_array().unwrap().len(), 1, "{jobs:#}");
     let j = job(&jobs, name);
@@ -139,9 +134,6 @@ pub(crate) async fn main_path<S: ScheduleStore + ?Sized>(
     assert_eq!(rows[0]["KIND"], "run-time (repo_sync)");
     assert_eq!(rows[0]["TIME_ZONE"], "Europe/Berlin");
     assert_eq!(rows[0]["PAUSED"], "no");
-    if !history {
-        assert_eq!(rows[0]["LAST_RUN"], "no history on this backend");
-    }
     // Issue 49, point 4: the job's next runs, in UTC and on its zone's clock.
     let out = at(url, table, &["jobs", name, "--next", "3", "--json"]).await;
     assert_done(&out);
@@ -351,7 +343,7 @@ where
     D::Provider: ScheduleStore,
 {
     let store = provider(db).await;
-    main_path(&db.url(), &db.table(), &store, true).await;
+    main_path(&db.url(), &db.table(), &store).await;
 }
 
 /// An override of a code-defined job (known by its lock): pause with --cancel-running releases
@@ -373,17 +365,11 @@ where
         .finish_run(id, RunOutcome::Failed, Some("upstream 503"))
         .await
         .unwrap();
-    override_path(&db.url(), &db.table(), &store, true).await;
+    override_path(&db.url(), &db.table(), &store).await;
 }
 
-/// The override case on any store: `history` says whether it keeps runs (one of `nightly` was
-/// recorded, failed, at `tick(1)`).
-pub(crate) async fn override_path<S: ScheduleStore + LockAdmin>(
-    url: &str,
-    table: &str,
-    store: &S,
-    history: bool,
-) {
+/// The override case on any store (a run of `nightly` was recorded, failed, at `tick(1)`).
+pub(crate) async fn override_path<S: ScheduleStore + LockAdmin>(url: &str, table: &str, store: &S) {
     let (url, table) = (url.to_owned(), table.to_owned());
     let guard = store
         .lock(&cfg("nightly", TEN_MINUTES))
@@ -446,30 +432,22 @@ pub(crate) async fn override_path<S: ScheduleStore + LockAdmin>(
     assert_eq!(j["lock"]["held"], false);
     assert_eq!(j["lock"]["fencing_token"], token);
     assert_eq!(j["lock"]["locked_by"], HOLDER);
-    if history {
-        let run = &j["last_run"];
-        assert_eq!(run["outcome"], "failed", "{j:#}");
-        assert_eq!(run["tick"], millis(tick(1)));
-        assert_eq!(run["instance"], HOLDER);
-        assert!(run["duration_ms"].as_u64().is_some(), "{run}");
-    } else {
-        assert_eq!(j["last_run"], Value::Null);
-    }
+    let run = &j["last_run"];
+    assert_eq!(run["outcome"], "failed", "{j:#}");
+    assert_eq!(run["tick"], millis(tick(1)));
+    assert_eq!(run["instance"], HOLDER);
+    assert!(run["duration_ms"].as_u64().is_some(), "{run}");
     let out = at(&url, &table, &["jobs"]).await;
     let rows = parse_table(&out.stdout);
     assert_eq!(rows[0]["CRON"], "code default", "{}", out.stdout);
     assert_eq!(rows[0]["TIME_ZONE"], "code default");
     assert_eq!(rows[0]["LOCK"], format!("free (token {token})"));
-    if history {
-        assert!(
-            rows[0]["LAST_RUN"].starts_with("failed at "),
-            "{}",
-            out.stdout
-        );
-        assert_eq!(rows[0]["INSTANCE"], HOLDER);
-    } else {
-        assert_eq!(rows[0]["LAST_RUN"], "no history on this backend");
-    }
+    assert!(
+        rows[0]["LAST_RUN"].starts_with("failed at "),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(rows[0]["INSTANCE"], HOLDER);
 
     // An override without a time zone: the ticks are shown in UTC, said so.
     let out = at(
@@ -945,15 +923,15 @@ where
 }
 
 /// `pause --cancel-running` of a job whose lock is named otherwise (`steered`, lock
-/// `steered_lock`, held with `token`): found through the run history when the store keeps one
-/// (a run of the job going on, as the scheduler records it), else given with `--lock`; a
-/// run-time job's lock is its name.
+/// `steered_lock`, held with `token`): found through the run history when it records a run of
+/// the job (`recorded`: a run going on, as the scheduler records it), else given with
+/// `--lock`; a run-time job's lock is its name.
 pub(crate) async fn cancel_named_lock_path<S: ScheduleStore + LockAdmin>(
     url: &str,
     table: &str,
     store: &S,
     token: i64,
-    history: bool,
+    recorded: bool,
 ) {
     let (url, table) = (url.to_owned(), table.to_owned());
     // --lock only goes with --cancel-running.
@@ -965,7 +943,7 @@ pub(crate) async fn cancel_named_lock_path<S: ScheduleStore + LockAdmin>(
     .await;
     assert_eq!(out.code, 2, "{out:#?}");
     assert!(out.error_line().contains("--cancel-running"), "{out:#?}");
-    if history {
+    if recorded {
         let out = at(
             &url,
             &table,

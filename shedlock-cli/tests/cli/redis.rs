@@ -1,12 +1,13 @@
-//! The tool on Redis (`redis://`, `rediss://`): `list`, `unlock`, `migrate`, the refused
-//! `history`, and the errors of a server that cannot be used. Each test works under a key prefix
+//! The tool on Redis (`redis://`, `rediss://`): `list`, `unlock`, `migrate`, `history`, and the
+//! errors of a server that cannot be used. Each test works under a key prefix
 //! of its own and deletes its keys at the end; the Redis server is shared, so nothing here
 //! flushes or restarts it.
 
 use std::time::Duration;
 
 use serde_json::Value;
-use shedlock::{Backend, LockAdmin, LockProvider};
+use shedlock::history::{NewRun, RunOutcome, RunQuery};
+use shedlock::{Backend, LockAdmin, LockProvider, RunStore};
 use shedlock_redis::RedisLockProvider;
 use shedlock_suite::unique_name;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -15,11 +16,6 @@ use crate::common::{
     HOLDER, Out, TEN_MINUTES, assert_done, cfg, column, command, millis, parse_table, run, secs,
     state, tick, time,
 };
-
-/// `history` on Redis, word for word.
-const NO_HISTORY: &str = "shedlock: error: `shedlock history` cannot read Redis: Redis keeps no run \
-     history (a scheduler on RedisLockProvider records none); run history is kept only in \
-     PostgreSQL, MySQL/MariaDB and SQLite";
 
 /// The shared Redis server and a key prefix no other test uses.
 struct Redis {
@@ -318,18 +314,22 @@ async fn unlock_with_the_shown_token_releases_and_keeps_token_and_tick() {
 
     let out = redis.cli(&["unlock", "stuck_job"], "y\n").await;
     assert_eq!(out.code, 0, "{out:#?}");
-    let (prompt, audit) = out.stderr.split_once('\n').unwrap();
     assert_eq!(
-        prompt,
-        format!("Release lock \"stuck_job\" held by {HOLDER} (token {token})? [y/N] ")
+        out.stderr.trim_end(),
+        format!("Release lock \"stuck_job\" held by {HOLDER} (token {token})? [y/N]")
     );
-    // Redis keeps no run history: the release is logged on stderr.
+    // The release is an operator row of the run history, as on the SQL stores.
+    let records = provider
+        .runs(&RunQuery::latest(10).outcome(RunOutcome::Operator))
+        .await
+        .unwrap();
     assert!(
-        audit.starts_with("shedlock: audit: cli:")
-            && audit.contains(&format!(
-                "released lock \"stuck_job\" held by {HOLDER} (token {token}) (\"stuck_job\")"
-            )),
-        "{audit}"
+        records.iter().any(|r| r.name == "stuck_job"
+            && r.fencing_token == Some(token)
+            && r.error.as_deref().is_some_and(|e| e.starts_with(&format!(
+                "released lock \"stuck_job\" held by {HOLDER} (token {token})"
+            )))),
+        "{records:#?}"
     );
     for text in [
         format!("released lock \"stuck_job\" (held by {HOLDER}, token {token})"),
@@ -489,30 +489,63 @@ async fn migrate_says_there_is_nothing_to_migrate_and_creates_nothing() {
     redis.teardown().await;
 }
 
+/// `history` reads the runs kept under the key prefix, as on the SQL stores: the table, a
+/// job's rows as JSON, and `--close-abandoned` closing a run whose lock is gone.
 #[tokio::test]
-async fn history_is_refused_naming_where_run_history_is_kept() {
+async fn history_reads_the_runs_kept_under_the_key_prefix() {
     let Some(redis) = Redis::setup().await else {
         return;
     };
-    for args in [
-        &["history"][..],
-        &["history", "some_job", "--json"],
-        &["history", "--close-abandoned"],
-    ] {
-        let out = redis.cli(args, "").await;
-        assert_eq!((out.code, out.stdout.as_str()), (2, ""), "{args:?}");
-        assert_eq!(out.error_line(), NO_HISTORY);
-    }
-    // Refused before connecting: the same on a server that does not answer.
-    let out = run(
-        &["--database-url", "redis://:hunter2@127.0.0.1:1", "history"],
-        &[],
-        "",
-    )
-    .await;
-    assert_eq!(out.code, 2, "{out:#?}");
-    assert_eq!(out.error_line(), NO_HISTORY);
-    assert_eq!(redis.keys().await, Vec::<String>::new());
+    let out = redis.cli(&["history"], "").await;
+    assert_eq!(
+        (out.code, out.stdout.clone()),
+        (
+            0,
+            format!("no runs under key prefix {} (Redis)\n", redis.prefix)
+        ),
+        "{out:#?}"
+    );
+    let provider = redis.provider().await;
+    let done = NewRun::new("sync", "sync", Some(tick(1)), RunOutcome::Failed)
+        .fencing_token(Some(7))
+        .error(Some("upstream said 503".into()));
+    let done = provider.record_run(&done).await.unwrap();
+    // A run whose lock has no keys at all: abandoned.
+    let lost =
+        NewRun::new("report", "report", Some(tick(2)), RunOutcome::Running).fencing_token(Some(9));
+    let lost = provider.record_run(&lost).await.unwrap();
+    let out = redis.cli(&["history"], "").await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    let rows = parse_table(&out.stdout);
+    assert_eq!(rows.len(), 2, "{}", out.stdout);
+    assert_eq!(
+        (rows[0]["LOCK"].as_str(), rows[0]["OUTCOME"].as_str()),
+        ("report", "running")
+    );
+    assert_eq!(
+        (rows[1]["LOCK"].as_str(), rows[1]["OUTCOME"].as_str()),
+        ("sync", "failed")
+    );
+    assert_eq!(rows[1]["ERROR"], "upstream said 503");
+    let out = redis.cli(&["history", "sync", "--json"], "").await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    let json: Value = serde_json::from_str(&out.stdout).unwrap();
+    let runs = json.as_array().expect("an array of runs");
+    assert_eq!(runs.len(), 1, "{json:#}");
+    assert_eq!(runs[0]["id"], done, "{json:#}");
+    let out = redis.cli(&["history", "--close-abandoned"], "").await;
+    assert_eq!(out.code, 0, "{out:#?}");
+    let rows = parse_table(&out.stdout);
+    assert_eq!(rows[0]["OUTCOME"], "abandoned", "{}", out.stdout);
+    let closed = provider
+        .runs(&RunQuery::latest(1).name("report"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (closed[0].id, closed[0].outcome),
+        (lost, RunOutcome::Abandoned)
+    );
+    redis.teardown().await;
 }
 
 #[tokio::test]

@@ -171,7 +171,11 @@ pub async fn abandoned_runs_are_closed_with_the_reason<D: TestDb>(db: &D) {
     ids.sort_unstable();
     assert_eq!(ids, [expired_run, taken_run, deleted_run]);
 
-    assert_eq!(runs.close_abandoned_runs().await.unwrap(), 0, "nothing left");
+    assert_eq!(
+        runs.close_abandoned_runs().await.unwrap(),
+        0,
+        "nothing left"
+    );
     assert!(held.unlock().await.unwrap());
     assert!(newer.unlock().await.unwrap());
     drop((expired, taken, deleted));
@@ -223,7 +227,9 @@ pub async fn a_run_finished_after_a_sweep_keeps_its_real_outcome<D: TestDb>(db: 
     let kept_row = rows.iter().find(|r| r.id == kept_id).unwrap();
     assert_eq!(kept_row.outcome, RunOutcome::Running, "{kept_row:?}");
 
-    runs.finish_run(id, RunOutcome::Executed, None).await.unwrap();
+    runs.finish_run(id, RunOutcome::Executed, None)
+        .await
+        .unwrap();
     let quick = runs.runs(&RunQuery::latest(1).name("quick")).await.unwrap();
     assert_eq!(
         (quick[0].id, quick[0].outcome, quick[0].error.as_deref()),
