@@ -263,3 +263,8 @@ async fn an_alert_survives_its_senders_kill_mysql() {
 async fn an_alert_survives_its_senders_kill_sqlite() {
     alert_through_a_kill(Backend::Sqlite).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alert_survives_its_senders_kill_redis() {
+    alert_through_a_kill(Backend::Redis).await;
+}

@@ -245,6 +245,6 @@ async fn a_zero_deadline_is_refused_sqlite() {
     db.teardown().await;
 }
 
-shedlock_suite::backend_tests!([postgres, mysql, sqlite]: super => [
+shedlock_suite::backend_tests!([postgres, mysql, sqlite, redis]: super => [
     deadlines_raise_once_fleet_wide,
 ]);

@@ -234,3 +234,8 @@ async fn a_fleet_stopped_and_started_leaves_every_tick_accounted_mysql() {
 async fn a_fleet_stopped_and_started_leaves_every_tick_accounted_sqlite() {
     fleet_stopped_and_started(Backend::Sqlite).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_stopped_and_started_leaves_every_tick_accounted_redis() {
+    fleet_stopped_and_started(Backend::Redis).await;
+}

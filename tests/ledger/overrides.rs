@@ -186,6 +186,6 @@ where
     );
 }
 
-shedlock_suite::backend_tests!([postgres, mysql, sqlite]: super => [
+shedlock_suite::backend_tests!([postgres, mysql, sqlite, redis]: super => [
     an_operators_deadlines_apply_fleet_wide,
 ]);

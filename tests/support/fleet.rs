@@ -37,8 +37,7 @@ impl Target {
         }
     }
 
-    /// A Redis provider on the target's key prefix (Redis keeps no run history, so
-    /// [`Target::provider`] has none to give).
+    /// A Redis provider on the target's key prefix.
     pub async fn redis_provider(&self) -> shedlock_redis::RedisLockProvider {
         assert_eq!(self.backend, Backend::Redis, "a Redis target");
         shedlock_redis::RedisLockProvider::builder(&self.url)
@@ -71,7 +70,7 @@ impl Target {
                         .unwrap(),
                 )
             }
-            Backend::Redis => panic!("Redis keeps no run history: use Target::redis_provider"),
+            Backend::Redis => std::sync::Arc::new(self.redis_provider().await),
             _ => {
                 let p = SqliteLockProvider::connect(&self.url).await.unwrap();
                 std::sync::Arc::new(

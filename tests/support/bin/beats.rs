@@ -110,7 +110,7 @@ struct Args {
     /// (`tests/calendar_kills.rs`). Each run logs the end of the interval it covers.
     #[arg(long)]
     holidays: bool,
-    /// The run history with its ledger (the SQL stores): a sweep every second, a tick called
+    /// The run history with its ledger (every store but etcd): a sweep every second, a tick called
     /// missed this long after it (`tests/ledger/fleet_down.rs`).
     #[arg(long, value_parser = humantime::parse_duration)]
     ledger: Option<Duration>,
@@ -306,18 +306,17 @@ async fn run(args: Args) -> Result<(), Failure> {
             .await
         }
         BackendArg::Redis => {
-            if args.ledger.is_some() || args.webhook.is_some() {
-                let why = "--ledger and --webhook are refused on Redis: its provider keeps no \
-                           run history (no RunStore), and the ledger is the run history";
-                return Err(why.into());
-            }
             let provider = RedisLockProvider::builder(RedisTarget::new(&args.url))
                 .table_name(&args.table)
                 .locked_by(&args.instance)
                 .build()
                 .await?;
             provider.migrate().await?;
-            serve(watching(settings(provider, &args)?, &args)?, &args).await
+            serve(
+                ledgered(watching(settings(provider, &args)?, &args)?, &args)?,
+                &args,
+            )
+            .await
         }
         BackendArg::Etcd => {
             if args.schedules.is_some() {
