@@ -1052,6 +1052,15 @@ async fn run_child(args: &Args, child: &Child) {
                 )
                 .history(history)
                 .build(),
+                Backend::Redis => Scheduler::builder(
+                    RedisLockProvider::builder(child.url.as_str())
+                        .table_name(&child.table)
+                        .build()
+                        .await
+                        .expect("connect to Redis"),
+                )
+                .history(history)
+                .build(),
                 other => panic!("--path history|ledger: {other} keeps no run history"),
             };
             for i in 0..args.jobs {

@@ -4,8 +4,8 @@
 //!
 //! With `--backend redis` the locks are a [`RedisLockProvider`]'s (`--url` the Redis URL,
 //! `--table` the key prefix) and the results go to the SQLite file `--results` (times by this
-//! machine's clock, which is the Redis server's on a loopback test); Redis keeps no run
-//! history, so `--history` is refused.
+//! machine's clock, which is the Redis server's on a loopback test); `--history` keeps the run
+//! history under the key prefix.
 //!
 //! Signals: SIGTERM shuts down gracefully (exit 0); SIGUSR1 cuts the lock connection (the
 //! provider talks to the database through an in-process proxy with `--proxy`), SIGUSR2
@@ -129,7 +129,8 @@ struct Args {
     /// job bodies at once in this process (default: no limit).
     #[arg(long)]
     max_concurrent_runs: Option<usize>,
-    /// Write the scheduler's run history (`<table>_runs`), kept a day; the scheduler then also
+    /// Write the scheduler's run history (`<table>_runs`; on Redis under the key prefix), kept a
+    /// day; the scheduler then also
     /// closes abandoned runs at start-up (and hourly).
     #[arg(long)]
     history: bool,
@@ -214,7 +215,7 @@ enum ClockArg {
     Application,
 }
 
-/// The lock provider: one of the SQL ones (which also keep a run history), or Redis's.
+/// The lock provider: one of the SQL ones, or Redis's (each also keeps a run history).
 enum Store {
     Sql(Arc<dyn AdminAndRuns>),
     Redis(Arc<RedisLockProvider>),
@@ -361,9 +362,6 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             (Store::Sql(Arc::new(provider)), Results::Lite(pool))
         }
         BackendArg::Redis => {
-            if args.history {
-                return Err("--history needs an SQL backend: Redis keeps no run history".into());
-            }
             let results = args
                 .results
                 .as_deref()
@@ -496,9 +494,16 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 election,
                 &skips,
             );
-            match watch {
-                Some(watch) => builder.schedules(watch).build(),
-                None => builder.build(),
+            let builder = match watch {
+                Some(watch) => builder.schedules(watch),
+                None => builder,
+            };
+            if args.history {
+                builder
+                    .history(RunHistory::keep_for(Duration::from_secs(86_400)))
+                    .build()
+            } else {
+                builder.build()
             }
         }
     };
