@@ -126,6 +126,13 @@ pub const REQUIRED_COMMANDS: &str = "+ping +evalsha +script|load +sscan +time +t
 /// made (its `PUBLISH` is allowed to fail) and the watchers poll.
 pub const SCHEDULE_COMMANDS: &str = "+hgetall +hdel +get +set +zadd +zrangebyscore +zrevrange +zcard +zrange +publish +subscribe +incr";
 
+/// The commands the provider's Redis user needs, beyond [`REQUIRED_COMMANDS`], for the run
+/// history ([`RunStore`](shedlock::RunStore)): what its scripts run (`INCR` for an id, `ZADD`,
+/// `ZREM`, `ZRANGE` and `ZREVRANGEBYSCORE` on its indexes, `SMEMBERS` of the running rows,
+/// `GET` and `SET` of a write's answer kept for its resend, `HDEL` of an error text).
+pub const HISTORY_COMMANDS: &str =
+    "+incr +zadd +zrem +zrange +zrevrangebyscore +smembers +get +set +hdel";
+
 /// Whether the server refused a command to this user (an ACL rule): `NOPERM` for a command the
 /// provider sent (redis-rs passes on the words alone for the `SELECT` of a new connection), the
 /// error Redis 7.0 gives a script for one the script runs.
@@ -175,7 +182,7 @@ impl fmt::Display for NoPermission {
             "permission denied: the Redis user may not run {} (the server said: {said}); the \
              provider's user needs the ACL rules ~{{{}}}:* {REQUIRED_COMMANDS} (and +select \
              for a database other than 0; for the schedules also {SCHEDULE_COMMANDS} \
-             &{{{}}}:schedules)",
+             &{{{}}}:schedules; for the run history also {HISTORY_COMMANDS})",
             self.command, self.prefix, self.prefix,
         )
     }

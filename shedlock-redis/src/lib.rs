@@ -35,7 +35,7 @@ mod send;
 pub mod testkit;
 
 pub use connect::{DEFAULT_RESPONSE_TIMEOUT, MAX_KEY_PREFIX_BYTES, RedisTarget};
-pub use fail::{REQUIRED_COMMANDS, SCHEDULE_COMMANDS};
+pub use fail::{HISTORY_COMMANDS, REQUIRED_COMMANDS, SCHEDULE_COMMANDS};
 
 // The README's example compiles as a doctest.
 #[cfg(doctest)]
@@ -185,7 +185,8 @@ pub const DEFAULT_KEY_PREFIX: &str = shedlock::settings::DEFAULT_TABLE_NAME;
 /// The schedules need [`SCHEDULE_COMMANDS`] too (`+hgetall +hdel +get +set +zadd
 /// +zrangebyscore +zrevrange +zcard +zrange +publish +subscribe +incr`) and, for the change feed,
 /// the channel
-/// `&{<prefix>}:schedules`.
+/// `&{<prefix>}:schedules`. The run history needs [`HISTORY_COMMANDS`] (`+incr +zadd +zrem
+/// +zrange +zrevrangebyscore +smembers +get +set +hdel`).
 ///
 /// A command the server refuses to the user (`NOPERM`) is an [`Error::Database`] that says
 /// permission denied, names the command (the server names it, except for a command a script

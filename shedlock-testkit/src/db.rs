@@ -231,8 +231,8 @@ pub trait TestDb: Sized + Send + Sync + 'static {
         let _ = provider;
         None
     }
-    /// The run history of `provider`, where this backend keeps one (every SQL backend). By
-    /// default `None`: a provider that implements no [`RunStore`], as Redis's.
+    /// The run history of `provider`, where this backend keeps one (every SQL backend, Redis).
+    /// By default `None`: a provider that implements no [`RunStore`], as etcd's.
     fn run_store(provider: &Self::Provider) -> Option<Arc<dyn RunStore>> {
         let _ = provider;
         None

@@ -4,6 +4,7 @@
 mod backfills;
 mod crud;
 mod feed;
+mod history;
 mod scale;
 mod triggers;
 
