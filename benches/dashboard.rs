@@ -9,7 +9,7 @@
 //!   backends a last run recorded for each job. Timed: `GET /jobs` (first page, sorted by
 //!   name), `/jobs?sort=next`, `/jobs?q=…` (a filter matching 20 jobs), `/api/v1/jobs?page=1`,
 //!   `/` (the overview), `/locks` (500 rows) and `/jobs/{name}` (one job's page, which reads the same snapshot).
-//! - **history** (the SQL backends; Redis keeps none): R history rows (default 1,000,000)
+//! - **history** (the SQL backends, whose rows one SQL statement writes; not run on Redis): R history rows (default 1,000,000)
 //!   written by one SQL statement into `<table>_runs` of a table of 50 jobs: 4 instances,
 //!   about 91% executed, 8% skipped-held, 1% failed, started over the last 30 days (ids rise
 //!   with the start); then `ANALYZE`, and a check that migrations 5 and 6's indexes are there. Timed:
