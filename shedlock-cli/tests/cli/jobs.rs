@@ -353,7 +353,12 @@ where
     D::Provider: ScheduleStore,
 {
     let store = provider(db).await;
-    // A finished run of the job: `jobs` shows it as the last run.
+    failed_nightly(&store).await;
+    override_path(&db.url(), &db.table(), &store).await;
+}
+
+/// A finished run of `nightly` (failed, at `tick(1)`): `jobs` shows it as the last run.
+pub(crate) async fn failed_nightly(store: &impl RunStore) {
     let id = store
         .record_run(
             &NewRun::new("nightly", "nightly", Some(tick(1)), RunOutcome::Running)
@@ -365,7 +370,6 @@ where
         .finish_run(id, RunOutcome::Failed, Some("upstream 503"))
         .await
         .unwrap();
-    override_path(&db.url(), &db.table(), &store).await;
 }
 
 /// The override case on any store (a run of `nightly` was recorded, failed, at `tick(1)`).

@@ -10,10 +10,7 @@ use crate::common::{TEN_MINUTES, cfg};
 use crate::jobs::{
     at, cancel_named_lock_path, main_path, object, override_path, tuning_path, unknown_names_path,
 };
-use shedlock::history::{NewRun, RunOutcome};
-use shedlock::{LockProvider, RunStore};
-
-use crate::common::tick;
+use shedlock::LockProvider;
 
 /// Deletes every key under `prefix`, found with `SCAN`.
 pub(crate) async fn delete_keys(url: &str, prefix: &str) {
@@ -87,18 +84,7 @@ async fn redis_pause_cancel_running_and_reset_of_an_override() {
     let Some((url, prefix, store)) = setup().await else {
         return;
     };
-    // A finished run of the job: `jobs` shows it as the last run.
-    let id = store
-        .record_run(
-            &NewRun::new("nightly", "nightly", Some(tick(1)), RunOutcome::Running)
-                .fencing_token(Some(1)),
-        )
-        .await
-        .unwrap();
-    store
-        .finish_run(id, RunOutcome::Failed, Some("upstream 503"))
-        .await
-        .unwrap();
+    crate::jobs::failed_nightly(&store).await;
     override_path(&url, &prefix, &store).await;
     drop(store);
     delete_keys(&url, &prefix).await;

@@ -123,6 +123,10 @@ statement_list! {
     /// The newest history row of each of the lock names ([`Param::Names`]) that is not an
     /// operator's row.
     runs_latest = RUNS_LATEST, database;
+    /// The (job, tick) of every row that started at or after [`Param::Since`] with a tick in
+    /// ([`Param::TickFrom`], [`Param::TickTo`]], operator and alert rows left out: what the
+    /// ledger compares each job's due ticks with.
+    runs_ticks = RUNS_TICKS, database;
 }
 #[allow(unused_imports, clippy::single_component_path_imports)] // without a backend feature
 pub(crate) use statements;
@@ -168,6 +172,10 @@ pub enum Param {
     Until,
     /// The id the history rows to read are below (an integer, or null).
     Before,
+    /// The tick the ledger's window starts after (a time).
+    TickFrom,
+    /// The tick the ledger's window ends at (a time).
+    TickTo,
     /// Whether to leave out operator rows (`outcome = 'operator'`), a boolean.
     RunsOnly,
     /// A run's error text, or null.

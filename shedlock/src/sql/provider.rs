@@ -453,6 +453,16 @@ impl<D: Dialect> RunStore for SqlLockProvider<D> {
     fn close_abandoned_runs(&self) -> BoxFuture<'_, Result<u64>> {
         Box::pin(self.core.close_abandoned_runs())
     }
+
+    /// One statement (see [`RunStore::recorded_ticks`]).
+    fn recorded_ticks<'a>(
+        &'a self,
+        since: DateTime<Utc>,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> BoxFuture<'a, Result<crate::history::RecordedTicks>> {
+        Box::pin(self.core.recorded_ticks(since, from, to))
+    }
 }
 
 /// The schedules in `<table>_schedules` (created by `migrate()`): each write one transaction

@@ -393,6 +393,16 @@ LIMIT ?8",
 /// skipped because another instance held it (that tick's run is its own row), ordered by name;
 /// a name without such a row has none. `?1` the names as a JSON array. One index probe per
 /// name (`by_name_id`, backwards), then one read by rowid.
+/// The ledger's recorded ticks: `?1` since (started at or after, ms), `?2` the tick the window
+/// starts after, `?3` the tick it ends at (ms). Walks the index by start.
+const RUNS_TICKS: Statement = Statement {
+    sql: "\
+SELECT job, tick FROM {runs}
+WHERE started_at >= ?1 AND tick > ?2 AND tick <= ?3
+  AND outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered')",
+    binds: &[P::Since, P::TickFrom, P::TickTo],
+};
+
 const RUNS_LATEST: Statement = Statement {
     sql: "\
 SELECT r.id, r.job, r.name, r.tick, r.started_at, r.finished_at, r.outcome, r.locked_by,

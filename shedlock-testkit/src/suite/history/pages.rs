@@ -352,6 +352,61 @@ pub async fn run_history_filters_pages_and_last_runs<D: TestDb>(db: &D) {
     );
 }
 
+/// What the ledger reads (`recorded_ticks`): the (job, tick) of each row in the window, a tick's
+/// run or fate, never an operator's or an alert's row, a row without a tick, one outside the
+/// window or one that started before `since`; the same pairs as the trait's default (pages of
+/// `runs`) answers.
+pub async fn recorded_ticks_answer_the_windows_pairs<D: TestDb>(db: &D) {
+    use chrono::TimeDelta;
+    use shedlock::history::{NewRun, RunOutcome};
+    let p = db.provider();
+    let Some(runs) = D::run_store(&p) else {
+        return no_history::<D>("recorded_ticks_answer_the_windows_pairs");
+    };
+    let t = |s: i64| crate::suite::tick(s);
+    let rows = [
+        NewRun::new("a", "a", Some(t(0)), RunOutcome::Executed), // before the window
+        NewRun::new("a", "a", Some(t(1)), RunOutcome::Executed), // its start: left out
+        NewRun::new("a", "a_lock", Some(t(2)), RunOutcome::Failed),
+        NewRun::new("a", "a", Some(t(3)), RunOutcome::Running),
+        NewRun::new("b", "b", Some(t(2)), RunOutcome::Missed),
+        NewRun::new("b", "b", Some(t(3)), RunOutcome::Operator),
+        NewRun::new("b", "b", Some(t(3)), RunOutcome::Alert),
+        NewRun::new("b", "b", None, RunOutcome::Executed),
+        NewRun::new("c", "c", Some(t(4)), RunOutcome::SkippedPaused), // past the window
+    ];
+    for row in &rows {
+        runs.record_run(row).await.unwrap();
+    }
+    let now = p.now().await.unwrap();
+    let since = now - TimeDelta::hours(1);
+    let sorted = |mut pairs: Vec<(String, chrono::DateTime<chrono::Utc>)>| {
+        pairs.sort();
+        pairs
+    };
+    let read = sorted(runs.recorded_ticks(since, t(1), t(3)).await.unwrap());
+    let expected: Vec<_> = [("a", t(2)), ("a", t(3)), ("b", t(2))]
+        .into_iter()
+        .map(|(job, tick)| (job.to_owned(), tick))
+        .collect();
+    assert_eq!(read, expected);
+    let default = sorted(
+        Plain(&runs)
+            .recorded_ticks(since, t(1), t(3))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(read, default, "the trait's default answers the same");
+    let later = runs
+        .recorded_ticks(now + TimeDelta::hours(1), t(1), t(3))
+        .await
+        .unwrap();
+    assert!(
+        later.is_empty(),
+        "every row started before since: {later:?}"
+    );
+}
+
 /// A provider that keeps [`RunStore::latest_runs`]'s default: every other method is `P`'s.
 #[derive(Debug)]
 struct Plain<P>(P);
@@ -428,6 +483,7 @@ macro_rules! __kit_suite_history_pages {
         $crate::cases!(in $db: $crate::suite => [
             // The run history (`RunStore`), on each store that keeps one.
             run_history_filters_pages_and_last_runs,
+            recorded_ticks_answer_the_windows_pairs,
         ]);
     };
     (sql $db:ty) => {};

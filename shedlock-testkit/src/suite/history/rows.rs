@@ -177,8 +177,6 @@ pub async fn attempts_and_requesters_round_trip<D: TestDb>(db: &D) {
 /// same time; each row reads back as written, its end as given; a row the table refuses (a
 /// name past 255 characters, on the stores that hold names to it) fails alone.
 pub async fn batched_history_rows_answer_their_own_ids<D: TestDb>(db: &D) {
-    use std::collections::HashMap;
-
     use shedlock::history::{NewRun, RunEnd, RunOutcome, RunQuery};
     let provider = db.provider();
     let Some(runs) = D::run_store(&provider) else {
@@ -216,13 +214,7 @@ pub async fn batched_history_rows_answer_their_own_ids<D: TestDb>(db: &D) {
     assert_eq!(batched.len(), rows.len(), "one answer per row");
     let ids: Vec<i64> = batched.into_iter().map(Result::unwrap).collect();
     let single: Vec<i64> = single.into_iter().map(Result::unwrap).collect();
-    let read: HashMap<i64, _> = runs
-        .runs(&RunQuery::latest(10_000))
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| (r.id, r))
-        .collect();
+    let read = by_id(runs.as_ref()).await;
     assert_eq!(
         read.len(),
         rows.len() + single.len(),
@@ -274,13 +266,7 @@ pub async fn batched_history_rows_answer_their_own_ids<D: TestDb>(db: &D) {
     let finished = runs.finish_runs(&ends).await;
     assert_eq!(finished.len(), ends.len());
     assert!(finished.iter().all(Result::is_ok), "{finished:?}");
-    let read: HashMap<i64, _> = runs
-        .runs(&RunQuery::latest(10_000))
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| (r.id, r))
-        .collect();
+    let read = by_id(runs.as_ref()).await;
     assert_eq!(read.len(), rows.len() + single.len());
     for end in &ends[..ends.len() - 1] {
         let r = &read[&end.id];
@@ -313,6 +299,15 @@ pub async fn batched_history_rows_answer_their_own_ids<D: TestDb>(db: &D) {
             .unwrap();
         assert_eq!(row[0].name, mixed[k].name, "{answers:?}");
     }
+}
+
+/// Every row of `runs` (up to 10,000), by id.
+async fn by_id(
+    runs: &dyn RunStore,
+) -> std::collections::HashMap<i64, shedlock::history::RunRecord> {
+    let query = shedlock::history::RunQuery::latest(10_000);
+    let rows = runs.runs(&query).await.unwrap();
+    rows.into_iter().map(|r| (r.id, r)).collect()
 }
 
 /// The cases of this file, for [`provider_suite!`](macro@crate::provider_suite): `every` store's,

@@ -2,12 +2,14 @@
 
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
+
 use sqlx::Database;
 
 use super::{Core, required, run};
 use crate::error::Result;
 use crate::history::{
-    NewRun, RunEnd, RunOutcome, RunQuery, RunRecord, parse_outcome, storable_error,
+    NewRun, RecordedTicks, RunEnd, RunOutcome, RunQuery, RunRecord, parse_outcome, storable_error,
 };
 use crate::sql::dialect::{Answer, Hooks, Param};
 use crate::sql::driver::{Driver, Value};
@@ -232,6 +234,36 @@ impl<D: Quirks> Core<D> {
         match rows.and_then(|rows| rows.iter().map(decode_run::<D>).collect()) {
             Ok(runs) => Ok(runs),
             Err(e) => Err(self.fail_runs("read the run history".into(), e).await),
+        }
+    }
+
+    /// The ledger's recorded (job, tick) pairs: one statement (`runs_ticks`).
+    pub(crate) async fn recorded_ticks(
+        &self,
+        since: DateTime<Utc>,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<RecordedTicks> {
+        let rows = run!(self, self.sql.runs_ticks, fetch_all, |p| match p {
+            Param::Since => Some(Some(since).into()),
+            Param::TickFrom => Some(Some(from).into()),
+            Param::TickTo => Some(Some(to).into()),
+            _ => None,
+        });
+        let read = rows.and_then(|rows| {
+            rows.iter()
+                .filter_map(|row| match (D::Db::text(row, 0), D::time(row, 1)) {
+                    (Ok(job), Ok(Some(tick))) => Some(Ok((job, tick))),
+                    (Ok(_), Ok(None)) => None,
+                    (Err(e), _) | (_, Err(e)) => Some(Err(e)),
+                })
+                .collect::<Result<RecordedTicks, _>>()
+        });
+        match read {
+            Ok(ticks) => Ok(ticks),
+            Err(e) => Err(self
+                .fail_runs("read the ledger's recorded ticks".into(), e)
+                .await),
         }
     }
 

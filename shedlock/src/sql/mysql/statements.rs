@@ -332,6 +332,16 @@ WHERE r.outcome = 'running' AND r.fencing_token IS NOT NULL
 /// skipped because another instance held it (that tick's run is its own row), ordered by name;
 /// a name without such a row has none. Binds: the names as a JSON array. One index probe per
 /// name (`by_name_id`, backwards), then one primary-key read (MariaDB has no `LATERAL`).
+/// The ledger's recorded ticks. Binds: since (started at or after), the tick the window starts
+/// after, the tick it ends at. Walks the index by start.
+pub(super) const RUNS_TICKS: Statement = Statement {
+    sql: "\
+SELECT job, tick FROM {runs}
+WHERE started_at >= ? AND tick > ? AND tick <= ?
+  AND outcome NOT IN ('operator', 'alert', 'alert-sent', 'alert-undelivered')",
+    binds: &[P::Since, P::TickFrom, P::TickTo],
+};
+
 pub(super) const RUNS_LATEST: Statement = Statement {
     sql: "\
 SELECT r.id, r.job, r.name, r.tick, r.started_at, r.finished_at, r.outcome, r.locked_by,
