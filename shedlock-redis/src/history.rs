@@ -1,7 +1,8 @@
 //! [`RunStore`] for [`RedisLockProvider`]: the run history in keys beside the locks, so a
 //! scheduler on Redis keeps its history, its ledger of due ticks and its alerts as the SQL
 //! stores do. Each write is one Lua script ([`RECORD`], [`FINISH`], [`PRUNE`]); a read walks an
-//! index a page at a time ([`PAGE`]).
+//! index a page at a time ([`PAGE`]); the ledger's read of a window ([`TICKS`]) reads only the
+//! fields it compares.
 //!
 //! # Keys (`{P}` is the key prefix, as for the locks)
 //!
@@ -32,7 +33,9 @@ use std::time::Duration;
 use chrono::{DateTime, SecondsFormat, Utc};
 use futures_util::future::BoxFuture;
 use redis::{Script, Value};
-use shedlock::history::{NewRun, RunEnd, RunOutcome, RunQuery, RunRecord, storable_error};
+use shedlock::history::{
+    NewRun, RecordedTicks, RunEnd, RunOutcome, RunQuery, RunRecord, storable_error,
+};
 use shedlock::{Backend, Error, Result, RunStore};
 
 use crate::read::{parse_time, parse_token};
@@ -180,6 +183,37 @@ end
 return {rows, string.sub(cursor, 2)}
 ";
 
+/// The ledger's recorded ticks: the (job, tick) of each row of every row's index, newest first,
+/// from below an id, that started at or after `since` with a tick in (`from`, `to`], operator
+/// and alert rows left out. `KEYS`: the index. `ARGV`: the tag, the id to read below (`''`:
+/// from the newest), the most entries to read, since, from, to (µs), the clock's slack (µs).
+/// Answers `{pairs, next}`: each pair a job and its tick (µs, text), and the id to read on
+/// below (`''` when the walk is done).
+const TICKS: &str = "
+local tag = ARGV[1]
+local cursor = ARGV[2] == '' and '+inf' or '(' .. ARGV[2]
+local budget = tonumber(ARGV[3])
+local since, from, to = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local skip = {operator = true, alert = true, ['alert-sent'] = true, ['alert-undelivered'] = true}
+local pairs_, read = {}, 0
+while read < budget do
+  local ids = redis.call('ZREVRANGEBYSCORE', KEYS[1], cursor, '-inf', 'LIMIT', 0, math.min(100, budget - read))
+  if #ids == 0 then return {pairs_, ''} end
+  for _, id in ipairs(ids) do
+    read = read + 1
+    cursor = '(' .. id
+    local job, tick, at, out = unpack(redis.call('HMGET', tag .. 'run:' .. id, 'job', 'tick', 'at', 'out'))
+    at = at and tonumber(at)
+    if at and at < since - tonumber(ARGV[7]) then return {pairs_, ''} end
+    local t = tick and tonumber(tick)
+    if job and t and at and at >= since and t > from and t <= to and not skip[out] then
+      pairs_[#pairs_ + 1] = {job, tick}
+    end
+  end
+end
+return {pairs_, string.sub(cursor, 2)}
+";
+
 /// The running rows whose lock is not held by their token, with what was found. `KEYS`: the
 /// running set. `ARGV`: the tag. Answers `{id, name, kind, token, time}` each: kind `gone` (no
 /// lease and no record), `taken` (another token, taken at `time`), `expired` (its own lease,
@@ -238,6 +272,7 @@ pub(crate) struct HistoryScripts {
     finish: Script,
     prune: Script,
     page: Script,
+    ticks: Script,
     abandoned: Script,
     abandon: Script,
 }
@@ -249,6 +284,7 @@ impl HistoryScripts {
             finish: Script::new(FINISH),
             prune: Script::new(PRUNE),
             page: Script::new(PAGE_SCRIPT),
+            ticks: Script::new(TICKS),
             abandoned: Script::new(ABANDONED),
             abandon: Script::new(ABANDON),
         }
@@ -384,6 +420,44 @@ impl Inner {
             .map(|row| (row.id, row))
             .collect();
         Ok(merged.into_values().rev().take(limit as usize).collect())
+    }
+
+    /// The ledger's recorded (job, tick) pairs: [`TICKS`] scripts, [`PAGE`] index entries each,
+    /// until the walk passes `since`.
+    async fn recorded_ticks(
+        &self,
+        since: DateTime<Utc>,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<RecordedTicks> {
+        let mut recorded = Vec::new();
+        let mut before = String::new();
+        loop {
+            let mut invocation = self.scripts.history.ticks.prepare_invoke();
+            invocation
+                .key(self.runs_key(""))
+                .arg(&self.tag)
+                .arg(&before)
+                .arg(PAGE)
+                .arg(since.timestamp_micros())
+                .arg(from.timestamp_micros())
+                .arg(to.timestamp_micros())
+                .arg(CLOCK_SLACK_US);
+            let operation = || "read the ledger's recorded ticks".to_owned();
+            let (found, next): (Vec<(String, String)>, String) =
+                self.run(&invocation, operation).await?;
+            for (job, tick) in found {
+                let tick = parse_time(tick.as_bytes()).ok_or_else(|| {
+                    let problem = crate::read::problem("tick", tick.as_bytes(), tick.len());
+                    self.unreadable_run(&format!("runs:job:{job}"), "tick", &problem)
+                })?;
+                recorded.push((job, tick));
+            }
+            if next.is_empty() {
+                return Ok(recorded);
+            }
+            before = next;
+        }
     }
 
     async fn close_abandoned_runs(&self) -> Result<u64> {
@@ -577,5 +651,15 @@ impl RunStore for RedisLockProvider {
 
     fn close_abandoned_runs(&self) -> BoxFuture<'_, Result<u64>> {
         Box::pin(self.inner.close_abandoned_runs())
+    }
+
+    /// A script per 500 index entries that reads only each row's job, tick, start and outcome.
+    fn recorded_ticks<'a>(
+        &'a self,
+        since: DateTime<Utc>,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> BoxFuture<'a, Result<RecordedTicks>> {
+        Box::pin(self.inner.recorded_ticks(since, from, to))
     }
 }
