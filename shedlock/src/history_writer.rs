@@ -81,7 +81,10 @@ impl HistoryWriter {
         Error::Database {
             backend: self.store.backend(),
             operation: "write the run history".into(),
-            location: format!("table `{}_runs`", self.store.table_name()),
+            location: match self.store.backend() {
+                crate::Backend::Redis => format!("key prefix {}", self.store.table_name()),
+                _ => format!("table `{}_runs`", self.store.table_name()),
+            },
             source: "the history's writer stopped before it answered (its runtime shut down); \
                      the row may or may not have been written"
                 .into(),

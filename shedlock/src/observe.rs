@@ -326,7 +326,7 @@ impl Observer {
         for listener in &self.listeners {
             listener.on_not_acquired(run, outcome, error.as_deref());
         }
-        let Some((store, history)) = &self.history else {
+        let Some((_, history)) = &self.history else {
             return;
         };
         // Another instance claimed the tick: its row is that instance's (the ledger keeps one
@@ -343,33 +343,25 @@ impl Observer {
             return;
         }
         let row = new_run(run, outcome).error(error);
-        let written = match &self.writer {
-            Some(writer) => writer.record(row).await,
-            None => store.record_run(&row).await,
-        };
-        if let Err(e) = written {
+        if let Err(e) = self.record(row).await {
             history_failed(run, &e);
         }
     }
 
-    /// Adds `row` to the history, through the writer when there is one.
+    /// Adds `row` to the history through the writer (there is one exactly when the history is
+    /// on; without it, nothing is written).
     async fn record(&self, row: NewRun) -> crate::error::Result<i64> {
-        match (&self.writer, &self.history) {
-            (Some(writer), _) => writer.record(row).await,
-            (None, Some((store, _))) => store.record_run(&row).await,
-            (None, None) => Ok(0),
+        match &self.writer {
+            Some(writer) => writer.record(row).await,
+            None => Ok(0),
         }
     }
 
-    /// Finishes the history row `end.id`, through the writer when there is one.
+    /// Finishes the history row `end.id` through the writer, as [`record`](Self::record).
     async fn finish_row(&self, end: RunEnd) -> crate::error::Result<()> {
-        match (&self.writer, &self.history) {
-            (Some(writer), _) => writer.finish(end).await,
-            (None, Some((store, _))) => {
-                let error = end.error.as_deref();
-                store.finish_run(end.id, end.outcome, error).await
-            }
-            (None, None) => Ok(()),
+        match &self.writer {
+            Some(writer) => writer.finish(end).await,
+            None => Ok(()),
         }
     }
 

@@ -474,17 +474,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 election,
                 &skips,
             );
-            let builder = match watch {
-                Some(watch) => builder.schedules(watch),
-                None => builder,
-            };
-            if args.history {
-                builder
-                    .history(RunHistory::keep_for(Duration::from_secs(86_400)))
-                    .build()
-            } else {
-                builder.build()
-            }
+            built(builder, watch, args.history)
         }
         Store::Redis(p) => {
             let builder = settings(
@@ -494,17 +484,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 election,
                 &skips,
             );
-            let builder = match watch {
-                Some(watch) => builder.schedules(watch),
-                None => builder,
-            };
-            if args.history {
-                builder
-                    .history(RunHistory::keep_for(Duration::from_secs(86_400)))
-                    .build()
-            } else {
-                builder.build()
-            }
+            built(builder, watch, args.history)
         }
     };
     if args.role == RoleArg::Worker {
@@ -924,4 +904,23 @@ async fn proxied(url: &str, cut: Arc<AtomicBool>) -> Result<String, Box<dyn std:
         None => format!("127.0.0.1:{port}"),
     };
     Ok(url.replacen(authority, &new_authority, 1))
+}
+
+/// `builder` watching the store's schedules (`watch`) and keeping the run history (`history`,
+/// a day), as asked, built.
+fn built<P>(builder: SchedulerBuilder<P>, watch: Option<ScheduleWatch>, history: bool) -> Scheduler
+where
+    P: shedlock::LockProvider + shedlock::schedules::ScheduleStore + shedlock::RunStore + 'static,
+{
+    let builder = match watch {
+        Some(watch) => builder.schedules(watch),
+        None => builder,
+    };
+    if history {
+        builder
+            .history(RunHistory::keep_for(Duration::from_secs(86_400)))
+            .build()
+    } else {
+        builder.build()
+    }
 }
