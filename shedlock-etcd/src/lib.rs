@@ -75,8 +75,17 @@
 //! [`LockAdmin`]: `locks` lists the records a page of 128 at a time and reads each page's keys
 //! in one transaction; `lock_states` reads the named locks in one transaction per batch;
 //! `force_release` deletes the `held` key where the token still holds (token and tick stay).
-//! A lock is reported held while its `held` key exists, also past `locked_until`. No run
-//! history ([`RunStore`](shedlock::RunStore)).
+//! A lock is reported held while its `held` key exists, also past `locked_until`.
+//!
+//! # Run history
+//!
+//! [`RunStore`](shedlock::RunStore): the scheduler's run history, its ledger of due ticks and
+//! its alerts, in keys beside the locks (`<p>/run/…`, `<p>/end/…`, `<p>/runs/…`; see the
+//! `history` module's documentation in the source for each key). Ids come from the store's
+//! revision; the times are this process's clock. etcd keeps no schedules
+//! ([`ScheduleStore`](shedlock::schedules::ScheduleStore)), so the ledger of a fleet on etcd
+//! accounts for the jobs its running instances carry: a job no instance carries any more is
+//! not known to it (the stores that keep schedules report it as missing its carrier).
 //!
 //! # Features
 //!
@@ -87,6 +96,7 @@
 
 mod acquire;
 mod connect;
+mod history;
 mod lease;
 mod read;
 mod send;
@@ -116,10 +126,10 @@ pub const BACKEND: Backend = Backend::Other("etcd");
 /// A lock provider over an etcd cluster: see the [crate documentation](crate) for its keys,
 /// tokens and expiry.
 ///
-/// It implements [`LockProvider`] and [`LockAdmin`]. It does not implement
-/// [`RunStore`](shedlock::RunStore): giving it to
-/// [`SchedulerBuilder::history`](shedlock::scheduler::SchedulerBuilder::history) does not
-/// compile.
+/// It implements [`LockProvider`], [`LockAdmin`] and [`RunStore`](shedlock::RunStore) (the
+/// run history, for
+/// [`SchedulerBuilder::history`](shedlock::scheduler::SchedulerBuilder::history)); not
+/// [`ScheduleStore`](shedlock::schedules::ScheduleStore).
 ///
 /// ```no_run
 /// # async fn demo() -> shedlock::Result<()> {

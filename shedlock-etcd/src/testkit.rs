@@ -148,6 +148,17 @@ impl TestDb for Etcd {
         Some(provider.inner.statements_sent())
     }
 
+    fn run_store(provider: &Self::Provider) -> Option<std::sync::Arc<dyn shedlock::RunStore>> {
+        Some(std::sync::Arc::new(provider.clone()))
+    }
+
+    fn with_history(
+        builder: shedlock::scheduler::SchedulerBuilder<Self::Provider>,
+        history: shedlock::scheduler::RunHistory,
+    ) -> shedlock::scheduler::SchedulerBuilder<Self::Provider> {
+        builder.history(history)
+    }
+
     fn provider(&self) -> Self::Provider {
         self.provider.clone()
     }

@@ -1,5 +1,5 @@
-//! Issue 50, point 3 through a `kill -9` of the sender, on every store that keeps a run history
-//! (PostgreSQL, MariaDB, SQLite), with processes written the README's way (`shedlock-beats
+//! Issue 50, point 3 through a `kill -9` of the sender, on every store (PostgreSQL, MariaDB,
+//! SQLite, Redis, etcd), with processes written the README's way (`shedlock-beats
 //! --failing`: a `#[scheduled(…, failures_in_a_row = 2)]` function whose every run fails, the
 //! run history on with its ledger, alerts to a webhook).
 //!
@@ -159,9 +159,13 @@ async fn alert_through_a_kill(backend: Backend) {
         "2s",
         "--webhook",
         url.as_str(),
-        "--schedules",
-        "300ms",
     ];
+    // etcd keeps no schedules: its processes watch none.
+    let watch = ["--schedules", "300ms"];
+    let args: Vec<&str> = match backend {
+        shedlock_etcd::BACKEND => args.to_vec(),
+        _ => args.iter().chain(&watch).copied().collect(),
+    };
     macro_rules! fail {
         ($what:expr) => {{
             let what: String = $what;
@@ -210,7 +214,7 @@ async fn alert_through_a_kill(backend: Backend) {
     if !held.body.contains("\"kind\":\"failing\"") || !held.body.contains("\"job\":\"failing\"") {
         fail!(format!("the held alert is failing's: {}", held.body));
     }
-    let provider = place.target.provider().await;
+    let provider = place.target.run_store().await;
     let rows = provider.runs(&RunQuery::latest(100_000)).await.unwrap();
     let raised: Vec<_> = rows
         .iter()
@@ -267,4 +271,9 @@ async fn an_alert_survives_its_senders_kill_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_alert_survives_its_senders_kill_redis() {
     alert_through_a_kill(Backend::Redis).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alert_survives_its_senders_kill_etcd() {
+    alert_through_a_kill(shedlock_etcd::BACKEND).await;
 }

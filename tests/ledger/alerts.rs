@@ -2,9 +2,9 @@
 //! the ledger's sweep of two scheduler instances on one store, each broken one raised once
 //! fleet-wide and recovered once; told to the listeners of the instance that swept, counted,
 //! and delivered to a webhook that refuses every connection, so each ends a dead letter
-//! (`alert-undelivered`) after its retries. On every store that keeps a run history
-//! (PostgreSQL, MariaDB, SQLite). The same under `kill -9` of the sender, with processes written
-//! the README's way: `tests/ledger/alert_kills.rs`.
+//! (`alert-undelivered`) after its retries. On every store (PostgreSQL, MariaDB, SQLite,
+//! Redis; etcd, which keeps no schedules, without the paused job). The same under `kill -9` of
+//! the sender, with processes written the README's way: `tests/ledger/alert_kills.rs`.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -16,6 +16,7 @@ use shedlock::operator::{Actor, Operator};
 use shedlock::scheduler::{Alert, Ledger, RunHistory, SchedulerListener, Webhook};
 use shedlock::schedules::{Deadlines, ScheduleStore};
 use shedlock::{LockAdmin, RunStore, Scheduler};
+use futures_util::future::LocalBoxFuture;
 use shedlock_suite::scheduler_suite::eventually;
 
 use crate::locked;
@@ -58,9 +59,53 @@ fn alert_rows(rows: &[RunRecord]) -> BTreeMap<(String, String), Vec<(bool, RunOu
     by
 }
 
+/// Pauses (`true`) or resumes (`false`) `al-paused` as an operator does; `None` on a store
+/// that keeps no schedules (etcd), where nothing is paused.
+type Pause<'a> = Option<&'a dyn Fn(bool) -> LocalBoxFuture<'a, ()>>;
+
 async fn deadlines_raise_once_fleet_wide<D: TestDb>(db: &D)
 where
     D::Provider: ScheduleStore + LockAdmin + RunStore,
+{
+    let provider = db.provider();
+    let desk = Operator::new(&provider, Some(&provider as &dyn RunStore));
+    let actor = Actor::new("ops:ann", "test");
+    let b = D::BACKEND;
+    let (desk, actor) = (&desk, &actor);
+    let pause = |paused: bool| -> LocalBoxFuture<'_, ()> {
+        Box::pin(async move {
+            let found = eventually(Duration::from_secs(15), async || {
+                desk.find("al-paused").await.is_ok()
+            })
+            .await;
+            assert!(found, "{b}: al-paused registered");
+            // Found again each time: it has a stored schedule once paused.
+            let job = desk.find("al-paused").await.unwrap();
+            if paused {
+                desk.pause(&job, &actor, None).await.unwrap();
+            } else {
+                desk.resume(&job, &actor, None).await.unwrap();
+            }
+        })
+    };
+    alerts_of_two_instances(db, Some(&pause)).await;
+}
+
+/// etcd keeps a run history and no schedules: the same two instances, each sweeping its own
+/// jobs (each job claimed for the instant under a lock of its own), every deadline but the
+/// pause raised once fleet-wide.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadlines_raise_once_fleet_wide_etcd() {
+    let Some(db) = shedlock_etcd::testkit::Etcd::setup().await else {
+        return;
+    };
+    alerts_of_two_instances(&db, None).await;
+    db.teardown().await;
+}
+
+async fn alerts_of_two_instances<D: TestDb>(db: &D, pause: Pause<'_>)
+where
+    D::Provider: LockAdmin + RunStore,
 {
     let provider = db.provider();
     let heard = Heard::default();
@@ -123,15 +168,9 @@ where
         schedulers.push(scheduler);
     }
     let b = D::BACKEND;
-    let desk = Operator::new(&provider, Some(&provider as &dyn RunStore));
-    let actor = Actor::new("ops:ann", "test");
-    let found = eventually(Duration::from_secs(15), async || {
-        desk.find("al-paused").await.is_ok()
-    })
-    .await;
-    assert!(found, "{b}: al-paused registered");
-    let paused = desk.find("al-paused").await.unwrap();
-    desk.pause(&paused, &actor, None).await.unwrap();
+    if let Some(pause) = pause {
+        pause(true).await;
+    }
     // A run of al-late that started 10 s after its tick.
     let tick = Utc::now() - TimeDelta::seconds(10);
     let late = NewRun::new("al-late", "al-late", Some(tick), RunOutcome::Executed);
@@ -155,7 +194,7 @@ where
             && raised(&by, "al-failing", "failing")
             && raised(&by, "al-failing", "no-success")
             && raised(&by, "al-late", "late")
-            && raised(&by, "al-paused", "paused")
+            && (pause.is_none() || raised(&by, "al-paused", "paused"))
     })
     .await;
     let by = alert_rows(&rows().await);
@@ -163,14 +202,15 @@ where
         all_raised,
         "{b}: every deadline broken raised its alert within 60 s: {by:?}"
     );
-    // Resumed (found again: it has a stored schedule now): its alert recovers.
-    let paused = desk.find("al-paused").await.unwrap();
-    desk.resume(&paused, &actor, None).await.unwrap();
-    let resumed = eventually(Duration::from_secs(30), async || {
-        recovered(&alert_rows(&rows().await), "al-paused", "paused")
-    })
-    .await;
-    assert!(resumed, "{b}: al-paused's alert recovered once resumed");
+    // Resumed: its alert recovers.
+    if let Some(pause) = pause {
+        pause(false).await;
+        let resumed = eventually(Duration::from_secs(30), async || {
+            recovered(&alert_rows(&rows().await), "al-paused", "paused")
+        })
+        .await;
+        assert!(resumed, "{b}: al-paused's alert recovered once resumed");
+    }
     // Every alert delivered or given up (the webhook refuses: dead letters).
     let settled = eventually(Duration::from_secs(30), async || {
         alert_rows(&rows().await)

@@ -1,8 +1,8 @@
 //! Issue 50, points 1 and 5: the ledger of due ticks, with several processes written the
 //! README's way (`shedlock-beats`: `#[scheduled]` jobs every second, the run history on with its
-//! ledger), the whole fleet stopped with `kill -9` and started again, on every store that keeps
-//! a run history (PostgreSQL, MariaDB, SQLite; Redis and etcd keep none, so they have no
-//! ledger).
+//! ledger), the whole fleet stopped with `kill -9` and started again, on every store
+//! (PostgreSQL, MariaDB, SQLite, Redis; etcd, which keeps no schedules, in a case of its own at
+//! the end).
 //!
 //! Two processes carry `beat_0` and `beat_1` (misfire policy `skip`: nothing is caught up).
 //! Both are killed; the fleet stays down for 8 s (`SHEDLOCK_LONG=1`: 10 minutes); two new
@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
-use shedlock::Backend;
+use shedlock::{Backend, RunStore};
 use shedlock::history::{RunOutcome, RunQuery, RunRecord};
 use shedlock_suite::place::Place;
 
@@ -238,4 +238,138 @@ async fn a_fleet_stopped_and_started_leaves_every_tick_accounted_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_stopped_and_started_leaves_every_tick_accounted_redis() {
     fleet_stopped_and_started(Backend::Redis).await;
+}
+
+/// etcd (`shedlock-beats --backend etcd`), which keeps a run history and no schedules: each
+/// instance sweeps its own jobs, each job claimed for the instant under a lock of its own. Two
+/// processes carry `beat_0` and `beat_1`; both are killed; the fleet stays down for 8 s
+/// (`SHEDLOCK_LONG=1`: 10 minutes); two new processes start, one carrying `beat_0` and the other
+/// both (a deploy under way: their jobs differ). Then every tick of both jobs from its first
+/// run to after the restart has exactly one record, each tick of the stop `missed` (written by
+/// one process, although two carry `beat_0`), and each job's missed alert is raised once and
+/// recovered once. A job no instance carries is not known to the ledger on etcd (no fleet
+/// registry), so this case has no deploy that drops a job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_stopped_and_started_leaves_every_tick_accounted_etcd() {
+    const ETCD: Backend = shedlock_etcd::BACKEND;
+    let Some(place) = Place::new(ETCD, "ledger", BEATS) else {
+        return;
+    };
+    let url = place.target.url.clone();
+    let prefix = place.target.table.clone();
+    let connect = async |url: &str| {
+        shedlock_etcd::EtcdLockProvider::builder(url)
+            .table_name(&prefix)
+            .build()
+            .await
+    };
+    let Some(provider) = shedlock_suite::reach(ETCD, &url, connect).await else {
+        return;
+    };
+    let stop = if std::env::var_os("SHEDLOCK_LONG").is_some() {
+        Duration::from_secs(600)
+    } else {
+        Duration::from_secs(8)
+    };
+    let logs = place.logs.path().display().to_string();
+    let common = [
+        "--runs-dir",
+        logs.as_str(),
+        "--ledger",
+        "4s",
+        "--misfire-policy",
+        "skip",
+    ];
+    let two: Vec<&str> = common.iter().copied().chain(["--jobs", "2"]).collect();
+    let one: Vec<&str> = common.iter().copied().chain(["--jobs", "1"]).collect();
+    let a = place.spawn("pod-a", &two).await;
+    let b = place.spawn("pod-b", &two).await;
+    let s = TimeDelta::seconds;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    a.signal("KILL");
+    b.signal("KILL");
+    let _ = a.wait().await;
+    let _ = b.wait().await;
+    let killed = Utc::now();
+    tokio::time::sleep(stop).await;
+    let c = place.spawn("pod-c", &one).await;
+    let d = place.spawn("pod-d", &two).await;
+    let restarted = Utc::now();
+    let accounted_to = restarted + s(4);
+    let all = || async { provider.runs(&RunQuery::latest(1_000_000)).await.unwrap() };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    let rows = loop {
+        let rows = all().await;
+        let done = ["beat_0", "beat_1"].iter().all(|job| {
+            fates(&rows, job).keys().any(|t| *t >= accounted_to)
+                && alerts(&rows, job, "missed").len() >= 2
+        });
+        if done {
+            break rows;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "etcd: the ledger accounted for the ticks up to {accounted_to} and recovered the missed alerts within 120 s: beat_0 up to {:?}, beat_1 up to {:?}, alerts {:?} {:?} (logs kept in {:?})",
+            fates(&rows, "beat_0").keys().last(),
+            fates(&rows, "beat_1").keys().last(),
+            alerts(&rows, "beat_0", "missed"),
+            alerts(&rows, "beat_1", "missed"),
+            place.logs.keep()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    c.signal("TERM");
+    d.signal("TERM");
+    let _ = c.wait().await;
+    let _ = d.wait().await;
+    macro_rules! fail {
+        ($what:expr) => {{
+            let what: String = $what;
+            let kept = place.logs.keep();
+            panic!("etcd: {what} (logs kept in {kept:?})");
+        }};
+    }
+    let stopped = seconds(killed + s(1), restarted - s(1));
+    assert!(stopped.len() >= 5, "etcd: a stop of {stop:?}");
+    for job in ["beat_0", "beat_1"] {
+        let fates = fates(&rows, job);
+        let Some(first) = fates.keys().next().copied() else {
+            fail!(format!("{job} has no record"))
+        };
+        for tick in seconds(first, accounted_to) {
+            match fates.get(&tick).map(Vec::as_slice) {
+                Some([_]) => {}
+                Some(more) => fail!(format!(
+                    "{job}'s tick {tick} has {} records: {more:?}",
+                    more.len()
+                )),
+                None => fail!(format!(
+                    "{job}'s tick {tick} has no record (killed {killed}, restarted {restarted})"
+                )),
+            }
+        }
+        for tick in &stopped {
+            if fates[tick] != [RunOutcome::Missed] {
+                fail!(format!(
+                    "{job}'s tick {tick}, while the fleet was down, is {:?}, not missed",
+                    fates[tick]
+                ));
+            }
+        }
+        let missed = alerts(&rows, job, "missed");
+        if missed.len() != 2
+            || !missed[0].starts_with("raised: ")
+            || !missed[1].starts_with("recovered: ")
+        {
+            fail!(format!(
+                "{job}'s missed alert raised then recovered, once each: {missed:?}"
+            ));
+        }
+    }
+    eprintln!(
+        "ledger etcd: fleet down {:.1} s; {} ticks of the stop missed once each, for both jobs",
+        (restarted - killed).num_milliseconds() as f64 / 1000.0,
+        stopped.len()
+    );
+    place.cleanup().await;
 }

@@ -33,6 +33,7 @@ impl Target {
             Backend::Postgres => "postgres",
             Backend::MySql => "mysql",
             Backend::Redis => "redis",
+            shedlock_etcd::BACKEND => "etcd",
             _ => "sqlite",
         }
     }
@@ -46,6 +47,22 @@ impl Target {
             .build()
             .await
             .unwrap()
+    }
+
+    /// The run history of the target, on a provider of its own: on etcd, which keeps no
+    /// schedules (so no [`provider`](Self::provider)), its provider on the target's key prefix.
+    pub async fn run_store(&self) -> std::sync::Arc<dyn shedlock::RunStore> {
+        if self.backend == shedlock_etcd::BACKEND {
+            let provider = shedlock_etcd::EtcdLockProvider::builder(&self.url)
+                .table_name(&self.table)
+                .locked_by("ledger-test")
+                .build()
+                .await
+                .unwrap();
+            return std::sync::Arc::new(provider);
+        }
+        let provider: std::sync::Arc<dyn shedlock::RunStore> = self.provider().await;
+        provider
     }
 
     /// A provider on the target's lock table (and its run history), on a pool of its own.

@@ -37,6 +37,7 @@ impl Place {
             Backend::Postgres => postgres_url(),
             Backend::MySql => crate::mysql_url(),
             Backend::Redis => redis_url(),
+            shedlock_etcd::BACKEND => crate::etcd_url(),
             _ => logs.path().join("locks.db").display().to_string(),
         };
         Some(Place::at(backend, url, logs, prefix, harness))
@@ -91,7 +92,8 @@ impl Place {
         )
     }
 
-    /// Drops every table the provider and the harness made (Redis: deletes the prefix's keys).
+    /// Drops every table the provider and the harness made (Redis, etcd: deletes the prefix's
+    /// keys).
     pub async fn cleanup(&self) {
         let t = &self.target.table;
         let drop = format!(
@@ -107,6 +109,13 @@ impl Place {
                 let _ = pool.execute(AssertSqlSafe(drop)).await;
             }
             Backend::Redis => delete_prefix(&host_port(&self.target.url, 6379), t),
+            shedlock_etcd::BACKEND => {
+                let client = etcd_client::Client::connect([self.target.url.as_str()], None).await;
+                if let Ok(mut client) = client {
+                    let options = etcd_client::DeleteOptions::new().with_prefix();
+                    let _ = client.delete(format!("{t}/"), Some(options)).await;
+                }
+            }
             _ => {}
         }
     }

@@ -15,6 +15,12 @@
 //! [`Ledger::look_back`] and [`MOST_TICKS`] a job. Sweeps are serialized by that lock and a tick
 //! already recorded is never written again, so each tick gets one record fleet-wide.
 //!
+//! A store that keeps no schedules (etcd, a provider of an application's own) knows the fleet's
+//! jobs only through the instances that carry them: there each instance sweeps its own jobs,
+//! each job claimed for the instant under a lock of its own (`shedlock.ledger/<job>`, whose
+//! `last_tick` is that job's last sweep), so each tick still gets one record fleet-wide, and a
+//! job that no running instance carries is not known to the ledger there.
+//!
 //! A missed tick is only recorded, never run here: whether a tick missed while an instance was
 //! down runs when it comes back is its misfire policy's call (and its run gets a row of its
 //! own).
@@ -163,31 +169,24 @@ pub(super) async fn ledger_loop(inner: Arc<Inner>, store: Arc<dyn RunStore>, led
 }
 
 /// One sweep, when this instance's claim of the instant wins (`None` when another's did).
+///
+/// With a schedule store ([`Control`](super::control::Control)) the sweep accounts for every job
+/// the store knows, under the one lock [`LEDGER_LOCK`]. Without one (etcd, a provider of an
+/// application's own) the store knows no job but through the instances that carry it: each
+/// instance accounts for its own jobs, each job claimed for the instant under a lock of its own
+/// ([`job_lock`]), so two instances carrying one job never both write its ticks, and an
+/// instance carrying other jobs than the rest (a deploy under way) still accounts for them.
 pub(super) async fn sweep(
     inner: &Inner,
     store: &dyn RunStore,
     ledger: Ledger,
 ) -> Result<Option<Swept>> {
-    let Some(control) = &inner.control else {
-        return Ok(None);
-    };
     let provider = inner.provider.as_ref();
     let now = provider.now().await?;
     let every_ms = i64::try_from(ledger.every.as_millis()).unwrap_or(i64::MAX);
     let slot = DateTime::from_timestamp_millis(now.timestamp_millis() / every_ms * every_ms)
         .unwrap_or(now);
-    let previous = match provider.as_admin() {
-        Some(admin) => admin
-            .lock_state(LEDGER_LOCK)
-            .await?
-            .and_then(|s| s.last_tick),
-        None => None,
-    };
-    let lease = SWEEP_LEASE.max(ledger.every * 3);
-    let config = LockConfiguration::new(LEDGER_LOCK, lease, Duration::ZERO)?.for_tick(slot);
-    let Some(mut guard) = provider.lock(&config).await? else {
-        return Ok(None);
-    };
+    let length = SWEEP_LEASE.max(ledger.every * 3);
     let settle = ledger.settle.unwrap_or(inner.misfire.grace);
     let settle = TimeDelta::from_std(settle.max(Duration::from_secs(1))).unwrap_or(TimeDelta::MAX);
     let every = TimeDelta::from_std(ledger.every).unwrap_or(TimeDelta::MAX);
@@ -195,67 +194,148 @@ pub(super) async fn sweep(
     let to = slot - settle;
     // One sweep's window more than the last sweep's end: a sweep that stopped part-way is
     // made good by the next (a tick already recorded is not written again).
-    let from = match previous {
-        Some(previous) if previous < slot => previous - settle - every,
-        _ => to - every,
+    let window_from = |previous: Option<DateTime<Utc>>| {
+        let from = match previous {
+            Some(previous) if previous < slot => previous - settle - every,
+            _ => to - every,
+        };
+        from.max(to.checked_sub_signed(look_back).unwrap_or(from))
     };
-    let from = from.max(to.checked_sub_signed(look_back).unwrap_or(from));
-    let mut lease = Lease {
-        guard: &mut guard,
-        length: lease,
-        renewed: tokio::time::Instant::now(),
+    let (mut lease, mut swept, due) = match &inner.control {
+        Some(control) => {
+            let previous = match provider.as_admin() {
+                Some(admin) => admin
+                    .lock_state(LEDGER_LOCK)
+                    .await?
+                    .and_then(|s| s.last_tick),
+                None => None,
+            };
+            let config =
+                LockConfiguration::new(LEDGER_LOCK, length, Duration::ZERO)?.for_tick(slot);
+            let Some(guard) = provider.lock(&config).await? else {
+                return Ok(None);
+            };
+            let lease = Lease::new(vec![guard], length);
+            match fleet_jobs(inner, control, window_from(previous)).await {
+                Ok((swept, due)) => (lease, swept, due),
+                Err(error) => {
+                    lease.release().await;
+                    return Err(error);
+                }
+            }
+        }
+        None => {
+            let (swept, due, guards) = own_jobs(inner, slot, length, window_from).await?;
+            if guards.is_empty() {
+                return Ok(None);
+            }
+            (Lease::new(guards, length), swept, due)
+        }
     };
-    let mut result = account(inner, store, control, &mut lease, from, to).await;
+    let from = due.iter().map(|d| d.from).min().unwrap_or(to - every);
+    let mut result = account(inner, store, &mut lease, due, to).await;
     // The alerts are raised and recovered while the lock is held: another instance's claim of
     // the next instant fails meanwhile, so no alert is decided twice (CI19, MariaDB: with the
     // check after the release, two overlapping sweeps both recovered one alert).
-    if let Ok(swept) = &mut result {
+    if let Ok(missed) = &mut result {
+        swept.missed = std::mem::take(missed);
         swept.window = Some((from, to));
         match lease.keep().await {
-            Ok(()) => super::alerts::after_sweep(inner, store, swept).await,
+            Ok(()) => super::alerts::after_sweep(inner, store, &swept).await,
             Err(error) => result = Err(error),
         }
     }
-    if let Err(error) = guard.unlock().await {
-        tracing::debug!(%error, "the ledger's lock could not be released; it runs out");
-    }
-    Ok(Some(result?))
+    lease.release().await;
+    result.map(|_| Some(swept))
 }
 
-/// The ledger's lock while a sweep holds it.
-struct Lease<'a> {
-    guard: &'a mut crate::guard::LockGuard,
+/// The lock one job's sweeps are claimed through when there is no schedule store:
+/// `shedlock.ledger/<job>`, or for a job whose name makes that longer than a lock name may be,
+/// `shedlock.ledger#<16 hex digits>` (the name's 64-bit FNV-1a hash).
+pub(crate) fn job_lock(job: &str) -> String {
+    let plain = format!("{LEDGER_LOCK}/{job}");
+    if plain.len() <= crate::config::MAX_NAME_BYTES {
+        return plain;
+    }
+    let hash = job.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("{LEDGER_LOCK}#{hash:016x}")
+}
+
+/// A job whose ticks a sweep walks.
+struct Due {
+    name: String,
+    schedule: crate::cron::Schedule,
+    /// Why it is paused, if it is.
+    paused: Option<String>,
+    /// Whether a running instance carries it.
+    carried: bool,
+    /// The start of its window: ticks in `(from, to]`.
+    from: DateTime<Utc>,
+}
+
+/// The ledger's locks while a sweep holds them: [`LEDGER_LOCK`], or each job's
+/// ([`job_lock`]).
+struct Lease {
+    guards: Vec<crate::guard::LockGuard>,
     length: Duration,
     renewed: tokio::time::Instant,
 }
 
-impl Lease<'_> {
-    /// Extends the lease once a third of it has passed; an error when it was lost (another
-    /// sweep may have started: this one stops).
+impl Lease {
+    fn new(guards: Vec<crate::guard::LockGuard>, length: Duration) -> Self {
+        Self {
+            guards,
+            length,
+            renewed: tokio::time::Instant::now(),
+        }
+    }
+
+    /// Extends the leases once a third of them has passed; an error when one was lost
+    /// (another sweep may have started: this one stops).
     async fn keep(&mut self) -> Result<()> {
         if self.renewed.elapsed() < self.length / 3 {
             return Ok(());
         }
-        if !self.guard.extend(self.length, Duration::ZERO).await? {
-            return Err(crate::error::Error::LockLost {
-                name: LEDGER_LOCK.to_owned(),
-                fencing_token: self.guard.fencing_token(),
-            });
+        let length = self.length;
+        let kept = futures_util::future::join_all(
+            self.guards
+                .iter_mut()
+                .map(|guard| guard.extend(length, Duration::ZERO)),
+        )
+        .await;
+        for (guard, kept) in self.guards.iter().zip(kept) {
+            if !kept? {
+                return Err(crate::error::Error::LockLost {
+                    name: guard.name().to_owned(),
+                    fencing_token: guard.fencing_token(),
+                });
+            }
         }
         self.renewed = tokio::time::Instant::now();
         Ok(())
     }
+
+    /// Releases every lock (one that cannot be released runs out).
+    async fn release(self) {
+        let unlocks = self.guards.into_iter().map(crate::guard::LockGuard::unlock);
+        for result in futures_util::future::join_all(unlocks).await {
+            if let Err(error) = result {
+                tracing::debug!(%error, "the ledger's lock could not be released; it runs out");
+            }
+        }
+    }
 }
 
-/// Writes a row for every tick due in `(from, to]` that the history does not record.
-async fn account(
+/// Every job the store knows, with what the alerts check of it, each walked from `from`.
+async fn fleet_jobs(
     inner: &Inner,
-    store: &dyn RunStore,
     control: &super::control::Control,
-    lease: &mut Lease<'_>,
     from: DateTime<Utc>,
-    to: DateTime<Utc>,
-) -> Result<Swept> {
+) -> Result<(Swept, Vec<Due>)> {
+    let mut swept = Swept::default();
+    let mut due = Vec::new();
     let mut jobs = upcoming::known_all(control.store.as_ref()).await?;
     let mut own: HashMap<String, Arc<super::registry::JobState>> = inner
         .jobs()
@@ -268,13 +348,6 @@ async fn account(
             job.carried = true;
         }
     }
-    let recorded = store.recorded_ticks(from - SINCE_SLACK, from, to).await?;
-    let mut by_job: HashMap<String, BTreeSet<DateTime<Utc>>> = HashMap::new();
-    for (job, tick) in recorded {
-        by_job.entry(job).or_default().insert(tick);
-    }
-    let mut swept = Swept::default();
-    let mut due: Vec<(String, crate::cron::Schedule, Option<String>, bool)> = Vec::new();
     for KnownJob {
         name,
         known,
@@ -298,10 +371,13 @@ async fn account(
             paused_since,
         });
         match upcoming::resolve(&name, &known) {
-            Ok(resolved) => {
-                let paused = resolved.paused.map(|why| why.to_string());
-                due.push((name, resolved.schedule, paused, carried));
-            }
+            Ok(resolved) => due.push(Due {
+                name,
+                schedule: resolved.schedule,
+                paused: resolved.paused.map(|why| why.to_string()),
+                carried,
+                from,
+            }),
             // No cron is known for it (its code's, and no instance registers it any more).
             Err(error) => {
                 tracing::debug!(job = %name, %error, "the ledger cannot walk the job's ticks")
@@ -310,21 +386,116 @@ async fn account(
     }
     // This instance's own jobs that its registration does not list yet.
     for (name, job) in own {
-        swept.jobs.push(Checked {
-            name: name.clone(),
-            lock: job
-                .job
-                .lock
-                .as_ref()
-                .map_or_else(|| name.clone(), |l| l.name().to_owned()),
-            deadlines: super::attempt::deadlines(inner, &job),
-            paused_since: None,
+        swept.jobs.push(own_checked(inner, &name, &job));
+        due.push(Due {
+            name,
+            schedule: job.job.schedule().clone(),
+            paused: None,
+            carried: true,
+            from,
         });
-        due.push((name, job.job.schedule().clone(), None, true));
+    }
+    Ok((swept, due))
+}
+
+/// A job of this instance as the alerts check it.
+fn own_checked(inner: &Inner, name: &str, job: &super::registry::JobState) -> Checked {
+    Checked {
+        name: name.to_owned(),
+        lock: job
+            .job
+            .lock
+            .as_ref()
+            .map_or_else(|| name.to_owned(), |l| l.name().to_owned()),
+        deadlines: super::attempt::deadlines(inner, job),
+        paused_since: None,
+    }
+}
+
+/// This instance's jobs whose claim of the instant `slot` it won (each under its
+/// [`job_lock`], claimed together), each walked from the end of its last sweep; and the
+/// guards of those claims.
+async fn own_jobs(
+    inner: &Inner,
+    slot: DateTime<Utc>,
+    length: Duration,
+    window_from: impl Fn(Option<DateTime<Utc>>) -> DateTime<Utc>,
+) -> Result<(Swept, Vec<Due>, Vec<crate::guard::LockGuard>)> {
+    let provider = inner.provider.as_ref();
+    let own: Vec<Arc<super::registry::JobState>> = inner
+        .jobs()
+        .by_name
+        .iter()
+        .map(|job| Arc::clone(&job.0))
+        .collect();
+    let locks: Vec<String> = own.iter().map(|job| job_lock(job.job.name())).collect();
+    let previous: HashMap<String, DateTime<Utc>> = match provider.as_admin() {
+        Some(admin) => admin
+            .lock_states(&locks)
+            .await?
+            .into_iter()
+            .filter_map(|s| Some((s.name, s.last_tick?)))
+            .collect(),
+        None => HashMap::new(),
+    };
+    let mut configs = Vec::with_capacity(locks.len());
+    for lock in &locks {
+        configs.push(LockConfiguration::new(lock.as_str(), length, Duration::ZERO)?.for_tick(slot));
+    }
+    let claims = provider.lock_many(&configs).await?;
+    let mut swept = Swept::default();
+    let mut due = Vec::new();
+    let mut guards = Vec::new();
+    for ((job, lock), claim) in own.iter().zip(&locks).zip(claims) {
+        let guard = match claim {
+            Ok(Some(guard)) => guard,
+            Ok(None) => continue,
+            Err(error) => {
+                tracing::warn!(job = %job.job.name(), %error, "the ledger could not claim the job's sweep; the next sweep tries again");
+                continue;
+            }
+        };
+        guards.push(guard);
+        let name = job.job.name().to_owned();
+        swept.jobs.push(own_checked(inner, &name, job));
+        due.push(Due {
+            from: window_from(previous.get(lock).copied()),
+            name,
+            schedule: job.job.schedule().clone(),
+            paused: None,
+            carried: true,
+        });
+    }
+    Ok((swept, due, guards))
+}
+
+/// Writes a row for every tick of each job of `due` in its window up to `to` that the
+/// history does not record; answers the ticks written `missed`, by job.
+async fn account(
+    inner: &Inner,
+    store: &dyn RunStore,
+    lease: &mut Lease,
+    due: Vec<Due>,
+    to: DateTime<Utc>,
+) -> Result<Vec<(String, Vec<DateTime<Utc>>)>> {
+    let Some(from) = due.iter().map(|d| d.from).min() else {
+        return Ok(Vec::new());
+    };
+    let recorded = store.recorded_ticks(from - SINCE_SLACK, from, to).await?;
+    let mut by_job: HashMap<String, BTreeSet<DateTime<Utc>>> = HashMap::new();
+    for (job, tick) in recorded {
+        by_job.entry(job).or_default().insert(tick);
     }
     let mut rows = Vec::new();
     let mut jobs_rows = Vec::new();
-    for (name, schedule, paused, carried) in due {
+    for Due {
+        name,
+        schedule,
+        paused,
+        carried,
+        from,
+    } in due
+    {
         lease.keep().await?;
         let seen = by_job.remove(&name).unwrap_or_default();
         let (mut ticks, earlier) = unrecorded(&schedule, from, to, &seen);
@@ -378,6 +549,7 @@ async fn account(
     let mut results = store.record_runs(&rows).await.into_iter();
     let mut rows = rows.into_iter();
     let mut failed = None;
+    let mut written_missed = Vec::new();
     for (name, missed) in jobs_rows {
         let mut written = Vec::new();
         for is_missed in missed {
@@ -397,12 +569,12 @@ async fn account(
                 "due ticks that no instance claimed, recorded as missed");
             metrics::counter!(crate::metric_names::MISSED, "job" => name.clone())
                 .increment(written.len() as u64);
-            swept.missed.push((name, written));
+            written_missed.push((name, written));
         }
     }
     match failed {
         Some(e) => Err(e),
-        None => Ok(swept),
+        None => Ok(written_missed),
     }
 }
 

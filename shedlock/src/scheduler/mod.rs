@@ -446,8 +446,7 @@ impl Scheduler {
         if let Some((_, history)) = self.inner.observer.history {
             loops.spawn(prune_loop(Arc::clone(&self.inner), history));
         }
-        if let (Some((store, history)), Some(_)) =
-            (&self.inner.observer.history, &self.inner.control)
+        if let Some((store, history)) = &self.inner.observer.history
             && let Some(ledger) = history.ledger_settings()
         {
             loops.spawn(ledger::ledger_loop(

@@ -110,8 +110,8 @@ struct Args {
     /// (`tests/calendar_kills.rs`). Each run logs the end of the interval it covers.
     #[arg(long)]
     holidays: bool,
-    /// The run history with its ledger (every store but etcd): a sweep every second, a tick called
-    /// missed this long after it (`tests/ledger/fleet_down.rs`).
+    /// The run history with its ledger: a sweep every second, a tick called missed this long
+    /// after it (`tests/ledger/fleet_down.rs`).
     #[arg(long, value_parser = humantime::parse_duration)]
     ledger: Option<Duration>,
     /// After how long without a heartbeat the store forgets this instance's jobs.
@@ -331,7 +331,7 @@ async fn run(args: Args) -> Result<(), Failure> {
                 .locked_by(&args.instance)
                 .build()
                 .await?;
-            serve(settings(provider, &args)?, &args).await
+            serve(ledgered(settings(provider, &args)?, &args)?, &args).await
         }
     }
 }
@@ -375,7 +375,7 @@ fn watching<P: LockProvider + ScheduleStore + 'static>(
 }
 
 /// `--ledger`, `--webhook`: the run history with its ledger, and where alerts go.
-fn ledgered<P: LockProvider + ScheduleStore + RunStore + 'static>(
+fn ledgered<P: LockProvider + RunStore + 'static>(
     mut builder: SchedulerBuilder<P>,
     args: &Args,
 ) -> Result<SchedulerBuilder<P>, Failure> {

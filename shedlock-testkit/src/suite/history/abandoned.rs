@@ -134,7 +134,7 @@ pub async fn abandoned_runs_are_closed_with_the_reason<D: TestDb>(db: &D) {
         (
             deleted_run,
             match D::BACKEND {
-                shedlock::Backend::Redis => {
+                shedlock::Backend::Redis | shedlock::Backend::Other("etcd") => {
                     "abandoned: lock \"deleted\" has no keys (they were deleted) while this run \
                      was still recorded as running"
                 }
