@@ -193,7 +193,12 @@ impl Inner {
         }
         writes.push(ops);
         let operation = || format!("record {} run history rows", runs.len());
-        try_join_all(writes.into_iter().map(|ops| self.write_again(ops, operation))).await?;
+        try_join_all(
+            writes
+                .into_iter()
+                .map(|ops| self.write_again(ops, operation)),
+        )
+        .await?;
         Ok(ids)
     }
 
@@ -240,7 +245,12 @@ impl Inner {
         }
         writes.push(ops);
         let operation = || format!("finish {} run history rows", ends.len());
-        try_join_all(writes.into_iter().map(|ops| self.write_again(ops, operation))).await?;
+        try_join_all(
+            writes
+                .into_iter()
+                .map(|ops| self.write_again(ops, operation)),
+        )
+        .await?;
         Ok(())
     }
 
@@ -259,9 +269,10 @@ impl Inner {
             options = options.with_keys_only();
         }
         let answer = self
-            .txn(Txn::new().and_then([TxnOp::get(from, Some(options))]), || {
-                operation.to_owned()
-            })
+            .txn(
+                Txn::new().and_then([TxnOp::get(from, Some(options))]),
+                || operation.to_owned(),
+            )
             .await?;
         match answer.op_responses().into_iter().next() {
             Some(TxnOpResponse::Get(mut get)) => Ok(get.take_kvs()),
@@ -319,9 +330,8 @@ impl Inner {
     /// Row `id` from its `run` key and its `end` key.
     fn decode(&self, id: i64, run: &KeyValue, end: Option<&KeyValue>) -> Result<RunRecord> {
         let key = String::from_utf8_lossy(run.key()).into_owned();
-        let row: Map<String, Value> = serde_json::from_slice(run.value()).map_err(|e| {
-            self.unreadable_run(&key, &format!("the row is no JSON object: {e}"))
-        })?;
+        let row: Map<String, Value> = serde_json::from_slice(run.value())
+            .map_err(|e| self.unreadable_run(&key, &format!("the row is no JSON object: {e}")))?;
         let text = |field: &str| row.get(field).and_then(Value::as_str).map(str::to_owned);
         let int = |field: &str| row.get(field).and_then(Value::as_i64);
         let time = |field: &str| -> Result<Option<DateTime<Utc>>> {
@@ -331,7 +341,9 @@ impl Inner {
                     .as_i64()
                     .and_then(DateTime::from_timestamp_micros)
                     .map(Some)
-                    .ok_or_else(|| self.unreadable_run(&key, &format!("{field:?} is {v}, no time"))),
+                    .ok_or_else(|| {
+                        self.unreadable_run(&key, &format!("{field:?} is {v}, no time"))
+                    }),
             }
         };
         let needed = |field: &str| {
@@ -452,7 +464,9 @@ impl Inner {
                 })
                 .collect();
             let answer = self
-                .txn(Txn::new().and_then(ops), || "read the run history".to_owned())
+                .txn(Txn::new().and_then(ops), || {
+                    "read the run history".to_owned()
+                })
                 .await?;
             let mut got = answer.op_responses().into_iter().map(|r| match r {
                 TxnOpResponse::Get(mut get) => get.take_kvs().into_iter().next(),
@@ -615,7 +629,13 @@ impl Inner {
         let (since, from, to) = (micros_of(since), micros_of(from), micros_of(to));
         loop {
             let kvs = self
-                .range(next, end.clone(), PAGE, false, "read the ledger's recorded ticks")
+                .range(
+                    next,
+                    end.clone(),
+                    PAGE,
+                    false,
+                    "read the ledger's recorded ticks",
+                )
                 .await?;
             let full = kvs.len() as i64 == PAGE;
             for kv in &kvs {
@@ -685,11 +705,19 @@ impl Inner {
                     TxnOp::delete(kv.key(), None),
                     TxnOp::delete(self.row_key(Part::End, id), None),
                     TxnOp::delete(
-                        format!("{}{}", self.index_prefix(Index::Name, field("name")), slot(id)),
+                        format!(
+                            "{}{}",
+                            self.index_prefix(Index::Name, field("name")),
+                            slot(id)
+                        ),
                         None,
                     ),
                     TxnOp::delete(
-                        format!("{}{}", self.index_prefix(Index::Job, field("job")), slot(id)),
+                        format!(
+                            "{}{}",
+                            self.index_prefix(Index::Job, field("job")),
+                            slot(id)
+                        ),
                         None,
                     ),
                     TxnOp::delete(format!("{}{}", self.running_prefix(), slot(id)), None),
@@ -706,9 +734,11 @@ impl Inner {
                     group.extend(row);
                 }
             }
-            try_join_all(groups.into_iter().map(|ops| {
-                self.write_again(ops, || "prune the run history".to_owned())
-            }))
+            try_join_all(
+                groups
+                    .into_iter()
+                    .map(|ops| self.write_again(ops, || "prune the run history".to_owned())),
+            )
             .await?;
             deleted += count;
             match kvs.last() {
@@ -809,9 +839,11 @@ impl Inner {
                         .collect()
                 })
                 .collect();
-            try_join_all(groups.into_iter().map(|ops| {
-                self.write_again(ops, || "forget ended runs".to_owned())
-            }))
+            try_join_all(
+                groups
+                    .into_iter()
+                    .map(|ops| self.write_again(ops, || "forget ended runs".to_owned())),
+            )
             .await?;
         }
         let mut count = 0;
@@ -900,7 +932,9 @@ impl RunStore for EtcdLockProvider {
                         let text = error.to_string();
                         answers.push(Err(error));
                         answers.extend((1..group.len()).map(|_| {
-                            Err(self.inner.unexpected("record run history rows", text.clone()))
+                            Err(self
+                                .inner
+                                .unexpected("record run history rows", text.clone()))
                         }));
                     }
                 }
@@ -918,7 +952,9 @@ impl RunStore for EtcdLockProvider {
                     let text = error.to_string();
                     let mut answers = vec![Err(error)];
                     answers.extend((1..ends.len()).map(|_| {
-                        Err(self.inner.unexpected("finish run history rows", text.clone()))
+                        Err(self
+                            .inner
+                            .unexpected("finish run history rows", text.clone()))
                     }));
                     answers
                 }

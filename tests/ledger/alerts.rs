@@ -11,12 +11,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{TimeDelta, Utc};
+use futures_util::future::LocalBoxFuture;
 use shedlock::history::{NewRun, RunOutcome, RunQuery, RunRecord};
 use shedlock::operator::{Actor, Operator};
 use shedlock::scheduler::{Alert, Ledger, RunHistory, SchedulerListener, Webhook};
 use shedlock::schedules::{Deadlines, ScheduleStore};
 use shedlock::{LockAdmin, RunStore, Scheduler};
-use futures_util::future::LocalBoxFuture;
 use shedlock_suite::scheduler_suite::eventually;
 
 use crate::locked;
@@ -82,9 +82,9 @@ where
             // Found again each time: it has a stored schedule once paused.
             let job = desk.find("al-paused").await.unwrap();
             if paused {
-                desk.pause(&job, &actor, None).await.unwrap();
+                desk.pause(&job, actor, None).await.unwrap();
             } else {
-                desk.resume(&job, &actor, None).await.unwrap();
+                desk.resume(&job, actor, None).await.unwrap();
             }
         })
     };

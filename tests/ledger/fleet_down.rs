@@ -21,8 +21,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
-use shedlock::{Backend, RunStore};
 use shedlock::history::{RunOutcome, RunQuery, RunRecord};
+use shedlock::{Backend, RunStore};
 use shedlock_suite::place::Place;
 
 const BEATS: &str = env!("CARGO_BIN_EXE_shedlock-beats");
