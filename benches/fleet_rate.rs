@@ -115,7 +115,7 @@ enum Path {
     /// `Job::new` + `run_locked` + `Job::with_lock`, a pool of 8 connections, no log.
     JobNew,
     /// The README's path with the README's run history (`RunHistory::keep_for(30 days)`), its
-    /// ledger turned off (`.ledger(None)`). PostgreSQL, MariaDB and SQLite.
+    /// ledger turned off (`.ledger(None)`). Every store.
     History,
     /// The README's path with the README's run history and its ledger, which settles a tick
     /// after 5 s (`Ledger::default().settle(5 s)`, a sweep every 10 s, the default) so that the
@@ -1058,6 +1058,15 @@ async fn run_child(args: &Args, child: &Child) {
                         .build()
                         .await
                         .expect("connect to Redis"),
+                )
+                .history(history)
+                .build(),
+                ETCD => Scheduler::builder(
+                    EtcdLockProvider::builder(&child.url)
+                        .table_name(&child.table)
+                        .build()
+                        .await
+                        .expect("connect to etcd"),
                 )
                 .history(history)
                 .build(),

@@ -83,9 +83,9 @@
 //! its alerts, in keys beside the locks (`<p>/run/…`, `<p>/end/…`, `<p>/runs/…`; see the
 //! `history` module's documentation in the source for each key). Ids come from the store's
 //! revision; the times are this process's clock. etcd keeps no schedules
-//! ([`ScheduleStore`](shedlock::schedules::ScheduleStore)), so the ledger of a fleet on etcd
-//! accounts for the jobs its running instances carry: a job no instance carries any more is
-//! not known to it (the stores that keep schedules report it as missing its carrier).
+//! ([`ScheduleStore`](shedlock::schedules::ScheduleStore)): the ledger of a fleet on etcd knows
+//! the jobs through its instances, each sweeping its own jobs under a lock per job, and reports
+//! a job whose lock no instance sweeps any more as missing its carrier.
 //!
 //! # Features
 //!

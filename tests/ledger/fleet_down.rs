@@ -247,8 +247,9 @@ async fn a_fleet_stopped_and_started_leaves_every_tick_accounted_redis() {
 /// both (a deploy under way: their jobs differ). Then every tick of both jobs from its first
 /// run to after the restart has exactly one record, each tick of the stop `missed` (written by
 /// one process, although two carry `beat_0`), and each job's missed alert is raised once and
-/// recovered once. A job no instance carries is not known to the ledger on etcd (no fleet
-/// registry), so this case has no deploy that drops a job.
+/// recovered once. Then the process carrying `beat_1` stops: the other one's sweeps find
+/// `beat_1`'s ledger lock unswept and raise one `no-carrier` alert, recovered once when a new
+/// process carries `beat_1` again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_stopped_and_started_leaves_every_tick_accounted_etcd() {
     const ETCD: Backend = shedlock_etcd::BACKEND;
@@ -300,9 +301,15 @@ async fn a_fleet_stopped_and_started_leaves_every_tick_accounted_etcd() {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     let rows = loop {
         let rows = all().await;
+        // Every tick of each job up to the accounted end has a record (a tick refused because
+        // etcd still held the last one's lease, its 2 s minimum, is missed once settled).
         let done = ["beat_0", "beat_1"].iter().all(|job| {
-            fates(&rows, job).keys().any(|t| *t >= accounted_to)
-                && alerts(&rows, job, "missed").len() >= 2
+            let fates = fates(&rows, job);
+            fates.keys().next().is_some_and(|first| {
+                seconds(*first, accounted_to)
+                    .iter()
+                    .all(|t| fates.contains_key(t))
+            }) && alerts(&rows, job, "missed").len() >= 2
         });
         if done {
             break rows;
@@ -318,10 +325,39 @@ async fn a_fleet_stopped_and_started_leaves_every_tick_accounted_etcd() {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
-    c.signal("TERM");
+    // pod-d stops: beat_1 is carried by no running instance. pod-c's sweeps find its ledger
+    // lock unswept and report it, once.
     d.signal("TERM");
-    let _ = c.wait().await;
     let _ = d.wait().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while alerts(&all().await, "beat_1", "no-carrier").is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "etcd: beat_1, carried by no running instance, reported within 60 s (logs kept in {:?})",
+            place.logs.keep()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // A few more sweeps: not raised twice. Then a process carries beat_1 again: recovered.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let e = place.spawn("pod-e", &two).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let later = loop {
+        let rows = all().await;
+        if alerts(&rows, "beat_1", "no-carrier").len() >= 2 {
+            break rows;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "etcd: beat_1's no-carrier alert recovered within 60 s of pod-e carrying it (logs kept in {:?})",
+            place.logs.keep()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    c.signal("TERM");
+    e.signal("TERM");
+    let _ = c.wait().await;
+    let _ = e.wait().await;
     macro_rules! fail {
         ($what:expr) => {{
             let what: String = $what;
@@ -366,8 +402,23 @@ async fn a_fleet_stopped_and_started_leaves_every_tick_accounted_etcd() {
             ));
         }
     }
+    let no_carrier = alerts(&later, "beat_1", "no-carrier");
+    if no_carrier.len() != 2
+        || !no_carrier[0].starts_with("raised: no running instance carries")
+        || !no_carrier[1].starts_with("recovered: ")
+    {
+        fail!(format!(
+            "beat_1's no-carrier alert raised once pod-d stopped and recovered once pod-e carried it, once each: {no_carrier:?}"
+        ));
+    }
+    let wrong = alerts(&later, "beat_0", "no-carrier");
+    if !wrong.is_empty() {
+        fail!(format!(
+            "beat_0, carried all along, reported without carrier: {wrong:?}"
+        ));
+    }
     eprintln!(
-        "ledger etcd: fleet down {:.1} s; {} ticks of the stop missed once each, for both jobs",
+        "ledger etcd: fleet down {:.1} s; {} ticks of the stop missed once each, for both jobs; beat_1's no-carrier raised and recovered once",
         (restarted - killed).num_milliseconds() as f64 / 1000.0,
         stopped.len()
     );

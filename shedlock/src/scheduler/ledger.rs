@@ -18,8 +18,10 @@
 //! A store that keeps no schedules (etcd, a provider of an application's own) knows the fleet's
 //! jobs only through the instances that carry them: there each instance sweeps its own jobs,
 //! each job claimed for the instant under a lock of its own (`shedlock.ledger/<job>`, whose
-//! `last_tick` is that job's last sweep), so each tick still gets one record fleet-wide, and a
-//! job that no running instance carries is not known to the ledger there.
+//! `last_tick` is that job's last sweep), so each tick still gets one record fleet-wide. A job
+//! whose lock no sweep claimed for the settling time and two sweeps is carried by no running
+//! instance: the sweep that wins its lock reports it (its ticks are not written `missed` there:
+//! no running instance knows its cron).
 //!
 //! A missed tick is only recorded, never run here: whether a tick missed while an instance was
 //! down runs when it comes back is its misfire policy's call (and its run gets a row of its
@@ -45,6 +47,10 @@ pub const LEDGER_LOCK: &str = "shedlock.ledger";
 /// The most ticks of one job one sweep records (the newest ones; the first of them says how
 /// many before it were left unlisted).
 pub const MOST_TICKS: usize = 10_000;
+
+/// The longest span a sweep computes with (a longer settling time, interval or look-back is
+/// taken as this): ten years.
+const LONGEST: Duration = Duration::from_secs(10 * 365 * 86_400);
 
 /// How far a tick's rows may start before it: the clocks' tolerance, and then some.
 const SINCE_SLACK: TimeDelta = TimeDelta::seconds(60);
@@ -152,8 +158,9 @@ pub(super) async fn ledger_loop(inner: Arc<Inner>, store: Arc<dyn RunStore>, led
             _ = stop_firing.wait_for(|stop| *stop) => return,
         }
     }
+    let began = tokio::time::Instant::now();
     loop {
-        match sweep(&inner, store.as_ref(), ledger).await {
+        match sweep(&inner, store.as_ref(), ledger, began.elapsed()).await {
             Ok(Some(_)) => super::alerts::deliver_pending(&inner, store.as_ref()).await,
             Ok(None) => {}
             Err(error) => {
@@ -180,17 +187,25 @@ pub(super) async fn sweep(
     inner: &Inner,
     store: &dyn RunStore,
     ledger: Ledger,
+    sweeping_for: Duration,
 ) -> Result<Option<Swept>> {
     let provider = inner.provider.as_ref();
     let now = provider.now().await?;
-    let every_ms = i64::try_from(ledger.every.as_millis()).unwrap_or(i64::MAX);
+    // Each span at most ten years, so no sum of times below overflows.
+    let span = |d: Duration| TimeDelta::from_std(d.min(LONGEST)).unwrap_or(TimeDelta::MAX);
+    let every_std = ledger.every.min(LONGEST);
+    let every_ms = i64::try_from(every_std.as_millis()).unwrap_or(i64::MAX);
     let slot = DateTime::from_timestamp_millis(now.timestamp_millis() / every_ms * every_ms)
         .unwrap_or(now);
-    let length = SWEEP_LEASE.max(ledger.every * 3);
-    let settle = ledger.settle.unwrap_or(inner.misfire.grace);
-    let settle = TimeDelta::from_std(settle.max(Duration::from_secs(1))).unwrap_or(TimeDelta::MAX);
-    let every = TimeDelta::from_std(ledger.every).unwrap_or(TimeDelta::MAX);
-    let look_back = TimeDelta::from_std(ledger.look_back).unwrap_or(TimeDelta::MAX);
+    let length = SWEEP_LEASE.max(every_std * 3);
+    let settle = span(
+        ledger
+            .settle
+            .unwrap_or(inner.misfire.grace)
+            .max(Duration::from_secs(1)),
+    );
+    let every = span(every_std);
+    let look_back = span(ledger.look_back);
     let to = slot - settle;
     // One sweep's window more than the last sweep's end: a sweep that stopped part-way is
     // made good by the next (a tick already recorded is not written again).
@@ -225,7 +240,16 @@ pub(super) async fn sweep(
             }
         }
         None => {
-            let (swept, due, guards) = own_jobs(inner, slot, length, window_from).await?;
+            // A job whose lock no sweep claimed for a settling time and two sweeps is carried
+            // by no running instance, once this instance has swept that long itself (so the
+            // first instance back after the fleet was down does not take the others, still
+            // starting, for gone).
+            let unswept = settle + every * 2;
+            let stale_before = (TimeDelta::from_std(sweeping_for).unwrap_or(TimeDelta::MAX)
+                >= unswept)
+                .then(|| slot - unswept);
+            let (swept, due, guards) =
+                own_jobs(inner, slot, length, window_from, stale_before).await?;
             if guards.is_empty() {
                 return Ok(None);
             }
@@ -420,6 +444,7 @@ async fn own_jobs(
     slot: DateTime<Utc>,
     length: Duration,
     window_from: impl Fn(Option<DateTime<Utc>>) -> DateTime<Utc>,
+    stale_before: Option<DateTime<Utc>>,
 ) -> Result<(Swept, Vec<Due>, Vec<crate::guard::LockGuard>)> {
     let provider = inner.provider.as_ref();
     let own: Vec<Arc<super::registry::JobState>> = inner
@@ -438,11 +463,16 @@ async fn own_jobs(
             .collect(),
         None => HashMap::new(),
     };
-    let mut configs = Vec::with_capacity(locks.len());
-    for lock in &locks {
+    let gone = match (stale_before, provider.as_admin()) {
+        (Some(before), Some(admin)) => uncarried(admin, &locks, before).await?,
+        _ => Vec::new(),
+    };
+    let mut configs = Vec::with_capacity(locks.len() + gone.len());
+    for lock in locks.iter().chain(gone.iter().map(|(_, lock)| lock)) {
         configs.push(LockConfiguration::new(lock.as_str(), length, Duration::ZERO)?.for_tick(slot));
     }
-    let claims = provider.lock_many(&configs).await?;
+    let mut claims = provider.lock_many(&configs).await?;
+    let gone_claims = claims.split_off(locks.len().min(claims.len()));
     let mut swept = Swept::default();
     let mut due = Vec::new();
     let mut guards = Vec::new();
@@ -466,7 +496,45 @@ async fn own_jobs(
             carried: true,
         });
     }
+    // The jobs no running instance carries, each reported by the sweep whose claim won.
+    for ((job, _), claim) in gone.into_iter().zip(gone_claims) {
+        if let Ok(Some(guard)) = claim {
+            guards.push(guard);
+            swept.no_carrier.push(job.clone());
+            swept.jobs.push(Checked {
+                lock: job.clone(),
+                name: job,
+                deadlines: None,
+                paused_since: None,
+            });
+        }
+    }
     Ok((swept, due, guards))
+}
+
+/// The jobs whose ledger lock ([`job_lock`]) no sweep claimed since `before` and is not held:
+/// no running instance carries them (each with its lock). `own` are this instance's jobs'
+/// locks, left out. A job whose name is too long for its lock to hold it (hashed) cannot be
+/// named, and is left out.
+async fn uncarried(
+    admin: &dyn crate::provider::LockAdmin,
+    own: &[String],
+    before: DateTime<Utc>,
+) -> Result<Vec<(String, String)>> {
+    let prefix = format!("{LEDGER_LOCK}/");
+    let own: std::collections::HashSet<&str> = own.iter().map(String::as_str).collect();
+    Ok(admin
+        .locks()
+        .await?
+        .into_iter()
+        .filter(|state| {
+            state.name.starts_with(&prefix)
+                && !own.contains(state.name.as_str())
+                && !state.is_held()
+                && state.last_tick.is_some_and(|swept| swept < before)
+        })
+        .map(|state| (state.name[prefix.len()..].to_owned(), state.name))
+        .collect())
 }
 
 /// Writes a row for every tick of each job of `due` in its window up to `to` that the
