@@ -20,6 +20,8 @@
 //!   one name, and a job's last run, read only its rows.
 //! - `<p>/runs/running/<slot>`: empty, while the row is `running` (the abandoned-run sweep's
 //!   list).
+//! - `<p>/runs/alerts/<slot>`: empty, for each alert row, so the sweeps' read of the open alerts
+//!   (rows by an alert's outcome) reads only them.
 //! - `<p>/runs/seq`: written once per group of rows; its revision makes their ids.
 //!
 //! # Ids
@@ -61,10 +63,6 @@ const PAGE: i64 = 500;
 /// clocks may be this far apart.
 pub(crate) const CLOCK_SLACK: TimeDelta = TimeDelta::seconds(60);
 
-/// How many candidate rows of one name [`RunStore::latest_runs`] reads (the newest; an operator
-/// row, an alert or a tick held by another instance is read past).
-const LATEST_CANDIDATES: i64 = 20;
-
 /// The keys of the history.
 #[derive(Debug, Clone, Copy)]
 enum Part {
@@ -93,6 +91,7 @@ impl Inner {
         let word = match index {
             Index::Name => "name",
             Index::Job => "job",
+            Index::Alerts => return format!("{}/runs/alerts/", self.prefix),
         };
         format!("{}/runs/{word}/{}/", self.prefix, escape(name))
     }
@@ -182,6 +181,13 @@ impl Inner {
             if running {
                 row_ops.push(TxnOp::put(
                     format!("{}{}", self.running_prefix(), slot(*id)),
+                    "",
+                    None,
+                ));
+            }
+            if run.outcome.is_alert() {
+                row_ops.push(TxnOp::put(
+                    format!("{}{}", self.index_prefix(Index::Alerts, ""), slot(*id)),
                     "",
                     None,
                 ));
@@ -491,7 +497,11 @@ impl Inner {
             return Ok(Vec::new());
         }
         let Some(name) = &query.name else {
-            return self.walk(None, query).await;
+            // Alert rows (the sweeps' read of the open alerts) through their own index.
+            let alerts = query.outcome.is_some_and(RunOutcome::is_alert);
+            return self
+                .walk(alerts.then_some((Index::Alerts, "")), query)
+                .await;
         };
         // The rows of the lock name and those of the job name, merged newest first.
         let (by_name, by_job) = futures_util::future::try_join(
@@ -548,14 +558,15 @@ impl Inner {
         names.sort();
         names.dedup();
         let latest = try_join_all(names.chunks(self.ops_per_txn()).map(|chunk| async move {
-            // The newest index entries of each name, in one transaction.
+            // The newest index entry of each name, in one transaction; then those rows, read
+            // together. Most are the run sought; a name whose newest row is not walks on.
             let ops: Vec<TxnOp> = chunk
                 .iter()
                 .map(|name| {
                     let prefix = self.index_prefix(Index::Name, name);
                     let options = GetOptions::new()
                         .with_range(prefix_end(prefix.as_bytes()))
-                        .with_limit(LATEST_CANDIDATES)
+                        .with_limit(1)
                         .with_keys_only();
                     TxnOp::get(prefix, Some(options))
                 })
@@ -565,27 +576,32 @@ impl Inner {
                     "read the last runs of the locks".to_owned()
                 })
                 .await?;
-            let mut latest = Vec::new();
+            let mut newest: Vec<(&String, i64)> = Vec::new();
             for (name, response) in chunk.iter().zip(answer.op_responses()) {
                 let TxnOpResponse::Get(mut get) = response else {
                     continue;
                 };
                 let prefix = self.index_prefix(Index::Name, name).len();
-                let ids: Vec<i64> = get
+                if let Some(id) = get
                     .take_kvs()
-                    .iter()
-                    .filter_map(|kv| id_of(&kv.key()[prefix..]))
-                    .collect();
-                let rows = self.rows_by_id(&ids).await?;
-                if let Some(row) = rows.into_iter().find(|row| {
-                    row.name == **name
-                        && !row.outcome.is_alert()
-                        && !matches!(row.outcome, RunOutcome::Operator | RunOutcome::SkippedHeld)
-                }) {
-                    latest.push(row);
-                } else if ids.len() as i64 == LATEST_CANDIDATES {
-                    // Its newest rows were all read past: on through its index.
-                    latest.extend(self.latest_of(name, ids.last().copied()).await?);
+                    .first()
+                    .and_then(|kv| id_of(&kv.key()[prefix..]))
+                {
+                    newest.push((name, id));
+                }
+            }
+            let ids: Vec<i64> = newest.iter().map(|(_, id)| *id).collect();
+            let mut rows: HashMap<i64, RunRecord> = self
+                .rows_by_id(&ids)
+                .await?
+                .into_iter()
+                .map(|row| (row.id, row))
+                .collect();
+            let mut latest = Vec::new();
+            for (name, id) in newest {
+                match rows.remove(&id) {
+                    Some(row) if is_last_run(&row, name) => latest.push(row),
+                    _ => latest.extend(self.latest_of(name, Some(id)).await?),
                 }
             }
             Ok::<_, Error>(latest)
@@ -602,10 +618,7 @@ impl Inner {
             let (rows, full) = self.page_index(Index::Name, name, before, per).await?;
             for row in rows {
                 before = Some(row.id);
-                if row.name == name
-                    && !row.outcome.is_alert()
-                    && !matches!(row.outcome, RunOutcome::Operator | RunOutcome::SkippedHeld)
-                {
+                if is_last_run(&row, name) {
                     return Ok(Some(row));
                 }
             }
@@ -721,9 +734,13 @@ impl Inner {
                         None,
                     ),
                     TxnOp::delete(format!("{}{}", self.running_prefix(), slot(id)), None),
+                    TxnOp::delete(
+                        format!("{}{}", self.index_prefix(Index::Alerts, ""), slot(id)),
+                        None,
+                    ),
                 ]);
             }
-            let per = (self.ops_per_txn() / 5).max(1);
+            let per = (self.ops_per_txn() / 6).max(1);
             let count = ops.len() as u64;
             let mut groups: Vec<Vec<TxnOp>> = Vec::new();
             for (i, row) in ops.into_iter().enumerate() {
@@ -854,6 +871,14 @@ impl Inner {
     }
 }
 
+/// Whether `row` can be lock `name`'s last run: a row of that lock name, neither an operator
+/// row nor an alert nor a tick held by another instance.
+fn is_last_run(row: &RunRecord, name: &str) -> bool {
+    row.name == name
+        && !row.outcome.is_alert()
+        && !matches!(row.outcome, RunOutcome::Operator | RunOutcome::SkippedHeld)
+}
+
 /// Whether `row` is one `query` asks for (its name and `before` are the walk's).
 fn matches(row: &RunRecord, query: &RunQuery) -> bool {
     query.outcome.is_none_or(|o| row.outcome == o)
@@ -867,11 +892,15 @@ fn matches(row: &RunRecord, query: &RunQuery) -> bool {
         && !(query.runs_only && (row.outcome.is_alert() || row.outcome == RunOutcome::Operator))
 }
 
-/// The two indexes of the rows.
+/// The indexes of the rows.
 #[derive(Debug, Clone, Copy)]
 enum Index {
+    /// A lock name's rows.
     Name,
+    /// A job's rows.
     Job,
+    /// Every alert row (its name is the alert's kind).
+    Alerts,
 }
 
 /// The key part of row `id`: `i64::MAX − id` in 20 digits, so newer rows come first.

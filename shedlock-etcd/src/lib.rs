@@ -87,6 +87,13 @@
 //! the jobs through its instances, each sweeping its own jobs under a lock per job, and reports
 //! a job whose lock no instance sweeps any more as missing its carrier.
 //!
+//! etcd keeps every revision of every key until it is compacted, and it compacts nothing by
+//! default: each lock taken, each history row and each end is a revision more. Run the cluster
+//! with `--auto-compaction-retention` (for example `1h`) so its database does not grow up to its
+//! quota (2 GiB by default), past which it refuses every write; the history's retention
+//! ([`RunHistory::keep_for`](shedlock::scheduler::RunHistory::keep_for)) deletes the rows, and
+//! the compaction frees them.
+//!
 //! # Features
 //!
 //! - `testkit`: [`testkit::Etcd`], this store's backend for the conformance kit

@@ -14,6 +14,8 @@
 //! - `{P}:runs:name:<name>` and `{P}:runs:job:<job>`: the ids of a lock name's rows and of a
 //!   job's rows, so a page of one name reads only its rows.
 //! - `{P}:runs:running`: the ids of the rows still `running`, for the abandoned-run sweep.
+//! - `{P}:runs:alerts`: the ids of the alert rows, so the sweeps' read of the open alerts (rows
+//!   by an alert's outcome) reads only them.
 //! - `{P}:runs:req:<request>`: the ids a `RECORD` script answered, kept 5 minutes, so the same
 //!   script sent again after a broken connection answers them instead of writing the rows twice.
 //!
@@ -57,7 +59,8 @@ const CLOCK_SLACK_US: i64 = 60_000_000;
 /// Adds rows. `KEYS`: the counter, every row's index, the running set, the request's key.
 /// `ARGV`: the prefix's tag, `locked_by`, a JSON array of rows
 /// `[job, name, tick µs (text) or null, 1 if running else 0, outcome, token (text) or null,
-/// error or null, attempt or null, requested_by or null]`. Answers the ids (text), in order.
+/// error or null, attempt or null, requested_by or null, 1 if an alert else 0]`. Answers the
+/// ids (text), in order.
 const RECORD: &str = concat!(
     crate::scripts::prelude!(),
     "
@@ -83,6 +86,7 @@ for i, r in ipairs(cjson.decode(ARGV[3])) do
   redis.call('ZADD', tag .. 'runs:name:' .. r[2], id, id)
   redis.call('ZADD', tag .. 'runs:job:' .. r[1], id, id)
   if r[4] == 1 then redis.call('SADD', KEYS[3], id) end
+  if r[10] == 1 then redis.call('ZADD', tag .. 'runs:alerts', id, id) end
   ids[i] = id
 end
 redis.call('SET', KEYS[4], cjson.encode(ids), 'EX', 300)
@@ -136,6 +140,7 @@ for _, job in ipairs(cjson.decode(ARGV[4])) do
       redis.call('ZREM', index, id)
       if name then redis.call('ZREM', tag .. 'runs:name:' .. name, id) end
       redis.call('SREM', KEYS[2], id)
+      redis.call('ZREM', tag .. 'runs:alerts', id)
       deleted = deleted + 1
       if deleted >= limit then more = false; break end
     end
@@ -310,6 +315,7 @@ impl Inner {
                     run.error.as_deref().map(storable_error),
                     run.attempt,
                     &run.requested_by,
+                    i32::from(run.outcome.is_alert()),
                 )
             })
             .collect();
@@ -408,6 +414,10 @@ impl Inner {
             return Ok(Vec::new());
         }
         let Some(name) = &query.name else {
+            // Alert rows (the sweeps' read of the open alerts) through their own index.
+            if query.outcome.is_some_and(RunOutcome::is_alert) {
+                return self.page(self.runs_key(":alerts"), query, limit).await;
+            }
             return self.page(self.runs_key(""), query, limit).await;
         };
         // The rows of the lock name and those of the job name, merged newest first.
