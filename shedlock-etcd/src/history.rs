@@ -638,7 +638,11 @@ impl Inner {
         let end = prefix_end(prefix.as_bytes());
         let mut next = prefix.clone().into_bytes();
         let mut recorded = Vec::new();
-        let stop = micros_of(since - CLOCK_SLACK);
+        // `since` already lies the clocks' tolerance before the window (the ledger passes its
+        // start less a minute): a row of the window started after it, so the walk stops at the
+        // first row older than `since` (a row written earlier, by the store's revision, that
+        // started later would need a writer's clock a minute ahead of another's).
+        let stop = micros_of(since);
         let (since, from, to) = (micros_of(since), micros_of(from), micros_of(to));
         loop {
             let kvs = self
@@ -1024,8 +1028,8 @@ impl RunStore for EtcdLockProvider {
         Box::pin(self.inner.close_abandoned_runs())
     }
 
-    /// Pages of the whole history, newest first, reading only until the rows started a
-    /// minute before `since` (the writers' clocks may be that far apart).
+    /// Pages of the whole history, newest first, reading only until the first row that
+    /// started before `since`.
     fn recorded_ticks<'a>(
         &'a self,
         since: DateTime<Utc>,
