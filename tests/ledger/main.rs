@@ -2,12 +2,14 @@
 //! three): `fleet_down.rs` (a fleet killed, down and started again, a deploy that drops a job),
 //! `alerts.rs` (each deadline raised once fleet-wide, recovered, dead-lettered),
 //! `alert_kills.rs` (an alert delivered through a `kill -9` of its sender), `overrides.rs` (a
-//! job's promises set by an operator in the store, applied fleet-wide). On every store that
-//! keeps a run history (PostgreSQL, MariaDB, SQLite).
+//! job's promises set by an operator in the store, applied fleet-wide), `deploys.rs` (two
+//! instances carrying different jobs: every tick of the job only one carries runs). On every
+//! store.
 #![allow(missing_docs)]
 
 mod alert_kills;
 mod alerts;
+mod deploys;
 mod fleet_down;
 mod overrides;
 

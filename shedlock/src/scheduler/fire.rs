@@ -93,7 +93,10 @@ pub(super) fn fire_ready(
     // This instance's share is claimed with its marker, when all of it is claimed at once.
     let marker = view
         .filter(|_| whole && due == Due::OnTime)
-        .and_then(|view| inner.fleet.share_marker(view, view.position));
+        .and_then(|view| {
+            let digest = inner.jobs().digest();
+            inner.fleet.share_marker(view, view.position, digest)
+        });
     start(inner, tick, now, marker, due, HelpMarks::default());
     if later.is_empty() {
         return;
@@ -148,7 +151,8 @@ pub(super) fn fire_ready(
             tokio::time::sleep(HELP_POLL).await;
         }
         let (fleet, provider) = (&help_inner.fleet, help_inner.provider.as_ref());
-        let (claimed, later) = claimed_elsewhere(fleet, provider, tick, later, view).await;
+        let digest = help_inner.jobs().digest();
+        let (claimed, later) = claimed_elsewhere(fleet, provider, tick, later, view, digest).await;
         for job in &claimed {
             marks.release(job);
         }

@@ -119,12 +119,22 @@ impl Fleet {
     /// is claimed, every job of it": its owner claims it with its share, in the same statement,
     /// when it claims the whole share; the others read it instead of each job's lock
     /// ([`claimed_elsewhere`]). `None` when the name would be too long for a lock.
+    ///
+    /// The marker's name carries `jobs`, the digest of the instance's jobs
+    /// ([`Jobs::digest`](super::registry::Jobs::digest)): an instance that carries other jobs
+    /// (a deploy under way, a schedule changed on one instance before another) reads another
+    /// name, finds no marker, and reads each job's lock. Its owner claimed every job of the
+    /// share that it carries, which says nothing of a job only the reader carries.
     pub(super) fn share_marker(
         &self,
         view: FleetView,
         position: usize,
+        jobs: u64,
     ) -> Option<LockConfiguration> {
-        let name = format!("{}share/{}/{position}", self.prefix, view.instances);
+        let name = format!(
+            "{}share/{}/{position}/{jobs:016x}",
+            self.prefix, view.instances
+        );
         LockConfiguration::new(name, SHARE_MARKER_LEASE, Duration::ZERO).ok()
     }
 
@@ -193,12 +203,14 @@ fn share_hash(name: &str, tick: DateTime<Utc>) -> u64 {
 /// for every share in one statement: its jobs are claimed, and not one of their locks is read.
 /// The jobs of the other shares are read from their locks, a statement per [`CLAIMED_PAGE`]
 /// jobs. With `view`, the fleet the shares were split by; without, no markers are read.
+/// `digest`: this instance's jobs' ([`Fleet::share_marker`]).
 pub(super) async fn claimed_elsewhere(
     fleet: &Fleet,
     provider: &dyn LockProvider,
     tick: DateTime<Utc>,
     jobs: Vec<Arc<JobState>>,
     view: Option<FleetView>,
+    digest: u64,
 ) -> (Vec<Arc<JobState>>, Vec<Arc<JobState>>) {
     let Some(admin) = provider.as_admin() else {
         return (Vec::new(), jobs);
@@ -210,7 +222,7 @@ pub(super) async fn claimed_elsewhere(
             .filter(|&position| position != view.position)
             .filter_map(|position| {
                 fleet
-                    .share_marker(view, position)
+                    .share_marker(view, position, digest)
                     .map(|marker| (position, marker.name().to_owned()))
             })
             .collect();

@@ -123,6 +123,8 @@ pub(super) struct Jobs {
     /// Whether the timer plans added jobs: the scheduler was started (and not stopped).
     started: bool,
     next_id: u64,
+    /// A digest of the registered jobs, names and schedules ([`Jobs::digest`]).
+    digest: u64,
 }
 
 impl Jobs {
@@ -147,8 +149,18 @@ impl Jobs {
         if self.started {
             self.pending.push(Arc::clone(&state));
         }
+        self.digest = self.digest.wrapping_add(job_digest(&state.job));
         self.by_name.insert(ByName(state));
         Ok(())
+    }
+
+    /// A digest of the registered jobs: the sum of a hash of each one's name, cron and time
+    /// zone, so two instances that carry the same jobs on the same schedules have the same
+    /// one, whatever order they added them in. The fleet's share markers carry it
+    /// ([`Fleet::share_marker`](super::fleet::Fleet::share_marker)): an instance takes another's
+    /// marker for "every job of its share is claimed" only when their jobs are the same.
+    pub(super) fn digest(&self) -> u64 {
+        self.digest
     }
 
     /// The timer starts: every registered job is to be planned.
@@ -163,6 +175,7 @@ impl Jobs {
         let Some(ByName(state)) = self.by_name.take(name) else {
             return false;
         };
+        self.digest = self.digest.wrapping_sub(job_digest(&state.job));
         if let Some(key) = state.key() {
             self.queue.remove(&key);
         }
@@ -178,6 +191,10 @@ impl Jobs {
     /// schedule has it too: a change never loses a tick both schedules contain.
     pub(super) fn replace(&mut self, job: Job, next: Option<DateTime<Utc>>) {
         let old = self.by_name.take(job.name()).map(|ByName(state)| state);
+        if let Some(old) = &old {
+            self.digest = self.digest.wrapping_sub(job_digest(&old.job));
+        }
+        self.digest = self.digest.wrapping_add(job_digest(&job));
         let waiting = old
             .as_ref()
             .and_then(|old| old.key())
@@ -255,6 +272,19 @@ impl Jobs {
         }
         due
     }
+}
+
+/// A job's part of [`Jobs::digest`]: the 64-bit FNV-1a hash of its name, cron expression and
+/// time zone (stable across processes and builds).
+fn job_digest(job: &Job) -> u64 {
+    let schedule = job.schedule();
+    let tz = schedule.time_zone();
+    [job.name(), "\0", schedule.expression(), "\0", tz.name()]
+        .iter()
+        .flat_map(|part| part.bytes())
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
 }
 
 #[cfg(test)]
