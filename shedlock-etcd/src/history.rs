@@ -1011,8 +1011,9 @@ impl RunStore for EtcdLockProvider {
         Box::pin(self.inner.runs(query))
     }
 
-    /// The newest 20 index entries of each name, one range read per name in a transaction per
-    /// batch of names.
+    /// The newest index entry of each name (one range read per name, a transaction per batch
+    /// of names), then those rows together; a name whose newest row is no run walks on through
+    /// its index.
     fn latest_runs<'a>(&'a self, names: &'a [String]) -> BoxFuture<'a, Result<Vec<RunRecord>>> {
         Box::pin(async move {
             let mut latest = self.inner.latest_runs(names).await?;

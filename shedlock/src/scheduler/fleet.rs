@@ -182,14 +182,8 @@ pub fn share_owner(name: &str, tick: DateTime<Utc>, instances: usize) -> usize {
 /// FNV-1a over the job's name and the tick: the same on every instance and every build (the
 /// standard library's hashers promise neither), and a different owner for a job each tick.
 fn share_hash(name: &str, tick: DateTime<Utc>) -> u64 {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0100_0000_01b3;
     let micros = tick.timestamp_micros().to_le_bytes();
-    let mut hash = OFFSET;
-    for byte in name.bytes().chain(micros) {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(PRIME);
-    }
+    let hash = super::registry::fnv1a(name.bytes().chain(micros));
     // FNV's low bits mix poorly for short inputs: fold the high half in.
     hash ^ (hash >> 32)
 }

@@ -281,9 +281,7 @@ pub(crate) fn job_lock(job: &str) -> String {
     if plain.len() <= crate::config::MAX_NAME_BYTES {
         return plain;
     }
-    let hash = job.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    });
+    let hash = super::registry::fnv1a(job.bytes());
     format!("{LEDGER_LOCK}#{hash:016x}")
 }
 

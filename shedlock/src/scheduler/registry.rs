@@ -279,12 +279,19 @@ impl Jobs {
 fn job_digest(job: &Job) -> u64 {
     let schedule = job.schedule();
     let tz = schedule.time_zone();
-    [job.name(), "\0", schedule.expression(), "\0", tz.name()]
-        .iter()
-        .flat_map(|part| part.bytes())
-        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-        })
+    fnv1a(
+        [job.name(), "\0", schedule.expression(), "\0", tz.name()]
+            .iter()
+            .flat_map(|part| part.bytes()),
+    )
+}
+
+/// The 64-bit FNV-1a hash of `bytes`: stable across processes and builds, for names the fleet
+/// must agree on (share markers, ledger locks, a tick's share).
+pub(super) fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
+    bytes.into_iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 #[cfg(test)]
