@@ -280,3 +280,123 @@ mod single_process {
         db.teardown().await;
     }
 }
+
+/// ADR 0020: a tick that comes while only the previous run's release is on its way waits for
+/// it, and runs after it; never two bodies of the job at once.
+mod releases {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use shedlock::{Job, LockConfiguration, LockContext, Schedule, Scheduler, run_locked};
+    use shedlock_suite::{Postgres, TestDb};
+
+    /// (tick, body start, body end) of each run.
+    type RunLog = Arc<Mutex<Vec<(i64, Instant, Instant)>>>;
+
+    /// When the held release was let through, by both clocks.
+    type LetThrough = (Instant, chrono::DateTime<chrono::Utc>);
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tick_waits_for_its_release_not_skipped() {
+        let Some(db) = Postgres::setup().await else {
+            return;
+        };
+        let (pool, table) = (db.provider().pool().clone(), db.table().to_owned());
+        let name = "release_waits";
+        let lock = LockConfiguration::new(name, Duration::from_secs(30), Duration::ZERO).unwrap();
+        let log: RunLog = Arc::default();
+        let inside = Arc::new(AtomicUsize::new(0));
+        let most_inside = Arc::new(AtomicUsize::new(0));
+        // When the first run's release was let through (its row's lock given up).
+        let let_through: Arc<Mutex<Option<LetThrough>>> = Arc::default();
+        let job = Job::new(name, Schedule::parse("* * * * * *", "UTC").unwrap(), {
+            let (lock, log) = (lock.clone(), Arc::clone(&log));
+            let (inside, most_inside, let_through) = (
+                Arc::clone(&inside),
+                Arc::clone(&most_inside),
+                Arc::clone(&let_through),
+            );
+            move || {
+                let (pool, table) = (pool.clone(), table.clone());
+                let (lock, log) = (lock.clone(), Arc::clone(&log));
+                let (inside, most_inside, let_through) = (
+                    Arc::clone(&inside),
+                    Arc::clone(&most_inside),
+                    Arc::clone(&let_through),
+                );
+                async move {
+                    run_locked(lock, async move {
+                        let start = Instant::now();
+                        let now_inside = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                        most_inside.fetch_max(now_inside, Ordering::SeqCst);
+                        let tick = LockContext::current().unwrap().tick().unwrap().timestamp();
+                        let first = log.lock().unwrap().is_empty();
+                        if first {
+                            // The release of this run waits behind a transaction holding the
+                            // lock's row for 2.5 s: past the job's next tick.
+                            let mut tx = pool.begin().await.unwrap();
+                            let sql = format!("SELECT 1 FROM {table} WHERE name = $1 FOR UPDATE");
+                            sqlx::query(sqlx::AssertSqlSafe(sql))
+                                .bind(name)
+                                .execute(&mut *tx)
+                                .await
+                                .unwrap();
+                            tokio::spawn(async move {
+                                tokio::time::sleep(Duration::from_millis(2500)).await;
+                                *let_through.lock().unwrap() =
+                                    Some((Instant::now(), chrono::Utc::now()));
+                                tx.commit().await.unwrap();
+                            });
+                        }
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                        log.lock().unwrap().push((tick, start, Instant::now()));
+                    })
+                    .await
+                }
+            }
+        })
+        .with_lock(lock);
+        let scheduler = Scheduler::builder(db.provider()).build();
+        scheduler.add(job).unwrap();
+        scheduler.start();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while log.lock().unwrap().len() < 4 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        scheduler.shutdown().await;
+        let stats = scheduler.stats(name).unwrap();
+        let log = log.lock().unwrap().clone();
+        assert!(log.len() >= 4, "four runs within a minute: {log:?}");
+        assert_eq!(
+            most_inside.load(Ordering::SeqCst),
+            1,
+            "never two bodies at once"
+        );
+        let (let_through, let_through_at) = let_through
+            .lock()
+            .unwrap()
+            .expect("the first release was held");
+        let (first_tick, _, first_end) = log[0];
+        let (second_tick, second_start, _) = log[1];
+        assert!(second_start >= first_end, "the second body after the first");
+        assert!(
+            second_start >= let_through,
+            "the next run started after the release was let through"
+        );
+        // The run after the held release is of a tick due while it was held, which waited
+        // for it: without the wait, every such tick was an overlap, and the next run was of
+        // the first tick after it.
+        assert!(
+            second_tick * 1000 < let_through_at.timestamp_millis(),
+            "a tick due while the release was held ran: ticks {first_tick} then {second_tick}, let through at {let_through_at}"
+        );
+        // Each tick in between was replaced by a newer waiting one: counted as an overlap.
+        assert_eq!(
+            stats.skipped_overlap,
+            (second_tick - first_tick - 1) as u64,
+            "{stats:?}"
+        );
+        db.teardown().await;
+    }
+}

@@ -435,7 +435,12 @@ pub(crate) struct Probe {
     /// Asked once the run's first lock is taken, before its body starts: `false` releases the
     /// lock and skips the run (a "run now" request whose claim was lost meanwhile).
     gate: Mutex<Option<Gate>>,
+    /// Called once the body of the run's first lock has ended, before its release is sent.
+    body_end: Mutex<Option<BodyEnd>>,
 }
+
+/// What a run's probe is told when the body ended ([`Probe::on_body_end`]).
+pub(crate) type BodyEnd = Box<dyn FnOnce() + Send>;
 
 /// What a run asks once it has its first lock, before its body starts ([`Probe::gated`]).
 pub(crate) type Gate = Box<dyn FnOnce() -> futures_util::future::BoxFuture<'static, bool> + Send>;
@@ -463,7 +468,28 @@ impl Probe {
             }),
             claimed: AtomicBool::new(false),
             gate: Mutex::new(None),
+            body_end: Mutex::new(None),
         })
+    }
+
+    /// This probe, whose run calls `body_end` once the body under its first lock has ended,
+    /// before the lock's release is sent (the scheduler lets a tick due meanwhile wait for the
+    /// release instead of skipping it, ADR 0020).
+    pub(crate) fn on_body_end(self: Arc<Self>, body_end: BodyEnd) -> Arc<Self> {
+        *self.body_end.lock().unwrap_or_else(|e| e.into_inner()) = Some(body_end);
+        self
+    }
+
+    /// The body under the run's first lock has ended: its release is about to be sent.
+    pub(crate) fn body_ended(&self) {
+        let body_end = self
+            .body_end
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(body_end) = body_end {
+            body_end();
+        }
     }
 
     /// This probe, whose run asks `gate` once it has its first lock: the body starts only when

@@ -287,6 +287,9 @@ where
             }
             ending
         };
+        if let Some(probe) = &probe {
+            probe.body_ended();
+        }
         release(guard, config.name()).await;
         match ending {
             Ending::Done(Ok(value)) => Ok(TaskResult::Executed(value)),

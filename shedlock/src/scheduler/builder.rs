@@ -245,6 +245,7 @@ impl<P: LockProvider + 'static> SchedulerBuilder<P> {
                     .schedules
                     .map(|(store, watch)| Control::new(store, watch)),
                 overlap_looks: Mutex::default(),
+                after_release: Mutex::default(),
             }),
         }
     }

@@ -23,7 +23,7 @@ use super::capacity::Slot;
 use super::fleet::claimed_elsewhere;
 use super::job::MisfirePolicy;
 use super::job::bump;
-use super::registry::{JobState, Running};
+use super::registry::{JobState, NO_TICK, Running};
 use super::shed::{CLAIMS_IN_FLIGHT, Due, SOONEST_DEADLINE, ToClaim, deadline_of, shed_late};
 use super::state::Inner;
 use crate::claim::PreClaim;
@@ -472,6 +472,19 @@ fn fire(
         },
         (_, slot) => slot,
     };
+    if running {
+        // Only the previous run's release is on its way: the tick waits for it (ADR 0020).
+        if !wait_for_release(inner, job, tick) {
+            skip_as_overlap(inner, job, tick);
+        }
+        return None;
+    }
+    // A new run: what the previous one left (a tick waiting for a release it never reached,
+    // its run having panicked) is an overlap.
+    job.releasing.store(false, Ordering::SeqCst);
+    if let Some(stale) = take_after_release(job) {
+        skip_as_overlap(inner, job, stale);
+    }
     bump(&job.counters.fired);
     let info = RunInfo::fired(job.job.name(), tick, inner.clock.now());
     inner.observer.fired(&info);
@@ -481,24 +494,16 @@ fn fire(
         tick = %tick,
         outcome = tracing::field::Empty,
     );
-    if running {
-        bump(&job.counters.skipped_overlap);
-        span.record("outcome", RunOutcome::SkippedOverlap.as_str());
-        span.in_scope(|| tracing::warn!("previous run still going: tick skipped"));
-        let info = RunInfo {
-            lock: job.lock().map(|lock| lock.name().to_owned()),
-            ..info
-        };
-        inner.report_skip(info, RunOutcome::SkippedOverlap);
-        return None;
-    }
     let (answer, pre_claim) = if claimed {
         let (answer, pre_claim) = oneshot::channel();
         (Some(answer), Some(pre_claim))
     } else {
         (None, None)
     };
-    let probe = Probe::new(Arc::clone(&inner.observer), info);
+    let ended = Arc::clone(job);
+    let probe = Probe::new(Arc::clone(&inner.observer), info).on_body_end(Box::new(move || {
+        ended.releasing.store(true, Ordering::SeqCst);
+    }));
     let job = Arc::clone(job);
     let run_inner = Arc::clone(inner);
     let future = async move {
@@ -530,8 +535,10 @@ fn fire(
         } else {
             None
         };
+        job.releasing.store(false, Ordering::SeqCst);
         drop(_running);
         drop(run_slot); // the run limit's next waiting tick may start
+        fire_after_release(&run_inner, &job);
         if all {
             match held {
                 Some(wait) => retry_when_free(&run_inner, &job, tick, wait),
@@ -555,6 +562,103 @@ fn fire(
     while runs.try_join_next().is_some() {} // reap finished runs so the set stays small
     runs.spawn(future);
     answer
+}
+
+/// Counts `tick` of `job` as fired and skipped: a run of the job is going on.
+fn skip_as_overlap(inner: &Inner, job: &JobState, tick: DateTime<Utc>) {
+    bump(&job.counters.fired);
+    let info = RunInfo::fired(job.job.name(), tick, inner.clock.now());
+    inner.observer.fired(&info);
+    bump(&job.counters.skipped_overlap);
+    let span = tracing::debug_span!(
+        "shedlock.run",
+        job = job.job.name(),
+        tick = %tick,
+        outcome = RunOutcome::SkippedOverlap.as_str(),
+    );
+    span.in_scope(|| tracing::warn!("previous run still going: tick skipped"));
+    let info = RunInfo {
+        lock: job.lock().map(|lock| lock.name().to_owned()),
+        ..info
+    };
+    inner.report_skip(info, RunOutcome::SkippedOverlap);
+}
+
+/// How long the ticks whose wait for a release ended are gathered before they are claimed
+/// together (one claim per tick instant, as the timer's).
+const AFTER_RELEASE_GATHER: Duration = Duration::from_millis(2);
+
+/// A tick of `job` came while a run of it is going (ADR 0020): when the run's body has ended
+/// and only its release is on its way, the tick waits for the run's end, as the job's one
+/// waiting tick (an older one waiting is skipped as an overlap), and `true` is returned; when
+/// the body is still going, `false` (the tick is an overlap).
+fn wait_for_release(inner: &Arc<Inner>, job: &Arc<JobState>, tick: DateTime<Utc>) -> bool {
+    if !job.releasing.load(Ordering::SeqCst) {
+        return false;
+    }
+    let older = job
+        .after_release
+        .swap(tick.timestamp_micros(), Ordering::SeqCst);
+    if let Some(older) = DateTime::from_timestamp_micros(older).filter(|_| older != NO_TICK) {
+        skip_as_overlap(inner, job, older);
+    }
+    tracing::debug!(job = job.job.name(), %tick, "the previous run's body ended and its release is on its way: the tick waits for it");
+    // The run may have ended meanwhile, before this tick was there to be fired.
+    if !job.running.load(Ordering::SeqCst) {
+        fire_after_release(inner, job);
+    }
+    true
+}
+
+/// The tick waiting for `job`'s release, taken (once: whoever takes it fires it).
+fn take_after_release(job: &JobState) -> Option<DateTime<Utc>> {
+    let micros = job.after_release.swap(NO_TICK, Ordering::SeqCst);
+    (micros != NO_TICK)
+        .then(|| DateTime::from_timestamp_micros(micros))
+        .flatten()
+}
+
+/// A run of `job` ended: the tick that waited for its release, if any, is claimed, with the
+/// others whose runs end within [`AFTER_RELEASE_GATHER`] (one claim per tick instant), unless
+/// it is past the misfire grace by now or the scheduler stops firing (then it is an overlap).
+fn fire_after_release(inner: &Arc<Inner>, job: &Arc<JobState>) {
+    let Some(tick) = take_after_release(job) else {
+        return;
+    };
+    if *inner.stop_firing.borrow() || !inner.misfire.within_grace(tick, inner.clock.now()) {
+        skip_as_overlap(inner, job, tick);
+        return;
+    }
+    let first = {
+        let mut waiting = inner
+            .after_release
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        waiting.push((tick, Arc::clone(job)));
+        waiting.len() == 1
+    };
+    if !first {
+        return; // the task the first one started claims it
+    }
+    let gather_inner = Arc::clone(inner);
+    let gather = async move {
+        let inner = gather_inner;
+        tokio::time::sleep(AFTER_RELEASE_GATHER).await;
+        let mut waiting = std::mem::take(
+            &mut *inner
+                .after_release
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        waiting.sort_by_key(|(tick, job)| (*tick, job.id));
+        for (tick, group) in super::registry::groups(waiting) {
+            let group = group.into_iter().map(|job| (job, None)).collect();
+            claim_and_fire(&inner, tick, group);
+        }
+    };
+    let mut loops = inner.loops.lock().unwrap_or_else(|e| e.into_inner());
+    while loops.try_join_next().is_some() {}
+    loops.spawn(gather);
 }
 
 /// How long after a refusal a tick is tried again when its lock was found free and the tick

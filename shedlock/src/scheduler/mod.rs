@@ -142,7 +142,9 @@ pub use webhook::{Webhook, sign as sign_webhook};
 /// # What it does on each tick
 ///
 /// - It never overlaps a job with itself in one process: a tick that comes while the previous
-///   run still goes is skipped and counted ([`JobStats::skipped_overlap`]).
+///   run's body still goes is skipped and counted ([`JobStats::skipped_overlap`]); one that
+///   comes after the body ended, while only its lock's release is on its way, waits for the
+///   release and is claimed then (the newest such tick; docs/adr/0020).
 /// - Runs happen inside [`with_provider`](crate::with_provider) (this scheduler's provider) and
 ///   [`with_tick`](crate::context::with_tick), so the job's lock claims the tick.
 /// - At start (and when a job is added) the latest past tick is run if it is younger than the

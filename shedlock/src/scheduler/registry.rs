@@ -27,8 +27,15 @@ impl Drop for Running<'_> {
 pub(super) struct JobState {
     pub(super) job: Job,
     pub(super) counters: Counters,
-    /// Whether a run of it is going (a tick that comes meanwhile is an overlap skip).
+    /// Whether a run of it is going (a tick that comes meanwhile is an overlap skip, unless
+    /// the run is `releasing`).
     pub(super) running: AtomicBool,
+    /// Whether the going run's body has ended and only the release of its lock is on its way:
+    /// a tick that comes meanwhile waits in `after_release` instead of being skipped (ADR 0020).
+    pub(super) releasing: AtomicBool,
+    /// The tick waiting for the going run's release to land, in microseconds since the epoch
+    /// ([`NO_TICK`]: none); fired when the run ends (`super::fire`).
+    pub(super) after_release: AtomicI64,
     /// Whether its missed ticks are being read from the store (`misfire::backfill`): under
     /// `MisfirePolicy::All` a tick due meanwhile waits in its backlog, behind the missed ones,
     /// instead of being claimed first (which would make every older one be refused).
@@ -64,6 +71,9 @@ pub(super) fn groups<T>(
     }
     groups
 }
+
+/// [`JobState::after_release`] when no tick waits.
+pub(super) const NO_TICK: i64 = i64::MIN;
 
 /// [`JobState::planned`] of a job not in the queue.
 const NOT_PLANNED: i64 = i64::MIN;
@@ -141,6 +151,8 @@ impl Jobs {
             job,
             counters: Counters::default(),
             running: AtomicBool::new(false),
+            releasing: AtomicBool::new(false),
+            after_release: AtomicI64::new(NO_TICK),
             backfilling: AtomicBool::new(false),
             helping: AtomicU32::new(0),
             id: self.next_id,
@@ -216,6 +228,8 @@ impl Jobs {
             job,
             counters: Counters::default(),
             running: AtomicBool::new(false),
+            releasing: AtomicBool::new(false),
+            after_release: AtomicI64::new(NO_TICK),
             backfilling: AtomicBool::new(false),
             helping: AtomicU32::new(0),
             id: self.next_id,

@@ -74,6 +74,9 @@ pub(super) struct Inner {
     /// The jobs (by id) whose waiting ticks this instance looks after now, one look a job
     /// (`overlap::Tick::look_while_waiting`).
     pub(super) overlap_looks: Mutex<std::collections::HashSet<u64>>,
+    /// Ticks whose wait for their job's release is over (ADR 0020), gathered for
+    /// `fire::AFTER_RELEASE_GATHER` so the ones ending together are claimed together.
+    pub(super) after_release: Mutex<Vec<(DateTime<Utc>, Arc<JobState>)>>,
 }
 
 impl Inner {
