@@ -33,16 +33,27 @@
 //! cargo bench --bench fleet_rate -- --path history+ledger   # + RunHistory, without and with the ledger
 //! cargo bench --bench fleet_rate -- --path readme+ledger    # the README's path, + RunHistory, + ledger
 //! cargo bench --bench fleet_rate -- --timings    # + claim wait, claim and fire lateness per process
+//! cargo bench --bench fleet_rate -- --every minute --jobs 100000 --seconds 180  # due every minute
+//! cargo bench --bench fleet_rate -- --records DIR --kill-after 15  # lines per body; process 0 killed
 //! ```
+//!
+//! `--records DIR` makes each process append a line per body it runs (`<job> <tick_ms>
+//! <start_ms>`, written out every 20 ms) to `DIR/shedlock-<n>.rec` and the parent print a
+//! `JSON {…}` line per row (the window, the period, the CPU figures): the peers' comparison
+//! (`benches/peers`) reads both, and counts shedlock's runs as it counts the peers'.
+//! `--kill-after S` kills process 0 with `SIGKILL` S seconds into the window; its row counts
+//! what it wrote out before it died.
 //! Figures go to BENCHMARKS.md; nothing here asserts a time.
 //!
-//! Under `cargo test` (which runs this target, `test = true`, without `--bench`) it runs a short
-//! version, the test `fleet_rate_etcd`: etcd, 2 processes × 200 jobs, the README's path, 2 ticks
-//! measured after 3 s of warm-up and 1 s for the last bodies (`--warmup 3 --drain 1`; about
-//! 6 s), and asserts counts only: every process ends well and reports every measured tick, none
-//! of its claims failed (`lock_errors`), some bodies ran, and no (job, tick) ran twice. It
-//! honours the test binary's arguments that name tests (`--skip etcd`, a filter, `--list`,
-//! `--ignored`) and `SHEDLOCK_SKIP_BACKENDS`, as `scripts/test` passes them when etcd is down.
+//! Under `cargo test` (which runs this target, `test = true`, without `--bench`) it runs two
+//! short versions, the README's path, 2 ticks measured and 1 s for the last bodies: the test
+//! `fleet_rate_etcd` (etcd, 2 processes × 200 jobs, 3 s of warm-up; about 6 s) and
+//! `fleet_rate_postgres` (PostgreSQL, 4 processes × 2,000 jobs, the 20,000-a-second shape of
+//! issue 51 scaled to a debug build, 6 s of warm-up; about 15 s). Each asserts counts only:
+//! every process ends well and reports every measured tick, none of its claims failed
+//! (`lock_errors`), some bodies ran, and no (job, tick) ran twice. It honours the test binary's
+//! arguments that name tests (`--skip`, a filter, `--list`, `--ignored`) and
+//! `SHEDLOCK_SKIP_BACKENDS`, as `scripts/test` passes them when a server is down.
 #![allow(missing_docs)]
 
 use std::collections::BTreeMap;
@@ -76,8 +87,36 @@ const POOL: u32 = 8;
 /// The etcd provider's backend (`Backend::Other("etcd")`).
 const ETCD: Backend = shedlock_etcd::BACKEND;
 
-/// The name of the short version `cargo test` runs.
-const TEST_NAME: &str = "fleet_rate_etcd";
+/// A short version `cargo test` runs: the README's path, 2 ticks, counts asserted.
+struct ShortVersion {
+    name: &'static str,
+    backend: Backend,
+    processes: usize,
+    jobs: usize,
+    /// Seconds from spawning the processes to the first measured tick.
+    warmup: i64,
+}
+
+/// The short versions: etcd at 2 × 200, and the shape of issue 51's 20,000 a second scaled to
+/// a debug build (4 × 2,000 on PostgreSQL: the debug build of a process fires about a tenth of
+/// what the release build does); counts only: no duplicate, every tick reported, no claim
+/// failed.
+const SHORT_VERSIONS: [ShortVersion; 2] = [
+    ShortVersion {
+        name: "fleet_rate_etcd",
+        backend: ETCD,
+        processes: 2,
+        jobs: 200,
+        warmup: 3,
+    },
+    ShortVersion {
+        name: "fleet_rate_postgres",
+        backend: Backend::Postgres,
+        processes: 4,
+        jobs: 2_000,
+        warmup: 6,
+    },
+];
 
 #[derive(Debug, Clone)]
 struct Args {
@@ -92,16 +131,36 @@ struct Args {
     drain: u64,
     /// Which way the jobs are written: the README's, the bench's own, or both in turn.
     paths: Vec<Path>,
+    /// Seconds between a job's ticks: 1 (`* * * * * *`, the default) or 60 (`0 * * * * *`).
+    every: i64,
+    /// Where each process appends a line per body it runs (`<job> <tick_ms> <start_ms>`,
+    /// written out every 20 ms) to `shedlock-<n>.rec`: the peers' comparison reads them.
+    records: Option<std::path::PathBuf>,
+    /// Seconds into the measured window at which process 0 is killed with `SIGKILL`.
+    kill_after: Option<i64>,
     /// Installs a metrics recorder for the claim and fire histograms and prints them per
     /// process (it costs the processes time: off by default, as the README installs none).
     timings: bool,
     /// Run by `cargo test` (no `--bench`): the short version, with asserts on counts.
     test: bool,
-    /// `cargo test`'s arguments leave the short version out (`--skip`, a filter, `--ignored`).
-    filtered_out: bool,
+    /// The short versions `cargo test`'s arguments leave in (not `--skip`ped, filtered out,
+    /// or left out by `--ignored`), and whose backend `scripts/test` did not skip.
+    selected: Vec<&'static str>,
     /// `cargo test -- --list`: name the short version, run nothing.
     list: bool,
     child: Option<Child>,
+}
+
+impl Args {
+    /// The measured ticks: one every `every` seconds over the window.
+    fn ticks(&self) -> i64 {
+        self.seconds / self.every
+    }
+
+    /// `--every` as the children are told it.
+    fn every_name(&self) -> &'static str {
+        if self.every == 60 { "minute" } else { "second" }
+    }
 }
 
 /// How a child process writes its jobs and builds its provider.
@@ -166,9 +225,12 @@ fn args() -> Args {
         warmup: 10,
         drain: 3,
         paths: vec![Path::Readme, Path::JobNew],
+        every: 1,
+        records: None,
+        kill_after: None,
         timings: false,
         test: true,
-        filtered_out: false,
+        selected: Vec::new(),
         list: false,
         child: None,
     };
@@ -220,6 +282,17 @@ fn args() -> Args {
                     ),
                 }
             }
+            "--every" => {
+                args.every = match value().as_str() {
+                    "second" => 1,
+                    "minute" => 60,
+                    other => panic!("--every second|minute, not {other:?}"),
+                }
+            }
+            "--records" => args.records = Some(value().into()),
+            "--kill-after" => {
+                args.kill_after = Some(value().parse().expect("--kill-after SECONDS"));
+            }
             "--timings" => args.timings = true,
             "--child" => index = Some(value().parse().expect("--child N")),
             "--url" => url = Some(value()),
@@ -237,18 +310,29 @@ fn args() -> Args {
             filter => filters.push(filter.to_owned()),
         }
     }
-    let matches = |pattern: &str| {
-        if exact {
-            TEST_NAME == pattern
-        } else {
-            TEST_NAME.contains(pattern)
+    for short in &SHORT_VERSIONS {
+        let matches = |pattern: &str| {
+            if exact {
+                short.name == pattern
+            } else {
+                short.name.contains(pattern)
+            }
+        };
+        // `scripts/test` names a backend it could not reach in SHEDLOCK_SKIP_BACKENDS.
+        let out = ignored_only
+            || shedlock_suite::skipped(short.backend)
+            || skips.iter().any(|s| matches(s))
+            || (!filters.is_empty() && !filters.iter().any(|f| matches(f)));
+        if !out {
+            args.selected.push(short.name);
         }
-    };
-    // `scripts/test` names a backend it could not reach in SHEDLOCK_SKIP_BACKENDS.
-    args.filtered_out = ignored_only
-        || shedlock_suite::skipped(ETCD)
-        || skips.iter().any(|s| matches(s))
-        || (!filters.is_empty() && !filters.iter().any(|f| matches(f)));
+    }
+    assert!(
+        args.seconds >= args.every && args.seconds % args.every == 0,
+        "--seconds {} is not a whole number of ticks {} s apart",
+        args.seconds,
+        args.every
+    );
     if let (Some(index), Some(url), Some(table), Some(first)) = (index, url, table, first) {
         args.child = Some(Child {
             index,
@@ -275,8 +359,11 @@ fn main() {
         return;
     }
     println!(
-        "\n### Fleet rate: {} processes × {} jobs due every second, {} s measured\n",
-        args.processes, args.jobs, args.seconds
+        "\n### Fleet rate: {} processes × {} jobs due every {}, {} s measured\n",
+        args.processes,
+        args.jobs,
+        args.every_name(),
+        args.seconds
     );
     println!(
         "| backend | path | executions/s | duplicates | missed (job, tick) | last body after its tick, median / p99 / worst | CPU per process (% of a core) | server CPU | load average (steal) |"
@@ -504,9 +591,13 @@ async fn run_backend(args: &Args, backend: Backend, path: Path) -> (Vec<Report>,
         .migrate()
         .await
         .expect("make the lock table");
-    let first = Utc::now().timestamp() + args.warmup;
+    // The first measured tick: on the period's grid (a whole minute for `--every minute`).
+    let first = (Utc::now().timestamp() + args.warmup + args.every - 1) / args.every * args.every;
     let exe = std::env::current_exe().expect("this binary");
-    let children: Vec<_> = (0..args.processes)
+    if let Some(dir) = &args.records {
+        std::fs::create_dir_all(dir).expect("the records' directory");
+    }
+    let mut children: Vec<_> = (0..args.processes)
         .map(|index| {
             Command::new(&exe)
                 .args([
@@ -528,8 +619,15 @@ async fn run_backend(args: &Args, backend: Backend, path: Path) -> (Vec<Report>,
                     &args.drain.to_string(),
                     "--path",
                     path.name(),
+                    "--every",
+                    args.every_name(),
                 ])
                 .args(args.timings.then_some("--timings"))
+                .args(
+                    args.records
+                        .iter()
+                        .flat_map(|dir| [std::ffi::OsStr::new("--records"), dir.as_os_str()]),
+                )
                 .stdout(Stdio::piped())
                 .spawn()
                 .expect("start a process")
@@ -539,6 +637,16 @@ async fn run_backend(args: &Args, backend: Backend, path: Path) -> (Vec<Report>,
     sleep_until(at(first)).await;
     let server_before = server_cpu_seconds(backend, &store.url);
     let steal_before = machine_steal();
+    // The fault: process 0 killed with `SIGKILL` (`Child::kill`) mid-window.
+    let killed = match args.kill_after {
+        Some(after) => {
+            sleep_until(at(first + after.min(args.seconds))).await;
+            children[0].kill().expect("kill process 0");
+            eprintln!("process 0 killed with SIGKILL {after} s into the window");
+            Some(0)
+        }
+        None => None,
+    };
     sleep_until(at(first + args.seconds)).await;
     let server_after = server_cpu_seconds(backend, &store.url);
     let steal_after = machine_steal();
@@ -546,11 +654,20 @@ async fn run_backend(args: &Args, backend: Backend, path: Path) -> (Vec<Report>,
         100.0 * (steal_after.0 - steal_before.0) / (steal_after.1 - steal_before.1).max(1.0);
     let load = format!("{} (steal {steal:.1} %)", load_average());
     let mut reports = Vec::new();
-    for child in children {
+    for (index, child) in children.into_iter().enumerate() {
         let output = tokio::task::spawn_blocking(move || child.wait_with_output())
             .await
             .expect("joined")
             .expect("the process's output");
+        if killed == Some(index) {
+            // What it ran before it died: the lines it wrote out (up to 20 ms of them lost).
+            let dir = args
+                .records
+                .as_deref()
+                .expect("--kill-after needs --records");
+            reports.push(report_from_records(args, dir, index, first));
+            continue;
+        }
         assert!(
             output.status.success(),
             "a process ended with {}",
@@ -568,53 +685,77 @@ async fn run_backend(args: &Args, backend: Backend, path: Path) -> (Vec<Report>,
         (server_before, server_after),
         &load,
     );
+    if args.records.is_some() {
+        // For the peers' comparison (`benches/peers`), which reads the records itself.
+        let cpu: Vec<Option<f64>> = reports
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (killed != Some(i)).then_some(r.cpu_seconds))
+            .collect();
+        let server = server_before.zip(server_after).map(|(b, a)| a - b);
+        println!(
+            "JSON {}",
+            serde_json::json!({
+                "backend": name(backend),
+                "path": path.name(),
+                "window_start_ms": first * 1000,
+                "window_end_ms": (first + args.seconds) * 1000,
+                "period_ms": args.every * 1000,
+                "jobs": args.jobs,
+                "processes": args.processes,
+                "cpu_process_seconds": cpu,
+                "cpu_server_seconds": server,
+                "killed": killed,
+            })
+        );
+    }
     (reports, counts)
 }
 
-/// What `cargo test` runs: a short etcd run (2 processes × 200 jobs, 2 ticks after 3 s of
-/// warm-up, 1 s for the last bodies, the README's path), asserting counts only.
+/// What `cargo test` runs: the short versions ([`SHORT_VERSIONS`]) its arguments select, each
+/// the README's path, 2 ticks after the warm-up, 1 s for the last bodies, asserting counts only.
 fn short_version(runtime: &tokio::runtime::Runtime, mut args: Args) {
     if args.list {
         // `--list --ignored` (how cargo-nextest asks for ignored tests) names none.
-        if !args.filtered_out {
-            println!("{TEST_NAME}: test");
+        for name in &args.selected {
+            println!("{name}: test");
         }
         return;
     }
-    if args.filtered_out {
-        println!("{TEST_NAME}: left out by the test arguments");
-        return;
-    }
-    args.backends = vec![ETCD];
-    args.paths = vec![Path::Readme];
-    args.processes = 2;
-    args.jobs = 200;
-    args.seconds = 2;
-    // Room for the processes to start on a loaded machine: the first tick is 2–3 s away.
-    args.warmup = 3;
-    args.drain = 1;
-    println!(
-        "{TEST_NAME}: {} processes × {} jobs every second on etcd at {}, {} ticks",
-        args.processes,
-        args.jobs,
-        etcd_url(),
-        args.seconds
-    );
-    let (reports, counts) = runtime.block_on(run_backend(&args, ETCD, Path::Readme));
-    for (i, report) in reports.iter().enumerate() {
-        assert_eq!(
-            report.ticks.len(),
-            args.seconds as usize,
-            "process {i} reports every measured tick"
+    for short in &SHORT_VERSIONS {
+        if !args.selected.contains(&short.name) {
+            println!("{}: left out by the test arguments", short.name);
+            continue;
+        }
+        args.backends = vec![short.backend];
+        args.paths = vec![Path::Readme];
+        args.processes = short.processes;
+        args.jobs = short.jobs;
+        args.seconds = 2;
+        args.every = 1;
+        // Room for the processes to start (and register their jobs) on a loaded machine.
+        args.warmup = short.warmup;
+        args.drain = 1;
+        println!(
+            "{}: {} processes × {} jobs every second on {}, {} ticks",
+            short.name, args.processes, args.jobs, short.backend, args.seconds
         );
-        assert_eq!(report.lock_errors, 0, "process {i}: no claim failed");
+        let (reports, counts) = runtime.block_on(run_backend(&args, short.backend, Path::Readme));
+        for (i, report) in reports.iter().enumerate() {
+            assert_eq!(
+                report.ticks.len(),
+                args.ticks() as usize,
+                "process {i} reports every measured tick"
+            );
+            assert_eq!(report.lock_errors, 0, "process {i}: no claim failed");
+        }
+        assert!(counts.executions > 0, "bodies ran");
+        assert_eq!(counts.duplicates, 0, "no (job, tick) ran twice");
+        println!(
+            "{}: ok ({} executions, 0 duplicates, {} missed)",
+            short.name, counts.executions, counts.missed
+        );
     }
-    assert!(counts.executions > 0, "bodies ran");
-    assert_eq!(counts.duplicates, 0, "no (job, tick) ran twice");
-    println!(
-        "{TEST_NAME}: ok ({} executions, 0 duplicates, {} missed)",
-        counts.executions, counts.missed
-    );
 }
 
 fn name(backend: Backend) -> &'static str {
@@ -671,8 +812,8 @@ fn print_row(
     let words = args.jobs.div_ceil(64);
     let (mut executions, mut duplicates, mut missed) = (0u64, 0u64, 0u64);
     let mut last_starts = Vec::new();
-    for s in 0..args.seconds {
-        let tick = first + s;
+    for s in 0..args.ticks() {
+        let tick = first + s * args.every;
         let mut seen = vec![0u64; words];
         let mut twice = vec![0u64; words];
         let mut last: Option<f64> = None;
@@ -718,7 +859,7 @@ fn print_row(
         .copied();
     let worst = last_starts.last().copied();
     let seconds = args.seconds as f64;
-    let pairs = (args.jobs as u64 * args.seconds as u64) as f64;
+    let pairs = (args.jobs as u64 * args.ticks() as u64) as f64;
     let cpu: Vec<String> = reports
         .iter()
         .map(|r| format!("{:.0}", 100.0 * r.cpu_seconds / seconds))
@@ -922,18 +1063,44 @@ async fn provider(backend: Backend, url: &str, table: &str, who: &str) -> Arc<dy
 }
 
 /// The bodies this process ran: per tick (seconds since the epoch), a bitmap of jobs and the
-/// latest start after the tick (ms).
-type Ran = Mutex<BTreeMap<i64, (Vec<u64>, f64)>>;
+/// latest start after the tick (ms); with `--records`, a line per body not yet written out.
+#[derive(Default)]
+struct Ran {
+    ticks: Mutex<BTreeMap<i64, (Vec<u64>, f64)>>,
+    lines: Option<Mutex<Vec<u8>>>,
+}
 
-/// Records that this process ran job `i` for `tick`: its bit, and how late its body started.
+/// Records that this process ran job `i` for `tick`: its bit, how late its body started, and
+/// its line for the records.
 fn record(ran: &Ran, words: usize, i: usize, tick: DateTime<Utc>) {
-    let late = (Utc::now() - tick).num_microseconds().unwrap_or(0) as f64 / 1000.0;
-    let mut ran = ran.lock().unwrap_or_else(|e| e.into_inner());
-    let entry = ran
+    let now = Utc::now();
+    let late = (now - tick).num_microseconds().unwrap_or(0) as f64 / 1000.0;
+    if let Some(lines) = &ran.lines {
+        use std::io::Write;
+        let mut lines = lines.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = writeln!(
+            lines,
+            "{i} {} {}",
+            tick.timestamp_millis(),
+            now.timestamp_millis()
+        );
+    }
+    let mut ticks = ran.ticks.lock().unwrap_or_else(|e| e.into_inner());
+    let entry = ticks
         .entry(tick.timestamp())
         .or_insert_with(|| (vec![0; words], 0.0));
     entry.0[i / 64] |= 1 << (i % 64);
     entry.1 = entry.1.max(late);
+}
+
+/// Appends the lines recorded since the last call to `file`.
+fn write_out(ran: &Ran, file: &mut std::fs::File) {
+    use std::io::Write;
+    let Some(lines) = &ran.lines else { return };
+    let taken = std::mem::take(&mut *lines.lock().unwrap_or_else(|e| e.into_inner()));
+    if !taken.is_empty() {
+        file.write_all(&taken).expect("write the records");
+    }
 }
 
 /// A job as the README writes one: its lock declared by the macros, its run handed the
@@ -941,11 +1108,61 @@ fn record(ran: &Ran, words: usize, i: usize, tick: DateTime<Utc>) {
 #[shedlock::scheduled(cron = "* * * * * *")]
 #[shedlock::scheduler_lock(name = "job_{i}", lock_at_most_for = "30s")]
 async fn readme_job(i: usize, ran: Arc<Ran>, words: usize) {
+    readme_body(i, &ran, words);
+}
+
+/// [`readme_job`] due every minute (`--every minute`).
+#[shedlock::scheduled(cron = "0 * * * * *")]
+#[shedlock::scheduler_lock(name = "job_{i}", lock_at_most_for = "30s")]
+async fn readme_job_minute(i: usize, ran: Arc<Ran>, words: usize) {
+    readme_body(i, &ran, words);
+}
+
+/// The README job's body: a log line and the record.
+fn readme_body(i: usize, ran: &Ran, words: usize) {
     let Some(tick) = shedlock::LockContext::current().and_then(|lock| lock.tick()) else {
         return;
     };
     tracing::info!(job = i, %tick, "ran");
-    record(&ran, words, i, tick);
+    record(ran, words, i, tick);
+}
+
+/// Job `i` the README's way, due as `--every` says.
+fn readme(args: &Args, i: usize, ran: &Arc<Ran>, words: usize) -> Job {
+    let job = if args.every == 60 {
+        readme_job_minute::job(i, Arc::clone(ran), words)
+    } else {
+        readme_job::job(i, Arc::clone(ran), words)
+    };
+    job.named(format!("job_{i}"))
+}
+
+/// A killed process's report, from the lines it wrote out (`--records`).
+fn report_from_records(args: &Args, dir: &std::path::Path, index: usize, first: i64) -> Report {
+    let text =
+        std::fs::read_to_string(dir.join(format!("shedlock-{index}.rec"))).unwrap_or_default();
+    let words = args.jobs.div_ceil(64);
+    let mut report = Report::default();
+    for line in text.lines() {
+        let v: Vec<i64> = line
+            .split_whitespace()
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        let &[job, tick_ms, start_ms] = v.as_slice() else {
+            continue;
+        };
+        let tick = tick_ms.div_euclid(1000);
+        if tick < first || tick >= first + args.seconds || job < 0 || job as usize >= args.jobs {
+            continue;
+        }
+        let entry = report
+            .ticks
+            .entry(tick)
+            .or_insert_with(|| (vec![0; words], 0.0));
+        entry.0[job as usize / 64] |= 1 << (job as usize % 64);
+        entry.1 = entry.1.max((start_ms - tick_ms) as f64);
+    }
+    report
 }
 
 /// The README's provider: from the URL, with a pool of its own.
@@ -994,7 +1211,23 @@ async fn run_child(args: &Args, child: &Child) {
     let backend = args.backends[0];
     let path = args.paths[0];
     let who = format!("process_{}", child.index);
-    let ran: Arc<Ran> = Arc::new(Mutex::new(BTreeMap::new()));
+    let ran = Arc::new(Ran {
+        ticks: Mutex::default(),
+        lines: args.records.is_some().then(Mutex::default),
+    });
+    // The records: written out every 20 ms by a task of their own, and once more at the end.
+    let records = args.records.as_ref().map(|dir| {
+        let mut file = std::fs::File::create(dir.join(format!("shedlock-{}.rec", child.index)))
+            .expect("the records' file");
+        let ran = Arc::clone(&ran);
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_millis(20));
+            loop {
+                every.tick().await;
+                write_out(&ran, &mut file);
+            }
+        })
+    });
     let words = args.jobs.div_ceil(64);
     let log = std::env::temp_dir().join(format!("fleet_rate_{}.log", std::process::id()));
     let timings = args.timings.then(install_timings);
@@ -1009,9 +1242,7 @@ async fn run_child(args: &Args, child: &Child) {
             let provider = readme_provider(backend, &child.url, &child.table).await;
             let scheduler = Scheduler::builder(provider).build();
             for i in 0..args.jobs {
-                scheduler
-                    .add(readme_job::job(i, Arc::clone(&ran), words).named(format!("job_{i}")))
-                    .expect("a job");
+                scheduler.add(readme(args, i, &ran, words)).expect("a job");
             }
             scheduler
         }
@@ -1073,17 +1304,19 @@ async fn run_child(args: &Args, child: &Child) {
                 other => panic!("--path history|ledger: {other} keeps no run history"),
             };
             for i in 0..args.jobs {
-                scheduler
-                    .add(readme_job::job(i, Arc::clone(&ran), words).named(format!("job_{i}")))
-                    .expect("a job");
+                scheduler.add(readme(args, i, &ran, words)).expect("a job");
             }
             scheduler
         }
         Path::JobNew => {
             let provider = provider(backend, &child.url, &child.table, &who).await;
             let scheduler = Scheduler::builder(Arc::clone(&provider)).build();
-            let every_second: Schedule =
-                Schedule::parse("* * * * * *", "UTC").expect("a cron expression");
+            let cron = if args.every == 60 {
+                "0 * * * * *"
+            } else {
+                "* * * * * *"
+            };
+            let every_second: Schedule = Schedule::parse(cron, "UTC").expect("a cron expression");
             for i in 0..args.jobs {
                 let name = format!("job_{i}");
                 let lock = LockConfiguration::new(&name, Duration::from_secs(30), Duration::ZERO)
@@ -1136,6 +1369,16 @@ async fn run_child(args: &Args, child: &Child) {
         }
     }
     scheduler.shutdown().await;
+    if let Some(task) = records {
+        task.abort();
+        let _ = task.await;
+        let dir = args.records.as_deref().expect("--records");
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join(format!("shedlock-{}.rec", child.index)))
+            .expect("the records' file");
+        write_out(&ran, &mut file);
+    }
     let _ = std::fs::remove_file(&log);
     eprintln!(
         "process {}: fired {} executed {} skipped_held {} skipped_overlap {} lock_errors {} misfires_skipped {} clock_skew {}",
@@ -1146,8 +1389,8 @@ async fn run_child(args: &Args, child: &Child) {
     }
     println!("CPU {:.2}", cpu_after - cpu_before);
     println!("LOCK_ERRORS {}", sums[4]);
-    let ran = ran.lock().unwrap_or_else(|e| e.into_inner());
-    for s in child.first..child.first + args.seconds {
+    let ran = ran.ticks.lock().unwrap_or_else(|e| e.into_inner());
+    for s in (0..args.ticks()).map(|k| child.first + k * args.every) {
         let (bits, late) = ran
             .get(&s)
             .cloned()

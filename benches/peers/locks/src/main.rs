@@ -5,7 +5,7 @@
 //! to 32 connections, the peer's of sqlx's default, 10; each opens a connection only when a
 //! worker needs one, so with 1, then 8 workers both use at most as many as there are workers.
 //!
-//! `cargo run --release --manifest-path benches/peers/Cargo.toml -- [seconds]`
+//! `cargo run --release --manifest-path benches/peers/locks/Cargo.toml -- [seconds]`
 //! (`SHEDLOCK_POSTGRES_URL`, default `postgres://postgres@127.0.0.1:5432/test`)
 
 use std::sync::Arc;
