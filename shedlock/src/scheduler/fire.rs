@@ -599,7 +599,7 @@ fn wait_for_release(inner: &Arc<Inner>, job: &Arc<JobState>, tick: DateTime<Utc>
     let older = job
         .after_release
         .swap(tick.timestamp_micros(), Ordering::SeqCst);
-    if let Some(older) = DateTime::from_timestamp_micros(older).filter(|_| older != NO_TICK) {
+    if let Some(older) = waiting_tick(older) {
         skip_as_overlap(inner, job, older);
     }
     tracing::debug!(job = job.job.name(), %tick, "the previous run's body ended and its release is on its way: the tick waits for it");
@@ -612,7 +612,11 @@ fn wait_for_release(inner: &Arc<Inner>, job: &Arc<JobState>, tick: DateTime<Utc>
 
 /// The tick waiting for `job`'s release, taken (once: whoever takes it fires it).
 fn take_after_release(job: &JobState) -> Option<DateTime<Utc>> {
-    let micros = job.after_release.swap(NO_TICK, Ordering::SeqCst);
+    waiting_tick(job.after_release.swap(NO_TICK, Ordering::SeqCst))
+}
+
+/// A value of [`JobState::after_release`] as the tick it holds, if any.
+fn waiting_tick(micros: i64) -> Option<DateTime<Utc>> {
     (micros != NO_TICK)
         .then(|| DateTime::from_timestamp_micros(micros))
         .flatten()
