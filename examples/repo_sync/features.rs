@@ -9,6 +9,7 @@
 //! | `http` | the HTTP embedder, GitLab projects as sources | `--embedder-url`, `add https://…`, syncing a GitLab registration |
 //! | `metrics` | the Prometheus endpoint | `run --metrics-addr` |
 //! | `dashboard` | the dashboard (`shedlock-web`) | `run --dashboard` |
+//! | `minilm` | all-MiniLM-L6-v2 in the process | `--embedder minilm` |
 
 use std::fmt;
 
@@ -20,16 +21,18 @@ pub(crate) enum Feature {
     Http,
     Metrics,
     Dashboard,
+    Minilm,
 }
 
 impl Feature {
     /// Every feature, in the order `--features` lists them.
-    pub(crate) const ALL: [Feature; 5] = [
+    pub(crate) const ALL: [Feature; 6] = [
         Feature::Postgres,
         Feature::Workers,
         Feature::Http,
         Feature::Metrics,
         Feature::Dashboard,
+        Feature::Minilm,
     ];
 
     /// The cargo feature's name.
@@ -40,6 +43,7 @@ impl Feature {
             Feature::Http => "http",
             Feature::Metrics => "metrics",
             Feature::Dashboard => "dashboard",
+            Feature::Minilm => "minilm",
         }
     }
 
@@ -51,6 +55,7 @@ impl Feature {
             Feature::Http => "the HTTP clients (embeddings server, GitLab)",
             Feature::Metrics => "the Prometheus endpoint",
             Feature::Dashboard => "the dashboard",
+            Feature::Minilm => "all-MiniLM-L6-v2 in the process",
         }
     }
 
@@ -62,6 +67,7 @@ impl Feature {
             Feature::Http => cfg!(feature = "http"),
             Feature::Metrics => cfg!(feature = "metrics"),
             Feature::Dashboard => cfg!(feature = "dashboard"),
+            Feature::Minilm => cfg!(feature = "minilm"),
         }
     }
 }
@@ -102,7 +108,8 @@ pub(crate) fn this_build() -> String {
     feature = "postgres",
     feature = "workers",
     feature = "http",
-    feature = "metrics"
+    feature = "metrics",
+    feature = "minilm"
 )))]
 pub(crate) fn not_built(feature: Feature) -> String {
     let mut features = built_in();

@@ -96,13 +96,26 @@ struct Cli {
     /// at once, or after 10 s without an answer. PostgreSQL needs the `postgres` feature.
     #[arg(long, global = true)]
     database_url: Option<String>,
-    /// An OpenAI-compatible embeddings server (`http://host:port`); default: the built-in
-    /// lexical-hash embedder (deterministic, no network, not a neural model). Its responses
-    /// are read up to 256 KiB per input text (8 MiB for a batch of 32): a larger one fails the
-    /// request unread. A vector with a component that is not a finite number fails the sync,
-    /// naming the chunk, and nothing of it is stored.
-    /// Needs the `http` feature.
+    /// The embedder: `lexical` (built in: deterministic, no model, not a neural embedding) or
+    /// `minilm` (all-MiniLM-L6-v2 run in this process, from the files `scripts/minilm/setup`
+    /// fetches; needs the `minilm` feature). `--embedder-url` chooses a server instead.
+    #[arg(long, global = true, value_enum, default_value_t = EmbedderKind::Lexical)]
+    embedder: EmbedderKind,
+    /// Where all-MiniLM-L6-v2's files are (model.safetensors, tokenizer.json, config.json);
+    /// default: where `scripts/minilm/setup` puts them ($MINILM_CACHE/model, by default
+    /// .cache/minilm/model in the repository). Nothing is downloaded at run time.
     #[arg(long, global = true)]
+    #[cfg_attr(
+        not(feature = "minilm"),
+        allow(dead_code, reason = "the in-process model's")
+    )]
+    model_dir: Option<std::path::PathBuf>,
+    /// An OpenAI-compatible embeddings server (`http://host:port`), instead of `--embedder`.
+    /// Its responses are read up to 256 KiB per input text (8 MiB for a batch of 32): a larger
+    /// one fails the request unread. A vector with a component that is not a finite number
+    /// fails the sync, naming the chunk, and nothing of it is stored.
+    /// Needs the `http` feature.
+    #[arg(long, global = true, conflicts_with = "embedder")]
     embedder_url: Option<String>,
     #[arg(long, global = true, default_value = "text-embedding-3-small")]
     #[cfg_attr(
@@ -110,14 +123,14 @@ struct Cli {
         allow(dead_code, reason = "the HTTP embedder's")
     )]
     embedder_model: String,
-    /// Texts per embeddings request (at least 1).
-    #[arg(long, global = true, default_value_t = crate::embed::DEFAULT_BATCH_SIZE as u32,
-          value_parser = clap::value_parser!(u32).range(1..))]
+    /// Texts per embeddings request, or per forward pass of `--embedder minilm` (at least 1;
+    /// default: 32 for a server, 16 for minilm).
+    #[arg(long, global = true, value_parser = clap::value_parser!(u32).range(1..))]
     #[cfg_attr(
-        not(feature = "http"),
-        allow(dead_code, reason = "the HTTP embedder's")
+        not(any(feature = "http", feature = "minilm")),
+        allow(dead_code, reason = "the HTTP embedder's and the in-process model's")
     )]
-    embedder_batch_size: u32,
+    embedder_batch_size: Option<u32>,
     /// How long one embeddings request may take (a model on a CPU needs longer than a service;
     /// more than zero).
     #[arg(long, global = true, default_value = "30s", value_parser = positive_duration)]
@@ -147,6 +160,15 @@ struct Cli {
 }
 
 /// What a `run` process does.
+/// The embedders built into the process (`--embedder`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum EmbedderKind {
+    /// Lexical feature hashing (`embed/lexical.rs`).
+    Lexical,
+    /// all-MiniLM-L6-v2 in this process (`embed/minilm.rs`, the `minilm` feature).
+    Minilm,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Role {
     /// Fires each repository's ticks and syncs them (one kind of process; start several).
@@ -313,6 +335,9 @@ fn missing_features(cli: &Cli, location: &Location) -> Vec<Missing> {
     if cli.embedder_url.is_some() {
         asked.push(Missing::new(Feature::Http, "--embedder-url"));
     }
+    if cli.embedder == EmbedderKind::Minilm {
+        asked.push(Missing::new(Feature::Minilm, "--embedder minilm"));
+    }
     match &cli.command {
         Some(Command::Run {
             role,
@@ -412,10 +437,29 @@ async fn run(cli: Cli) -> Result<(), AnyError> {
         Some(base) => Arc::new(
             HttpEmbedder::new(base, &cli.embedder_model)?
                 .api_key(std::env::var("EMBEDDER_API_KEY").ok())
-                .batch_size(cli.embedder_batch_size as usize)
+                .batch_size(
+                    cli.embedder_batch_size
+                        .map_or(crate::embed::DEFAULT_BATCH_SIZE, |b| b as usize),
+                )
                 .timeout(cli.embedder_timeout),
         ),
-        None => Arc::new(LexicalHashEmbedder::default()),
+        None => match cli.embedder {
+            EmbedderKind::Lexical => Arc::new(LexicalHashEmbedder::default()),
+            #[cfg(not(feature = "minilm"))]
+            EmbedderKind::Minilm => return Err(features::not_built(Feature::Minilm).into()),
+            #[cfg(feature = "minilm")]
+            EmbedderKind::Minilm => {
+                let dir = cli
+                    .model_dir
+                    .clone()
+                    .unwrap_or_else(crate::embed::default_model_dir);
+                let mut minilm = crate::embed::MiniLmEmbedder::load(&dir)?;
+                if let Some(b) = cli.embedder_batch_size {
+                    minilm = minilm.batch_size(b as usize);
+                }
+                Arc::new(minilm)
+            }
+        },
     };
     // Checked here, with the library's own rules, so a bad value is named before any run.
     shedlock::LockConfiguration::new("repo_sync", cli.lock_at_most_for, cli.lock_at_least_for)

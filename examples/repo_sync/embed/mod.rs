@@ -26,10 +26,20 @@ use futures_util::future::BoxFuture;
 use crate::http::describe_status;
 
 mod lexical;
+#[cfg(feature = "minilm")]
+mod minilm;
 #[cfg(feature = "http")]
 mod openai;
 
 pub(crate) use lexical::LexicalHashEmbedder;
+#[cfg(feature = "minilm")]
+#[allow(
+    unused_imports,
+    reason = "used by main.rs; tests/repo_sync.rs includes this module without it"
+)]
+pub(crate) use minilm::{
+    DEFAULT_BATCH_SIZE as MINILM_BATCH_SIZE, MiniLmEmbedder, default_model_dir,
+};
 #[cfg(feature = "http")]
 #[allow(
     unused_imports,
@@ -51,6 +61,16 @@ pub(crate) enum EmbedError {
     #[error("invalid embedder config: {reason}")]
     InvalidConfig {
         /// What is wrong.
+        reason: String,
+    },
+    /// all-MiniLM-L6-v2 cannot run in this process: its files are missing or not the model's,
+    /// or a forward pass failed.
+    #[cfg(feature = "minilm")]
+    #[error("all-MiniLM-L6-v2 (model directory {dir}): {reason}")]
+    Model {
+        /// The model directory.
+        dir: String,
+        /// What is wrong, and for a missing file the command that fetches it.
         reason: String,
     },
     /// Every attempt timed out (the last error was a timeout).
@@ -206,7 +226,7 @@ pub(crate) fn unusable(v: &[f32]) -> Option<String> {
 
 /// Scales `v` to unit length in place; a zero vector stays zero. The norm is computed in
 /// `f64`, so a vector of finite components (see [`unusable`]) stays finite.
-fn normalize(v: &mut [f32]) {
+pub(crate) fn normalize(v: &mut [f32]) {
     let norm = v
         .iter()
         .map(|&x| f64::from(x) * f64::from(x))

@@ -246,6 +246,28 @@ fn the_dashboard_names_the_feature() {
     assert!(files(dir.path()).is_empty(), "{:?}", files(dir.path()));
 }
 
+#[cfg(not(feature = "minilm"))]
+#[test]
+fn the_in_process_model_names_the_feature() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = repo_sync(
+        dir.path(),
+        &["--database-url", "app.db", "--embedder", "minilm", "status"],
+    );
+    let stderr = refused(&out);
+    assert!(
+        stderr.contains(
+            "all-MiniLM-L6-v2 in the process (--embedder minilm) needs the `minilm` feature"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("cargo run -p repo_sync --features minilm -- --database-url app.db --embedder minilm status"),
+        "{stderr}"
+    );
+    assert!(files(dir.path()).is_empty(), "{:?}", files(dir.path()));
+}
+
 #[cfg(not(feature = "http"))]
 #[test]
 fn the_http_clients_name_the_feature() {

@@ -1,24 +1,23 @@
-//! Real embeddings, end to end: all-MiniLM-L6-v2 served by `scripts/minilm/serve.py` (numpy, no
-//! PyTorch) behind the example's `HttpEmbedder`, against the built-in lexical-hash embedder.
+//! Real embeddings, end to end: all-MiniLM-L6-v2 in repo_sync's own process (`--embedder
+//! minilm`, the `minilm` feature: candle's BERT on the CPU) against the built-in lexical-hash
+//! embedder.
 //!
 //! The test indexes this repository as it was at a fixed commit (`CORPUS_COMMIT`) twice, with
-//! the same chunking and file limit, once per embedder, and asks both indexes a question phrased in other words than the
-//! code that answers it. Every run indexes the commit's `shedlock/src` (35 files, 592 chunks,
-//! about 35 s); `SHEDLOCK_SOAK=1` indexes the whole commit (262 files, 2,624 chunks, minutes). It checks where the file that answers it ranks, not how fast anything
+//! the same chunking and file limit, once per embedder, and asks both indexes a question
+//! phrased in other words than the code that answers it. Every run indexes the commit's
+//! `shedlock/src` (35 files, 592 chunks); `SHEDLOCK_SOAK=1` indexes the whole commit (262 files,
+//! 2,624 chunks, minutes). It checks where the file that answers it ranks, not how fast anything
 //! is (the figures it prints are for reading; BENCHMARKS.md has the measured ones).
 //!
-//! It needs what `scripts/minilm/setup` fetches (a venv with numpy, tokenizers and safetensors,
-//! and the model's files under `.cache/minilm/`); `scripts/test` runs that first. Without it the
-//! test fails and says what is missing.
-//!
-//! The HTTP embedder is repo_sync's `http` feature: without it there is nothing to test here.
-#![cfg(feature = "http")]
+//! It needs the model's files, which `scripts/minilm/setup` fetches into `.cache/minilm/`;
+//! `scripts/test` runs that first. Without them the test fails and says what is missing. That
+//! the in-process model computes all-MiniLM-L6-v2 (its vectors against the numpy reference and
+//! the published figures) is checked by `embed/minilm.rs`'s tests.
+#![cfg(feature = "minilm")]
 #![allow(missing_docs)]
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The commit whose files are indexed: fixed, so that the ranks it checks (and the time MiniLM
@@ -41,14 +40,10 @@ const EXPECTED: &str = "shedlock/src/error.rs";
 /// would be cut short). ADR 0004 has the counts.
 const CHUNKING: [&str; 4] = ["--chunk-size", "700", "--chunk-overlap", "100"];
 /// Files larger than this (or than `EXPECTED`, if it grows past it) are left out of both
-/// indexes. MiniLM on numpy embeds a few hundred tokens a second on this 2-core machine while
+/// indexes. MiniLM embeds a few thousand tokens a second on this 2-core machine, fewer while
 /// other builds run (BENCHMARKS.md), and the whole repository is about half a million tokens; the
 /// files up to 11 KiB are about a seventh of that.
 const MAX_FILE_BYTES: u64 = 11 * 1024;
-/// How long the server may take to load the model and say its port: a generous bound for a
-/// loaded machine (it took 1.2 s here with other builds running).
-const SERVER_START: Duration = Duration::from_secs(180);
-
 /// The repository's root: this package is `examples/repo_sync/` in it.
 fn repo_root() -> &'static Path {
     let package = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -58,9 +53,9 @@ fn repo_root() -> &'static Path {
         .expect("the package is examples/repo_sync in the repository")
 }
 
-/// The venv's python and the model's directory, from `scripts/minilm/setup --check`; a failure
-/// that names what is missing and how to get it otherwise.
-fn minilm_setup() -> (PathBuf, PathBuf) {
+/// The model's directory, from `scripts/minilm/setup --check`; a failure that names what is
+/// missing and how to get it otherwise.
+fn minilm_setup() -> PathBuf {
     let setup = repo_root().join("scripts/minilm/setup");
     let out = Command::new(&setup)
         .arg("--check")
@@ -79,188 +74,10 @@ fn minilm_setup() -> (PathBuf, PathBuf) {
         .lines()
         .find_map(|l| l.strip_prefix("minilm: ready: python="))
         .unwrap_or_else(|| panic!("unexpected output of {}: {stdout}", setup.display()));
-    let (python, model) = line
+    let (_python, model) = line
         .split_once(" model=")
         .unwrap_or_else(|| panic!("unexpected output of {}: {stdout}", setup.display()));
-    (PathBuf::from(python), PathBuf::from(model))
-}
-
-/// The embeddings server, stopped when dropped.
-struct Server {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts `serve.py` on a free port and waits for the line that says where it serves.
-fn start_server(python: &Path, model: &Path, log: &Path) -> Server {
-    let script = repo_root().join("scripts/minilm/serve.py");
-    let mut child = Command::new(python)
-        .arg(&script)
-        .arg("--model-dir")
-        .arg(model)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot start {} {}: {e}",
-                python.display(),
-                script.display()
-            )
-        });
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let started = Instant::now();
-    let mut server = Server {
-        child,
-        url: String::new(),
-    };
-    loop {
-        let left = SERVER_START.saturating_sub(started.elapsed());
-        match rx.recv_timeout(left) {
-            Ok(line) => {
-                if let Some(url) = line
-                    .strip_prefix("minilm: serving")
-                    .and_then(|rest| rest.split_once(" at "))
-                    .map(|(_, url)| url.trim())
-                {
-                    server.url = url.to_owned();
-                    return server;
-                }
-            }
-            Err(e) => {
-                let _ = server.child.kill();
-                let status = server.child.wait();
-                panic!(
-                    "{} did not say where it serves within {SERVER_START:?} ({e}; exit: {status:?}); its stderr:\n{}",
-                    script.display(),
-                    std::fs::read_to_string(log).unwrap_or_default()
-                );
-            }
-        }
-    }
-}
-
-/// The vectors the server gives for `texts`.
-async fn embed(client: &reqwest::Client, url: &str, texts: &[&str]) -> Vec<Vec<f32>> {
-    let response = client
-        .post(format!("{url}/v1/embeddings"))
-        .json(&serde_json::json!({ "model": "all-MiniLM-L6-v2", "input": texts }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let body: serde_json::Value = response.json().await.unwrap();
-    let data = body["data"].as_array().unwrap();
-    assert_eq!(data.len(), texts.len(), "{body}");
-    data.iter()
-        .enumerate()
-        .map(|(i, item)| {
-            assert_eq!(item["index"], i);
-            item["embedding"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_f64().unwrap() as f32)
-                .collect()
-        })
-        .collect()
-}
-
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
-
-/// The server computes all-MiniLM-L6-v2: the vector of "hello world" and the similarities of
-/// sentence-transformers' own quickstart example match published figures; a paraphrase scores
-/// far above an unrelated sentence; bad requests get a 400 that names the problem.
-async fn check_the_model(url: &str) {
-    let client = reqwest::Client::new();
-    // The first components of "hello world" as fastembed's tests pin them for this model.
-    let hello = &embed(&client, url, &["hello world"]).await[0];
-    assert_eq!(hello.len(), 384);
-    let published = [-0.034478, 0.03102, 0.00673, 0.02611, -0.039362];
-    for (i, (got, want)) in hello.iter().zip(published).enumerate() {
-        assert!(
-            (got - want).abs() < 1e-4,
-            "hello world[{i}] = {got}, published {want}"
-        );
-    }
-    assert!((dot(hello, hello) - 1.0).abs() < 1e-5, "L2-normalised");
-    // sentence-transformers' quickstart: [[1, 0.6660, 0.1046], [0.6660, 1, 0.1411], ...].
-    let e = embed(
-        &client,
-        url,
-        &[
-            "The weather is lovely today.",
-            "It's so sunny outside!",
-            "He drove to the stadium.",
-        ],
-    )
-    .await;
-    for (i, j, want) in [(0, 1, 0.6660), (0, 2, 0.1046), (1, 2, 0.1411)] {
-        let got = dot(&e[i], &e[j]);
-        assert!(
-            (got - want).abs() < 1e-3,
-            "similarity({i}, {j}) = {got:.4}, published {want}"
-        );
-    }
-    let e = embed(
-        &client,
-        url,
-        &[
-            "The lock was lost, so the job stops.",
-            "Losing the lease cancels the running task.",
-            "A recipe for tomato soup with basil.",
-        ],
-    )
-    .await;
-    let (paraphrase, unrelated) = (dot(&e[0], &e[1]), dot(&e[0], &e[2]));
-    assert!(
-        paraphrase > unrelated + 0.3,
-        "paraphrase {paraphrase:.3} vs unrelated {unrelated:.3}"
-    );
-
-    for (body, names) in [
-        (
-            serde_json::json!({ "model": "text-embedding-3-small", "input": ["x"] }),
-            "text-embedding-3-small",
-        ),
-        (
-            serde_json::json!({ "model": "all-MiniLM-L6-v2" }),
-            "'input'",
-        ),
-        (
-            serde_json::json!({ "model": "all-MiniLM-L6-v2", "input": [1, 2] }),
-            "input[0]",
-        ),
-    ] {
-        let response = client
-            .post(format!("{url}/v1/embeddings"))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 400, "{body}");
-        let error: serde_json::Value = response.json().await.unwrap();
-        let message = error["error"]["message"].as_str().unwrap_or_default();
-        assert!(message.contains(names), "{body} -> {error}");
-    }
+    PathBuf::from(model)
 }
 
 /// The package's binary, built by cargo for these tests with the same features.
@@ -465,13 +282,11 @@ fn rank_of(files: &[String], file: &str) -> usize {
         .map_or(files.len() + 1, |i| i + 1)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn minilm_ranks_the_file_that_answers_a_paraphrased_question_above_the_lexical_embedder() {
+#[test]
+fn minilm_ranks_the_file_that_answers_a_paraphrased_question_above_the_lexical_embedder() {
     let started = Instant::now();
-    let (python, model) = minilm_setup();
+    let model = minilm_setup();
     let dir = tempfile::tempdir().unwrap();
-    let server = start_server(&python, &model, &dir.path().join("server.log"));
-    check_the_model(&server.url).await;
     let bin = example_binary();
     let limit = max_file_bytes();
     let corpus = corpus(dir.path());
@@ -483,20 +298,12 @@ async fn minilm_ranks_the_file_that_answers_a_paraphrased_question_above_the_lex
         &corpus,
         "minilm",
         limit,
-        [
-            "--embedder-url",
-            &server.url,
-            "--embedder-model",
-            "all-MiniLM-L6-v2",
-            "--embedder-batch-size",
-            "64",
-            // Generous: a batch of 64 chunks takes seconds on an idle machine, minutes on a
-            // loaded one; a timed-out request would be sent again while the first still runs.
-            "--embedder-timeout",
-            "20m",
-        ]
-        .map(str::to_owned)
-        .to_vec(),
+        vec![
+            "--embedder".to_owned(),
+            "minilm".to_owned(),
+            "--model-dir".to_owned(),
+            model.display().to_string(),
+        ],
     );
     assert_eq!(
         lexical.counts(),
@@ -540,5 +347,4 @@ async fn minilm_ranks_the_file_that_answers_a_paraphrased_question_above_the_lex
         minilm_rank <= 5,
         "MiniLM ranks {EXPECTED} #{minilm_rank}, not among the first 5: {by_minilm:?}"
     );
-    drop(server);
 }
