@@ -164,7 +164,7 @@ impl MiniLmEmbedder {
         let fail = |e: &dyn std::fmt::Display| model_error(&inner.dir, e);
         let encodings = inner
             .tokenizer
-            .encode_batch(texts.to_vec(), true)
+            .encode_batch(texts.iter().map(String::as_str).collect(), true)
             .map_err(|e| fail(&e))?;
         let ids: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
         let tokens = ids.iter().map(|i| i.len()).sum();

@@ -44,40 +44,23 @@ const CHUNKING: [&str; 4] = ["--chunk-size", "700", "--chunk-overlap", "100"];
 /// other builds run (BENCHMARKS.md), and the whole repository is about half a million tokens; the
 /// files up to 11 KiB are about a seventh of that.
 const MAX_FILE_BYTES: u64 = 11 * 1024;
-/// The repository's root: this package is `examples/repo_sync/` in it.
-fn repo_root() -> &'static Path {
-    let package = Path::new(env!("CARGO_MANIFEST_DIR"));
-    package
-        .parent()
-        .and_then(Path::parent)
-        .expect("the package is examples/repo_sync in the repository")
+/// `setup --check`'s model directory and the repository's root, as `embed/minilm.rs`'s tests
+/// read them.
+#[path = "../embed/minilm_reference.rs"]
+#[allow(
+    dead_code,
+    reason = "this test reads the set-up only, not the reference's vectors"
+)]
+mod reference;
+
+fn repo_root() -> PathBuf {
+    reference::repo_root()
 }
 
 /// The model's directory, from `scripts/minilm/setup --check`; a failure that names what is
 /// missing and how to get it otherwise.
 fn minilm_setup() -> PathBuf {
-    let setup = repo_root().join("scripts/minilm/setup");
-    let out = Command::new(&setup)
-        .arg("--check")
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", setup.display()));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "all-MiniLM-L6-v2 is not set up, so this test cannot run. {} --check says:\n{stderr}\n\
-         Run scripts/minilm/setup (scripts/test runs it before cargo test).",
-        setup.display()
-    );
-    // minilm: ready: python=<path> model=<path>
-    let line = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("minilm: ready: python="))
-        .unwrap_or_else(|| panic!("unexpected output of {}: {stdout}", setup.display()));
-    let (_python, model) = line
-        .split_once(" model=")
-        .unwrap_or_else(|| panic!("unexpected output of {}: {stdout}", setup.display()));
-    PathBuf::from(model)
+    reference::setup().unwrap_or_else(|e| panic!("{e}")).1
 }
 
 /// The package's binary, built by cargo for these tests with the same features.
